@@ -1,0 +1,255 @@
+import { errors } from '../shared/errors.js';
+import { formatDecimal, parseDecimal } from '../shared/ids.js';
+import type { Params } from '../shared/schemas.js';
+import type { ReadBatch, StoredRecord } from '../shared/types.js';
+import type { TokenCodec } from './batch-codec.js';
+import type { Caller } from './caller.js';
+import { Directory } from './directory.js';
+import type { StreamMeta } from './stream-meta.js';
+import type { CommittedRange, StreamStore } from './stream-store.js';
+import { K } from './keys.js';
+import { decodeRecord } from './record-codec.js';
+import type { Storage } from './storage.js';
+
+/** A compound (live) cursor: per stream of the chat, the generation and next position. */
+export interface LiveCursor {
+  chatId: string;
+  streams: Record<string, { generation: number; position: number }>;
+}
+
+/** A history cursor: the snapshot fixed by the first call and where paging stands in it. */
+interface HistoryCursor {
+  c: string;
+  d: 'backward' | 'forward';
+  /** Per stream [A, B]: generation, snapshot head, snapshot first position, paging position. */
+  g: [number, number];
+  h: [number, number];
+  f: [number, number];
+  p: [number, number];
+}
+
+const HISTORY_KIND = 'history';
+const LIVE_KIND = 'live';
+
+/**
+ * Read paths over committed data: `streams.read` (with long poll), `chats.history` snapshot
+ * paging and the cursor codecs that `chats.follow` shares. Every path fails closed: a missing
+ * stream, another generation or a trimmed range is a CONTINUITY_BREAK, never a skip.
+ */
+export class ChatReader {
+  readonly #streams: StreamStore;
+  readonly #directory: Directory;
+  readonly #codec: TokenCodec;
+  readonly #storage: Storage;
+  readonly #waiters = new Map<string, Set<() => void>>();
+
+  constructor(streams: StreamStore, directory: Directory, codec: TokenCodec, storage: Storage) {
+    this.#streams = streams;
+    this.#directory = directory;
+    this.#codec = codec;
+    this.#storage = storage;
+    streams.listen({
+      committed: (range: CommittedRange) => this.#wake(range.streamId),
+      discontinuity: (streamId: string) => this.#wake(streamId),
+    });
+  }
+
+  #wake(streamId: string): void {
+    const set = this.#waiters.get(streamId);
+    if (!set) return;
+    this.#waiters.delete(streamId);
+    for (const w of set) w();
+  }
+
+  /** Resolve on the next commit or discontinuity of `streamId`, or after `ms`. */
+  #waitFor(streamId: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let set = this.#waiters.get(streamId);
+      if (!set) this.#waiters.set(streamId, (set = new Set()));
+      const done = () => {
+        clearTimeout(timer);
+        set!.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      set.add(done);
+    });
+  }
+
+  /** `streams.read`, waiting up to `waitMs` for records when none are available yet. */
+  async read(caller: Caller, p: Params<'streams.read'>): Promise<ReadBatch> {
+    const deadline = Date.now() + (p.waitMs ?? 0);
+    for (;;) {
+      const batch = await this.#streams.read(caller, p);
+      const remaining = deadline - Date.now();
+      if (batch.records.length > 0 || batch.sealed || remaining <= 0) return batch;
+      await this.#waitFor(p.streamId, remaining);
+    }
+  }
+
+  // ---- live cursors ---------------------------------------------------------------------
+
+  /** Encode a compound cursor. */
+  liveCursor(c: LiveCursor): string {
+    const s: Record<string, [number, number]> = {};
+    for (const [id, v] of Object.entries(c.streams)) s[id] = [v.generation, v.position];
+    return this.#codec.seal(LIVE_KIND, { c: c.chatId, s });
+  }
+
+  /** Decode a compound cursor of `chatId`, or INVALID_PARAMS at `cursor`. */
+  openLiveCursor(chatId: string, token: string, streamIds: [string, string]): LiveCursor {
+    const v = this.#codec.open<{ c: string; s: Record<string, [number, number]> }>(LIVE_KIND, token);
+    if (!v || typeof v.c !== 'string' || typeof v.s !== 'object' || v.s === null) {
+      throw errors.invalidParams('cursor', 'not a live cursor issued by this daemon (HMAC check failed or wrong kind)');
+    }
+    if (v.c !== chatId) throw errors.invalidParams('cursor', 'the cursor belongs to another chat');
+    const streams: LiveCursor['streams'] = {};
+    for (const id of streamIds) {
+      const entry = v.s[id];
+      if (!Array.isArray(entry)) throw errors.invalidParams('cursor', 'the cursor does not cover this chat');
+      streams[id] = { generation: entry[0], position: entry[1] };
+    }
+    return { chatId, streams };
+  }
+
+  /** Check a cursor position against the current stream: exact continuity or CONTINUITY_BREAK. */
+  checkContinuity(streamId: string, generation: number, position: number): StreamMeta {
+    const meta = this.#streams.committedMeta(streamId);
+    if (!meta) throw errors.continuityBreak('STREAM_MISSING', streamId, streamId, null);
+    if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
+    if (position < meta.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(position), formatDecimal(meta.firstPosition));
+    if (position > meta.nextPosition) throw errors.invalidParams('cursor', `the cursor is beyond the end of ${streamId}`);
+    return meta;
+  }
+
+  // ---- history --------------------------------------------------------------------------
+
+  /** `chats.history`: snapshot paging over both directions' messages. */
+  async history(caller: Caller, p: Params<'chats.history'>): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
+    const chat = this.#directory.readableChat(caller, p.chatId);
+    const ids = Directory.streamIds(chat);
+    const limit = p.limit ?? 50;
+    let cur: HistoryCursor;
+    if (p.cursor === undefined) {
+      const metas = ids.map((id) => {
+        const m = this.#streams.committedMeta(id);
+        if (!m) throw errors.continuityBreak('STREAM_MISSING', id, id, null);
+        return m;
+      }) as [StreamMeta, StreamMeta];
+      const direction = p.direction ?? 'backward';
+      const g: [number, number] = [metas[0].generation, metas[1].generation];
+      const h: [number, number] = [metas[0].nextPosition, metas[1].nextPosition];
+      const f: [number, number] = [metas[0].firstPosition, metas[1].firstPosition];
+      cur = { c: chat.id, d: direction, g, h, f, p: direction === 'forward' ? [...f] : [...h] };
+    } else {
+      const v = this.#codec.open<HistoryCursor>(HISTORY_KIND, p.cursor);
+      if (!v || typeof v.c !== 'string' || !Array.isArray(v.p)) throw errors.invalidParams('cursor', 'not a history cursor issued by this daemon (HMAC check failed or wrong kind)');
+      if (v.c !== chat.id) throw errors.invalidParams('cursor', 'the cursor belongs to another chat');
+      if (p.direction !== undefined && p.direction !== v.d) throw errors.invalidParams('direction', 'a history cursor keeps the direction of the call that made it');
+      cur = v;
+    }
+    const liveCursor = this.liveCursor({
+      chatId: chat.id,
+      streams: { [ids[0]]: { generation: cur.g[0], position: cur.h[0] }, [ids[1]]: { generation: cur.g[1], position: cur.h[1] } },
+    });
+    const sides = await Promise.all(ids.map((id, i) => this.#historySide(id, i as 0 | 1, cur, limit)));
+    const merged = merge(sides, cur.d, limit);
+    const nextP: [number, number] = [...cur.p];
+    for (const { side, record } of merged) {
+      const pos = parseDecimal(record.position);
+      nextP[side] = cur.d === 'forward' ? pos + 1 : pos;
+    }
+    // A side whose scan ended without being cut short by the merge is exhausted: move its
+    // pointer to the scan's end so the next page does not rescan receipts and fences.
+    sides.forEach((s, i) => {
+      if (s.exhausted && merged.filter((m) => m.side === i).length === s.messages.length) nextP[i] = s.end;
+    });
+    const done = cur.d === 'forward' ? nextP[0] >= cur.h[0] && nextP[1] >= cur.h[1] : nextP[0] <= cur.f[0] && nextP[1] <= cur.f[1];
+    const more = !done;
+    const entries = merged.map((m) => m.record);
+    if (cur.d === 'backward') entries.reverse();
+    return {
+      entries,
+      nextCursor: more ? this.#codec.seal(HISTORY_KIND, { ...cur, p: nextP } satisfies HistoryCursor) : null,
+      liveCursor,
+    };
+  }
+
+  /**
+   * Up to `limit` messages of one side of the snapshot, in paging order, read with a range
+   * iterator from the cursor's position (O(page), whatever the history length).
+   */
+  async #historySide(streamId: string, i: 0 | 1, cur: HistoryCursor, limit: number): Promise<{ messages: StoredRecord[]; exhausted: boolean; end: number }> {
+    const meta = this.#streams.committedMeta(streamId);
+    if (!meta) throw errors.continuityBreak('STREAM_MISSING', streamId, streamId, null);
+    const generation = cur.g[i];
+    if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
+    const forward = cur.d === 'forward';
+    const lo = forward ? cur.p[i] : cur.f[i];
+    const hi = forward ? cur.h[i] : cur.p[i];
+    if (lo >= hi) return { messages: [], exhausted: true, end: forward ? hi : lo };
+    if (forward && lo < meta.firstPosition) {
+      throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(lo), formatDecimal(meta.firstPosition));
+    }
+    const messages: StoredRecord[] = [];
+    let expect = forward ? lo : hi - 1;
+    const it = this.#storage.db.iterator({ gte: K.record(streamId, generation, lo), lt: K.record(streamId, generation, hi), reverse: !forward });
+    let exhausted = true;
+    try {
+      for await (const [, value] of it) {
+        const record = decodeRecord(value, { streamId, generation, position: expect });
+        if (record.position !== formatDecimal(expect)) {
+          throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(expect), record.position);
+        }
+        expect += forward ? 1 : -1;
+        if (record.wrapper.type !== 'chat.message') continue;
+        messages.push(record);
+        if (messages.length >= limit) {
+          exhausted = false;
+          break;
+        }
+      }
+    } finally {
+      await it.close();
+    }
+    if (exhausted) {
+      const reachedEnd = forward ? expect === hi : expect === lo - 1;
+      // Backward paging that reaches the retained start simply ends; anything else missing
+      // inside the snapshot was trimmed under us.
+      if (!reachedEnd && !(!forward && expect < meta.firstPosition)) {
+        throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(expect), formatDecimal(meta.firstPosition));
+      }
+    }
+    return { messages, exhausted, end: forward ? hi : lo };
+  }
+}
+
+type Side = { side: 0 | 1; record: StoredRecord };
+
+/** (createdAt, fromAgentId, position) — the transcript order of §6. */
+function compare(a: StoredRecord, b: StoredRecord): number {
+  const ma = a.wrapper.type === 'chat.message' ? a.wrapper.message : null;
+  const mb = b.wrapper.type === 'chat.message' ? b.wrapper.message : null;
+  const ta = ma?.signature.createdAt ?? '';
+  const tb = mb?.signature.createdAt ?? '';
+  if (ta !== tb) return ta < tb ? -1 : 1;
+  const fa = ma?.fromAgentId ?? '';
+  const fb = mb?.fromAgentId ?? '';
+  if (fa !== fb) return fa < fb ? -1 : 1;
+  return parseDecimal(a.position) - parseDecimal(b.position);
+}
+
+/** Merge two per-stream lists already in paging order; take the first `limit`. */
+function merge(sides: Array<{ messages: StoredRecord[] }>, direction: 'backward' | 'forward', limit: number): Side[] {
+  const a = sides[0]!.messages;
+  const b = sides[1]!.messages;
+  const sign = direction === 'forward' ? 1 : -1;
+  const out: Side[] = [];
+  let i = 0;
+  let j = 0;
+  while (out.length < limit && (i < a.length || j < b.length)) {
+    if (j >= b.length || (i < a.length && sign * compare(a[i]!, b[j]!) <= 0)) out.push({ side: 0, record: a[i++]! });
+    else out.push({ side: 1, record: b[j++]! });
+  }
+  return out;
+}

@@ -1,0 +1,11 @@
+/** Everything the daemon needs to start, resolved from flags and environment (§2). */
+export interface DaemonConfig {
+  /** null: use the socket passed by systemd (LISTEN_FDS). */
+  socketPath: string | null;
+  dataDir: string;
+  logLevel: string;
+  socketMode: number;
+  maxLineBytes: number;
+  policy: 'grants' | 'open';
+  maxConnections: number;
+}

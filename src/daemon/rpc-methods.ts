@@ -1,0 +1,118 @@
+import { errors } from '../shared/errors.js';
+import { parseDecimal } from '../shared/ids.js';
+import type { Caller } from './caller.js';
+import type { Counters } from './counters.js';
+import { Directory } from './directory.js';
+import type { HelloLimiter } from './hello-limiter.js';
+import type { Handlers } from './rpc-server.js';
+import type { Signer } from './signer.js';
+import type { Storage } from './storage.js';
+import type { StreamStore } from './stream-store.js';
+import type { ChatReader } from './chat-reader.js';
+import type { Subscriptions } from './subscriptions.js';
+import { buildOpenRpc } from '../shared/openrpc.js';
+
+/** Everything the handlers use. */
+export interface Services {
+  version: string;
+  startedAt: number;
+  maxLineBytes: number;
+  maxAppendRequestBytes: number;
+  storage: Storage;
+  directory: Directory;
+  streams: StreamStore;
+  reader: ChatReader;
+  subscriptions: Subscriptions;
+  signer: Signer;
+  counters: Counters;
+  helloLimiter: HelloLimiter;
+}
+
+const agentIdOf = (caller: Caller) => (caller.role === 'agent' ? caller.agentId : null);
+
+/** The method table: thin adapters from validated params to services. */
+export function createHandlers(s: Services): Handlers {
+  return {
+    'session.hello': (p, _caller, ctx) => {
+      const connId = ctx.connection.id;
+      s.helloLimiter.check(connId);
+      const caller = s.directory.authenticate(p.token);
+      if (!caller) {
+        s.helloLimiter.failed(connId);
+        throw errors.unauthenticated('unknown, rotated or disabled token');
+      }
+      s.helloLimiter.succeeded(connId);
+      ctx.connection.setCaller(caller);
+      ctx.caller = caller;
+      return {
+        role: caller.role,
+        ...(caller.role === 'agent' ? { agentId: caller.agentId } : {}),
+        protocol: 'yello.chat.v1',
+        daemon: { version: s.version },
+        limits: { maxAppendRequestBytes: s.maxAppendRequestBytes, maxLineBytes: s.maxLineBytes },
+        signing: { kid: s.signer.kid, alg: 'ES256' },
+      };
+    },
+    'daemon.status': () => ({
+      version: s.version,
+      uptimeMs: Date.now() - s.startedAt,
+      counts: s.counters.snapshot(),
+      storage: s.storage.readOnly ? 'read-only' : 'ok',
+      kid: s.signer.kid,
+      policy: s.directory.policy,
+    }),
+    'keys.list': () => s.signer.jwks(),
+    'keys.rotate': () => ({ kid: s.signer.rotate() }),
+
+    'agents.create': (p) => s.directory.createAgent(p.username, p.name, p.image),
+    'agents.list': async () => ({ agents: await s.directory.listAgents() }),
+    'agents.get': (p) => ({ agent: p.agentId !== undefined ? s.directory.agent(p.agentId) : s.directory.agentByUsername(p.username!) }),
+    'agents.rotateToken': (p) => s.directory.rotateToken(p.agentId),
+    'agents.disable': async (p) => ({ agent: await s.directory.disableAgent(p.agentId) }),
+    'agents.setPolicy': async (p) => ({ agent: await s.directory.setPolicy(p.agentId, p.pii) }),
+
+    'grants.add': async (p) => ({ grant: await s.directory.addGrant(p.agentId, p.peerAgentId) }),
+    'grants.remove': async (p) => ({ removed: await s.directory.removeGrant(p.agentId, p.peerAgentId) }),
+    'grants.list': async (p, caller) => {
+      const own = agentIdOf(caller);
+      if (own !== null && p.agentId !== undefined && p.agentId !== own) throw errors.permissionDenied('NOT_OWN', 'agents may list only their own grants');
+      return { grants: await s.directory.listGrants(own ?? p.agentId) };
+    },
+
+    'chats.open': (p, caller) => {
+      if (caller.role === 'agent') {
+        if (p.peerAgentId === undefined) throw errors.invalidParams('peerAgentId', 'agents open a chat with {peerAgentId}');
+        return s.directory.openChat(caller, caller.agentId, p.peerAgentId);
+      }
+      if (p.agentAId === undefined || p.agentBId === undefined) throw errors.invalidParams('agentAId', 'admin opens a chat with {agentAId, agentBId}');
+      return s.directory.openChat(caller, p.agentAId, p.agentBId);
+    },
+    'chats.get': (p, caller) => {
+      const chat = s.directory.readableChat(caller, p.chatId);
+      const [a, b] = Directory.streamIds(chat);
+      const state = (id: string) => {
+        const meta = s.streams.committedMeta(id);
+        if (!meta) throw errors.notFound('stream', id);
+        return s.streams.state(meta);
+      };
+      return { chat, streams: [state(a), state(b)] };
+    },
+    'chats.list': (p, caller) => s.directory.listChats(caller, p.cursor, p.limit ?? 100),
+    'chats.permissions': (p, caller) => s.directory.permissions(s.directory.readableChat(caller, p.chatId)),
+    'chats.history': (p, caller) => s.reader.history(caller, p),
+    'chats.follow': (p, caller, ctx) => s.subscriptions.follow(caller, p, ctx.connection),
+    'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
+
+    'streams.get': (p, caller) => s.streams.get(caller, p.streamId),
+    'streams.claim': (p, caller) => s.streams.claim(caller, p),
+    'streams.release': (p, caller) => s.streams.release(caller, p),
+    'streams.append': (p, caller) => s.streams.append(caller, p),
+    'streams.read': (p, caller) => s.reader.read(caller, p),
+    'streams.trim': (p) => s.streams.trim(p.streamId, parseDecimal(p.beforePosition), p.force === true),
+    'streams.reset': (p) => s.streams.reset(p.streamId, p.reason),
+
+    'operations.get': (p, caller) => s.streams.operation(caller, p.streamId, p.operationId),
+    'operations.list': (p, caller) => s.streams.operations(caller, p.streamId, p.cursor, p.limit ?? 100),
+    'rpc.discover': () => buildOpenRpc(s.version),
+  };
+}

@@ -1,0 +1,537 @@
+import { createHash } from 'node:crypto';
+import { errors, type YelloError } from '../shared/errors.js';
+import { formatDecimal, parseDecimal, splitStreamId } from '../shared/ids.js';
+import { clientMessageId, contentSha256 } from '../shared/message-signing.js';
+import type { OperationInfo } from '../shared/methods.js';
+import type { Params } from '../shared/schemas.js';
+import type { AppendResult, ReadBatch, Redaction, StoredRecord, StreamState } from '../shared/types.js';
+import type { TokenCodec } from './batch-codec.js';
+import type { Caller } from './caller.js';
+import type { Counters } from './counters.js';
+import type { Directory } from './directory.js';
+import { K, prefixEnd } from './keys.js';
+import { applyPiiPolicy } from './pii-policy.js';
+import { decodeRecord, encodeRecord } from './record-codec.js';
+import type { Signer } from './signer.js';
+import type { Storage, WriteOp } from './storage.js';
+import { cloneMeta, publicStreamState, streamMetaOp, type StreamMeta } from './stream-meta.js';
+import { hashToken, newToken } from './tokens.js';
+
+/** A committed range of one stream, handed to subscribers in commit order. */
+export interface CommittedRange {
+  streamId: string;
+  chatId: string;
+  generation: number;
+  fromPosition: number;
+  nextPosition: number;
+  records: StoredRecord[];
+}
+
+/** Listener for changes subscribers must hear about. */
+export interface StreamEvents {
+  committed(range: CommittedRange): void;
+  /** A reset or trim: exact continuity may be impossible for readers of `streamId`. */
+  discontinuity(streamId: string): void;
+}
+
+interface StoredOperation {
+  operationId: string;
+  generation: number;
+  firstPosition: number;
+  nextPosition: number;
+  committedAt: string;
+  requestDigest: string;
+  redactions: Redaction[];
+}
+
+const COORDINATOR_TOKEN_PREFIX = 'yello_ct_';
+/** Records deleted per batch when trimming, so a huge trim never builds one giant batch. */
+const TRIM_CHUNK = 10_000;
+
+/**
+ * The directional streams: heads, writer fencing, compare-and-append, reads with exact
+ * continuity, operations, trim and reset.
+ *
+ * Two views of each stream head are cached: `admitted` (what the next write is checked
+ * against, including writes not yet durable) and `committed` (what readers see). Admission is
+ * synchronous from the first check to the queued write, so concurrent appends cannot both
+ * pass the same position check.
+ */
+export class StreamStore {
+  readonly #storage: Storage;
+  readonly #directory: Directory;
+  readonly #signer: Signer;
+  readonly #codec: TokenCodec;
+  readonly #counters: Counters;
+  readonly #admitted = new Map<string, StreamMeta>();
+  readonly #committed = new Map<string, StreamMeta>();
+  readonly #listeners: StreamEvents[] = [];
+
+  constructor(storage: Storage, directory: Directory, signer: Signer, codec: TokenCodec, counters: Counters) {
+    this.#storage = storage;
+    this.#directory = directory;
+    this.#signer = signer;
+    this.#codec = codec;
+    this.#counters = counters;
+    storage.onFailure(() => {
+      this.#admitted.clear();
+      this.#committed.clear();
+    });
+  }
+
+  listen(listener: StreamEvents): void {
+    this.#listeners.push(listener);
+  }
+
+  // ---- heads ----------------------------------------------------------------------------
+
+  #admittedMeta(streamId: string): StreamMeta | undefined {
+    let meta = this.#admitted.get(streamId);
+    if (!meta) {
+      const raw = this.#storage.getAdmitted(K.stream(streamId));
+      if (raw === undefined) return undefined;
+      meta = JSON.parse(raw) as StreamMeta;
+      this.#admitted.set(streamId, meta);
+    }
+    return meta;
+  }
+
+  /** Committed head of a stream (what readers may see), or undefined. */
+  committedMeta(streamId: string): StreamMeta | undefined {
+    let meta = this.#committed.get(streamId);
+    if (!meta) {
+      const raw = this.#storage.getCommitted(K.stream(streamId));
+      if (raw === undefined) return undefined;
+      meta = JSON.parse(raw) as StreamMeta;
+      this.#committed.set(streamId, meta);
+    }
+    return meta;
+  }
+
+  /** Admit a new head: cache it as admitted, persist it, and publish it as committed once durable. */
+  async #commitMeta(next: StreamMeta, ops: WriteOp[], range?: Omit<CommittedRange, 'chatId' | 'streamId'>): Promise<void> {
+    this.#admitted.set(next.streamId, next);
+    ops.push(streamMetaOp(next));
+    const snapshot = cloneMeta(next);
+    await this.#storage.write(ops);
+    const current = this.#committed.get(next.streamId);
+    // Commits of one stream complete in admission order; never move the committed view back.
+    if (!current || current.generation < snapshot.generation || current.nextPosition <= snapshot.nextPosition) {
+      this.#committed.set(next.streamId, snapshot);
+    }
+    if (range && range.records.length > 0) {
+      const full: CommittedRange = { ...range, streamId: next.streamId, chatId: next.chatId };
+      for (const l of this.#listeners) l.committed(full);
+    }
+  }
+
+  /** Public state, with the peer's receipt as `acknowledged`. */
+  state(meta: StreamMeta): StreamState {
+    return publicStreamState(meta, this.committedMeta(`${meta.chatId}:${meta.peerAgentId}`));
+  }
+
+  /** `streams.get`: participants and admin. */
+  get(caller: Caller, streamId: string): StreamState {
+    const meta = this.committedMeta(streamId);
+    if (!meta) throw errors.notFound('stream', streamId);
+    this.#assertReader(caller, meta);
+    return this.state(meta);
+  }
+
+  #assertReader(caller: Caller, meta: StreamMeta): void {
+    if (caller.role === 'agent' && caller.agentId !== meta.authorAgentId && caller.agentId !== meta.peerAgentId) {
+      throw errors.permissionDenied('NOT_PARTICIPANT', `agent ${caller.agentId} is not a participant of ${meta.chatId}`);
+    }
+  }
+
+  /** Author check before the stream lookup (§6 order: author, then stream). */
+  #assertAuthor(caller: Caller, streamId: string): void {
+    const parts = splitStreamId(streamId);
+    if (caller.role !== 'agent' || !parts || parts.authorAgentId !== caller.agentId) {
+      throw errors.permissionDenied('NOT_AUTHOR', 'only the author of a stream may claim it or append to it');
+    }
+  }
+
+  #requireAdmitted(streamId: string): StreamMeta {
+    const meta = this.#admittedMeta(streamId);
+    if (!meta) throw errors.notFound('stream', streamId);
+    return meta;
+  }
+
+  // ---- writer fencing -------------------------------------------------------------------
+
+  async claim(caller: Caller, p: Params<'streams.claim'>): Promise<{ streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string }> {
+    this.#storage.assertWritable();
+    this.#assertAuthor(caller, p.streamId);
+    const meta = this.#requireAdmitted(p.streamId);
+    if (meta.writer.active && p.replace !== true) {
+      throw errors.writerActive(formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '');
+    }
+    const next = cloneMeta(meta);
+    const epoch = meta.writer.epoch + 1;
+    const claimedAt = this.#timestamp(next);
+    const token = `${COORDINATOR_TOKEN_PREFIX}${newToken('')}`;
+    const position = next.nextPosition;
+    const record: StoredRecord = {
+      streamId: p.streamId, generation: formatDecimal(next.generation), position: formatDecimal(position),
+      wrapper: {
+        version: 2, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: `fence.${epoch}`, recordIndex: 0,
+        type: 'chat.writer-fence',
+        fence: { epoch: formatDecimal(epoch), claimedAt, replaced: meta.writer.active, ...(p.reason !== undefined ? { reason: p.reason } : {}) },
+      },
+    };
+    next.writer = { epoch, claimedAt, active: true, tokenHash: hashToken(token) };
+    next.nextPosition = position + 1;
+    this.#counters.records++;
+    await this.#commitMeta(next, [{ type: 'put', key: K.record(p.streamId, next.generation, position), value: encodeRecord(record) }, this.#counters.op()], {
+      generation: next.generation, fromPosition: position, nextPosition: position + 1, records: [record],
+    });
+    return { streamId: p.streamId, generation: formatDecimal(next.generation), epoch: formatDecimal(epoch), coordinatorToken: token, nextPosition: formatDecimal(next.nextPosition) };
+  }
+
+  async release(caller: Caller, p: Params<'streams.release'>): Promise<StreamState> {
+    this.#storage.assertWritable();
+    if (caller.role === 'agent') {
+      this.#assertAuthor(caller, p.streamId);
+      if (p.coordinatorToken === undefined) throw errors.invalidParams('coordinatorToken', 'the author releases with its coordinator token');
+    }
+    const meta = this.#requireAdmitted(p.streamId);
+    if (caller.role === 'agent' && !this.#tokenCurrent(meta, p.coordinatorToken!)) {
+      throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
+    }
+    if (meta.writer.active) {
+      const next = cloneMeta(meta);
+      next.writer = { ...next.writer, active: false, tokenHash: null };
+      await this.#commitMeta(next, []);
+      return this.state(next);
+    }
+    await this.#storage.durable(K.stream(p.streamId));
+    return this.state(meta);
+  }
+
+  #tokenCurrent(meta: StreamMeta, token: string): boolean {
+    return meta.writer.active && meta.writer.tokenHash !== null && meta.writer.tokenHash === hashToken(token);
+  }
+
+  /** Non-decreasing RFC 3339 timestamp for the next record of `meta` (mutates lastCreatedAt). */
+  #timestamp(meta: StreamMeta): string {
+    const now = new Date().toISOString();
+    const ts = meta.lastCreatedAt !== null && meta.lastCreatedAt > now ? meta.lastCreatedAt : now;
+    meta.lastCreatedAt = ts;
+    return ts;
+  }
+
+  // ---- append ---------------------------------------------------------------------------
+
+  /** `streams.append`, checked in the order of §6 (size is checked at the wire). */
+  async append(caller: Caller, p: Params<'streams.append'>): Promise<AppendResult> {
+    this.#storage.assertWritable(p.operationId);
+    this.#assertAuthor(caller, p.streamId);
+    const meta = this.#requireAdmitted(p.streamId);
+
+    const digest = requestDigest(p);
+    const opKey = K.operation(p.streamId, p.operationId);
+    const prior = this.#storage.getAdmitted(opKey);
+    if (prior !== undefined) {
+      const op = JSON.parse(prior) as StoredOperation;
+      if (op.requestDigest !== digest) throw errors.operationConflict(p.operationId);
+      await this.#storage.durable(opKey);
+      return { ...(await this.#replay(p.streamId, op)), duplicate: true };
+    }
+
+    if (!this.#tokenCurrent(meta, p.coordinatorToken)) throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
+    const generation = parseDecimal(p.generation);
+    const expected = parseDecimal(p.expectedPosition);
+    if (generation !== meta.generation || expected !== meta.nextPosition) {
+      throw errors.positionMismatch(formatDecimal(meta.nextPosition), formatDecimal(meta.generation));
+    }
+    if (!this.#directory.maySend(meta.authorAgentId, meta.peerAgentId)) {
+      throw errors.permissionDenied('NO_GRANT', `no grant lets ${meta.authorAgentId} send to ${meta.peerAgentId}`);
+    }
+
+    const next = cloneMeta(meta);
+    this.#checkReceipts(caller, next, p.records);
+    const messageIds = this.#checkMessageIds(meta, p.records);
+    const redactions: Redaction[] = [];
+    const contents = this.#applyPolicy(meta.authorAgentId, p.records, redactions);
+
+    const records: StoredRecord[] = [];
+    const ops: WriteOp[] = [];
+    const gen = formatDecimal(generation);
+    p.records.forEach((input, index) => {
+      const position = expected + index;
+      const base = { version: 2 as const, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: p.operationId, recordIndex: index };
+      let record: StoredRecord;
+      if (input.type === 'chat.message') {
+        const content = contents[index]!;
+        const sha = contentSha256(content);
+        const createdAt = this.#timestamp(next);
+        const signature = this.#signer.signMessage({ chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, createdAt, contentSha256: sha });
+        record = {
+          streamId: p.streamId, generation: gen, position: formatDecimal(position),
+          wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature } },
+        };
+        ops.push({ type: 'put', key: K.messageId(p.streamId, generation, messageIds[index]!), value: formatDecimal(position) });
+      } else {
+        record = {
+          streamId: p.streamId, generation: gen, position: formatDecimal(position),
+          wrapper: { ...base, type: 'chat.receipt', receipt: { peerStreamId: input.peerStreamId, peerGeneration: input.peerGeneration, nextPosition: input.nextPosition, batchId: input.batchId } },
+        };
+      }
+      records.push(record);
+      ops.push({ type: 'put', key: K.record(p.streamId, generation, position), value: encodeRecord(record) });
+    });
+    next.nextPosition = expected + records.length;
+    const committedAt = new Date().toISOString();
+    const op: StoredOperation = { operationId: p.operationId, generation, firstPosition: expected, nextPosition: next.nextPosition, committedAt, requestDigest: digest, redactions };
+    ops.push({ type: 'put', key: opKey, value: JSON.stringify(op) });
+    ops.push({ type: 'put', key: K.opLog(p.streamId, generation, expected), value: p.operationId });
+    this.#counters.records += records.length;
+    ops.push(this.#counters.op());
+    try {
+      await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records });
+    } catch (err) {
+      throw (err as YelloError).type === 'STORAGE_FAILURE' ? errors.storageFailure(p.operationId) : err;
+    }
+    return { streamId: p.streamId, generation: gen, operationId: p.operationId, firstPosition: formatDecimal(expected), nextPosition: formatDecimal(next.nextPosition), records, duplicate: false, redactions };
+  }
+
+  /** Receipts: a batch this agent was shown, of the peer's current generation, moving forward. Updates `next.receipt`. */
+  #checkReceipts(caller: Caller, next: StreamMeta, records: Params<'streams.append'>['records']): void {
+    const peerStreamId = `${next.chatId}:${next.peerAgentId}`;
+    for (const r of records) {
+      if (r.type !== 'chat.receipt') continue;
+      if (r.peerStreamId !== peerStreamId) throw errors.invalidReceipt('WRONG_STREAM');
+      const batch = this.#codec.openBatchId(r.batchId);
+      if (!batch) throw errors.invalidReceipt('UNKNOWN_BATCH');
+      const reader = caller.role === 'agent' ? caller.agentId : 'admin';
+      if (batch.reader !== reader || batch.streamId !== r.peerStreamId) throw errors.invalidReceipt('NOT_PRESENTED');
+      const peerGeneration = parseDecimal(r.peerGeneration);
+      const nextPosition = parseDecimal(r.nextPosition);
+      if (batch.generation !== peerGeneration || batch.nextPosition !== nextPosition) throw errors.invalidReceipt('BATCH_MISMATCH');
+      const peer = this.#admittedMeta(peerStreamId);
+      if (!peer || peer.generation !== peerGeneration) throw errors.invalidReceipt('STALE_GENERATION');
+      const last = next.receipt;
+      if (last && last.peerGeneration === peerGeneration && nextPosition <= last.nextPosition) throw errors.invalidReceipt('NOT_FORWARD');
+      if (last && last.peerGeneration > peerGeneration) throw errors.invalidReceipt('STALE_GENERATION');
+      next.receipt = { peerGeneration, nextPosition };
+    }
+  }
+
+  /** clientMessageIds of the messages (by record index); DUPLICATE_MESSAGE on reuse in this generation. */
+  #checkMessageIds(meta: StreamMeta, records: Params<'streams.append'>['records']): Array<string | undefined> {
+    const seen = new Map<string, number>();
+    return records.map((r, index) => {
+      if (r.type !== 'chat.message') return undefined;
+      const id = clientMessageId(meta.chatId, meta.authorAgentId, r.messageId);
+      const stored = this.#storage.getAdmitted(K.messageId(meta.streamId, meta.generation, id));
+      if (stored !== undefined) throw errors.duplicateMessage(stored);
+      const inRequest = seen.get(id);
+      if (inRequest !== undefined) throw errors.duplicateMessage(formatDecimal(meta.nextPosition + inRequest));
+      seen.set(id, index);
+      return id;
+    });
+  }
+
+  #applyPolicy(authorAgentId: string, records: Params<'streams.append'>['records'], redactions: Redaction[]): Array<string | undefined> {
+    const mode = this.#directory.piiMode(authorAgentId);
+    const kinds = new Set<string>();
+    const contents = records.map((r, recordIndex) => {
+      if (r.type !== 'chat.message') return undefined;
+      const outcome = applyPiiPolicy(r.content, mode);
+      for (const f of outcome.found) {
+        kinds.add(f.kind);
+        if (mode === 'redact') redactions.push({ recordIndex, kind: f.kind, count: f.count });
+      }
+      return outcome.content;
+    });
+    if (mode === 'reject' && kinds.size > 0) throw errors.policyRejected([...kinds].sort());
+    return contents;
+  }
+
+  async #replay(streamId: string, op: StoredOperation): Promise<Omit<AppendResult, 'duplicate'>> {
+    const records = await this.#range(streamId, op.generation, op.firstPosition, op.nextPosition, Infinity, Infinity);
+    return {
+      streamId, generation: formatDecimal(op.generation), operationId: op.operationId,
+      firstPosition: formatDecimal(op.firstPosition), nextPosition: formatDecimal(op.nextPosition), records, redactions: op.redactions,
+    };
+  }
+
+  // ---- reads ----------------------------------------------------------------------------
+
+  /** Bounds of a readable generation: the current one, or a sealed earlier one. */
+  bounds(meta: StreamMeta, generation: number): { firstPosition: number; nextPosition: number; sealed: boolean } | null {
+    if (generation === meta.generation) return { firstPosition: meta.firstPosition, nextPosition: meta.nextPosition, sealed: false };
+    const s = meta.sealed.find((g) => g.generation === generation);
+    return s ? { firstPosition: s.firstPosition, nextPosition: s.nextPosition, sealed: true } : null;
+  }
+
+  /** Committed meta for a reader, or CONTINUITY_BREAK/STREAM_MISSING. */
+  readableMeta(caller: Caller, streamId: string): StreamMeta {
+    const meta = this.committedMeta(streamId);
+    if (!meta) throw errors.continuityBreak('STREAM_MISSING', streamId, streamId, null);
+    this.#assertReader(caller, meta);
+    return meta;
+  }
+
+  /** `streams.read` without waiting. */
+  async read(caller: Caller, p: Params<'streams.read'>): Promise<ReadBatch> {
+    const meta = this.readableMeta(caller, p.streamId);
+    const generation = parseDecimal(p.generation);
+    const from = parseDecimal(p.fromPosition);
+    const b = this.bounds(meta, generation);
+    if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, p.generation, formatDecimal(meta.generation));
+    if (from < b.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, p.fromPosition, formatDecimal(b.firstPosition));
+    if (from > b.nextPosition) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${b.nextPosition}`);
+    const records = await this.#range(p.streamId, generation, from, b.nextPosition, p.limit ?? 1000, p.maxBytes ?? 1_048_576);
+    const nextPosition = from + records.length;
+    return {
+      batchId: this.batchId(caller, p.streamId, generation, from, nextPosition),
+      streamId: p.streamId, generation: p.generation, fromPosition: p.fromPosition, nextPosition: formatDecimal(nextPosition), records, sealed: b.sealed,
+    };
+  }
+
+  /** Mint the batchId of a presented range. */
+  batchId(caller: Caller, streamId: string, generation: number, from: number, next: number): string {
+    return this.#codec.batchId({ reader: caller.role === 'agent' ? caller.agentId : 'admin', streamId, generation, fromPosition: from, nextPosition: next });
+  }
+
+  /**
+   * Records [from, end) of one generation, at most `limit`, stopping once `maxBytes` is
+   * reached (but always at least one). Fails closed if the range does not start exactly at
+   * `from` or has a hole (a trim raced the read): never a silent skip.
+   */
+  async #range(streamId: string, generation: number, from: number, end: number, limit: number, maxBytes: number): Promise<StoredRecord[]> {
+    if (from >= end) return [];
+    const out: StoredRecord[] = [];
+    let bytes = 0;
+    let expect = from;
+    const it = this.#storage.db.iterator({ gte: K.record(streamId, generation, from), lt: K.record(streamId, generation, end), limit: Number.isFinite(limit) ? limit : -1 });
+    try {
+      for await (const [, value] of it) {
+        const record = decodeRecord(value, { streamId, generation, position: expect });
+        if (record.position !== formatDecimal(expect)) {
+          throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(expect), record.position);
+        }
+        out.push(record);
+        expect++;
+        bytes += value.length;
+        if (bytes >= maxBytes) break;
+      }
+    } finally {
+      await it.close();
+    }
+    if (out.length === 0 && from < end) {
+      const meta = this.committedMeta(streamId);
+      throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(from), formatDecimal(meta?.firstPosition ?? from));
+    }
+    return out;
+  }
+
+  /** Committed records [from, end) for internal readers (follow, history). */
+  range(streamId: string, generation: number, from: number, end: number, limit: number): Promise<StoredRecord[]> {
+    return this.#range(streamId, generation, from, end, limit, Infinity);
+  }
+
+  // ---- operations -----------------------------------------------------------------------
+
+  operation(caller: Caller, streamId: string, operationId: string): OperationInfo {
+    const meta = this.committedMeta(streamId);
+    if (!meta) throw errors.notFound('stream', streamId);
+    this.#assertReader(caller, meta);
+    const committed = this.#storage.getCommitted(K.operation(streamId, operationId));
+    if (committed !== undefined) return operationInfo(JSON.parse(committed) as StoredOperation);
+    if (this.#storage.getAdmitted(K.operation(streamId, operationId)) !== undefined) return { operationId, state: 'pending' };
+    return { operationId, state: 'unknown' };
+  }
+
+  async operations(caller: Caller, streamId: string, cursor: string | undefined, limit: number): Promise<{ operations: OperationInfo[]; nextCursor: string | null }> {
+    const meta = this.committedMeta(streamId);
+    if (!meta) throw errors.notFound('stream', streamId);
+    this.#assertReader(caller, meta);
+    const prefix = K.opLogPrefix(streamId);
+    let after: string | undefined;
+    if (cursor !== undefined) {
+      after = this.#codec.open<string>('ops', cursor) ?? undefined;
+      if (after === undefined || !after.startsWith(prefix)) throw errors.invalidParams('cursor', 'not a cursor of operations.list for this stream');
+    }
+    const entries: Array<[string, string]> = [];
+    for await (const entry of this.#storage.db.iterator(after === undefined ? { gte: prefix, lt: prefixEnd(prefix), limit: limit + 1 } : { gt: after, lt: prefixEnd(prefix), limit: limit + 1 })) {
+      entries.push(entry);
+    }
+    const page = entries.slice(0, limit);
+    const operations = page.map(([, opId]) => {
+      const raw = this.#storage.getCommitted(K.operation(streamId, opId));
+      return raw === undefined ? { operationId: opId, state: 'unknown' as const } : operationInfo(JSON.parse(raw) as StoredOperation);
+    });
+    const last = page[page.length - 1];
+    return { operations, nextCursor: entries.length > limit && last ? this.#codec.seal('ops', last[0]) : null };
+  }
+
+  // ---- retention and generations --------------------------------------------------------
+
+  async trim(streamId: string, beforePosition: number, force: boolean): Promise<{ firstPosition: string }> {
+    this.#storage.assertWritable();
+    const meta = this.#requireAdmitted(streamId);
+    if (beforePosition > meta.nextPosition) throw errors.invalidParams('beforePosition', `beforePosition is beyond nextPosition ${meta.nextPosition}`);
+    if (beforePosition <= meta.firstPosition) return { firstPosition: formatDecimal(meta.firstPosition) };
+    if (!force) {
+      const peer = this.#admittedMeta(`${meta.chatId}:${meta.peerAgentId}`);
+      const acked = peer?.receipt && peer.receipt.peerGeneration === meta.generation ? peer.receipt.nextPosition : 0;
+      if (beforePosition > acked) {
+        throw errors.permissionDenied('UNACKNOWLEDGED', `the peer acknowledged up to ${acked}; trimming to ${beforePosition} needs force: true`);
+      }
+    }
+    const from = meta.firstPosition;
+    const next = cloneMeta(meta);
+    next.firstPosition = beforePosition;
+    const generation = meta.generation;
+    const firstChunkEnd = Math.min(beforePosition, from + TRIM_CHUNK);
+    const dels: WriteOp[] = [];
+    for (let p = from; p < firstChunkEnd; p++) dels.push({ type: 'del', key: K.record(streamId, generation, p) });
+    this.#counters.records -= beforePosition - from;
+    dels.push(this.#counters.op());
+    // The new firstPosition commits with the first chunk: from then on readers fail closed below
+    // it, so the remaining deletes only reclaim space.
+    await this.#commitMeta(next, dels);
+    for (const l of this.#listeners) l.discontinuity(streamId);
+    for (let start = firstChunkEnd; start < beforePosition; start += TRIM_CHUNK) {
+      const chunk: WriteOp[] = [];
+      for (let p = start; p < Math.min(beforePosition, start + TRIM_CHUNK); p++) chunk.push({ type: 'del', key: K.record(streamId, generation, p) });
+      await this.#storage.write(chunk);
+    }
+    return { firstPosition: formatDecimal(beforePosition) };
+  }
+
+  async reset(streamId: string, reason: string): Promise<StreamState> {
+    this.#storage.assertWritable();
+    const meta = this.#requireAdmitted(streamId);
+    const next = cloneMeta(meta);
+    next.sealed.push({ generation: meta.generation, firstPosition: meta.firstPosition, nextPosition: meta.nextPosition, sealedAt: new Date().toISOString(), reason });
+    next.generation = meta.generation + 1;
+    next.firstPosition = 0;
+    next.nextPosition = 0;
+    next.writer = { epoch: meta.writer.epoch + 1, claimedAt: meta.writer.claimedAt, active: false, tokenHash: null };
+    await this.#commitMeta(next, []);
+    for (const l of this.#listeners) l.discontinuity(streamId);
+    return this.state(next);
+  }
+}
+
+function operationInfo(op: StoredOperation): OperationInfo {
+  return {
+    operationId: op.operationId, state: 'committed', generation: formatDecimal(op.generation), firstPosition: formatDecimal(op.firstPosition),
+    nextPosition: formatDecimal(op.nextPosition), committedAt: op.committedAt, requestDigest: op.requestDigest,
+  };
+}
+
+/** Digest of what an append asks to write (not the token): equal requests replay, others conflict. */
+function requestDigest(p: Params<'streams.append'>): string {
+  const records = p.records.map((r) =>
+    r.type === 'chat.message'
+      ? ['m', r.messageId, r.content]
+      : ['r', r.peerStreamId, r.peerGeneration, r.nextPosition, r.batchId],
+  );
+  const canonical = JSON.stringify([p.streamId, p.generation, p.expectedPosition, records]);
+  return createHash('sha256').update(canonical, 'utf8').digest('base64url');
+}

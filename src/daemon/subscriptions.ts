@@ -1,0 +1,237 @@
+import type { Logger } from 'pino';
+import { errors, type YelloError } from '../shared/errors.js';
+import { formatDecimal } from '../shared/ids.js';
+import type { Params } from '../shared/schemas.js';
+import type { ChatBatchNotification, ChatBreakNotification, StoredRecord } from '../shared/types.js';
+import type { Caller } from './caller.js';
+import type { ChatReader } from './chat-reader.js';
+import { Directory } from './directory.js';
+import type { Connection } from './connection.js';
+import type { CommittedRange, StreamStore } from './stream-store.js';
+import { randomId } from './tokens.js';
+
+/** Subscriptions one connection may hold at once. */
+export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 64;
+/** Records per pushed batch when catching up from storage. */
+const CATCH_UP_BATCH = 500;
+
+interface Cursor {
+  generation: number;
+  position: number;
+}
+
+interface Subscription {
+  id: string;
+  chatId: string;
+  caller: Caller;
+  connection: Connection;
+  streamIds: [string, string];
+  cursors: Map<string, Cursor>;
+  /** Streams with committed records not yet delivered. */
+  dirty: Set<string>;
+  pumping: boolean;
+  started: boolean;
+  ended: boolean;
+}
+
+/**
+ * `chats.follow`: pushes `chats.batch` as records commit. One pump per subscription moves each
+ * stream's cursor forward, from storage while behind and straight from the commit while
+ * current, so the catch-up/live seam has neither a gap nor a duplicate. A congested
+ * connection pauses its pump until `drain`: nothing is dropped, nothing grows without bound,
+ * and no other connection waits for it.
+ */
+export class Subscriptions {
+  readonly #streams: StreamStore;
+  readonly #reader: ChatReader;
+  readonly #directory: Directory;
+  readonly #log: Logger;
+  readonly #byStream = new Map<string, Set<Subscription>>();
+  readonly #byId = new Map<string, Subscription>();
+
+  constructor(streams: StreamStore, reader: ChatReader, directory: Directory, log: Logger) {
+    this.#streams = streams;
+    this.#reader = reader;
+    this.#directory = directory;
+    this.#log = log;
+    streams.listen({
+      committed: (range) => this.#onCommitted(range),
+      discontinuity: (streamId) => this.#onDiscontinuity(streamId),
+    });
+  }
+
+  get count(): number {
+    return this.#byId.size;
+  }
+
+  follow(caller: Caller, p: Params<'chats.follow'>, handle: unknown): { subscriptionId: string; cursor: string } {
+    const connection = handle as Connection;
+    const chat = this.#directory.readableChat(caller, p.chatId);
+    const streamIds = Directory.streamIds(chat);
+    const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
+    if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION) throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
+    const cursors = new Map<string, Cursor>();
+    if (p.cursor !== undefined) {
+      const c = this.#reader.openLiveCursor(chat.id, p.cursor, streamIds);
+      for (const id of streamIds) {
+        const at = c.streams[id]!;
+        this.#reader.checkContinuity(id, at.generation, at.position);
+        cursors.set(id, { generation: at.generation, position: at.position });
+      }
+    } else {
+      for (const id of streamIds) {
+        const meta = this.#streams.committedMeta(id);
+        if (!meta) throw errors.continuityBreak('STREAM_MISSING', id, id, null);
+        cursors.set(id, { generation: meta.generation, position: meta.nextPosition });
+      }
+    }
+    const sub: Subscription = {
+      id: randomId('sub_'), chatId: chat.id, caller, connection, streamIds, cursors,
+      dirty: new Set(streamIds), pumping: false, started: false, ended: false,
+    };
+    this.#byId.set(sub.id, sub);
+    for (const id of streamIds) {
+      let set = this.#byStream.get(id);
+      if (!set) this.#byStream.set(id, (set = new Set()));
+      set.add(sub);
+    }
+    connection.onClose(() => this.#end(sub));
+    // Deliveries start after the response to chats.follow has been written.
+    setImmediate(() => {
+      sub.started = true;
+      this.#pump(sub);
+    });
+    return { subscriptionId: sub.id, cursor: this.#cursorOf(sub) };
+  }
+
+  unfollow(subscriptionId: string, handle: unknown): { subscriptionId: string; ended: boolean } {
+    const sub = this.#byId.get(subscriptionId);
+    if (!sub || sub.connection !== handle) throw errors.notFound('subscription', subscriptionId);
+    this.#end(sub);
+    return { subscriptionId, ended: true };
+  }
+
+  /** End every subscription (shutdown). */
+  endAll(): void {
+    for (const sub of [...this.#byId.values()]) this.#end(sub);
+  }
+
+  #end(sub: Subscription): void {
+    if (sub.ended) return;
+    sub.ended = true;
+    this.#byId.delete(sub.id);
+    for (const id of sub.streamIds) {
+      const set = this.#byStream.get(id);
+      set?.delete(sub);
+      if (set && set.size === 0) this.#byStream.delete(id);
+    }
+  }
+
+  #cursorOf(sub: Subscription): string {
+    const streams: Record<string, { generation: number; position: number }> = {};
+    for (const [id, c] of sub.cursors) streams[id] = { ...c };
+    return this.#reader.liveCursor({ chatId: sub.chatId, streams });
+  }
+
+  #onCommitted(range: CommittedRange): void {
+    const subs = this.#byStream.get(range.streamId);
+    if (!subs) return;
+    for (const sub of subs) {
+      const c = sub.cursors.get(range.streamId)!;
+      // Fast path: the subscriber is exactly at the seam and nothing is queued before it.
+      if (sub.started && !sub.pumping && sub.dirty.size === 0 && c.generation === range.generation && c.position === range.fromPosition && !sub.connection.congested) {
+        this.#deliver(sub, range.streamId, c, range.records, range.nextPosition);
+      } else {
+        sub.dirty.add(range.streamId);
+        this.#pump(sub);
+      }
+    }
+  }
+
+  #onDiscontinuity(streamId: string): void {
+    const subs = this.#byStream.get(streamId);
+    if (!subs) return;
+    for (const sub of [...subs]) {
+      const c = sub.cursors.get(streamId)!;
+      try {
+        this.#reader.checkContinuity(streamId, c.generation, c.position);
+      } catch (err) {
+        this.#break(sub, err as YelloError);
+      }
+    }
+  }
+
+  #break(sub: Subscription, err: YelloError): void {
+    if (sub.ended) return;
+    if (err.type !== 'CONTINUITY_BREAK') {
+      this.#log.error({ sub: sub.id, err: err.message }, 'subscription failed');
+    }
+    const d = err.details as { reason?: ChatBreakNotification['reason']; streamId?: string; expected?: unknown; actual?: unknown };
+    const params: ChatBreakNotification = {
+      subscriptionId: sub.id,
+      reason: d.reason ?? 'PREFIX_UNAVAILABLE',
+      streamId: d.streamId ?? '',
+      expected: d.expected ?? null,
+      actual: d.actual ?? null,
+    };
+    this.#end(sub);
+    sub.connection.notify('chats.break', params);
+  }
+
+  #deliver(sub: Subscription, streamId: string, c: Cursor, records: StoredRecord[], nextPosition: number): void {
+    const from = c.position;
+    c.position = nextPosition;
+    const params: ChatBatchNotification = {
+      subscriptionId: sub.id,
+      batchId: this.#streams.batchId(sub.caller, streamId, c.generation, from, nextPosition),
+      streamId,
+      generation: formatDecimal(c.generation),
+      fromPosition: formatDecimal(from),
+      nextPosition: formatDecimal(nextPosition),
+      records,
+      cursor: this.#cursorOf(sub),
+    };
+    sub.connection.notify('chats.batch', params);
+  }
+
+  /** Deliver everything committed past each cursor, pausing while the connection is congested. */
+  #pump(sub: Subscription): void {
+    if (!sub.started || sub.pumping || sub.ended) return;
+    sub.pumping = true;
+    void this.#drain(sub).finally(() => {
+      sub.pumping = false;
+    });
+  }
+
+  async #drain(sub: Subscription): Promise<void> {
+    while (!sub.ended && sub.dirty.size > 0) {
+      if (sub.connection.congested) {
+        // Resume on drain; the dirty set keeps what is owed.
+        sub.connection.onDrain(() => this.#pump(sub));
+        return;
+      }
+      const streamId = sub.dirty.values().next().value as string;
+      const c = sub.cursors.get(streamId)!;
+      let meta;
+      try {
+        meta = this.#reader.checkContinuity(streamId, c.generation, c.position);
+      } catch (err) {
+        this.#break(sub, err as YelloError);
+        return;
+      }
+      if (c.position >= meta.nextPosition) {
+        sub.dirty.delete(streamId);
+        continue;
+      }
+      let records: StoredRecord[];
+      try {
+        records = await this.#streams.range(streamId, c.generation, c.position, meta.nextPosition, CATCH_UP_BATCH);
+      } catch (err) {
+        this.#break(sub, err as YelloError);
+        return;
+      }
+      if (sub.ended) return;
+      this.#deliver(sub, streamId, c, records, c.position + records.length);
+    }
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The error registry of PROTOCOL.md §3. The `data.type` strings and numeric codes are the
+ * contract; messages are for humans and may change. Daemon code throws {@link YelloError};
+ * the RPC boundary maps it to `{code, message, data}` exactly once.
+ */
+export const ERROR_CODES = {
+  INVALID_PARAMS: -32602,
+  UNAUTHENTICATED: 4001,
+  PERMISSION_DENIED: 4003,
+  NOT_FOUND: 4004,
+  REQUEST_TOO_LARGE: 4013,
+  FENCED: 4090,
+  POSITION_MISMATCH: 4091,
+  WRITER_ACTIVE: 4092,
+  OPERATION_CONFLICT: 4093,
+  DUPLICATE_MESSAGE: 4094,
+  INVALID_RECEIPT: 4095,
+  CONTINUITY_BREAK: 4100,
+  POLICY_REJECTED: 4220,
+  RATE_LIMITED: 4290,
+  STORAGE_FAILURE: 5030,
+  INTERNAL: -32603,
+} as const;
+
+/** A stable application error type (`data.type`). */
+export type ErrorType = keyof typeof ERROR_CODES;
+
+/** JSON-RPC codes for protocol-level errors that carry no `data.type`. */
+export const JSONRPC_PARSE_ERROR = -32700;
+/** The request is not a JSON-RPC 2.0 request object. */
+export const JSONRPC_INVALID_REQUEST = -32600;
+/** The method does not exist. */
+export const JSONRPC_METHOD_NOT_FOUND = -32601;
+
+/** Why a read cannot continue exactly (PROTOCOL.md §6). */
+export type ContinuityReason = 'STREAM_MISSING' | 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE';
+
+/** Details carried in `error.data` besides `type`. */
+export type ErrorDetails = Record<string, unknown>;
+
+/** An application error with a stable `type` and the contract's `code`. */
+export class YelloError extends Error {
+  readonly type: ErrorType;
+  readonly code: number;
+  readonly details: ErrorDetails;
+
+  constructor(type: ErrorType, message: string, details: ErrorDetails = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'YelloError';
+    this.type = type;
+    this.code = ERROR_CODES[type];
+    this.details = details;
+  }
+
+  /** Add details (returns this, for chaining at the throw site). */
+  withDetails(more: ErrorDetails): this {
+    Object.assign(this.details, more);
+    return this;
+  }
+
+  /** The `data` member of the JSON-RPC error object. */
+  toData(): ErrorDetails & { type: ErrorType } {
+    return { type: this.type, ...this.details };
+  }
+}
+
+/** True when `code` belongs to the registry. */
+export function isErrorType(value: unknown): value is ErrorType {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
+}
+
+/** Shorthand constructors keep call sites short and the details named as in §3. */
+export const errors = {
+  invalidParams: (path: string, reason: string) => new YelloError('INVALID_PARAMS', `invalid params at ${path || '(root)'}: ${reason}`, { path, reason }),
+  unauthenticated: (message = 'call session.hello with a valid token first') => new YelloError('UNAUTHENTICATED', message),
+  permissionDenied: (reason: string, message?: string) => new YelloError('PERMISSION_DENIED', message ?? `permission denied: ${reason}`, { reason }),
+  notFound: (kind: string, id: string) => new YelloError('NOT_FOUND', `no such ${kind}: ${id}`, { kind, id }),
+  tooLarge: (limit: number, size: number) => new YelloError('REQUEST_TOO_LARGE', `request of ${size} bytes exceeds the limit of ${limit}`, { limit, size }),
+  fenced: (streamId: string, epoch: string) => new YelloError('FENCED', `coordinator token is not current for ${streamId} (epoch ${epoch})`, { streamId, epoch }),
+  positionMismatch: (nextPosition: string, generation: string) =>
+    new YelloError('POSITION_MISMATCH', `expectedPosition does not match nextPosition ${nextPosition} of generation ${generation}`, { nextPosition, generation }),
+  writerActive: (epoch: string, claimedAt: string) =>
+    new YelloError('WRITER_ACTIVE', `a coordinator holds this stream since ${claimedAt} (epoch ${epoch}); claim with replace: true to take over`, { epoch, claimedAt }),
+  operationConflict: (operation: string) => new YelloError('OPERATION_CONFLICT', `operationId ${operation} was used for a different request`, { operation }),
+  duplicateMessage: (position: string) => new YelloError('DUPLICATE_MESSAGE', `messageId already stored at position ${position} of this generation`, { position }),
+  invalidReceipt: (reason: string) => new YelloError('INVALID_RECEIPT', `invalid receipt: ${reason}`, { reason }),
+  continuityBreak: (reason: ContinuityReason, streamId: string, expected: unknown, actual: unknown) =>
+    new YelloError('CONTINUITY_BREAK', `cannot continue exactly on ${streamId}: ${reason}`, { reason, streamId, expected, actual }),
+  policyRejected: (kinds: string[]) => new YelloError('POLICY_REJECTED', `content matched the outbound PII policy: ${kinds.join(', ')}`, { kinds }),
+  rateLimited: (retryAfterMs: number, what: string) => new YelloError('RATE_LIMITED', `too many ${what}; retry after ${retryAfterMs} ms`, { retryAfterMs }),
+  storageFailure: (operationId: string | null, message = 'the write did not reach disk; the daemon is read-only until restart') =>
+    new YelloError('STORAGE_FAILURE', message, { operationId }),
+  internal: (correlationId: string) => new YelloError('INTERNAL', `internal error (correlation id ${correlationId})`, { correlationId }),
+};

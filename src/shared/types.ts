@@ -1,0 +1,177 @@
+/**
+ * Protocol value types of PROTOCOL.md §5–6, as they travel on the wire. Positions,
+ * generations and epochs are canonical decimal strings.
+ */
+
+/** Who a session speaks for. */
+export type Role = 'agent' | 'admin';
+
+/** Outbound PII policy modes (§7). */
+export type PiiMode = 'off' | 'redact' | 'reject';
+
+/** An agent as listed to callers (never its token). */
+export interface Agent {
+  id: string;
+  username: string;
+  name: string;
+  image: string | null;
+  disabled: boolean;
+  pii: PiiMode;
+  createdAt: string;
+}
+
+/** The short agent form embedded in a chat. */
+export interface AgentSummary {
+  id: string;
+  name: string;
+  username: string;
+  image: string | null;
+}
+
+/** A two-party chat; `agentAId` is the lexicographically smaller id. */
+export interface Chat {
+  id: string;
+  agentAId: string;
+  agentBId: string;
+  agentA: AgentSummary;
+  agentB: AgentSummary;
+  createdAt: string;
+}
+
+/** A message signature (JWS ES256 encoding of the §5 payload). */
+export interface MessageSignature {
+  kid: string;
+  alg: 'ES256';
+  value: string;
+  createdAt: string;
+}
+
+/** `wrapper.message`. */
+export interface ChatMessage {
+  chatId: string;
+  fromAgentId: string;
+  toAgentId: string;
+  clientMessageId: string;
+  content: string;
+  contentSha256: string;
+  signature: MessageSignature;
+}
+
+/** `wrapper.receipt`: acknowledges everything of the peer generation before `nextPosition`. */
+export interface ChatReceipt {
+  peerStreamId: string;
+  peerGeneration: string;
+  nextPosition: string;
+  batchId: string;
+}
+
+/** `wrapper.fence`: written by `streams.claim`; never holds the token. */
+export interface WriterFence {
+  epoch: string;
+  claimedAt: string;
+  replaced: boolean;
+  reason?: string;
+}
+
+interface WrapperBase {
+  version: 2;
+  chatId: string;
+  authorAgentId: string;
+  operationId: string;
+  recordIndex: number;
+}
+
+/** The stored envelope, tagged by `type`. */
+export type RecordWrapper =
+  | (WrapperBase & { type: 'chat.message'; message: ChatMessage })
+  | (WrapperBase & { type: 'chat.receipt'; receipt: ChatReceipt })
+  | (WrapperBase & { type: 'chat.writer-fence'; fence: WriterFence });
+
+/** What every read returns. */
+export interface StoredRecord {
+  streamId: string;
+  generation: string;
+  position: string;
+  wrapper: RecordWrapper;
+}
+
+/** Public state of one directional stream. */
+export interface StreamState {
+  streamId: string;
+  chatId: string;
+  authorAgentId: string;
+  generation: string;
+  firstPosition: string;
+  nextPosition: string;
+  acknowledged: { generation: string; nextPosition: string } | null;
+  writer: { epoch: string; claimedAt: string | null; active: boolean };
+}
+
+/** A JWKS entry as `keys.list` returns it. */
+export interface PublicJwk {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  kid: string;
+  alg: 'ES256';
+  use: 'sig';
+  status: 'active' | 'retired';
+  createdAt: string;
+}
+
+/** A JSON Web Key Set of daemon signing keys. */
+export interface Jwks {
+  keys: PublicJwk[];
+}
+
+/** One delivered batch of one stream (a `streams.read` result). */
+export interface ReadBatch {
+  batchId: string;
+  streamId: string;
+  generation: string;
+  fromPosition: string;
+  nextPosition: string;
+  records: StoredRecord[];
+  sealed: boolean;
+}
+
+/** A `chats.batch` notification. */
+export interface ChatBatchNotification {
+  subscriptionId: string;
+  batchId: string;
+  streamId: string;
+  generation: string;
+  fromPosition: string;
+  nextPosition: string;
+  records: StoredRecord[];
+  cursor: string;
+}
+
+/** A `chats.break` notification; the subscription has ended. */
+export interface ChatBreakNotification {
+  subscriptionId: string;
+  reason: 'STREAM_MISSING' | 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE';
+  streamId: string;
+  expected: unknown;
+  actual: unknown;
+}
+
+/** One PII redaction summary entry of an append result. */
+export interface Redaction {
+  recordIndex: number;
+  kind: string;
+  count: number;
+}
+
+/** The result of `streams.append`. */
+export interface AppendResult {
+  streamId: string;
+  generation: string;
+  operationId: string;
+  firstPosition: string;
+  nextPosition: string;
+  records: StoredRecord[];
+  duplicate: boolean;
+  redactions: Redaction[];
+}
