@@ -1,0 +1,425 @@
+import { randomUUID } from 'node:crypto';
+import type { ChatBatchNotification, ChatBreakNotification, AppendResult, StreamState } from '../shared/types.js';
+import type { OperationInfo } from '../shared/methods.js';
+import type { ParamsIn } from '../shared/schemas.js';
+import type { CursorStore } from './cursor-store.js';
+import {
+  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError,
+} from './errors.js';
+import { YelloClient } from './yello-client.js';
+
+/** Lifecycle states; `needs-intervention` and `fenced` are terminal until a human acts. */
+export type CoordinatorState = 'idle' | 'starting' | 'running' | 'reconnecting' | 'paused' | 'fenced' | 'needs-intervention' | 'stopped';
+
+/** A peer batch handed to the native adapter. */
+export type PeerBatch = ChatBatchNotification;
+
+/** The agent runtime the coordinator feeds. */
+export interface NativeAdapter {
+  /** Show one peer batch to the agent. Resolve once it has it; acknowledging is a separate, explicit step. */
+  present(batch: PeerBatch): Promise<void> | void;
+  /** Told how an append of unknown outcome ended, so the agent's own view can be corrected. */
+  resolved?(outcome: UncertainOutcome): Promise<void> | void;
+}
+
+/** What `resolveUncertain()` found. */
+export interface UncertainOutcome {
+  operationId: string;
+  committed: boolean;
+  operation: OperationInfo;
+}
+
+/** Options of a {@link Coordinator}. */
+export interface CoordinatorOptions {
+  token: string;
+  chatId: string;
+  adapter: NativeAdapter;
+  cursorStore: CursorStore;
+  socketPath?: string;
+  /** Take the stream over from a live coordinator. Never done unless asked. */
+  replace?: boolean;
+  reason?: string;
+  /** Per-call timeout; an append that times out pauses the coordinator. Default 10 s. */
+  callTimeoutMs?: number;
+  /** Reconnect backoff. */
+  reconnect?: { minDelayMs?: number; maxDelayMs?: number };
+}
+
+/** Observable coordinator events. */
+export interface CoordinatorEvents {
+  state: { state: CoordinatorState; previous: CoordinatorState; error?: Error; operationId?: string };
+  presented: PeerBatch;
+  error: Error;
+}
+
+type Listener<T> = (value: T) => void;
+
+/**
+ * Drives one agent in one chat (PROTOCOL.md §8): claims the outbound stream, follows the chat
+ * from a stored compound cursor, presents peer batches to the native adapter after checking
+ * that it still owns its stream and both generations are current, and appends messages and
+ * receipts with fencing. It never resends an append of unknown outcome and never skips.
+ */
+export class Coordinator {
+  readonly #opts: CoordinatorOptions;
+  #client: YelloClient | null = null;
+  #state: CoordinatorState = 'idle';
+  #listeners = new Map<keyof CoordinatorEvents, Set<Listener<never>>>();
+  #agentId = '';
+  #streamId = '';
+  #peerStreamId = '';
+  #token = '';
+  #epoch = '';
+  #generation = '';
+  #nextPosition = '';
+  #subscriptionId = '';
+  #queue: PeerBatch[] = [];
+  #ownQueue: ChatBatchNotification[] = [];
+  #processing: Promise<void> = Promise.resolve();
+  #appendChain: Promise<unknown> = Promise.resolve();
+  #uncertain: { operationId: string } | null = null;
+  #terminal: Error | null = null;
+  #stopped!: Promise<void>;
+  #resolveStopped!: () => void;
+  #rejectStopped!: (err: Error) => void;
+
+  constructor(options: CoordinatorOptions) {
+    this.#opts = { callTimeoutMs: 10_000, ...options };
+    this.#stopped = new Promise((res, rej) => {
+      this.#resolveStopped = res;
+      this.#rejectStopped = rej;
+    });
+    this.#stopped.catch(() => {});
+  }
+
+  get state(): CoordinatorState {
+    return this.#state;
+  }
+  /** The agent this coordinator speaks for. */
+  get agentId(): string {
+    return this.#agentId;
+  }
+  /** This coordinator's outbound stream. */
+  get streamId(): string {
+    return this.#streamId;
+  }
+  get peerStreamId(): string {
+    return this.#peerStreamId;
+  }
+  get epoch(): string {
+    return this.#epoch;
+  }
+  /** The operationId of an append of unknown outcome, while paused. */
+  get uncertainOperationId(): string | null {
+    return this.#uncertain?.operationId ?? null;
+  }
+  /** Resolves on `stop()`, rejects with `FencedError` or `ContinuityBreakError` when it had to stop. */
+  get done(): Promise<void> {
+    return this.#stopped;
+  }
+
+  on<E extends keyof CoordinatorEvents>(event: E, listener: Listener<CoordinatorEvents[E]>): () => void {
+    let set = this.#listeners.get(event);
+    if (!set) this.#listeners.set(event, (set = new Set()));
+    set.add(listener as Listener<never>);
+    return () => set.delete(listener as Listener<never>);
+  }
+
+  #emit<E extends keyof CoordinatorEvents>(event: E, value: CoordinatorEvents[E]): void {
+    for (const l of this.#listeners.get(event) ?? []) (l as Listener<CoordinatorEvents[E]>)(value);
+  }
+
+  #setState(state: CoordinatorState, extra: { error?: Error; operationId?: string } = {}): void {
+    if (state === this.#state) return;
+    const previous = this.#state;
+    this.#state = state;
+    this.#emit('state', { state, previous, ...extra });
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------
+
+  /** Connect, claim the outbound stream, and follow the chat from the stored cursor. */
+  async start(): Promise<void> {
+    if (this.#state !== 'idle') throw new YelloClientError('BAD_STATE', `start() in state ${this.#state}`);
+    this.#setState('starting');
+    try {
+      const client = await this.#connect();
+      const agentId = client.session.agentId;
+      if (client.session.role !== 'agent' || !agentId) throw new YelloClientError('BAD_TOKEN', 'a coordinator needs an agent token');
+      this.#agentId = agentId;
+      const { chat } = await client.call('chats.get', { chatId: this.#opts.chatId });
+      const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
+      this.#streamId = `${chat.id}:${agentId}`;
+      this.#peerStreamId = `${chat.id}:${peer}`;
+      const claim = await client.call('streams.claim', {
+        streamId: this.#streamId,
+        replace: this.#opts.replace === true,
+        ...(this.#opts.reason !== undefined ? { reason: this.#opts.reason } : {}),
+      });
+      this.#token = claim.coordinatorToken;
+      this.#epoch = claim.epoch;
+      this.#generation = claim.generation;
+      this.#nextPosition = claim.nextPosition;
+      await this.#follow(client);
+      this.#setState('running');
+    } catch (err) {
+      this.#client?.close();
+      this.#setState('stopped', { error: err as Error });
+      throw err;
+    }
+  }
+
+  /** Stop following, release the stream (unless fenced), close the connection. */
+  async stop(options: { release?: boolean } = {}): Promise<void> {
+    if (this.#state === 'stopped') return;
+    const client = this.#client;
+    const wasOwner = this.#state !== 'fenced';
+    this.#setState('stopped');
+    await this.#processing.catch(() => {});
+    if (client?.connected) {
+      if (this.#subscriptionId) await client.call('chats.unfollow', { subscriptionId: this.#subscriptionId }).catch(() => {});
+      if (wasOwner && options.release !== false && this.#token) {
+        await client.call('streams.release', { streamId: this.#streamId, coordinatorToken: this.#token }).catch(() => {});
+      }
+      client.close();
+    }
+    if (this.#terminal) this.#rejectStopped(this.#terminal);
+    else this.#resolveStopped();
+  }
+
+  async #connect(): Promise<YelloClient> {
+    const client = await YelloClient.connect({
+      token: this.#opts.token,
+      callTimeoutMs: this.#opts.callTimeoutMs,
+      clientName: 'yello-coordinator',
+      ...(this.#opts.socketPath !== undefined ? { socketPath: this.#opts.socketPath } : {}),
+    });
+    this.#client = client;
+    client.on('chats.batch', (b) => this.#onBatch(b));
+    client.on('chats.break', (b) => this.#onBreak(b));
+    client.on('disconnected', () => {
+      if (this.#client === client) void this.#reconnectLoop();
+    });
+    return client;
+  }
+
+  async #follow(client: YelloClient): Promise<void> {
+    const cursor = await this.#opts.cursorStore.load(this.#opts.chatId);
+    const res = await client.call('chats.follow', { chatId: this.#opts.chatId, ...(cursor ? { cursor } : {}) });
+    this.#subscriptionId = res.subscriptionId;
+    if (!cursor) await this.#opts.cursorStore.save(this.#opts.chatId, res.cursor);
+  }
+
+  /** After a loss: dial again with backoff, check ownership, re-follow from the saved cursor. */
+  async #reconnectLoop(): Promise<void> {
+    if (this.#isTerminal()) return;
+    const wasPaused = this.#state === 'paused';
+    if (!wasPaused) this.#setState('reconnecting');
+    this.#queue = [];
+    this.#ownQueue = [];
+    this.#subscriptionId = '';
+    const min = this.#opts.reconnect?.minDelayMs ?? 50;
+    const max = this.#opts.reconnect?.maxDelayMs ?? 2000;
+    for (let attempt = 0; !this.#isTerminal(); attempt++) {
+      await new Promise((r) => setTimeout(r, Math.min(max, min * 2 ** attempt)));
+      if (this.#isTerminal()) return;
+      let client: YelloClient;
+      try {
+        // Whatever was being presented finishes (and saves its cursor) before we re-follow.
+        await this.#processing.catch(() => {});
+        client = await this.#connect();
+      } catch (err) {
+        if (err instanceof ConnectionLostError) continue;
+        this.#fail(err as Error);
+        return;
+      }
+      try {
+        await this.#checkOwnership(client);
+        await this.#follow(client);
+        this.#setState(this.#uncertain ? 'paused' : 'running');
+        return;
+      } catch (err) {
+        if (err instanceof ConnectionLostError) continue;
+        this.#fail(err as Error);
+        return;
+      }
+    }
+  }
+
+  #isTerminal(): boolean {
+    return this.#state === 'stopped' || this.#state === 'fenced' || this.#state === 'needs-intervention';
+  }
+
+  /** Terminal failure: fenced, or a continuity break that needs a human. */
+  #fail(err: Error): void {
+    if (this.#isTerminal()) return;
+    this.#terminal = err;
+    this.#setState(err instanceof FencedError ? 'fenced' : 'needs-intervention', { error: err });
+    this.#emit('error', err);
+    const client = this.#client;
+    if (client?.connected && this.#subscriptionId) void client.call('chats.unfollow', { subscriptionId: this.#subscriptionId }).catch(() => {});
+    client?.close();
+    this.#rejectStopped(err);
+  }
+
+  // ---- reading --------------------------------------------------------------------------
+
+  #onBatch(batch: ChatBatchNotification): void {
+    if (batch.subscriptionId !== this.#subscriptionId || this.#isTerminal()) return;
+    if (batch.streamId === this.#peerStreamId) this.#queue.push(batch);
+    else this.#ownQueue.push(batch);
+    this.#processing = this.#processing.then(() => this.#drain());
+  }
+
+  #onBreak(b: ChatBreakNotification): void {
+    if (b.subscriptionId !== this.#subscriptionId) return;
+    this.#fail(new ContinuityBreakError({
+      code: 4100, message: `subscription ended: ${b.reason} on ${b.streamId}`,
+      data: { type: 'CONTINUITY_BREAK', reason: b.reason, streamId: b.streamId, expected: b.expected, actual: b.actual },
+    }));
+  }
+
+  async #drain(): Promise<void> {
+    for (;;) {
+      if (this.#isTerminal()) return;
+      const own = this.#ownQueue.shift();
+      if (own) {
+        // A fence with a newer epoch in our own stream: we were replaced.
+        for (const r of own.records) {
+          if (r.wrapper.type === 'chat.writer-fence' && BigInt(r.wrapper.fence.epoch) > BigInt(this.#epoch || '0')) {
+            this.#fail(new FencedError({ code: 4090, message: `replaced by epoch ${r.wrapper.fence.epoch}`, data: { type: 'FENCED', streamId: this.#streamId, epoch: r.wrapper.fence.epoch } }));
+            return;
+          }
+        }
+        await this.#opts.cursorStore.save(this.#opts.chatId, own.cursor);
+        continue;
+      }
+      const batch = this.#queue.shift();
+      if (!batch) return;
+      const client = this.#client;
+      if (!client) return;
+      try {
+        await this.#checkOwnership(client, batch);
+      } catch (err) {
+        if (err instanceof ConnectionLostError || err instanceof TimeoutError) return; // the reconnect re-delivers from the saved cursor
+        this.#fail(err as Error);
+        return;
+      }
+      try {
+        await this.#opts.adapter.present(batch);
+      } catch (err) {
+        this.#fail(new YelloClientError('ADAPTER_FAILED', `the adapter failed to present batch ${batch.fromPosition}..${batch.nextPosition}: ${(err as Error).message}`, { cause: err }));
+        return;
+      }
+      await this.#opts.cursorStore.save(this.#opts.chatId, batch.cursor);
+      this.#emit('presented', batch);
+    }
+  }
+
+  /** Our token is still current and both generations are the ones we read. */
+  async #checkOwnership(client: YelloClient, batch?: PeerBatch): Promise<void> {
+    const { streams } = await client.call('chats.get', { chatId: this.#opts.chatId });
+    const own = streams.find((s: StreamState) => s.streamId === this.#streamId)!;
+    const peer = streams.find((s: StreamState) => s.streamId === this.#peerStreamId)!;
+    if (own.writer.epoch !== this.#epoch || !own.writer.active) {
+      throw new FencedError({ code: 4090, message: `stream ${this.#streamId} is now held by epoch ${own.writer.epoch}`, data: { type: 'FENCED', streamId: this.#streamId, epoch: own.writer.epoch } });
+    }
+    if (own.generation !== this.#generation) {
+      throw new ContinuityBreakError({ code: 4100, message: `own stream generation changed`, data: { type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: own.streamId, expected: this.#generation, actual: own.generation } });
+    }
+    if (batch && peer.generation !== batch.generation) {
+      throw new ContinuityBreakError({ code: 4100, message: `peer stream generation changed`, data: { type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: peer.streamId, expected: batch.generation, actual: peer.generation } });
+    }
+  }
+
+  // ---- writing --------------------------------------------------------------------------
+
+  /** Send a message. Never acknowledges anything. */
+  send(text: string, options: { messageId?: string } = {}): Promise<AppendResult> {
+    return this.#append([{ type: 'chat.message', messageId: options.messageId ?? randomUUID(), content: text }]);
+  }
+
+  /** Acknowledge a presented peer batch (appends a receipt). */
+  ack(batch: PeerBatch): Promise<AppendResult> {
+    return this.#append([receiptFor(batch)]);
+  }
+
+  /** Reply and acknowledge `ack` in one atomic append. */
+  reply(text: string, options: { ack: PeerBatch; messageId?: string }): Promise<AppendResult> {
+    return this.#append([{ type: 'chat.message', messageId: options.messageId ?? randomUUID(), content: text }, receiptFor(options.ack)]);
+  }
+
+  #append(records: ParamsIn<'streams.append'>['records']): Promise<AppendResult> {
+    const run = async (): Promise<AppendResult> => {
+      if (this.#terminal) throw this.#terminal;
+      if (this.#uncertain) throw new CoordinatorPausedError(this.#uncertain.operationId);
+      if (this.#state !== 'running') throw new YelloClientError('BAD_STATE', `cannot append in state ${this.#state}`, { transient: this.#state === 'reconnecting' });
+      const client = this.#client!;
+      const operationId = `op-${randomUUID()}`;
+      try {
+        const result = await client.call('streams.append', {
+          streamId: this.#streamId, coordinatorToken: this.#token, generation: this.#generation,
+          expectedPosition: this.#nextPosition, operationId, records,
+        });
+        this.#nextPosition = result.nextPosition;
+        return result;
+      } catch (err) {
+        if ((err instanceof ConnectionLostError && err.outcomeUnknown) || err instanceof TimeoutError) {
+          this.#uncertain = { operationId };
+          this.#setState('paused', { error: err as Error, operationId });
+        } else if (err instanceof FencedError) {
+          this.#fail(err);
+        }
+        throw err;
+      }
+    };
+    const p = this.#appendChain.then(run, run);
+    this.#appendChain = p.catch(() => {});
+    return p;
+  }
+
+  /**
+   * After an append of unknown outcome: ask the daemon (`operations.get`) whether it committed,
+   * tell the adapter, and resume. Nothing is resent; an uncommitted message is the caller's to
+   * send again if it still wants to.
+   */
+  async resolveUncertain(): Promise<UncertainOutcome> {
+    const pending = this.#uncertain;
+    if (!pending) throw new YelloClientError('BAD_STATE', 'no append of unknown outcome');
+    for (;;) {
+      if (this.#state === 'stopped' || this.#state === 'needs-intervention' || this.#state === 'fenced') throw this.#terminal ?? new YelloClientError('BAD_STATE', `coordinator is ${this.#state}`);
+      const client = this.#client;
+      if (!client?.connected) {
+        await new Promise((r) => setTimeout(r, 50));
+        continue;
+      }
+      let operation: OperationInfo;
+      try {
+        operation = await client.call('operations.get', { streamId: this.#streamId, operationId: pending.operationId });
+      } catch (err) {
+        if (err instanceof ConnectionLostError || err instanceof TimeoutError) continue;
+        throw err;
+      }
+      if (operation.state === 'pending') {
+        await new Promise((r) => setTimeout(r, 20));
+        continue;
+      }
+      const state = await client.call('streams.get', { streamId: this.#streamId });
+      if (state.writer.epoch !== this.#epoch || !state.writer.active) {
+        const err = new FencedError({ code: 4090, message: 'replaced while paused', data: { type: 'FENCED', streamId: this.#streamId, epoch: state.writer.epoch } });
+        this.#fail(err);
+        throw err;
+      }
+      const outcome: UncertainOutcome = { operationId: pending.operationId, committed: operation.state === 'committed', operation };
+      this.#nextPosition = state.nextPosition;
+      await this.#opts.adapter.resolved?.(outcome);
+      this.#uncertain = null;
+      this.#setState('running');
+      return outcome;
+    }
+  }
+}
+
+function receiptFor(batch: PeerBatch) {
+  return { type: 'chat.receipt' as const, peerStreamId: batch.streamId, peerGeneration: batch.generation, nextPosition: batch.nextPosition, batchId: batch.batchId };
+}

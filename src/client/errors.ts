@@ -1,0 +1,139 @@
+import { ERROR_CODES, type ContinuityReason, type ErrorType } from '../shared/errors.js';
+
+/** The JSON-RPC error object as received. */
+export interface RpcErrorObject {
+  code: number;
+  message: string;
+  data?: { type?: string; [key: string]: unknown };
+}
+
+/** Base of every error the client raises; `type` is the stable contract, `message` is not. */
+export class YelloClientError extends Error {
+  /** `data.type` of PROTOCOL.md §3, or a client-side type such as `CONNECTION_LOST`. */
+  readonly type: string;
+  /** True when retrying the same request may succeed. */
+  readonly transient: boolean;
+  constructor(type: string, message: string, options?: { cause?: unknown; transient?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.type = type;
+    this.transient = options?.transient ?? false;
+  }
+}
+
+/** An error answered by the daemon. */
+export class RemoteError extends YelloClientError {
+  readonly code: number;
+  readonly data: Record<string, unknown>;
+  constructor(error: RpcErrorObject) {
+    super(error.data?.type ?? `JSONRPC_${error.code}`, error.message, { transient: error.data?.type === 'RATE_LIMITED' });
+    this.code = error.code;
+    this.data = error.data ?? {};
+  }
+}
+
+/** The coordinator token is not the current one: another coordinator took over. */
+export class FencedError extends RemoteError {}
+/** `expectedPosition` was not the stream's next position. */
+export class PositionMismatchError extends RemoteError {
+  get nextPosition(): string {
+    return String(this.data.nextPosition);
+  }
+}
+/** A read cannot continue exactly; a human must intervene. */
+export class ContinuityBreakError extends RemoteError {
+  get reason(): ContinuityReason {
+    return this.data.reason as ContinuityReason;
+  }
+}
+/** Params failed validation; `path` names the field. */
+export class InvalidParamsError extends RemoteError {
+  get path(): string {
+    return String(this.data.path ?? '');
+  }
+}
+/** No session, or a bad token. */
+export class UnauthenticatedError extends RemoteError {}
+/** The caller may not do this. */
+export class PermissionDeniedError extends RemoteError {}
+/** No such agent, chat, stream, operation or subscription. */
+export class NotFoundError extends RemoteError {}
+/** The request or line was over its limit. */
+export class RequestTooLargeError extends RemoteError {}
+/** A claim without `replace` while a coordinator holds the stream. */
+export class WriterActiveError extends RemoteError {}
+/** The operationId was used for a different request. */
+export class OperationConflictError extends RemoteError {}
+/** The messageId is already stored in this stream generation. */
+export class DuplicateMessageError extends RemoteError {}
+/** The receipt does not match a presented batch, or goes backwards. */
+export class InvalidReceiptError extends RemoteError {}
+/** The outbound PII policy rejected the content. */
+export class PolicyRejectedError extends RemoteError {}
+/** Too many attempts; see `data.retryAfterMs`. */
+export class RateLimitedError extends RemoteError {}
+/** The daemon could not make a write durable and is read-only. */
+export class StorageFailureError extends RemoteError {}
+/** A daemon bug; `data.correlationId` finds it in the daemon's log. */
+export class InternalError extends RemoteError {}
+
+const classes: Record<ErrorType, new (e: RpcErrorObject) => RemoteError> = {
+  INVALID_PARAMS: InvalidParamsError,
+  UNAUTHENTICATED: UnauthenticatedError,
+  PERMISSION_DENIED: PermissionDeniedError,
+  NOT_FOUND: NotFoundError,
+  REQUEST_TOO_LARGE: RequestTooLargeError,
+  FENCED: FencedError,
+  POSITION_MISMATCH: PositionMismatchError,
+  WRITER_ACTIVE: WriterActiveError,
+  OPERATION_CONFLICT: OperationConflictError,
+  DUPLICATE_MESSAGE: DuplicateMessageError,
+  INVALID_RECEIPT: InvalidReceiptError,
+  CONTINUITY_BREAK: ContinuityBreakError,
+  POLICY_REJECTED: PolicyRejectedError,
+  RATE_LIMITED: RateLimitedError,
+  STORAGE_FAILURE: StorageFailureError,
+  INTERNAL: InternalError,
+};
+
+/** The class for a received error, keyed by `data.type`; unknown types stay `RemoteError`. */
+export function remoteError(error: RpcErrorObject): RemoteError {
+  const type = error.data?.type;
+  const Cls = type !== undefined && Object.hasOwn(ERROR_CODES, type) ? classes[type as ErrorType] : RemoteError;
+  return new Cls(error);
+}
+
+/**
+ * The connection dropped. For a request that was already written, the outcome is unknown:
+ * the client never resends it; inspect `operations.get` instead.
+ */
+export class ConnectionLostError extends YelloClientError {
+  /** True when the request had been written before the loss. */
+  readonly outcomeUnknown: boolean;
+  constructor(message: string, outcomeUnknown: boolean, cause?: unknown) {
+    super('CONNECTION_LOST', message, { cause, transient: true });
+    this.outcomeUnknown = outcomeUnknown;
+  }
+}
+
+/** No answer in time. For a request that was written, the outcome is unknown. */
+export class TimeoutError extends YelloClientError {
+  readonly outcomeUnknown = true;
+  constructor(method: string, ms: number) {
+    super('TIMEOUT', `${method} got no answer within ${ms} ms; its outcome is unknown`, { transient: true });
+  }
+}
+
+/** The coordinator is paused on an append of unknown outcome; call `resolveUncertain()`. */
+export class CoordinatorPausedError extends YelloClientError {
+  constructor(readonly operationId: string) {
+    super('PAUSED', `an append (operation ${operationId}) has an unknown outcome; call resolveUncertain() first`);
+  }
+}
+
+/** A record failed offline verification. */
+export class VerificationError extends YelloClientError {
+  constructor(message: string, readonly position: string | null) {
+    super('VERIFICATION_FAILED', message);
+  }
+}

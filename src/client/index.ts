@@ -1,0 +1,24 @@
+/**
+ * The yello client library: what agents embed. Types are exported separately from values;
+ * nothing internal (transport, daemon code) is reachable from here.
+ */
+export { YelloClient, defaultSocketPath } from './yello-client.js';
+export type { ConnectOptions, ClientEvents, RpcMethods } from './yello-client.js';
+export { Coordinator } from './coordinator.js';
+export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator.js';
+export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';
+export type { CursorStore } from './cursor-store.js';
+export { verifyRecord } from './verify.js';
+export {
+  YelloClientError, RemoteError, FencedError, PositionMismatchError, ContinuityBreakError, InvalidParamsError, UnauthenticatedError,
+  PermissionDeniedError, NotFoundError, RequestTooLargeError, WriterActiveError, OperationConflictError, DuplicateMessageError,
+  InvalidReceiptError, PolicyRejectedError, RateLimitedError, StorageFailureError, InternalError, ConnectionLostError, TimeoutError,
+  CoordinatorPausedError, VerificationError, remoteError,
+} from './errors.js';
+export type { RpcErrorObject } from './errors.js';
+export type {
+  Agent, AgentSummary, Chat, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
+  ChatBatchNotification, ChatBreakNotification, AppendResult, Redaction, PiiMode, Role,
+} from '../shared/types.js';
+export type { MethodResults, HelloResult, OperationInfo, Grant } from '../shared/methods.js';
+export type { MethodName, ParamsIn } from '../shared/schemas.js';

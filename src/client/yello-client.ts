@@ -1,0 +1,194 @@
+import { homedir } from 'node:os';
+import type { HelloResult, MethodResults, NotificationParams } from '../shared/methods.js';
+import { resolveSocketPath } from '../shared/paths.js';
+import { paramSchemas, type MethodName, type ParamsIn } from '../shared/schemas.js';
+import type { Jwks } from '../shared/types.js';
+import { ConnectionLostError } from './errors.js';
+import { LineTransport } from './transport.js';
+
+/** Options of {@link YelloClient.connect}. */
+export interface ConnectOptions {
+  /** Default: `$YELLO_SOCKET`, `$XDG_RUNTIME_DIR/yello/yello.sock`, `/tmp/yello-$UID/yello.sock`. */
+  socketPath?: string;
+  /** Agent or admin token. */
+  token: string;
+  /** Per-call timeout; none by default. A timed-out append has an unknown outcome. */
+  callTimeoutMs?: number;
+  /** Reconnect with backoff after a loss (never resending anything). Default false. */
+  reconnect?: boolean | { minDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
+  /** Sent in `session.hello` as `client`. */
+  clientName?: string;
+}
+
+/** Events of a client. */
+export interface ClientEvents {
+  'chats.batch': NotificationParams['chats.batch'];
+  'chats.break': NotificationParams['chats.break'];
+  disconnected: Error;
+  reconnecting: { attempt: number; delayMs: number };
+  reconnected: HelloResult;
+}
+
+type Listener<T> = (value: T) => void;
+
+type Namespace<M extends string> = M extends `${infer NS}.${string}` ? NS : never;
+/** Typed method groups: `client.rpc.streams.append({...})`. */
+export type RpcMethods = {
+  [NS in Namespace<MethodName>]: {
+    [M in MethodName as M extends `${NS}.${infer F}` ? F : never]: (params: ParamsIn<M>) => Promise<MethodResults[M]>;
+  };
+};
+
+/** Default socket path for clients (§2, without socket activation). */
+export function defaultSocketPath(): string {
+  return resolveSocketPath(undefined, { env: process.env, uid: process.getuid?.() ?? 0, home: homedir(), pid: process.pid }, false)!;
+}
+
+/**
+ * A typed yello client over the Unix socket. Every method of the protocol is available as
+ * `call(method, params)` and as `rpc.<namespace>.<name>(params)`; errors are classes keyed by
+ * `data.type`. On connection loss, pending calls reject with `ConnectionLostError`; with
+ * `reconnect` the client dials again with backoff and says hello again, but never resends.
+ */
+export class YelloClient {
+  readonly #options: ConnectOptions & { socketPath: string };
+  #transport: LineTransport;
+  #hello: HelloResult;
+  #closed = false;
+  #listeners = new Map<keyof ClientEvents, Set<Listener<never>>>();
+  /** Typed methods grouped by namespace. */
+  readonly rpc: RpcMethods;
+
+  private constructor(options: ConnectOptions & { socketPath: string }, transport: LineTransport, hello: HelloResult) {
+    this.#options = options;
+    this.#transport = transport;
+    this.#hello = hello;
+    this.#wire(transport);
+    const rpc: Record<string, Record<string, (p: unknown) => Promise<unknown>>> = {};
+    for (const name of Object.keys(paramSchemas) as MethodName[]) {
+      const [ns, fn] = name.split('.') as [string, string];
+      (rpc[ns] ??= {})[fn] = (params: unknown) => this.call(name, params as never);
+    }
+    this.rpc = rpc as unknown as RpcMethods;
+  }
+
+  /** Connect and say hello. */
+  static async connect(options: ConnectOptions): Promise<YelloClient> {
+    const full = { ...options, socketPath: options.socketPath ?? defaultSocketPath() };
+    const { transport, hello } = await YelloClient.#open(full);
+    return new YelloClient(full, transport, hello);
+  }
+
+  static async #open(options: ConnectOptions & { socketPath: string }): Promise<{ transport: LineTransport; hello: HelloResult }> {
+    const transport = await LineTransport.connect(options.socketPath);
+    try {
+      const hello = (await transport.call('session.hello', { token: options.token, client: options.clientName ?? 'yello-client' }, options.callTimeoutMs)) as HelloResult;
+      return { transport, hello };
+    } catch (err) {
+      transport.close();
+      throw err;
+    }
+  }
+
+  /** What `session.hello` answered (role, agentId, limits, signing kid). */
+  get session(): HelloResult {
+    return this.#hello;
+  }
+
+  get connected(): boolean {
+    return !this.#transport.closed;
+  }
+
+  /** Call any method with typed params and result. */
+  call<M extends MethodName>(method: M, params: ParamsIn<M>): Promise<MethodResults[M]> {
+    return this.#transport.call(method, params, this.#options.callTimeoutMs) as Promise<MethodResults[M]>;
+  }
+
+  /** The daemon's JWKS, for {@link verifyRecord}. */
+  fetchJwks(): Promise<Jwks> {
+    return this.call('keys.list', {});
+  }
+
+  on<E extends keyof ClientEvents>(event: E, listener: Listener<ClientEvents[E]>): () => void {
+    let set = this.#listeners.get(event);
+    if (!set) this.#listeners.set(event, (set = new Set()));
+    set.add(listener as Listener<never>);
+    return () => set.delete(listener as Listener<never>);
+  }
+
+  #emit<E extends keyof ClientEvents>(event: E, value: ClientEvents[E]): void {
+    for (const l of this.#listeners.get(event) ?? []) (l as Listener<ClientEvents[E]>)(value);
+  }
+
+  /**
+   * Notifications as an async iterator (`for await (const n of client.notifications())`).
+   * Ends when the client closes or the connection drops.
+   */
+  async *notifications(): AsyncGenerator<{ method: 'chats.batch'; params: ClientEvents['chats.batch'] } | { method: 'chats.break'; params: ClientEvents['chats.break'] }> {
+    type N = { method: 'chats.batch'; params: ClientEvents['chats.batch'] } | { method: 'chats.break'; params: ClientEvents['chats.break'] };
+    const queue: N[] = [];
+    let wake: (() => void) | null = null;
+    let done = false;
+    const offs = [
+      this.on('chats.batch', (params) => { queue.push({ method: 'chats.batch', params }); wake?.(); }),
+      this.on('chats.break', (params) => { queue.push({ method: 'chats.break', params }); wake?.(); }),
+      this.on('disconnected', () => { done = true; wake?.(); }),
+    ];
+    try {
+      for (;;) {
+        const next = queue.shift();
+        if (next) {
+          yield next;
+          continue;
+        }
+        if (done || this.#closed) return;
+        await new Promise<void>((r) => (wake = r));
+        wake = null;
+      }
+    } finally {
+      for (const off of offs) off();
+    }
+  }
+
+  #wire(transport: LineTransport): void {
+    transport.onNotification = (method, params) => {
+      if (method === 'chats.batch' || method === 'chats.break') this.#emit(method, params as never);
+    };
+    transport.onClose((err) => {
+      if (this.#closed) return;
+      this.#emit('disconnected', err);
+      if (this.#options.reconnect) void this.#reconnect();
+    });
+  }
+
+  async #reconnect(): Promise<void> {
+    const cfg = typeof this.#options.reconnect === 'object' ? this.#options.reconnect : {};
+    const min = cfg.minDelayMs ?? 100;
+    const max = cfg.maxDelayMs ?? 5000;
+    for (let attempt = 1; !this.#closed && (cfg.maxAttempts === undefined || attempt <= cfg.maxAttempts); attempt++) {
+      const delayMs = Math.min(max, min * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+      this.#emit('reconnecting', { attempt, delayMs });
+      await new Promise((r) => setTimeout(r, delayMs));
+      if (this.#closed) return;
+      try {
+        const { transport, hello } = await YelloClient.#open(this.#options);
+        this.#transport = transport;
+        this.#hello = hello;
+        this.#wire(transport);
+        this.#emit('reconnected', hello);
+        return;
+      } catch (err) {
+        if (!(err instanceof ConnectionLostError)) {
+          this.#emit('disconnected', err as Error);
+          return;
+        }
+      }
+    }
+  }
+
+  /** Close the connection; pending calls reject with `ConnectionLostError`. */
+  close(): void {
+    this.#closed = true;
+    this.#transport.close();
+  }
+}
