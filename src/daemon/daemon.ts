@@ -48,7 +48,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const signer = new Signer(join(config.dataDir, 'keys'));
     const counters = Counters.load(storage);
     const codec = new TokenCodec(secret);
-    const directory = new Directory(storage, counters, adminToken, config.policy);
+    const directory = new Directory(storage, counters, codec, adminToken, config.policy);
     const streams = new StreamStore(storage, directory, signer, codec, counters);
     const reader = new ChatReader(streams, directory, codec, storage);
     const subscriptions = new Subscriptions(streams, reader, directory, log);

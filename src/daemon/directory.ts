@@ -2,6 +2,7 @@ import { errors } from '../shared/errors.js';
 import { makeStreamId } from '../shared/ids.js';
 import type { Grant } from '../shared/methods.js';
 import type { Agent, AgentSummary, Chat, PiiMode } from '../shared/types.js';
+import type { TokenCodec } from './batch-codec.js';
 import type { Caller } from './caller.js';
 import type { Counters } from './counters.js';
 import { K, prefixEnd } from './keys.js';
@@ -35,8 +36,11 @@ export class Directory {
   readonly #adminToken: string;
   readonly policy: 'grants' | 'open';
 
-  constructor(storage: Storage, counters: Counters, adminToken: string, policy: 'grants' | 'open') {
+  readonly #codec: TokenCodec;
+
+  constructor(storage: Storage, counters: Counters, codec: TokenCodec, adminToken: string, policy: 'grants' | 'open') {
     this.#storage = storage;
+    this.#codec = codec;
     this.#counters = counters;
     this.#adminToken = adminToken;
     this.policy = policy;
@@ -264,12 +268,18 @@ export class Directory {
   async listChats(caller: Caller, cursor: string | undefined, limit: number): Promise<{ chats: Chat[]; nextCursor: string | null }> {
     const prefix = caller.role === 'admin' ? K.chatsPrefix : K.membersPrefix(caller.agentId);
     const ids: string[] = [];
-    const gt = cursor === undefined ? undefined : prefix + cursor;
+    let gt: string | undefined;
+    if (cursor !== undefined) {
+      const after = this.#codec.open<string>('chats', cursor);
+      if (typeof after !== 'string') throw errors.invalidParams('cursor', 'not a chats.list cursor issued by this daemon');
+      gt = prefix + after;
+    }
     const range = gt === undefined ? { gte: prefix, lt: prefixEnd(prefix), limit: limit + 1 } : { gt, lt: prefixEnd(prefix), limit: limit + 1 };
     for await (const key of this.#storage.db.keys(range)) ids.push(key.slice(prefix.length));
     const more = ids.length > limit;
     const page = ids.slice(0, limit);
-    return { chats: page.map((id) => this.chat(id)), nextCursor: more ? (page[page.length - 1] ?? null) : null };
+    const last = page[page.length - 1];
+    return { chats: page.map((id) => this.chat(id)), nextCursor: more && last !== undefined ? this.#codec.seal('chats', last) : null };
   }
 
   #expand(row: ChatRow): Chat {
