@@ -67,7 +67,10 @@ const RANK = {
 // identifier: "v1.4155550100", "ID-4155550100", "0.4111111111111111", the tail of a UUID or a
 // date. ASCII-only on purpose: CJK text routinely writes digits directly after ideographs
 // ("电话13800138000"), and treating those as word characters would hide real numbers.
-const NUM_L = String.raw`(?<![\w+])(?<![\w][.\-])(?<![0-9],)`;
+// Left and right are mirror images so that redacting a neighbour never changes the verdict
+// (which keeps redaction idempotent). A comma is a boundary on both sides: CSV rows of card
+// numbers matter more than decimals written with a comma and 13+ fraction digits.
+const NUM_L = String.raw`(?<![\w+])(?<![\w][.\-])`;
 const NUM_R = String.raw`(?![\w])(?![.\-][\w])`;
 // Phone numbers additionally never start right after another digit group: without this the
 // tail of one number ("…555 0100 123-45-6789") reads as a trunk-prefixed national number.
@@ -119,7 +122,7 @@ function add(out: Candidate[], kind: PiiKind | null, start: number, end: number,
 const PEM = re(
   String.raw`-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----` +
     String.raw`(?:[^-]*(?:-(?!----)[^-]*)*-----END (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----` +
-    String.raw`|(?:[ \t\r\n]|\\[rn]|(?:Proc-Type|DEK-Info|Comment|Version|Hash):[^\r\n\\]{0,200}|[A-Za-z0-9+/=]{16,}(?![A-Za-z0-9+/=]))*)`,
+    String.raw`|(?:[ \t\r\n]|\\[rn]|(?:Proc-Type|DEK-Info|Comment|Version|Hash):[^\r\n\\\x00]{0,200}|[A-Za-z0-9+/=]{16,}(?![A-Za-z0-9+/=]))*)`,
   'g',
 );
 
@@ -205,12 +208,14 @@ function detectApiKeys(text: string, out: Candidate[]): void {
 // Generic `api_key = ...`-style assignments (env files, JSON, YAML, CLI flags). Only the value
 // is redacted, so the reader still sees which setting was sent. The key must *end* with one of
 // the secret words ("GITHUB_TOKEN", "db_password"; not "token_url"), and the value must
-// contain a letter and a digit, which rules out code such as `token: string`.
+// contain a letter and a digit, which rules out code such as `token: string`. The value is
+// printable ASCII without quotes or brackets: that ends it at the closing quote, at the `]` of
+// an earlier redaction marker, or at a masked span (see `findPii`).
 const GENERIC_SECRET = re(
   String.raw`(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]{0,40}?` +
     String.raw`(?:api[_.\-]?key|secret[_.\-]?key|access[_.\-]?key|client[_.\-]?secret|` +
     String.raw`(?:access|auth|refresh|api|bearer)[_.\-]?token|private[_.\-]?key|password|passwd|pwd|secret|token)` +
-    String.raw`["']?[ \t]{0,3}[:=][ \t]{0,3}["']?([^\s"'\x60,;<>()\[\]{}]{8,256})`,
+    String.raw`["']?[ \t]{0,3}[:=][ \t]{0,3}["']?([!#$%&*+\-./0-9:=?@A-Z^_a-z|~]{8,256})`,
   'gid',
 );
 
@@ -265,7 +270,7 @@ const IBAN_LENGTH: Readonly<Record<string, number>> = {
   YE: 30,
 };
 
-const IBAN = re(String.raw`(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[ \u00A0]?[A-Za-z0-9]){11,30}`, 'g');
+const IBAN = re(String.raw`(?<![A-Za-z0-9_])(?<![A-Za-z0-9_][.\-])[A-Za-z]{2}[0-9]{2}(?:[ \u00A0]?[A-Za-z0-9]){11,30}`, 'g');
 
 /** ISO 7064 MOD 97-10 over an upper-case IBAN without spaces. */
 export function ibanChecksumOk(iban: string): boolean {
@@ -532,12 +537,16 @@ function detectPhones(text: string, out: Candidate[]): void {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Overlap resolution for one detection pass, into `taken` and `result`. Longer spans win
+ * Overlap resolution for one detection pass, appending to `result`. Longer spans win
  * first (they cover more, so a loser leaves the least text unredacted), then the more
  * specific kind, then the earlier start. Claims (`kind: null`) take part like matches and are
  * not reported. Returns how many matches were added.
  */
-function resolvePass(candidates: Candidate[], taken: Uint8Array, result: PiiMatch[]): number {
+function resolvePass(candidates: Candidate[], text: string, result: PiiMatch[]): number {
+  // Only real matches from earlier passes block; claims are rediscovered in each pass, just
+  // as a fresh scan of the redacted text would rediscover them.
+  const taken = new Uint8Array(text.length);
+  for (const m of result) taken.fill(1, m.start, m.end);
   candidates.sort(
     (a, b) => b.end - b.start - (a.end - a.start) || a.rank - b.rank || a.start - b.start,
   );
@@ -597,11 +606,10 @@ const MAX_PASSES = 4;
  */
 export function findPii(text: string): PiiMatch[] {
   if (text.length === 0) return [];
-  const taken = new Uint8Array(text.length);
   const result: PiiMatch[] = [];
   let view = text;
   for (let pass = 0; pass < MAX_PASSES; pass++) {
-    if (resolvePass(collect(view), taken, result) === 0) break;
+    if (resolvePass(collect(view), text, result) === 0) break;
     view = mask(text, result);
   }
   result.sort((a, b) => a.start - b.start);

@@ -1,0 +1,69 @@
+import { ContinuityBreakError, FencedError, RemoteError, YelloClientError, ConnectionLostError } from '../client/index.js';
+
+/** Exit codes of PROTOCOL.md §9. */
+export const EXIT = { ok: 0, error: 1, usage: 2, continuity: 3, fenced: 4 } as const;
+
+/** A CLI failure with its exit code; printed as one line, never a stack. */
+export class CliError extends Error {
+  constructor(message: string, readonly exitCode: number = EXIT.error) {
+    super(message);
+  }
+}
+
+/** Print rows as an aligned table (human output). */
+export function printTable(rows: Array<Record<string, unknown>>, columns?: string[]): void {
+  if (rows.length === 0) {
+    process.stdout.write('(none)\n');
+    return;
+  }
+  const cols = columns ?? Object.keys(rows[0]!);
+  const cell = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+  const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd() + '\n';
+  process.stdout.write(line(cols.map((c) => c.toUpperCase())));
+  for (const r of rows) process.stdout.write(line(cols.map((c) => cell(r[c]))));
+}
+
+/** Print key/value pairs (human output for one object). */
+export function printObject(obj: Record<string, unknown>): void {
+  const width = Math.max(...Object.keys(obj).map((k) => k.length));
+  for (const [k, v] of Object.entries(obj)) {
+    process.stdout.write(`${k.padEnd(width)}  ${v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v)}\n`);
+  }
+}
+
+/** One JSON document (or line) on stdout. */
+export function printJson(value: unknown): void {
+  process.stdout.write(JSON.stringify(value) + '\n');
+}
+
+/** Map any failure to one stderr line and the exit code of §9. */
+export function reportError(err: unknown): number {
+  if (err instanceof CliError) {
+    process.stderr.write(`yello: ${err.message}\n`);
+    return err.exitCode;
+  }
+  if (err instanceof ContinuityBreakError) {
+    process.stderr.write(`yello: continuity break (${err.reason}) on ${String(err.data.streamId)}: expected ${JSON.stringify(err.data.expected)}, actual ${JSON.stringify(err.data.actual)}; this needs intervention\n`);
+    return EXIT.continuity;
+  }
+  if (err instanceof FencedError) {
+    process.stderr.write(`yello: fenced: another coordinator holds ${String(err.data.streamId)} (epoch ${String(err.data.epoch)})\n`);
+    return EXIT.fenced;
+  }
+  if (err instanceof RemoteError) {
+    const details = Object.entries(err.data).filter(([k]) => k !== 'type').map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(' ');
+    process.stderr.write(`yello: ${err.type}: ${err.message}${details ? ` (${details})` : ''}\n`);
+    return EXIT.error;
+  }
+  if (err instanceof ConnectionLostError) {
+    process.stderr.write(`yello: ${err.message} (is the daemon running? see --socket / $YELLO_SOCKET)\n`);
+    return EXIT.error;
+  }
+  if (err instanceof YelloClientError) {
+    process.stderr.write(`yello: ${err.type}: ${err.message}\n`);
+    return EXIT.error;
+  }
+  process.stderr.write(`yello: ${(err as Error)?.message ?? String(err)}\n`);
+  return EXIT.error;
+}
