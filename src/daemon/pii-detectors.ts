@@ -317,7 +317,10 @@ function detectIban(text: string, out: Candidate[]): void {
     // random identifiers out.
     const letters = compact.replace(/[0-9]/g, '');
     if (letters !== letters.toUpperCase() && letters !== letters.toLowerCase()) return false;
-    const ok = ibanChecksumOk(compact.toUpperCase());
+    // Check digits are 02..98 by construction (98 - n mod 97); 00, 01 and 99 can satisfy
+    // mod-97 only by accident.
+    const check = Number(compact.slice(2, 4));
+    const ok = check >= 2 && check <= 98 && ibanChecksumOk(compact.toUpperCase());
     return add(out, ok ? 'IBAN' : null, m.index, end, RANK.IBAN);
   });
 }
