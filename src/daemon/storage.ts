@@ -6,7 +6,12 @@ import { errors } from '../shared/errors.js';
 export type WriteOp = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
 
 interface PendingWrite {
+  /** Ops known at admission (visible through the overlay at once). */
   ops: WriteOp[];
+  /** Ops computed after admission (e.g. signed records), appended before the write. */
+  late: WriteOp[] | null;
+  ready: boolean;
+  whenReady: Promise<void> | null;
   done: Promise<void>;
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -19,10 +24,12 @@ const MAX_GROUP_WRITES = 256;
  * LevelDB with group commit and an overlay of admitted-but-unsynced writes.
  *
  * Admission (checks + position assignment) is synchronous and reads through the overlay, so
- * two appends can never both pass a compare-and-append check. Writes that arrive while a
- * synced batch is in flight join the next batch; an idle daemon flushes at once, with no
- * timer. A write is acknowledged only after its batch returned from `sync: true`. A failed
- * write makes the store read-only until restart: nothing is retried silently.
+ * two appends can never both pass a compare-and-append check. Writes are committed strictly in
+ * admission order, even when part of a write (a signature computed on the threadpool) arrives
+ * later. Writes that arrive while a synced batch is in flight join the next batch; an idle
+ * daemon flushes at once, with no timer. A write is acknowledged only after its batch returned
+ * from `sync: true`. A failed write makes the store read-only until restart: nothing is
+ * retried silently.
  */
 export class Storage {
   readonly db: ClassicLevel<string, string>;
@@ -33,6 +40,8 @@ export class Storage {
   #readOnly = false;
   #closing = false;
   #failureListeners: Array<() => void> = [];
+  /** Synced batches written and writes in them, for `daemon.status` and benchmarks. */
+  readonly stats = { batches: 0, writes: 0 };
 
   private constructor(db: ClassicLevel<string, string>, log: Logger) {
     this.db = db;
@@ -78,6 +87,18 @@ export class Storage {
    * Must be called synchronously after the checks that depend on `getAdmitted`.
    */
   write(ops: WriteOp[]): Promise<void> {
+    return this.#admit(ops, null);
+  }
+
+  /**
+   * Admit `ops` now and `late` once it resolves; the write keeps its place in the commit
+   * order, so later admissions wait for it rather than overtake it.
+   */
+  writeWithLate(ops: WriteOp[], late: Promise<WriteOp[]>): Promise<void> {
+    return this.#admit(ops, late);
+  }
+
+  #admit(ops: WriteOp[], late: Promise<WriteOp[]> | null): Promise<void> {
     this.assertWritable();
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
@@ -85,7 +106,19 @@ export class Storage {
       resolve = res;
       reject = rej;
     });
-    const pending: PendingWrite = { ops, done, resolve, reject };
+    const pending: PendingWrite = { ops, late: null, ready: late === null, whenReady: null, done, resolve, reject };
+    if (late) {
+      pending.whenReady = late.then(
+        (more) => {
+          pending.late = more;
+          pending.ready = true;
+        },
+        (err: unknown) => {
+          // A write that cannot be completed cannot keep its place: fail closed.
+          this.#fail(err, []);
+        },
+      );
+    }
     for (const op of ops) this.#overlay.set(op.key, { value: op.type === 'put' ? op.value : undefined, owner: pending });
     this.#queue.push(pending);
     if (!this.#flushing) void this.#flush();
@@ -104,14 +137,27 @@ export class Storage {
   async #flush(): Promise<void> {
     this.#flushing = true;
     while (this.#queue.length > 0 && !this.#readOnly) {
-      const group = this.#queue.splice(0, MAX_GROUP_WRITES);
-      const ops = group.length === 1 ? group[0]!.ops : group.flatMap((g) => g.ops);
+      const head = this.#queue[0]!;
+      if (!head.ready) {
+        await head.whenReady;
+        continue;
+      }
+      let n = 0;
+      while (n < this.#queue.length && n < MAX_GROUP_WRITES && this.#queue[n]!.ready) n++;
+      const group = this.#queue.splice(0, n);
+      const ops: WriteOp[] = [];
+      for (const g of group) {
+        for (const op of g.ops) ops.push(op);
+        if (g.late) for (const op of g.late) ops.push(op);
+      }
       try {
         await this.db.batch(ops, { sync: true });
       } catch (err) {
         this.#fail(err, group);
         break;
       }
+      this.stats.batches++;
+      this.stats.writes += group.length;
       for (const g of group) {
         for (const op of g.ops) if (this.#overlay.get(op.key)?.owner === g) this.#overlay.delete(op.key);
         g.resolve();
@@ -121,6 +167,7 @@ export class Storage {
   }
 
   #fail(err: unknown, group: PendingWrite[]): void {
+    if (this.#readOnly) return;
     this.#readOnly = true;
     this.#log.fatal({ err: { message: (err as Error)?.message, code: (err as { code?: string })?.code } }, 'synced write failed; daemon is read-only until restart');
     const failed = [...group, ...this.#queue.splice(0)];
@@ -134,14 +181,5 @@ export class Storage {
     this.#closing = true;
     while (this.#flushing || this.#queue.length > 0) await new Promise((r) => setTimeout(r, 5));
     await this.db.close();
-  }
-
-  /** Test hook: make the next synced batch fail as a disk error would. */
-  injectWriteFailure(): void {
-    const original = this.db.batch.bind(this.db);
-    (this.db as unknown as { batch: unknown }).batch = async () => {
-      (this.db as unknown as { batch: unknown }).batch = original;
-      throw Object.assign(new Error('injected write failure'), { code: 'LEVEL_IO_ERROR' });
-    };
   }
 }

@@ -46,8 +46,9 @@ export function streamMetaOp(meta: StreamMeta): WriteOp {
   return { type: 'put', key: K.stream(meta.streamId), value: JSON.stringify(meta) };
 }
 
+/** A copy safe to mutate (on the append path, so no structuredClone). */
 export function cloneMeta(meta: StreamMeta): StreamMeta {
-  return structuredClone(meta);
+  return { ...meta, writer: { ...meta.writer }, receipt: meta.receipt ? { ...meta.receipt } : null, sealed: meta.sealed.map((g) => ({ ...g })) };
 }
 
 /** The public StreamState; `acknowledged` comes from the peer stream's receipt. */

@@ -108,21 +108,42 @@ export class StreamStore {
     return meta;
   }
 
-  /** Admit a new head: cache it as admitted, persist it, and publish it as committed once durable. */
-  async #commitMeta(next: StreamMeta, ops: WriteOp[], range?: Omit<CommittedRange, 'chatId' | 'streamId'>): Promise<void> {
+  /**
+   * Admit a new head: cache it as admitted, persist it (with `late` records once they are
+   * signed), publish it as committed once durable, then tell subscribers.
+   */
+  async #commitMeta(
+    next: StreamMeta,
+    ops: WriteOp[],
+    range?: { generation: number; fromPosition: number; nextPosition: number; records: StoredRecord[] | Promise<StoredRecord[]> },
+  ): Promise<StoredRecord[]> {
     this.#admitted.set(next.streamId, next);
     ops.push(streamMetaOp(next));
     const snapshot = cloneMeta(next);
-    await this.#storage.write(ops);
+    let records: StoredRecord[] = [];
+    if (range && !Array.isArray(range.records)) {
+      const late = range.records.then((rs) => {
+        records = rs;
+        return rs.map((r) => ({ type: 'put' as const, key: K.record(next.streamId, range.generation, Number(r.position)), value: encodeRecord(r) }));
+      });
+      await this.#storage.writeWithLate(ops, late);
+    } else {
+      if (range) {
+        records = range.records as StoredRecord[];
+        for (const r of records) ops.push({ type: 'put', key: K.record(next.streamId, range.generation, Number(r.position)), value: encodeRecord(r) });
+      }
+      await this.#storage.write(ops);
+    }
     const current = this.#committed.get(next.streamId);
     // Commits of one stream complete in admission order; never move the committed view back.
     if (!current || current.generation < snapshot.generation || current.nextPosition <= snapshot.nextPosition) {
       this.#committed.set(next.streamId, snapshot);
     }
-    if (range && range.records.length > 0) {
-      const full: CommittedRange = { ...range, streamId: next.streamId, chatId: next.chatId };
+    if (range && records.length > 0) {
+      const full: CommittedRange = { generation: range.generation, fromPosition: range.fromPosition, nextPosition: range.nextPosition, records, streamId: next.streamId, chatId: next.chatId };
       for (const l of this.#listeners) l.committed(full);
     }
+    return records;
   }
 
   /** Public state, with the peer's receipt as `acknowledged`. */
@@ -183,7 +204,7 @@ export class StreamStore {
     next.writer = { epoch, claimedAt, active: true, tokenHash: hashToken(token) };
     next.nextPosition = position + 1;
     this.#counters.records++;
-    await this.#commitMeta(next, [{ type: 'put', key: K.record(p.streamId, next.generation, position), value: encodeRecord(record) }, this.#counters.op()], {
+    await this.#commitMeta(next, [this.#counters.op()], {
       generation: next.generation, fromPosition: position, nextPosition: position + 1, records: [record],
     });
     return { streamId: p.streamId, generation: formatDecimal(next.generation), epoch: formatDecimal(epoch), coordinatorToken: token, nextPosition: formatDecimal(next.nextPosition) };
@@ -255,41 +276,40 @@ export class StreamStore {
     const redactions: Redaction[] = [];
     const contents = this.#applyPolicy(meta.authorAgentId, p.records, redactions);
 
-    const records: StoredRecord[] = [];
     const ops: WriteOp[] = [];
     const gen = formatDecimal(generation);
-    p.records.forEach((input, index) => {
-      const position = expected + index;
+    const pending = p.records.map(async (input, index): Promise<StoredRecord> => {
+      const position = formatDecimal(expected + index);
       const base = { version: 2 as const, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: p.operationId, recordIndex: index };
-      let record: StoredRecord;
-      if (input.type === 'chat.message') {
-        const content = contents[index]!;
-        const sha = contentSha256(content);
-        const createdAt = this.#timestamp(next);
-        const signature = this.#signer.signMessage({ chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, createdAt, contentSha256: sha });
-        record = {
-          streamId: p.streamId, generation: gen, position: formatDecimal(position),
-          wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature } },
-        };
-        ops.push({ type: 'put', key: K.messageId(p.streamId, generation, messageIds[index]!), value: formatDecimal(position) });
-      } else {
-        record = {
-          streamId: p.streamId, generation: gen, position: formatDecimal(position),
+      if (input.type === 'chat.receipt') {
+        return {
+          streamId: p.streamId, generation: gen, position,
           wrapper: { ...base, type: 'chat.receipt', receipt: { peerStreamId: input.peerStreamId, peerGeneration: input.peerGeneration, nextPosition: input.nextPosition, batchId: input.batchId } },
         };
       }
-      records.push(record);
-      ops.push({ type: 'put', key: K.record(p.streamId, generation, position), value: encodeRecord(record) });
+      const content = contents[index]!;
+      const sha = contentSha256(content);
+      // The timestamp is fixed at admission (synchronously), so it never goes backwards.
+      const fields = { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, createdAt: this.#timestamp(next), contentSha256: sha };
+      const signature = await this.#signer.signMessageAsync(fields);
+      return {
+        streamId: p.streamId, generation: gen, position,
+        wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature } },
+      };
     });
-    next.nextPosition = expected + records.length;
+    messageIds.forEach((id, index) => {
+      if (id !== undefined) ops.push({ type: 'put', key: K.messageId(p.streamId, generation, id), value: formatDecimal(expected + index) });
+    });
+    next.nextPosition = expected + p.records.length;
     const committedAt = new Date().toISOString();
     const op: StoredOperation = { operationId: p.operationId, generation, firstPosition: expected, nextPosition: next.nextPosition, committedAt, requestDigest: digest, redactions };
     ops.push({ type: 'put', key: opKey, value: JSON.stringify(op) });
     ops.push({ type: 'put', key: K.opLog(p.streamId, generation, expected), value: p.operationId });
-    this.#counters.records += records.length;
+    this.#counters.records += p.records.length;
     ops.push(this.#counters.op());
+    let records: StoredRecord[];
     try {
-      await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records });
+      records = await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records: Promise.all(pending) });
     } catch (err) {
       throw (err as YelloError).type === 'STORAGE_FAILURE' ? errors.storageFailure(p.operationId) : err;
     }
