@@ -1,0 +1,287 @@
+// chats.follow / chats.unfollow and the chats.batch notifications (§6 "Chats", §3 backpressure):
+// start at the ends, every record type of both directions, per-direction order, catch-up of a
+// long backlog with a seamless switch to live, exact resume from any batch's cursor, limits,
+// and a reader that never reads its socket not holding anyone else up.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { RpcLineClient, connectAs, createAgent, ok } from '../helpers/rpc-line-client.js';
+import {
+  RawFollower,
+  batchesOf,
+  expectContiguous,
+  expectError,
+  messages,
+  reached,
+  receipt,
+  setupChat,
+  waitUntil,
+  type ReadingChat,
+} from '../helpers/reading-fixtures.js';
+
+let daemon: DaemonProcess;
+let admin: RpcLineClient;
+
+beforeAll(async () => {
+  daemon = await DaemonProcess.start();
+  admin = await daemon.connectAs();
+});
+
+afterAll(async () => {
+  await daemon?.cleanup();
+});
+
+/** Waits until subscription `sub` on `client` delivered both streams up to the writers' heads. */
+async function waitCaughtUp(client: { notifications: any[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
+  await waitUntil(
+    () => {
+      const b = batchesOf(client, sub);
+      return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
+    },
+    timeoutMs,
+    `subscription ${sub} to reach A=${c.wa.next} B=${c.wb.next}`,
+  );
+}
+
+describe('chats.follow', () => {
+  it('starts at the current ends without a cursor, then pushes every record type of both directions with a cursor after each batch', async () => {
+    const c = await setupChat(daemon, admin);
+    await c.wa.send('old-a', 3);
+    await c.wb.send('old-b', 2);
+    const starts = { a: c.wa.next, b: c.wb.next };
+
+    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    try {
+      const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
+      expect(sub).toMatchObject({ subscriptionId: expect.any(String), cursor: expect.any(String) });
+      await sleep(150);
+      expect(batchesOf(follower, sub.subscriptionId), 'nothing from before the follow').toEqual([]);
+
+      await c.wa.send('live-a', 2);
+      await c.wa.reclaim(); // writer fence
+      await c.wa.send('live-a2', 1);
+      const shown = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: starts.a }));
+      await c.wb.append([...messages('reply', 1), receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
+      await c.wb.send('live-b', 2);
+      await waitCaughtUp(follower, sub.subscriptionId, c, starts);
+
+      const batches = batchesOf(follower, sub.subscriptionId);
+      for (const b of batches) {
+        expect(b).toMatchObject({
+          subscriptionId: sub.subscriptionId, batchId: expect.any(String), streamId: expect.any(String), generation: '1',
+          fromPosition: expect.any(String), nextPosition: expect.any(String), records: expect.any(Array), cursor: expect.any(String),
+        });
+      }
+      const recA = expectContiguous(batches, c.streamA, '1', starts.a, c.wa.next, 'A');
+      const recB = expectContiguous(batches, c.streamB, '1', starts.b, c.wb.next, 'B');
+      expect(recA.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.message', 'chat.writer-fence', 'chat.message']);
+      expect(recB.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt', 'chat.message', 'chat.message']);
+      expect(recA[2].wrapper.fence).toMatchObject({ epoch: expect.any(String), replaced: true });
+      expect(JSON.stringify(recA[2])).not.toContain(c.wa.token);
+      expect(recB[1].wrapper.receipt).toEqual({ peerStreamId: c.streamA, peerGeneration: '1', nextPosition: shown.nextPosition, batchId: shown.batchId });
+
+      // The cursor of every batch resumes right after that batch (checked on a new connection).
+      const last = batches.at(-1);
+      const again = await connectAs(daemon.socketPath, c.alice.token);
+      try {
+        const sub2 = ok(await again.call('chats.follow', { chatId: c.chatId, cursor: last.cursor }));
+        await c.wb.send('after', 1);
+        await waitCaughtUp(again, sub2.subscriptionId, c, { a: c.wa.next, b: reached(batches, c.streamB, starts.b) });
+        expect(batchesOf(again, sub2.subscriptionId).filter((b) => b.streamId === c.streamA)).toEqual([]);
+      } finally {
+        again.close();
+      }
+    } finally {
+      follower.close();
+    }
+  });
+
+  it('catches up 10,000 records from a cursor at the start, then continues live with no gap or duplicate; resumes from any batch cursor', async () => {
+    const c = await setupChat(daemon, admin);
+    const starts = { a: c.wa.next, b: c.wb.next };
+    const probe = ok(await c.bob.client.call('chats.follow', { chatId: c.chatId }));
+    ok(await c.bob.client.call('chats.unfollow', { subscriptionId: probe.subscriptionId }));
+    const startCursor = probe.cursor as string;
+
+    // 10,000 records in operations of 64 (the last one 16), both directions in parallel.
+    const ops: Array<{ w: typeof c.wa; n: number; tag: string }> = [];
+    for (let i = 0; i < 157; i++) ops.push({ w: i % 2 === 0 ? c.wa : c.wb, n: i === 156 ? 16 : 64, tag: `bulk${i}` });
+    expect(ops.reduce((s, o) => s + o.n, 0)).toBe(10_000);
+    await Promise.all(ops.map((o) => o.w.send(o.tag, o.n)));
+
+    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    try {
+      const sub = ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: startCursor }));
+      // Live appends while the backlog is still being delivered.
+      const live = (async () => {
+        for (let i = 0; i < 10; i++) await Promise.all([c.wa.send(`live-a${i}`, 3), c.wb.send(`live-b${i}`, 2)]);
+      })();
+      await live;
+      await waitCaughtUp(follower, sub.subscriptionId, c, starts, 30_000);
+      await sleep(100);
+      const batches = batchesOf(follower, sub.subscriptionId);
+      const recA = expectContiguous(batches, c.streamA, '1', starts.a, c.wa.next, 'A');
+      const recB = expectContiguous(batches, c.streamB, '1', starts.b, c.wb.next, 'B');
+      expect(recA.length + recB.length).toBe(10_000 + 50);
+      expect(recA.at(-1).wrapper.message.content).toContain('live-a9');
+
+      // Resume on a new connection from a batch in the middle: the compound cursor holds both
+      // directions' positions as of that batch.
+      const k = Math.floor(batches.length / 2);
+      const upTo = batches.slice(0, k + 1);
+      const mid = { a: reached(upTo, c.streamA, starts.a), b: reached(upTo, c.streamB, starts.b) };
+      const lastCursor = batches.at(-1).cursor as string;
+      const ends = { a: reached(batches, c.streamA, starts.a), b: reached(batches, c.streamB, starts.b) };
+      follower.close();
+
+      await Promise.all([c.wa.send('gone-a', 4), c.wb.send('gone-b', 4)]);
+      const resumed = await connectAs(daemon.socketPath, c.alice.token);
+      try {
+        const s1 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: batches[k].cursor }));
+        const s2 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: lastCursor }));
+        await waitCaughtUp(resumed, s1.subscriptionId, c, mid, 30_000);
+        await waitCaughtUp(resumed, s2.subscriptionId, c, ends);
+        expectContiguous(batchesOf(resumed, s1.subscriptionId), c.streamA, '1', mid.a, c.wa.next, 'resume mid A');
+        expectContiguous(batchesOf(resumed, s1.subscriptionId), c.streamB, '1', mid.b, c.wb.next, 'resume mid B');
+        const tailA = expectContiguous(batchesOf(resumed, s2.subscriptionId), c.streamA, '1', ends.a, c.wa.next, 'resume last A');
+        expectContiguous(batchesOf(resumed, s2.subscriptionId), c.streamB, '1', ends.b, c.wb.next, 'resume last B');
+        expect(tailA.map((r) => r.wrapper.message.content)).toEqual(messages('gone-a', 4).map((m) => m.content));
+      } finally {
+        resumed.close();
+      }
+    } finally {
+      follower.close();
+    }
+  }, 90_000);
+
+  it('stops pushing after chats.unfollow; unknown subscription ids are NOT_FOUND', async () => {
+    const c = await setupChat(daemon, admin);
+    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    try {
+      const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
+      const starts = { a: c.wa.next, b: c.wb.next };
+      await c.wa.send('before-unfollow', 1);
+      await waitUntil(() => batchesOf(follower, sub.subscriptionId).length === 1, 5_000, 'first batch');
+      ok(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
+      await c.wa.send('after-unfollow', 2);
+      await c.wb.send('after-unfollow-b', 2);
+      await sleep(300);
+      expect(batchesOf(follower, sub.subscriptionId)).toHaveLength(1);
+      expect(batchesOf(follower, sub.subscriptionId)[0].fromPosition).toBe(starts.a);
+
+      const again = expectError(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }), 'NOT_FOUND', 'second unfollow');
+      expect(again).toMatchObject({ kind: expect.any(String) });
+      const unknown = expectError(await follower.call('chats.unfollow', { subscriptionId: 'sub_does_not_exist' }), 'NOT_FOUND', 'unknown id');
+      expect(unknown).toMatchObject({ kind: expect.any(String), id: 'sub_does_not_exist' });
+    } finally {
+      follower.close();
+    }
+  });
+
+  it('allows at most 64 subscriptions per connection (RATE_LIMITED after that)', async () => {
+    const c = await setupChat(daemon, admin);
+    const conn = await connectAs(daemon.socketPath, c.bob.token);
+    const other = await connectAs(daemon.socketPath, c.bob.token);
+    try {
+      const subs: string[] = [];
+      for (let i = 0; i < 64; i++) subs.push(ok(await conn.call('chats.follow', { chatId: c.chatId }), `follow ${i}`).subscriptionId);
+      expect(new Set(subs).size).toBe(64);
+      const data = expectError(await conn.call('chats.follow', { chatId: c.chatId }), 'RATE_LIMITED', '65th follow');
+      expect(typeof data.retryAfterMs).toBe('number');
+      // Another connection is not affected; freeing one makes room again.
+      ok(await other.call('chats.follow', { chatId: c.chatId }));
+      ok(await conn.call('chats.unfollow', { subscriptionId: subs[0] }));
+      ok(await conn.call('chats.follow', { chatId: c.chatId }));
+      // All the live ones still deliver.
+      await c.wa.send('fanout', 1);
+      await waitUntil(() => conn.notifications.filter((n) => n.method === 'chats.batch').length === 64, 5_000, '64 batches');
+    } finally {
+      conn.close();
+      other.close();
+    }
+  });
+
+  it('denies a non-participant agent', async () => {
+    const c = await setupChat(daemon, admin);
+    const outsider = await createAgent(admin, daemon.socketPath);
+    try {
+      const data = expectError(await outsider.client.call('chats.follow', { chatId: c.chatId }), 'PERMISSION_DENIED');
+      expect(typeof data.reason).toBe('string');
+      const cur = ok(await c.bob.client.call('chats.history', { chatId: c.chatId })).liveCursor;
+      expectError(await outsider.client.call('chats.follow', { chatId: c.chatId, cursor: cur }), 'PERMISSION_DENIED', 'with a cursor');
+    } finally {
+      outsider.client.close();
+    }
+  });
+
+  it('never lets a connection that stops reading hold up other followers or the daemon (~20 MB of appends)', async () => {
+    const c = await setupChat(daemon, admin);
+    const starts = { a: c.wa.next, b: c.wb.next };
+    const slow = await RawFollower.connect(daemon.socketPath);
+    const fast = await connectAs(daemon.socketPath, c.alice.token);
+    const status = await daemon.connectAs();
+    try {
+      const slowSub = await slow.follow(c.bob.token, c.chatId); // paused right after the response
+      const fastSub = ok(await fast.call('chats.follow', { chatId: c.chatId }));
+      const readBefore = slow.bytesRead;
+
+      // 90 operations of 64 records × ~3.5 KB ≈ 20 MB, both directions in parallel.
+      const statusLatencies: number[] = [];
+      let loading = true;
+      const prober = (async () => {
+        while (loading) {
+          const t0 = Date.now();
+          ok(await status.call('daemon.status', {}));
+          statusLatencies.push(Date.now() - t0);
+          await sleep(100);
+        }
+      })();
+      const lag: number[] = [];
+      const writer = async (w: typeof c.wa, tag: string): Promise<void> => {
+        for (let i = 0; i < 45; i++) {
+          await w.send(`${tag}${i}`, 64, 3_400);
+          const t0 = Date.now();
+          const target = w.next;
+          // The fast follower sees each operation promptly.
+          await waitUntil(() => BigInt(reached(batchesOf(fast, fastSub.subscriptionId), w.streamId, '0')) >= BigInt(target), 10_000, `fast follower at ${target}`, 2);
+          lag.push(Date.now() - t0);
+        }
+      };
+      const t0 = Date.now();
+      await Promise.all([writer(c.wa, 'big-a'), writer(c.wb, 'big-b')]);
+      const elapsed = Date.now() - t0;
+      loading = false;
+      await prober;
+
+      const fastBatches = batchesOf(fast, fastSub.subscriptionId);
+      const bytes = fastBatches.reduce((s, b) => s + b.records.reduce((t: number, r: any) => t + (r.wrapper.message?.content.length ?? 0), 0), 0);
+      expect(bytes).toBeGreaterThan(19_000_000);
+      expectContiguous(fastBatches, c.streamA, '1', starts.a, c.wa.next, 'fast A');
+      expectContiguous(fastBatches, c.streamB, '1', starts.b, c.wb.next, 'fast B');
+      expect(Math.max(...lag), `fast follower lag per operation (ms), total ${elapsed} ms`).toBeLessThan(3_000);
+      expect(Math.max(...statusLatencies), 'daemon.status latency during the load (ms)').toBeLessThan(2_000);
+      const tStatus = Date.now();
+      ok(await status.call('daemon.status', {}));
+      expect(Date.now() - tStatus).toBeLessThan(500);
+
+      // The slow reader got (almost) nothing while paused, and its connection is intact: once it
+      // reads again it receives everything, in order, with nothing dropped.
+      expect(slow.bytesRead - readBefore).toBe(0);
+      slow.resume();
+      await waitUntil(
+        () => {
+          const b = batchesOf(slow, slowSub.subscriptionId);
+          return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
+        },
+        30_000,
+        'the slow reader to catch up after resuming',
+      );
+      expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamA, '1', starts.a, c.wa.next, 'slow A');
+      expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamB, '1', starts.b, c.wb.next, 'slow B');
+    } finally {
+      slow.close();
+      fast.close();
+      status.close();
+    }
+  }, 90_000);
+});
