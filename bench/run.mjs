@@ -1,0 +1,617 @@
+// yello benchmark suite: `npm run bench` (builds, then runs this file). See bench/README.md.
+//
+// Rows: (a) durable appends at 1/8/64 coordinators vs (b) an in-process baseline of the same
+// work; (c) append→follower push latency; (d) history page latency at growing chat sizes;
+// (e) startup time and RSS with a large data dir and with 1,000 idle followers; (d2) Redis
+// Streams (appendfsync always) as a peer when redis-server and redis-benchmark are on PATH.
+// One process tree, one run; every daemon figure is also shown as a ratio to its baseline.
+
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
+import { BASELINE_GROUP, GroupCommitStore, baselineKey, makeWriters, rawHistoryPage, runBaselineAppends } from './baseline.mjs';
+import {
+  Daemon, RpcConn, appendOne, appendParams, cleanupAll, content, fmt, makeTempDir, median, nowMs, percentile,
+  removeTempDir, repoRoot, rssKiB, setupCoordinator, sleep, table, trackChild,
+} from './lib.mjs';
+
+// ---- configuration ----------------------------------------------------------------------
+
+const QUICK = process.env.BENCH_QUICK === '1';
+const num = (name, dflt) => {
+  const v = process.env[name];
+  if (v === undefined || v === '') return dflt;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(v)}`);
+  return n;
+};
+const QUICK_MAX_RECORDS = 10_000;
+const cfg = {
+  quick: QUICK,
+  seconds: num('BENCH_SECONDS', QUICK ? 1 : 3),
+  warmupSeconds: num('BENCH_WARMUP_SECONDS', QUICK ? 0.3 : 1),
+  rounds: Math.max(1, Math.round(num('BENCH_ROUNDS', 3))),
+  concurrency: (process.env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0),
+  pushAppends: Math.round(num('BENCH_PUSH_APPENDS', QUICK ? 300 : 1000)),
+  maxRecords: Math.min(Math.round(num('BENCH_MAX_RECORDS', 1_000_000)), QUICK ? QUICK_MAX_RECORDS : Infinity),
+  pages: Math.max(1, Math.round(num('BENCH_PAGES', 50))),
+  buildDepth: Math.max(1, Math.round(num('BENCH_BUILD_DEPTH', 2))),
+  buildMaxSeconds: num('BENCH_BUILD_MAX_SECONDS', 3600),
+  settleSeconds: num('BENCH_SETTLE_SECONDS', QUICK ? 1 : 5),
+  followers: Math.round(num('BENCH_FOLLOWERS', 1000)),
+  followerConnections: Math.round(num('BENCH_FOLLOWER_CONNECTIONS', 16)),
+  startupRounds: Math.max(1, Math.round(num('BENCH_STARTUP_ROUNDS', 3))),
+  json: process.env.BENCH_JSON ?? null,
+  only: new Set((process.env.BENCH_ONLY ?? 'a,c,d2,d,e').split(',').map((x) => x.trim()).filter(Boolean)),
+};
+for (const s of cfg.only) if (!['a', 'c', 'd2', 'd', 'e'].includes(s)) throw new Error(`BENCH_ONLY: unknown section ${s} (a, c, d2, d, e)`);
+const MAX_SUBS_PER_CONNECTION = 64;
+const HISTORY_LIMIT = 50;
+const SCAN_LIMIT = 500;
+if (cfg.concurrency.length === 0) throw new Error('BENCH_CONCURRENCY lists no positive integers');
+if (Math.ceil(cfg.followers / cfg.followerConnections) > MAX_SUBS_PER_CONNECTION) {
+  throw new Error(`BENCH_FOLLOWERS / BENCH_FOLLOWER_CONNECTIONS must be at most ${MAX_SUBS_PER_CONNECTION} (the daemon's per-connection cap)`);
+}
+const historySizes = (() => {
+  const sizes = [1_000, 100_000, 1_000_000].filter((s) => s <= cfg.maxRecords);
+  if (sizes.length === 0 || sizes[sizes.length - 1] < cfg.maxRecords) sizes.push(cfg.maxRecords);
+  return sizes.map((s) => s - (s % 2)); // both streams get half
+})();
+
+const log = (msg) => process.stderr.write(`[bench ${((nowMs() - T0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
+const T0 = nowMs();
+const results = { config: { ...cfg, historySizes }, a: [], c: null, d: [], e: null, redis: null, notes: [] };
+
+// ---- cleanup on any exit ----------------------------------------------------------------
+
+process.on('exit', cleanupAll);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => {
+    process.stderr.write(`bench: ${sig}, cleaning up\n`);
+    cleanupAll();
+    process.exit(130);
+  });
+}
+
+// ---- (a) + (b): durable appends vs the in-process baseline ------------------------------
+
+/** Closed loops, one per coordinator, each on its own connection, for `seconds`. */
+async function closedLoop(cos, seconds) {
+  const latencies = [];
+  const t0 = nowMs();
+  const deadline = t0 + seconds * 1000;
+  const maxPerLoop = 10_000_000;
+  await Promise.all(
+    cos.map(async (co) => {
+      for (let n = 0; n < maxPerLoop && nowMs() < deadline; n++) {
+        const s = nowMs();
+        await appendOne(co, 1, 30_000);
+        latencies.push(nowMs() - s);
+      }
+    }),
+  );
+  const secs = (nowMs() - t0) / 1000;
+  return { appends: latencies.length, seconds: secs, perSecond: latencies.length / secs, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) };
+}
+
+async function benchAppends(daemon, admin) {
+  const maxC = Math.max(...cfg.concurrency);
+  const { agent: sink } = await admin.call('agents.create', { username: 'sink', name: 'Sink' });
+  log(`(a) creating ${maxC} coordinators (agent + chat + claimed stream, one connection each)`);
+  const cos = await Promise.all(Array.from({ length: maxC }, (_, i) => setupCoordinator(daemon, admin, `w${i}`, sink.id)));
+
+  const baseDir = makeTempDir('ybb-');
+  const store = await GroupCommitStore.open(baseDir);
+  const key = baselineKey();
+  const writers = makeWriters(maxC);
+  try {
+    for (const c of cfg.concurrency) {
+      log(`(a) warm-up ${cfg.warmupSeconds}s at ${c}`);
+      const w = await closedLoop(cos.slice(0, c), cfg.warmupSeconds);
+      await runBaselineAppends(store, key, { writers: writers.slice(0, c), total: w.appends, maxMs: 30_000 });
+    }
+    const perC = new Map(cfg.concurrency.map((c) => [c, { daemon: [], baseline: [] }]));
+    for (let r = 1; r <= cfg.rounds; r++) {
+      for (const c of cfg.concurrency) {
+        const d = await closedLoop(cos.slice(0, c), cfg.seconds);
+        const b = await runBaselineAppends(store, key, { writers: writers.slice(0, c), total: d.appends, maxMs: Math.max(30_000, cfg.seconds * 10_000) });
+        perC.get(c).daemon.push(d);
+        perC.get(c).baseline.push(b);
+        log(`(a) round ${r}/${cfg.rounds} c=${c}: daemon ${fmt.int(d.perSecond)}/s p50 ${fmt.ms(d.p50)} p99 ${fmt.ms(d.p99)} | baseline ${fmt.int(b.perSecond)}/s p50 ${fmt.ms(b.p50)} (${b.appends} appends)`);
+      }
+    }
+    for (const c of cfg.concurrency) {
+      const { daemon: ds, baseline: bs } = perC.get(c);
+      const m = (xs, k) => median(xs.map((x) => x[k]));
+      results.a.push({
+        concurrency: c,
+        daemon: { perSecond: m(ds, 'perSecond'), p50: m(ds, 'p50'), p99: m(ds, 'p99'), appends: m(ds, 'appends') },
+        baseline: { perSecond: m(bs, 'perSecond'), p50: m(bs, 'p50'), p99: m(bs, 'p99'), appends: m(bs, 'appends') },
+        rounds: { daemon: ds, baseline: bs },
+      });
+    }
+  } finally {
+    await store.close();
+    removeTempDir(baseDir);
+    for (const co of cos) co.conn.close();
+  }
+}
+
+// ---- (c): append → follower push latency ------------------------------------------------
+
+async function benchPush(daemon, admin) {
+  const { agent: follower, token: followerToken } = await admin.call('agents.create', { username: 'push-follower', name: 'Follower' });
+  const co = await setupCoordinator(daemon, admin, 'push-writer', follower.id);
+  const fconn = await RpcConn.open(daemon.socketPath, followerToken);
+  const waiters = new Map();
+  fconn.onNotification = (method, params, at) => {
+    if (method !== 'chats.batch' || params.streamId !== co.streamId) return;
+    for (const rec of params.records) {
+      const w = waiters.get(Number(rec.position));
+      if (w) {
+        waiters.delete(Number(rec.position));
+        w(at);
+      }
+    }
+  };
+  const waitPush = (position) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiters.delete(position);
+        reject(new Error(`no chats.batch for position ${position} within 10 s`));
+      }, 10_000);
+      waiters.set(position, (at) => {
+        clearTimeout(timer);
+        resolve(at);
+      });
+    });
+  await fconn.call('chats.follow', { chatId: co.chatId });
+  const push = [];
+  const rtt = [];
+  const warm = Math.min(50, Math.ceil(cfg.pushAppends / 10));
+  log(`(c) ${warm} warm-up + ${cfg.pushAppends} appends, one at a time, follower on another connection`);
+  for (let i = 0; i < warm + cfg.pushAppends; i++) {
+    const pushed = waitPush(co.next);
+    const t0 = nowMs();
+    await appendOne(co, 1, 30_000);
+    const t1 = nowMs();
+    const at = await pushed;
+    if (i >= warm) {
+      push.push(at - t0);
+      rtt.push(t1 - t0);
+    }
+  }
+  fconn.close();
+  co.conn.close();
+  results.c = { appends: push.length, pushP50: percentile(push, 0.5), pushP99: percentile(push, 0.99), rttP50: percentile(rtt, 0.5), rttP99: percentile(rtt, 0.99) };
+}
+
+// ---- (d): history pages at growing sizes -------------------------------------------------
+
+/** Append 64-record operations to `co` until it holds `target` messages, `depth` in flight. */
+async function fill(co, target, depth, deadline) {
+  const inflight = new Set();
+  let failure = null;
+  while ((co.issuedMsgs < target && nowMs() < deadline && !failure) || inflight.size > 0) {
+    while (inflight.size < depth && co.issuedMsgs < target && nowMs() < deadline && !failure) {
+      const n = Math.min(64, target - co.issuedMsgs);
+      const at = co.issuedNext;
+      co.issuedNext += n;
+      co.issuedMsgs += n;
+      const p = co.conn.call('streams.append', appendParams(co, at, n), 120_000).then(
+        (r) => {
+          co.next = Math.max(co.next, Number(r.nextPosition));
+          co.msgs += n;
+        },
+        (err) => {
+          failure ??= err;
+        },
+      );
+      inflight.add(p);
+      p.finally(() => inflight.delete(p));
+    }
+    if (inflight.size > 0) await Promise.race(inflight);
+  }
+  if (failure) throw failure;
+}
+
+async function connectHistoryClients(daemon, hs) {
+  for (const co of hs.writers) {
+    co.conn = await RpcConn.open(daemon.socketPath, co.token);
+  }
+  hs.reader = await RpcConn.open(daemon.socketPath, hs.writers[0].token);
+}
+
+function closeHistoryClients(hs) {
+  for (const co of hs.writers) co.conn.close();
+  hs.reader.close();
+}
+
+async function timedCalls(n, fn) {
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = nowMs();
+    await fn(i);
+    times.push(nowMs() - t0);
+  }
+  return times;
+}
+
+async function benchHistory(daemon, admin) {
+  const { agent: b, token: tokenB } = await admin.call('agents.create', { username: 'hist-b', name: 'History B' });
+  const a = await setupCoordinator(daemon, admin, 'hist-a', b.id);
+  const connB = await RpcConn.open(daemon.socketPath, tokenB);
+  const claimB = await connB.call('streams.claim', { streamId: `${a.chatId}:${b.id}` });
+  const bco = {
+    agentId: b.id, token: tokenB, conn: connB, chatId: a.chatId, streamId: `${a.chatId}:${b.id}`,
+    coordinatorToken: claimB.coordinatorToken, generation: claimB.generation, next: Number(claimB.nextPosition),
+  };
+  const hs = { chatId: a.chatId, writers: [a, bco], streamIds: [a.streamId, bco.streamId].sort(), reader: null };
+  for (const co of hs.writers) Object.assign(co, { msgs: 0, issuedMsgs: 0, issuedNext: co.next });
+  hs.reader = await RpcConn.open(daemon.socketPath, a.token);
+  const buildDeadline = nowMs() + cfg.buildMaxSeconds * 1000;
+  let buildSeconds = 0;
+
+  for (const size of historySizes) {
+    // Build: both directions, 64 records per append.
+    const before = hs.writers[0].msgs + hs.writers[1].msgs;
+    const t0 = nowMs();
+    log(`(d) building the chat to ${fmt.int(size)} messages (64 per append, ${cfg.buildDepth} in flight per stream)`);
+    await Promise.all(hs.writers.map((co) => fill(co, size / 2, cfg.buildDepth, buildDeadline)));
+    const built = hs.writers[0].msgs + hs.writers[1].msgs;
+    const buildSecs = (nowMs() - t0) / 1000;
+    buildSeconds += buildSecs;
+    const buildRate = (built - before) / buildSecs;
+    log(`(d) ${fmt.int(built)} messages (${fmt.int(buildRate)} records/s while building)`);
+    if (built < size) {
+      results.notes.push(`(d) the build stopped at ${built} messages (BENCH_BUILD_MAX_SECONDS=${cfg.buildMaxSeconds}); larger sizes skipped`);
+    }
+    // Let LevelDB's background compaction of the fresh writes settle before timing reads.
+    await sleep(cfg.settleSeconds * 1000);
+    const reader = hs.reader;
+    const history = (params) => reader.call('chats.history', { chatId: hs.chatId, ...params }, 120_000);
+
+    // Backward first page (a fresh snapshot each call).
+    await timedCalls(3, () => history({ limit: HISTORY_LIMIT }));
+    const backward = await timedCalls(cfg.pages, () => history({ limit: HISTORY_LIMIT }));
+
+    // Forward cursor paging from the start to the middle (limit 500), then limit-50 pages from there.
+    const half = Math.floor(built / 2);
+    let seen = 0;
+    let cursor;
+    const scanT0 = nowMs();
+    let scanCalls = 0;
+    const maxScanCalls = Math.ceil(built / SCAN_LIMIT) + 10;
+    let r = await history({ direction: 'forward', limit: Math.min(SCAN_LIMIT, Math.max(1, half)) });
+    scanCalls++;
+    seen += r.entries.length;
+    cursor = r.nextCursor;
+    while (seen < half && cursor && scanCalls < maxScanCalls) {
+      r = await history({ cursor, limit: Math.min(SCAN_LIMIT, half - seen) });
+      scanCalls++;
+      seen += r.entries.length;
+      cursor = r.nextCursor;
+    }
+    const scanSecs = (nowMs() - scanT0) / 1000;
+    const midCursor = cursor;
+    let midFrom = null;
+    let forward = [];
+    if (midCursor) {
+      let c = midCursor;
+      forward = await timedCalls(cfg.pages + 3, async () => {
+        const page = await history({ cursor: c, limit: HISTORY_LIMIT });
+        if (midFrom === null) {
+          midFrom = hs.streamIds.map((id) => {
+            const ps = page.entries.filter((e) => e.streamId === id).map((e) => Number(e.position));
+            return ps.length ? Math.min(...ps) : Number.MAX_SAFE_INTEGER;
+          });
+        }
+        c = page.nextCursor ?? midCursor;
+      });
+      forward = forward.slice(3);
+    } else {
+      results.notes.push(`(d) at ${built} messages, forward paging found no middle cursor`);
+    }
+
+    // Stop the daemon: the raw LevelDB floor on the same store, then restart (timed).
+    closeHistoryClients(hs);
+    await daemon.stop();
+    const db = new ClassicLevel(path.join(daemon.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    await db.open();
+    let rawBackward;
+    let rawForward = [];
+    try {
+      await timedCalls(3, () => rawHistoryPage(db, hs.streamIds, [null, null], HISTORY_LIMIT));
+      rawBackward = await timedCalls(cfg.pages, () => rawHistoryPage(db, hs.streamIds, [null, null], HISTORY_LIMIT));
+      if (midFrom) {
+        await timedCalls(3, () => rawHistoryPage(db, hs.streamIds, midFrom, HISTORY_LIMIT));
+        rawForward = await timedCalls(cfg.pages, () => rawHistoryPage(db, hs.streamIds, midFrom, HISTORY_LIMIT));
+      }
+    } finally {
+      await db.close();
+    }
+    const restartMs = await daemon.start();
+    await connectHistoryClients(daemon, hs);
+    const row = {
+      size, built, buildRecordsPerSecond: buildRate,
+      backwardP50: percentile(backward, 0.5), backwardP99: percentile(backward, 0.99),
+      forwardMidP50: percentile(forward, 0.5), forwardMidP99: percentile(forward, 0.99),
+      rawBackwardP50: percentile(rawBackward, 0.5), rawForwardP50: percentile(rawForward, 0.5),
+      scanRecordsPerSecond: seen / scanSecs, scanCalls, restartMs, pages: backward.length,
+    };
+    results.d.push(row);
+    log(`(d) ${fmt.int(built)}: backward p50 ${fmt.ms(row.backwardP50)} ms, forward-mid p50 ${fmt.ms(row.forwardMidP50)} ms, raw ${fmt.ms(row.rawBackwardP50)}/${fmt.ms(row.rawForwardP50)} ms, restart ${fmt.ms(restartMs)} ms`);
+    if (built < size) break;
+  }
+  closeHistoryClients(hs);
+  results.dBuildSeconds = buildSeconds;
+}
+
+// ---- (e): startup and RSS ----------------------------------------------------------------
+
+function spawnMinimal(socketPath, dbDir) {
+  const t0 = nowMs();
+  const child = trackChild(spawn(process.execPath, [path.join(repoRoot, 'bench', 'minimal-server.mjs'), socketPath, dbDir], { stdio: ['ignore', 'ignore', 'pipe'] }));
+  let err = '';
+  child.stderr.setEncoding('utf8').on('data', (c) => (err = (err + c).slice(-4000)));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return (async () => {
+    for (const deadline = t0 + 30_000; ; ) {
+      if (child.exitCode !== null) throw new Error(`minimal server exited: ${err}`);
+      if (nowMs() > deadline) throw new Error('minimal server not ready in 30 s');
+      if (existsSync(socketPath)) {
+        try {
+          const conn = await RpcConn.connect(socketPath, 2000);
+          try {
+            await conn.call('session.hello', { token: 'x' }, 5000);
+          } finally {
+            conn.close();
+          }
+          return { ms: nowMs() - t0, child, exited };
+        } catch {
+          /* not yet */
+        }
+      }
+      await sleep(2);
+    }
+  })();
+}
+
+async function benchStartup(daemon) {
+  const startup = [];
+  const rss = [];
+  log(`(e) ${cfg.startupRounds} daemon restarts on the ${fmt.int(results.d.at(-1)?.built ?? 0)}-message data dir`);
+  for (let i = 0; i < cfg.startupRounds; i++) {
+    await daemon.stop();
+    startup.push(await daemon.start());
+    await sleep(1000);
+    rss.push(daemon.rss());
+  }
+  await daemon.stop();
+  const minStartup = [];
+  const minRss = [];
+  const sock = path.join(daemon.dir, 'm.sock');
+  for (let i = 0; i < cfg.startupRounds; i++) {
+    const m = await spawnMinimal(sock, path.join(daemon.dataDir, 'db'));
+    minStartup.push(m.ms);
+    await sleep(1000);
+    minRss.push(rssKiB(m.child.pid));
+    m.child.kill('SIGTERM');
+    await m.exited;
+  }
+  await daemon.start();
+  results.e = {
+    startupMs: median(startup), rssKiB: median(rss), minimalStartupMs: median(minStartup), minimalRssKiB: median(minRss),
+    samples: { startup, rss, minStartup, minRss },
+  };
+}
+
+async function benchFollowers(daemon) {
+  const admin = await daemon.admin();
+  const nConn = Math.min(cfg.followerConnections, cfg.followers);
+  const perConn = Array.from({ length: nConn }, (_, i) => Math.floor(cfg.followers / nConn) + (i < cfg.followers % nConn ? 1 : 0));
+  const nPeers = Math.max(...perConn);
+  log(`(e) ${cfg.followers} idle followers: ${nConn} follower agents × up to ${nPeers} chats, one connection each`);
+  const followers = await Promise.all(Array.from({ length: nConn }, (_, i) => admin.call('agents.create', { username: `follower${i}`, name: `Follower ${i}` })));
+  const peers = await Promise.all(Array.from({ length: nPeers }, (_, j) => admin.call('agents.create', { username: `peer${j}`, name: `Peer ${j}` })));
+  admin.close();
+  const conns = await Promise.all(followers.map((f) => RpcConn.open(daemon.socketPath, f.token)));
+  try {
+    const chats = await Promise.all(conns.map((conn, i) => Promise.all(peers.slice(0, perConn[i]).map((p) => conn.call('chats.open', { peerAgentId: p.agent.id }).then((r) => r.chat.id)))));
+    await sleep(1000);
+    const before = daemon.rss();
+    await Promise.all(conns.map((conn, i) => Promise.all(chats[i].map((chatId) => conn.call('chats.follow', { chatId })))));
+    await sleep(2000);
+    const after = daemon.rss();
+    results.e.followers = { count: cfg.followers, connections: nConn, rssBeforeKiB: before, rssAfterKiB: after, perFollowerKiB: (after - before) / cfg.followers };
+  } finally {
+    for (const c of conns) c.close();
+  }
+}
+
+// ---- (d2): Redis Streams peer -------------------------------------------------------------
+
+function onPath(cmd) {
+  try {
+    execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function benchRedis() {
+  if (!onPath('redis-server') || !onPath('redis-benchmark')) {
+    results.redis = { skipped: 'redis-server and/or redis-benchmark not on PATH (nothing is installed by the bench)' };
+    return;
+  }
+  const dir = makeTempDir('ybr-');
+  const sock = path.join(dir, 'r.sock');
+  const server = trackChild(spawn('redis-server', ['--port', '0', '--unixsocket', sock, '--unixsocketperm', '700', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--loglevel', 'warning'], { stdio: 'ignore' }));
+  const exited = new Promise((resolve) => server.once('exit', resolve));
+  try {
+    for (const deadline = nowMs() + 10_000; !existsSync(sock); ) {
+      if (server.exitCode !== null || nowMs() > deadline) throw new Error('redis-server did not start');
+      await sleep(20);
+    }
+    await sleep(200);
+    const rows = [];
+    for (const c of cfg.concurrency) {
+      const a = results.a.find((x) => x.concurrency === c);
+      const n = Math.max(1000, Math.round(a?.daemon.appends ?? 1000));
+      const rounds = [];
+      for (let r = 0; r < cfg.rounds; r++) {
+        const out = execFileSync('redis-benchmark', ['-s', sock, '-c', String(c), '-n', String(n), '-r', String(c), '--csv', 'XADD', 'bench:__rand_int__', '*', 'content', content('redis')], {
+          encoding: 'utf8', timeout: 600_000,
+        });
+        const lines = out.trim().split('\n').map((l) => l.split(',').map((f) => f.replace(/^"|"$/g, '')));
+        const header = lines.find((l) => l[0] === 'test') ?? ['test', 'rps'];
+        const data = lines.filter((l) => l[0] !== 'test').at(-1);
+        const col = (name) => (header.indexOf(name) >= 0 ? Number(data[header.indexOf(name)]) : NaN);
+        rounds.push({ perSecond: col('rps'), p50: col('p50_latency_ms'), p99: col('p99_latency_ms') });
+      }
+      rows.push({ concurrency: c, perSecond: median(rounds.map((x) => x.perSecond)), p50: median(rounds.map((x) => x.p50)), p99: median(rounds.map((x) => x.p99)), n });
+    }
+    results.redis = { rows };
+  } catch (err) {
+    results.redis = { skipped: `redis peer failed: ${err.message}` };
+  } finally {
+    server.kill('SIGTERM');
+    await Promise.race([exited, sleep(5000)]);
+    removeTempDir(dir);
+  }
+}
+
+// ---- report --------------------------------------------------------------------------------
+
+function report() {
+  const lines = [];
+  const cpu = os.cpus();
+  lines.push(`yello bench — ${new Date().toISOString()} — node ${process.version}, ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB${cfg.quick ? ' — QUICK MODE' : ''}`);
+  lines.push(`ratio = daemon / baseline. Throughput: below 1x means slower than the baseline. Latency, time and RSS: above 1x means slower / bigger.`);
+  lines.push('');
+  const rows = results.a.map((r) => [
+    r.concurrency, fmt.int(r.daemon.perSecond), fmt.ms(r.daemon.p50), fmt.ms(r.daemon.p99),
+    fmt.int(r.baseline.perSecond), fmt.ms(r.baseline.p50), fmt.ms(r.baseline.p99),
+    fmt.ratio(r.daemon.perSecond / r.baseline.perSecond), fmt.ratio(r.daemon.p50 / r.baseline.p50), fmt.ratio(r.daemon.p99 / r.baseline.p99),
+  ]);
+  if (results.redis?.rows) {
+    for (const x of results.redis.rows) {
+      const base = results.a.find((r) => r.concurrency === x.concurrency)?.baseline;
+      rows.push([`redis ${x.concurrency}`, fmt.int(x.perSecond), fmt.ms(x.p50), fmt.ms(x.p99), fmt.int(base?.perSecond), fmt.ms(base?.p50), fmt.ms(base?.p99),
+        fmt.ratio(x.perSecond / base?.perSecond), fmt.ratio(x.p50 / base?.p50), fmt.ratio(x.p99 / base?.p99)]);
+    }
+  }
+  if (results.a.length || results.redis) {
+    lines.push(table(
+      `(a) durable appends, 1 chat.message (~100 B) per append — median of ${cfg.rounds} rounds × ${cfg.seconds}s after ${cfg.warmupSeconds}s warm-up; (b) in-process baseline (SHA-256 + ES256 + grouped sync batch ≤${BASELINE_GROUP}), same append count`,
+      ['coordinators', 'appends/s', 'p50 ms', 'p99 ms', 'base appends/s', 'base p50', 'base p99', 'ratio/s', 'ratio p50', 'ratio p99'],
+      rows,
+    ));
+    lines.push(results.redis?.skipped ? `(d2) Redis Streams peer: skipped — ${results.redis.skipped}` : '(d2) rows "redis N": Redis Streams XADD, appendonly yes, appendfsync always, N clients, same append count');
+    lines.push('');
+  }
+  if (results.c) {
+    const base = results.a.find((r) => r.concurrency === 1)?.baseline ?? results.a[0]?.baseline;
+    lines.push(table(
+      `(c) append → follower push (chats.batch on another connection), ${results.c.appends} appends one at a time; baseline: in-process durable append at 1 writer`,
+      ['appends', 'push p50 ms', 'push p99 ms', 'append RTT p50', 'append RTT p99', 'base p50', 'base p99', 'ratio p50', 'ratio p99'],
+      [[results.c.appends, fmt.ms(results.c.pushP50), fmt.ms(results.c.pushP99), fmt.ms(results.c.rttP50), fmt.ms(results.c.rttP99), fmt.ms(base?.p50), fmt.ms(base?.p99),
+        fmt.ratio(results.c.pushP50 / base?.p50), fmt.ratio(results.c.pushP99 / base?.p99)]],
+    ));
+    lines.push('');
+  }
+  if (results.d.length) {
+    lines.push(table(
+      `(d) chats.history, limit ${HISTORY_LIMIT}, p50 of ${cfg.pages} calls; baseline: raw LevelDB range reads of the same page on the same store (daemon stopped)`,
+      ['messages', 'backward p50 ms', 'fwd-mid p50 ms', 'base bwd ms', 'base fwd ms', 'ratio bwd', 'ratio fwd', 'bwd p99 ms', 'fwd p99 ms', 'scan rec/s', 'build rec/s', 'restart ms'],
+      results.d.map((r) => [
+        fmt.int(r.built), fmt.ms(r.backwardP50), fmt.ms(r.forwardMidP50), fmt.ms(r.rawBackwardP50), fmt.ms(r.rawForwardP50),
+        fmt.ratio(r.backwardP50 / r.rawBackwardP50), fmt.ratio(r.forwardMidP50 / r.rawForwardP50), fmt.ms(r.backwardP99), fmt.ms(r.forwardMidP99),
+        fmt.int(r.scanRecordsPerSecond), fmt.int(r.buildRecordsPerSecond), fmt.ms(r.restartMs),
+      ]),
+    ));
+    const first = results.d[0];
+    const last = results.d.at(-1);
+    if (results.d.length > 1) {
+      lines.push(`flatness: backward p50 ${fmt.ratio(last.backwardP50 / first.backwardP50)}, forward-mid p50 ${fmt.ratio(last.forwardMidP50 / first.forwardMidP50)} at ${fmt.int(last.built)} vs ${fmt.int(first.built)} messages (1x = flat)`);
+    }
+    lines.push(`build: ${fmt.int(last.built)} messages in ${fmt.int(results.dBuildSeconds)} s`);
+    lines.push('');
+  }
+  if (results.e) {
+    const e = results.e;
+    const size = fmt.int(results.d.at(-1)?.built ?? 0);
+    const erows = [
+      [`startup ms (spawn → hello), ${size} msgs`, fmt.ms(e.startupMs), fmt.ms(e.minimalStartupMs), fmt.ratio(e.startupMs / e.minimalStartupMs)],
+      [`RSS MiB idle, ${size} msgs`, fmt.mib(e.rssKiB), fmt.mib(e.minimalRssKiB), fmt.ratio(e.rssKiB / e.minimalRssKiB)],
+    ];
+    if (e.followers) {
+      erows.push([`RSS MiB, ${e.followers.count} idle followers / ${e.followers.connections} conns`, fmt.mib(e.followers.rssAfterKiB), fmt.mib(e.followers.rssBeforeKiB), fmt.ratio(e.followers.rssAfterKiB / e.followers.rssBeforeKiB)]);
+      erows.push(['  per follower KiB', e.followers.perFollowerKiB.toFixed(1), '', '']);
+    }
+    lines.push(table(
+      `(e) startup and RSS, median of ${cfg.startupRounds}; baseline: a bare node process opening the same LevelDB and answering on a Unix socket (followers row: same daemon before the follows)`,
+      ['measure', 'daemon', 'baseline', 'ratio'],
+      erows,
+    ));
+    lines.push('');
+  }
+  for (const n of results.notes) lines.push(`note: ${n}`);
+  return lines.join('\n');
+}
+
+// ---- main ----------------------------------------------------------------------------------
+
+async function main() {
+  log(`config ${JSON.stringify({ ...cfg, only: [...cfg.only], historySizes })}`);
+  const on = (s) => cfg.only.has(s);
+  // (a), (b), (c) on one fresh daemon.
+  if (on('a') || on('c')) {
+    const d1 = new Daemon(makeTempDir('yba-'));
+    try {
+      await d1.start();
+      const admin = await d1.admin();
+      if (on('a')) await benchAppends(d1, admin);
+      if (on('c')) await benchPush(d1, admin);
+      admin.close();
+    } finally {
+      await d1.stop();
+      removeTempDir(d1.dir);
+    }
+  }
+  if (on('d2')) await benchRedis();
+  // (d), (e) on a second daemon whose chat grows to the largest size.
+  if (on('d') || on('e')) {
+    const d2 = new Daemon(makeTempDir('ybd-'));
+    try {
+      await d2.start();
+      const admin = await d2.admin();
+      if (on('d')) await benchHistory(d2, admin);
+      admin.close();
+      if (on('e')) {
+        await benchStartup(d2);
+        await benchFollowers(d2);
+      }
+    } finally {
+      await d2.stop();
+      removeTempDir(d2.dir);
+    }
+  }
+  const text = report();
+  process.stdout.write(text + '\n');
+  results.totalSeconds = (nowMs() - T0) / 1000;
+  log(`done in ${results.totalSeconds.toFixed(1)} s`);
+  if (cfg.json) writeFileSync(cfg.json, JSON.stringify(results, null, 2));
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    process.stderr.write(`bench failed: ${err?.stack ?? err}\n`);
+    cleanupAll();
+    process.exit(1);
+  },
+);
