@@ -23,6 +23,7 @@ export function daemonCommand(yargs: Argv): Argv {
         .option('max-line-bytes', { type: 'number', default: DEFAULT_MAX_LINE_BYTES, describe: 'longest accepted request line' })
         .option('max-connections', { type: 'number', default: 2048, describe: 'concurrent connections before new ones are refused with RATE_LIMITED' })
         .option('policy', { type: 'string', choices: ['grants', 'open'], default: 'grants', describe: 'grants: chats and sends need a grant; open: every agent may chat with every other' })
+        .option('fault-fail-sync-file', { type: 'string', hidden: true, describe: 'tests only: once this file exists, synced writes fail' })
         .example('$0 daemon --socket /tmp/y.sock --data-dir ./data', 'run on a private socket and data dir'),
     async (argv) => {
       const ctx = pathContext();
@@ -40,6 +41,7 @@ export function daemonCommand(yargs: Argv): Argv {
           maxLineBytes: argv['max-line-bytes'],
           maxConnections: argv['max-connections'],
           policy: argv.policy as 'grants' | 'open',
+          faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
         });
         const shutdown = () => {
           daemon.stop().then(

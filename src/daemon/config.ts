@@ -8,4 +8,6 @@ export interface DaemonConfig {
   maxLineBytes: number;
   policy: 'grants' | 'open';
   maxConnections: number;
+  /** Fault injection for tests: once this file exists, synced writes fail. */
+  faultFailSyncFile?: string | null;
 }

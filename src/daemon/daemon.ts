@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir, readOrCreate } from './files.js';
 import { createLogger } from './log.js';
@@ -14,7 +15,7 @@ import { Subscriptions } from './subscriptions.js';
 import { HelloLimiter } from './hello-limiter.js';
 import { RpcServer } from './rpc-server.js';
 import { createHandlers } from './rpc-methods.js';
-import { EXIT_STORE_LOCKED, SocketServer, StartupError, prepareSocketPath } from './socket-server.js';
+import { EXIT_STORE_CORRUPT, EXIT_STORE_LOCKED, SocketServer, StartupError, prepareSocketPath } from './socket-server.js';
 import { MAX_APPEND_REQUEST_BYTES } from '../shared/paths.js';
 import { newToken } from './tokens.js';
 import { VERSION } from './version.js';
@@ -35,11 +36,11 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   ensureDir(join(config.dataDir, 'db'), 0o700);
   let storage: Storage;
   try {
-    storage = await Storage.open(join(config.dataDir, 'db'), log);
+    storage = await Storage.open(join(config.dataDir, 'db'), log, { injectFailure: config.faultFailSyncFile ? () => existsSync(config.faultFailSyncFile!) : null });
   } catch (err) {
     const code = (err as { code?: string; cause?: { code?: string } }).cause?.code ?? (err as { code?: string }).code;
     if (code === 'LEVEL_LOCKED') throw new StartupError(`the store ${join(config.dataDir, 'db')} is locked by another daemon`, EXIT_STORE_LOCKED);
-    if (code === 'LEVEL_CORRUPTION') throw new StartupError(`the store ${join(config.dataDir, 'db')} is corrupt (LEVEL_CORRUPTION); restore it from a backup or repair it`, 1);
+    if (code === 'LEVEL_CORRUPTION') throw new StartupError(`the store ${join(config.dataDir, 'db')} is corrupt (LEVEL_CORRUPTION); restore it from a backup or repair it`, EXIT_STORE_CORRUPT);
     throw err;
   }
   try {

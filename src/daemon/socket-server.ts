@@ -15,6 +15,8 @@ export class StartupError extends Error {
 
 /** Exit code when another daemon holds the store (systemd: RestartPreventExitStatus). */
 export const EXIT_STORE_LOCKED = 73;
+/** Exit code when LevelDB reports corruption at open (a restart cannot fix it). */
+export const EXIT_STORE_CORRUPT = 76;
 /** Exit code when another daemon is live on the socket path. */
 export const EXIT_SOCKET_IN_USE = 74;
 

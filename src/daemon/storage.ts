@@ -43,16 +43,28 @@ export class Storage {
   /** Synced batches written and writes in them, for `daemon.status` and benchmarks. */
   readonly stats = { batches: 0, writes: 0 };
 
-  private constructor(db: ClassicLevel<string, string>, log: Logger) {
+  /** Fault injection (tests only): when this returns true, the next synced batch fails. */
+  readonly #injectFailure: (() => boolean) | null;
+
+  private constructor(db: ClassicLevel<string, string>, log: Logger, injectFailure: (() => boolean) | null) {
     this.db = db;
     this.#log = log;
+    this.#injectFailure = injectFailure;
   }
 
-  /** Open (and lock) the store; throws the LevelDB error, e.g. `LEVEL_LOCKED`. */
-  static async open(location: string, log: Logger): Promise<Storage> {
+  /** Open (and lock) the store; throws the LevelDB error, e.g. `LEVEL_LOCKED` or `LEVEL_CORRUPTION`. */
+  static async open(location: string, log: Logger, options: { injectFailure?: (() => boolean) | null } = {}): Promise<Storage> {
     const db = new ClassicLevel<string, string>(location, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     await db.open();
-    return new Storage(db, log);
+    return new Storage(db, log, options.injectFailure ?? null);
+  }
+
+  /** The synced write; the injected failure stands in for an EIO from fsync. */
+  #syncedBatch(ops: WriteOp[]): Promise<void> {
+    if (this.#injectFailure?.()) {
+      return Promise.reject(Object.assign(new Error('injected synced-write failure'), { code: 'LEVEL_IO_ERROR' }));
+    }
+    return this.db.batch(ops, { sync: true });
   }
 
   get readOnly(): boolean {
@@ -151,7 +163,7 @@ export class Storage {
         if (g.late) for (const op of g.late) ops.push(op);
       }
       try {
-        await this.db.batch(ops, { sync: true });
+        await this.#syncedBatch(ops);
       } catch (err) {
         this.#fail(err, group);
         break;

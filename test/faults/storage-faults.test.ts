@@ -1,0 +1,100 @@
+// Storage faults: a failed synced write, a record whose bytes changed on disk, and LevelDB
+// corruption at open. Each must be loud and precise — never a skip, never a crash loop.
+import { spawnSync } from 'node:child_process';
+import { readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
+import { ok } from '../helpers/rpc-line-client.js';
+import { setupChat, reconnectChat, messages } from '../helpers/reading-fixtures.js';
+
+const daemons: DaemonProcess[] = [];
+afterAll(async () => {
+  for (const d of daemons) await d.cleanup();
+});
+
+describe('a failed synced write', () => {
+  it('fails the affected append with STORAGE_FAILURE, makes the daemon read-only, and the outcome shows after restart', async () => {
+    const d = await DaemonProcess.start({ extraArgs: ['--fault-fail-sync-file', '__FAULT__'] });
+    daemons.push(d);
+    const trigger = path.join(d.dir, 'fail-sync');
+    // The flag names a path; restart the daemon with the real path in this temp dir.
+    d.extraArgs.splice(0, d.extraArgs.length, '--fault-fail-sync-file', trigger);
+    await d.restart();
+    const admin = await d.connectAs();
+    const chat = await setupChat(d, admin);
+    const good = await chat.wa.append(messages('before', 1));
+    writeFileSync(trigger, '');
+    const failed = await chat.wa.tryAppend(messages('lost', 1), 'op-during-failure');
+    expect(failed.error?.code).toBe(5030);
+    expect(failed.error?.data?.type).toBe('STORAGE_FAILURE');
+    expect(failed.error?.data?.operationId).toBe('op-during-failure');
+    const status = ok(await admin.call('daemon.status', {}));
+    expect(status.storage).toBe('read-only');
+    // Every later write is refused as well; reads still work.
+    const later = await chat.wb.tryAppend(messages('later', 1));
+    expect(later.error?.data?.type).toBe('STORAGE_FAILURE');
+    const read = ok(await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0' }));
+    expect(read.nextPosition).toBe(good.nextPosition);
+
+    spawnSync('rm', ['-f', trigger]);
+    await d.restart();
+    await reconnectChat(d, chat);
+    const op = ok(await chat.alice.client.call('operations.get', { streamId: chat.streamA, operationId: 'op-during-failure' }));
+    expect(op.state).toBe('unknown');
+    const state = ok(await chat.alice.client.call('streams.get', { streamId: chat.streamA }));
+    expect(state.nextPosition).toBe(good.nextPosition);
+    const status2 = ok(await (await d.connectAs()).call('daemon.status', {}));
+    expect(status2.storage).toBe('ok');
+    expect(d.logs().some((l) => l.level === 60 && String(l.msg).includes('read-only'))).toBe(true);
+  });
+});
+
+describe('a corrupted record value', () => {
+  it('fails reads with STORAGE_FAILURE naming the position, and the daemon keeps serving', async () => {
+    const d = await DaemonProcess.start();
+    daemons.push(d);
+    const admin = await d.connectAs();
+    const chat = await setupChat(d, admin);
+    await chat.wa.append(messages('m', 5));
+    await d.stop();
+    const db = new ClassicLevel<string, string>(path.join(d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    await db.open();
+    const keys = await db.keys({ gte: `r/${chat.streamA}/`, lt: `r/${chat.streamA}0` }).all();
+    const target = keys[3]!; // position 3: a message
+    const value = (await db.get(target))!;
+    const i = value.indexOf('"content":"') + 12;
+    await db.put(target, value.slice(0, i) + (value[i] === 'x' ? 'y' : 'x') + value.slice(i + 1), { sync: true });
+    await db.close();
+    await d.restart();
+    await reconnectChat(d, chat);
+    const r = await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0' });
+    expect(r.error?.data?.type).toBe('STORAGE_FAILURE');
+    expect(r.error?.data?.reason).toBe('CORRUPT_RECORD');
+    expect(r.error?.data?.position).toBe('3');
+    expect(r.error?.data?.streamId).toBe(chat.streamA);
+    const h = await chat.bob.client.call('chats.history', { chatId: chat.chatId });
+    expect(h.error?.data?.reason).toBe('CORRUPT_RECORD');
+    // Positions before the damage are still readable exactly; nothing after it is skipped to.
+    const before = ok(await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0', limit: 3 }));
+    expect(before.nextPosition).toBe('3');
+    const after = await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '3' });
+    expect(after.error?.data?.position).toBe('3');
+    expect(ok(await (await d.connectAs()).call('daemon.status', {})).storage).toBe('ok');
+  });
+});
+
+describe('LevelDB corruption at open', () => {
+  it('exits with code 76 and one clear line, without touching the socket', async () => {
+    const d = await DaemonProcess.start();
+    daemons.push(d);
+    await d.stop();
+    const dbDir = path.join(d.dataDir, 'db');
+    for (const f of readdirSync(dbDir).filter((n) => n.startsWith('MANIFEST-'))) writeFileSync(path.join(dbDir, f), Buffer.alloc(4096, 0xab));
+    const r = spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'daemon', '--socket', d.socketPath, '--data-dir', d.dataDir], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.status).toBe(76);
+    expect(r.stderr).toMatch(/corrupt/i);
+    expect(r.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+  });
+});
