@@ -31,3 +31,19 @@ describe('contract drift', () => {
     for (const m of doc.methods) expect(m.summary.length).toBeGreaterThan(5);
   });
 });
+
+describe('docs/api.md', () => {
+  it('is exactly what the schemas generate (run npm run docs:api after changing a schema)', async () => {
+    const { renderApiDoc } = await import('../../src/shared/api-doc.js');
+    expect(readFileSync(resolve(import.meta.dirname, '../../docs/api.md'), 'utf8')).toBe(renderApiDoc());
+  });
+
+  it('documents every method with a summary and its access', async () => {
+    const { renderApiDoc } = await import('../../src/shared/api-doc.js');
+    const doc = renderApiDoc();
+    for (const name of Object.keys(paramSchemas)) {
+      expect(doc).toContain(`## \`${name}\``);
+      expect(methods[name as keyof typeof methods].summary.length).toBeGreaterThan(5);
+    }
+  });
+});
