@@ -50,6 +50,15 @@ export async function appendOnce(c: YelloClient, chatId: string, records: Parame
   }
 }
 
+/** Append under a claim the caller already holds (no claim, no release). */
+export async function appendWithToken(c: YelloClient, chatId: string, records: Parameters<YelloClient['rpc']['streams']['append']>[0]['records'], coordinatorToken: string) {
+  const streamId = `${chatId}:${c.session.agentId!}`;
+  const state = await c.call('streams.get', { streamId });
+  return c.call('streams.append', {
+    streamId, coordinatorToken, generation: state.generation, expectedPosition: state.nextPosition, operationId: `cli-${randomUUID()}`, records,
+  });
+}
+
 /** All stored records of a chat's current generations, stream by stream, in position order. */
 export async function* exportRecords(c: YelloClient, chatId: string): AsyncGenerator<StoredRecord> {
   const { streams } = await c.call('chats.get', { chatId });
@@ -165,11 +174,14 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       .positional('text', { type: 'string', array: true, demandOption: true })
       .option('message-id', { type: 'string', describe: 'your id for the message (idempotency); default random' })
       .option('replace', { type: 'boolean', default: false, describe: 'take over from a live coordinator' })
-      .example('$0 --token-file alice.token send chat_… "hello, bob"', ''),
-    async (args: A<{ chatId: string; text: string[]; 'message-id'?: string; replace: boolean }>) => {
+      .option('coordinator-token', { type: 'string', describe: 'append under an existing claim (from `streams claim`) instead of claiming; a stale one exits 4' })
+      .example('$0 --token-file alice.token send chat_… "hello, bob"', '')
+      .example('T=$($0 --json streams claim chat_…:agt_… | jq -r .coordinatorToken); $0 send chat_… hi --coordinator-token "$T"', 'send under a claim you hold'),
+    async (args: A<{ chatId: string; text: string[]; 'message-id'?: string; replace: boolean; 'coordinator-token'?: string }>) => {
       const text = await readText(args.text);
       await withClient(connectAgent(args), async (c) => {
-        const r = await appendOnce(c, args.chatId, [{ type: 'chat.message', messageId: args['message-id'] ?? randomUUID(), content: text }], args.replace);
+        const records = [{ type: 'chat.message' as const, messageId: args['message-id'] ?? randomUUID(), content: text }];
+        const r = args['coordinator-token'] ? await appendWithToken(c, args.chatId, records, args['coordinator-token']) : await appendOnce(c, args.chatId, records, args.replace);
         out(args, r, () => {
           process.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
           for (const red of r.redactions) process.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
