@@ -74,10 +74,10 @@ export class Coordinator {
   #nextPosition = '';
   #subscriptionId = '';
   #queue: PeerBatch[] = [];
-  #ownQueue: ChatBatchNotification[] = [];
   #processing: Promise<void> = Promise.resolve();
   #appendChain: Promise<unknown> = Promise.resolve();
   #uncertain: { operationId: string } | null = null;
+  #reconnecting = false;
   #terminal: Error | null = null;
   #stopped!: Promise<void>;
   #resolveStopped!: () => void;
@@ -163,6 +163,14 @@ export class Coordinator {
       await this.#follow(client);
       this.#setState('running');
     } catch (err) {
+      if (this.#token && this.#client?.connected) {
+        // Do not leave a claim behind that would make the next start WRITER_ACTIVE.
+        await this.#client.call('streams.release', { streamId: this.#streamId, coordinatorToken: this.#token }).catch(() => {});
+      }
+      if (err instanceof ContinuityBreakError || err instanceof FencedError) {
+        this.#fail(err);
+        throw err;
+      }
       this.#client?.close();
       this.#setState('stopped', { error: err as Error });
       throw err;
@@ -212,11 +220,19 @@ export class Coordinator {
 
   /** After a loss: dial again with backoff, check ownership, re-follow from the saved cursor. */
   async #reconnectLoop(): Promise<void> {
-    if (this.#isTerminal()) return;
+    if (this.#isTerminal() || this.#reconnecting) return;
+    this.#reconnecting = true;
+    try {
+      await this.#reconnectAttempts();
+    } finally {
+      this.#reconnecting = false;
+    }
+  }
+
+  async #reconnectAttempts(): Promise<void> {
     const wasPaused = this.#state === 'paused';
     if (!wasPaused) this.#setState('reconnecting');
     this.#queue = [];
-    this.#ownQueue = [];
     this.#subscriptionId = '';
     const min = this.#opts.reconnect?.minDelayMs ?? 50;
     const max = this.#opts.reconnect?.maxDelayMs ?? 2000;
@@ -228,6 +244,10 @@ export class Coordinator {
         // Whatever was being presented finishes (and saves its cursor) before we re-follow.
         await this.#processing.catch(() => {});
         client = await this.#connect();
+        if (this.#isTerminal()) {
+          client.close();
+          return;
+        }
       } catch (err) {
         if (err instanceof ConnectionLostError) continue;
         this.#fail(err as Error);
@@ -236,6 +256,10 @@ export class Coordinator {
       try {
         await this.#checkOwnership(client);
         await this.#follow(client);
+        if (this.#isTerminal()) {
+          client.close();
+          return;
+        }
         this.#setState(this.#uncertain ? 'paused' : 'running');
         return;
       } catch (err) {
@@ -266,9 +290,8 @@ export class Coordinator {
 
   #onBatch(batch: ChatBatchNotification): void {
     if (batch.subscriptionId !== this.#subscriptionId || this.#isTerminal()) return;
-    if (batch.streamId === this.#peerStreamId) this.#queue.push(batch);
-    else this.#ownQueue.push(batch);
-    this.#processing = this.#processing.then(() => this.#drain());
+    this.#queue.push(batch);
+    this.#processing = this.#processing.then(() => this.#drain()).catch((err: Error) => this.#fail(err));
   }
 
   #onBreak(b: ChatBreakNotification): void {
@@ -282,7 +305,7 @@ export class Coordinator {
   async #drain(): Promise<void> {
     for (;;) {
       if (this.#isTerminal()) return;
-      const own = this.#ownQueue.shift();
+      const own = this.#queue[0]?.streamId === this.#streamId ? this.#queue.shift() : undefined;
       if (own) {
         // A fence with a newer epoch in our own stream: we were replaced.
         for (const r of own.records) {
@@ -301,6 +324,11 @@ export class Coordinator {
       try {
         await this.#checkOwnership(client, batch);
       } catch (err) {
+        if (err instanceof TimeoutError && this.#client === client && client.connected) {
+          this.#queue.unshift(batch); // not presented: check again, never skip it
+          await new Promise((r) => setTimeout(r, 100));
+          continue;
+        }
         if (err instanceof ConnectionLostError || err instanceof TimeoutError) return; // the reconnect re-delivers from the saved cursor
         this.#fail(err as Error);
         return;

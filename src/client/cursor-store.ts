@@ -47,7 +47,7 @@ export class FileCursorStore implements CursorStore {
   }
 
   save(chatId: string, cursor: string): Promise<void> {
-    this.#writing = this.#writing.then(async () => {
+    const next = this.#writing.then(async () => {
       const all = await this.#all();
       all[chatId] = cursor;
       await mkdir(dirname(this.#path), { recursive: true, mode: 0o700 });
@@ -58,6 +58,7 @@ export class FileCursorStore implements CursorStore {
       await fh.close();
       await rename(tmp, this.#path);
     });
-    return this.#writing;
+    this.#writing = next.catch(() => {});
+    return next;
   }
 }

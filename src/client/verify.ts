@@ -20,7 +20,9 @@ export function verifyRecord(record: StoredRecord, jwks: Jwks): void {
   if (!jwk) throw new VerificationError(`position ${where}: unknown kid ${m.signature.kid}`, where);
   const key = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y }, format: 'jwk' });
   const payload = messagePayload({ chatId: m.chatId, fromAgentId: m.fromAgentId, toAgentId: m.toAgentId, createdAt: m.signature.createdAt, contentSha256: m.contentSha256 });
+  if (!/^[A-Za-z0-9_-]{86}$/.test(m.signature.value)) throw new VerificationError(`position ${where}: signature is not 64 bytes of unpadded base64url`, where);
   const sig = Buffer.from(m.signature.value, 'base64url');
+  if (sig.toString('base64url') !== m.signature.value) throw new VerificationError(`position ${where}: signature is not canonical base64url`, where);
   if (sig.length !== 64 || !verify('sha256', Buffer.from(payload, 'utf8'), { key, dsaEncoding: 'ieee-p1363' }, sig)) {
     throw new VerificationError(`position ${where}: signature does not verify`, where);
   }

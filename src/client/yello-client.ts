@@ -56,6 +56,7 @@ export class YelloClient {
   #hello: HelloResult;
   #closed = false;
   #listeners = new Map<keyof ClientEvents, Set<Listener<never>>>();
+  #onClosed = new Set<() => void>();
   /** Typed methods grouped by namespace. */
   readonly rpc: RpcMethods;
 
@@ -134,6 +135,9 @@ export class YelloClient {
       this.on('chats.break', (params) => { queue.push({ method: 'chats.break', params }); wake?.(); }),
       this.on('disconnected', () => { done = true; wake?.(); }),
     ];
+    const onClosed = () => { done = true; wake?.(); };
+    this.#onClosed.add(onClosed);
+    offs.push(() => this.#onClosed.delete(onClosed));
     try {
       for (;;) {
         const next = queue.shift();
@@ -184,11 +188,13 @@ export class YelloClient {
         }
       }
     }
+    if (!this.#closed) this.#emit('disconnected', new ConnectionLostError('gave up reconnecting to yellod', false));
   }
 
   /** Close the connection; pending calls reject with `ConnectionLostError`. */
   close(): void {
     this.#closed = true;
     this.#transport.close();
+    for (const f of [...this.#onClosed]) f();
   }
 }

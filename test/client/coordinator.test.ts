@@ -1,0 +1,377 @@
+// Coordinator (PROTOCOL.md §8) against the real daemon, without crashes: receipts only on an
+// explicit ack, reply+receipt as one operation, sends that never acknowledge, fencing by a
+// replacing coordinator, observable states, and continuity breaks that stop it for a human.
+
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import {
+  ContinuityBreakError,
+  Coordinator,
+  FencedError,
+  MemoryCursorStore,
+  WriterActiveError,
+  YelloClientError,
+  type ChatBatchNotification,
+  type YelloClient,
+} from '../../src/client/index.js';
+import {
+  RecordingAdapter,
+  connectAdmin,
+  connectAgent,
+  createChat,
+  makeCoordinator,
+  messageContents,
+  readStream,
+  rejectionOf,
+  settledWithin,
+  sleep,
+  startDaemon,
+  waitFor,
+  watchStates,
+  type TestChat,
+} from '../helpers/client-fixtures.js';
+
+let daemon: DaemonProcess;
+let admin: YelloClient;
+const coordinators: Coordinator[] = [];
+const clients: YelloClient[] = [];
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+  admin = await connectAdmin(daemon);
+}, 30_000);
+
+afterEach(async () => {
+  for (const c of coordinators.splice(0)) await c.stop().catch(() => {});
+  for (const c of clients.splice(0)) c.close();
+});
+
+afterAll(async () => {
+  admin?.close();
+  await daemon?.cleanup();
+});
+
+/** A started coordinator pair (alice and bob) in a fresh chat. */
+async function startPair(): Promise<{ chat: TestChat; alice: Coordinator; bob: Coordinator; aliceSees: RecordingAdapter; bobSees: RecordingAdapter; bobStore: MemoryCursorStore }> {
+  const chat = await createChat(admin);
+  const aliceSees = new RecordingAdapter();
+  const bobSees = new RecordingAdapter();
+  const bobStore = new MemoryCursorStore();
+  const alice = makeCoordinator(daemon, chat, chat.alice, { adapter: aliceSees });
+  const bob = makeCoordinator(daemon, chat, chat.bob, { adapter: bobSees, cursorStore: bobStore });
+  coordinators.push(alice, bob);
+  await alice.start();
+  await bob.start();
+  return { chat, alice, bob, aliceSees, bobSees, bobStore };
+}
+
+async function acknowledgedOf(streamId: string) {
+  return (await admin.rpc.streams.get({ streamId })).acknowledged;
+}
+
+describe('Coordinator: receipts', () => {
+  it('appends a receipt only when the adapter acknowledges the batch with ack(batch)', async () => {
+    const { chat, alice, bob, bobSees } = await startPair();
+    expect(bob.streamId).toBe(chat.bob.streamId);
+    expect(bob.peerStreamId).toBe(chat.alice.streamId);
+    expect(bob.agentId).toBe(chat.bob.id);
+    const presented: ChatBatchNotification[] = [];
+    bob.on('presented', (b) => presented.push(b));
+
+    await alice.send('first question');
+    const batch = await waitFor(() => bobSees.batchWith('first question'), 'bob to be shown the question');
+    expect(batch.streamId).toBe(chat.alice.streamId);
+    await waitFor(() => presented.length === 1, 'the presented event');
+    expect(presented[0]).toBe(batch);
+
+    // Presented, then some time, then a history read: still nothing acknowledged.
+    await sleep(300);
+    const bobClient = await connectAgent(daemon, chat.bob);
+    clients.push(bobClient);
+    const history = await bobClient.rpc.chats.history({ chatId: chat.chatId });
+    expect(messageContents(history.entries)).toEqual(['first question']);
+    expect(await acknowledgedOf(chat.alice.streamId)).toBeNull();
+
+    const res = await bob.ack(batch);
+    expect(res.records).toHaveLength(1);
+    expect(res.records[0]!.wrapper).toMatchObject({
+      type: 'chat.receipt',
+      receipt: { peerStreamId: chat.alice.streamId, peerGeneration: batch.generation, nextPosition: batch.nextPosition, batchId: batch.batchId },
+    });
+    expect(await acknowledgedOf(chat.alice.streamId)).toEqual({ generation: '1', nextPosition: batch.nextPosition });
+    // bob's own stream is untouched by his receipt.
+    expect(await acknowledgedOf(chat.bob.streamId)).toBeNull();
+  });
+
+  it('reply(text, {ack}) appends the message and the receipt in one operation at consecutive positions', async () => {
+    const { chat, alice, bob, bobSees, aliceSees } = await startPair();
+    await alice.send('what time is it?');
+    const batch = await waitFor(() => bobSees.batchWith('what time is it?'), 'bob to be shown the question');
+    const before = (await admin.rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
+
+    const res = await bob.reply('noon', { ack: batch, messageId: 'reply-1' });
+    expect(res.firstPosition).toBe(before);
+    expect(BigInt(res.nextPosition) - BigInt(res.firstPosition)).toBe(2n);
+
+    const stored = (await readStream(admin, chat.bob.streamId)).filter((r) => BigInt(r.position) >= BigInt(before));
+    expect(stored.map((r) => r.position)).toEqual([before, (BigInt(before) + 1n).toString()]);
+    expect(stored.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt']);
+    expect(stored.map((r) => r.wrapper.operationId)).toEqual([res.operationId, res.operationId]);
+    expect(stored.map((r) => r.wrapper.recordIndex)).toEqual([0, 1]);
+    expect(messageContents(stored)).toEqual(['noon']);
+    expect(await acknowledgedOf(chat.alice.streamId)).toEqual({ generation: '1', nextPosition: batch.nextPosition });
+
+    const op = await admin.rpc.operations.get({ streamId: chat.bob.streamId, operationId: res.operationId });
+    expect(op).toMatchObject({ state: 'committed', firstPosition: res.firstPosition, nextPosition: res.nextPosition });
+
+    // alice is shown the reply and its receipt together, as they were committed.
+    const shown = await waitFor(() => aliceSees.batchWith('noon'), 'alice to be shown the reply');
+    expect(shown.records.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt']);
+  });
+
+  it('send() never acknowledges, even right after a presentation', async () => {
+    const { chat, alice, bob, bobSees } = await startPair();
+    await alice.send('one');
+    const first = await waitFor(() => bobSees.batchWith('one'), 'bob to be shown "one"');
+    await bob.ack(first);
+    await alice.send('two');
+    await waitFor(() => bobSees.batchWith('two'), 'bob to be shown "two"');
+
+    const res = await bob.send('something unrelated');
+    expect(res.records.map((r) => r.wrapper.type)).toEqual(['chat.message']);
+    await sleep(200);
+    expect(await acknowledgedOf(chat.alice.streamId)).toEqual({ generation: '1', nextPosition: first.nextPosition });
+    const receipts = (await readStream(admin, chat.bob.streamId)).filter((r) => r.wrapper.type === 'chat.receipt');
+    expect(receipts).toHaveLength(1);
+  });
+});
+
+describe('Coordinator: ownership', () => {
+  it('without replace, a second coordinator for the same agent fails to start with WriterActiveError', async () => {
+    const { chat, bob } = await startPair();
+    const second = makeCoordinator(daemon, chat, chat.bob);
+    coordinators.push(second);
+    const err = await rejectionOf(second.start());
+    expect(err).toBeInstanceOf(WriterActiveError);
+    expect(second.state).toBe('stopped');
+    // The first one is unaffected.
+    expect(bob.state).toBe('running');
+    await expect(bob.send('still mine')).resolves.toMatchObject({ duplicate: false });
+  });
+
+  it('with replace: true, a second coordinator fences the first: state fenced, done and send() reject with FencedError', async () => {
+    const { chat, bob } = await startPair();
+    const firstStates = watchStates(bob);
+    const firstEpoch = bob.epoch;
+
+    const second = makeCoordinator(daemon, chat, chat.bob, { replace: true, reason: 'takeover test' });
+    coordinators.push(second);
+    await second.start();
+    expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(firstEpoch));
+
+    await waitFor(() => bob.state === 'fenced', 'the first coordinator to be fenced', 5_000);
+    expect(firstStates.transitions).toEqual(['running>fenced']);
+    expect(firstStates.errors[0]).toBeInstanceOf(FencedError);
+    const done = await settledWithin(bob.done, 1_000);
+    expect(done.status).toBe('rejected');
+    expect((done as { reason: unknown }).reason).toBeInstanceOf(FencedError);
+    await expect(bob.send('too late')).rejects.toBeInstanceOf(FencedError);
+
+    // The new owner writes right after its fence; the stale send wrote nothing.
+    const res = await second.send('new owner');
+    const records = await readStream(admin, chat.bob.streamId);
+    const fence = records.findLast((r) => r.wrapper.type === 'chat.writer-fence')!;
+    expect(fence.wrapper).toMatchObject({ fence: { epoch: second.epoch, replaced: true, reason: 'takeover test' } });
+    expect(res.firstPosition).toBe((BigInt(fence.position) + 1n).toString());
+    expect(messageContents(records)).toEqual(['new owner']);
+  });
+});
+
+describe('Coordinator: ownership checks before presenting', () => {
+  it('a replaced coordinator presents nothing more, not even batches it had already received', async () => {
+    const { chat, alice, bob, bobSees } = await startPair();
+    let release: (() => void) | null = null;
+    bobSees.hold = (batch) => (messageContents(batch.records).includes('P1') ? new Promise<void>((r) => (release = r)) : undefined);
+    await alice.send('P1');
+    await waitFor(() => release, 'bob to be presenting P1');
+    await alice.send('P2');
+    await sleep(200); // P2 is now queued in bob's coordinator
+
+    const successorSees = new RecordingAdapter();
+    const successor = makeCoordinator(daemon, chat, chat.bob, { replace: true, adapter: successorSees });
+    coordinators.push(successor);
+    await successor.start();
+    release!();
+
+    await waitFor(() => bob.state === 'fenced', 'the replaced coordinator to stop', 5_000);
+    await sleep(200);
+    expect(bobSees.contents).toEqual(['P1']);
+    await expect(bob.done).rejects.toBeInstanceOf(FencedError);
+    // The successor carries on from its own (new) follow position.
+    await alice.send('P3');
+    await waitFor(() => successorSees.contents.includes('P3'), 'the successor to be shown P3');
+  });
+});
+
+describe('Coordinator: lifecycle', () => {
+  it('reports idle → starting → running → stopped through on("state") and resolves done on stop()', async () => {
+    const chat = await createChat(admin);
+    const coord = makeCoordinator(daemon, chat, chat.alice);
+    coordinators.push(coord);
+    const log = watchStates(coord);
+    expect(coord.state).toBe('idle');
+    await coord.start();
+    expect(coord.state).toBe('running');
+    await coord.stop();
+    expect(log.transitions).toEqual(['idle>starting', 'starting>running', 'running>stopped']);
+    expect(await settledWithin(coord.done, 1_000)).toEqual({ status: 'fulfilled', value: undefined });
+    // stop() released the stream: another coordinator claims it without replace.
+    const state = await admin.rpc.streams.get({ streamId: chat.alice.streamId });
+    expect(state.writer.active).toBe(false);
+    await expect(coord.start()).rejects.toBeInstanceOf(YelloClientError);
+    await expect(coord.send('after stop')).rejects.toBeInstanceOf(YelloClientError);
+  });
+
+  it('an unsubscribe via the returned function stops delivery of state events', async () => {
+    const chat = await createChat(admin);
+    const coord = makeCoordinator(daemon, chat, chat.alice);
+    coordinators.push(coord);
+    const seen: string[] = [];
+    const off = coord.on('state', (e) => seen.push(e.state));
+    await coord.start();
+    off();
+    await coord.stop();
+    expect(seen).toEqual(['starting', 'running']);
+  });
+});
+
+describe('Coordinator: continuity breaks', () => {
+  it('starting from a stored cursor behind a forced trim stops with ContinuityBreakError (PREFIX_UNAVAILABLE) and needs intervention', async () => {
+    const { chat, alice, bob, bobSees, bobStore } = await startPair();
+    await alice.send('one');
+    await alice.send('two');
+    await waitFor(() => bobSees.contents.length === 2, 'bob to be shown both messages');
+    await sleep(100); // the cursor is saved right after the presentation
+    await bob.stop();
+
+    await alice.send('three');
+    await alice.send('four');
+    const head = (await admin.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition;
+    await admin.rpc.streams.trim({ streamId: chat.alice.streamId, beforePosition: (BigInt(head) - 1n).toString(), force: true });
+
+    const laterSees = new RecordingAdapter();
+    const later = makeCoordinator(daemon, chat, chat.bob, { cursorStore: bobStore, adapter: laterSees });
+    coordinators.push(later);
+    const log = watchStates(later);
+    const started = await settledWithin(later.start(), 10_000);
+    expect(started.status).toBe('rejected');
+    const err = (started as { reason: unknown }).reason;
+    expect(err).toBeInstanceOf(ContinuityBreakError);
+    expect((err as ContinuityBreakError).reason).toBe('PREFIX_UNAVAILABLE');
+    // Nothing was skipped to: 'four' was never shown.
+    expect(laterSees.batches).toEqual([]);
+
+    expect(later.state).toBe('needs-intervention');
+    expect(log.states.at(-1)).toBe('needs-intervention');
+    const done = await settledWithin(later.done, 1_000);
+    expect(done.status).toBe('rejected');
+    expect((done as { reason: unknown }).reason).toBeInstanceOf(ContinuityBreakError);
+  });
+
+  it('a reset of the peer stream while running stops it with ContinuityBreakError (GENERATION_CHANGED)', async () => {
+    const { chat, alice, bob, bobSees } = await startPair();
+    const log = watchStates(bob);
+    const errors: Error[] = [];
+    bob.on('error', (e) => errors.push(e));
+    await alice.send('before the reset');
+    await waitFor(() => bobSees.batchWith('before the reset'), 'bob to be shown the message');
+
+    await admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'client test reset' });
+    await waitFor(() => bob.state === 'needs-intervention', 'bob to need intervention', 5_000);
+    expect(log.transitions).toEqual(['running>needs-intervention']);
+    const done = await settledWithin(bob.done, 1_000);
+    expect(done.status).toBe('rejected');
+    const err = (done as { reason: unknown }).reason as ContinuityBreakError;
+    expect(err).toBeInstanceOf(ContinuityBreakError);
+    expect(err.reason).toBe('GENERATION_CHANGED');
+    expect(err.data.streamId).toBe(chat.alice.streamId);
+    expect(errors).toEqual([err]);
+    // Terminal: it appends nothing more and presents nothing of the new generation.
+    await expect(bob.send('after the break')).rejects.toBeInstanceOf(ContinuityBreakError);
+    expect(bobSees.batches.every((b) => b.generation === '1')).toBe(true);
+  });
+});
+
+describe('Coordinator: cursor saving', () => {
+  it('never stores a cursor past a peer batch it has not presented, even when own-stream batches arrive meanwhile', async () => {
+    const { chat, alice, bob, bobSees, bobStore } = await startPair();
+    // Hold bob's presentation of P1 open while P2 (peer) and then O1 (bob's own) arrive.
+    let release: (() => void) | null = null;
+    bobSees.hold = (batch) => {
+      if (messageContents(batch.records).includes('P1')) return new Promise<void>((r) => (release = r));
+      return undefined;
+    };
+    await alice.send('P1');
+    await waitFor(() => release, 'bob to be presenting P1');
+    await alice.send('P2');
+    await sleep(250);
+    await bob.send('O1');
+    await sleep(250);
+
+    // When P2's presentation begins, take the cursor a crash at that moment would resume from.
+    let snapshot: string | null | undefined;
+    bobSees.hold = async (batch) => {
+      if (messageContents(batch.records).includes('P2')) snapshot = await bobStore.load(chat.chatId);
+    };
+    release!();
+    await waitFor(() => snapshot !== undefined, 'bob to start presenting P2');
+    expect(snapshot).toBeTruthy();
+
+    // Following from that cursor must bring P2 again.
+    const c = await connectAgent(daemon, chat.bob);
+    clients.push(c);
+    const batches: ChatBatchNotification[] = [];
+    c.on('chats.batch', (b) => batches.push(b));
+    await c.rpc.chats.follow({ chatId: chat.chatId, cursor: snapshot! });
+    await sleep(500);
+    const redelivered = batches.filter((b) => b.streamId === chat.alice.streamId).flatMap((b) => messageContents(b.records));
+    expect(redelivered, 'a crash while P2 is being presented must not lose P2').toContain('P2');
+  });
+
+  it('a cursor store that fails once does not silently stop all later presentations', async () => {
+    const chat = await createChat(admin);
+    const alice = makeCoordinator(daemon, chat, chat.alice);
+    coordinators.push(alice);
+    await alice.start();
+    // A store whose next save (after the initial one) fails once, like a full disk that recovers.
+    const inner = new MemoryCursorStore();
+    let failNext = false;
+    const flaky = {
+      load: (chatId: string) => inner.load(chatId),
+      save: async (chatId: string, cursor: string) => {
+        if (failNext) {
+          failNext = false;
+          throw new Error('disk full (once)');
+        }
+        await inner.save(chatId, cursor);
+      },
+    };
+    const seen = new RecordingAdapter();
+    const bob = makeCoordinator(daemon, chat, chat.bob, { adapter: seen, cursorStore: flaky });
+    coordinators.push(bob);
+    const errors: Error[] = [];
+    bob.on('error', (e) => errors.push(e));
+    await bob.start();
+
+    failNext = true;
+    await alice.send('first');
+    await waitFor(() => seen.contents.includes('first'), 'bob to be shown "first"');
+    await sleep(100);
+    await alice.send('second');
+    // Either "second" is presented, or the failure is surfaced (an error event / a non-running state).
+    await waitFor(() => seen.contents.includes('second') || errors.length > 0 || bob.state !== 'running',
+      'bob to present "second" or to report the failed save', 3_000).catch(() => undefined);
+    const surfaced = errors.length > 0 || bob.state !== 'running';
+    expect(seen.contents.includes('second') || surfaced, `state ${bob.state}, shown ${JSON.stringify(seen.contents)}, errors ${errors.length}`).toBe(true);
+  });
+});

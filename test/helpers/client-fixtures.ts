@@ -1,0 +1,202 @@
+// Fixtures for the client-library tests (test/client): the real daemon (through
+// daemon-process.ts), agents and chats made through the public client API, a toy native
+// adapter that records what a Coordinator presents, and small waiting helpers.
+
+import { DaemonProcess, makeTempDir, sleep } from './daemon-process.js';
+import {
+  Coordinator,
+  MemoryCursorStore,
+  YelloClient,
+  type CoordinatorOptions,
+  type CoordinatorState,
+  type CursorStore,
+  type NativeAdapter,
+  type PeerBatch,
+  type StoredRecord,
+  type UncertainOutcome,
+} from '../../src/client/index.js';
+
+export { makeTempDir, sleep };
+
+let counter = 0;
+/** A unique id-safe string (`^[A-Za-z0-9_-]+$`). */
+export function uniqueName(prefix = 'u'): string {
+  counter += 1;
+  return `${prefix}-${process.pid.toString(36)}-${Date.now().toString(36)}-${counter}`;
+}
+
+/** Starts the real daemon with `--policy open`, so agents need no grants. */
+export function startDaemon(extraArgs: string[] = []): Promise<DaemonProcess> {
+  return DaemonProcess.start({ extraArgs: ['--policy', 'open', ...extraArgs] });
+}
+
+/** A client hello'd with the daemon's admin token. */
+export function connectAdmin(daemon: DaemonProcess, extra: { reconnect?: boolean | { minDelayMs?: number; maxDelayMs?: number } } = {}): Promise<YelloClient> {
+  return YelloClient.connect({ socketPath: daemon.socketPath, token: daemon.adminToken, clientName: 'client-tests', ...extra });
+}
+
+/** One participant of a test chat. */
+export interface Participant {
+  id: string;
+  username: string;
+  token: string;
+  /** This agent's outbound stream (`chatId:agentId`). */
+  streamId: string;
+}
+
+/** Two agents, alice and bob, in one chat. */
+export interface TestChat {
+  chatId: string;
+  alice: Participant;
+  bob: Participant;
+}
+
+/** Creates alice and bob through the admin client and opens their chat. */
+export async function createChat(admin: YelloClient): Promise<TestChat> {
+  const a = await admin.rpc.agents.create({ username: uniqueName('alice'), name: 'Alice' });
+  const b = await admin.rpc.agents.create({ username: uniqueName('bob'), name: 'Bob' });
+  const { chat } = await admin.rpc.chats.open({ agentAId: a.agent.id, agentBId: b.agent.id });
+  const part = (x: typeof a): Participant => ({ id: x.agent.id, username: x.agent.username, token: x.token, streamId: `${chat.id}:${x.agent.id}` });
+  return { chatId: chat.id, alice: part(a), bob: part(b) };
+}
+
+/** A client hello'd as `who`. */
+export function connectAgent(daemon: DaemonProcess, who: Participant, extra: Partial<Parameters<typeof YelloClient.connect>[0]> = {}): Promise<YelloClient> {
+  return YelloClient.connect({ socketPath: daemon.socketPath, token: who.token, clientName: 'client-tests', ...extra });
+}
+
+/**
+ * A toy native adapter: records every presented batch (and every `resolved` outcome). An
+ * optional per-batch delay makes presentation slow enough for a backlog to build up, and a
+ * `hold` hook lets a test keep a presentation open until it says so.
+ */
+export class RecordingAdapter implements NativeAdapter {
+  readonly batches: PeerBatch[] = [];
+  readonly outcomes: UncertainOutcome[] = [];
+  delayMs: number;
+  /** Called at the start of each presentation; the presentation waits for it. */
+  hold: ((batch: PeerBatch) => Promise<void> | void) | null = null;
+
+  constructor(options: { delayMs?: number } = {}) {
+    this.delayMs = options.delayMs ?? 0;
+  }
+
+  async present(batch: PeerBatch): Promise<void> {
+    this.batches.push(batch);
+    if (this.hold) await this.hold(batch);
+    if (this.delayMs > 0) await sleep(this.delayMs);
+  }
+
+  resolved(outcome: UncertainOutcome): void {
+    this.outcomes.push(outcome);
+  }
+
+  /** Every presented record, in presentation order. */
+  get records(): StoredRecord[] {
+    return this.batches.flatMap((b) => b.records);
+  }
+
+  /** Contents of the presented chat messages, in presentation order. */
+  get contents(): string[] {
+    return messageContents(this.records);
+  }
+
+  /** The last presented batch that holds a message with `content`. */
+  batchWith(content: string): PeerBatch | undefined {
+    return [...this.batches].reverse().find((b) => messageContents(b.records).includes(content));
+  }
+}
+
+/** Contents of the chat.message records among `records`. */
+export function messageContents(records: StoredRecord[]): string[] {
+  return records.flatMap((r) => (r.wrapper.type === 'chat.message' ? [r.wrapper.message.content] : []));
+}
+
+/** Records every `state` event of a coordinator: `['idle>starting', 'starting>running', …]` and the states alone. */
+export function watchStates(coord: Coordinator): { states: CoordinatorState[]; transitions: string[]; errors: (Error | undefined)[] } {
+  const log = { states: [] as CoordinatorState[], transitions: [] as string[], errors: [] as (Error | undefined)[] };
+  coord.on('state', (e) => {
+    log.states.push(e.state);
+    log.transitions.push(`${e.previous}>${e.state}`);
+    log.errors.push(e.error);
+  });
+  return log;
+}
+
+/** A coordinator for `who` in `chat` on `daemon`, with quick reconnects. Not started. */
+export function makeCoordinator(
+  daemon: DaemonProcess,
+  chat: TestChat,
+  who: Participant,
+  options: Partial<CoordinatorOptions> & { adapter?: NativeAdapter; cursorStore?: CursorStore } = {},
+): Coordinator {
+  const { adapter, cursorStore, ...rest } = options;
+  return new Coordinator({
+    token: who.token,
+    chatId: chat.chatId,
+    socketPath: daemon.socketPath,
+    reconnect: { minDelayMs: 50, maxDelayMs: 500 },
+    ...rest,
+    adapter: adapter ?? new RecordingAdapter(),
+    cursorStore: cursorStore ?? new MemoryCursorStore(),
+  });
+}
+
+/** Polls `fn` until it returns something truthy; fails with `what` after `timeoutMs`. */
+export async function waitFor<T>(fn: () => T | Promise<T>, what: string, timeoutMs = 10_000, everyMs = 10): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+/** Settles with `p`'s outcome, or with `'pending'` if it has not settled within `ms`. */
+export async function settledWithin<T>(p: Promise<T>, ms: number): Promise<{ status: 'fulfilled'; value: T } | { status: 'rejected'; reason: unknown } | { status: 'pending' }> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<{ status: 'pending' }>((r) => {
+    timer = setTimeout(() => r({ status: 'pending' }), ms);
+  });
+  try {
+    return await Promise.race([
+      p.then((value) => ({ status: 'fulfilled' as const, value }), (reason: unknown) => ({ status: 'rejected' as const, reason })),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The rejection of `p` (fails if it resolves). */
+export async function rejectionOf(p: Promise<unknown>): Promise<unknown> {
+  try {
+    const value = await p;
+    throw new Error(`expected a rejection, got ${JSON.stringify(value)?.slice(0, 300)}`);
+  } catch (err) {
+    return err;
+  }
+}
+
+/** Every record of a stream generation, read from its first retained position. */
+export async function readStream(client: YelloClient, streamId: string, generation = '1'): Promise<StoredRecord[]> {
+  const state = await client.rpc.streams.get({ streamId });
+  const out: StoredRecord[] = [];
+  let from = state.generation === generation ? state.firstPosition : '0';
+  for (;;) {
+    const batch = await client.rpc.streams.read({ streamId, generation, fromPosition: from });
+    if (batch.records.length === 0) return out;
+    out.push(...batch.records);
+    from = batch.nextPosition;
+  }
+}
+
+/** Sends SIGSTOP / SIGCONT to the daemon this test started (by its pid). */
+export function freeze(daemon: DaemonProcess): void {
+  process.kill(daemon.pid!, 'SIGSTOP');
+}
+/** Resumes a daemon stopped by {@link freeze}. */
+export function thaw(daemon: DaemonProcess): void {
+  process.kill(daemon.pid!, 'SIGCONT');
+}
