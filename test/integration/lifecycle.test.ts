@@ -240,6 +240,12 @@ describe('logs', () => {
     });
     expect(bad.error?.code).toBe(4091);
     ok(await pair.b.client.call('streams.read', { streamId: pair.streamA, generation: '1', fromPosition: '0' }));
+    // A failed hello's token is a credential too (a typo of a real one, say).
+    const guess = `guess-${uniq('token')}-ABCDEFGHIJKLMNOP`;
+    secrets.push(guess);
+    const stranger = await RpcLineClient.connect(d.socketPath);
+    expect((await stranger.hello(guess)).error?.code).toBe(4001);
+    stranger.close();
     expect(await d.stop()).toBe(0);
   });
   afterAll(async () => {
@@ -257,7 +263,7 @@ describe('logs', () => {
     }
   });
 
-  it('never contain the admin token, an agent token, a coordinator token or message content', () => {
+  it('never contain the admin token, an agent token, a coordinator token, a failed hello token or message content', () => {
     const all = d.stdoutLines.join('\n') + '\n' + d.stderr;
     for (const s of secrets) expect(all.includes(s), `log leaks ${s.slice(0, 12)}…`).toBe(false);
   });
