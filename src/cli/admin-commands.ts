@@ -1,7 +1,6 @@
-import { writeFileSync, chmodSync } from 'node:fs';
 import type { Argv } from 'yargs';
 import type { Agent, StreamState } from '../client/index.js';
-import { connectAdmin, connectAgent, connectAny, resolveAgentId, withClient, type GlobalArgs } from './context.js';
+import { connectAdmin, connectAgent, connectAny, resolveAgentId, withClient, writeSecretFile, type GlobalArgs } from './context.js';
 import { CliError, EXIT, printJson, printObject, printTable } from './output.js';
 
 type A<T = object> = GlobalArgs & T;
@@ -33,10 +32,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         async (args: A<{ username: string; name?: string; image?: string; 'token-out'?: string }>) => {
           await withClient(connectAdmin(args), async (c) => {
             const r = await c.call('agents.create', { username: args.username, name: args.name ?? args.username, ...(args.image ? { image: args.image } : {}) });
-            if (args['token-out']) {
-              writeFileSync(args['token-out'], r.token + '\n', { mode: 0o600 });
-              chmodSync(args['token-out'], 0o600);
-            }
+            if (args['token-out']) writeSecretFile(args['token-out'], r.token + '\n');
             const shown = args['token-out'] ? { agent: r.agent, tokenFile: args['token-out'] } : r;
             out(args, shown, () => {
               printObject(agentRow(r.agent));
@@ -63,7 +59,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         async (args: A<{ agent: string; 'token-out'?: string }>) => {
           await withClient(connectAdmin(args), async (c) => {
             const r = await c.call('agents.rotateToken', { agentId: await resolveAgentId(c, args.agent) });
-            if (args['token-out']) writeFileSync(args['token-out'], r.token + '\n', { mode: 0o600 });
+            if (args['token-out']) writeSecretFile(args['token-out'], r.token + '\n');
             out(args, args['token-out'] ? { tokenFile: args['token-out'] } : r, () =>
               process.stdout.write(args['token-out'] ? `token written to ${args['token-out']} (0600)\n` : `token  ${r.token}\n(shown once)\n`));
           });

@@ -21,7 +21,8 @@ export function formatRecord(r: StoredRecord, chat: Chat): string {
 }
 
 async function readText(args: string[]): Promise<string> {
-  if (args.length === 1 && args[0] === '-') {
+  // yargs hands a lone "-" to a variadic positional as [], so both mean stdin.
+  if (args.length === 0 || (args.length === 1 && args[0] === '-')) {
     const chunks: Buffer[] = [];
     for await (const c of process.stdin) chunks.push(c as Buffer);
     return Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
@@ -59,19 +60,38 @@ export async function appendWithToken(c: YelloClient, chatId: string, records: P
   });
 }
 
-/** All stored records of a chat's current generations, stream by stream, in position order. */
+/**
+ * Every stored record of a chat, stream by stream, generation by generation (sealed ones
+ * first), in position order. What was trimmed is gone; the export starts at what is retained.
+ */
 export async function* exportRecords(c: YelloClient, chatId: string): AsyncGenerator<StoredRecord> {
   const { streams } = await c.call('chats.get', { chatId });
   for (const s of streams) {
-    let from = s.firstPosition;
-    while (BigInt(from) < BigInt(s.nextPosition)) {
-      const batch = await c.call('streams.read', { streamId: s.streamId, generation: s.generation, fromPosition: from });
-      for (const r of batch.records) {
-        if (BigInt(r.position) >= BigInt(s.nextPosition)) return;
-        yield r;
+    for (let g = 1n; g <= BigInt(s.generation); g++) {
+      const generation = g.toString();
+      const current = generation === s.generation;
+      let from = current ? s.firstPosition : '0';
+      for (;;) {
+        if (current && BigInt(from) >= BigInt(s.nextPosition)) break;
+        let batch;
+        try {
+          batch = await c.call('streams.read', { streamId: s.streamId, generation, fromPosition: from });
+        } catch (err) {
+          // A sealed generation's retained start is only known from the break it reports.
+          if (err instanceof ContinuityBreakError && err.reason === 'PREFIX_UNAVAILABLE' && !current && typeof err.data.actual === 'string' && err.data.actual !== from) {
+            from = err.data.actual;
+            continue;
+          }
+          if (err instanceof ContinuityBreakError && err.reason === 'GENERATION_CHANGED' && !current) break;
+          throw err;
+        }
+        for (const r of batch.records) {
+          if (current && BigInt(r.position) >= BigInt(s.nextPosition)) break;
+          yield r;
+        }
+        if (batch.records.length === 0 || batch.nextPosition === from) break;
+        from = batch.nextPosition;
       }
-      if (batch.nextPosition === from) break;
-      from = batch.nextPosition;
     }
   }
 }
@@ -130,17 +150,22 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             const { chat } = await c.call('chats.get', { chatId: args.chatId });
             let cursor = args.cursor;
             let direction = args.direction;
+            const all: StoredRecord[] = [];
             for (;;) {
               const r = await c.call('chats.history', { chatId: args.chatId, limit: args.limit, ...(cursor ? { cursor } : {}), ...(direction && !cursor ? { direction } : {}) });
-              if (args.json) printJson(r);
-              else for (const e of r.entries) process.stdout.write(formatRecord(e, chat) + '\n');
+              // Backward pages come newest page first; keep the transcript ascending overall.
+              if ((direction ?? 'backward') === 'backward' && !args.cursor) all.unshift(...r.entries);
+              else all.push(...r.entries);
               if (!args.all || !r.nextCursor) {
-                if (!args.json && r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
-                if (!args.json) process.stdout.write(`live cursor: ${r.liveCursor}\n`);
+                if (args.json) printJson({ entries: all, nextCursor: r.nextCursor, liveCursor: r.liveCursor });
+                else {
+                  for (const e of all) process.stdout.write(formatRecord(e, chat) + '\n');
+                  if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+                  process.stdout.write(`live cursor: ${r.liveCursor}\n`);
+                }
                 return;
               }
               cursor = r.nextCursor;
-              direction = undefined;
             }
           });
         })

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { YelloClient } from '../client/index.js';
@@ -70,6 +70,17 @@ export async function withClient<T>(connect: Promise<YelloClient>, fn: (c: Yello
     return await fn(client);
   } finally {
     client.close();
+  }
+}
+
+/** Write a secret (token) to a file that is 0600 before any byte of the secret lands in it. */
+export function writeSecretFile(path: string, content: string): void {
+  const fd = openSync(path, 'w', 0o600);
+  try {
+    fchmodSync(fd, 0o600);
+    writeSync(fd, content);
+  } finally {
+    closeSync(fd);
   }
 }
 

@@ -1,8 +1,6 @@
 import { homedir } from 'node:os';
 import type { Argv } from 'yargs';
 import { resolveDataDir, resolveSocketPath, DEFAULT_MAX_LINE_BYTES, type PathContext } from '../shared/paths.js';
-import { startDaemon } from '../daemon/daemon.js';
-import { StartupError } from '../daemon/socket-server.js';
 
 /** The process facts path resolution needs. */
 export function pathContext(): PathContext {
@@ -32,6 +30,9 @@ export function daemonCommand(yargs: Argv): Argv {
         process.stderr.write(`yello: --socket-mode must be an octal mode such as 0660\n`);
         process.exit(2);
       }
+      // Loaded here so other commands do not pay for LevelDB and pino at startup.
+      const { startDaemon } = await import('../daemon/daemon.js');
+      const { StartupError } = await import('../daemon/socket-server.js');
       try {
         const daemon = await startDaemon({
           socketPath: resolveSocketPath(argv.socket, ctx, true),

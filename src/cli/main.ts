@@ -25,7 +25,8 @@ export async function main(argv: string[]): Promise<void> {
     .epilogue('Exit codes: 0 ok, 1 error, 2 usage, 3 continuity break needing intervention, 4 fenced.')
     .fail((msg, err) => {
       if (err) throw err;
-      process.stderr.write(`yello: ${msg}\n(see yello --help)\n`);
+      const text = msg?.startsWith('Did you mean') ? `unknown command. ${msg}` : msg;
+      process.stderr.write(`yello: ${text}\n(see yello --help)\n`);
       process.exit(EXIT.usage);
     }) as unknown as Argv<GlobalArgs>;
   cli = daemonCommand(cli);

@@ -48,7 +48,7 @@ export function reportError(err: unknown): number {
     return EXIT.continuity;
   }
   if (err instanceof FencedError) {
-    process.stderr.write(`yello: fenced: another coordinator holds ${String(err.data.streamId)} (epoch ${String(err.data.epoch)})\n`);
+    process.stderr.write(`yello: fenced: the coordinator token is no longer current for ${String(err.data.streamId)} (stream epoch ${String(err.data.epoch)}); it was replaced, released or reset\n`);
     return EXIT.fenced;
   }
   if (err instanceof RemoteError) {

@@ -55,7 +55,7 @@ export function verifyExport(text: string, jwks: Jwks): { records: number; messa
 }
 
 export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
-  return y.command('verify <file>', 'Verify an export offline: hashes, signatures, kid and contiguity', (z: Argv<GlobalArgs>) => z
+  return y.command('verify <file>', 'Verify an export offline: hashes, signatures, kid and contiguity (gaps inside each stream generation; an export does not prove nothing came after its end)', (z: Argv<GlobalArgs>) => z
     .positional('file', { type: 'string', demandOption: true, describe: 'JSON lines from `chats export` ("-" for stdin)' })
     .option('jwks', { type: 'string', demandOption: true, describe: 'JWKS file from `keys list --json`' })
     .example('$0 chats export chat_… > chat.jsonl && $0 keys list --json > jwks.json && $0 verify chat.jsonl --jwks jwks.json', ''),
@@ -63,7 +63,8 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
     let text: string;
     let jwks: Jwks;
     try {
-      text = readFileSync(args.file === '-' ? 0 : args.file, 'utf8');
+      // yargs turns a lone "-" positional into ''.
+      text = readFileSync(args.file === '-' || args.file === '' ? 0 : args.file, 'utf8');
       jwks = JSON.parse(readFileSync(args.jwks, 'utf8')) as Jwks;
     } catch (err) {
       throw new CliError(`cannot read input: ${(err as Error).message}`, EXIT.usage);

@@ -1,0 +1,295 @@
+// The `yello` CLI as an agent front end and stream admin tool (PROTOCOL.md §9, §6, §7):
+// chats open|list|show|permissions|history, send (args and stdin, redactions), ack,
+// streams show|claim|release|trim|reset, ops show|list, and the exit codes 3 (continuity
+// break) and 4 (fenced), in human and `--json` form against a real daemon.
+
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Cli, expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
+import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+
+vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
+
+let d: DaemonProcess;
+let cli: Cli;
+let admin: RpcLineClient;
+let alice: AgentCli;
+let bob: AgentCli;
+let aliceId: string;
+let bobId: string;
+let chatId: string;
+let streamA: string;
+let streamB: string;
+
+const TS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+const DEC = /^(0|[1-9]\d*)$/;
+
+function expectOneLineError(r: CliResult, code: number, pattern?: RegExp): void {
+  expectExit(r, code);
+  expect(oneLineErrorProblems(r), r.stderr).toEqual([]);
+  if (pattern) expect(r.stderr).toMatch(pattern);
+}
+
+beforeAll(async () => {
+  d = await DaemonProcess.start();
+  cli = new Cli(d.socketPath, d.dataDir);
+  admin = await d.connectAs();
+  // Setup through the wire; the CLI's agents/grants commands have their own file.
+  const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
+  const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
+  aliceId = a.agent.id;
+  bobId = b.agent.id;
+  ok(await admin.call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
+  ok(await admin.call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
+  alice = cli.as(writeTokenFile(d.dir, 'alice', a.token));
+  bob = cli.as(writeTokenFile(d.dir, 'bob', b.token));
+});
+
+afterAll(async () => {
+  await d?.cleanup();
+});
+
+describe('chats', () => {
+  it('open: the agent creates the chat (prints its id), reopening finds it, admin opens a pair with --with', async () => {
+    const created = await alice.ok(['chats', 'open', 'bob']);
+    const m = /^(chat_[a-z0-9]{26}) \(created\)\s*$/.exec(created.stdout);
+    expect(m, created.stdout).not.toBeNull();
+    chatId = m![1]!;
+    streamA = `${chatId}:${aliceId}`;
+    streamB = `${chatId}:${bobId}`;
+    const [again, byAdmin] = await Promise.all([bob.json(['chats', 'open', aliceId]), cli.json(['chats', 'open', 'alice', '--with', 'bob'])]);
+    for (const r of [again, byAdmin]) {
+      expect(r.created).toBe(false);
+      expect(r.chat).toMatchObject({ id: chatId, createdAt: expect.stringMatching(TS) });
+      expect([r.chat.agentAId, r.chat.agentBId].sort()).toEqual([aliceId, bobId].sort());
+      expect(r.chat.agentA).toMatchObject({ id: r.chat.agentAId, username: expect.any(String), name: expect.any(String), image: null });
+    }
+  });
+
+  it('list, show, permissions: human and --json', async () => {
+    const [listH, listJ, showH, showJ, permH, permJ] = await Promise.all([
+      cli.ok(['chats', 'list']),
+      alice.json(['chats', 'list']),
+      bob.ok(['chats', 'show', chatId]),
+      cli.json(['chats', 'show', chatId]),
+      bob.ok(['chats', 'permissions', chatId]),
+      cli.json(['chats', 'permissions', chatId]),
+    ]);
+    expect(listH.stdout).toContain(chatId);
+    expect(listH.stdout).toMatch(/alice/);
+    expect(listH.stdout).toMatch(/bob/);
+    expect(listJ).toMatchObject({ chats: [{ id: chatId }], nextCursor: null });
+
+    expect(showH.stdout).toContain(chatId);
+    expect(showH.stdout).toContain(streamA);
+    expect(showH.stdout).toContain(streamB);
+    expect(showJ.chat.id).toBe(chatId);
+    expect(showJ.streams).toHaveLength(2);
+    expect(showJ.streams.map((s: { streamId: string }) => s.streamId).sort()).toEqual([streamA, streamB].sort());
+    for (const s of showJ.streams) expect(s).toMatchObject({ chatId, generation: '1', firstPosition: '0', nextPosition: '0', acknowledged: null, writer: { active: false } });
+
+    expect(permH.stdout).toMatch(/grants/);
+    expect(permH.stdout).toContain(aliceId);
+    expect(permH.stdout).toContain(bobId);
+    expect(permJ).toMatchObject({ chatId, policy: 'grants' });
+    expect(permJ.participants).toHaveLength(2);
+    for (const p of permJ.participants) {
+      expect(p).toMatchObject({ canRead: true, canSend: true, canClaim: true, grant: { grantedAt: expect.stringMatching(TS) } });
+    }
+  });
+});
+
+let firstOpId: string;
+
+describe('send', () => {
+  it('text arguments are joined into one message; human and --json', async () => {
+    const [human, fromBob] = await Promise.all([
+      alice.ok(['send', chatId, 'hello', 'bob,', 'how', 'are', 'you?']),
+      bob.json(['send', chatId, 'fine, thanks']),
+    ]);
+    expect(human.stdout).toMatch(new RegExp(`sent at position \\d+ of ${streamA}`));
+    expect(fromBob).toMatchObject({ streamId: streamB, generation: '1', duplicate: false, redactions: [], firstPosition: expect.stringMatching(DEC), nextPosition: expect.stringMatching(DEC) });
+    expect(fromBob.operationId).toEqual(expect.any(String));
+    expect(fromBob.records).toHaveLength(1);
+    expect(fromBob.records[0].wrapper.message).toMatchObject({ content: 'fine, thanks', fromAgentId: bobId, toAgentId: aliceId });
+    // A message from the CLI is a short-lived coordinator: the claim's fence precedes it.
+    expect(fromBob.firstPosition).toBe('1');
+    firstOpId = fromBob.operationId;
+  });
+
+  it('redactions are printed under the default redact policy', async () => {
+    const [human, json] = await Promise.all([
+      alice.ok(['send', chatId, 'write to alice@example.com please']),
+      bob.json(['send', chatId, 'call me at +1 415 555 0100 or bob@example.org']),
+    ]);
+    expect(human.stdout).toMatch(/redacted 1 × EMAIL/);
+    const kinds = json.redactions.map((r: { kind: string }) => r.kind).sort();
+    expect(kinds).toEqual(['EMAIL', 'PHONE']);
+    for (const r of json.redactions) expect(r).toMatchObject({ recordIndex: 0, count: 1 });
+    const content = json.records[0].wrapper.message.content as string;
+    expect(content).toContain('[REDACTED:EMAIL]');
+    expect(content).toContain('[REDACTED:PHONE]');
+    expect(content).not.toContain('bob@example.org');
+    expect(content).not.toContain('555 0100');
+  });
+
+  it('"-" reads the text from stdin', async () => {
+    const r = await alice.json(['send', chatId, '-'], { input: 'line one from stdin\nline two\n' });
+    expect(r.records[0].wrapper.message.content).toBe('line one from stdin\nline two');
+  });
+});
+
+let historyCursor: string;
+let liveCursor: string;
+
+describe('chats history', () => {
+  it('human transcript and --json {entries, nextCursor, liveCursor}, paging with --cursor', async () => {
+    const [human, all, page1] = await Promise.all([
+      cli.ok(['chats', 'history', chatId]),
+      bob.json(['chats', 'history', chatId, '--direction', 'forward', '--limit', '500']),
+      alice.json(['chats', 'history', chatId, '--limit', '2']),
+    ]);
+    expect(human.stdout).toMatch(/alice → bob .*hello bob, how are you\?/);
+    expect(human.stdout).toMatch(/bob → alice .*fine, thanks/);
+    expect(human.stdout).toContain('[REDACTED:EMAIL]');
+    expect(human.stdout).not.toContain('alice@example.com');
+    expect(human.stdout).toMatch(/live cursor: \S+/);
+
+    expect(all).toEqual({ entries: expect.any(Array), nextCursor: null, liveCursor: expect.any(String) });
+    expect(all.entries.length).toBeGreaterThanOrEqual(5);
+    for (const e of all.entries) {
+      expect(e).toMatchObject({ streamId: expect.any(String), generation: '1', position: expect.stringMatching(DEC) });
+      expect(e.wrapper.type).toBe('chat.message');
+    }
+    const times = all.entries.map((e: { wrapper: { message: { signature: { createdAt: string } } } }) => e.wrapper.message.signature.createdAt);
+    expect([...times].sort()).toEqual(times);
+
+    expect(page1.entries).toHaveLength(2);
+    expect(page1.nextCursor).toEqual(expect.any(String));
+    expect(page1.liveCursor).toEqual(expect.any(String));
+    const page2 = await alice.json(['chats', 'history', chatId, '--cursor', page1.nextCursor, '--limit', '2']);
+    expect(page2.entries).toHaveLength(2);
+    const key = (e: { streamId: string; position: string }) => `${e.streamId}#${e.position}`;
+    const seen = [...page2.entries, ...page1.entries].map(key);
+    expect(new Set(seen).size).toBe(4);
+    // Backward pages: page 2 is the two entries before page 1, in ascending order.
+    expect(seen).toEqual(all.entries.slice(-4).map(key));
+    historyCursor = page1.nextCursor;
+    liveCursor = page1.liveCursor;
+  });
+});
+
+describe('ack and streams show', () => {
+  it('ack appends a receipt; streams show of the peer stream then shows it acknowledged', async () => {
+    const before = await cli.json(['streams', 'show', streamA]);
+    expect(before).toMatchObject({ streamId: streamA, chatId, authorAgentId: aliceId, generation: '1', firstPosition: '0', acknowledged: null, writer: { active: false } });
+    const acked = await bob.ok(['ack', chatId]);
+    expect(acked.stdout).toContain(`acknowledged ${streamA} before position ${before.nextPosition}`);
+    const [json, human, nothing] = await Promise.all([
+      alice.json(['streams', 'show', streamA]),
+      cli.ok(['streams', 'show', streamA]),
+      bob.json(['ack', chatId]),
+    ]);
+    expect(json.acknowledged).toEqual({ generation: '1', nextPosition: before.nextPosition });
+    expect(human.stdout).toMatch(new RegExp(`acknowledged\\s+1/${before.nextPosition}\\b`));
+    expect(human.stdout).toContain(streamA);
+    // Nothing new since: no second receipt.
+    expect(nothing).toEqual({ acknowledged: null });
+  });
+});
+
+describe('streams claim | release and fencing', () => {
+  it('claim prints the coordinator token; a held stream refuses claim and send without --replace', async () => {
+    const human = await alice.ok(['streams', 'claim', streamA, '--reason', 'manual']);
+    expect(human.stdout).toMatch(/coordinatorToken\s+yello_ct_\S+/);
+    expect(human.stdout).toMatch(/epoch\s+\d+/);
+    const [again, send] = await Promise.all([alice.run(['streams', 'claim', streamA]), alice.run(['send', chatId, 'blocked'])]);
+    expectOneLineError(again, 1, /WRITER_ACTIVE/);
+    expectOneLineError(send, 1, /--replace/);
+  });
+
+  it('a replaced coordinator token is fenced: send --coordinator-token exits 4; the current one works; release frees the stream', async () => {
+    const first = await alice.json(['streams', 'claim', streamA, '--replace']);
+    expect(first).toEqual({ streamId: streamA, generation: '1', epoch: expect.stringMatching(DEC), coordinatorToken: expect.stringMatching(/^yello_ct_/), nextPosition: expect.stringMatching(DEC) });
+    const second = await alice.json(['streams', 'claim', streamA, '--replace']);
+    expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(first.epoch));
+    const fenced = await alice.run(['send', chatId, 'from the old coordinator', '--coordinator-token', first.coordinatorToken]);
+    expectOneLineError(fenced, 4, /fenced/i);
+    const sent = await alice.json(['send', chatId, 'from the current coordinator', '--coordinator-token', second.coordinatorToken]);
+    expect(sent.records[0].wrapper.message.content).toBe('from the current coordinator');
+    // Sending under a held claim leaves it held.
+    expect((await cli.json(['streams', 'show', streamA])).writer).toMatchObject({ epoch: second.epoch, active: true });
+    const released = await alice.ok(['streams', 'release', streamA, '--coordinator-token', second.coordinatorToken]);
+    expect(released.stdout).toMatch(/writer\s+free/);
+    // Admin release needs no token; --json is the stream state.
+    const b = await bob.json(['streams', 'claim', streamB]);
+    expect(b.coordinatorToken).toMatch(/^yello_ct_/);
+    const adminRelease = await cli.json(['streams', 'release', streamB]);
+    expect(adminRelease).toMatchObject({ streamId: streamB, writer: { active: false } });
+  });
+});
+
+describe('ops', () => {
+  it('show and list: human and --json', async () => {
+    const [showH, showJ, listH, listJ, unknown] = await Promise.all([
+      cli.ok(['ops', 'show', streamB, firstOpId]),
+      bob.json(['ops', 'show', streamB, firstOpId]),
+      cli.ok(['ops', 'list', streamB]),
+      alice.json(['ops', 'list', streamB]),
+      cli.json(['ops', 'show', streamB, 'never-used']),
+    ]);
+    expect(showH.stdout).toMatch(/state\s+committed/);
+    expect(showJ).toMatchObject({ state: 'committed', generation: '1', firstPosition: '1', nextPosition: '2', committedAt: expect.stringMatching(TS) });
+    expect(listH.stdout).toContain(firstOpId);
+    expect(listJ.nextCursor).toBeNull();
+    expect(listJ.operations.length).toBeGreaterThanOrEqual(3);
+    expect(listJ.operations[0]).toMatchObject({ operationId: firstOpId, state: 'committed', firstPosition: '1' });
+    expect(unknown.state).toBe('unknown');
+    const missing = await cli.run(['ops', 'list', `${chatId}:agt_nosuchagent`]);
+    expectOneLineError(missing, 1, /NOT_FOUND/);
+  });
+});
+
+describe('streams trim | reset and continuity breaks', () => {
+  it('trim: refused past the peer acknowledgement without --force; human and --json', async () => {
+    // bob acknowledged alice's stream up to its state at the ack; nobody acknowledged bob's.
+    const refused = await cli.run(['streams', 'trim', streamB, '1']);
+    expectOneLineError(refused, 1, /UNACKNOWLEDGED/);
+    const [human, forced] = await Promise.all([cli.ok(['streams', 'trim', streamA, '1']), cli.json(['streams', 'trim', streamB, '1', '--force'])]);
+    expect(human.stdout).toMatch(/firstPosition\s+1/);
+    expect(forced).toEqual({ firstPosition: '1' });
+    expect((await cli.json(['streams', 'show', streamB])).firstPosition).toBe('1');
+  });
+
+  it('reset starts generation 2; an old history cursor or live cursor then exits 3 with one line', async () => {
+    const [human, json] = await Promise.all([
+      cli.ok(['streams', 'reset', streamA, '--reason', 'cli test']),
+      cli.json(['streams', 'reset', streamB, '--reason', 'cli test']),
+    ]);
+    expect(human.stdout).toMatch(/generation\s+2/);
+    expect(json).toMatchObject({ streamId: streamB, generation: '2', firstPosition: '0', nextPosition: '0' });
+    const [history, follow, followAdmin, fresh] = await Promise.all([
+      alice.run(['chats', 'history', chatId, '--cursor', historyCursor]),
+      bob.run(['chats', 'follow', chatId, '--cursor', liveCursor]),
+      cli.run(['chats', 'follow', chatId, '--cursor', liveCursor, '--json'], { timeoutMs: 15_000 }),
+      cli.json(['chats', 'history', chatId]),
+    ]);
+    for (const r of [history, follow, followAdmin]) {
+      expectOneLineError(r!, 3, /continuity break/i);
+      expect(r!.stderr).toMatch(/GENERATION_CHANGED/);
+      expect(r!.timedOut).toBe(false);
+    }
+    expect(fresh.entries).toEqual([]);
+    // The new generation is writable by the author again.
+    const sent = await alice.json(['send', chatId, 'after the reset']);
+    expect(sent).toMatchObject({ generation: '2', firstPosition: '1' });
+  });
+});
+
+describe('error output', () => {
+  it('chats show of a missing chat: exit 1, one line, no stack', async () => {
+    const r = await alice.run(['chats', 'show', 'chat_aaaaaaaaaaaaaaaaaaaaaaaaaa']);
+    expectOneLineError(r, 1);
+    expect(r.stdout).toBe('');
+  });
+});

@@ -1,0 +1,68 @@
+// `yello demo` against a fresh daemon (README quickstart), and the OpenRPC document that
+// `rpc.discover` serves without a hello (what `--help`-style discovery on the wire relies on).
+
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Cli, expectExit } from '../helpers/cli-runner.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
+
+vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
+
+let d: DaemonProcess;
+let cli: Cli;
+
+beforeAll(async () => {
+  d = await DaemonProcess.start();
+  cli = new Cli(d.socketPath, d.dataDir);
+});
+
+afterAll(async () => {
+  await d?.cleanup();
+});
+
+/** Every method of PROTOCOL.md §6. */
+const CONTRACT_METHODS = [
+  'session.hello', 'daemon.status', 'keys.list', 'keys.rotate',
+  'agents.create', 'agents.list', 'agents.get', 'agents.rotateToken', 'agents.disable', 'agents.setPolicy',
+  'grants.add', 'grants.remove', 'grants.list',
+  'chats.open', 'chats.get', 'chats.list', 'chats.permissions', 'chats.history', 'chats.follow', 'chats.unfollow',
+  'streams.get', 'streams.claim', 'streams.release', 'streams.append', 'streams.read', 'streams.trim', 'streams.reset',
+  'operations.get', 'operations.list',
+];
+
+describe('yello demo', () => {
+  it('against a fresh daemon: exit 0 and a transcript that is verified with 0 problems', async () => {
+    const r = expectExit(await cli.run(['demo'], { timeoutMs: 60_000 }), 0);
+    expect(r.stdout).toMatch(/chat chat_[a-z0-9]{26}/);
+    expect(r.stdout).toMatch(/transcript/);
+    expect(r.stdout).toMatch(/alice-\w+ → bob-\w+ .*Hi Bob/);
+    expect(r.stdout).toMatch(/bob-\w+ → alice-\w+ .*Sure, Alice/);
+    expect(r.stdout).toMatch(/acknowledged by bob-\w+ up to position \d+/);
+    expect(r.stdout).toMatch(/verified/);
+    expect(r.stdout).toMatch(/\b0 problems\b/);
+    expect(r.stderr.trim()).toBe('');
+    // It left real state behind: two agents and a chat.
+    const st = await cli.json(['status']);
+    expect(st.counts).toMatchObject({ agents: 2, chats: 1 });
+  });
+});
+
+describe('rpc.discover', () => {
+  it('answers without a hello with an OpenRPC document listing every method', async () => {
+    const c = await d.connect();
+    const resp = await c.call('rpc.discover', {});
+    expect(resp.error).toBeUndefined();
+    const doc = resp.result;
+    expect(doc.openrpc).toMatch(/^1\.\d+\.\d+$/);
+    expect(doc.info).toMatchObject({ title: expect.any(String), version: expect.any(String) });
+    const names: string[] = doc.methods.map((m: { name: string }) => m.name);
+    for (const m of CONTRACT_METHODS) expect(names, m).toContain(m);
+    expect(new Set(names).size).toBe(names.length);
+    for (const m of doc.methods) {
+      expect(Array.isArray(m.params), m.name).toBe(true);
+      expect(m.result, m.name).toBeDefined();
+    }
+    // Still unauthenticated afterwards: discovery grants nothing.
+    const status = await c.call('daemon.status', {});
+    expect(status.error?.data?.type).toBe('UNAUTHENTICATED');
+  });
+});

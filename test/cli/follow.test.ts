@@ -1,0 +1,154 @@
+// `yello chats follow` (PROTOCOL.md §9, §6 chats.follow, §8 Coordinator): a long-running
+// command that prints peer batches (JSON lines with --json, one batch per line), stops with
+// exit 0 on SIGINT, acknowledges what it shows with --ack, and exits 3 when a reset breaks
+// continuity under it.
+
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli, type LongRunningCli } from '../helpers/cli-runner.js';
+import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+
+vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
+
+let d: DaemonProcess;
+let cli: Cli;
+let admin: RpcLineClient;
+let alice: AgentCli;
+let bob: AgentCli;
+let aliceId: string;
+let bobId: string;
+let chatId: string;
+let streamA: string;
+let streamB: string;
+const running: LongRunningCli[] = [];
+
+beforeAll(async () => {
+  d = await DaemonProcess.start();
+  cli = new Cli(d.socketPath, d.dataDir);
+  admin = await d.connectAs();
+  const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
+  const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
+  aliceId = a.agent.id;
+  bobId = b.agent.id;
+  ok(await admin.call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
+  ok(await admin.call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
+  chatId = ok(await admin.call('chats.open', { agentAId: aliceId, agentBId: bobId })).chat.id;
+  streamA = `${chatId}:${aliceId}`;
+  streamB = `${chatId}:${bobId}`;
+  alice = cli.as(writeTokenFile(d.dir, 'alice', a.token));
+  bob = cli.as(writeTokenFile(d.dir, 'bob', b.token));
+});
+
+afterAll(async () => {
+  for (const r of running) await r.kill();
+  await d?.cleanup();
+});
+
+function track(r: LongRunningCli): LongRunningCli {
+  running.push(r);
+  return r;
+}
+
+/** The live cursor at the chat's current end (so a follow started now misses nothing). */
+async function liveCursorNow(): Promise<string> {
+  return ok(await admin.call('chats.history', { chatId, limit: 1 })).liveCursor;
+}
+
+async function streamState(streamId: string) {
+  return ok(await admin.call('streams.get', { streamId }));
+}
+
+async function until<T>(what: string, f: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+type Batch = { subscriptionId: string; batchId: string; streamId: string; generation: string; fromPosition: string; nextPosition: string; records: any[]; cursor: string };
+
+describe('chats follow --json', () => {
+  it('prints one batch per line as JSON while the peer sends, and exits 0 on SIGINT', async () => {
+    const cursor = await liveCursorNow();
+    const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', cursor]));
+    await bob.ok(['send', chatId, 'first from bob']);
+    await bob.ok(['send', chatId, 'second from bob']);
+    const messageLines = () => parseJsonLines(f.lines.join('\n')).filter((b: Batch) => b.records.some((r) => r.wrapper.type === 'chat.message'));
+    await f.waitFor(() => messageLines().length >= 2, 'two message batches');
+    const res = await f.stop('SIGINT');
+    expect(res.code, res.stderr).toBe(0);
+
+    const batches: Batch[] = parseJsonLines(res.stdout);
+    // Every line is one batch: at least one record, one stream, positions in order.
+    for (const b of batches) {
+      expect(b).toMatchObject({ subscriptionId: expect.any(String), batchId: expect.any(String), streamId: streamB, generation: '1', cursor: expect.any(String) });
+      expect(b.records.length).toBeGreaterThan(0);
+      expect(b.records[0].position).toBe(b.fromPosition);
+      expect(String(BigInt(b.records.at(-1).position) + 1n)).toBe(b.nextPosition);
+      for (const r of b.records) expect(r.streamId).toBe(b.streamId);
+    }
+    const contents = batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content);
+    expect(contents).toEqual(['first from bob', 'second from bob']);
+    // The batches follow each other without gaps.
+    for (let i = 1; i < batches.length; i++) expect(batches[i]!.fromPosition).toBe(batches[i - 1]!.nextPosition);
+  });
+
+  it('human form (admin): a readable line per record, a "following" notice on stderr, exit 0 on SIGINT', async () => {
+    const f = track(cli.start(['chats', 'follow', chatId]));
+    await f.waitForStderr('following');
+    await alice.ok(['send', chatId, 'hi bob, alice here']);
+    await f.waitFor(() => f.lines.some((l) => l.includes('hi bob, alice here')), 'the message line');
+    const res = await f.stop('SIGINT');
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/alice → bob\s+#\d+\s+hi bob, alice here/);
+  });
+});
+
+describe('chats follow --ack', () => {
+  it('claims the follower stream, shows peer messages and acknowledges them', async () => {
+    const before = await streamState(streamA);
+    // The live cursor closes the window between the coordinator's claim and its subscription.
+    const f = track(bob.start(['chats', 'follow', chatId, '--ack', '--cursor', await liveCursorNow()]));
+    // It acts as bob's coordinator: bob's outbound stream is claimed.
+    await until('bob stream claimed', async () => (await streamState(streamB)).writer.active);
+    const sent = await alice.json(['send', chatId, 'please acknowledge this']);
+    await f.waitFor(() => f.lines.some((l) => l.includes('please acknowledge this')), 'the message line');
+    const acked = await until('acknowledged to advance', async () => {
+      const s = await streamState(streamA);
+      return s.acknowledged && BigInt(s.acknowledged.nextPosition) >= BigInt(sent.nextPosition) ? s : null;
+    });
+    expect(acked.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
+    if (before.acknowledged) expect(BigInt(acked.acknowledged.nextPosition)).toBeGreaterThan(BigInt(before.acknowledged.nextPosition));
+    // Visible through the CLI too.
+    const shown = await cli.json(['streams', 'show', streamA]);
+    expect(shown.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
+
+    // A second message is acknowledged as well.
+    const sent2 = await alice.json(['send', chatId, 'and this one']);
+    await until('second acknowledgement', async () => (await streamState(streamA)).acknowledged?.nextPosition === sent2.nextPosition);
+    const res = await f.stop('SIGINT');
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/alice → bob\s+#\d+\s+please acknowledge this/);
+    expect(res.stdout).toMatch(/and this one/);
+  });
+});
+
+describe('chats follow and continuity', () => {
+  it('a reset under a running follow ends it with exit 3 and one line on stderr', async () => {
+    const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', await liveCursorNow()]));
+    await bob.ok(['send', chatId, 'before the reset']);
+    await f.waitFor(() => f.lines.some((l) => l.includes('before the reset')), 'the message batch');
+    const reset = await cli.ok(['streams', 'reset', streamB, '--reason', 'follow test']);
+    expect(reset.stdout).toMatch(/generation\s+2/);
+    const res = await f.exited;
+    expectExit(res, 3);
+    expect(oneLineErrorProblems(res), res.stderr).toEqual([]);
+    expect(res.stderr).toMatch(/continuity break/i);
+    // --json prints the break as its last line.
+    const last = parseJsonLines(res.stdout).at(-1);
+    expect(last).toMatchObject({ streamId: streamB, expected: '1', actual: '2' });
+  });
+});

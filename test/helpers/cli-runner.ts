@@ -1,0 +1,319 @@
+// Runs the real `yello` CLI (`node bin/yello …`) as a child process, the way a user would
+// (PROTOCOL.md §9): socket and data dir come from $YELLO_SOCKET / $YELLO_DATA_DIR (or flags),
+// and every run reports stdout, stderr and the exit code. `startCli` keeps a long-running
+// command (`chats follow`) alive and hands its stdout back line by line.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from './daemon-process.js';
+
+export const yelloBin = path.join(repoRoot, 'bin/yello');
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** What one CLI run left behind. */
+export interface CliResult {
+  args: string[];
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}
+
+export interface CliOptions {
+  /** Extra environment (wins over the runner's base env). `undefined` values unset a variable. */
+  env?: Record<string, string | undefined>;
+  /** Written to stdin, which is then closed. Without it stdin is closed at once (empty). */
+  input?: string;
+  timeoutMs?: number;
+  cwd?: string;
+}
+
+/**
+ * The environment of a CLI child: the test process's env minus every yello variable (so a
+ * developer's own $YELLO_TOKEN never leaks into a test), plus `extra`.
+ */
+export function cliEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith('YELLO_')) delete env[k];
+  delete env.NODE_OPTIONS;
+  env.FORCE_COLOR = '0';
+  env.NO_COLOR = '1';
+  for (const [k, v] of Object.entries(extra)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+function spawnCli(args: string[], opts: CliOptions): ChildProcess {
+  return spawn(process.execPath, [yelloBin, ...args], {
+    cwd: opts.cwd ?? repoRoot,
+    env: cliEnv(opts.env),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+}
+
+/** Runs `yello …args` to completion (or kills it after the timeout). */
+export function runCli(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawnCli(args, opts);
+    let stdout = '';
+    let stderr = '';
+    let timedOut = false;
+    child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    child.stdin!.on('error', () => undefined);
+    child.stdin!.end(opts.input ?? '');
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ args, code, signal, stdout, stderr, timedOut });
+    });
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      resolve({ args, code: -1, signal: null, stdout, stderr: stderr + String(err), timedOut });
+    });
+  });
+}
+
+/** A one-line summary of a run, for assertion messages. */
+export function describeRun(r: CliResult): string {
+  return `yello ${r.args.join(' ')}\n  exit ${r.code}${r.signal ? ` (${r.signal})` : ''}${r.timedOut ? ' TIMED OUT' : ''}\n  stdout: ${r.stdout.slice(0, 2000)}\n  stderr: ${r.stderr.slice(0, 2000)}`;
+}
+
+/** Throws (with the whole run) unless the exit code is `code`. */
+export function expectExit(r: CliResult, code: number): CliResult {
+  if (r.code !== code) throw new Error(`expected exit ${code}\n${describeRun(r)}`);
+  return r;
+}
+
+/** Parses stdout as one JSON document (throws with the run on failure). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function parseJson(r: CliResult): any {
+  try {
+    return JSON.parse(r.stdout);
+  } catch (e) {
+    throw new Error(`stdout is not one JSON document (${(e as Error).message})\n${describeRun(r)}`);
+  }
+}
+
+/** Parses stdout as JSON lines (every non-empty line one document). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function parseJsonLines(text: string): any[] {
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l, i) => {
+      try {
+        return JSON.parse(l);
+      } catch (e) {
+        throw new Error(`line ${i + 1} is not JSON (${(e as Error).message}): ${l.slice(0, 300)}`);
+      }
+    });
+}
+
+/**
+ * Problems with an error report: §9 wants one line on stderr, never a stack trace. Empty when
+ * it is fine.
+ */
+export function oneLineErrorProblems(r: CliResult): string[] {
+  const problems: string[] = [];
+  const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
+  if (lines.length !== 1) problems.push(`stderr has ${lines.length} non-empty lines`);
+  if (/\n\s{4}at /.test('\n' + r.stderr) || /^\s+at .*:\d+:\d+\)?$/m.test(r.stderr)) problems.push('stderr has a stack trace');
+  return problems;
+}
+
+/** A CLI bound to one daemon: socket and data dir through the environment. */
+export class Cli {
+  constructor(
+    readonly socketPath: string,
+    readonly dataDir: string,
+    readonly baseEnv: Record<string, string | undefined> = {},
+  ) {}
+
+  env(extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
+    return { YELLO_SOCKET: this.socketPath, YELLO_DATA_DIR: this.dataDir, ...this.baseEnv, ...extra };
+  }
+
+  /** `yello …args` with YELLO_SOCKET / YELLO_DATA_DIR set. */
+  run(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+    return runCli(args, { ...opts, env: this.env(opts.env) });
+  }
+
+  /** Runs and expects exit 0. */
+  async ok(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+    return expectExit(await this.run(args, opts), 0);
+  }
+
+  /** Runs with `--json`, expects exit 0 and returns the parsed document. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async json(args: string[], opts: CliOptions = {}): Promise<any> {
+    return parseJson(await this.ok([...args, '--json'], opts));
+  }
+
+  /** The same CLI acting as an agent (`--token-file`). */
+  as(tokenFile: string): AgentCli {
+    return new AgentCli(this, tokenFile);
+  }
+
+  start(args: string[], opts: CliOptions = {}): LongRunningCli {
+    return startCli(args, { ...opts, env: this.env(opts.env) });
+  }
+}
+
+/** The CLI with `--token-file FILE` in front of every command. */
+export class AgentCli {
+  constructor(
+    readonly cli: Cli,
+    readonly tokenFile: string,
+  ) {}
+
+  run(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+    return this.cli.run(['--token-file', this.tokenFile, ...args], opts);
+  }
+
+  async ok(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+    return expectExit(await this.run(args, opts), 0);
+  }
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async json(args: string[], opts: CliOptions = {}): Promise<any> {
+    return parseJson(await this.ok([...args, '--json'], opts));
+  }
+
+  start(args: string[], opts: CliOptions = {}): LongRunningCli {
+    return this.cli.start(['--token-file', this.tokenFile, ...args], opts);
+  }
+}
+
+/** A CLI command that keeps running (`chats follow`): stdout arrives as lines. */
+export class LongRunningCli {
+  readonly lines: string[] = [];
+  stderr = '';
+  readonly exited: Promise<CliResult>;
+  result: CliResult | null = null;
+  readonly #child: ChildProcess;
+  readonly #waiters = new Set<() => void>();
+
+  constructor(
+    readonly args: string[],
+    opts: CliOptions,
+  ) {
+    this.#child = spawnCli(args, opts);
+    this.#child.stdin!.on('error', () => undefined);
+    if (opts.input !== undefined) this.#child.stdin!.end(opts.input);
+    let partial = '';
+    let stdout = '';
+    this.#child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+      partial += chunk;
+      let nl: number;
+      while ((nl = partial.indexOf('\n')) >= 0) {
+        this.lines.push(partial.slice(0, nl));
+        partial = partial.slice(nl + 1);
+      }
+      this.#wake();
+    });
+    this.#child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      this.stderr += chunk;
+      this.#wake();
+    });
+    const hardTimer = setTimeout(() => this.#child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
+    this.exited = new Promise((resolve) => {
+      this.#child.on('close', (code, signal) => {
+        clearTimeout(hardTimer);
+        if (partial) this.lines.push(partial);
+        this.result = { args, code, signal, stdout, stderr: this.stderr, timedOut: false };
+        this.#wake();
+        resolve(this.result);
+      });
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  #wake(): void {
+    for (const w of [...this.#waiters]) w();
+  }
+
+  /** Resolves once `predicate()` holds (checked on every output and at exit); rejects on timeout. */
+  waitFor(predicate: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (predicate()) {
+          done();
+          resolve();
+        } else if (this.result) {
+          done();
+          reject(new Error(`yello ${this.args.join(' ')} exited (${this.result.code}) before ${what}\nstdout: ${this.lines.join('\n')}\nstderr: ${this.stderr}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`timed out waiting for ${what}\nstdout: ${this.lines.join('\n')}\nstderr: ${this.stderr}`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+      };
+      this.#waiters.add(check);
+      check();
+    });
+  }
+
+  /** Waits until at least `n` non-empty stdout lines arrived; returns them. */
+  async waitForLines(n: number, timeoutMs = 15_000): Promise<string[]> {
+    const full = () => this.lines.filter((l) => l.trim() !== '');
+    await this.waitFor(() => full().length >= n, `${n} stdout lines`, timeoutMs);
+    return full();
+  }
+
+  /** Waits until stderr contains `text`. */
+  waitForStderr(text: string | RegExp, timeoutMs = 15_000): Promise<void> {
+    return this.waitFor(() => (typeof text === 'string' ? this.stderr.includes(text) : text.test(this.stderr)), `stderr ${String(text)}`, timeoutMs);
+  }
+
+  signal(sig: NodeJS.Signals = 'SIGINT'): void {
+    if (!this.result) this.#child.kill(sig);
+  }
+
+  /** Sends `sig` and waits for the exit (SIGKILL after `timeoutMs`). */
+  async stop(sig: NodeJS.Signals = 'SIGINT', timeoutMs = 10_000): Promise<CliResult> {
+    this.signal(sig);
+    const timer = setTimeout(() => this.#child.kill('SIGKILL'), timeoutMs);
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Kills it if still running (for afterAll). */
+  async kill(): Promise<void> {
+    if (!this.result) {
+      this.#child.kill('SIGKILL');
+      await this.exited;
+    }
+  }
+}
+
+/** Starts a long-running `yello …args`. */
+export function startCli(args: string[], opts: CliOptions = {}): LongRunningCli {
+  return new LongRunningCli(args, opts);
+}
+
+/** Writes `token` to a 0600 file in `dir` and returns its path. */
+export function writeTokenFile(dir: string, name: string, token: string): string {
+  const file = path.join(dir, `${name}.token`);
+  fs.writeFileSync(file, token + '\n', { mode: 0o600 });
+  return file;
+}
