@@ -282,7 +282,9 @@ export class Coordinator {
     this.#emit('error', err);
     const client = this.#client;
     if (client?.connected && this.#subscriptionId) void client.call('chats.unfollow', { subscriptionId: this.#subscriptionId }).catch(() => {});
-    client?.close();
+    // Let an append already on the wire get its real answer (FENCED, say) before closing,
+    // rather than turning it into an outcome-unknown connection loss.
+    void this.#appendChain.finally(() => client?.close());
     this.#rejectStopped(err);
   }
 

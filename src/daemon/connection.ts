@@ -9,7 +9,7 @@ import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
 const NEWLINE = 0x0a;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Requests in flight on one connection before we stop reading from it. */
-const MAX_IN_FLIGHT = 256;
+const MAX_IN_FLIGHT = 16;
 /** Bytes queued for the socket above which notifications wait for `drain`. */
 export const WRITE_HIGH_WATER = 1_048_576;
 
@@ -26,6 +26,8 @@ export class Connection implements ConnectionHandle {
   readonly #log: Logger;
   readonly #maxLineBytes: number;
   readonly #ctx: CallContext;
+  #input: Buffer[] = [];
+  #inputOffset = 0;
   #chunks: Buffer[] = [];
   #chunkBytes = 0;
   #discarding = false;
@@ -91,13 +93,32 @@ export class Connection implements ConnectionHandle {
     this.#socket.write(line + '\n');
   }
 
+  /**
+   * Input is queued and parsed only while the connection may take more work: at most
+   * MAX_IN_FLIGHT requests running and the output buffer under its high-water mark. Otherwise
+   * the socket is paused and the rest waits here, so a client that does not read its answers
+   * cannot make the daemon do (and buffer) unbounded work for it.
+   */
   #onData(chunk: Buffer): void {
-    let start = 0;
-    while (start < chunk.length) {
-      const nl = chunk.indexOf(NEWLINE, start);
+    this.#input.push(chunk);
+    this.#pumpInput();
+  }
+
+  #blocked(): boolean {
+    return this.#inFlight >= MAX_IN_FLIGHT || this.congested;
+  }
+
+  #pumpInput(): void {
+    while (this.#input.length > 0 && !this.#closed) {
+      if (this.#blocked()) {
+        this.#socket.pause();
+        return;
+      }
+      const chunk = this.#input[0]!;
+      const nl = chunk.indexOf(NEWLINE, this.#inputOffset);
       const end = nl === -1 ? chunk.length : nl;
       if (!this.#discarding) {
-        const piece = chunk.subarray(start, end);
+        const piece = chunk.subarray(this.#inputOffset, end);
         this.#chunkBytes += piece.length;
         if (this.#chunkBytes > this.#maxLineBytes) {
           // Answer at once, then drop the rest of this line: the connection stays usable.
@@ -105,18 +126,37 @@ export class Connection implements ConnectionHandle {
           this.#chunks = [];
           this.#sendError(null, errors.tooLarge(this.#maxLineBytes, this.#chunkBytes));
         } else if (piece.length > 0) {
-          this.#chunks.push(Buffer.from(piece));
+          this.#chunks.push(piece);
         }
       }
-      if (nl === -1) break;
-      if (!this.#discarding) {
+      if (nl === -1) {
+        this.#input.shift();
+        this.#inputOffset = 0;
+        continue;
+      }
+      this.#inputOffset = nl + 1;
+      if (this.#inputOffset >= chunk.length) {
+        this.#input.shift();
+        this.#inputOffset = 0;
+      }
+      if (!this.#discarding && this.#chunkBytes > 0) {
         const line = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#chunkBytes);
-        if (this.#chunkBytes > 0) this.#handleLine(line);
+        this.#handleLineSafely(line);
       }
       this.#chunks = [];
       this.#chunkBytes = 0;
       this.#discarding = false;
-      start = nl + 1;
+    }
+    if (!this.#closed) this.#socket.resume();
+  }
+
+  /** Nothing a line contains may escape as an exception: answer INTERNAL and carry on. */
+  #handleLineSafely(line: Buffer): void {
+    try {
+      this.#handleLine(line);
+    } catch (err) {
+      this.#log.error({ conn: this.id, err: (err as Error)?.message }, 'line handling failed');
+      this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_INVALID_REQUEST, message: 'Invalid Request' } });
     }
   }
 
@@ -136,7 +176,7 @@ export class Connection implements ConnectionHandle {
         return;
       }
       this.#track(
-        Promise.all(message.map((m) => this.#handleMessage(m, Buffer.byteLength(JSON.stringify(m) ?? '', 'utf8')))).then((responses) => {
+        Promise.all(message.map((m) => this.#handleMessage(m, batchElementSize(m)))).then((responses) => {
           const out = responses.filter((r): r is JSONRPCResponse => r !== null);
           if (out.length > 0) this.#sendRaw(out);
         }),
@@ -148,12 +188,11 @@ export class Connection implements ConnectionHandle {
 
   #track(work: Promise<unknown>): void {
     this.#inFlight++;
-    if (this.#inFlight >= MAX_IN_FLIGHT) this.#socket.pause();
     work
       .catch((err: unknown) => this.#log.error({ conn: this.id, err: (err as Error)?.message }, 'request handling failed'))
       .finally(() => {
         this.#inFlight--;
-        if (this.#inFlight < MAX_IN_FLIGHT && !this.#closed && !this.congested) this.#socket.resume();
+        if (!this.#closed) this.#pumpInput();
       });
   }
 
@@ -177,11 +216,10 @@ export class Connection implements ConnectionHandle {
 
   #sendRaw(value: unknown): void {
     this.#write(JSON.stringify(value));
-    if (this.congested) this.#socket.pause();
   }
 
   #onDrain(): void {
-    if (this.#inFlight < MAX_IN_FLIGHT) this.#socket.resume();
+    this.#pumpInput();
     const listeners = this.#drainListeners.splice(0);
     for (const l of listeners) l();
   }
@@ -189,8 +227,23 @@ export class Connection implements ConnectionHandle {
   #onClose(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // Work not started for a client that left is dropped, not done.
+    this.#input = [];
     for (const l of this.#closeListeners.splice(0)) l();
     this.#drainListeners = [];
+  }
+}
+
+/**
+ * The serialized size of one batch element, for the append cap. Only appends need it, and a
+ * value too deep to serialize is answered as an invalid request rather than crashing.
+ */
+function batchElementSize(m: unknown): number {
+  if (!isObject(m) || m.method !== 'streams.append') return 0;
+  try {
+    return Buffer.byteLength(JSON.stringify(m), 'utf8');
+  } catch {
+    return Number.MAX_SAFE_INTEGER;
   }
 }
 
