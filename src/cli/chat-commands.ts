@@ -272,6 +272,8 @@ async function follow(args: A<{ chatId: string; cursor?: string; ack: boolean; r
   }
   const c = await connectAny(args);
   const { chat } = await c.call('chats.get', { chatId: args.chatId });
+  // Listen before following: the first batches may arrive in the same read as the answer.
+  const notifications = c.notifications();
   const sub = await c.call('chats.follow', { chatId: args.chatId, ...(args.cursor ? { cursor: args.cursor } : {}) });
   if (!args.json) process.stderr.write(`following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username}); Ctrl-C to stop\n`);
   const stop = () => {
@@ -280,7 +282,7 @@ async function follow(args: A<{ chatId: string; cursor?: string; ack: boolean; r
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  for await (const n of c.notifications()) {
+  for await (const n of notifications) {
     if (n.params.subscriptionId !== sub.subscriptionId) continue;
     if (n.method === 'chats.batch') show(chat, n.params);
     else {

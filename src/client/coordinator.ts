@@ -78,6 +78,8 @@ export class Coordinator {
   #appendChain: Promise<unknown> = Promise.resolve();
   #uncertain: { operationId: string } | null = null;
   #reconnecting = false;
+  /** Notifications received while a chats.follow call is in flight. */
+  #early: Array<ChatBatchNotification | ChatBreakNotification> | null = null;
   #terminal: Error | null = null;
   #stopped!: Promise<void>;
   #resolveStopped!: () => void;
@@ -213,9 +215,26 @@ export class Coordinator {
 
   async #follow(client: YelloClient): Promise<void> {
     const cursor = await this.#opts.cursorStore.load(this.#opts.chatId);
-    const res = await client.call('chats.follow', { chatId: this.#opts.chatId, ...(cursor ? { cursor } : {}) });
-    this.#subscriptionId = res.subscriptionId;
-    if (!cursor) await this.#opts.cursorStore.save(this.#opts.chatId, res.cursor);
+    // Batches can arrive in the same read as the follow's answer, before we know the
+    // subscription id: hold them instead of dropping them, then replay the ones that are ours.
+    this.#early = [];
+    let res;
+    try {
+      res = await client.call('chats.follow', { chatId: this.#opts.chatId, ...(cursor ? { cursor } : {}) });
+    } finally {
+      const early = this.#early;
+      this.#early = null;
+      if (res) {
+        this.#subscriptionId = res.subscriptionId;
+        // Queued ahead of every batch, so a batch's later cursor is never overwritten by it.
+        const initial = res.cursor;
+        if (!cursor) this.#processing = this.#processing.then(() => this.#opts.cursorStore.save(this.#opts.chatId, initial));
+        for (const n of early ?? []) {
+          if ('reason' in n) this.#onBreak(n);
+          else this.#onBatch(n);
+        }
+      }
+    }
   }
 
   /** After a loss: dial again with backoff, check ownership, re-follow from the saved cursor. */
@@ -291,12 +310,20 @@ export class Coordinator {
   // ---- reading --------------------------------------------------------------------------
 
   #onBatch(batch: ChatBatchNotification): void {
+    if (this.#early) {
+      this.#early.push(batch);
+      return;
+    }
     if (batch.subscriptionId !== this.#subscriptionId || this.#isTerminal()) return;
     this.#queue.push(batch);
     this.#processing = this.#processing.then(() => this.#drain()).catch((err: Error) => this.#fail(err));
   }
 
   #onBreak(b: ChatBreakNotification): void {
+    if (this.#early) {
+      this.#early.push(b);
+      return;
+    }
     if (b.subscriptionId !== this.#subscriptionId) return;
     this.#fail(new ContinuityBreakError({
       code: 4100, message: `subscription ended: ${b.reason} on ${b.streamId}`,

@@ -31,6 +31,11 @@ export interface ClientEvents {
 
 type Listener<T> = (value: T) => void;
 
+/** One daemon notification, as `notifications()` yields it. */
+export type ClientNotification =
+  | { method: 'chats.batch'; params: NotificationParams['chats.batch'] }
+  | { method: 'chats.break'; params: NotificationParams['chats.break'] };
+
 type Namespace<M extends string> = M extends `${infer NS}.${string}` ? NS : never;
 /** Typed method groups: `client.rpc.streams.append({...})`. */
 export type RpcMethods = {
@@ -123,35 +128,46 @@ export class YelloClient {
 
   /**
    * Notifications as an async iterator (`for await (const n of client.notifications())`).
+   * Listening starts when this is called, not at the first `next()`: create it before
+   * `chats.follow` so a batch that arrives together with the follow's answer is not missed.
    * Ends when the client closes or the connection drops.
    */
-  async *notifications(): AsyncGenerator<{ method: 'chats.batch'; params: ClientEvents['chats.batch'] } | { method: 'chats.break'; params: ClientEvents['chats.break'] }> {
-    type N = { method: 'chats.batch'; params: ClientEvents['chats.batch'] } | { method: 'chats.break'; params: ClientEvents['chats.break'] };
-    const queue: N[] = [];
+  notifications(): AsyncIterableIterator<ClientNotification> {
+    const queue: ClientNotification[] = [];
     let wake: (() => void) | null = null;
     let done = false;
+    const signal = () => {
+      const w = wake;
+      wake = null;
+      w?.();
+    };
     const offs = [
-      this.on('chats.batch', (params) => { queue.push({ method: 'chats.batch', params }); wake?.(); }),
-      this.on('chats.break', (params) => { queue.push({ method: 'chats.break', params }); wake?.(); }),
-      this.on('disconnected', () => { done = true; wake?.(); }),
+      this.on('chats.batch', (params) => { queue.push({ method: 'chats.batch', params }); signal(); }),
+      this.on('chats.break', (params) => { queue.push({ method: 'chats.break', params }); signal(); }),
+      this.on('disconnected', () => { done = true; signal(); }),
     ];
-    const onClosed = () => { done = true; wake?.(); };
+    const onClosed = () => { done = true; signal(); };
     this.#onClosed.add(onClosed);
     offs.push(() => this.#onClosed.delete(onClosed));
-    try {
-      for (;;) {
-        const next = queue.shift();
-        if (next) {
-          yield next;
-          continue;
+    const finish = (): IteratorResult<ClientNotification> => {
+      for (const off of offs.splice(0)) off();
+      return { done: true, value: undefined };
+    };
+    const iterator: AsyncIterableIterator<ClientNotification> = {
+      next: async () => {
+        for (;;) {
+          const value = queue.shift();
+          if (value) return { done: false, value };
+          if (done || this.#closed) return finish();
+          await new Promise<void>((r) => (wake = r));
         }
-        if (done || this.#closed) return;
-        await new Promise<void>((r) => (wake = r));
-        wake = null;
-      }
-    } finally {
-      for (const off of offs) off();
-    }
+      },
+      return: async () => finish(),
+      [Symbol.asyncIterator]() {
+        return iterator;
+      },
+    };
+    return iterator;
   }
 
   #wire(transport: LineTransport): void {

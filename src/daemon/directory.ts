@@ -37,6 +37,10 @@ export class Directory {
   readonly policy: 'grants' | 'open';
 
   readonly #codec: TokenCodec;
+  /** Committed agent rows by id (filled on read, refreshed on commit). */
+  readonly #agents = new Map<string, AgentRow>();
+  /** Committed grants (null: known absent) by key. */
+  readonly #grants = new Map<string, Grant | null>();
 
   constructor(storage: Storage, counters: Counters, codec: TokenCodec, adminToken: string, policy: 'grants' | 'open') {
     this.#storage = storage;
@@ -68,9 +72,23 @@ export class Directory {
 
   // ---- agents ---------------------------------------------------------------------------
 
+  /**
+   * An agent row. Committed rows are cached (every RPC checks its session against one); the
+   * cache is refreshed when a write of the row commits. `admitted` reads see a pending write.
+   */
   #agentRow(agentId: string, admitted = true): AgentRow | undefined {
-    const raw = admitted ? this.#storage.getAdmitted(K.agent(agentId)) : this.#storage.getCommitted(K.agent(agentId));
-    return raw === undefined ? undefined : (JSON.parse(raw) as AgentRow);
+    const key = K.agent(agentId);
+    if (admitted && this.#storage.hasPending(key)) {
+      const raw = this.#storage.getAdmitted(key);
+      return raw === undefined ? undefined : (JSON.parse(raw) as AgentRow);
+    }
+    const cached = this.#agents.get(agentId);
+    if (cached) return cached;
+    const raw = this.#storage.getCommitted(key);
+    if (raw === undefined) return undefined;
+    const row = JSON.parse(raw) as AgentRow;
+    this.#agents.set(agentId, row);
+    return row;
   }
 
   /** The public agent, or NOT_FOUND. */
@@ -122,10 +140,12 @@ export class Directory {
 
   async #updateAgent(agentId: string, change: (row: AgentRow) => WriteOp[]): Promise<AgentRow> {
     this.#storage.assertWritable();
-    const row = this.#agentRow(agentId);
-    if (!row) throw errors.notFound('agent', agentId);
+    const current = this.#agentRow(agentId);
+    if (!current) throw errors.notFound('agent', agentId);
+    const row = { ...current };
     const extra = change(row);
     await this.#storage.write([put(K.agent(agentId), row), ...extra]);
+    this.#agents.set(agentId, row);
     return row;
   }
 
@@ -172,6 +192,7 @@ export class Directory {
     }
     const grant: Grant = { agentId, peerAgentId, grantedAt: new Date().toISOString() };
     await this.#storage.write([put(K.grant(agentId, peerAgentId), grant)]);
+    this.#grants.set(K.grant(agentId, peerAgentId), grant);
     return grant;
   }
 
@@ -181,6 +202,7 @@ export class Directory {
     this.#requireAgent(peerAgentId);
     if (this.#storage.getAdmitted(K.grant(agentId, peerAgentId)) === undefined) return false;
     await this.#storage.write([{ type: 'del', key: K.grant(agentId, peerAgentId) }]);
+    this.#grants.set(K.grant(agentId, peerAgentId), null);
     return true;
   }
 
@@ -193,8 +215,15 @@ export class Directory {
 
   /** The grant letting `agentId` talk to `peerAgentId` (admitted state: revocation applies to the next append). */
   grant(agentId: string, peerAgentId: string): Grant | null {
-    const raw = this.#storage.getAdmitted(K.grant(agentId, peerAgentId));
-    return raw === undefined ? null : (JSON.parse(raw) as Grant);
+    const key = K.grant(agentId, peerAgentId);
+    if (!this.#storage.hasPending(key)) {
+      const cached = this.#grants.get(key);
+      if (cached !== undefined) return cached;
+    }
+    const raw = this.#storage.getAdmitted(key);
+    const grant = raw === undefined ? null : (JSON.parse(raw) as Grant);
+    if (!this.#storage.hasPending(key)) this.#grants.set(key, grant);
+    return grant;
   }
 
   /** Whether `agentId` may open a chat with, or send to, `peerAgentId` now. */

@@ -58,6 +58,7 @@ export function createHandlers(s: Services): Handlers {
       uptimeMs: Date.now() - s.startedAt,
       counts: s.counters.snapshot(),
       storage: s.storage.readOnly ? 'read-only' : 'ok',
+      commits: { ...s.storage.stats },
       kid: s.signer.kid,
       policy: s.directory.policy,
     }),

@@ -278,6 +278,7 @@ export class StreamStore {
 
     const ops: WriteOp[] = [];
     const gen = formatDecimal(generation);
+    const idle = this.#storage.idle;
     const pending = p.records.map(async (input, index): Promise<StoredRecord> => {
       const position = formatDecimal(expected + index);
       const base = { version: 2 as const, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: p.operationId, recordIndex: index };
@@ -291,7 +292,9 @@ export class StreamStore {
       const sha = contentSha256(content);
       // The timestamp is fixed at admission (synchronously), so it never goes backwards.
       const fields = { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, createdAt: this.#timestamp(next), contentSha256: sha };
-      const signature = await this.#signer.signMessageAsync(fields);
+      // Alone on an idle daemon, a thread hop costs more latency than the ~50 µs of ECDSA it
+      // saves; under load the threadpool keeps signatures off the event loop.
+      const signature = idle ? this.#signer.signMessage(fields) : await this.#signer.signMessageAsync(fields);
       return {
         streamId: p.streamId, generation: gen, position,
         wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature } },

@@ -83,6 +83,8 @@ export interface MethodResults {
     uptimeMs: number;
     counts: { agents: number; chats: number; streams: number; records: number };
     storage: 'ok' | 'read-only';
+    /** Synced batches written since start and the writes grouped into them. */
+    commits: { batches: number; writes: number };
     kid: string;
     policy: 'grants' | 'open';
   };

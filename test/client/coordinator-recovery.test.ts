@@ -276,7 +276,7 @@ describe('Coordinator: appends of unknown outcome', () => {
   });
 
   it('a timed-out append that did commit resolves as committed, and sending resumes after it', async () => {
-    const { chat, bob, adapter } = await startBob(1_000);
+    const { chat, bob, adapter } = await startBob(3_000);
     const log = watchStates(bob);
     freeze(daemon); // the request waits, unread, in the socket
     let err: unknown;
@@ -306,7 +306,7 @@ describe('Coordinator: appends of unknown outcome', () => {
   });
 
   it('a timed-out append lost with the daemon resolves as not committed, and sending resumes at the same position', async () => {
-    const { chat, bob } = await startBob(1_000);
+    const { chat, bob } = await startBob(3_000);
     const head = (await admin.rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
     freeze(daemon);
     const err = await rejectionOf(bob.send('never stored'));
