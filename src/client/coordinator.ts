@@ -7,6 +7,7 @@ import {
   ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError,
 } from './errors.js';
 import { YelloClient } from './yello-client.js';
+import { Listeners, type Listener } from './listeners.js';
 
 /** Lifecycle states; `needs-intervention` and `fenced` are terminal until a human acts. */
 export type CoordinatorState = 'idle' | 'starting' | 'running' | 'reconnecting' | 'paused' | 'fenced' | 'needs-intervention' | 'stopped';
@@ -52,7 +53,6 @@ export interface CoordinatorEvents {
   error: Error;
 }
 
-type Listener<T> = (value: T) => void;
 
 /**
  * Drives one agent in one chat (PROTOCOL.md §8): claims the outbound stream, follows the chat
@@ -64,7 +64,7 @@ export class Coordinator {
   readonly #opts: CoordinatorOptions;
   #client: YelloClient | null = null;
   #state: CoordinatorState = 'idle';
-  #listeners = new Map<keyof CoordinatorEvents, Set<Listener<never>>>();
+  readonly #listeners = new Listeners<CoordinatorEvents>();
   #agentId = '';
   #streamId = '';
   #peerStreamId = '';
@@ -120,22 +120,16 @@ export class Coordinator {
     return this.#stopped;
   }
 
+  /** Listen to an event; returns a function that removes the listener. */
   on<E extends keyof CoordinatorEvents>(event: E, listener: Listener<CoordinatorEvents[E]>): () => void {
-    let set = this.#listeners.get(event);
-    if (!set) this.#listeners.set(event, (set = new Set()));
-    set.add(listener as Listener<never>);
-    return () => set.delete(listener as Listener<never>);
-  }
-
-  #emit<E extends keyof CoordinatorEvents>(event: E, value: CoordinatorEvents[E]): void {
-    for (const l of this.#listeners.get(event) ?? []) (l as Listener<CoordinatorEvents[E]>)(value);
+    return this.#listeners.on(event, listener);
   }
 
   #setState(state: CoordinatorState, extra: { error?: Error; operationId?: string } = {}): void {
     if (state === this.#state) return;
     const previous = this.#state;
     this.#state = state;
-    this.#emit('state', { state, previous, ...extra });
+    this.#listeners.emit('state', { state, previous, ...extra });
   }
 
   // ---- lifecycle ------------------------------------------------------------------------
@@ -298,7 +292,7 @@ export class Coordinator {
     if (this.#isTerminal()) return;
     this.#terminal = err;
     this.#setState(err instanceof FencedError ? 'fenced' : 'needs-intervention', { error: err });
-    this.#emit('error', err);
+    this.#listeners.emit('error', err);
     const client = this.#client;
     if (client?.connected && this.#subscriptionId) void client.call('chats.unfollow', { subscriptionId: this.#subscriptionId }).catch(() => {});
     // Let an append already on the wire get its real answer (FENCED, say) before closing,
@@ -369,7 +363,7 @@ export class Coordinator {
         return;
       }
       await this.#opts.cursorStore.save(this.#opts.chatId, batch.cursor);
-      this.#emit('presented', batch);
+      this.#listeners.emit('presented', batch);
     }
   }
 

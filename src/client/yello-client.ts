@@ -5,6 +5,7 @@ import { paramSchemas, type MethodName, type ParamsIn } from '../shared/schemas.
 import type { Jwks } from '../shared/types.js';
 import { ConnectionLostError } from './errors.js';
 import { LineTransport } from './transport.js';
+import { Listeners, type Listener } from './listeners.js';
 
 /** Options of {@link YelloClient.connect}. */
 export interface ConnectOptions {
@@ -29,7 +30,6 @@ export interface ClientEvents {
   reconnected: HelloResult;
 }
 
-type Listener<T> = (value: T) => void;
 
 /** One daemon notification, as `notifications()` yields it. */
 export type ClientNotification =
@@ -60,7 +60,7 @@ export class YelloClient {
   #transport: LineTransport;
   #hello: HelloResult;
   #closed = false;
-  #listeners = new Map<keyof ClientEvents, Set<Listener<never>>>();
+  readonly #listeners = new Listeners<ClientEvents>();
   #onClosed = new Set<() => void>();
   /** Typed methods grouped by namespace. */
   readonly rpc: RpcMethods;
@@ -115,15 +115,9 @@ export class YelloClient {
     return this.call('keys.list', {});
   }
 
+  /** Listen to an event; returns a function that removes the listener. */
   on<E extends keyof ClientEvents>(event: E, listener: Listener<ClientEvents[E]>): () => void {
-    let set = this.#listeners.get(event);
-    if (!set) this.#listeners.set(event, (set = new Set()));
-    set.add(listener as Listener<never>);
-    return () => set.delete(listener as Listener<never>);
-  }
-
-  #emit<E extends keyof ClientEvents>(event: E, value: ClientEvents[E]): void {
-    for (const l of this.#listeners.get(event) ?? []) (l as Listener<ClientEvents[E]>)(value);
+    return this.#listeners.on(event, listener);
   }
 
   /**
@@ -172,11 +166,11 @@ export class YelloClient {
 
   #wire(transport: LineTransport): void {
     transport.onNotification = (method, params) => {
-      if (method === 'chats.batch' || method === 'chats.break') this.#emit(method, params as never);
+      if (method === 'chats.batch' || method === 'chats.break') this.#listeners.emit(method, params as never);
     };
     transport.onClose((err) => {
       if (this.#closed) return;
-      this.#emit('disconnected', err);
+      this.#listeners.emit('disconnected', err);
       if (this.#options.reconnect) void this.#reconnect();
     });
   }
@@ -187,7 +181,7 @@ export class YelloClient {
     const max = cfg.maxDelayMs ?? 5000;
     for (let attempt = 1; !this.#closed && (cfg.maxAttempts === undefined || attempt <= cfg.maxAttempts); attempt++) {
       const delayMs = Math.min(max, min * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
-      this.#emit('reconnecting', { attempt, delayMs });
+      this.#listeners.emit('reconnecting', { attempt, delayMs });
       await new Promise((r) => setTimeout(r, delayMs));
       if (this.#closed) return;
       try {
@@ -195,16 +189,16 @@ export class YelloClient {
         this.#transport = transport;
         this.#hello = hello;
         this.#wire(transport);
-        this.#emit('reconnected', hello);
+        this.#listeners.emit('reconnected', hello);
         return;
       } catch (err) {
         if (!(err instanceof ConnectionLostError)) {
-          this.#emit('disconnected', err as Error);
+          this.#listeners.emit('disconnected', err as Error);
           return;
         }
       }
     }
-    if (!this.#closed) this.#emit('disconnected', new ConnectionLostError('gave up reconnecting to yellod', false));
+    if (!this.#closed) this.#listeners.emit('disconnected', new ConnectionLostError('gave up reconnecting to yellod', false));
   }
 
   /** Close the connection; pending calls reject with `ConnectionLostError`. */
