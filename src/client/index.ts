@@ -3,7 +3,7 @@
  * nothing internal (transport, daemon code) is reachable from here.
  */
 export { YelloClient, defaultSocketPath } from './yello-client.js';
-export type { ConnectOptions, ClientEvents, ClientNotification, RpcMethods } from './yello-client.js';
+export type { ConnectOptions, ClientEvents, ClientNotification, NotificationIterator, RpcMethods } from './yello-client.js';
 export { Coordinator } from './coordinator.js';
 export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';

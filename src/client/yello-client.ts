@@ -31,6 +31,11 @@ export interface ClientEvents {
 }
 
 
+/** The iterator `notifications()` returns; `return()` stops listening. */
+export type NotificationIterator = AsyncIterableIterator<ClientNotification> & {
+  return(value?: unknown): Promise<IteratorResult<ClientNotification>>;
+};
+
 /** One daemon notification, as `notifications()` yields it. */
 export type ClientNotification =
   | { method: 'chats.batch'; params: NotificationParams['chats.batch'] }
@@ -126,7 +131,7 @@ export class YelloClient {
    * `chats.follow` so a batch that arrives together with the follow's answer is not missed.
    * Ends when the client closes or the connection drops.
    */
-  notifications(): AsyncIterableIterator<ClientNotification> {
+  notifications(): NotificationIterator {
     const queue: ClientNotification[] = [];
     let wake: (() => void) | null = null;
     let done = false;
@@ -147,7 +152,7 @@ export class YelloClient {
       for (const off of offs.splice(0)) off();
       return { done: true, value: undefined };
     };
-    const iterator: AsyncIterableIterator<ClientNotification> = {
+    const iterator: NotificationIterator = {
       next: async () => {
         for (;;) {
           const value = queue.shift();
