@@ -31,8 +31,3 @@ export const K = {
   opLogPrefix: (streamId: string) => `ol/${streamId}/`,
   messageId: (streamId: string, generation: number, clientMessageId: string) => `x/${streamId}/${pad(generation)}/${clientMessageId}`,
 };
-
-/** Position part of a record key (the last 16 digits). */
-export function positionOfRecordKey(key: string): number {
-  return Number(key.slice(-16));
-}

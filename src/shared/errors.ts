@@ -29,8 +29,6 @@ export type ErrorType = keyof typeof ERROR_CODES;
 export const JSONRPC_PARSE_ERROR = -32700;
 /** The request is not a JSON-RPC 2.0 request object. */
 export const JSONRPC_INVALID_REQUEST = -32600;
-/** The method does not exist. */
-export const JSONRPC_METHOD_NOT_FOUND = -32601;
 
 /** Why a read cannot continue exactly (PROTOCOL.md §6). */
 export type ContinuityReason = 'STREAM_MISSING' | 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE';
@@ -62,11 +60,6 @@ export class YelloError extends Error {
   toData(): ErrorDetails & { type: ErrorType } {
     return { type: this.type, ...this.details };
   }
-}
-
-/** True when `code` belongs to the registry. */
-export function isErrorType(value: unknown): value is ErrorType {
-  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
 }
 
 /** Shorthand constructors keep call sites short and the details named as in §3. */

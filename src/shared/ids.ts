@@ -32,8 +32,3 @@ export function splitStreamId(streamId: string): { chatId: string; authorAgentId
   if (!ID_PATTERN.test(chatId) || !ID_PATTERN.test(authorAgentId)) return null;
   return { chatId, authorAgentId };
 }
-
-/** RFC 3339 UTC with milliseconds, as the daemon assigns timestamps. */
-export function formatTimestamp(ms: number): string {
-  return new Date(ms).toISOString();
-}

@@ -110,8 +110,6 @@ export type MethodName = keyof typeof paramSchemas;
 export type ParamsIn<M extends MethodName> = z.input<(typeof paramSchemas)[M]>;
 /** Params after validation, as handlers see them. */
 export type Params<M extends MethodName> = z.output<(typeof paramSchemas)[M]>;
-/** A validated record of an append. */
-export type AppendRecordInput = Params<'streams.append'>['records'][number];
 
 /** Turn the first schema issue into INVALID_PARAMS details (`path`, `reason`). */
 export function describeIssue(issue: z.core.$ZodIssue): { path: string; reason: string } {
