@@ -7,9 +7,6 @@ import type { Caller } from './caller.js';
 import { Directory } from './directory.js';
 import type { StreamMeta } from './stream-meta.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
-import { K } from './keys.js';
-import { decodeRecord } from './record-codec.js';
-import type { Storage } from './storage.js';
 
 /** A compound (live) cursor: per stream of the chat, the generation and next position. */
 export interface LiveCursor {
@@ -40,14 +37,12 @@ export class ChatReader {
   readonly #streams: StreamStore;
   readonly #directory: Directory;
   readonly #codec: TokenCodec;
-  readonly #storage: Storage;
   readonly #waiters = new Map<string, Set<() => void>>();
 
-  constructor(streams: StreamStore, directory: Directory, codec: TokenCodec, storage: Storage) {
+  constructor(streams: StreamStore, directory: Directory, codec: TokenCodec) {
     this.#streams = streams;
     this.#directory = directory;
     this.#codec = codec;
-    this.#storage = storage;
     streams.listen({
       committed: (range: CommittedRange) => this.#wake(range.streamId),
       discontinuity: (streamId: string) => this.#wake(streamId),
@@ -114,8 +109,7 @@ export class ChatReader {
 
   /** Check a cursor position against the current stream: exact continuity or CONTINUITY_BREAK. */
   checkContinuity(streamId: string, generation: number, position: number): StreamMeta {
-    const meta = this.#streams.committedMeta(streamId);
-    if (!meta) throw errors.continuityBreak('STREAM_MISSING', streamId, streamId, null);
+    const meta = this.#streams.continuingMeta(streamId);
     if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
     if (position < meta.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(position), formatDecimal(meta.firstPosition));
     if (position > meta.nextPosition) throw errors.invalidParams('cursor', `the cursor is beyond the end of ${streamId}`);
@@ -131,11 +125,7 @@ export class ChatReader {
     const limit = p.limit ?? 50;
     let cur: HistoryCursor;
     if (p.cursor === undefined) {
-      const metas = ids.map((id) => {
-        const m = this.#streams.committedMeta(id);
-        if (!m) throw errors.continuityBreak('STREAM_MISSING', id, id, null);
-        return m;
-      }) as [StreamMeta, StreamMeta];
+      const metas = ids.map((id) => this.#streams.continuingMeta(id)) as [StreamMeta, StreamMeta];
       const direction = p.direction ?? 'backward';
       const g: [number, number] = [metas[0].generation, metas[1].generation];
       const h: [number, number] = [metas[0].nextPosition, metas[1].nextPosition];
@@ -180,8 +170,7 @@ export class ChatReader {
    * iterator from the cursor's position (O(page), whatever the history length).
    */
   async #historySide(streamId: string, i: 0 | 1, cur: HistoryCursor, limit: number): Promise<{ messages: StoredRecord[]; exhausted: boolean; end: number }> {
-    const meta = this.#streams.committedMeta(streamId);
-    if (!meta) throw errors.continuityBreak('STREAM_MISSING', streamId, streamId, null);
+    const meta = this.#streams.continuingMeta(streamId);
     const generation = cur.g[i];
     if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
     const forward = cur.d === 'forward';
@@ -192,25 +181,17 @@ export class ChatReader {
       throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(lo), formatDecimal(meta.firstPosition));
     }
     const messages: StoredRecord[] = [];
+    // The next position the scan would have read: it tells whether the scan reached the end.
     let expect = forward ? lo : hi - 1;
-    const it = this.#storage.db.iterator({ gte: K.record(streamId, generation, lo), lt: K.record(streamId, generation, hi), reverse: !forward });
     let exhausted = true;
-    try {
-      for await (const [, value] of it) {
-        const record = decodeRecord(value, { streamId, generation, position: expect });
-        if (record.position !== formatDecimal(expect)) {
-          throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(expect), record.position);
-        }
-        expect += forward ? 1 : -1;
-        if (record.wrapper.type !== 'chat.message') continue;
-        messages.push(record);
-        if (messages.length >= limit) {
-          exhausted = false;
-          break;
-        }
+    for await (const { record } of this.#streams.scan(streamId, generation, lo, hi, !forward)) {
+      expect += forward ? 1 : -1;
+      if (record.wrapper.type !== 'chat.message') continue;
+      messages.push(record);
+      if (messages.length >= limit) {
+        exhausted = false;
+        break;
       }
-    } finally {
-      await it.close();
     }
     if (exhausted) {
       const reachedEnd = forward ? expect === hi : expect === lo - 1;

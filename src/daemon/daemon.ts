@@ -51,7 +51,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const codec = new TokenCodec(secret);
     const directory = new Directory(storage, counters, codec, adminToken, config.policy);
     const streams = new StreamStore(storage, directory, signer, codec, counters);
-    const reader = new ChatReader(streams, directory, codec, storage);
+    const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, log);
     const helloLimiter = new HelloLimiter();
     const handlers = createHandlers({

@@ -98,12 +98,6 @@ export class Directory {
     return publicAgent(row);
   }
 
-  /** A possibly missing agent (committed state). */
-  findAgent(agentId: string): Agent | undefined {
-    const row = this.#agentRow(agentId, false);
-    return row ? publicAgent(row) : undefined;
-  }
-
   agentByUsername(username: string): Agent {
     const id = this.#storage.getCommitted(K.username(username));
     if (id === undefined) throw errors.notFound('agent', username);

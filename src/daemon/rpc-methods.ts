@@ -43,7 +43,6 @@ export function createHandlers(s: Services): Handlers {
       }
       s.helloLimiter.succeeded(connId);
       ctx.connection.setCaller(caller);
-      ctx.caller = caller;
       return {
         role: caller.role,
         ...(caller.role === 'agent' ? { agentId: caller.agentId } : {}),

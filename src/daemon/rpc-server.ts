@@ -20,6 +20,9 @@ export interface ConnectionHandle {
   setCaller(caller: Caller): void;
   notify(method: string, params: unknown): void;
   onClose(listener: () => void): void;
+  /** True while the client is not reading fast enough; deliveries wait for `onDrain`. */
+  readonly congested: boolean;
+  onDrain(listener: () => void): void;
 }
 
 /** A validated handler: typed params, authenticated caller (null only for public methods). */

@@ -76,10 +76,6 @@ export class SocketServer {
     });
   }
 
-  get connectionCount(): number {
-    return this.#connections.size;
-  }
-
   /** Listen on a path with `mode`, created under a restrictive umask so it is never wider. */
   listenPath(path: string, mode: number): Promise<void> {
     return new Promise((resolve, reject) => {

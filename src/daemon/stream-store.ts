@@ -121,16 +121,18 @@ export class StreamStore {
     ops.push(streamMetaOp(next));
     const snapshot = cloneMeta(next);
     let records: StoredRecord[] = [];
+    const recordOps = (rs: StoredRecord[]): WriteOp[] =>
+      rs.map((r) => ({ type: 'put', key: K.record(next.streamId, range!.generation, Number(r.position)), value: encodeRecord(r) }));
     if (range && !Array.isArray(range.records)) {
       const late = range.records.then((rs) => {
         records = rs;
-        return rs.map((r) => ({ type: 'put' as const, key: K.record(next.streamId, range.generation, Number(r.position)), value: encodeRecord(r) }));
+        return recordOps(rs);
       });
       await this.#storage.writeWithLate(ops, late);
     } else {
       if (range) {
         records = range.records as StoredRecord[];
-        for (const r of records) ops.push({ type: 'put', key: K.record(next.streamId, range.generation, Number(r.position)), value: encodeRecord(r) });
+        ops.push(...recordOps(records));
       }
       await this.#storage.write(ops);
     }
@@ -389,10 +391,16 @@ export class StreamStore {
     return s ? { firstPosition: s.firstPosition, nextPosition: s.nextPosition, sealed: true } : null;
   }
 
-  /** Committed meta for a reader, or CONTINUITY_BREAK/STREAM_MISSING. */
-  readableMeta(caller: Caller, streamId: string): StreamMeta {
+  /** Committed meta of a stream a reader expects to exist, or CONTINUITY_BREAK/STREAM_MISSING. */
+  continuingMeta(streamId: string): StreamMeta {
     const meta = this.committedMeta(streamId);
     if (!meta) throw errors.continuityBreak('STREAM_MISSING', streamId, streamId, null);
+    return meta;
+  }
+
+  /** `continuingMeta`, for a participant or admin. */
+  readableMeta(caller: Caller, streamId: string): StreamMeta {
+    const meta = this.continuingMeta(streamId);
     this.#assertReader(caller, meta);
     return meta;
   }
@@ -420,29 +428,37 @@ export class StreamStore {
   }
 
   /**
-   * Records [from, end) of one generation, at most `limit`, stopping once `maxBytes` is
-   * reached (but always at least one). Fails closed if the range does not start exactly at
-   * `from` or has a hole (a trim raced the read): never a silent skip.
+   * Committed records of [from, end) of one generation, in position order (or reverse), each
+   * decoded, checksum-verified and at exactly the next expected position: a hole (a trim that
+   * raced the read) throws PREFIX_UNAVAILABLE instead of being skipped. Whether ending before
+   * the range's far end is a break is the caller's call. Breaking out closes the iterator.
    */
-  async #range(streamId: string, generation: number, from: number, end: number, limit: number, maxBytes: number): Promise<StoredRecord[]> {
-    if (from >= end) return [];
-    const out: StoredRecord[] = [];
-    let bytes = 0;
-    let expect = from;
-    const it = this.#storage.db.iterator({ gte: K.record(streamId, generation, from), lt: K.record(streamId, generation, end), limit: Number.isFinite(limit) ? limit : -1 });
+  async *scan(streamId: string, generation: number, from: number, end: number, reverse = false): AsyncGenerator<{ record: StoredRecord; bytes: number }> {
+    if (from >= end) return;
+    let expect = reverse ? end - 1 : from;
+    const it = this.#storage.db.iterator({ gte: K.record(streamId, generation, from), lt: K.record(streamId, generation, end), reverse });
     try {
       for await (const [, value] of it) {
         const record = decodeRecord(value, { streamId, generation, position: expect });
         if (record.position !== formatDecimal(expect)) {
           throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(expect), record.position);
         }
-        out.push(record);
-        expect++;
-        bytes += value.length;
-        if (bytes >= maxBytes) break;
+        yield { record, bytes: value.length };
+        expect += reverse ? -1 : 1;
       }
     } finally {
       await it.close();
+    }
+  }
+
+  /** Records [from, end), at most `limit`, stopping once `maxBytes` is reached (always at least one). */
+  async #range(streamId: string, generation: number, from: number, end: number, limit: number, maxBytes: number): Promise<StoredRecord[]> {
+    const out: StoredRecord[] = [];
+    let bytes = 0;
+    for await (const r of this.scan(streamId, generation, from, end)) {
+      out.push(r.record);
+      bytes += r.bytes;
+      if (out.length >= limit || bytes >= maxBytes) break;
     }
     if (out.length === 0 && from < end) {
       const meta = this.committedMeta(streamId);

@@ -6,7 +6,7 @@ import type { ChatBatchNotification, ChatBreakNotification, StoredRecord } from 
 import type { Caller } from './caller.js';
 import type { ChatReader } from './chat-reader.js';
 import { Directory } from './directory.js';
-import type { Connection } from './connection.js';
+import type { ConnectionHandle } from './rpc-server.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
 import { randomId } from './tokens.js';
 
@@ -24,7 +24,7 @@ interface Subscription {
   id: string;
   chatId: string;
   caller: Caller;
-  connection: Connection;
+  connection: ConnectionHandle;
   streamIds: [string, string];
   cursors: Map<string, Cursor>;
   /** Streams with committed records not yet delivered. */
@@ -64,8 +64,7 @@ export class Subscriptions {
     return this.#byId.size;
   }
 
-  follow(caller: Caller, p: Params<'chats.follow'>, handle: unknown): { subscriptionId: string; cursor: string } {
-    const connection = handle as Connection;
+  follow(caller: Caller, p: Params<'chats.follow'>, connection: ConnectionHandle): { subscriptionId: string; cursor: string } {
     const chat = this.#directory.readableChat(caller, p.chatId);
     const streamIds = Directory.streamIds(chat);
     const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
@@ -80,8 +79,7 @@ export class Subscriptions {
       }
     } else {
       for (const id of streamIds) {
-        const meta = this.#streams.committedMeta(id);
-        if (!meta) throw errors.continuityBreak('STREAM_MISSING', id, id, null);
+        const meta = this.#streams.continuingMeta(id);
         cursors.set(id, { generation: meta.generation, position: meta.nextPosition });
       }
     }
@@ -104,9 +102,9 @@ export class Subscriptions {
     return { subscriptionId: sub.id, cursor: this.#cursorOf(sub) };
   }
 
-  unfollow(subscriptionId: string, handle: unknown): { subscriptionId: string; ended: boolean } {
+  unfollow(subscriptionId: string, connection: ConnectionHandle): { subscriptionId: string; ended: boolean } {
     const sub = this.#byId.get(subscriptionId);
-    if (!sub || sub.connection !== handle) throw errors.notFound('subscription', subscriptionId);
+    if (!sub || sub.connection !== connection) throw errors.notFound('subscription', subscriptionId);
     this.#end(sub);
     return { subscriptionId, ended: true };
   }

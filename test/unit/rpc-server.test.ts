@@ -14,7 +14,7 @@ function server(thrown: unknown, lines: string[]): RpcServer {
   return new RpcServer(handlers, log, () => true);
 }
 
-const ctx = (): CallContext => ({ caller: { role: 'admin' }, connection: { id: 1, setCaller() {}, notify() {}, onClose() {} } });
+const ctx = (): CallContext => ({ caller: { role: 'admin' }, connection: { id: 1, setCaller() {}, notify() {}, onClose() {}, congested: false, onDrain() {} } });
 
 describe('RpcServer error mapping', () => {
   it('maps an unexpected exception to INTERNAL with a correlation id, logs it, and leaks nothing', async () => {
