@@ -86,6 +86,18 @@ export function rssKiB(pid) {
   return Number(m[1]);
 }
 
+/** CPU time (user + system, all threads) a process has used so far, in ms (Linux clock ticks of 10 ms). */
+export function cpuMs(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** This process's CPU time so far (user + system), in ms. */
+export function selfCpuMs() {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
 // ---- JSON-RPC over NDJSON ---------------------------------------------------------------
 
 export class RpcError extends Error {
@@ -279,6 +291,45 @@ export class Daemon {
     const info = await this.exited;
     clearTimeout(timer);
     if (info.code !== 0) process.stderr.write(`bench: daemon exited with ${info.code ?? info.signal}: ${this.output.slice(-2000)}\n`);
+  }
+}
+
+/**
+ * The issue's straightforward pipeline (`bench/pipeline-server.mjs`) as a child process, and
+ * `n` bare coordinators on it (own connection and stream each), usable with appendOne().
+ */
+export class PipelineServer {
+  constructor(dir) {
+    this.socketPath = path.join(dir, 'p.sock');
+    this.dbDir = path.join(dir, 'db');
+    this.child = null;
+  }
+
+  get pid() {
+    return this.child?.pid;
+  }
+
+  async start() {
+    const child = trackChild(spawn(process.execPath, [path.join(repoRoot, 'bench', 'pipeline-server.mjs'), this.socketPath, this.dbDir], { stdio: ['ignore', 'pipe', 'inherit'] }));
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once('exit', resolve));
+    await new Promise((resolve, reject) => {
+      child.stdout.once('data', resolve);
+      child.once('exit', (code) => reject(new Error(`pipeline server exited (${code}) before ready`)));
+    });
+  }
+
+  coordinators(n) {
+    return Promise.all(Array.from({ length: n }, async (_, i) => ({
+      conn: await RpcConn.open(this.socketPath, 'bench'), streamId: `chat_p${i}:agt_p${i}`, coordinatorToken: 'bench', generation: '1', next: 0,
+    })));
+  }
+
+  async stop() {
+    if (!this.child) return;
+    this.child.kill('SIGTERM');
+    await Promise.race([this.exited, sleep(10_000)]);
+    this.child = null;
   }
 }
 

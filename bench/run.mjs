@@ -13,8 +13,8 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { BASELINE_GROUP, GroupCommitStore, baselineKey, makeWriters, rawHistoryPage, runBaselineAppends } from './baseline.mjs';
 import {
-  Daemon, RpcConn, appendOne, appendParams, cleanupAll, content, fmt, makeTempDir, median, nowMs, percentile,
-  removeTempDir, repoRoot, rssKiB, setupCoordinator, sleep, table, trackChild,
+  Daemon, PipelineServer, RpcConn, appendOne, appendParams, cleanupAll, content, cpuMs, fmt, makeTempDir, median, nowMs, percentile,
+  removeTempDir, repoRoot, rssKiB, selfCpuMs, setupCoordinator, sleep, table, trackChild,
 } from './lib.mjs';
 
 // ---- configuration ----------------------------------------------------------------------
@@ -77,9 +77,15 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 
 // ---- (a) + (b): durable appends vs the in-process baseline ------------------------------
 
-/** Closed loops, one per coordinator, each on its own connection, for `seconds`. */
-async function closedLoop(cos, seconds) {
+/**
+ * Closed loops, one per coordinator, each on its own connection, for `seconds`. With
+ * `serverPid`, also the CPU time (all threads, user + system) that process and this bench
+ * client spent per completed append.
+ */
+async function closedLoop(cos, seconds, serverPid = null) {
   const latencies = [];
+  const cpu0 = serverPid ? cpuMs(serverPid) : 0;
+  const self0 = selfCpuMs();
   const t0 = nowMs();
   const deadline = t0 + seconds * 1000;
   const maxPerLoop = 10_000_000;
@@ -93,7 +99,11 @@ async function closedLoop(cos, seconds) {
     }),
   );
   const secs = (nowMs() - t0) / 1000;
-  return { appends: latencies.length, seconds: secs, perSecond: latencies.length / secs, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) };
+  const n = latencies.length;
+  return {
+    appends: n, seconds: secs, perSecond: n / secs, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99),
+    serverCpuUs: serverPid ? ((cpuMs(serverPid) - cpu0) * 1000) / n : null, clientCpuUs: ((selfCpuMs() - self0) * 1000) / n,
+  };
 }
 
 async function benchAppends(daemon, admin) {
@@ -106,36 +116,50 @@ async function benchAppends(daemon, admin) {
   const store = await GroupCommitStore.open(baseDir);
   const key = baselineKey();
   const writers = makeWriters(maxC);
+  const pipeDir = makeTempDir('ybp-');
+  const pipeline = new PipelineServer(pipeDir);
+  let pipeCos = [];
   try {
+    await pipeline.start();
+    pipeCos = await pipeline.coordinators(maxC);
     for (const c of cfg.concurrency) {
       log(`(a) warm-up ${cfg.warmupSeconds}s at ${c}`);
       const w = await closedLoop(cos.slice(0, c), cfg.warmupSeconds);
       await runBaselineAppends(store, key, { writers: writers.slice(0, c), total: w.appends, maxMs: 30_000 });
+      await closedLoop(pipeCos.slice(0, c), cfg.warmupSeconds);
     }
-    const perC = new Map(cfg.concurrency.map((c) => [c, { daemon: [], baseline: [] }]));
+    const perC = new Map(cfg.concurrency.map((c) => [c, { daemon: [], baseline: [], pipeline: [] }]));
     for (let r = 1; r <= cfg.rounds; r++) {
       for (const c of cfg.concurrency) {
-        const d = await closedLoop(cos.slice(0, c), cfg.seconds);
+        const d = await closedLoop(cos.slice(0, c), cfg.seconds, daemon.pid);
         const b = await runBaselineAppends(store, key, { writers: writers.slice(0, c), total: d.appends, maxMs: Math.max(30_000, cfg.seconds * 10_000) });
+        const p = await closedLoop(pipeCos.slice(0, c), cfg.seconds, pipeline.pid);
         perC.get(c).daemon.push(d);
         perC.get(c).baseline.push(b);
-        log(`(a) round ${r}/${cfg.rounds} c=${c}: daemon ${fmt.int(d.perSecond)}/s p50 ${fmt.ms(d.p50)} p99 ${fmt.ms(d.p99)} | baseline ${fmt.int(b.perSecond)}/s p50 ${fmt.ms(b.p50)} (${b.appends} appends)`);
+        perC.get(c).pipeline.push(p);
+        log(`(a) round ${r}/${cfg.rounds} c=${c}: daemon ${fmt.int(d.perSecond)}/s p50 ${fmt.ms(d.p50)} p99 ${fmt.ms(d.p99)} cpu ${fmt.int(d.serverCpuUs)} µs | baseline ${fmt.int(b.perSecond)}/s p50 ${fmt.ms(b.p50)} (${b.appends} appends) | pipeline ${fmt.int(p.perSecond)}/s p50 ${fmt.ms(p.p50)} cpu ${fmt.int(p.serverCpuUs)} µs`);
       }
     }
     for (const c of cfg.concurrency) {
-      const { daemon: ds, baseline: bs } = perC.get(c);
+      const { daemon: ds, baseline: bs, pipeline: ps } = perC.get(c);
       const m = (xs, k) => median(xs.map((x) => x[k]));
+      const loop = (xs) => ({
+        perSecond: m(xs, 'perSecond'), p50: m(xs, 'p50'), p99: m(xs, 'p99'), appends: m(xs, 'appends'), serverCpuUs: m(xs, 'serverCpuUs'), clientCpuUs: m(xs, 'clientCpuUs'),
+      });
       results.a.push({
         concurrency: c,
-        daemon: { perSecond: m(ds, 'perSecond'), p50: m(ds, 'p50'), p99: m(ds, 'p99'), appends: m(ds, 'appends') },
+        daemon: loop(ds),
         baseline: { perSecond: m(bs, 'perSecond'), p50: m(bs, 'p50'), p99: m(bs, 'p99'), appends: m(bs, 'appends') },
-        rounds: { daemon: ds, baseline: bs },
+        pipeline: loop(ps),
+        rounds: { daemon: ds, baseline: bs, pipeline: ps },
       });
     }
   } finally {
     await store.close();
     removeTempDir(baseDir);
-    for (const co of cos) co.conn.close();
+    for (const co of [...cos, ...pipeCos]) co.conn.close();
+    await pipeline.stop();
+    removeTempDir(pipeDir);
   }
 }
 
@@ -510,7 +534,23 @@ function report() {
       ['coordinators', 'appends/s', 'p50 ms', 'p99 ms', 'base appends/s', 'base p50', 'base p99', 'ratio/s', 'ratio p50', 'ratio p99'],
       rows,
     ));
-    lines.push(results.redis?.skipped ? `(d2) Redis Streams peer: skipped — ${results.redis.skipped}` : '(d2) rows "redis N": Redis Streams XADD, appendonly yes, appendfsync always, N clients, same append count');
+    if (results.redis) lines.push(results.redis.skipped ? `(d2) Redis Streams peer: skipped — ${results.redis.skipped}` : '(d2) rows "redis N": Redis Streams XADD, appendonly yes, appendfsync always, N clients, same append count');
+    lines.push('');
+  }
+  if (results.a.some((r) => r.pipeline)) {
+    const cores = os.cpus().length;
+    // What the CPU alone allows: every core busy, nothing waiting on fsync or on another thread.
+    const ceiling = (x) => (cores * 1e6) / (x.serverCpuUs + x.clientCpuUs);
+    lines.push(table(
+      `(a') the same closed loops against the issue's straightforward pipeline (bench/pipeline-server.mjs: json-rpc-2.0 → SHA-256 → ES256 → grouped sync batch → reply), and CPU per append (all threads, user + system) of the server and of this bench client; ceiling = ${cores} cores / (server + client CPU per append)`,
+      ['coordinators', 'daemon/s', 'pipeline/s', 'daemon÷pipe', 'pipe p50', 'daemon cpu µs', 'pipe cpu µs', 'client cpu µs', 'daemon ceiling/s', 'pipe ceiling/s'],
+      results.a.filter((r) => r.pipeline).map((r) => [
+        r.concurrency, fmt.int(r.daemon.perSecond), fmt.int(r.pipeline.perSecond), fmt.ratio(r.daemon.perSecond / r.pipeline.perSecond), fmt.ms(r.pipeline.p50),
+        fmt.int(r.daemon.serverCpuUs), fmt.int(r.pipeline.serverCpuUs), fmt.int(r.daemon.clientCpuUs), fmt.int(ceiling(r.daemon)), fmt.int(ceiling(r.pipeline)),
+      ]),
+    ));
+    const top = results.a.filter((r) => r.pipeline).at(-1);
+    lines.push(`target check at ${top.concurrency}: 1.75 × pipeline = ${fmt.int(1.75 * top.pipeline.perSecond)}/s; the daemon's CPU ceiling is ${fmt.int(ceiling(top.daemon))}/s, the pipeline's own ${fmt.int(ceiling(top.pipeline))}/s`);
     lines.push('');
   }
   if (results.c) {

@@ -70,21 +70,6 @@ export class Signer {
     this.#activeKid = kid;
   }
 
-  /**
-   * Sign on the libuv threadpool (keeps ~30 µs of ECDSA per message off the event loop).
-   * The key is chosen now, synchronously, so a rotation never splits an admission.
-   */
-  signMessageAsync(fields: SignedFields): Promise<MessageSignature> {
-    const kid = this.#activeKid;
-    const key = this.#activeKey;
-    return new Promise((resolve, reject) => {
-      sign('sha256', Buffer.from(messagePayload(fields), 'utf8'), { key, dsaEncoding: 'ieee-p1363' }, (err, sig) => {
-        if (err) reject(err);
-        else resolve({ kid, alg: 'ES256', value: sig.toString('base64url'), createdAt: fields.createdAt });
-      });
-    });
-  }
-
   /** Sign a message's fields with the active key. */
   signMessage(fields: SignedFields): MessageSignature {
     return { kid: this.#activeKid, alg: 'ES256', value: signPayload(this.#activeKey, messagePayload(fields)), createdAt: fields.createdAt };

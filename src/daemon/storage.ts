@@ -6,12 +6,8 @@ import { errors } from '../shared/errors.js';
 export type WriteOp = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
 
 interface PendingWrite {
-  /** Ops known at admission (visible through the overlay at once). */
+  /** The write's ops, visible through the overlay from admission on. */
   ops: WriteOp[];
-  /** Ops computed after admission (e.g. signed records), appended before the write. */
-  late: WriteOp[] | null;
-  ready: boolean;
-  whenReady: Promise<void> | null;
   done: Promise<void>;
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -28,10 +24,6 @@ function coalesce(group: PendingWrite[]): WriteOp[] {
       byKey.delete(op.key);
       byKey.set(op.key, op);
     }
-    if (g.late) for (const op of g.late) {
-      byKey.delete(op.key);
-      byKey.set(op.key, op);
-    }
   }
   return [...byKey.values()];
 }
@@ -44,8 +36,7 @@ const MAX_GROUP_WRITES = 256;
  *
  * Admission (checks + position assignment) is synchronous and reads through the overlay, so
  * two appends can never both pass a compare-and-append check. Writes are committed strictly in
- * admission order, even when part of a write (a signature computed on the threadpool) arrives
- * later. Writes that arrive while a synced batch is in flight join the next batch; an idle
+ * admission order. Writes that arrive while a synced batch is in flight join the next batch; an idle
  * daemon flushes at once, with no timer. A write is acknowledged only after its batch returned
  * from `sync: true`. A failed write makes the store read-only until restart: nothing is
  * retried silently.
@@ -111,11 +102,6 @@ export class Storage {
     return this.getCommitted(key);
   }
 
-  /** True when nothing waits to be written: the next write is alone on the idle path. */
-  get idle(): boolean {
-    return this.#queue.length === 0 && !this.#flushing;
-  }
-
   /** Whether an admitted write of `key` is still waiting for its fsync. */
   hasPending(key: string): boolean {
     return this.#overlay.has(key);
@@ -137,18 +123,6 @@ export class Storage {
    * Must be called synchronously after the checks that depend on `getAdmitted`.
    */
   write(ops: WriteOp[]): Promise<void> {
-    return this.#admit(ops, null);
-  }
-
-  /**
-   * Admit `ops` now and `late` once it resolves; the write keeps its place in the commit
-   * order, so later admissions wait for it rather than overtake it.
-   */
-  writeWithLate(ops: WriteOp[], late: Promise<WriteOp[]>): Promise<void> {
-    return this.#admit(ops, late);
-  }
-
-  #admit(ops: WriteOp[], late: Promise<WriteOp[]> | null): Promise<void> {
     this.assertWritable();
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
@@ -156,19 +130,7 @@ export class Storage {
       resolve = res;
       reject = rej;
     });
-    const pending: PendingWrite = { ops, late: null, ready: late === null, whenReady: null, done, resolve, reject };
-    if (late) {
-      pending.whenReady = late.then(
-        (more) => {
-          pending.late = more;
-          pending.ready = true;
-        },
-        (err: unknown) => {
-          // A write that cannot be completed cannot keep its place: fail closed.
-          this.#fail(err, []);
-        },
-      );
-    }
+    const pending: PendingWrite = { ops, done, resolve, reject };
     for (const op of ops) this.#overlay.set(op.key, { value: op.type === 'put' ? op.value : undefined, owner: pending });
     this.#queue.push(pending);
     if (!this.#flushing) void this.#flush();
@@ -191,15 +153,8 @@ export class Storage {
       // buffers get admitted and join this fsync instead of waiting for the next one. This is
       // not a timer: an idle daemon pays a few microseconds, a busy one writes fuller batches.
       await new Promise<void>((resolve) => setImmediate(resolve));
-      const head = this.#queue[0]!;
-      if (!head.ready) {
-        await head.whenReady;
-        continue;
-      }
-      let n = 0;
-      while (n < this.#queue.length && n < MAX_GROUP_WRITES && this.#queue[n]!.ready) n++;
-      const group = this.#queue.splice(0, n);
-      const ops = group.length === 1 ? [...group[0]!.ops, ...(group[0]!.late ?? [])] : coalesce(group);
+      const group = this.#queue.splice(0, MAX_GROUP_WRITES);
+      const ops = group.length === 1 ? group[0]!.ops : coalesce(group);
       try {
         await this.#syncedBatch(ops);
       } catch (err) {

@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
 import { errors, type YelloError } from '../shared/errors.js';
 import { formatDecimal, parseDecimal, splitStreamId } from '../shared/ids.js';
-import { clientMessageId, contentSha256 } from '../shared/message-signing.js';
+import { clientMessageId, contentSha256, sha256Base64url } from '../shared/message-signing.js';
 import type { OperationInfo } from '../shared/methods.js';
 import type { Params } from '../shared/schemas.js';
 import type { AppendResult, ReadBatch, Redaction, StoredRecord, StreamState } from '../shared/types.js';
@@ -109,33 +108,20 @@ export class StreamStore {
   }
 
   /**
-   * Admit a new head: cache it as admitted, persist it (with `late` records once they are
-   * signed), publish it as committed once durable, then tell subscribers.
+   * Admit a new head: cache it as admitted, persist it with its records, publish it as
+   * committed once durable, then tell subscribers.
    */
   async #commitMeta(
     next: StreamMeta,
     ops: WriteOp[],
-    range?: { generation: number; fromPosition: number; nextPosition: number; records: StoredRecord[] | Promise<StoredRecord[]> },
-  ): Promise<StoredRecord[]> {
+    range?: { generation: number; fromPosition: number; nextPosition: number; records: StoredRecord[] },
+  ): Promise<void> {
     this.#admitted.set(next.streamId, next);
     ops.push(streamMetaOp(next));
     const snapshot = cloneMeta(next);
-    let records: StoredRecord[] = [];
-    const recordOps = (rs: StoredRecord[]): WriteOp[] =>
-      rs.map((r) => ({ type: 'put', key: K.record(next.streamId, range!.generation, Number(r.position)), value: encodeRecord(r) }));
-    if (range && !Array.isArray(range.records)) {
-      const late = range.records.then((rs) => {
-        records = rs;
-        return recordOps(rs);
-      });
-      await this.#storage.writeWithLate(ops, late);
-    } else {
-      if (range) {
-        records = range.records as StoredRecord[];
-        ops.push(...recordOps(records));
-      }
-      await this.#storage.write(ops);
-    }
+    const records = range?.records ?? [];
+    for (const r of records) ops.push({ type: 'put', key: K.record(next.streamId, range!.generation, Number(r.position)), value: encodeRecord(r) });
+    await this.#storage.write(ops);
     const current = this.#committed.get(next.streamId);
     // Commits of one stream complete in admission order; never move the committed view back.
     if (!current || current.generation < snapshot.generation || current.nextPosition <= snapshot.nextPosition) {
@@ -145,7 +131,6 @@ export class StreamStore {
       const full: CommittedRange = { generation: range.generation, fromPosition: range.fromPosition, nextPosition: range.nextPosition, records, streamId: next.streamId, chatId: next.chatId };
       for (const l of this.#listeners) l.committed(full);
     }
-    return records;
   }
 
   /** Public state, with the peer's receipt as `acknowledged`. */
@@ -280,8 +265,10 @@ export class StreamStore {
 
     const ops: WriteOp[] = [];
     const gen = formatDecimal(generation);
-    const idle = this.#storage.idle;
-    const pending = p.records.map(async (input, index): Promise<StoredRecord> => {
+    // Signed here, on the event loop. Signing on the libuv threadpool was measured slower on
+    // two cores: ~70 µs more CPU per append in thread hand-offs and wake-ups, no gain in
+    // throughput (bench/README.md, "profile notes").
+    const records = p.records.map((input, index): StoredRecord => {
       const position = formatDecimal(expected + index);
       const base = { version: 2 as const, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: p.operationId, recordIndex: index };
       if (input.type === 'chat.receipt') {
@@ -292,14 +279,11 @@ export class StreamStore {
       }
       const content = contents[index]!;
       const sha = contentSha256(content);
-      // The timestamp is fixed at admission (synchronously), so it never goes backwards.
+      // The timestamp is fixed at admission, so it never goes backwards within a stream.
       const fields = { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, createdAt: this.#timestamp(next), contentSha256: sha };
-      // Alone on an idle daemon, a thread hop costs more latency than the ~50 µs of ECDSA it
-      // saves; under load the threadpool keeps signatures off the event loop.
-      const signature = idle ? this.#signer.signMessage(fields) : await this.#signer.signMessageAsync(fields);
       return {
         streamId: p.streamId, generation: gen, position,
-        wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature } },
+        wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature: this.#signer.signMessage(fields) } },
       };
     });
     messageIds.forEach((id, index) => {
@@ -312,9 +296,8 @@ export class StreamStore {
     ops.push({ type: 'put', key: K.opLog(p.streamId, generation, expected), value: p.operationId });
     this.#counters.records += p.records.length;
     ops.push(this.#counters.op());
-    let records: StoredRecord[];
     try {
-      records = await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records: Promise.all(pending) });
+      await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records });
     } catch (err) {
       throw (err as YelloError).type === 'STORAGE_FAILURE' ? errors.storageFailure(p.operationId) : err;
     }
@@ -572,5 +555,5 @@ function requestDigest(p: Params<'streams.append'>): string {
       : ['r', r.peerStreamId, r.peerGeneration, r.nextPosition, r.batchId],
   );
   const canonical = JSON.stringify([p.streamId, p.generation, p.expectedPosition, records]);
-  return createHash('sha256').update(canonical, 'utf8').digest('base64url');
+  return sha256Base64url(canonical);
 }

@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { sha256Base64url } from '../shared/message-signing.js';
 
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
 
@@ -20,7 +21,7 @@ export function newToken(prefix: string): string {
  * enough: there is nothing to brute-force that a slow KDF would protect.
  */
 export function hashToken(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('base64url');
+  return sha256Base64url(token);
 }
 
 /** Constant-time string equality for secrets. */
