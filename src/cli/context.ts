@@ -1,9 +1,9 @@
 import { closeSync, existsSync, fchmodSync, openSync, readFileSync, writeSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { YelloClient } from '../client/index.js';
 import { resolveDataDir, resolveSocketPath } from '../shared/paths.js';
 import { CliError, EXIT } from './output.js';
+import { pathContext } from './path-context.js';
 
 /** Options every command accepts. */
 export interface GlobalArgs {
@@ -14,10 +14,8 @@ export interface GlobalArgs {
   json?: boolean;
 }
 
-const ctx = () => ({ env: process.env, uid: process.getuid?.() ?? 0, home: homedir(), pid: process.pid });
-
 export function socketPath(args: GlobalArgs): string {
-  return resolveSocketPath(args.socket, ctx(), false)!;
+  return resolveSocketPath(args.socket, pathContext(), false)!;
 }
 
 /** The agent token from `--token-file` or `$YELLO_TOKEN`, if any. */
@@ -34,7 +32,7 @@ export function agentToken(args: GlobalArgs): string | null {
 
 /** The admin token from `--admin-token-file`, else `<data-dir>/admin.token`. */
 export function adminToken(args: GlobalArgs): string {
-  const path = args['admin-token-file'] ?? join(resolveDataDir(args['data-dir'], ctx()), 'admin.token');
+  const path = args['admin-token-file'] ?? join(resolveDataDir(args['data-dir'], pathContext()), 'admin.token');
   if (!existsSync(path)) {
     throw new CliError(`no admin token at ${path}: pass --data-dir or --admin-token-file (or $YELLO_DATA_DIR), or an agent token with --token-file / $YELLO_TOKEN`, EXIT.usage);
   }

@@ -1,44 +1,13 @@
-import yargs, { type Argv } from 'yargs';
-import { hideBin } from 'yargs/helpers';
-import { adminCommands } from './admin-commands.js';
-import { chatCommands } from './chat-commands.js';
-import type { GlobalArgs } from './context.js';
-import { daemonCommand } from './daemon-command.js';
-import { demoCommand } from './demo-command.js';
-import { EXIT, reportError } from './output.js';
-import { verifyCommand } from './verify-command.js';
+// Entry of `yello` (bin/yello, the systemd unit). `yello daemon` with plain options starts
+// without loading yargs, which is most of a CLI start; everything else goes to the full program.
+import { parseDaemonArgsFast } from './daemon-options.js';
 
-/** The `yello` program: admin tool and agent front end. */
-export async function main(argv: string[]): Promise<void> {
-  let cli = yargs(argv)
-    .scriptName('yello')
-    .usage('$0 <command> [options]\n\nDurable, signed two-party chats for agents. Agent commands take --token-file or $YELLO_TOKEN; admin commands read <data-dir>/admin.token.')
-    .option('socket', { type: 'string', global: true, describe: 'daemon socket (default: $YELLO_SOCKET, $XDG_RUNTIME_DIR/yello/yello.sock, /tmp/yello-$UID/yello.sock)' })
-    .option('data-dir', { type: 'string', global: true, describe: 'data dir holding admin.token (default: $YELLO_DATA_DIR, …, ~/.local/state/yello)' })
-    .option('token-file', { type: 'string', global: true, describe: 'file with an agent token (or set $YELLO_TOKEN)' })
-    .option('admin-token-file', { type: 'string', global: true, describe: 'file with the admin token' })
-    .option('json', { type: 'boolean', global: true, default: false, describe: 'machine output: one JSON document (JSON lines for follow)' })
-    .strict()
-    .demandCommand(1, 'name a command; see yello --help')
-    .recommendCommands()
-    .completion('completion', 'print a shell completion script (bash/zsh): yello completion >> ~/.bashrc')
-    .epilogue('Exit codes: 0 ok, 1 error, 2 usage, 3 continuity break needing intervention, 4 fenced.')
-    .fail((msg, err) => {
-      if (err) throw err;
-      const text = msg?.startsWith('Did you mean') ? `unknown command. ${msg}` : msg;
-      process.stderr.write(`yello: ${text}\n(see yello --help)\n`);
-      process.exit(EXIT.usage);
-    }) as unknown as Argv<GlobalArgs>;
-  cli = daemonCommand(cli);
-  cli = adminCommands(cli);
-  cli = chatCommands(cli);
-  cli = verifyCommand(cli);
-  cli = demoCommand(cli);
-  try {
-    await cli.help().alias('h', 'help').version().wrap(Math.min(110, process.stdout.columns || 100)).parseAsync();
-  } catch (err) {
-    process.exit(reportError(err));
-  }
+const args = process.argv.slice(2);
+const daemonArgs = args[0] === 'daemon' ? parseDaemonArgsFast(args.slice(1)) : null;
+if (daemonArgs) {
+  const { runDaemon } = await import('./run-daemon.js');
+  await runDaemon(daemonArgs);
+} else {
+  const { runCli } = await import('./program.js');
+  await runCli(args);
 }
-
-await main(hideBin(process.argv));

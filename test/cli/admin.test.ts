@@ -105,6 +105,24 @@ describe('daemon', () => {
     const st = await cli.json(['status']);
     expect(st.storage).toBe('ok');
   });
+
+  it('bad option values exit 2 with one usage line, on both the fast start path and the yargs path', async () => {
+    const dir = path.join(d.dir, 'never');
+    const base = ['daemon', '--socket', path.join(dir, 's.sock'), '--data-dir', dir];
+    const runs = await Promise.all([
+      runCli([...base, '--max-line-bytes', 'abc']), // not a number: the fast path hands over to yargs
+      runCli([...base, '--max-connections', '0']), // a number, but not a usable one
+      runCli([...base, '--socket-mode', '999']),
+      runCli([...base, '--policy', 'nope']), // a choice yargs rejects
+      runCli([...base, '--bogus-flag']),
+    ]);
+    for (const r of runs) {
+      expectExit(r, 2);
+      expect(r.stderr).toMatch(/max-line-bytes|max-connections|socket-mode|policy|bogus-flag/);
+    }
+    // Nothing started: no socket, no data dir.
+    expect(fs.existsSync(dir)).toBe(false);
+  });
 });
 
 describe('status', () => {

@@ -1,0 +1,70 @@
+import { parseArgs } from 'node:util';
+import { DEFAULT_MAX_LINE_BYTES } from '../shared/paths.js';
+
+/** One option of `yello daemon`. Both the yargs command and the fast start path read this table. */
+export interface DaemonOption {
+  type: 'string' | 'number';
+  describe: string;
+  default?: string | number;
+  choices?: readonly string[];
+  hidden?: boolean;
+}
+
+export const DAEMON_OPTIONS = {
+  socket: { type: 'string', describe: 'Unix socket path (default: $YELLO_SOCKET, systemd socket, $XDG_RUNTIME_DIR/yello/yello.sock, /tmp/yello-$UID/yello.sock)' },
+  'data-dir': { type: 'string', describe: 'data directory (default: $YELLO_DATA_DIR, $STATE_DIRECTORY, $XDG_STATE_HOME/yello, ~/.local/state/yello)' },
+  'log-level': { type: 'string', default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], describe: 'pino log level (JSON lines on stdout)' },
+  'socket-mode': { type: 'string', default: '0660', describe: 'octal mode of the socket file' },
+  'max-line-bytes': { type: 'number', default: DEFAULT_MAX_LINE_BYTES, describe: 'longest accepted request line' },
+  'max-connections': { type: 'number', default: 2048, describe: 'concurrent connections before new ones are refused with RATE_LIMITED' },
+  policy: { type: 'string', choices: ['grants', 'open'], default: 'grants', describe: 'grants: chats and sends need a grant; open: every agent may chat with every other' },
+  'fault-fail-sync-file': { type: 'string', hidden: true, describe: 'tests only: once this file exists, synced writes fail' },
+} as const satisfies Record<string, DaemonOption>;
+
+type OptionName = keyof typeof DAEMON_OPTIONS;
+
+/** Parsed `yello daemon` options: defaults applied, choices checked. */
+export interface DaemonArgs {
+  socket?: string | undefined;
+  'data-dir'?: string | undefined;
+  'log-level': string;
+  'socket-mode': string;
+  'max-line-bytes': number;
+  'max-connections': number;
+  policy: string;
+  'fault-fail-sync-file'?: string | undefined;
+}
+
+/**
+ * `yello daemon` arguments parsed without loading yargs (~150 ms of module loading and help
+ * layout at every start). Returns null for anything but plain, valid options (help, version,
+ * unknown or repeated flags, bad numbers or choices, camelCase aliases): the caller then takes
+ * the full yargs path, whose messages and behaviour stay the reference.
+ */
+export function parseDaemonArgsFast(args: string[]): DaemonArgs | null {
+  let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
+  try {
+    const options = Object.fromEntries(Object.keys(DAEMON_OPTIONS).map((name) => [name, { type: 'string' as const }]));
+    ({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }));
+  } catch {
+    return null;
+  }
+  const out: Record<string, string | number | undefined> = {};
+  for (const [name, spec] of Object.entries(DAEMON_OPTIONS) as Array<[OptionName, DaemonOption]>) {
+    const raw = values[name];
+    if (raw === undefined) {
+      out[name] = spec.default;
+      continue;
+    }
+    if (typeof raw !== 'string') return null;
+    if (spec.choices && !spec.choices.includes(raw)) return null;
+    if (spec.type === 'number') {
+      const n = Number(raw);
+      if (raw.trim() === '' || !Number.isFinite(n)) return null;
+      out[name] = n;
+    } else {
+      out[name] = raw;
+    }
+  }
+  return out as unknown as DaemonArgs;
+}

@@ -1,0 +1,49 @@
+import { resolveDataDir, resolveSocketPath } from '../shared/paths.js';
+import type { DaemonArgs } from './daemon-options.js';
+import { pathContext } from './path-context.js';
+
+/** Run yellod in the foreground until SIGTERM/SIGINT; startup failures exit with their own code. */
+export async function runDaemon(argv: DaemonArgs): Promise<void> {
+  const ctx = pathContext();
+  const usage = (message: string): never => {
+    process.stderr.write(`yello: ${message}\n(see yello daemon --help)\n`);
+    process.exit(2);
+  };
+  const socketMode = Number.parseInt(String(argv['socket-mode']), 8);
+  if (!/^[0-7]{1,4}$/.test(String(argv['socket-mode'])) || socketMode > 0o777) usage('--socket-mode must be an octal mode such as 0660');
+  for (const name of ['max-line-bytes', 'max-connections'] as const) {
+    if (!Number.isSafeInteger(argv[name]) || argv[name] < 1) usage(`--${name} must be a positive integer`);
+  }
+  // Loaded here so other commands do not pay for LevelDB and pino at startup.
+  const { startDaemon } = await import('../daemon/daemon.js');
+  const { StartupError } = await import('../daemon/socket-server.js');
+  try {
+    const daemon = await startDaemon({
+      socketPath: resolveSocketPath(argv.socket, ctx, true),
+      dataDir: resolveDataDir(argv['data-dir'], ctx),
+      logLevel: argv['log-level'],
+      socketMode,
+      maxLineBytes: argv['max-line-bytes'],
+      maxConnections: argv['max-connections'],
+      policy: argv.policy as 'grants' | 'open',
+      faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
+    });
+    const shutdown = () => {
+      daemon.stop().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          process.stderr.write(`yello: shutdown failed: ${(err as Error).message}\n`);
+          process.exit(1);
+        },
+      );
+    };
+    process.once('SIGTERM', shutdown);
+    process.once('SIGINT', shutdown);
+  } catch (err) {
+    if (err instanceof StartupError) {
+      process.stderr.write(`yello daemon: ${err.message}\n`);
+      process.exit(err.exitCode);
+    }
+    throw err;
+  }
+}
