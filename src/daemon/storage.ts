@@ -36,10 +36,10 @@ const MAX_GROUP_WRITES = 256;
  *
  * Admission (checks + position assignment) is synchronous and reads through the overlay, so
  * two appends can never both pass a compare-and-append check. Writes are committed strictly in
- * admission order. Writes that arrive while a synced batch is in flight join the next batch; an idle
- * daemon flushes at once, with no timer. A write is acknowledged only after its batch returned
- * from `sync: true`. A failed write makes the store read-only until restart: nothing is
- * retried silently.
+ * admission order. Writes that arrive while a synced batch is in flight join the next batch;
+ * an idle daemon flushes at once, with no timer. A write is acknowledged only after its batch
+ * returned from `sync: true`. A failed write makes the store read-only until restart: nothing
+ * is retried silently.
  */
 export class Storage {
   readonly db: ClassicLevel<string, string>;
