@@ -6,12 +6,11 @@
 // Spawned by run.mjs as `node bench/pipeline-server.mjs <socket> <leveldb-dir>`; stops on SIGTERM.
 
 import { createHash, generateKeyPairSync, sign } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import net from 'node:net';
 import { ClassicLevel } from 'classic-level';
 import { JSONRPCServer } from 'json-rpc-2.0';
 import { messagePayload } from '../dist/shared/message-signing.js';
 import { GroupCommitStore } from './baseline.mjs';
+import { serveLines } from './line-server.mjs';
 
 const [socketPath, dbDir] = process.argv.slice(2);
 const db = new ClassicLevel(dbDir, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
@@ -38,24 +37,13 @@ rpc.addMethod('streams.append', async (p) => {
   return { streamId: p.streamId, firstPosition: p.expectedPosition, nextPosition: String(first + ops.length) };
 });
 
-rmSync(socketPath, { force: true });
-const server = net.createServer((socket) => {
-  let buf = '';
-  socket.setEncoding('utf8');
-  socket.on('error', () => {});
-  socket.on('data', (chunk) => {
-    buf += chunk;
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      void rpc.receiveJSON(line).then((answer) => {
-        if (answer && !socket.destroyed) socket.write(JSON.stringify(answer) + '\n');
-      });
-    }
-  });
-});
-server.listen(socketPath, () => process.stdout.write('ready\n'));
+const server = serveLines(
+  socketPath,
+  (line, reply) => {
+    void rpc.receiveJSON(line).then((answer) => answer && reply(JSON.stringify(answer)));
+  },
+  () => process.stdout.write('ready\n'),
+);
 const stop = () => {
   server.close();
   store.close().finally(() => process.exit(0));
