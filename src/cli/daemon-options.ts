@@ -22,18 +22,14 @@ export const DAEMON_OPTIONS = {
 } as const satisfies Record<string, DaemonOption>;
 
 type OptionName = keyof typeof DAEMON_OPTIONS;
+type OptionValue<O> = O extends { type: 'number' } ? number : string;
 
-/** Parsed `yello daemon` options: defaults applied, choices checked. */
-export interface DaemonArgs {
-  socket?: string | undefined;
-  'data-dir'?: string | undefined;
-  'log-level': string;
-  'socket-mode': string;
-  'max-line-bytes': number;
-  'max-connections': number;
-  policy: string;
-  'fault-fail-sync-file'?: string | undefined;
-}
+/** Parsed `yello daemon` options, typed from the table: defaults applied, choices checked. */
+export type DaemonArgs = {
+  -readonly [K in OptionName]: (typeof DAEMON_OPTIONS)[K] extends { default: unknown }
+    ? OptionValue<(typeof DAEMON_OPTIONS)[K]>
+    : OptionValue<(typeof DAEMON_OPTIONS)[K]> | undefined;
+};
 
 /**
  * `yello daemon` arguments parsed without loading yargs (~150 ms of module loading and help

@@ -39,4 +39,3 @@ export async function runCli(argv: string[]): Promise<void> {
     process.exit(reportError(err));
   }
 }
-
