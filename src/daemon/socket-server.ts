@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { errors } from '../shared/errors.js';
 import { Connection } from './connection.js';
+import { EXIT_CODES } from './exit-codes.js';
 import type { RpcServer } from './rpc-server.js';
 
 /** A startup failure with a clear message and the exit code to leave with. */
@@ -14,11 +15,11 @@ export class StartupError extends Error {
 }
 
 /** Exit code when another daemon holds the store (systemd: RestartPreventExitStatus). */
-export const EXIT_STORE_LOCKED = 73;
+export const EXIT_STORE_LOCKED = EXIT_CODES.storeLocked;
 /** Exit code when LevelDB reports corruption at open (a restart cannot fix it). */
-export const EXIT_STORE_CORRUPT = 76;
+export const EXIT_STORE_CORRUPT = EXIT_CODES.storeCorrupt;
 /** Exit code when another daemon is live on the socket path. */
-export const EXIT_SOCKET_IN_USE = 74;
+export const EXIT_SOCKET_IN_USE = EXIT_CODES.socketInUse;
 
 /** Whether something accepts connections on `path`. */
 function probe(path: string): Promise<boolean> {
