@@ -17,6 +17,7 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   // Loaded here so other commands do not pay for LevelDB and pino at startup.
   const { startDaemon } = await import('../daemon/daemon.js');
   const { StartupError } = await import('../daemon/socket-server.js');
+  const { EXIT_CODES } = await import('../daemon/exit-codes.js');
   try {
     const daemon = await startDaemon({
       socketPath: resolveSocketPath(argv.socket, ctx, true),
@@ -41,9 +42,11 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
     process.once('SIGINT', shutdown);
   } catch (err) {
     if (err instanceof StartupError) {
-      process.stderr.write(`yello daemon: ${err.message}\n`);
+      process.stderr.write(`yello: ${err.message}\n`);
       process.exit(err.exitCode);
     }
-    throw err;
+    // Not a known startup failure: still one line, never a stack trace (the log has details).
+    process.stderr.write(`yello: the daemon failed to start: ${(err as Error)?.message ?? String(err)}\n`);
+    process.exit(EXIT_CODES.internal);
   }
 }

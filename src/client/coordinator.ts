@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { ChatBatchNotification, ChatBreakNotification, AppendResult, StreamState } from '../shared/types.js';
+import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, StreamState } from '../shared/types.js';
 import type { OperationInfo } from '../shared/methods.js';
 import type { ParamsIn } from '../shared/schemas.js';
 import type { CursorStore } from './cursor-store.js';
 import {
-  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError,
+  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, StorageFailureError, TimeoutError, YelloClientError, remoteError,
 } from './errors.js';
 import { YelloClient } from './yello-client.js';
 import { Listeners, type Listener } from './listeners.js';
@@ -19,6 +19,12 @@ export type PeerBatch = ChatBatchNotification;
 export interface NativeAdapter {
   /** Show one peer batch to the agent. Resolve once it has it; acknowledging is a separate, explicit step. */
   present(batch: PeerBatch): Promise<void> | void;
+  /**
+   * Told when an append's outcome became unknown (connection lost, timeout, or a synced write
+   * that failed in the daemon): the coordinator is paused and sends nothing until
+   * `resolveUncertain()` settles `operationId`. Nothing is resent by itself.
+   */
+  uncertain?(info: { operationId: string; error: Error }): Promise<void> | void;
   /** Told how an append of unknown outcome ended, so the agent's own view can be corrected. */
   resolved?(outcome: UncertainOutcome): Promise<void> | void;
 }
@@ -79,7 +85,7 @@ export class Coordinator {
   #uncertain: { operationId: string } | null = null;
   #reconnecting = false;
   /** Notifications received while a chats.follow call is in flight. */
-  #early: Array<ChatBatchNotification | ChatBreakNotification> | null = null;
+  #early: Array<{ kind: 'batch'; n: ChatBatchNotification } | { kind: 'break'; n: ChatBreakNotification } | { kind: 'error'; n: ChatErrorNotification }> | null = null;
   #terminal: Error | null = null;
   #stopped!: Promise<void>;
   #resolveStopped!: () => void;
@@ -201,6 +207,7 @@ export class Coordinator {
     this.#client = client;
     client.on('chats.batch', (b) => this.#onBatch(b));
     client.on('chats.break', (b) => this.#onBreak(b));
+    client.on('chats.error', (e) => this.#onSubscriptionError(e));
     client.on('disconnected', () => {
       if (this.#client === client) void this.#reconnectLoop();
     });
@@ -223,9 +230,10 @@ export class Coordinator {
         // Queued ahead of every batch, so a batch's later cursor is never overwritten by it.
         const initial = res.cursor;
         if (!cursor) this.#processing = this.#processing.then(() => this.#opts.cursorStore.save(this.#opts.chatId, initial));
-        for (const n of early ?? []) {
-          if ('reason' in n) this.#onBreak(n);
-          else this.#onBatch(n);
+        for (const e of early ?? []) {
+          if (e.kind === 'batch') this.#onBatch(e.n);
+          else if (e.kind === 'break') this.#onBreak(e.n);
+          else this.#onSubscriptionError(e.n);
         }
       }
     }
@@ -305,7 +313,7 @@ export class Coordinator {
 
   #onBatch(batch: ChatBatchNotification): void {
     if (this.#early) {
-      this.#early.push(batch);
+      this.#early.push({ kind: 'batch', n: batch });
       return;
     }
     if (batch.subscriptionId !== this.#subscriptionId || this.#isTerminal()) return;
@@ -313,9 +321,19 @@ export class Coordinator {
     this.#processing = this.#processing.then(() => this.#drain()).catch((err: Error) => this.#fail(err));
   }
 
+  /** The daemon ended the subscription with an error (corrupt data, say): a person must look. */
+  #onSubscriptionError(e: ChatErrorNotification): void {
+    if (this.#early) {
+      this.#early.push({ kind: 'error', n: e });
+      return;
+    }
+    if (e.subscriptionId !== this.#subscriptionId) return;
+    this.#fail(remoteError(e.error));
+  }
+
   #onBreak(b: ChatBreakNotification): void {
     if (this.#early) {
-      this.#early.push(b);
+      this.#early.push({ kind: 'break', n: b });
       return;
     }
     if (b.subscriptionId !== this.#subscriptionId) return;
@@ -415,9 +433,10 @@ export class Coordinator {
         this.#nextPosition = result.nextPosition;
         return result;
       } catch (err) {
-        if ((err instanceof ConnectionLostError && err.outcomeUnknown) || err instanceof TimeoutError) {
+        if (isOutcomeUnknown(err)) {
           this.#uncertain = { operationId };
           this.#setState('paused', { error: err as Error, operationId });
+          await this.#opts.adapter.uncertain?.({ operationId, error: err as Error });
         } else if (err instanceof FencedError) {
           this.#fail(err);
         }
@@ -469,6 +488,16 @@ export class Coordinator {
       return outcome;
     }
   }
+}
+
+/**
+ * Whether an append's failure leaves its outcome unknown: the connection died or timed out
+ * after the request was written, or the daemon's synced write failed (it may be on disk).
+ */
+function isOutcomeUnknown(err: unknown): boolean {
+  if (err instanceof ConnectionLostError) return err.outcomeUnknown;
+  if (err instanceof TimeoutError) return true;
+  return err instanceof StorageFailureError && err.data.outcome === 'unknown';
 }
 
 function receiptFor(batch: PeerBatch) {

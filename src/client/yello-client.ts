@@ -25,6 +25,8 @@ export interface ConnectOptions {
 export interface ClientEvents {
   'chats.batch': NotificationParams['chats.batch'];
   'chats.break': NotificationParams['chats.break'];
+  /** A subscription ended for a reason that is not a continuity break (corrupt data, a daemon bug). */
+  'chats.error': NotificationParams['chats.error'];
   disconnected: Error;
   reconnecting: { attempt: number; delayMs: number };
   reconnected: HelloResult;
@@ -39,7 +41,8 @@ export type NotificationIterator = AsyncIterableIterator<ClientNotification> & {
 /** One daemon notification, as `notifications()` yields it. */
 export type ClientNotification =
   | { method: 'chats.batch'; params: NotificationParams['chats.batch'] }
-  | { method: 'chats.break'; params: NotificationParams['chats.break'] };
+  | { method: 'chats.break'; params: NotificationParams['chats.break'] }
+  | { method: 'chats.error'; params: NotificationParams['chats.error'] };
 
 type Namespace<M extends string> = M extends `${infer NS}.${string}` ? NS : never;
 /** Typed method groups: `client.rpc.streams.append({...})`. */
@@ -143,6 +146,7 @@ export class YelloClient {
     const offs = [
       this.on('chats.batch', (params) => { queue.push({ method: 'chats.batch', params }); signal(); }),
       this.on('chats.break', (params) => { queue.push({ method: 'chats.break', params }); signal(); }),
+      this.on('chats.error', (params) => { queue.push({ method: 'chats.error', params }); signal(); }),
       this.on('disconnected', () => { done = true; signal(); }),
     ];
     const onClosed = () => { done = true; signal(); };
@@ -171,7 +175,7 @@ export class YelloClient {
 
   #wire(transport: LineTransport): void {
     transport.onNotification = (method, params) => {
-      if (method === 'chats.batch' || method === 'chats.break') this.#listeners.emit(method, params as never);
+      if (method === 'chats.batch' || method === 'chats.break' || method === 'chats.error') this.#listeners.emit(method, params as never);
     };
     transport.onClose((err) => {
       if (this.#closed) return;

@@ -112,6 +112,7 @@ export class ChatReader {
     const meta = this.#streams.continuingMeta(streamId);
     if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
     if (position < meta.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(position), formatDecimal(meta.firstPosition));
+    this.#streams.assertReadable(streamId, generation, position);
     if (position > meta.nextPosition) throw errors.invalidParams('cursor', `the cursor is beyond the end of ${streamId}`);
     return meta;
   }
@@ -176,6 +177,8 @@ export class ChatReader {
     const forward = cur.d === 'forward';
     const lo = forward ? cur.p[i] : cur.f[i];
     const hi = forward ? cur.h[i] : cur.p[i];
+    // A transcript that passes a corruption mark would hide what may be missing: refuse it.
+    if (hi > lo) this.#streams.assertReadable(streamId, generation, hi - 1);
     if (lo >= hi) return { messages: [], exhausted: true, end: forward ? hi : lo };
     if (forward && lo < meta.firstPosition) {
       throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(lo), formatDecimal(meta.firstPosition));
@@ -196,10 +199,8 @@ export class ChatReader {
     if (exhausted) {
       const reachedEnd = forward ? expect === hi : expect === lo - 1;
       // Backward paging that reaches the retained start simply ends; anything else missing
-      // inside the snapshot was trimmed under us.
-      if (!reachedEnd && !(!forward && expect < meta.firstPosition)) {
-        throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(expect), formatDecimal(meta.firstPosition));
-      }
+      // inside the snapshot was trimmed under us, or lost (corruption).
+      if (!reachedEnd && !(!forward && expect < meta.firstPosition)) throw this.#streams.missing(streamId, generation, expect);
     }
     return { messages, exhausted, end: forward ? hi : lo };
   }

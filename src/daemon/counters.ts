@@ -1,4 +1,5 @@
-import { K } from './keys.js';
+import type { Logger } from 'pino';
+import { K, prefixEnd } from './keys.js';
 import type { Storage, WriteOp } from './storage.js';
 
 /**
@@ -11,16 +12,28 @@ export class Counters {
   streams = 0;
   records = 0;
 
-  static load(storage: Storage): Counters {
+  /** Load the stored counts; counts that fail their check are recounted from the tables. */
+  static async load(storage: Storage, log: Logger): Promise<Counters> {
     const c = new Counters();
-    const raw = storage.getCommitted(K.meta('counts'));
-    if (raw !== undefined) Object.assign(c, JSON.parse(raw));
+    try {
+      const stored = storage.get<ReturnType<Counters['snapshot']>>(K.meta('counts'));
+      if (stored !== undefined) Object.assign(c, stored);
+      return c;
+    } catch (err) {
+      log.error({ err: { message: (err as Error).message } }, 'stored counts fail their check; recounting');
+    }
+    for await (const { error } of storage.entriesChecked({ gte: K.agentsPrefix, lt: prefixEnd(K.agentsPrefix) })) if (!error) c.agents++;
+    for await (const { error } of storage.entriesChecked({ gte: K.chatsPrefix, lt: prefixEnd(K.chatsPrefix) })) if (!error) c.chats++;
+    for await (const { value } of storage.entriesChecked<{ firstPosition: number; nextPosition: number }>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
+      c.streams++;
+      if (value) c.records += value.nextPosition - value.firstPosition;
+    }
     return c;
   }
 
   /** The put that persists the current (admitted) counts. */
   op(): WriteOp {
-    return { type: 'put', key: K.meta('counts'), value: JSON.stringify(this.snapshot()) };
+    return { type: 'put', key: K.meta('counts'), value: this.snapshot() };
   }
 
   snapshot() {

@@ -1,10 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, lstatSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir, readOrCreate } from './files.js';
 import { createLogger } from './log.js';
 import type { DaemonConfig } from './config.js';
-import { Storage } from './storage.js';
+import { EXIT_CODES } from './exit-codes.js';
+import { Integrity } from './integrity.js';
+import { installProcessGuards } from './process-guards.js';
+import { applyRecoveryReport, walIncidents } from './recovery-check.js';
+import { startupFailure } from './startup-errors.js';
+import { openStore, type OpenedStore } from './store-open.js';
 import { Counters } from './counters.js';
 import { Directory } from './directory.js';
 import { Signer } from './signer.js';
@@ -15,7 +20,7 @@ import { Subscriptions } from './subscriptions.js';
 import { HelloLimiter } from './hello-limiter.js';
 import { RpcServer } from './rpc-server.js';
 import { createHandlers } from './rpc-methods.js';
-import { EXIT_STORE_CORRUPT, EXIT_STORE_LOCKED, SocketServer, StartupError, prepareSocketPath } from './socket-server.js';
+import { SocketServer, StartupError, prepareSocketPath } from './socket-server.js';
 import { MAX_APPEND_REQUEST_BYTES } from '../shared/paths.js';
 import { newToken } from './tokens.js';
 import { VERSION } from './version.js';
@@ -28,35 +33,45 @@ export interface RunningDaemon {
 
 /**
  * Start order matters (§2): lock the store first, and only then touch the socket, so a second
- * daemon on the same data dir exits without disturbing the first one's socket.
+ * daemon on the same data dir exits without disturbing the first one's socket. Every failure
+ * before ready is one line and a distinct exit code (`startup-errors.ts`).
  */
 export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> {
   const log = createLogger(config.logLevel);
-  ensureDir(config.dataDir, 0o700);
-  ensureDir(join(config.dataDir, 'db'), 0o700);
-  let storage: Storage;
+  const removeGuards = installProcessGuards(log);
+  prepareDataDir(config.dataDir);
+  const dbDir = join(config.dataDir, 'db');
+  let store: OpenedStore;
   try {
-    storage = await Storage.open(join(config.dataDir, 'db'), log, { injectFailure: config.faultFailSyncFile ? () => existsSync(config.faultFailSyncFile!) : null });
+    store = await openStore(config.dataDir, log, { injectFailure: config.faultFailSyncFile ? () => existsSync(config.faultFailSyncFile!) : null });
   } catch (err) {
-    const code = (err as { code?: string; cause?: { code?: string } }).cause?.code ?? (err as { code?: string }).code;
-    if (code === 'LEVEL_LOCKED') throw new StartupError(`the store ${join(config.dataDir, 'db')} is locked by another daemon`, EXIT_STORE_LOCKED);
-    if (code === 'LEVEL_CORRUPTION') throw new StartupError(`the store ${join(config.dataDir, 'db')} is corrupt (LEVEL_CORRUPTION); restore it from a backup or repair it`, EXIT_STORE_CORRUPT);
-    throw err;
+    throw startupFailure(err, `open the store ${dbDir}`);
   }
+  const { storage } = store;
   try {
-    const adminToken = readOrCreate(join(config.dataDir, 'admin.token'), () => newToken('yello_admin_'));
-    const secret = Buffer.from(readOrCreate(join(config.dataDir, 'secret.key'), () => randomBytes(32).toString('base64url')), 'base64url');
-    const signer = new Signer(join(config.dataDir, 'keys'));
-    const counters = Counters.load(storage);
+    const integrity = new Integrity(storage, log);
+    let adminToken: string;
+    let secret: Buffer;
+    let signer: Signer;
+    try {
+      await integrity.load();
+      await applyRecoveryReport(store, integrity, log);
+      adminToken = readOrCreate(join(config.dataDir, 'admin.token'), () => newToken('yello_admin_'));
+      secret = Buffer.from(readOrCreate(join(config.dataDir, 'secret.key'), () => randomBytes(32).toString('base64url')), 'base64url');
+      signer = new Signer(join(config.dataDir, 'keys'));
+    } catch (err) {
+      throw startupFailure(err, `prepare the data dir ${config.dataDir}`);
+    }
+    const counters = await Counters.load(storage, log);
     const codec = new TokenCodec(secret);
     const directory = new Directory(storage, counters, codec, adminToken, config.policy);
-    const streams = new StreamStore(storage, directory, signer, codec, counters);
+    const streams = new StreamStore(storage, directory, signer, codec, counters, integrity);
     const reader = new ChatReader(streams, directory, codec);
-    const subscriptions = new Subscriptions(streams, reader, directory, log);
+    const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
     const helloLimiter = new HelloLimiter();
     const handlers = createHandlers({
       version: VERSION, startedAt: Date.now(), maxLineBytes: config.maxLineBytes, maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
-      storage, directory, streams, reader, subscriptions, signer, counters, helloLimiter,
+      storage, directory, streams, reader, subscriptions, signer, counters, helloLimiter, integrity, walIncidents: () => walIncidents(store),
     });
     const rpc = new RpcServer(handlers, log, (caller) => directory.stillValid(caller));
     const server = new SocketServer(rpc, log, {
@@ -64,13 +79,20 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       maxConnections: config.maxConnections,
       onConnection: (c) => c.onClose(() => helloLimiter.forget(c.id)),
     });
-    if (config.socketPath === null) {
-      await server.listenFd(3);
-    } else {
-      await prepareSocketPath(config.socketPath, log);
-      await server.listenPath(config.socketPath, config.socketMode);
+    try {
+      if (config.socketPath === null) {
+        await server.listenFd(3);
+      } else {
+        await prepareSocketPath(config.socketPath, log);
+        await server.listenPath(config.socketPath, config.socketMode);
+      }
+    } catch (err) {
+      throw startupFailure(err, `listen on ${config.socketPath ?? 'the socket passed by systemd'}`);
     }
     log.info({ socket: config.socketPath ?? 'systemd:fd3', dataDir: config.dataDir, kid: signer.kid, policy: config.policy, version: VERSION }, 'yellod ready');
+    // Every head is checked against its records on first use; this sweep does the rest in the
+    // background so `yello status` lists what is corrupt without waiting for traffic.
+    const sweep = streams.reconcileAll().catch((err: unknown) => log.error({ err: { message: (err as Error)?.message } }, 'head check sweep failed'));
 
     let stopping: Promise<void> | null = null;
     return {
@@ -79,8 +101,10 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           log.info('stopping');
           server.stopAccepting();
           subscriptions.endAll();
+          await sweep;
           await storage.close();
           server.closeConnections();
+          removeGuards();
           log.info('stopped');
         })();
         return stopping;
@@ -89,5 +113,27 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   } catch (err) {
     await storage.close().catch(() => {});
     throw err;
+  }
+}
+
+/**
+ * The data dir holds the signing keys and the admin token: create it 0700, and refuse one that
+ * another user owns (they could read or replace what is in it).
+ */
+function prepareDataDir(dataDir: string): void {
+  try {
+    const st = lstatSync(dataDir, { throwIfNoEntry: false });
+    if (st) {
+      if (st.isSymbolicLink() && !statSync(dataDir).isDirectory()) throw new StartupError(`cannot use the data dir ${dataDir}: it is a symbolic link to something that is not a directory`, EXIT_CODES.config);
+      const uid = process.getuid?.();
+      const owner = statSync(dataDir).uid;
+      if (uid !== undefined && owner !== uid) {
+        throw new StartupError(`cannot use the data dir ${dataDir}: it is owned by uid ${owner}, not by this daemon's uid ${uid}`, EXIT_CODES.config);
+      }
+    }
+    ensureDir(dataDir, 0o700);
+    ensureDir(join(dataDir, 'db'), 0o700);
+  } catch (err) {
+    throw startupFailure(err, `open the data dir ${dataDir}`);
   }
 }

@@ -16,7 +16,7 @@ interface AgentRow extends Agent {
 }
 
 /** A chat row as stored; the expanded agents are joined on read. */
-interface ChatRow {
+export interface ChatRow {
   id: string;
   agentAId: string;
   agentBId: string;
@@ -56,7 +56,7 @@ export class Directory {
   authenticate(token: string): Caller | null {
     if (safeEqual(token, this.#adminToken)) return { role: 'admin' };
     const tokenHash = hashToken(token);
-    const agentId = this.#storage.getCommitted(K.token(tokenHash));
+    const agentId = this.#storage.get<string>(K.token(tokenHash));
     if (agentId === undefined) return null;
     const agent = this.#agentRow(agentId, false);
     if (!agent || agent.disabled || agent.tokenHash !== tokenHash) return null;
@@ -78,15 +78,11 @@ export class Directory {
    */
   #agentRow(agentId: string, admitted = true): AgentRow | undefined {
     const key = K.agent(agentId);
-    if (admitted && this.#storage.hasPending(key)) {
-      const raw = this.#storage.getAdmitted(key);
-      return raw === undefined ? undefined : (JSON.parse(raw) as AgentRow);
-    }
+    if (admitted && this.#storage.hasPending(key)) return this.#storage.getAdmitted<AgentRow>(key);
     const cached = this.#agents.get(agentId);
     if (cached) return cached;
-    const raw = this.#storage.getCommitted(key);
-    if (raw === undefined) return undefined;
-    const row = JSON.parse(raw) as AgentRow;
+    const row = this.#storage.get<AgentRow>(key);
+    if (row === undefined) return undefined;
     this.#agents.set(agentId, row);
     return row;
   }
@@ -99,7 +95,7 @@ export class Directory {
   }
 
   agentByUsername(username: string): Agent {
-    const id = this.#storage.getCommitted(K.username(username));
+    const id = this.#storage.get<string>(K.username(username));
     if (id === undefined) throw errors.notFound('agent', username);
     return this.agent(id);
   }
@@ -126,8 +122,8 @@ export class Directory {
 
   async listAgents(): Promise<Agent[]> {
     const out: Agent[] = [];
-    for await (const value of this.#storage.db.values({ gte: K.agentsPrefix, lt: prefixEnd(K.agentsPrefix) })) {
-      out.push(publicAgent(JSON.parse(value) as AgentRow));
+    for await (const { value } of this.#storage.entries<AgentRow>({ gte: K.agentsPrefix, lt: prefixEnd(K.agentsPrefix) })) {
+      out.push(publicAgent(value));
     }
     return out;
   }
@@ -179,10 +175,10 @@ export class Directory {
     this.#requireAgent(agentId);
     this.#requireAgent(peerAgentId);
     if (agentId === peerAgentId) throw errors.invalidParams('peerAgentId', 'an agent cannot be granted a chat with itself');
-    const existing = this.#storage.getAdmitted(K.grant(agentId, peerAgentId));
+    const existing = this.#storage.getAdmitted<Grant>(K.grant(agentId, peerAgentId));
     if (existing !== undefined) {
       await this.#storage.durable(K.grant(agentId, peerAgentId));
-      return JSON.parse(existing) as Grant;
+      return existing;
     }
     const grant: Grant = { agentId, peerAgentId, grantedAt: new Date().toISOString() };
     await this.#storage.write([put(K.grant(agentId, peerAgentId), grant)]);
@@ -203,7 +199,7 @@ export class Directory {
   async listGrants(agentId: string | undefined): Promise<Grant[]> {
     const prefix = K.grantsPrefix(agentId);
     const out: Grant[] = [];
-    for await (const value of this.#storage.db.values({ gte: prefix, lt: prefixEnd(prefix) })) out.push(JSON.parse(value) as Grant);
+    for await (const { value } of this.#storage.entries<Grant>({ gte: prefix, lt: prefixEnd(prefix) })) out.push(value);
     return out;
   }
 
@@ -214,8 +210,7 @@ export class Directory {
       const cached = this.#grants.get(key);
       if (cached !== undefined) return cached;
     }
-    const raw = this.#storage.getAdmitted(key);
-    const grant = raw === undefined ? null : (JSON.parse(raw) as Grant);
+    const grant = this.#storage.getAdmitted<Grant>(key) ?? null;
     if (!this.#storage.hasPending(key)) this.#grants.set(key, grant);
     return grant;
   }
@@ -245,7 +240,7 @@ export class Directory {
     }
     const [agentAId, agentBId] = a.id < b.id ? [a.id, b.id] : [b.id, a.id];
     const pairKey = K.pair(agentAId, agentBId);
-    const existing = this.#storage.getAdmitted(pairKey);
+    const existing = this.#storage.getAdmitted<string>(pairKey);
     if (existing !== undefined) {
       await this.#storage.durable(pairKey);
       return { chat: this.chat(existing), created: false };
@@ -267,9 +262,13 @@ export class Directory {
     return { chat: this.#expand(row), created: true };
   }
 
+  /** The stored chat row (committed), without expanding its agents. */
+  chatRow(chatId: string): ChatRow | undefined {
+    return this.#chatRow(chatId);
+  }
+
   #chatRow(chatId: string): ChatRow | undefined {
-    const raw = this.#storage.getCommitted(K.chat(chatId));
-    return raw === undefined ? undefined : (JSON.parse(raw) as ChatRow);
+    return this.#storage.get<ChatRow>(K.chat(chatId));
   }
 
   /** A committed chat, expanded, or NOT_FOUND. */
@@ -298,7 +297,8 @@ export class Directory {
       gt = prefix + after;
     }
     const range = gt === undefined ? { gte: prefix, lt: prefixEnd(prefix), limit: limit + 1 } : { gt, lt: prefixEnd(prefix), limit: limit + 1 };
-    for await (const key of this.#storage.db.keys(range)) ids.push(key.slice(prefix.length));
+    // Values are read too: their checksum covers the key, so a damaged key is caught here.
+    for await (const { key } of this.#storage.entries<unknown>(range)) ids.push(key.slice(prefix.length));
     const more = ids.length > limit;
     const page = ids.slice(0, limit);
     const last = page[page.length - 1];
@@ -346,5 +346,5 @@ function publicAgent(row: AgentRow): Agent {
 }
 
 function put(key: string, value: unknown): WriteOp {
-  return { type: 'put', key, value: JSON.stringify(value) };
+  return { type: 'put', key, value };
 }

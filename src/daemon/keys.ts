@@ -30,4 +30,20 @@ export const K = {
   opLog: (streamId: string, generation: number, position: number) => `ol/${streamId}/${pad(generation)}/${pad(position)}`,
   opLogPrefix: (streamId: string) => `ol/${streamId}/`,
   messageId: (streamId: string, generation: number, clientMessageId: string) => `x/${streamId}/${pad(generation)}/${clientMessageId}`,
+  /** A corruption mark of a stream generation (generation 0: the whole stream, generation unknown). */
+  corruptMark: (streamId: string, generation: number) => `k/${streamId}/${pad(generation)}`,
+  corruptMarksPrefix: 'k/',
+  streamsPrefix: 's/',
+  recordsOfStream: (streamId: string) => `r/${streamId}/`,
 };
+
+/** The stream, generation and position a key belongs to, as far as its table says (for error details). */
+export function locateKey(key: string): { streamId: string | null; generation: string | null; position: string | null } {
+  const parts = key.split('/');
+  const table = parts[0];
+  const streamId = ['s', 'r', 'o', 'ol', 'x', 'k'].includes(table ?? '') ? (parts[1] ?? null) : null;
+  const num = (v: string | undefined) => (v !== undefined && /^\d{16}$/.test(v) ? String(Number(v)) : null);
+  const generation = table === 'r' || table === 'ol' || table === 'x' || table === 'k' ? num(parts[2]) : null;
+  const position = table === 'r' || table === 'ol' ? num(parts[3]) : null;
+  return { streamId, generation, position };
+}

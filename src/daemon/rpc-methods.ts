@@ -4,6 +4,8 @@ import type { Caller } from './caller.js';
 import type { Counters } from './counters.js';
 import { Directory } from './directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
+import type { Integrity } from './integrity.js';
+import type { WalIncident } from './recovery-check.js';
 import type { Handlers } from './rpc-server.js';
 import type { Signer } from './signer.js';
 import type { Storage } from './storage.js';
@@ -26,6 +28,8 @@ export interface Services {
   signer: Signer;
   counters: Counters;
   helloLimiter: HelloLimiter;
+  integrity: Integrity;
+  walIncidents: () => WalIncident[];
 }
 
 const agentIdOf = (caller: Caller) => (caller.role === 'agent' ? caller.agentId : null);
@@ -45,7 +49,7 @@ export function createHandlers(s: Services): Handlers {
       ctx.connection.setCaller(caller);
       return {
         role: caller.role,
-        ...(caller.role === 'agent' ? { agentId: caller.agentId } : {}),
+        agentId: caller.role === 'agent' ? caller.agentId : null,
         protocol: 'yello.chat.v1',
         daemon: { version: s.version },
         limits: { maxAppendRequestBytes: s.maxAppendRequestBytes, maxLineBytes: s.maxLineBytes },
@@ -60,6 +64,10 @@ export function createHandlers(s: Services): Handlers {
       commits: { ...s.storage.stats },
       kid: s.signer.kid,
       policy: s.directory.policy,
+      integrity: {
+        corruptStreams: s.integrity.list(),
+        walIncidents: s.walIncidents().map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
+      },
     }),
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': () => ({ kid: s.signer.rotate() }),

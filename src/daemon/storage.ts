@@ -1,13 +1,32 @@
 import { ClassicLevel } from 'classic-level';
 import type { Logger } from 'pino';
-import { errors } from '../shared/errors.js';
+import { errors, YelloError } from '../shared/errors.js';
+import { locateKey } from './keys.js';
+import { decodeValue, encodeValue } from './value-codec.js';
+import type { Touch, WalGuard } from './wal-guard.js';
 
-/** One put or delete of a write batch. */
-export type WriteOp = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
+/** One put or delete of a write batch; put values are any JSON value. */
+export type WriteOp = { type: 'put'; key: string; value: unknown } | { type: 'del'; key: string };
+
+/** A key range of a scan. */
+export interface Range {
+  gte?: string;
+  gt?: string;
+  lt: string;
+  reverse?: boolean;
+  limit?: number;
+}
+
+/** An op as admitted: the put's JSON is serialized once, at admission. */
+interface EncodedOp {
+  key: string;
+  /** The value's JSON; undefined for a delete. */
+  json: string | undefined;
+}
 
 interface PendingWrite {
-  /** The write's ops, visible through the overlay from admission on. */
-  ops: WriteOp[];
+  ops: EncodedOp[];
+  touches: readonly Touch[];
   done: Promise<void>;
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -17,8 +36,8 @@ interface PendingWrite {
  * The ops of a group, with repeated puts of one key (stream heads, counters) reduced to the
  * last: writes commit in order, so only the final value of a key in the group matters.
  */
-function coalesce(group: PendingWrite[]): WriteOp[] {
-  const byKey = new Map<string, WriteOp>();
+function coalesce(group: PendingWrite[]): EncodedOp[] {
+  const byKey = new Map<string, EncodedOp>();
   for (const g of group) {
     for (const op of g.ops) {
       byKey.delete(op.key);
@@ -30,61 +49,149 @@ function coalesce(group: PendingWrite[]): WriteOp[] {
 
 /** Most writes grouped into one synced LevelDB batch. */
 const MAX_GROUP_WRITES = 256;
+/** A key past every table (`~` sorts after the letters): compacting it only flushes the memtable. */
+const CHECKPOINT_KEY = '~checkpoint';
+
+/** The LevelDB handle type Storage wraps. */
+export type Db = ClassicLevel<string, string>;
 
 /**
- * LevelDB with group commit and an overlay of admitted-but-unsynced writes.
+ * LevelDB with checksummed values, group commit and an overlay of admitted-but-unsynced writes.
+ *
+ * Every value is stored with a checksum bound to its key (`value-codec.ts`) and every read
+ * verifies it: a mismatch, or an error LevelDB raises while reading, is a STORAGE_FAILURE with
+ * reason CORRUPT naming the key, never a silently different value. Callers put and get plain
+ * JSON values; nobody else touches the LevelDB handle.
  *
  * Admission (checks + position assignment) is synchronous and reads through the overlay, so
  * two appends can never both pass a compare-and-append check. Writes are committed strictly in
  * admission order. Writes that arrive while a synced batch is in flight join the next batch;
  * an idle daemon flushes at once, with no timer. A write is acknowledged only after its batch
  * returned from `sync: true`. A failed write makes the store read-only until restart: nothing
- * is retried silently.
+ * is retried silently, and every write of the failed group is answered with outcome unknown.
  */
 export class Storage {
-  readonly db: ClassicLevel<string, string>;
+  readonly #db: Db;
   readonly #log: Logger;
-  #overlay = new Map<string, { value: string | undefined; owner: PendingWrite }>();
+  readonly #guard: WalGuard | null;
+  #overlay = new Map<string, { json: string | undefined; owner: PendingWrite }>();
   #queue: PendingWrite[] = [];
   #flushing = false;
   #readOnly = false;
   #closing = false;
   #failureListeners: Array<() => void> = [];
+  #checkpoint: Promise<void> | null = null;
+  /** Keys of writes whose synced batch failed: on disk or not, nobody can tell until a restart. */
+  readonly #inDoubt = new Set<string>();
   /** Synced batches written and writes in them, for `daemon.status` and benchmarks. */
-  readonly stats = { batches: 0, writes: 0 };
+  readonly stats = { batches: 0, writes: 0, checkpoints: 0 };
 
   /** Fault injection (tests only): when this returns true, the next synced batch fails. */
   readonly #injectFailure: (() => boolean) | null;
 
-  private constructor(db: ClassicLevel<string, string>, log: Logger, injectFailure: (() => boolean) | null) {
-    this.db = db;
+  constructor(db: Db, log: Logger, options: { guard?: WalGuard | null; injectFailure?: (() => boolean) | null } = {}) {
+    this.#db = db;
     this.#log = log;
-    this.#injectFailure = injectFailure;
+    this.#guard = options.guard ?? null;
+    this.#injectFailure = options.injectFailure ?? null;
   }
 
-  /** Open (and lock) the store; throws the LevelDB error, e.g. `LEVEL_LOCKED` or `LEVEL_CORRUPTION`. */
-  static async open(location: string, log: Logger, options: { injectFailure?: (() => boolean) | null } = {}): Promise<Storage> {
-    const db = new ClassicLevel<string, string>(location, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
-    // A larger memtable means fewer level-0 flushes and compactions competing with the event
-    // loop for the two cores; a larger block cache keeps hot heads and indexes in memory.
-    await db.open({ writeBufferSize: 16 << 20, cacheSize: 32 << 20 });
-    return new Storage(db, log, options.injectFailure ?? null);
+  // ---- reads ----------------------------------------------------------------------------
+
+  /** A committed value, verified, or undefined when absent (read paths). */
+  get<T>(key: string): T | undefined {
+    let raw: string | undefined;
+    try {
+      raw = this.#db.getSync(key);
+    } catch (err) {
+      throw readFailure(key, err);
+    }
+    return raw === undefined ? undefined : (decode(key, raw) as T);
   }
 
-  /** The synced write; the injected failure stands in for an EIO from fsync. */
-  #syncedBatch(ops: WriteOp[]): Promise<void> {
-    if (this.#injectFailure?.()) {
-      return Promise.reject(Object.assign(new Error('injected synced-write failure'), { code: 'LEVEL_IO_ERROR' }));
-    }
-    // The chained form: abstract-level's array form clones and re-validates every op, which
-    // measured ~3x slower per op here (bench/README.md, "profile notes").
-    const batch = this.db.batch();
-    for (const op of ops) {
-      if (op.type === 'put') batch.put(op.key, op.value);
-      else batch.del(op.key);
-    }
-    return batch.write({ sync: true });
+  /** A value as admitted: pending writes first, then committed state (write path only). */
+  getAdmitted<T>(key: string): T | undefined {
+    const o = this.#overlay.get(key);
+    if (o) return o.json === undefined ? undefined : (JSON.parse(o.json) as T);
+    return this.get<T>(key);
   }
+
+  /** Whether an admitted write of `key` is still waiting for its fsync. */
+  hasPending(key: string): boolean {
+    return this.#overlay.has(key);
+  }
+
+  /**
+   * Whether a write of `key` failed its fsync in this run: LevelDB may still have it in its log,
+   * so after a restart it may be there. Until then its fate is not known.
+   */
+  inDoubt(key: string): boolean {
+    return this.#inDoubt.has(key);
+  }
+
+  /** Committed entries of a range, each verified; `bytes` is the stored size of the value. */
+  async *entries<T>(range: Range): AsyncGenerator<{ key: string; value: T; bytes: number }> {
+    const it = this.#db.iterator(range);
+    try {
+      for (;;) {
+        let entry: [string, string] | undefined;
+        try {
+          entry = await it.next();
+        } catch (err) {
+          throw readFailure(range.gte ?? range.gt ?? range.lt, err);
+        }
+        if (entry === undefined) return;
+        const [key, raw] = entry;
+        yield { key, value: decode(key, raw) as T, bytes: raw.length };
+      }
+    } finally {
+      await it.close();
+    }
+  }
+
+  /**
+   * Committed entries of a range for scans that must go on past damage (the doctor, head
+   * rebuilds): a value that fails its check comes back as `error` instead of ending the scan.
+   * An error LevelDB raises while iterating still ends it.
+   */
+  async *entriesChecked<T>(range: Range): AsyncGenerator<{ key: string; value: T | undefined; error: YelloError | null; bytes: number }> {
+    const it = this.#db.iterator(range);
+    try {
+      for (;;) {
+        let entry: [string, string] | undefined;
+        try {
+          entry = await it.next();
+        } catch (err) {
+          throw readFailure(range.gte ?? range.gt ?? range.lt, err);
+        }
+        if (entry === undefined) return;
+        const [key, raw] = entry;
+        let value: T | undefined;
+        let error: YelloError | null = null;
+        try {
+          value = decode(key, raw) as T;
+        } catch (err) {
+          if (!(err instanceof YelloError)) throw err;
+          error = err;
+        }
+        yield { key, value, error, bytes: raw.length };
+      }
+    } finally {
+      await it.close();
+    }
+  }
+
+  /** The last committed key of a range (one seek), or undefined. */
+  async lastKey(range: { gte: string; lt: string }): Promise<string | undefined> {
+    try {
+      const keys = await this.#db.keys({ ...range, reverse: true, limit: 1 }).all();
+      return keys[0];
+    } catch (err) {
+      throw readFailure(range.gte, err);
+    }
+  }
+
+  // ---- writes ---------------------------------------------------------------------------
 
   get readOnly(): boolean {
     return this.#readOnly;
@@ -95,34 +202,18 @@ export class Storage {
     this.#failureListeners.push(listener);
   }
 
-  /** Read through admitted writes (write path only). */
-  getAdmitted(key: string): string | undefined {
-    const o = this.#overlay.get(key);
-    if (o) return o.value;
-    return this.getCommitted(key);
-  }
-
-  /** Whether an admitted write of `key` is still waiting for its fsync. */
-  hasPending(key: string): boolean {
-    return this.#overlay.has(key);
-  }
-
-  /** Read committed state only (read paths). */
-  getCommitted(key: string): string | undefined {
-    return this.db.getSync(key);
-  }
-
-  /** Throw STORAGE_FAILURE when the store no longer accepts writes. */
+  /** Throw STORAGE_FAILURE (nothing written) when the store no longer accepts writes. */
   assertWritable(operationId: string | null = null): void {
-    if (this.#readOnly) throw errors.storageFailure(operationId, 'the daemon is read-only after a failed write; restart it');
-    if (this.#closing) throw errors.storageFailure(operationId, 'the daemon is shutting down; nothing was written');
+    if (this.#readOnly) throw errors.storageFailure(operationId, 'READ_ONLY', 'the daemon is read-only after a failed write; nothing was written; restart it');
+    if (this.#closing) throw errors.storageFailure(operationId, 'SHUTTING_DOWN', 'the daemon is shutting down; nothing was written');
   }
 
   /**
    * Admit a write: visible to `getAdmitted` at once, durable when the promise resolves.
-   * Must be called synchronously after the checks that depend on `getAdmitted`.
+   * Must be called synchronously after the checks that depend on `getAdmitted`. `touches`
+   * name the stream generations it writes, for the write-ahead-log guard.
    */
-  write(ops: WriteOp[]): Promise<void> {
+  write(ops: WriteOp[], touches: readonly Touch[] = []): Promise<void> {
     this.assertWritable();
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
@@ -130,8 +221,9 @@ export class Storage {
       resolve = res;
       reject = rej;
     });
-    const pending: PendingWrite = { ops, done, resolve, reject };
-    for (const op of ops) this.#overlay.set(op.key, { value: op.type === 'put' ? op.value : undefined, owner: pending });
+    const encoded = ops.map((op): EncodedOp => ({ key: op.key, json: op.type === 'put' ? JSON.stringify(op.value) : undefined }));
+    const pending: PendingWrite = { ops: encoded, touches, done, resolve, reject };
+    for (const op of encoded) this.#overlay.set(op.key, { json: op.json, owner: pending });
     this.#queue.push(pending);
     if (!this.#flushing) void this.#flush();
     return done;
@@ -146,6 +238,21 @@ export class Storage {
     return this.#overlay.get(key)?.owner.done ?? Promise.resolve();
   }
 
+  /** The synced write; the injected failure stands in for an EIO from fsync. */
+  #syncedBatch(ops: EncodedOp[]): Promise<void> {
+    if (this.#injectFailure?.()) {
+      return Promise.reject(Object.assign(new Error('injected synced-write failure'), { code: 'LEVEL_IO_ERROR' }));
+    }
+    // The chained form: abstract-level's array form clones and re-validates every op, which
+    // measured ~3x slower per op here (bench/README.md, "profile notes").
+    const batch = this.#db.batch();
+    for (const op of ops) {
+      if (op.json === undefined) batch.del(op.key);
+      else batch.put(op.key, encodeValue(op.key, op.json));
+    }
+    return batch.write({ sync: true });
+  }
+
   async #flush(): Promise<void> {
     this.#flushing = true;
     while (this.#queue.length > 0 && !this.#readOnly) {
@@ -156,6 +263,11 @@ export class Storage {
       const group = this.#queue.splice(0, MAX_GROUP_WRITES);
       const ops = group.length === 1 ? group[0]!.ops : coalesce(group);
       try {
+        if (this.#guard) {
+          const fresh = this.#guard.fresh(group.flatMap((g) => g.touches));
+          // The streams this group writes are on record before LevelDB's log holds their data.
+          if (fresh.length > 0) await this.#guard.record(fresh);
+        }
         await this.#syncedBatch(ops);
       } catch (err) {
         this.#fail(err, group);
@@ -167,8 +279,32 @@ export class Storage {
         for (const op of g.ops) if (this.#overlay.get(op.key)?.owner === g) this.#overlay.delete(op.key);
         g.resolve();
       }
+      if (this.#guard?.wantsCheckpoint && !this.#checkpoint) this.#startCheckpoint(this.#guard);
     }
     this.#flushing = false;
+  }
+
+  /**
+   * Between two groups: force LevelDB to move its memtable (everything committed so far) into
+   * a table file, so the guard only has to remember streams written after this point.
+   */
+  #startCheckpoint(guard: WalGuard): void {
+    const cp = guard.beginCheckpoint();
+    this.#checkpoint = this.#db
+      .compactRange(CHECKPOINT_KEY, `${CHECKPOINT_KEY}~`)
+      .then(() => cp.end())
+      .then(
+        () => {
+          this.stats.checkpoints++;
+        },
+        (err: unknown) => {
+          cp.abort();
+          this.#log.warn({ err: { message: (err as Error)?.message } }, 'log checkpoint failed; the guard keeps every stream of this era');
+        },
+      )
+      .finally(() => {
+        this.#checkpoint = null;
+      });
   }
 
   #fail(err: unknown, group: PendingWrite[]): void {
@@ -176,15 +312,47 @@ export class Storage {
     this.#readOnly = true;
     this.#log.fatal({ err: { message: (err as Error)?.message, code: (err as { code?: string })?.code } }, 'synced write failed; daemon is read-only until restart');
     const failed = [...group, ...this.#queue.splice(0)];
+    for (const g of failed) for (const op of g.ops) this.#inDoubt.add(op.key);
     this.#overlay.clear();
     for (const listener of this.#failureListeners) listener();
-    for (const g of failed) g.reject(errors.storageFailure(null));
+    // The failed group may be on disk or not (an fsync error says nothing about what reached
+    // the disk); the writes queued behind it were never handed to LevelDB, but callers cannot
+    // tell the two apart, so both are answered "outcome unknown": never resend blindly.
+    for (const g of failed) {
+      g.reject(errors.storageFailure(null, 'WRITE_FAILED', 'a synced write failed: this write may or may not be on disk (outcome unknown; after a restart operations.get tells); the daemon is read-only until restart'));
+    }
   }
 
-  /** Wait for queued writes, then close LevelDB. */
+  /** Wait for queued writes and a running checkpoint, then close LevelDB. */
   async close(): Promise<void> {
     this.#closing = true;
     while (this.#flushing || this.#queue.length > 0) await new Promise((r) => setTimeout(r, 5));
-    await this.db.close();
+    await this.#checkpoint;
+    await this.#guard?.close();
+    await this.#db.close();
   }
+}
+
+function decode(key: string, raw: string): unknown {
+  const json = decodeValue(key, raw);
+  if (json !== null) {
+    try {
+      return JSON.parse(json);
+    } catch {
+      /* a checksum collision over garbage: report it as corrupt below */
+    }
+  }
+  throw corruptKey(key, 'checksum mismatch');
+}
+
+/** A read error from LevelDB itself (a damaged table block): corrupt data at `key`. */
+function readFailure(key: string, err: unknown): YelloError {
+  if (err instanceof YelloError) return err;
+  const e = err as { code?: string; message?: string };
+  return corruptKey(key, `LevelDB could not read it (${e.code ?? 'error'}: ${e.message ?? String(err)})`);
+}
+
+function corruptKey(key: string, detail: string): YelloError {
+  const where = locateKey(key);
+  return errors.corrupt({ key, streamId: where.streamId, generation: where.generation, fromPosition: where.position, detail });
 }

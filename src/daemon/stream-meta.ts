@@ -43,7 +43,7 @@ export function newStreamMeta(chatId: string, authorAgentId: string, peerAgentId
 }
 
 export function streamMetaOp(meta: StreamMeta): WriteOp {
-  return { type: 'put', key: K.stream(meta.streamId), value: JSON.stringify(meta) };
+  return { type: 'put', key: K.stream(meta.streamId), value: meta };
 }
 
 /** A copy safe to mutate (on the append path, so no structuredClone). */

@@ -1,4 +1,4 @@
-import { errors, type YelloError } from '../shared/errors.js';
+import { errors, YelloError } from '../shared/errors.js';
 import { formatDecimal, parseDecimal, splitStreamId } from '../shared/ids.js';
 import { clientMessageId, contentSha256, sha256Base64url } from '../shared/message-signing.js';
 import type { OperationInfo } from '../shared/methods.js';
@@ -7,14 +7,15 @@ import type { AppendResult, ReadBatch, Redaction, StoredRecord, StreamState } fr
 import type { TokenCodec } from './batch-codec.js';
 import type { Caller } from './caller.js';
 import type { Counters } from './counters.js';
-import type { Directory } from './directory.js';
+import { Directory } from './directory.js';
+import type { Integrity } from './integrity.js';
 import { K, prefixEnd } from './keys.js';
 import { applyPiiPolicy } from './pii-policy.js';
-import { decodeRecord, encodeRecord } from './record-codec.js';
 import type { Signer } from './signer.js';
 import type { Storage, WriteOp } from './storage.js';
-import { cloneMeta, publicStreamState, streamMetaOp, type StreamMeta } from './stream-meta.js';
+import { cloneMeta, newStreamMeta, publicStreamState, streamMetaOp, type StreamMeta } from './stream-meta.js';
 import { hashToken, newToken } from './tokens.js';
+import type { Touch } from './wal-guard.js';
 
 /** A committed range of one stream, handed to subscribers in commit order. */
 export interface CommittedRange {
@@ -33,7 +34,8 @@ export interface StreamEvents {
   discontinuity(streamId: string): void;
 }
 
-interface StoredOperation {
+/** An operation as stored under `o/<streamId>/<operationId>`. */
+export interface StoredOperation {
   operationId: string;
   generation: number;
   firstPosition: number;
@@ -62,12 +64,17 @@ export class StreamStore {
   readonly #signer: Signer;
   readonly #codec: TokenCodec;
   readonly #counters: Counters;
+  readonly #integrity: Integrity;
   readonly #admitted = new Map<string, StreamMeta>();
   readonly #committed = new Map<string, StreamMeta>();
   readonly #listeners: StreamEvents[] = [];
 
-  constructor(storage: Storage, directory: Directory, signer: Signer, codec: TokenCodec, counters: Counters) {
+  /** Streams whose head was checked against its records in this process. */
+  readonly #reconciled = new Set<string>();
+
+  constructor(storage: Storage, directory: Directory, signer: Signer, codec: TokenCodec, counters: Counters, integrity: Integrity) {
     this.#storage = storage;
+    this.#integrity = integrity;
     this.#directory = directory;
     this.#signer = signer;
     this.#codec = codec;
@@ -87,9 +94,8 @@ export class StreamStore {
   #admittedMeta(streamId: string): StreamMeta | undefined {
     let meta = this.#admitted.get(streamId);
     if (!meta) {
-      const raw = this.#storage.getAdmitted(K.stream(streamId));
-      if (raw === undefined) return undefined;
-      meta = JSON.parse(raw) as StreamMeta;
+      meta = this.#load(streamId, true);
+      if (!meta) return undefined;
       this.#admitted.set(streamId, meta);
     }
     return meta;
@@ -99,12 +105,78 @@ export class StreamStore {
   committedMeta(streamId: string): StreamMeta | undefined {
     let meta = this.#committed.get(streamId);
     if (!meta) {
-      const raw = this.#storage.getCommitted(K.stream(streamId));
-      if (raw === undefined) return undefined;
-      meta = JSON.parse(raw) as StreamMeta;
+      meta = this.#load(streamId, false);
+      if (!meta) return undefined;
       this.#committed.set(streamId, meta);
     }
     return meta;
+  }
+
+  /** Read a head; an unreadable one marks the whole stream corrupt. The first load checks it. */
+  #load(streamId: string, admitted: boolean): StreamMeta | undefined {
+    const key = K.stream(streamId);
+    let meta: StreamMeta | undefined;
+    try {
+      meta = admitted ? this.#storage.getAdmitted<StreamMeta>(key) : this.#storage.get<StreamMeta>(key);
+    } catch (err) {
+      if (!(err instanceof YelloError) || err.details.reason !== 'CORRUPT') throw err;
+      throw this.#integrity.mark({ streamId, generation: null, fromPosition: 0, detail: `the stream head (${key}) fails its checksum` });
+    }
+    if (meta && !this.#storage.hasPending(key)) this.reconcile(meta);
+    if (!meta && this.#headBelongsToChat(streamId)) {
+      // Both heads are written with the chat, in one batch: a chat without one lost it.
+      throw this.#integrity.mark({ streamId, generation: null, fromPosition: 0, detail: `the stream head (${key}) is missing, though its chat exists` });
+    }
+    return meta;
+  }
+
+  /** Whether the stream's chat exists and the author is one of its two agents. */
+  #headBelongsToChat(streamId: string): boolean {
+    const parts = splitStreamId(streamId);
+    if (!parts) return false;
+    const chat = this.#directory.chatRow(parts.chatId);
+    return chat !== undefined && (chat.agentAId === parts.authorAgentId || chat.agentBId === parts.authorAgentId);
+  }
+
+  /**
+   * Check a committed head against its records, once per process and with point reads only:
+   * the last record the head claims exists, names its position and an operation that covers
+   * it; nothing lies at or past the head, nor in a later generation. A disagreement marks the
+   * stream corrupt, so no append is ever written over a position that may hold an
+   * acknowledged record.
+   */
+  reconcile(meta: StreamMeta): void {
+    const { streamId, generation, firstPosition, nextPosition } = meta;
+    if (this.#reconciled.has(streamId)) return;
+    this.#reconciled.add(streamId);
+    const mark = (fromPosition: number, detail: string) => this.#integrity.mark({ streamId, generation, fromPosition, detail });
+    const read = <T>(key: string): T | undefined | 'corrupt' => {
+      try {
+        return this.#storage.get<T>(key);
+      } catch (err) {
+        if (err instanceof YelloError && err.details.reason === 'CORRUPT') return 'corrupt';
+        throw err;
+      }
+    };
+    if (nextPosition > firstPosition) {
+      const at = nextPosition - 1;
+      const last = read<StoredRecord>(K.record(streamId, generation, at));
+      if (last === 'corrupt') return void mark(at, `the head's last record (position ${at}) fails its checksum`);
+      if (last === undefined) return void mark(at, `the head says records end at ${nextPosition}, but position ${at} is missing`);
+      if (last.position !== formatDecimal(at) || last.streamId !== streamId || last.generation !== formatDecimal(generation)) {
+        return void mark(at, `the record stored at position ${at} names another place`);
+      }
+      if (last.wrapper.type !== 'chat.writer-fence') {
+        const op = read<StoredOperation>(K.operation(streamId, last.wrapper.operationId));
+        if (op === 'corrupt' || op === undefined || op.generation !== generation || op.firstPosition > at || op.nextPosition <= at) {
+          return void mark(at, `the operation of the last record (${last.wrapper.operationId}) is missing or does not cover position ${at}`);
+        }
+      }
+    }
+    const past = read<StoredRecord>(K.record(streamId, generation, nextPosition));
+    if (past !== undefined) return void mark(nextPosition, `a record lies at position ${nextPosition}, past the head: the head is behind its records`);
+    const later = read<StoredRecord>(K.record(streamId, generation + 1, 0));
+    if (later !== undefined) return void mark(nextPosition, `records of generation ${generation + 1} exist, but the head is at generation ${generation}`);
   }
 
   /**
@@ -116,12 +188,19 @@ export class StreamStore {
     ops: WriteOp[],
     range?: { generation: number; fromPosition: number; nextPosition: number; records: StoredRecord[] },
   ): Promise<void> {
+    const previous = this.#admitted.get(next.streamId);
+    // Where the stream stood before this write, for the log guard: anything lost lies past it.
+    const touch: Touch = {
+      streamId: next.streamId,
+      generation: next.generation,
+      position: previous && previous.generation === next.generation ? previous.nextPosition : next.firstPosition,
+    };
     this.#admitted.set(next.streamId, next);
     ops.push(streamMetaOp(next));
     const snapshot = cloneMeta(next);
     const records = range?.records ?? [];
-    for (const r of records) ops.push({ type: 'put', key: K.record(next.streamId, range!.generation, Number(r.position)), value: encodeRecord(r) });
-    await this.#storage.write(ops);
+    for (const r of records) ops.push({ type: 'put', key: K.record(next.streamId, range!.generation, Number(r.position)), value: r });
+    await this.#storage.write(ops, [touch]);
     const current = this.#committed.get(next.streamId);
     // Commits of one stream complete in admission order; never move the committed view back.
     if (!current || current.generation < snapshot.generation || current.nextPosition <= snapshot.nextPosition) {
@@ -130,6 +209,26 @@ export class StreamStore {
     if (range && records.length > 0) {
       const full: CommittedRange = { generation: range.generation, fromPosition: range.fromPosition, nextPosition: range.nextPosition, records, streamId: next.streamId, chatId: next.chatId };
       for (const l of this.#listeners) l.committed(full);
+    }
+  }
+
+  /**
+   * Check every stored head against its records in the background (startup), so corruption is
+   * listed before traffic finds it. Heads are not cached by this: idle memory stays small.
+   */
+  async reconcileAll(): Promise<void> {
+    let n = 0;
+    for await (const { key } of this.#storage.entriesChecked<unknown>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
+      const streamId = key.slice(K.streamsPrefix.length);
+      if (!this.#reconciled.has(streamId)) {
+        try {
+          this.#load(streamId, false);
+        } catch (err) {
+          if (!(err instanceof YelloError) || err.details.reason !== 'CORRUPT') throw err;
+        }
+      }
+      // Yield now and then: the sweep must not hold the event loop.
+      if (++n % 64 === 0) await new Promise<void>((r) => setImmediate(r));
     }
   }
 
@@ -166,12 +265,19 @@ export class StreamStore {
     return meta;
   }
 
+  /** The head to write to: it exists and no corruption mark covers it. */
+  #writableMeta(streamId: string, operationId: string | null = null): StreamMeta {
+    const meta = this.#requireAdmitted(streamId);
+    this.#integrity.assertWritable(streamId, meta.generation, operationId);
+    return meta;
+  }
+
   // ---- writer fencing -------------------------------------------------------------------
 
   async claim(caller: Caller, p: Params<'streams.claim'>): Promise<{ streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string }> {
     this.#storage.assertWritable();
     this.#assertAuthor(caller, p.streamId);
-    const meta = this.#requireAdmitted(p.streamId);
+    const meta = this.#writableMeta(p.streamId);
     if (meta.writer.active && p.replace !== true) {
       throw errors.writerActive(formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '');
     }
@@ -203,7 +309,7 @@ export class StreamStore {
       this.#assertAuthor(caller, p.streamId);
       if (p.coordinatorToken === undefined) throw errors.invalidParams('coordinatorToken', 'the author releases with its coordinator token');
     }
-    const meta = this.#requireAdmitted(p.streamId);
+    const meta = this.#writableMeta(p.streamId);
     if (caller.role === 'agent' && !this.#tokenCurrent(meta, p.coordinatorToken!)) {
       throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
     }
@@ -239,13 +345,13 @@ export class StreamStore {
 
     const digest = requestDigest(p);
     const opKey = K.operation(p.streamId, p.operationId);
-    const prior = this.#storage.getAdmitted(opKey);
-    if (prior !== undefined) {
-      const op = JSON.parse(prior) as StoredOperation;
+    const op = this.#storage.getAdmitted<StoredOperation>(opKey);
+    if (op !== undefined) {
       if (op.requestDigest !== digest) throw errors.operationConflict(p.operationId);
       await this.#storage.durable(opKey);
       return { ...(await this.#replay(p.streamId, op)), duplicate: true };
     }
+    this.#integrity.assertWritable(p.streamId, meta.generation, p.operationId);
 
     if (!this.#tokenCurrent(meta, p.coordinatorToken)) throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
     const generation = parseDecimal(p.generation);
@@ -291,15 +397,17 @@ export class StreamStore {
     });
     next.nextPosition = expected + p.records.length;
     const committedAt = new Date().toISOString();
-    const op: StoredOperation = { operationId: p.operationId, generation, firstPosition: expected, nextPosition: next.nextPosition, committedAt, requestDigest: digest, redactions };
-    ops.push({ type: 'put', key: opKey, value: JSON.stringify(op) });
+    const stored: StoredOperation = { operationId: p.operationId, generation, firstPosition: expected, nextPosition: next.nextPosition, committedAt, requestDigest: digest, redactions };
+    ops.push({ type: 'put', key: opKey, value: stored });
     ops.push({ type: 'put', key: K.opLog(p.streamId, generation, expected), value: p.operationId });
     this.#counters.records += p.records.length;
     ops.push(this.#counters.op());
     try {
       await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records });
     } catch (err) {
-      throw (err as YelloError).type === 'STORAGE_FAILURE' ? errors.storageFailure(p.operationId) : err;
+      // Queued and then failed: the answer names the operation, whose outcome is unknown.
+      if (err instanceof YelloError && err.type === 'STORAGE_FAILURE') throw err.withDetails({ operationId: p.operationId });
+      throw err;
     }
     return { streamId: p.streamId, generation: gen, operationId: p.operationId, firstPosition: formatDecimal(expected), nextPosition: formatDecimal(next.nextPosition), records, duplicate: false, redactions };
   }
@@ -332,7 +440,7 @@ export class StreamStore {
     return records.map((r, index) => {
       if (r.type !== 'chat.message') return undefined;
       const id = clientMessageId(meta.chatId, meta.authorAgentId, r.messageId);
-      const stored = this.#storage.getAdmitted(K.messageId(meta.streamId, meta.generation, id));
+      const stored = this.#storage.getAdmitted<string>(K.messageId(meta.streamId, meta.generation, id));
       if (stored !== undefined) throw errors.duplicateMessage(stored);
       const inRequest = seen.get(id);
       if (inRequest !== undefined) throw errors.duplicateMessage(formatDecimal(meta.nextPosition + inRequest));
@@ -396,13 +504,26 @@ export class StreamStore {
     const b = this.bounds(meta, generation);
     if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, p.generation, formatDecimal(meta.generation));
     if (from < b.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, p.fromPosition, formatDecimal(b.firstPosition));
+    // Past a corruption mark nothing can be vouched for, not even "no more records".
+    this.#integrity.assertReadable(p.streamId, generation, from);
     if (from > b.nextPosition) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${b.nextPosition}`);
-    const records = await this.#range(p.streamId, generation, from, b.nextPosition, p.limit ?? 1000, p.maxBytes ?? 1_048_576);
+    const end = Math.min(b.nextPosition, this.#integrity.readLimit(p.streamId, generation));
+    const records = await this.#range(p.streamId, generation, from, end, p.limit ?? 1000, p.maxBytes ?? 1_048_576);
     const nextPosition = from + records.length;
     return {
       batchId: this.batchId(caller, p.streamId, generation, from, nextPosition),
       streamId: p.streamId, generation: p.generation, fromPosition: p.fromPosition, nextPosition: formatDecimal(nextPosition), records, sealed: b.sealed,
     };
+  }
+
+  /** The first position of a generation readers may not pass (Infinity when unmarked). */
+  readLimit(streamId: string, generation: number): number {
+    return this.#integrity.readLimit(streamId, generation);
+  }
+
+  /** Throw STORAGE_FAILURE/CORRUPT when `position` is at or past a corruption mark. */
+  assertReadable(streamId: string, generation: number, position: number): void {
+    this.#integrity.assertReadable(streamId, generation, position);
   }
 
   /** Mint the batchId of a presented range. */
@@ -412,59 +533,88 @@ export class StreamStore {
 
   /**
    * Committed records of [from, end) of one generation, in position order (or reverse), each
-   * decoded, checksum-verified and at exactly the next expected position: a hole (a trim that
-   * raced the read) throws PREFIX_UNAVAILABLE instead of being skipped. Whether ending before
-   * the range's far end is a break is the caller's call. Breaking out closes the iterator.
+   * checksum-verified and at exactly the next expected position. A missing position is never
+   * skipped: below the recorded trim point it was trimmed while we read (PREFIX_UNAVAILABLE);
+   * at or above it, an acknowledged record is gone, which is corruption. Whether ending
+   * before the range's far end is a break is the caller's call. Breaking out closes the iterator.
    */
   async *scan(streamId: string, generation: number, from: number, end: number, reverse = false): AsyncGenerator<{ record: StoredRecord; bytes: number }> {
     if (from >= end) return;
     let expect = reverse ? end - 1 : from;
-    const it = this.#storage.db.iterator({ gte: K.record(streamId, generation, from), lt: K.record(streamId, generation, end), reverse });
-    try {
-      for await (const [, value] of it) {
-        const record = decodeRecord(value, { streamId, generation, position: expect });
-        if (record.position !== formatDecimal(expect)) {
-          throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(expect), record.position);
+    const entries = this.#storage.entries<StoredRecord>({ gte: K.record(streamId, generation, from), lt: K.record(streamId, generation, end), reverse });
+    for (;;) {
+      let next: IteratorResult<{ value: StoredRecord; bytes: number }>;
+      try {
+        next = await entries.next();
+      } catch (err) {
+        // A record that fails its check is an acknowledged record lost: mark the stream there.
+        if (err instanceof YelloError && err.details.reason === 'CORRUPT' && err.details.streamId === streamId) {
+          const at = err.details.fromPosition === null ? expect : Number(err.details.fromPosition);
+          throw this.#integrity.mark({ streamId, generation, fromPosition: at, detail: `record ${at} fails its checksum` });
         }
-        yield { record, bytes: value.length };
-        expect += reverse ? -1 : 1;
+        throw err;
       }
-    } finally {
-      await it.close();
+      if (next.done) return;
+      const { value: record, bytes } = next.value;
+      if (record.position !== formatDecimal(expect)) throw this.missing(streamId, generation, expect);
+      yield { record, bytes };
+      expect += reverse ? -1 : 1;
     }
+  }
+
+  /**
+   * The error for a record that is not where the head says it is: PREFIX_UNAVAILABLE when a
+   * trim took it, else a corruption mark from `position` on.
+   */
+  missing(streamId: string, generation: number, position: number): YelloError {
+    const meta = this.committedMeta(streamId);
+    const b = meta ? this.bounds(meta, generation) : null;
+    if (b && position < b.firstPosition) {
+      return errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(position), formatDecimal(b.firstPosition));
+    }
+    return this.#integrity.mark({ streamId, generation, fromPosition: position, detail: `record ${position} is missing above the trim point` });
   }
 
   /** Records [from, end), at most `limit`, stopping once `maxBytes` is reached (always at least one). */
   async #range(streamId: string, generation: number, from: number, end: number, limit: number, maxBytes: number): Promise<StoredRecord[]> {
     const out: StoredRecord[] = [];
     let bytes = 0;
-    for await (const r of this.scan(streamId, generation, from, end)) {
-      out.push(r.record);
-      bytes += r.bytes;
-      if (out.length >= limit || bytes >= maxBytes) break;
+    try {
+      for await (const r of this.scan(streamId, generation, from, end)) {
+        out.push(r.record);
+        bytes += r.bytes;
+        if (out.length >= limit || bytes >= maxBytes) break;
+      }
+    } catch (err) {
+      // Serve the intact records before the damage; the next read starts at it and fails there.
+      if (out.length === 0 || !(err instanceof YelloError && err.details.reason === 'CORRUPT')) throw err;
     }
-    if (out.length === 0 && from < end) {
-      const meta = this.committedMeta(streamId);
-      throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(from), formatDecimal(meta?.firstPosition ?? from));
-    }
+    if (out.length === 0 && from < end) throw this.missing(streamId, generation, from);
     return out;
   }
 
-  /** Committed records [from, end) for internal readers (follow, history). */
-  range(streamId: string, generation: number, from: number, end: number, limit: number): Promise<StoredRecord[]> {
-    return this.#range(streamId, generation, from, end, limit, Infinity);
+  /** Committed records [from, end) for internal readers (follow, history), cut at `maxBytes` (always at least one). */
+  range(streamId: string, generation: number, from: number, end: number, limit: number, maxBytes = Infinity): Promise<StoredRecord[]> {
+    return this.#range(streamId, generation, from, end, limit, maxBytes);
   }
 
   // ---- operations -----------------------------------------------------------------------
 
+  /**
+   * `operations.get`. An operation absent from a stream that lost records cannot be called
+   * "never committed": that is a STORAGE_FAILURE/CORRUPT, not `unknown`.
+   */
   operation(caller: Caller, streamId: string, operationId: string): OperationInfo {
     const meta = this.committedMeta(streamId);
     if (!meta) throw errors.notFound('stream', streamId);
     this.#assertReader(caller, meta);
-    const committed = this.#storage.getCommitted(K.operation(streamId, operationId));
-    if (committed !== undefined) return operationInfo(JSON.parse(committed) as StoredOperation);
-    if (this.#storage.getAdmitted(K.operation(streamId, operationId)) !== undefined) return { operationId, state: 'pending' };
-    return { operationId, state: 'unknown' };
+    const key = K.operation(streamId, operationId);
+    const committed = this.#storage.get<StoredOperation>(key);
+    if (committed !== undefined) return operationInfo(committed);
+    // Pending: admitted and waiting for its fsync, or its fsync failed and only a restart tells.
+    if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return noOperation(operationId, 'pending');
+    this.#integrity.assertIntact(streamId);
+    return noOperation(operationId, 'unknown');
   }
 
   async operations(caller: Caller, streamId: string, cursor: string | undefined, limit: number): Promise<{ operations: OperationInfo[]; nextCursor: string | null }> {
@@ -477,24 +627,28 @@ export class StreamStore {
       after = this.#codec.open<string>('ops', cursor) ?? undefined;
       if (after === undefined || !after.startsWith(prefix)) throw errors.invalidParams('cursor', 'not a cursor of operations.list for this stream');
     }
-    const entries: Array<[string, string]> = [];
-    for await (const entry of this.#storage.db.iterator(after === undefined ? { gte: prefix, lt: prefixEnd(prefix), limit: limit + 1 } : { gt: after, lt: prefixEnd(prefix), limit: limit + 1 })) {
+    const entries: Array<{ key: string; value: string }> = [];
+    for await (const entry of this.#storage.entries<string>(after === undefined ? { gte: prefix, lt: prefixEnd(prefix), limit: limit + 1 } : { gt: after, lt: prefixEnd(prefix), limit: limit + 1 })) {
       entries.push(entry);
     }
     const page = entries.slice(0, limit);
-    const operations = page.map(([, opId]) => {
-      const raw = this.#storage.getCommitted(K.operation(streamId, opId));
-      return raw === undefined ? { operationId: opId, state: 'unknown' as const } : operationInfo(JSON.parse(raw) as StoredOperation);
+    const operations = page.map(({ key, value: opId }) => {
+      const op = this.#storage.get<StoredOperation>(K.operation(streamId, opId));
+      if (op === undefined) {
+        const at = locateKeyPosition(key);
+        throw this.#integrity.mark({ streamId, generation: at.generation, fromPosition: at.position, detail: `operation ${opId} is in the operation log but missing` });
+      }
+      return operationInfo(op);
     });
     const last = page[page.length - 1];
-    return { operations, nextCursor: entries.length > limit && last ? this.#codec.seal('ops', last[0]) : null };
+    return { operations, nextCursor: entries.length > limit && last ? this.#codec.seal('ops', last.key) : null };
   }
 
   // ---- retention and generations --------------------------------------------------------
 
   async trim(streamId: string, beforePosition: number, force: boolean): Promise<{ firstPosition: string }> {
     this.#storage.assertWritable();
-    const meta = this.#requireAdmitted(streamId);
+    const meta = this.#writableMeta(streamId);
     if (beforePosition > meta.nextPosition) throw errors.invalidParams('beforePosition', `beforePosition is beyond nextPosition ${meta.nextPosition}`);
     if (beforePosition <= meta.firstPosition) return { firstPosition: formatDecimal(meta.firstPosition) };
     if (!force) {
@@ -525,18 +679,76 @@ export class StreamStore {
     return { firstPosition: formatDecimal(beforePosition) };
   }
 
+  /**
+   * `streams.reset`: seal the current generation and start the next at position 0. This is also
+   * the way out of corruption: the new generation lies past every marked one, so readers get
+   * GENERATION_CHANGED and writers start clean, and nothing is written over a position that
+   * may have held an acknowledged record. A head that fails its checksum is rebuilt from the
+   * stream's records first.
+   */
   async reset(streamId: string, reason: string): Promise<StreamState> {
     this.#storage.assertWritable();
-    const meta = this.#requireAdmitted(streamId);
+    let meta: StreamMeta;
+    try {
+      meta = this.#requireAdmitted(streamId);
+    } catch (err) {
+      if (!(err instanceof YelloError) || err.details.reason !== 'CORRUPT' || err.details.generation !== null) throw err;
+      meta = await this.#rebuildHead(streamId);
+    }
     const next = cloneMeta(meta);
-    next.sealed.push({ generation: meta.generation, firstPosition: meta.firstPosition, nextPosition: meta.nextPosition, sealedAt: new Date().toISOString(), reason });
-    next.generation = meta.generation + 1;
+    const sealedAt = new Date().toISOString();
+    if (!next.sealed.some((g) => g.generation === meta.generation)) {
+      next.sealed.push({ generation: meta.generation, firstPosition: meta.firstPosition, nextPosition: meta.nextPosition, sealedAt, reason });
+    }
+    next.generation = Math.max(meta.generation, this.#integrity.highestMarkedGeneration(streamId)) + 1;
     next.firstPosition = 0;
     next.nextPosition = 0;
     next.writer = { epoch: meta.writer.epoch + 1, claimedAt: meta.writer.claimedAt, active: false, tokenHash: null };
     await this.#commitMeta(next, []);
+    this.#committed.set(streamId, cloneMeta(next));
     for (const l of this.#listeners) l.discontinuity(streamId);
     return this.state(next);
+  }
+
+  /**
+   * A head rebuilt from what the records say, after the stored head failed its checksum: every
+   * generation found becomes a sealed one with the bounds its records show, the writer epoch
+   * moves past every fence (so no old coordinator token works), and the whole-stream mark
+   * narrows to the last generation from where its records end.
+   */
+  async #rebuildHead(streamId: string): Promise<StreamMeta> {
+    const parts = splitStreamId(streamId);
+    if (!parts) throw errors.notFound('stream', streamId);
+    const chat = this.#directory.chat(parts.chatId);
+    const peer = Directory.peerOf(chat, parts.authorAgentId);
+    const meta = newStreamMeta(chat.id, parts.authorAgentId, peer, chat.createdAt);
+    const gens = new Map<number, { first: number; next: number }>();
+    let epoch = 0;
+    const prefix = K.recordsOfStream(streamId);
+    for await (const { key, value } of this.#storage.entriesChecked<StoredRecord>({ gte: prefix, lt: prefixEnd(prefix) })) {
+      const [, , g, pos] = key.split('/');
+      const generation = Number(g);
+      const position = Number(pos);
+      const bounds = gens.get(generation) ?? { first: position, next: position + 1 };
+      bounds.first = Math.min(bounds.first, position);
+      bounds.next = Math.max(bounds.next, position + 1);
+      gens.set(generation, bounds);
+      if (value?.wrapper.type === 'chat.writer-fence') epoch = Math.max(epoch, Number(value.wrapper.fence.epoch));
+      if (value?.wrapper.type === 'chat.message') meta.lastCreatedAt = value.wrapper.message.signature.createdAt;
+    }
+    const sealedAt = new Date().toISOString();
+    const ordered = [...gens.entries()].sort((a, b) => a[0] - b[0]);
+    for (const [generation, b] of ordered) {
+      meta.sealed.push({ generation, firstPosition: b.first, nextPosition: b.next, sealedAt, reason: 'rebuilt from records after the head failed its checksum' });
+    }
+    const last = ordered.at(-1);
+    meta.generation = last ? last[0] : 1;
+    meta.firstPosition = last ? last[1].first : 0;
+    meta.nextPosition = last ? last[1].next : 0;
+    meta.writer = { epoch: epoch + 1, claimedAt: null, active: false, tokenHash: null };
+    this.#integrity.narrowHeadMark(streamId, meta.generation, meta.nextPosition);
+    this.#admitted.set(streamId, meta);
+    return meta;
   }
 }
 
@@ -545,6 +757,17 @@ function operationInfo(op: StoredOperation): OperationInfo {
     operationId: op.operationId, state: 'committed', generation: formatDecimal(op.generation), firstPosition: formatDecimal(op.firstPosition),
     nextPosition: formatDecimal(op.nextPosition), committedAt: op.committedAt, requestDigest: op.requestDigest,
   };
+}
+
+/** An operation with no committed record: every optional field is sent as null (§4). */
+function noOperation(operationId: string, state: 'pending' | 'unknown'): OperationInfo {
+  return { operationId, state, generation: null, firstPosition: null, nextPosition: null, committedAt: null, requestDigest: null };
+}
+
+/** Generation and position of an operation-log key. */
+function locateKeyPosition(key: string): { generation: number; position: number } {
+  const parts = key.split('/');
+  return { generation: Number(parts[parts.length - 2]), position: Number(parts[parts.length - 1]) };
 }
 
 /** Digest of what an append asks to write (not the token): equal requests replay, others conflict. */

@@ -1,11 +1,13 @@
 import type { Logger } from 'pino';
-import { errors, type YelloError } from '../shared/errors.js';
+import { randomUUID } from 'node:crypto';
+import { errors, YelloError } from '../shared/errors.js';
 import { formatDecimal } from '../shared/ids.js';
 import type { Params } from '../shared/schemas.js';
-import type { ChatBatchNotification, ChatBreakNotification, StoredRecord } from '../shared/types.js';
+import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord } from '../shared/types.js';
 import type { Caller } from './caller.js';
 import type { ChatReader } from './chat-reader.js';
 import { Directory } from './directory.js';
+import type { CorruptMark, Integrity } from './integrity.js';
 import type { ConnectionHandle } from './rpc-server.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
 import { randomId } from './tokens.js';
@@ -14,6 +16,8 @@ import { randomId } from './tokens.js';
 export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 64;
 /** Records per pushed batch when catching up from storage. */
 const CATCH_UP_BATCH = 500;
+/** Bytes of stored records per pushed batch when catching up (always at least one record). */
+export const CATCH_UP_BYTES = 1_048_576;
 
 interface Cursor {
   generation: number;
@@ -49,7 +53,7 @@ export class Subscriptions {
   readonly #byStream = new Map<string, Set<Subscription>>();
   readonly #byId = new Map<string, Subscription>();
 
-  constructor(streams: StreamStore, reader: ChatReader, directory: Directory, log: Logger) {
+  constructor(streams: StreamStore, reader: ChatReader, directory: Directory, integrity: Integrity, log: Logger) {
     this.#streams = streams;
     this.#reader = reader;
     this.#directory = directory;
@@ -58,6 +62,7 @@ export class Subscriptions {
       committed: (range) => this.#onCommitted(range),
       discontinuity: (streamId) => this.#onDiscontinuity(streamId),
     });
+    integrity.onMark((mark) => this.#onMarked(mark));
   }
 
   get count(): number {
@@ -154,26 +159,52 @@ export class Subscriptions {
       try {
         this.#reader.checkContinuity(streamId, c.generation, c.position);
       } catch (err) {
-        this.#break(sub, err as YelloError);
+        this.#stop(sub, err);
       }
     }
   }
 
-  #break(sub: Subscription, err: YelloError): void {
-    if (sub.ended) return;
-    if (err.type !== 'CONTINUITY_BREAK') {
-      this.#log.error({ sub: sub.id, err: err.message }, 'subscription failed');
+  /** A stream turned corrupt: followers at or past the mark cannot be told what comes next. */
+  #onMarked(mark: CorruptMark): void {
+    const subs = this.#byStream.get(mark.streamId);
+    if (!subs) return;
+    for (const sub of [...subs]) {
+      const c = sub.cursors.get(mark.streamId)!;
+      if (mark.generation === null || (mark.generation === c.generation && c.position >= mark.fromPosition)) {
+        try {
+          this.#streams.assertReadable(mark.streamId, c.generation, c.position);
+        } catch (err) {
+          this.#stop(sub, err);
+        }
+      }
     }
-    const d = err.details as { reason?: ChatBreakNotification['reason']; streamId?: string; expected?: unknown; actual?: unknown };
-    const params: ChatBreakNotification = {
-      subscriptionId: sub.id,
-      reason: d.reason ?? 'PREFIX_UNAVAILABLE',
-      streamId: d.streamId ?? '',
-      expected: d.expected ?? null,
-      actual: d.actual ?? null,
-    };
+  }
+
+  /**
+   * End a subscription that cannot go on: a continuity break becomes `chats.break` (one of the
+   * three reasons of §6); anything else — corrupt data, a bug — becomes `chats.error` with the
+   * error as an RPC error would carry it, logged with a correlation id when it is not ours.
+   */
+  #stop(sub: Subscription, err: unknown): void {
+    if (sub.ended) return;
     this.#end(sub);
-    sub.connection.notify('chats.break', params);
+    if (err instanceof YelloError && err.type === 'CONTINUITY_BREAK') {
+      const d = err.details as { reason: ChatBreakNotification['reason']; streamId: string; expected?: unknown; actual?: unknown };
+      const params: ChatBreakNotification = { subscriptionId: sub.id, reason: d.reason, streamId: d.streamId, expected: d.expected ?? null, actual: d.actual ?? null };
+      sub.connection.notify('chats.break', params);
+      return;
+    }
+    let e: YelloError;
+    if (err instanceof YelloError) {
+      e = err;
+      this.#log.error({ sub: sub.id, type: e.type, reason: e.details.reason ?? null }, 'subscription ended by an error');
+    } else {
+      const correlationId = randomUUID();
+      this.#log.error({ sub: sub.id, correlationId, err: { message: (err as Error)?.message, stack: (err as Error)?.stack } }, 'subscription failed');
+      e = errors.internal(correlationId);
+    }
+    const params: ChatErrorNotification = { subscriptionId: sub.id, error: { code: e.code, message: e.message, data: e.toData() } };
+    sub.connection.notify('chats.error', params);
   }
 
   #deliver(sub: Subscription, streamId: string, c: Cursor, records: StoredRecord[], nextPosition: number): void {
@@ -196,9 +227,11 @@ export class Subscriptions {
   #pump(sub: Subscription): void {
     if (!sub.started || sub.pumping || sub.ended) return;
     sub.pumping = true;
-    void this.#drain(sub).finally(() => {
-      sub.pumping = false;
-    });
+    this.#drain(sub)
+      .catch((err: unknown) => this.#stop(sub, err))
+      .finally(() => {
+        sub.pumping = false;
+      });
   }
 
   async #drain(sub: Subscription): Promise<void> {
@@ -210,25 +243,20 @@ export class Subscriptions {
       }
       const streamId = sub.dirty.values().next().value as string;
       const c = sub.cursors.get(streamId)!;
-      let meta;
-      try {
-        meta = this.#reader.checkContinuity(streamId, c.generation, c.position);
-      } catch (err) {
-        this.#break(sub, err as YelloError);
-        return;
-      }
-      if (c.position >= meta.nextPosition) {
+      const meta = this.#reader.checkContinuity(streamId, c.generation, c.position);
+      const end = Math.min(meta.nextPosition, this.#streams.readLimit(streamId, c.generation));
+      if (c.position >= end) {
         sub.dirty.delete(streamId);
         continue;
       }
-      let records: StoredRecord[];
-      try {
-        records = await this.#streams.range(streamId, c.generation, c.position, meta.nextPosition, CATCH_UP_BATCH);
-      } catch (err) {
-        this.#break(sub, err as YelloError);
+      const records = await this.#streams.range(streamId, c.generation, c.position, end, CATCH_UP_BATCH, CATCH_UP_BYTES);
+      if (sub.ended) return;
+      if (sub.connection.congested) {
+        // Read while the connection had room, but it filled meanwhile (other subscriptions,
+        // answers): drop what was read and read it again after drain, rather than queue it.
+        sub.connection.onDrain(() => this.#pump(sub));
         return;
       }
-      if (sub.ended) return;
       this.#deliver(sub, streamId, c, records, c.position + records.length);
     }
   }

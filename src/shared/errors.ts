@@ -33,6 +33,33 @@ export const JSONRPC_INVALID_REQUEST = -32600;
 /** Why a read cannot continue exactly (PROTOCOL.md §6). */
 export type ContinuityReason = 'STREAM_MISSING' | 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE';
 
+/**
+ * Why a STORAGE_FAILURE happened (`data.reason`). `WRITE_FAILED`: a synced write failed after
+ * the request was queued, so its outcome is unknown; `READ_ONLY` and `SHUTTING_DOWN`: refused
+ * before anything was queued; `CORRUPT`: stored data failed an integrity check (`data.key`,
+ * `data.streamId`, `data.generation`, `data.fromPosition` say where).
+ */
+export type StorageFailureReason = 'WRITE_FAILED' | 'READ_ONLY' | 'SHUTTING_DOWN' | 'CORRUPT';
+
+/**
+ * What a STORAGE_FAILURE answer to a write means (`data.outcome`): `unknown` — it may or may
+ * not be on disk (ask `operations.get` after a restart); `not-written` — refused before
+ * anything was queued. `null` for reads.
+ */
+export type WriteOutcome = 'unknown' | 'not-written' | null;
+
+/** Where corrupt data was found (`data` of a STORAGE_FAILURE with reason CORRUPT). */
+export interface CorruptionDetails {
+  /** The LevelDB key, when one value is to blame. */
+  key: string | null;
+  streamId: string | null;
+  /** Generation and first position of the damaged range, as decimal strings, when known. */
+  generation: string | null;
+  fromPosition: string | null;
+  /** What failed: a checksum, a missing record, a head that disagrees with its records, a lost log. */
+  detail: string;
+}
+
 /** Details carried in `error.data` besides `type`. */
 export type ErrorDetails = Record<string, unknown>;
 
@@ -81,7 +108,14 @@ export const errors = {
     new YelloError('CONTINUITY_BREAK', `cannot continue exactly on ${streamId}: ${reason}`, { reason, streamId, expected, actual }),
   policyRejected: (kinds: string[]) => new YelloError('POLICY_REJECTED', `content matched the outbound PII policy: ${kinds.join(', ')}`, { kinds }),
   rateLimited: (retryAfterMs: number, what: string) => new YelloError('RATE_LIMITED', `too many ${what}; retry after ${retryAfterMs} ms`, { retryAfterMs }),
-  storageFailure: (operationId: string | null, message = 'the write did not reach disk; the daemon is read-only until restart') =>
-    new YelloError('STORAGE_FAILURE', message, { operationId }),
+  storageFailure: (operationId: string | null, reason: Exclude<StorageFailureReason, 'CORRUPT'>, message: string) =>
+    new YelloError('STORAGE_FAILURE', message, { operationId, reason, outcome: reason === 'WRITE_FAILED' ? 'unknown' : 'not-written' }),
+  corrupt: (where: CorruptionDetails, operationId: string | null = null) => {
+    const at = where.streamId ? ` in ${where.streamId}${where.generation !== null ? ` generation ${where.generation}` : ''}${where.fromPosition !== null ? ` from position ${where.fromPosition}` : ''}` : '';
+    const key = where.key ? ` (key ${where.key})` : '';
+    return new YelloError('STORAGE_FAILURE', `stored data failed its integrity check${at}${key}: ${where.detail}; see yello doctor`, {
+      operationId, reason: 'CORRUPT', outcome: operationId === null ? null : 'not-written', ...where,
+    });
+  },
   internal: (correlationId: string) => new YelloError('INTERNAL', `internal error (correlation id ${correlationId})`, { correlationId }),
 };

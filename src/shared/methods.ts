@@ -1,6 +1,6 @@
 import type { MethodName } from './schemas.js';
 import type {
-  Agent, AppendResult, Chat, ChatBatchNotification, ChatBreakNotification, Jwks, ReadBatch, Role, StoredRecord, StreamState,
+  Agent, AppendResult, Chat, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, Jwks, ReadBatch, Role, StoredRecord, StreamState,
 } from './types.js';
 
 /** Who may call a method. Finer checks (participant, author) happen in the handler. */
@@ -16,7 +16,7 @@ export interface MethodDescriptor {
 /** Descriptor of every method (params live in `paramSchemas`, keyed alike). */
 export const methods: Record<MethodName, MethodDescriptor> = {
   'session.hello': { access: 'public', summary: 'Authenticate this connection with an agent or admin token.', result: '{role, agentId?, protocol, daemon: {version}, limits, signing: {kid, alg}}' },
-  'daemon.status': { access: 'authenticated', summary: 'Version, uptime, counts, storage state and active kid.', result: '{version, uptimeMs, counts, storage, kid}' },
+  'daemon.status': { access: 'authenticated', summary: 'Version, uptime, counts, storage state, active kid and corrupt streams.', result: '{version, uptimeMs, counts, storage, commits, kid, policy, integrity}' },
   'keys.list': { access: 'authenticated', summary: 'The JWKS of every signing key, active and retired.', result: 'Jwks' },
   'keys.rotate': { access: 'admin', summary: 'Generate a new signing key; new records are signed with it.', result: '{kid}' },
   'agents.create': { access: 'admin', summary: 'Create an agent; its token is returned once and stored only as a hash.', result: '{agent, token}' },
@@ -50,22 +50,23 @@ export const methods: Record<MethodName, MethodDescriptor> = {
 /** The result of `session.hello`. */
 export interface HelloResult {
   role: Role;
-  agentId?: string;
+  /** The agent of an agent session; null for admin. */
+  agentId: string | null;
   protocol: 'yello.chat.v1';
   daemon: { version: string };
   limits: { maxAppendRequestBytes: number; maxLineBytes: number };
   signing: { kid: string; alg: 'ES256' };
 }
 
-/** Operation state as `operations.get` reports it. */
+/** Operation state as `operations.get` reports it; fields an uncommitted operation lacks are null (§4). */
 export interface OperationInfo {
   operationId: string;
   state: 'committed' | 'pending' | 'unknown';
-  generation?: string;
-  firstPosition?: string;
-  nextPosition?: string;
-  committedAt?: string;
-  requestDigest?: string;
+  generation: string | null;
+  firstPosition: string | null;
+  nextPosition: string | null;
+  committedAt: string | null;
+  requestDigest: string | null;
 }
 
 /** A grant. */
@@ -83,10 +84,15 @@ export interface MethodResults {
     uptimeMs: number;
     counts: { agents: number; chats: number; streams: number; records: number };
     storage: 'ok' | 'read-only';
-    /** Synced batches written since start and the writes grouped into them. */
-    commits: { batches: number; writes: number };
+    /** Synced batches written since start, the writes grouped into them, and log checkpoints. */
+    commits: { batches: number; writes: number; checkpoints: number };
     kid: string;
     policy: 'grants' | 'open';
+    /** Streams the daemon cannot vouch for (see `yello doctor`), and write-ahead-log losses found at startup. */
+    integrity: {
+      corruptStreams: Array<{ streamId: string; generation: string | null; fromPosition: string; detail: string; detectedAt: string }>;
+      walIncidents: Array<{ detectedAt: string; bytes: number; streams: number; guardDamaged: boolean }>;
+    };
   };
   'keys.list': Jwks;
   'keys.rotate': { kid: string };
@@ -126,4 +132,5 @@ export interface MethodResults {
 export interface NotificationParams {
   'chats.batch': ChatBatchNotification;
   'chats.break': ChatBreakNotification;
+  'chats.error': ChatErrorNotification;
 }

@@ -157,6 +157,16 @@ export interface ChatBreakNotification {
   actual: unknown;
 }
 
+/**
+ * `chats.error` params: the subscription ended for a reason that is not a continuity break
+ * (stored data failed its check, or a daemon bug). `error` is shaped like a JSON-RPC error
+ * object, `data.type` included. A person has to look: nothing more will be delivered.
+ */
+export interface ChatErrorNotification {
+  subscriptionId: string;
+  error: { code: number; message: string; data: { type: string; [key: string]: unknown } };
+}
+
 /** One PII redaction summary entry of an append result. */
 export interface Redaction {
   recordIndex: number;

@@ -71,17 +71,22 @@ describe('a corrupted record value', () => {
     await reconnectChat(d, chat);
     const r = await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0' });
     expect(r.error?.data?.type).toBe('STORAGE_FAILURE');
-    expect(r.error?.data?.reason).toBe('CORRUPT_RECORD');
-    expect(r.error?.data?.position).toBe('3');
+    expect(r.error?.data?.reason).toBe('CORRUPT');
+    expect(r.error?.data?.fromPosition).toBe('3');
     expect(r.error?.data?.streamId).toBe(chat.streamA);
     const h = await chat.bob.client.call('chats.history', { chatId: chat.chatId });
-    expect(h.error?.data?.reason).toBe('CORRUPT_RECORD');
+    expect(h.error?.data?.reason).toBe('CORRUPT');
     // Positions before the damage are still readable exactly; nothing after it is skipped to.
     const before = ok(await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0', limit: 3 }));
     expect(before.nextPosition).toBe('3');
     const after = await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '3' });
-    expect(after.error?.data?.position).toBe('3');
-    expect(ok(await (await d.connectAs()).call('daemon.status', {})).storage).toBe('ok');
+    expect(after.error?.data?.fromPosition).toBe('3');
+    const status = ok(await (await d.connectAs()).call('daemon.status', {}));
+    expect(status.storage).toBe('ok');
+    // The damaged stream is listed, and its writer is stopped until someone resets it.
+    expect(status.integrity.corruptStreams).toEqual([expect.objectContaining({ streamId: chat.streamA, generation: '1', fromPosition: '3' })]);
+    const append = await chat.wa.tryAppend(messages('after-damage', 1));
+    expect(append.error?.data).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'CORRUPT', outcome: 'not-written' });
   });
 });
 
