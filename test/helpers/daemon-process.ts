@@ -13,9 +13,6 @@ import { RpcLineClient, connectAs } from './rpc-line-client.js';
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(import.meta.dirname ?? path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-/** The shared contract directory next to the repository. */
-export const sharedDir = path.resolve(repoRoot, '../shared');
-
 const READY_TIMEOUT_MS = 10_000;
 
 export interface ExitInfo {
