@@ -30,8 +30,11 @@ export const JSONRPC_PARSE_ERROR = -32700;
 /** The request is not a JSON-RPC 2.0 request object. */
 export const JSONRPC_INVALID_REQUEST = -32600;
 
-/** Why a read cannot continue exactly (PROTOCOL.md §6). */
-export type ContinuityReason = 'STREAM_MISSING' | 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE';
+/** Every reason a read cannot continue exactly (docs/protocol.md §3.5); a list so the docs can be checked against it. */
+export const CONTINUITY_REASONS = ['STREAM_MISSING', 'GENERATION_CHANGED', 'PREFIX_UNAVAILABLE'] as const;
+
+/** Why a read cannot continue exactly (`CONTINUITY_BREAK.data.reason`, `chats.break.reason`). */
+export type ContinuityReason = (typeof CONTINUITY_REASONS)[number];
 
 /** Details carried in `error.data` besides `type`. */
 export type ErrorDetails = Record<string, unknown>;
