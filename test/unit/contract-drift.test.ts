@@ -1,9 +1,9 @@
 // docs/protocol.md is the project's specification of the wire contract. Its machine-checkable
 // tables must list exactly what the code has, in both directions: a row the code lacks, or a
-// code value the docs lack, fails here.
+// code value the docs lack, fails here. So does a link in the docs that leaves the repository.
 
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CONTINUITY_REASONS, ERROR_CODES, type ContinuityReason } from '../../src/shared/errors.js';
 import { paramSchemas, type MethodName } from '../../src/shared/schemas.js';
@@ -121,3 +121,23 @@ describe('docs/api.md', () => {
   });
 });
 
+describe('links in the docs', () => {
+  const files = ['README.md', 'CHANGELOG.md', 'bench/README.md', 'systemd/README.md', ...readdirSync(resolve(repoRoot, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+
+  it('point at files inside the repository that exist (a clone must stand alone)', () => {
+    const problems: string[] = [];
+    for (const file of files) {
+      const text = readFileSync(resolve(repoRoot, file), 'utf8');
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^(https?:|mailto:|#)/.test(target!)) continue;
+        const path = resolve(repoRoot, dirname(file), target!.split('#')[0]!);
+        const inside = relative(repoRoot, path);
+        if (inside.startsWith('..') || target!.startsWith('/')) problems.push(`${file}: ${target} leaves the repository`);
+        else if (!existsSync(path)) problems.push(`${file}: ${target} does not exist`);
+      }
+      // The contract used to live in a sibling directory of the clone; nothing may point there.
+      if (/\.\.\/shared\b/.test(text)) problems.push(`${file}: mentions the sibling directory 'shared' outside the clone`);
+    }
+    expect(problems).toEqual([]);
+  });
+});
