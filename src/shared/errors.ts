@@ -1,5 +1,5 @@
 /**
- * The error registry of PROTOCOL.md §3. The `data.type` strings and numeric codes are the
+ * The error registry of docs/protocol.md §3. The `data.type` strings and numeric codes are the
  * contract; messages are for humans and may change. Daemon code throws {@link YelloError};
  * the RPC boundary maps it to `{code, message, data}` exactly once.
  */
