@@ -1,6 +1,6 @@
 import { ContinuityBreakError, FencedError, RemoteError, YelloClientError, ConnectionLostError } from '../client/index.js';
 
-/** Exit codes of PROTOCOL.md §9. */
+/** Exit codes of docs/protocol.md §9. */
 export const EXIT = { ok: 0, error: 1, usage: 2, continuity: 3, fenced: 4 } as const;
 
 /** A CLI failure with its exit code; printed as one line, never a stack. */

@@ -61,7 +61,7 @@ export interface CoordinatorEvents {
 
 
 /**
- * Drives one agent in one chat (PROTOCOL.md §8): claims the outbound stream, follows the chat
+ * Drives one agent in one chat (docs/protocol.md §8): claims the outbound stream, follows the chat
  * from a stored compound cursor, presents peer batches to the native adapter after checking
  * that it still owns its stream and both generations are current, and appends messages and
  * receipts with fencing. It never resends an append of unknown outcome and never skips.

@@ -9,7 +9,7 @@ export interface RpcErrorObject {
 
 /** Base of every error the client raises; `type` is the stable contract, `message` is not. */
 export class YelloClientError extends Error {
-  /** `data.type` of PROTOCOL.md §3, or a client-side type such as `CONNECTION_LOST`. */
+  /** `data.type` of docs/protocol.md §3, or a client-side type such as `CONNECTION_LOST`. */
   readonly type: string;
   /** True when retrying the same request may succeed. */
   readonly transient: boolean;

@@ -1,5 +1,5 @@
 /**
- * Outbound PII and secret detectors (PROTOCOL §7).
+ * Outbound PII and secret detectors (docs/protocol.md §7).
  *
  * Every detector is a regular expression plus, where a checksum or a structural rule exists,
  * a small validator in code. Two rules keep the whole pass linear in the input length, which

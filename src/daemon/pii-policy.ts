@@ -1,5 +1,5 @@
 /**
- * Outbound PII policy (PROTOCOL §7): applied to `chat.message` content before it is hashed
+ * Outbound PII policy (docs/protocol.md §7): applied to `chat.message` content before it is hashed
  * and signed, so the signature always covers the text after the policy.
  */
 import { findPii } from './pii-detectors.js';

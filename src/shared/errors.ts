@@ -1,5 +1,5 @@
 /**
- * The error registry of PROTOCOL.md §3. The `data.type` strings and numeric codes are the
+ * The error registry of docs/protocol.md §3. The `data.type` strings and numeric codes are the
  * contract; messages are for humans and may change. Daemon code throws {@link YelloError};
  * the RPC boundary maps it to `{code, message, data}` exactly once.
  */
@@ -30,8 +30,11 @@ export const JSONRPC_PARSE_ERROR = -32700;
 /** The request is not a JSON-RPC 2.0 request object. */
 export const JSONRPC_INVALID_REQUEST = -32600;
 
-/** Why a read cannot continue exactly (PROTOCOL.md §6). */
-export type ContinuityReason = 'STREAM_MISSING' | 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE';
+/** Every reason a read cannot continue exactly (docs/protocol.md §3.5); a list so the docs can be checked against it. */
+export const CONTINUITY_REASONS = ['STREAM_MISSING', 'GENERATION_CHANGED', 'PREFIX_UNAVAILABLE'] as const;
+
+/** Why a read cannot continue exactly (`CONTINUITY_BREAK.data.reason`, `chats.break.reason`). */
+export type ContinuityReason = (typeof CONTINUITY_REASONS)[number];
 
 /**
  * Why a STORAGE_FAILURE happened (`data.reason`). `WRITE_FAILED`: a synced write failed after

@@ -1,5 +1,5 @@
 /**
- * Identifier and number formats of PROTOCOL.md §4. Positions, generations and epochs travel
+ * Identifier and number formats of docs/protocol.md §4. Positions, generations and epochs travel
  * as canonical decimal strings; inside the daemon they are plain numbers (safe integers).
  */
 export const ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;

@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 
 /**
- * The canonical encodings of PROTOCOL.md §5 that both the daemon (to sign) and every reader
+ * The canonical encodings of docs/protocol.md §5 that both the daemon (to sign) and every reader
  * (to verify) must compute byte for byte. Pure functions: hashing only, no keys, no I/O.
  */
 

@@ -1,5 +1,5 @@
 /**
- * Default locations of PROTOCOL.md §2, as pure functions: the caller passes the environment,
+ * Default locations of docs/protocol.md §2, as pure functions: the caller passes the environment,
  * uid and home directory, so this module stays free of process state.
  */
 

@@ -1,5 +1,5 @@
 /**
- * Protocol value types of PROTOCOL.md §5–6, as they travel on the wire. Positions,
+ * Protocol value types of docs/protocol.md §5–6, as they travel on the wire. Positions,
  * generations and epochs are canonical decimal strings.
  */
 

@@ -1,4 +1,4 @@
-// The `yello` CLI as the admin tool (PROTOCOL.md §9, §2): help and completion, usage errors
+// The `yello` CLI as the admin tool (docs/protocol.md §9, §2): help and completion, usage errors
 // (exit 2), `daemon`, `status`, `agents …`, `grants …`, `keys list`, one-line errors (exit 1),
 // each in human and `--json` form, against a real daemon.
 

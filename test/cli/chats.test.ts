@@ -1,4 +1,4 @@
-// The `yello` CLI as an agent front end and stream admin tool (PROTOCOL.md §9, §6, §7):
+// The `yello` CLI as an agent front end and stream admin tool (docs/protocol.md §9, §6, §7):
 // chats open|list|show|permissions|history, send (args and stdin, redactions), ack,
 // streams show|claim|release|trim|reset, ops show|list, and the exit codes 3 (continuity
 // break) and 4 (fenced), in human and `--json` form against a real daemon.

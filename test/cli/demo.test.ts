@@ -19,7 +19,7 @@ afterAll(async () => {
   await d?.cleanup();
 });
 
-/** Every method of PROTOCOL.md §6. */
+/** Every method of docs/protocol.md §6. */
 const CONTRACT_METHODS = [
   'session.hello', 'daemon.status', 'keys.list', 'keys.rotate',
   'agents.create', 'agents.list', 'agents.get', 'agents.rotateToken', 'agents.disable', 'agents.setPolicy',

@@ -1,4 +1,4 @@
-// `yello chats export` | `yello verify` (PROTOCOL.md §9, §5): an export of a real chat
+// `yello chats export` | `yello verify` (docs/protocol.md §9, §5): an export of a real chat
 // (messages, a receipt, claim fences) verifies offline against `keys list --json`; one
 // changed byte of content, one changed character of a signature, or one deleted line is
 // reported with its line and position (exit 1); after `keys rotate` an export spanning both

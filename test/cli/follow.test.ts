@@ -1,4 +1,4 @@
-// `yello chats follow` (PROTOCOL.md §9, §6 chats.follow, §8 Coordinator): a long-running
+// `yello chats follow` (docs/protocol.md §9, §6 chats.follow, §8 Coordinator): a long-running
 // command that prints peer batches (JSON lines with --json, one batch per line), stops with
 // exit 0 on SIGINT, acknowledges what it shows with --ack, and exits 3 when a reset breaks
 // continuity under it.

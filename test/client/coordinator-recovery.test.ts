@@ -1,4 +1,4 @@
-// Coordinator (PROTOCOL.md §8) across daemon crashes: it resumes from the stored compound
+// Coordinator (docs/protocol.md §8) across daemon crashes: it resumes from the stored compound
 // cursor without loss or duplicate presentation, and an append of unknown outcome pauses it
 // until resolveUncertain() has asked operations.get — never resending by itself.
 

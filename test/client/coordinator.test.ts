@@ -1,4 +1,4 @@
-// Coordinator (PROTOCOL.md §8) against the real daemon, without crashes: receipts only on an
+// Coordinator (docs/protocol.md §8) against the real daemon, without crashes: receipts only on an
 // explicit ack, reply+receipt as one operation, sends that never acknowledge, fencing by a
 // replacing coordinator, observable states, and continuity breaks that stop it for a human.
 

@@ -1,4 +1,4 @@
-// verifyRecord(record, jwks) (PROTOCOL.md §5, §8) on real records read from the daemon, with
+// verifyRecord(record, jwks) (docs/protocol.md §5, §8) on real records read from the daemon, with
 // the JWKS from fetchJwks(): real records pass; any change to the signed facts fails with
 // VerificationError; after keys.rotate, old records still verify with the retired key.
 

@@ -1,4 +1,4 @@
-// YelloClient (PROTOCOL.md §8) against the real daemon: session info, typed `rpc.<ns>.<m>` and
+// YelloClient (docs/protocol.md §8) against the real daemon: session info, typed `rpc.<ns>.<m>` and
 // `call()`, errors as classes keyed by data.type, connection loss, reconnect without resend,
 // and notifications as events and as an async iterator.
 

@@ -1,5 +1,5 @@
 // Runs the real `yello` CLI (`node bin/yello …`) as a child process, the way a user would
-// (PROTOCOL.md §9): socket and data dir come from $YELLO_SOCKET / $YELLO_DATA_DIR (or flags),
+// (docs/protocol.md §9): socket and data dir come from $YELLO_SOCKET / $YELLO_DATA_DIR (or flags),
 // and every run reports stdout, stderr and the exit code. `startCli` keeps a long-running
 // command (`chats follow`) alive and hands its stdout back line by line.
 

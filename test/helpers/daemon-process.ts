@@ -1,5 +1,5 @@
 // Spawns the real daemon (`node bin/yello daemon …`) on a throwaway socket and data dir, the
-// way an operator would run it (PROTOCOL.md §2), and waits for the contract's notion of
+// way an operator would run it (docs/protocol.md §2), and waits for the contract's notion of
 // ready: the socket accepts and `session.hello` with the admin token answers.
 
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -12,9 +12,6 @@ import { RpcLineClient, connectAs } from './rpc-line-client.js';
 
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(import.meta.dirname ?? path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-/** The shared contract directory next to the repository. */
-export const sharedDir = path.resolve(repoRoot, '../shared');
 
 const READY_TIMEOUT_MS = 10_000;
 

@@ -1,4 +1,4 @@
-// A Jepsen-style history checker for yello streams (PROTOCOL.md §5, §6).
+// A Jepsen-style history checker for yello streams (docs/protocol.md §5, §6).
 //
 // Tests record every client append as an operation with an outcome: `ok` (acknowledged with a
 // result), `fail` (answered with an error: nothing may have been written), or `info` (unknown

@@ -1,4 +1,4 @@
-// An independent, deliberately dumb JSON-RPC 2.0 client for the yello wire (PROTOCOL.md §3).
+// An independent, deliberately dumb JSON-RPC 2.0 client for the yello wire (docs/protocol.md §3).
 // It shares no code with src/: it writes one JSON message per `\n`-terminated line, parses
 // each response line, matches responses to requests by id, and keeps everything else
 // (notifications, `id: null` errors) for the test to inspect. It never throws on a JSON-RPC

@@ -1,4 +1,4 @@
-// Durability under SIGKILL (§6 streams.append: "Acknowledged only once durable on disk").
+// Durability under SIGKILL (docs/protocol.md §6.2: "Every write is acknowledged only after it is on disk").
 // Several writers append concurrently, each to its own stream with expectedPosition tracking;
 // the daemon is SIGKILLed mid-flight, restarted, and every acknowledged append must be there,
 // exactly where it was acknowledged, signed, and reported committed by operations.get.

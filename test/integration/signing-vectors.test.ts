@@ -1,12 +1,9 @@
-// The tests' own §5 verifier must agree with the shared vectors before it is trusted to judge
-// what the daemon signs.
+// The tests' own §5 verifier (docs/protocol.md §5) must agree with the signing vectors
+// (test/fixtures/signing-vectors.json) before it is trusted to judge what the daemon signs.
 
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { webcrypto } from 'node:crypto';
 import { calculateJwkThumbprint, importJWK } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../helpers/daemon-process.js';
 import {
   clientMessageIdFor,
   jwkThumbprint,
@@ -16,29 +13,17 @@ import {
   verifyEs256,
   type PublicJwk,
 } from '../helpers/rpc-line-client.js';
+import { loadSigningVectors } from '../helpers/signing-vectors.js';
 
-interface Vector {
-  name: string;
-  chatId: string;
-  fromAgentId: string;
-  toAgentId: string;
-  createdAt: string;
-  messageId: string;
-  content: string;
-  contentSha256: string;
-  payload: string;
-  clientMessageId: string;
-  signature: { kid: string; alg: string; value: string; createdAt: string };
-}
-
-const file = JSON.parse(readFileSync(path.resolve(repoRoot, '../shared/vectors/signing.json'), 'utf8')) as {
-  testKey: { publicJwk: PublicJwk; privateJwk: PublicJwk & { d: string }; kid: string; thumbprintInput: string };
-  vectors: Vector[];
-  mustFail: Vector[];
-};
+const file = loadSigningVectors();
 const publicJwk: PublicJwk = { ...file.testKey.publicJwk, kid: file.testKey.kid };
 
 describe('signing vectors', () => {
+  it('the fixture holds vectors to pass and vectors to fail', () => {
+    expect(file.vectors.length).toBeGreaterThan(0);
+    expect(file.mustFail.length).toBeGreaterThan(0);
+  });
+
   it('computes the RFC 7638 kid of the test key', async () => {
     expect(jwkThumbprint(file.testKey.publicJwk)).toBe(file.testKey.kid);
     expect(await calculateJwkThumbprint(file.testKey.publicJwk, 'sha256')).toBe(file.testKey.kid);

@@ -1,4 +1,4 @@
-// PROTOCOL.md §3 over the real socket: framing, JSON-RPC errors, line limits, batches, and the
+// docs/protocol.md §3 over the real socket: framing, JSON-RPC errors, line limits, batches, and the
 // rule that nothing but session.hello works before a hello.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Crash checker, Jepsen style (PROTOCOL.md §6: "Acknowledged only once durable on disk"; §5
+// Crash checker, Jepsen style (docs/protocol.md §6.2: "Every write is acknowledged only after it is on disk"; §5
 // receipts; §6 operations.get). Fault model: SIGKILL of the daemon at a random moment under load.
 //
 // Each cycle: writers (one per agent, each the coordinator of its own outbound stream) append

@@ -1,4 +1,4 @@
-// Abuse and fuzz over the real socket (PROTOCOL.md §3). Fault model: malformed, hostile or
+// Abuse and fuzz over the real socket (docs/protocol.md §3). Fault model: malformed, hostile or
 // greedy clients. Properties (fast-check) on one connection and on a few: random JSON values,
 // wrong param types for every method, unknown methods, batches mixing good and bad requests,
 // random bytes and invalid UTF-8, lines written in pieces, huge strings, deep nesting. For all

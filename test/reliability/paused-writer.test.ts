@@ -1,4 +1,4 @@
-// Paused writer (PROTOCOL.md §6 streams.claim: "makes every earlier token FENCED"). Fault model:
+// Paused writer (docs/protocol.md §6.6 streams.claim: "Every earlier token is FENCED from then on"). Fault model:
 // SIGSTOP of a client process. A coordinator in its own process (fixtures/writer.mjs, built
 // client) claims its stream and appends every ~50 ms; the test freezes it with SIGSTOP, claims
 // the same stream with replace: true and appends, then thaws it with SIGCONT. Every append the

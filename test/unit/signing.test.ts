@@ -1,23 +1,18 @@
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { createPrivateKey, createPublicKey, verify } from 'node:crypto';
 import { calculateJwkThumbprint } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { clientMessageId, contentSha256, messagePayload } from '../../src/shared/message-signing.js';
 import { jwkThumbprint, signPayload } from '../../src/daemon/signer.js';
+import { loadSigningVectors } from '../helpers/signing-vectors.js';
 
-interface Vector {
-  name: string; chatId: string; fromAgentId: string; toAgentId: string; createdAt: string; messageId: string;
-  content: string; contentSha256: string; payload: string; clientMessageId: string;
-  signature: { kid: string; alg: string; value: string; createdAt: string };
-}
-const file = JSON.parse(readFileSync(resolve(import.meta.dirname, '../../../shared/vectors/signing.json'), 'utf8')) as {
-  testKey: { privateJwk: Record<string, string>; publicJwk: Record<string, string>; kid: string; thumbprintInput: string };
-  vectors: Vector[];
-  mustFail: Vector[];
-};
+const file = loadSigningVectors();
 
-describe('message signing encoding (shared/vectors/signing.json)', () => {
+describe('message signing encoding (test/fixtures/signing-vectors.json)', () => {
+  it('the fixture holds vectors to pass and vectors to fail', () => {
+    expect(file.vectors.length).toBeGreaterThan(0);
+    expect(file.mustFail.length).toBeGreaterThan(0);
+  });
+
   it('computes the kid as the RFC 7638 thumbprint of the test key', () => {
     expect(jwkThumbprint(file.testKey.publicJwk as never)).toBe(file.testKey.kid);
   });

@@ -1,4 +1,4 @@
-// A raw connection that keeps a ledger of what the daemon owes it (PROTOCOL.md §3, JSON-RPC 2.0):
+// A raw connection that keeps a ledger of what the daemon owes it (docs/protocol.md §3, JSON-RPC 2.0):
 // the test tells it, line by line, what it sent, and it computes from the framing rules alone
 // how many answers must come back, and of what kind:
 //
