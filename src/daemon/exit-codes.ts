@@ -6,7 +6,7 @@
 export const EXIT_CODES = {
   /** Clean stop (SIGTERM/SIGINT). */
   ok: 0,
-  /** Bad command-line usage. */
+  /** Bad command-line usage (a typo in `ExecStart=` stays a typo). Permanent. */
   usage: 2,
   /** A bug: an uncaught exception or unhandled rejection (logged first). Restarting may help. */
   internal: 70,
@@ -26,6 +26,6 @@ export const EXIT_CODES = {
 
 /** Exit codes that restarting cannot fix (systemd `RestartPreventExitStatus`). */
 export const PERMANENT_EXIT_CODES = [
-  EXIT_CODES.storeLocked, EXIT_CODES.socketInUse, EXIT_CODES.storageUnavailable, EXIT_CODES.storeCorrupt,
+  EXIT_CODES.usage, EXIT_CODES.storeLocked, EXIT_CODES.socketInUse, EXIT_CODES.storageUnavailable, EXIT_CODES.storeCorrupt,
   EXIT_CODES.permissionDenied, EXIT_CODES.config,
 ] as const;
