@@ -18,7 +18,7 @@ export {
 export type { RpcErrorObject } from './errors.js';
 export type {
   Agent, AgentSummary, Chat, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
-  ChatBatchNotification, ChatBreakNotification, AppendResult, Redaction, PiiMode, Role,
+  ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, Redaction, PiiMode, Role, DoctorReport, DoctorProblem, CorruptStream,
 } from '../shared/types.js';
 export type { MethodResults, HelloResult, OperationInfo, Grant } from '../shared/methods.js';
 export type { MethodName, ParamsIn } from '../shared/schemas.js';
