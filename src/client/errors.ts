@@ -110,9 +110,30 @@ export function remoteError(error: RpcErrorObject): RemoteError {
 export class ConnectionLostError extends YelloClientError {
   /** True when the request had been written before the loss. */
   readonly outcomeUnknown: boolean;
-  constructor(message: string, outcomeUnknown: boolean, cause?: unknown) {
-    super('CONNECTION_LOST', message, { cause, transient: true });
+  constructor(message: string, outcomeUnknown: boolean, cause?: unknown, options?: { type?: string; transient?: boolean }) {
+    super(options?.type ?? 'CONNECTION_LOST', message, { cause, transient: options?.transient ?? true });
     this.outcomeUnknown = outcomeUnknown;
+  }
+}
+
+/**
+ * The daemon sent a line longer than the client's cap (`maxInboundLineBytes`), so the client
+ * closed the connection rather than buffer without bound. A `ConnectionLostError` (pending
+ * calls were written: their outcome is unknown), with its own `type`, `LINE_TOO_LARGE`, and
+ * not transient: asking again would bring the same line. Raise the cap or ask for less
+ * (a smaller `limit`).
+ */
+export class LineTooLargeError extends ConnectionLostError {
+  /** The cap in bytes. */
+  readonly limit: number;
+  /** Bytes of the line received when the cap was crossed. */
+  readonly size: number;
+  constructor(limit: number, size: number, outcomeUnknown: boolean) {
+    super(`yellod sent a line of more than ${limit} bytes (maxInboundLineBytes); the connection was closed`, outcomeUnknown, undefined, {
+      type: 'LINE_TOO_LARGE', transient: false,
+    });
+    this.limit = limit;
+    this.size = size;
   }
 }
 

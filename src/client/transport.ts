@@ -1,5 +1,6 @@
 import { createConnection, type Socket } from 'node:net';
-import { ConnectionLostError, TimeoutError, remoteError, type RpcErrorObject } from './errors.js';
+import { ConnectionLostError, LineTooLargeError, TimeoutError, remoteError, type RpcErrorObject } from './errors.js';
+import { LineOverflow, LineSplitter } from './line-splitter.js';
 
 interface Pending {
   method: string;
@@ -11,6 +12,12 @@ interface Pending {
 /** Handler for daemon notifications. */
 export type NotificationHandler = (method: string, params: unknown) => void;
 
+/** How to connect. */
+export interface TransportOptions {
+  /** Cap on one inbound line, in bytes. */
+  maxInboundLineBytes: number;
+}
+
 /**
  * One socket, newline-delimited JSON-RPC. Pending calls reject with a transient
  * `ConnectionLostError` when the socket drops; nothing is ever resent.
@@ -18,29 +25,30 @@ export type NotificationHandler = (method: string, params: unknown) => void;
 export class LineTransport {
   readonly #socket: Socket;
   readonly #pending = new Map<number, Pending>();
+  readonly #splitter: LineSplitter;
   #nextId = 1;
-  #buffer = '';
   #closed = false;
   #closeListeners: Array<(err: Error) => void> = [];
   onNotification: NotificationHandler = () => {};
 
-  private constructor(socket: Socket) {
+  private constructor(socket: Socket, maxInboundLineBytes: number) {
     this.#socket = socket;
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => this.#onData(chunk));
+    this.#splitter = new LineSplitter(maxInboundLineBytes, (line) => this.#onLine(line));
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('close', () => this.#onClose(new ConnectionLostError('the connection to yellod closed', true)));
     socket.on('error', (err) => this.#onClose(new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err)));
   }
 
   /** Connect to a Unix socket. */
-  static connect(path: string): Promise<LineTransport> {
+  static connect(path: string, options: TransportOptions): Promise<LineTransport> {
     return new Promise((resolve, reject) => {
       const socket = createConnection(path);
+      const onError = (err: Error) => reject(new ConnectionLostError(`cannot connect to yellod at ${path}: ${err.message}`, false, err));
       socket.once('connect', () => {
-        socket.removeListener('error', reject);
-        resolve(new LineTransport(socket));
+        socket.removeListener('error', onError);
+        resolve(new LineTransport(socket, options.maxInboundLineBytes));
       });
-      socket.once('error', (err) => reject(new ConnectionLostError(`cannot connect to yellod at ${path}: ${err.message}`, false, err)));
+      socket.once('error', onError);
     });
   }
 
@@ -71,17 +79,21 @@ export class LineTransport {
     this.#socket.destroy();
   }
 
-  #onData(chunk: string): void {
-    this.#buffer += chunk;
-    let nl: number;
-    while ((nl = this.#buffer.indexOf('\n')) !== -1) {
-      const line = this.#buffer.slice(0, nl);
-      this.#buffer = this.#buffer.slice(nl + 1);
-      if (line.length > 0) this.#onLine(line);
+  #onData(chunk: Buffer): void {
+    if (this.#closed) return;
+    try {
+      this.#splitter.push(chunk);
+    } catch (err) {
+      if (!(err instanceof LineOverflow)) throw err;
+      // Never buffer a line without bound: close, and fail what is pending (written, so its
+      // outcome is unknown) with an error that says why.
+      this.#onClose(new LineTooLargeError(err.limit, err.size, true));
+      this.#socket.destroy();
     }
   }
 
   #onLine(line: string): void {
+    if (this.#closed) return;
     let msg: { id?: number | string | null; method?: string; params?: unknown; result?: unknown; error?: RpcErrorObject };
     try {
       msg = JSON.parse(line);
@@ -89,7 +101,15 @@ export class LineTransport {
       return;
     }
     if (typeof msg.method === 'string' && msg.id === undefined) {
-      this.onNotification(msg.method, msg.params);
+      try {
+        this.onNotification(msg.method, msg.params);
+      } catch (err) {
+        // A listener's bug must not cost the rest of this chunk its framing: surface it as the
+        // uncaught exception it is, after the splitter has finished.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
       return;
     }
     if (typeof msg.id !== 'number') return;

@@ -7,7 +7,22 @@ import { ConnectionLostError } from './errors.js';
 import { LineTransport } from './transport.js';
 import { Listeners, type Listener } from './listeners.js';
 
-/** Options of {@link YelloClient.connect}. */
+/**
+ * Default of {@link ConnectOptions.maxInboundLineBytes}: 256 MiB. Legitimate answers get big:
+ * a `chats.history` page or a catch-up `chats.batch` holds up to 500 records, and with
+ * messages near the 256 KiB append cap that is about 126 MiB on one line. The cap is there so
+ * that a broken or hostile peer cannot make the client buffer (and then fail to decode) an
+ * endless line; it is not a budget for ordinary pages.
+ */
+export const DEFAULT_MAX_INBOUND_LINE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Options of {@link YelloClient.connect}.
+ *
+ * Limits, all enforced by the client itself (docs/security.md, "Client limits"):
+ * - an inbound line over `maxInboundLineBytes` closes the connection; pending calls reject
+ *   with `LineTooLargeError` (a `ConnectionLostError`, outcome unknown).
+ */
 export interface ConnectOptions {
   /** Default: `$YELLO_SOCKET`, `$XDG_RUNTIME_DIR/yello/yello.sock`, `/tmp/yello-$UID/yello.sock`. */
   socketPath?: string;
@@ -15,6 +30,8 @@ export interface ConnectOptions {
   token: string;
   /** Per-call timeout; none by default. A timed-out append has an unknown outcome. */
   callTimeoutMs?: number;
+  /** Cap on one line from the daemon, in bytes; default {@link DEFAULT_MAX_INBOUND_LINE_BYTES} (256 MiB). */
+  maxInboundLineBytes?: number;
   /** Reconnect with backoff after a loss (never resending anything). Default false. */
   reconnect?: boolean | { minDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
   /** Sent in `session.hello` as `client`. */
@@ -91,7 +108,9 @@ export class YelloClient {
   }
 
   static async #open(options: ConnectOptions & { socketPath: string }): Promise<{ transport: LineTransport; hello: HelloResult }> {
-    const transport = await LineTransport.connect(options.socketPath);
+    const transport = await LineTransport.connect(options.socketPath, {
+      maxInboundLineBytes: options.maxInboundLineBytes ?? DEFAULT_MAX_INBOUND_LINE_BYTES,
+    });
     try {
       const hello = (await transport.call('session.hello', { token: options.token, client: options.clientName ?? 'yello-client' }, options.callTimeoutMs)) as HelloResult;
       return { transport, hello };

@@ -15,12 +15,14 @@ const EXPECTED_VALUES = [
   'ContinuityBreakError',
   'Coordinator',
   'CoordinatorPausedError',
+  'DEFAULT_MAX_INBOUND_LINE_BYTES',
   'DuplicateMessageError',
   'FencedError',
   'FileCursorStore',
   'InternalError',
   'InvalidParamsError',
   'InvalidReceiptError',
+  'LineTooLargeError',
   'MemoryCursorStore',
   'NotFoundError',
   'OperationConflictError',
@@ -67,7 +69,7 @@ describe('public entry', () => {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.RemoteError);
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
     }
-    for (const name of ['ConnectionLostError', 'TimeoutError', 'CoordinatorPausedError', 'VerificationError']) {
+    for (const name of ['ConnectionLostError', 'LineTooLargeError', 'TimeoutError', 'CoordinatorPausedError', 'VerificationError']) {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
       expect(values[name]!.prototype, name).not.toBeInstanceOf(client.RemoteError);
     }

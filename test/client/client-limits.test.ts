@@ -1,0 +1,181 @@
+// The limits the client enforces itself (docs/security.md, "Client limits"): linear-time
+// framing of big answers and a cap on one inbound line.
+// A fake daemon (test/helpers/fake-daemon.ts: a real Unix socket) plays the daemon that
+// hangs or sends a huge line; everything the real daemon can show is shown on it.
+
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { FakeDaemon, FAKE_LIMITS, helloAnswer, type FakeHandler } from '../helpers/fake-daemon.js';
+import {
+  ConnectionLostError,
+  Coordinator,
+  DEFAULT_MAX_INBOUND_LINE_BYTES,
+  LineTooLargeError,
+  MemoryCursorStore,
+  YelloClient,
+} from '../../src/client/index.js';
+import {
+  connectAdmin, connectAgent, createChat, makeTempDir, rejectionOf, startDaemon, type TestChat,
+} from '../helpers/client-fixtures.js';
+
+const MiB = 1024 * 1024;
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const f of cleanups.splice(0).reverse()) await f();
+});
+
+async function fakeDaemon(handler?: FakeHandler): Promise<FakeDaemon> {
+  const dir = await makeTempDir('ycl-');
+  const fake = await FakeDaemon.start(path.join(dir, 'fake.sock'), handler);
+  cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+  cleanups.push(() => fake.close());
+  return fake;
+}
+
+async function connect(fake: FakeDaemon, options: Partial<Parameters<typeof YelloClient.connect>[0]> = {}): Promise<YelloClient> {
+  const client = await YelloClient.connect({ socketPath: fake.socketPath, token: 'yello_admin_fake', ...options });
+  cleanups.push(() => client.close());
+  return client;
+}
+
+/** Lets pending I/O callbacks and promise reactions run. */
+function flush(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
+}
+
+async function untilReceived(fake: FakeDaemon, method: string): Promise<void> {
+  for (let i = 0; i < 10_000 && !fake.requests.some((r) => r.method === method); i++) await flush();
+  expect(fake.requests.map((r) => r.method)).toContain(method);
+}
+
+describe('inbound framing', () => {
+  it('parses a 32 MiB answer in time linear in its size (the growing-string reader took ~35 s)', async () => {
+    const big = 'x'.repeat(32 * MiB);
+    const fake = await fakeDaemon((req) => (req.method === 'session.hello' ? helloAnswer(req) : { jsonrpc: '2.0', id: req.id, result: { big } }));
+    const client = await connect(fake);
+    const started = Date.now();
+    const status = (await client.call('daemon.status', {})) as unknown as { big: string };
+    const elapsed = Date.now() - started;
+    expect(status.big.length).toBe(big.length);
+    // Linear framing does this in well under a second; 10 s leaves room for a loaded machine.
+    expect(elapsed).toBeLessThan(10_000);
+  }, 90_000);
+
+  it('a line over maxInboundLineBytes closes the connection; every pending call rejects with LineTooLargeError', async () => {
+    const fake = await fakeDaemon((req) => {
+      if (req.method === 'session.hello') return helloAnswer(req);
+      if (req.method === 'daemon.status') return { jsonrpc: '2.0', id: req.id, result: { big: 'y'.repeat(2 * MiB) } };
+      return undefined;
+    });
+    const client = await connect(fake, { maxInboundLineBytes: MiB });
+    const disconnected: Error[] = [];
+    client.on('disconnected', (e) => disconnected.push(e));
+    const hung = client.call('keys.list', {});
+    await untilReceived(fake, 'keys.list');
+    const err = await rejectionOf(client.call('daemon.status', {}));
+    expect(err).toBeInstanceOf(LineTooLargeError);
+    expect(err).toBeInstanceOf(ConnectionLostError);
+    const e = err as LineTooLargeError;
+    expect(e.type).toBe('LINE_TOO_LARGE');
+    expect(e.limit).toBe(MiB);
+    expect(e.size).toBeGreaterThan(MiB);
+    expect(e.outcomeUnknown).toBe(true);
+    expect(e.transient).toBe(false);
+    expect(await rejectionOf(hung)).toBeInstanceOf(LineTooLargeError);
+    expect(client.connected).toBe(false);
+    expect(disconnected[0]).toBeInstanceOf(LineTooLargeError);
+    // Closed for good: a later call fails at once, nothing more is written.
+    expect(await rejectionOf(client.call('daemon.status', {}))).toBeInstanceOf(ConnectionLostError);
+  });
+
+  it('a Coordinator that meets an over-size line stops for intervention instead of re-following into it', async () => {
+    const agent = 'agt_a', peer = 'agt_b', chatId = 'chat_c';
+    const stream = (author: string) => ({
+      streamId: `${chatId}:${author}`, chatId, authorAgentId: author, generation: '1', firstPosition: '0', nextPosition: '0',
+      acknowledged: null, writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
+    });
+    const fake = await fakeDaemon((req, socket) => {
+      const ok = (result: unknown) => ({ jsonrpc: '2.0', id: req.id, result });
+      switch (req.method) {
+        case 'session.hello':
+          return ok({ role: 'agent', agentId: agent, protocol: 'yello.chat.v1', daemon: { version: 'fake' }, limits: FAKE_LIMITS, signing: { kid: 'k', alg: 'ES256' } });
+        case 'chats.get':
+          return ok({ chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] });
+        case 'streams.claim':
+          return ok({ streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' });
+        case 'chats.follow':
+          // The answer, then a batch far over the client's cap.
+          socket.write(JSON.stringify(ok({ subscriptionId: 'sub', cursor: 'c0' })) + '\n');
+          return { jsonrpc: '2.0', method: 'chats.batch', params: { subscriptionId: 'sub', pad: 'q'.repeat(2 * MiB) } };
+        default:
+          return ok({});
+      }
+    });
+    const coord = new Coordinator({
+      token: 'yello_agent_fake', chatId, socketPath: fake.socketPath, adapter: { present: () => {} }, cursorStore: new MemoryCursorStore(),
+      maxInboundLineBytes: MiB, reconnect: { minDelayMs: 10, maxDelayMs: 10 },
+    });
+    cleanups.push(() => coord.stop({ release: false }));
+    await coord.start().catch(() => {});
+    const err = await rejectionOf(coord.done);
+    expect(err).toBeInstanceOf(LineTooLargeError);
+    expect(coord.state).toBe('needs-intervention');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(fake.connections).toBe(1);
+  });
+
+  it('the default inbound cap is 256 MiB, above the largest legitimate page (500 records near the append cap)', () => {
+    expect(DEFAULT_MAX_INBOUND_LINE_BYTES).toBe(256 * MiB);
+    expect(DEFAULT_MAX_INBOUND_LINE_BYTES).toBeGreaterThan(500 * FAKE_LIMITS.maxAppendRequestBytes);
+  });
+});
+
+describe('against the real daemon', () => {
+  let daemon: DaemonProcess;
+  let admin: YelloClient;
+  let chat: TestChat;
+  let alice: YelloClient;
+  let token = '';
+
+  beforeAll(async () => {
+    daemon = await startDaemon();
+    admin = await connectAdmin(daemon);
+    chat = await createChat(admin);
+    alice = await connectAgent(daemon, chat.alice);
+    token = (await alice.rpc.streams.claim({ streamId: chat.alice.streamId })).coordinatorToken;
+  }, 30_000);
+
+  afterAll(async () => {
+    alice?.close();
+    admin?.close();
+    await daemon?.cleanup();
+  });
+
+  it('reads a 24 MiB chats.history page (120 messages of 200 KiB) in time linear in its size', async () => {
+    const bob = await connectAgent(daemon, chat.bob);
+    try {
+      const state = await alice.rpc.streams.get({ streamId: chat.alice.streamId });
+      let next = state.nextPosition;
+      for (let i = 0; i < 120; i++) {
+        const r = await alice.rpc.streams.append({
+          streamId: chat.alice.streamId, coordinatorToken: token, generation: state.generation, expectedPosition: next,
+          operationId: `op-page-${i}`, records: [{ type: 'chat.message', messageId: `page-${i}`, content: `${i} `.padEnd(200 * 1024, 'p') }],
+        });
+        next = r.nextPosition;
+      }
+      const started = Date.now();
+      const page = await bob.rpc.chats.history({ chatId: chat.chatId, limit: 120, direction: 'backward' });
+      const elapsed = Date.now() - started;
+      expect(page.entries.length).toBe(120);
+      const last = page.entries.at(-1)!.wrapper;
+      expect(last.type === 'chat.message' ? last.message.content.length : 0).toBe(200 * 1024);
+      // The growing-string reader needed ~19 s for this page; now it takes ~1.5 s, most of
+      // it the daemon's own reading and encoding. 8 s leaves room for a loaded machine.
+      expect(elapsed).toBeLessThan(8_000);
+    } finally {
+      bob.close();
+    }
+  }, 120_000);
+});
