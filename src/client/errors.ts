@@ -137,11 +137,41 @@ export class LineTooLargeError extends ConnectionLostError {
   }
 }
 
-/** No answer in time. For a request that was written, the outcome is unknown. */
+/** What a {@link TimeoutError} says about the request that got no answer. */
+export interface TimedOutRequest {
+  /** The JSON-RPC id the request was sent with. */
+  id: number;
+  /** For `streams.append` (and any request naming one): the stream. */
+  streamId?: string;
+  /** For `streams.append`: the operation to look up with `operations.get`. */
+  operationId?: string;
+}
+
+/**
+ * No answer in time. The request was written, so its outcome is unknown: for
+ * `streams.append`, `operations.get {streamId, operationId}` tells whether it committed.
+ * The client never resends it. A late answer is dropped.
+ */
 export class TimeoutError extends YelloClientError {
   readonly outcomeUnknown = true;
-  constructor(method: string, ms: number) {
-    super('TIMEOUT', `${method} got no answer within ${ms} ms; its outcome is unknown`, { transient: true });
+  /** The method called. */
+  readonly method: string;
+  /** The timeout that expired, in ms. */
+  readonly timeoutMs: number;
+  /** The JSON-RPC id of the request, or null when not known. */
+  readonly requestId: number | null;
+  /** The request's `streamId`, or null. */
+  readonly streamId: string | null;
+  /** The request's `operationId` (`streams.append`), or null. */
+  readonly operationId: string | null;
+  constructor(method: string, ms: number, request?: TimedOutRequest) {
+    const op = request?.operationId !== undefined ? ` (stream ${request.streamId ?? '?'}, operation ${request.operationId})` : '';
+    super('TIMEOUT', `${method}${op} got no answer within ${ms} ms; its outcome is unknown`, { transient: true });
+    this.method = method;
+    this.timeoutMs = ms;
+    this.requestId = request?.id ?? null;
+    this.streamId = request?.streamId ?? null;
+    this.operationId = request?.operationId ?? null;
   }
 }
 

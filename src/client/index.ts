@@ -2,8 +2,8 @@
  * The yello client library: what agents embed. Types are exported separately from values;
  * nothing internal (transport, daemon code) is reachable from here.
  */
-export { YelloClient, defaultSocketPath, DEFAULT_MAX_INBOUND_LINE_BYTES } from './yello-client.js';
-export type { ConnectOptions, ClientEvents, ClientNotification, NotificationIterator, RpcMethods } from './yello-client.js';
+export { YelloClient, defaultSocketPath, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_INBOUND_LINE_BYTES } from './yello-client.js';
+export type { ConnectOptions, CallOptions, ClientEvents, ClientNotification, NotificationIterator, RpcMethods } from './yello-client.js';
 export { Coordinator } from './coordinator.js';
 export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';
@@ -15,7 +15,7 @@ export {
   InvalidReceiptError, PolicyRejectedError, RateLimitedError, StorageFailureError, InternalError, ConnectionLostError, TimeoutError,
   LineTooLargeError, CoordinatorPausedError, VerificationError, remoteError,
 } from './errors.js';
-export type { RpcErrorObject } from './errors.js';
+export type { RpcErrorObject, TimedOutRequest } from './errors.js';
 export type {
   Agent, AgentSummary, Chat, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
   ChatBatchNotification, ChatBreakNotification, AppendResult, Redaction, PiiMode, Role,

@@ -1,5 +1,7 @@
 import { createConnection, type Socket } from 'node:net';
-import { ConnectionLostError, LineTooLargeError, TimeoutError, remoteError, type RpcErrorObject } from './errors.js';
+import {
+  ConnectionLostError, LineTooLargeError, TimeoutError, remoteError, type RpcErrorObject, type TimedOutRequest,
+} from './errors.js';
 import { LineOverflow, LineSplitter } from './line-splitter.js';
 
 interface Pending {
@@ -60,14 +62,17 @@ export class LineTransport {
     this.#closeListeners.push(listener);
   }
 
-  /** Send one request; resolve with its result or reject with the typed error. */
+  /**
+   * Send one request; resolve with its result or reject with the typed error.
+   * `timeoutMs` undefined, 0 or Infinity: no timeout.
+   */
   call(method: string, params: unknown, timeoutMs?: number): Promise<unknown> {
     if (this.#closed) return Promise.reject(new ConnectionLostError('the connection to yellod is closed', false));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
+      const timer = timeoutMs === undefined || timeoutMs <= 0 || timeoutMs === Infinity ? undefined : setTimeout(() => {
         this.#pending.delete(id);
-        reject(new TimeoutError(method, timeoutMs));
+        reject(new TimeoutError(method, timeoutMs, requestFacts(id, params)));
       }, timeoutMs);
       this.#pending.set(id, { method, resolve, reject, timer });
       this.#socket.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
@@ -131,4 +136,15 @@ export class LineTransport {
     this.#pending.clear();
     for (const l of this.#closeListeners.splice(0)) l(err);
   }
+}
+
+/** What a timeout names, so an agent can look the request up (`operations.get`). */
+function requestFacts(id: number, params: unknown): TimedOutRequest {
+  const facts: TimedOutRequest = { id };
+  if (typeof params === 'object' && params !== null) {
+    const { streamId, operationId } = params as { streamId?: unknown; operationId?: unknown };
+    if (typeof streamId === 'string') facts.streamId = streamId;
+    if (typeof operationId === 'string') facts.operationId = operationId;
+  }
+  return facts;
 }

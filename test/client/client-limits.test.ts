@@ -1,28 +1,33 @@
 // The limits the client enforces itself (docs/security.md, "Client limits"): linear-time
-// framing of big answers and a cap on one inbound line.
+// framing of big answers and a cap on one inbound line, a default call timeout whose error
+// names the request.
 // A fake daemon (test/helpers/fake-daemon.ts: a real Unix socket) plays the daemon that
 // hangs or sends a huge line; everything the real daemon can show is shown on it.
 
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
-import { FakeDaemon, FAKE_LIMITS, helloAnswer, type FakeHandler } from '../helpers/fake-daemon.js';
+import { FakeDaemon, FAKE_LIMITS, helloAnswer, helloThenHang, type FakeHandler } from '../helpers/fake-daemon.js';
 import {
   ConnectionLostError,
   Coordinator,
+  DEFAULT_CALL_TIMEOUT_MS,
   DEFAULT_MAX_INBOUND_LINE_BYTES,
   LineTooLargeError,
   MemoryCursorStore,
+  TimeoutError,
   YelloClient,
+  type ParamsIn,
 } from '../../src/client/index.js';
 import {
-  connectAdmin, connectAgent, createChat, makeTempDir, rejectionOf, startDaemon, type TestChat,
+  connectAdmin, connectAgent, createChat, makeTempDir, rejectionOf, settledWithin, startDaemon, type TestChat,
 } from '../helpers/client-fixtures.js';
 
 const MiB = 1024 * 1024;
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
+  vi.useRealTimers();
   for (const f of cleanups.splice(0).reverse()) await f();
 });
 
@@ -40,15 +45,30 @@ async function connect(fake: FakeDaemon, options: Partial<Parameters<typeof Yell
   return client;
 }
 
-/** Lets pending I/O callbacks and promise reactions run. */
+/** Lets pending I/O callbacks and promise reactions run (not a timer: timers may be faked). */
 function flush(): Promise<void> {
   return new Promise((r) => setImmediate(r));
+}
+
+/** Tracks whether `p` has settled, without timers. */
+function track<T>(p: Promise<T>): { settled: () => boolean; result: Promise<unknown> } {
+  let settled = false;
+  const result = p.then(
+    (v) => { settled = true; return v; },
+    (e: unknown) => { settled = true; return e; },
+  );
+  return { settled: () => settled, result };
 }
 
 async function untilReceived(fake: FakeDaemon, method: string): Promise<void> {
   for (let i = 0; i < 10_000 && !fake.requests.some((r) => r.method === method); i++) await flush();
   expect(fake.requests.map((r) => r.method)).toContain(method);
 }
+
+const appendParams = (content: string): ParamsIn<'streams.append'> => ({
+  streamId: 'chat_x:agt_y', coordinatorToken: 'tok', generation: '1', expectedPosition: '0', operationId: 'op-big',
+  records: [{ type: 'chat.message', messageId: 'm1', content }],
+});
 
 describe('inbound framing', () => {
   it('parses a 32 MiB answer in time linear in its size (the growing-string reader took ~35 s)', async () => {
@@ -132,6 +152,99 @@ describe('inbound framing', () => {
   });
 });
 
+describe('call timeouts', () => {
+  it(`by default a call to a hung daemon rejects with TimeoutError after ${DEFAULT_CALL_TIMEOUT_MS} ms`, async () => {
+    expect(DEFAULT_CALL_TIMEOUT_MS).toBe(30_000);
+    const fake = await fakeDaemon(helloThenHang);
+    const client = await connect(fake);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const call = track(client.call('daemon.status', {}));
+    await untilReceived(fake, 'daemon.status');
+    vi.advanceTimersByTime(DEFAULT_CALL_TIMEOUT_MS - 1);
+    await flush();
+    expect(call.settled()).toBe(false);
+    vi.advanceTimersByTime(1);
+    const err = await call.result;
+    expect(err).toBeInstanceOf(TimeoutError);
+    expect((err as TimeoutError).timeoutMs).toBe(DEFAULT_CALL_TIMEOUT_MS);
+  });
+
+  it('session.hello to a daemon that accepts and never answers times out as well', async () => {
+    const fake = await fakeDaemon(() => undefined);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const connecting = track(YelloClient.connect({ socketPath: fake.socketPath, token: 'yello_admin_fake' }));
+    await untilReceived(fake, 'session.hello');
+    vi.advanceTimersByTime(DEFAULT_CALL_TIMEOUT_MS);
+    const err = await connecting.result;
+    expect(err).toBeInstanceOf(TimeoutError);
+    expect((err as TimeoutError).method).toBe('session.hello');
+  });
+
+  it('TimeoutError names the request: method, request id, and for streams.append its streamId and operationId', async () => {
+    const fake = await fakeDaemon(helloThenHang);
+    const client = await connect(fake, { callTimeoutMs: 100 });
+    const err = await rejectionOf(client.rpc.streams.append(appendParams('hello')));
+    expect(err).toBeInstanceOf(TimeoutError);
+    const e = err as TimeoutError;
+    const sent = fake.requests.find((r) => r.method === 'streams.append')!;
+    expect(e.type).toBe('TIMEOUT');
+    expect(e.method).toBe('streams.append');
+    expect(e.requestId).toBe(sent.id);
+    expect(e.streamId).toBe('chat_x:agt_y');
+    expect(e.operationId).toBe('op-big');
+    expect(e.outcomeUnknown).toBe(true);
+    expect(e.transient).toBe(true);
+    expect(e.timeoutMs).toBe(100);
+    expect(e.message).toContain('op-big');
+    // Other methods carry no operation.
+    const other = (await rejectionOf(client.call('keys.list', {}))) as TimeoutError;
+    expect(other.method).toBe('keys.list');
+    expect(other.operationId).toBeNull();
+    expect(other.requestId).toBe(fake.requests.find((r) => r.method === 'keys.list')!.id);
+  });
+
+  it('a per-call timeoutMs overrides the client default, in call() and in rpc.<ns>.<m>()', async () => {
+    const fake = await fakeDaemon(helloThenHang);
+    const client = await connect(fake, { callTimeoutMs: 0 });
+    const a = (await rejectionOf(client.call('daemon.status', {}, { timeoutMs: 50 }))) as TimeoutError;
+    expect(a).toBeInstanceOf(TimeoutError);
+    expect(a.timeoutMs).toBe(50);
+    const b = (await rejectionOf(client.rpc.keys.list({}, { timeoutMs: 60 }))) as TimeoutError;
+    expect(b).toBeInstanceOf(TimeoutError);
+    expect(b.timeoutMs).toBe(60);
+  });
+
+  for (const none of [0, Infinity]) {
+    it(`callTimeoutMs ${none} means no timeout: the call waits until the connection ends`, async () => {
+      const fake = await fakeDaemon(helloThenHang);
+      const client = await connect(fake, { callTimeoutMs: none });
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const call = track(client.call('daemon.status', {}));
+      await untilReceived(fake, 'daemon.status');
+      vi.advanceTimersByTime(24 * 3600_000);
+      await flush();
+      expect(call.settled()).toBe(false);
+      fake.dropConnections();
+      expect(await call.result).toBeInstanceOf(ConnectionLostError);
+    });
+  }
+
+  it('a long poll gets its waitMs on top of the timeout', async () => {
+    const fake = await fakeDaemon(helloThenHang);
+    const client = await connect(fake, { callTimeoutMs: 100 });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const call = track(client.rpc.streams.read({ streamId: 'chat_x:agt_y', generation: '1', fromPosition: '0', waitMs: 5_000 }));
+    await untilReceived(fake, 'streams.read');
+    vi.advanceTimersByTime(5_099);
+    await flush();
+    expect(call.settled()).toBe(false);
+    vi.advanceTimersByTime(1);
+    const err = (await call.result) as TimeoutError;
+    expect(err).toBeInstanceOf(TimeoutError);
+    expect(err.timeoutMs).toBe(5_100);
+  });
+});
+
 describe('against the real daemon', () => {
   let daemon: DaemonProcess;
   let admin: YelloClient;
@@ -151,6 +264,18 @@ describe('against the real daemon', () => {
     alice?.close();
     admin?.close();
     await daemon?.cleanup();
+  });
+
+  it('a long poll longer than callTimeoutMs is not cut short by the timeout', async () => {
+    const poller = await connectAgent(daemon, chat.bob, { callTimeoutMs: 200 });
+    try {
+      const state = await poller.rpc.streams.get({ streamId: chat.alice.streamId });
+      const read = poller.rpc.streams.read({ streamId: chat.alice.streamId, generation: state.generation, fromPosition: state.nextPosition, waitMs: 800 });
+      const outcome = await settledWithin(read, 5_000);
+      expect(outcome.status).toBe('fulfilled');
+    } finally {
+      poller.close();
+    }
   });
 
   it('reads a 24 MiB chats.history page (120 messages of 200 KiB) in time linear in its size', async () => {

@@ -15,6 +15,7 @@ const EXPECTED_VALUES = [
   'ContinuityBreakError',
   'Coordinator',
   'CoordinatorPausedError',
+  'DEFAULT_CALL_TIMEOUT_MS',
   'DEFAULT_MAX_INBOUND_LINE_BYTES',
   'DuplicateMessageError',
   'FencedError',
