@@ -58,8 +58,30 @@ export class UnauthenticatedError extends RemoteError {}
 export class PermissionDeniedError extends RemoteError {}
 /** No such agent, chat, stream, operation or subscription. */
 export class NotFoundError extends RemoteError {}
-/** The request or line was over its limit. */
-export class RequestTooLargeError extends RemoteError {}
+/**
+ * The request or line was over its limit (`data.limit`, `data.size`, in bytes). The daemon
+ * answers this for a line over `maxLineBytes` or an append over `maxAppendRequestBytes`; the
+ * client raises it itself, before writing anything, for a request it knows is over the
+ * limits `session.hello` announced (`sent: false`). Either way the request had no effect.
+ */
+export class RequestTooLargeError extends RemoteError {
+  /** False when the client refused the request locally and nothing reached the daemon. */
+  readonly sent: boolean;
+  /** Always false: an over-size request is rejected before anything is checked or written. */
+  readonly outcomeUnknown = false;
+  constructor(error: RpcErrorObject, options?: { sent?: boolean }) {
+    super(error);
+    this.sent = options?.sent ?? true;
+  }
+  /** The limit in bytes. */
+  get limit(): number {
+    return Number(this.data.limit);
+  }
+  /** The request's size in bytes (for a line, at least this many). */
+  get size(): number {
+    return Number(this.data.size);
+  }
+}
 /** A claim without `replace` while a coordinator holds the stream. */
 export class WriterActiveError extends RemoteError {}
 /** The operationId was used for a different request. */

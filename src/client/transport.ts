@@ -1,6 +1,6 @@
 import { createConnection, type Socket } from 'node:net';
 import {
-  ConnectionLostError, LineTooLargeError, TimeoutError, remoteError, type RpcErrorObject, type TimedOutRequest,
+  ConnectionLostError, LineTooLargeError, RequestTooLargeError, TimeoutError, remoteError, type RpcErrorObject, type TimedOutRequest,
 } from './errors.js';
 import { LineOverflow, LineSplitter } from './line-splitter.js';
 
@@ -13,6 +13,12 @@ interface Pending {
 
 /** Handler for daemon notifications. */
 export type NotificationHandler = (method: string, params: unknown) => void;
+
+/** The request caps `session.hello` announces (`limits`), enforced before writing. */
+export interface RequestLimits {
+  maxLineBytes: number;
+  maxAppendRequestBytes: number;
+}
 
 /** How to connect. */
 export interface TransportOptions {
@@ -32,6 +38,8 @@ export class LineTransport {
   #closed = false;
   #closeListeners: Array<(err: Error) => void> = [];
   onNotification: NotificationHandler = () => {};
+  /** Caps to refuse over-size requests locally; null until `session.hello` told them. */
+  limits: RequestLimits | null = null;
 
   private constructor(socket: Socket, maxInboundLineBytes: number) {
     this.#socket = socket;
@@ -63,25 +71,51 @@ export class LineTransport {
   }
 
   /**
-   * Send one request; resolve with its result or reject with the typed error.
+   * Send one request; resolve with its result or reject with the typed error. A request over
+   * the announced `limits` is refused with `RequestTooLargeError` before anything is written.
    * `timeoutMs` undefined, 0 or Infinity: no timeout.
    */
   call(method: string, params: unknown, timeoutMs?: number): Promise<unknown> {
     if (this.#closed) return Promise.reject(new ConnectionLostError('the connection to yellod is closed', false));
     const id = this.#nextId++;
+    let bytes: Buffer;
+    try {
+      // Encoded once: the size checked is exactly the bytes written (the daemon counts the
+      // line's UTF-8 bytes without its newline).
+      bytes = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n', 'utf8');
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    const tooLarge = this.#overLimit(method, bytes.length - 1);
+    if (tooLarge) return Promise.reject(tooLarge);
     return new Promise((resolve, reject) => {
       const timer = timeoutMs === undefined || timeoutMs <= 0 || timeoutMs === Infinity ? undefined : setTimeout(() => {
         this.#pending.delete(id);
         reject(new TimeoutError(method, timeoutMs, requestFacts(id, params)));
       }, timeoutMs);
       this.#pending.set(id, { method, resolve, reject, timer });
-      this.#socket.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
+      this.#socket.write(bytes);
     });
   }
 
   close(): void {
     this.#socket.end();
     this.#socket.destroy();
+  }
+
+  /** The daemon's checks, in its order (§3): the line cap, then the append cap. */
+  #overLimit(method: string, size: number): RequestTooLargeError | null {
+    const limits = this.limits;
+    if (!limits) return null;
+    const limit = size > limits.maxLineBytes ? limits.maxLineBytes
+      : method === 'streams.append' && size > limits.maxAppendRequestBytes ? limits.maxAppendRequestBytes
+        : null;
+    if (limit === null) return null;
+    return new RequestTooLargeError({
+      code: 4013,
+      message: `${method} request of ${size} bytes exceeds the limit of ${limit}; it was not sent`,
+      data: { type: 'REQUEST_TOO_LARGE', limit, size },
+    }, { sent: false });
   }
 
   #onData(chunk: Buffer): void {

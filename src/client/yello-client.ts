@@ -26,6 +26,9 @@ export const DEFAULT_MAX_INBOUND_LINE_BYTES = 256 * 1024 * 1024;
  * - every call times out after `callTimeoutMs` (default 30 s; a `waitMs` long poll gets its
  *   `waitMs` on top) with `TimeoutError`, which names the method, the request id and, for
  *   `streams.append`, the `streamId` and `operationId` to look up with `operations.get`;
+ * - a request over the `limits` that `session.hello` announced (`maxLineBytes`, and
+ *   `maxAppendRequestBytes` for `streams.append`) is refused with `RequestTooLargeError`
+ *   (`sent: false`) before a byte is written, so its outcome is known: nothing happened;
  * - an inbound line over `maxInboundLineBytes` closes the connection; pending calls reject
  *   with `LineTooLargeError` (a `ConnectionLostError`, outcome unknown).
  */
@@ -131,6 +134,8 @@ export class YelloClient {
     try {
       const params = { token: options.token, client: options.clientName ?? 'yello-client' };
       const hello = (await transport.call('session.hello', params, timeoutFor(options.callTimeoutMs, undefined, params))) as HelloResult;
+      // From now on, a request over the daemon's own caps is refused before it is written.
+      transport.limits = hello.limits;
       return { transport, hello };
     } catch (err) {
       transport.close();

@@ -1,6 +1,6 @@
 // The limits the client enforces itself (docs/security.md, "Client limits"): linear-time
 // framing of big answers and a cap on one inbound line, a default call timeout whose error
-// names the request.
+// names the request, and the daemon's own request caps applied before anything is written.
 // A fake daemon (test/helpers/fake-daemon.ts: a real Unix socket) plays the daemon that
 // hangs or sends a huge line; everything the real daemon can show is shown on it.
 
@@ -16,6 +16,7 @@ import {
   DEFAULT_MAX_INBOUND_LINE_BYTES,
   LineTooLargeError,
   MemoryCursorStore,
+  RequestTooLargeError,
   TimeoutError,
   YelloClient,
   type ParamsIn,
@@ -245,6 +246,57 @@ describe('call timeouts', () => {
   });
 });
 
+describe('request caps from session.hello', () => {
+  it('refuses a streams.append over maxAppendRequestBytes before writing a byte; the connection stays usable', async () => {
+    const fake = await fakeDaemon((req) => (req.method === 'session.hello' ? helloAnswer(req) : req.method === 'daemon.status' ? { jsonrpc: '2.0', id: req.id, result: { ok: true } } : undefined));
+    const client = await connect(fake);
+    const bytesAfterHello = fake.bytes;
+    const params = appendParams('z'.repeat(300 * 1024));
+    const err = await rejectionOf(client.rpc.streams.append(params));
+    expect(err).toBeInstanceOf(RequestTooLargeError);
+    const e = err as RequestTooLargeError;
+    // The daemon's shape: data {type, limit, size}; size is the line's UTF-8 bytes without its newline.
+    const line = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'streams.append', params });
+    expect(e.data).toEqual({ type: 'REQUEST_TOO_LARGE', limit: FAKE_LIMITS.maxAppendRequestBytes, size: Buffer.byteLength(line) });
+    expect(e.type).toBe('REQUEST_TOO_LARGE');
+    expect(e.code).toBe(4013);
+    expect(e.limit).toBe(FAKE_LIMITS.maxAppendRequestBytes);
+    expect(e.sent).toBe(false);
+    expect(e.outcomeUnknown).toBe(false);
+    await flush();
+    expect(fake.bytes).toBe(bytesAfterHello);
+    expect(fake.requests.map((r) => r.method)).toEqual(['session.hello']);
+    expect(await client.call('daemon.status', {})).toEqual({ ok: true });
+  });
+
+  it('sends an append of exactly maxAppendRequestBytes, and refuses one byte more', async () => {
+    const fake = await fakeDaemon(helloThenHang);
+    const client = await connect(fake, { callTimeoutMs: 50 });
+    // ids: hello 1, then 2 and 3 (single digits, so both lines have the same overhead).
+    const overhead = Buffer.byteLength(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'streams.append', params: appendParams('') }));
+    const exact = appendParams('a'.repeat(FAKE_LIMITS.maxAppendRequestBytes - overhead));
+    expect(await rejectionOf(client.rpc.streams.append(exact))).toBeInstanceOf(TimeoutError);
+    expect(Buffer.byteLength(fake.lines.at(-1)!)).toBe(FAKE_LIMITS.maxAppendRequestBytes);
+    const over = appendParams('a'.repeat(FAKE_LIMITS.maxAppendRequestBytes - overhead + 1));
+    const err = (await rejectionOf(client.rpc.streams.append(over))) as RequestTooLargeError;
+    expect(err).toBeInstanceOf(RequestTooLargeError);
+    expect(err.size).toBe(FAKE_LIMITS.maxAppendRequestBytes + 1);
+  });
+
+  it('refuses any request over maxLineBytes, counting UTF-8 bytes', async () => {
+    const fake = await fakeDaemon((req) => (req.method === 'session.hello' ? helloAnswer(req, { maxLineBytes: 4096, maxAppendRequestBytes: 2048 }) : undefined));
+    const client = await connect(fake, { callTimeoutMs: 50 });
+    // 1,500 three-byte characters: 1,500 UTF-16 units, 4,500 bytes.
+    const err = (await rejectionOf(client.rpc.agents.create({ username: 'u', name: '€'.repeat(1500) }))) as RequestTooLargeError;
+    expect(err).toBeInstanceOf(RequestTooLargeError);
+    expect(err.limit).toBe(4096);
+    expect(err.size).toBeGreaterThan(4500);
+    expect(err.sent).toBe(false);
+    await flush();
+    expect(fake.requests.map((r) => r.method)).toEqual(['session.hello']);
+  });
+});
+
 describe('against the real daemon', () => {
   let daemon: DaemonProcess;
   let admin: YelloClient;
@@ -253,7 +305,7 @@ describe('against the real daemon', () => {
   let token = '';
 
   beforeAll(async () => {
-    daemon = await startDaemon();
+    daemon = await startDaemon(['--max-line-bytes', '400000']);
     admin = await connectAdmin(daemon);
     chat = await createChat(admin);
     alice = await connectAgent(daemon, chat.alice);
@@ -264,6 +316,31 @@ describe('against the real daemon', () => {
     alice?.close();
     admin?.close();
     await daemon?.cleanup();
+  });
+
+  it('takes its caps from session.hello and refuses an append over 256 KiB locally: no record, no operation, the token still works', async () => {
+    expect(alice.session.limits).toEqual({ maxLineBytes: 400_000, maxAppendRequestBytes: 262_144 });
+    const before = await alice.rpc.streams.get({ streamId: chat.alice.streamId });
+    const big = {
+      streamId: chat.alice.streamId, coordinatorToken: token, generation: before.generation, expectedPosition: before.nextPosition,
+      operationId: 'op-too-big', records: [{ type: 'chat.message' as const, messageId: 'big', content: 'b'.repeat(300_000) }],
+    };
+    const err = (await rejectionOf(alice.rpc.streams.append(big))) as RequestTooLargeError;
+    expect(err).toBeInstanceOf(RequestTooLargeError);
+    expect(err.sent).toBe(false);
+    expect(err.limit).toBe(262_144);
+    expect(await alice.rpc.operations.get({ streamId: chat.alice.streamId, operationId: 'op-too-big' })).toMatchObject({ state: 'unknown' });
+    expect((await alice.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition).toBe(before.nextPosition);
+    const ok = await alice.rpc.streams.append({ ...big, operationId: 'op-small', records: [{ type: 'chat.message', messageId: 'small', content: 'small' }] });
+    expect(ok.firstPosition).toBe(before.nextPosition);
+  });
+
+  it('refuses a request over the daemon\'s --max-line-bytes locally; the session stays usable', async () => {
+    const err = (await rejectionOf(admin.rpc.agents.create({ username: 'too-long-line', name: 'n'.repeat(450_000) }))) as RequestTooLargeError;
+    expect(err).toBeInstanceOf(RequestTooLargeError);
+    expect(err.sent).toBe(false);
+    expect(err.limit).toBe(400_000);
+    expect((await admin.rpc.daemon.status({})).storage).toBe('ok');
   });
 
   it('a long poll longer than callTimeoutMs is not cut short by the timeout', async () => {
