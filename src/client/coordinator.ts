@@ -44,6 +44,8 @@ export interface CoordinatorOptions {
   callTimeoutMs?: number;
   /** Cap on one line from the daemon (see `ConnectOptions.maxInboundLineBytes`). */
   maxInboundLineBytes?: number;
+  /** See `ConnectOptions.verifySocket`; default true. */
+  verifySocket?: boolean;
   /** Reconnect backoff. */
   reconnect?: { minDelayMs?: number; maxDelayMs?: number };
 }
@@ -202,6 +204,7 @@ export class Coordinator {
       clientName: 'yello-coordinator',
       ...(this.#opts.socketPath !== undefined ? { socketPath: this.#opts.socketPath } : {}),
       ...(this.#opts.maxInboundLineBytes !== undefined ? { maxInboundLineBytes: this.#opts.maxInboundLineBytes } : {}),
+      ...(this.#opts.verifySocket !== undefined ? { verifySocket: this.#opts.verifySocket } : {}),
     });
     this.#client = client;
     client.on('chats.batch', (b) => this.#onBatch(b));

@@ -197,6 +197,18 @@ export class TimeoutError extends YelloClientError {
   }
 }
 
+/**
+ * The client refused to connect: the socket, or the directory it lives in, could be
+ * controlled by another local user, who could then run a fake daemon and collect the token
+ * of `session.hello`. Nothing was sent. `reason` says what is wrong; see docs/security.md,
+ * "Socket directory trust".
+ */
+export class UntrustedSocketError extends YelloClientError {
+  constructor(readonly path: string, readonly reason: string) {
+    super('UNTRUSTED_SOCKET', `refusing to send a token to ${path}: ${reason}`);
+  }
+}
+
 /** The coordinator is paused on an append of unknown outcome; call `resolveUncertain()`. */
 export class CoordinatorPausedError extends YelloClientError {
   constructor(readonly operationId: string) {

@@ -13,7 +13,7 @@ export {
   YelloClientError, RemoteError, FencedError, PositionMismatchError, ContinuityBreakError, InvalidParamsError, UnauthenticatedError,
   PermissionDeniedError, NotFoundError, RequestTooLargeError, WriterActiveError, OperationConflictError, DuplicateMessageError,
   InvalidReceiptError, PolicyRejectedError, RateLimitedError, StorageFailureError, InternalError, ConnectionLostError, TimeoutError,
-  LineTooLargeError, CoordinatorPausedError, VerificationError, remoteError,
+  LineTooLargeError, UntrustedSocketError, CoordinatorPausedError, VerificationError, remoteError,
 } from './errors.js';
 export type { RpcErrorObject, TimedOutRequest } from './errors.js';
 export type {

@@ -3,6 +3,7 @@ import {
   ConnectionLostError, LineTooLargeError, RequestTooLargeError, TimeoutError, remoteError, type RpcErrorObject, type TimedOutRequest,
 } from './errors.js';
 import { LineOverflow, LineSplitter } from './line-splitter.js';
+import { assertTrustedSocket } from './socket-check.js';
 
 interface Pending {
   method: string;
@@ -24,6 +25,8 @@ export interface RequestLimits {
 export interface TransportOptions {
   /** Cap on one inbound line, in bytes. */
   maxInboundLineBytes: number;
+  /** Check the socket and its directory before connecting (default true). */
+  verifySocket?: boolean;
 }
 
 /**
@@ -49,8 +52,13 @@ export class LineTransport {
     socket.on('error', (err) => this.#onClose(new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err)));
   }
 
-  /** Connect to a Unix socket. */
-  static connect(path: string, options: TransportOptions): Promise<LineTransport> {
+  /**
+   * Connect to a Unix socket. Unless told otherwise, first check that the socket and its
+   * directory can be trusted (`UntrustedSocketError`): this is the one place every client,
+   * reconnect and coordinator dials, so no token is sent to an unchecked socket.
+   */
+  static async connect(path: string, options: TransportOptions): Promise<LineTransport> {
+    if (options.verifySocket !== false) await assertTrustedSocket(path);
     return new Promise((resolve, reject) => {
       const socket = createConnection(path);
       const onError = (err: Error) => reject(new ConnectionLostError(`cannot connect to yellod at ${path}: ${err.message}`, false, err));

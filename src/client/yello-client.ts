@@ -31,6 +31,12 @@ export const DEFAULT_MAX_INBOUND_LINE_BYTES = 256 * 1024 * 1024;
  *   (`sent: false`) before a byte is written, so its outcome is known: nothing happened;
  * - an inbound line over `maxInboundLineBytes` closes the connection; pending calls reject
  *   with `LineTooLargeError` (a `ConnectionLostError`, outcome unknown).
+ *
+ * Socket trust (docs/security.md, "Socket directory trust"): before any token is sent, on
+ * every connect and reconnect, the socket must be a socket (not a symlink) in a directory
+ * that is a real directory no group or other user can write, owned by the caller or root, or
+ * else sitting in such a directory itself (as systemd's `/run/yello`). Otherwise the connect
+ * fails with `UntrustedSocketError` and nothing is sent.
  */
 export interface ConnectOptions {
   /** Default: `$YELLO_SOCKET`, `$XDG_RUNTIME_DIR/yello/yello.sock`, `/tmp/yello-$UID/yello.sock`. */
@@ -46,6 +52,12 @@ export interface ConnectOptions {
   callTimeoutMs?: number;
   /** Cap on one line from the daemon, in bytes; default {@link DEFAULT_MAX_INBOUND_LINE_BYTES} (256 MiB). */
   maxInboundLineBytes?: number;
+  /**
+   * Check that the socket and its directory are trustworthy before sending the token.
+   * Default true. Turn it off only for a setup the rule cannot express (a daemon of another
+   * user in a world-writable directory, say) and only when no other user can reach that path.
+   */
+  verifySocket?: boolean;
   /** Reconnect with backoff after a loss (never resending anything). Default false. */
   reconnect?: boolean | { minDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
   /** Sent in `session.hello` as `client`. */
@@ -130,6 +142,7 @@ export class YelloClient {
   static async #open(options: ConnectOptions & { socketPath: string }): Promise<{ transport: LineTransport; hello: HelloResult }> {
     const transport = await LineTransport.connect(options.socketPath, {
       maxInboundLineBytes: options.maxInboundLineBytes ?? DEFAULT_MAX_INBOUND_LINE_BYTES,
+      verifySocket: options.verifySocket ?? true,
     });
     try {
       const params = { token: options.token, client: options.clientName ?? 'yello-client' };

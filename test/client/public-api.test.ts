@@ -36,6 +36,7 @@ const EXPECTED_VALUES = [
   'StorageFailureError',
   'TimeoutError',
   'UnauthenticatedError',
+  'UntrustedSocketError',
   'VerificationError',
   'WriterActiveError',
   'YelloClient',
@@ -70,7 +71,7 @@ describe('public entry', () => {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.RemoteError);
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
     }
-    for (const name of ['ConnectionLostError', 'LineTooLargeError', 'TimeoutError', 'CoordinatorPausedError', 'VerificationError']) {
+    for (const name of ['ConnectionLostError', 'LineTooLargeError', 'TimeoutError', 'UntrustedSocketError', 'CoordinatorPausedError', 'VerificationError']) {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
       expect(values[name]!.prototype, name).not.toBeInstanceOf(client.RemoteError);
     }
