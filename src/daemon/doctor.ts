@@ -6,7 +6,8 @@ import { K, locateKey, prefixEnd } from './keys.js';
 import type { Signer } from './signer.js';
 import type { Storage } from './storage.js';
 import type { StreamMeta } from './stream-meta.js';
-import type { StoredOperation } from './stream-store.js';
+import { expandOperation, expandRecord, storedClientMessageId, type CompactOperation, type CompactRecord, type StoredOperation } from './record-layout.js';
+import { placeOf, StreamTables, type StreamIdentity } from './stream-tables.js';
 
 interface StreamScan {
   meta: StreamMeta | undefined;
@@ -40,10 +41,16 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
 
   // Heads first (one per stream), so records can be checked against them in one pass.
   const scans = new Map<string, StreamScan>();
-  for await (const { key, value, error } of storage.entriesChecked<StreamMeta>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
+  const tables = new StreamTables(storage);
+  for await (const { key } of storage.entriesChecked<unknown>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
     const streamId = key.slice(K.streamsPrefix.length);
-    if (error) problem('head', key, 'the stream head fails its checksum', { streamId });
-    scans.set(streamId, { meta: value, generation: -1, expect: null, firstSeen: null, op: null, lastCreatedAt: null, damage: new Map() });
+    let meta: StreamMeta | undefined;
+    try {
+      meta = tables.head(streamId, false);
+    } catch (err) {
+      problem('head', key, `the stream head fails its check (${String((err as { details?: { detail?: string } }).details?.detail ?? err)})`, { streamId });
+    }
+    scans.set(streamId, { meta, generation: -1, expect: null, firstSeen: null, op: null, lastCreatedAt: null, damage: new Map() });
   }
   const damage = (streamId: string, generation: number, position: number) => {
     const scan = scans.get(streamId);
@@ -96,7 +103,7 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
         break;
       case 'o':
         counts.operations++;
-        checkOperation(storage, key, value as StoredOperation, problem);
+        checkOperation(storage, key, expandOperation(key.slice(key.lastIndexOf('/') + 1), value as CompactOperation), problem);
         break;
       case 'x':
         checkMessageIndex(storage, key, value as string, problem);
@@ -118,8 +125,16 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
           Object.assign(scan, { generation, expect: null, firstSeen: position, op: null, lastCreatedAt: null });
           current = { streamId, scan };
         }
-        const record = value as StoredRecord;
-        if (checkRecord(storage, signer, key, record, streamId, generation, position, current.scan, problem, counts)) damage(streamId, generation, position);
+        const identity = current.scan.meta ?? identityFromChat(storage, streamId);
+        let record: StoredRecord;
+        try {
+          record = expandRecord(value as CompactRecord | StoredRecord, placeOf(identity, generation, position));
+        } catch {
+          problem('record', key, 'the stored record has an unknown shape');
+          damage(streamId, generation, position);
+          break;
+        }
+        if (checkRecord(tables, signer, key, record, streamId, generation, position, current.scan, problem, counts)) damage(streamId, generation, position);
         break;
       }
       default:
@@ -177,7 +192,7 @@ function tryGet<T>(storage: Storage, key: string): T | undefined | 'corrupt' {
 
 /** One record: where its key says, contiguous, covered by its operation, signed. True when damaged. */
 function checkRecord(
-  storage: Storage, signer: Signer, key: string, record: StoredRecord, streamId: string, generation: number, position: number,
+  tables: StreamTables, signer: Signer, key: string, record: StoredRecord, streamId: string, generation: number, position: number,
   scan: StreamScan, problem: Report, counts: { messages: number },
 ): boolean {
   const where = { streamId, generation: formatDecimal(generation), position: formatDecimal(position) };
@@ -215,7 +230,12 @@ function checkRecord(
   }
   if (w && w.type !== 'chat.writer-fence') {
     if (w.recordIndex === 0) {
-      const op = tryGet<StoredOperation>(storage, K.operation(streamId, w.operationId));
+      let op: StoredOperation | undefined | 'corrupt';
+      try {
+        op = tables.operation(streamId, w.operationId);
+      } catch {
+        op = 'corrupt';
+      }
       if (op === 'corrupt' || op === undefined || op.generation !== generation || op.firstPosition !== position) {
         bad(`operation ${w.operationId} is missing or does not start here`);
         scan.op = null;
@@ -244,9 +264,9 @@ function checkMessageIndex(storage: Storage, key: string, position: string, prob
   const parts = key.split('/');
   const streamId = parts[1]!;
   const generation = Number(parts[2]);
-  const record = tryGet<StoredRecord>(storage, K.record(streamId, generation, Number(position)));
+  const record = tryGet<CompactRecord | StoredRecord>(storage, K.record(streamId, generation, Number(position)));
   // A trimmed record takes its message id's record with it; only a record that is there must match.
-  if (record === 'corrupt' || (record !== undefined && (record.wrapper.type !== 'chat.message' || record.wrapper.message.clientMessageId !== parts[3]))) {
+  if (record === 'corrupt' || (record !== undefined && storedClientMessageId(record) !== parts[3])) {
     problem('index', key, `the message-id index points at position ${position}, which holds another record`, { streamId, generation: formatDecimal(generation), position });
   }
 }
@@ -262,4 +282,14 @@ function checkChat(storage: Storage, key: string, chat: { id: string; agentAId: 
     if (tryGet<unknown>(storage, K.member(agentId, chat.id)) === undefined) problem('directory', key, `chat ${chat.id} is missing from ${agentId}'s chat list`);
     if (tryGet<unknown>(storage, K.stream(`${chat.id}:${agentId}`)) === undefined) problem('head', K.stream(`${chat.id}:${agentId}`), 'the stream head is missing, though its chat exists', { streamId: `${chat.id}:${agentId}` });
   }
+}
+
+/** Chat, author and peer of a stream whose head is unreadable, from its chat row. */
+function identityFromChat(storage: Storage, streamId: string): StreamIdentity {
+  const i = streamId.indexOf(':');
+  const chatId = streamId.slice(0, i);
+  const authorAgentId = streamId.slice(i + 1);
+  const chat = tryGet<{ agentAId: string; agentBId: string }>(storage, K.chat(chatId));
+  const peerAgentId = chat && chat !== 'corrupt' ? (chat.agentAId === authorAgentId ? chat.agentBId : chat.agentAId) : '';
+  return { streamId, chatId, authorAgentId, peerAgentId };
 }

@@ -164,10 +164,14 @@ describe('a changed stream head', () => {
     await l.d.stop();
     const db = new ClassicLevel<string, string>(path.join(l.d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     await db.open();
-    const key = `s/${stream}`;
+    // The head's nextPosition lives in its tail (`h/`, [generation, nextPosition, …]) since
+    // format 2; in 0.1.0 it was in the head itself (`s/`, …"nextPosition":N…). Flip whichever holds it.
+    const tailKey = `h/${stream}`;
+    const key = (await db.get(tailKey)) !== undefined ? tailKey : `s/${stream}`;
     const value = (await db.get(key))!;
+    const field = key === tailKey ? `[1,${before.nextPosition},` : `"nextPosition":${before.nextPosition}`;
     // One flipped bit in the tens digit: "3" (0x33) → "2" (0x32), still a valid number.
-    const at = value.indexOf(`"nextPosition":${before.nextPosition}`) + '"nextPosition":'.length;
+    const at = value.indexOf(field) + field.length - before.nextPosition.length - (key === tailKey ? 1 : 0);
     expect(value[at]).toBe('3');
     await db.put(key, value.slice(0, at) + '2' + value.slice(at + 1), { sync: true });
     await db.close();

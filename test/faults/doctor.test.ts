@@ -64,10 +64,10 @@ describe('yello doctor', () => {
       await db.put(k3, v.replace('message a1', 'massage a1'));
       // bob's stream: record 2 gone, and its head rewritten stale (valid checksum, nextPosition 4 of 5).
       await db.del(`r/${chat.streamB}/${'1'.padStart(16, '0')}/${'2'.padStart(16, '0')}`);
-      const hk = `s/${chat.streamB}`;
-      const head = JSON.parse((await db.get(hk))!.slice(8));
-      head.nextPosition = 4;
-      await db.put(hk, encodeValue(hk, JSON.stringify(head)));
+      const hk = `h/${chat.streamB}`;
+      const tail = JSON.parse((await db.get(hk))!.slice(8));
+      tail[1] = 4;
+      await db.put(hk, encodeValue(hk, JSON.stringify(tail)));
       // bob's token index entry lost.
       for await (const key of db.keys({ gte: 't/', lt: 't0' })) {
         if ((await db.get(key))!.includes(chat.bob.id)) await db.del(key);

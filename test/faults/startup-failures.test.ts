@@ -86,7 +86,7 @@ describe('startup failures', () => {
     }
     const data = path.join(mnt, 'data');
     // A store that exists: a daemon ran on it once (killed as soon as it is ready).
-    const first = spawnSync('sh', ['-c', `"${process.execPath}" "${path.join(repoRoot, 'bin/yello')}" daemon --socket "${path.join(dir, 'y0.sock')}" --data-dir "${data}" & pid=$!; for i in $(seq 1 100); do [ -S "${path.join(dir, 'y0.sock')}" ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid`], { encoding: 'utf8', timeout: 30_000 });
+    const first = spawnSync('sh', ['-c', `"${process.execPath}" "${path.join(repoRoot, 'bin/yello')}" daemon --socket "${path.join(dir, 'y0.sock')}" --data-dir "${data}" & pid=$!; for i in $(seq 1 600); do [ -S "${path.join(dir, 'y0.sock')}" ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid`], { encoding: 'utf8', timeout: 90_000 });
     expect(first.status, first.stderr).toBe(0);
     expect(spawnSync('mount', ['-o', 'remount,ro', mnt]).status).toBe(0);
     const r = runDaemon(dir, data);

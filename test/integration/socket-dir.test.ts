@@ -59,7 +59,7 @@ describe('yello daemon refuses an unsafe socket directory', () => {
     const tmp = await tempDir(0o1777);
     const dir = await makeDir(path.join(tmp, 'yello-0'), HOSTILE, 0o700);
     const r = await runDaemon(path.join(dir, 'yello.sock'), path.join(await tempDir(), 'data'));
-    expectConfigRefusal(r, `yello daemon: unsafe socket directory ${dir}: owned by uid 1001, not 0`);
+    expectConfigRefusal(r, `yello: unsafe socket directory ${dir}: owned by uid 1001, not 0`);
     expect(await fs.readdir(dir)).toEqual([]);
   });
 
@@ -74,7 +74,7 @@ describe('yello daemon refuses an unsafe socket directory', () => {
     const evil = await makeDir(path.join(tmp, 'evil'), HOSTILE, 0o700);
     await fs.symlink(evil, path.join(tmp, 'yello-0'));
     const r = await runDaemon(path.join(tmp, 'yello-0', 'yello.sock'), path.join(await tempDir(), 'data'));
-    expectConfigRefusal(r, `yello daemon: unsafe socket directory ${path.join(tmp, 'yello-0')}: it is a symbolic link`);
+    expectConfigRefusal(r, `yello: unsafe socket directory ${path.join(tmp, 'yello-0')}: it is a symbolic link`);
     expect(await fs.readdir(evil)).toEqual([]);
   });
 
@@ -83,7 +83,7 @@ describe('yello daemon refuses an unsafe socket directory', () => {
       const base = await tempDir();
       const dir = await makeDir(path.join(base, 'run'), 0, mode);
       const r = await runDaemon(path.join(dir, 'yello.sock'), path.join(base, 'data'));
-      expectConfigRefusal(r, `yello daemon: unsafe socket directory ${dir}: writable by group or others (mode 0${mode.toString(8)})`);
+      expectConfigRefusal(r, `yello: unsafe socket directory ${dir}: writable by group or others (mode 0${mode.toString(8)})`);
     });
   }
 
@@ -91,7 +91,7 @@ describe('yello daemon refuses an unsafe socket directory', () => {
     const base = await tempDir();
     const socketPath = path.join(base, 'deep', 'x'.repeat(120 - base.length), 'yello.sock');
     const r = await runDaemon(socketPath, path.join(base, 'data'));
-    expectConfigRefusal(r, /^yello daemon: socket path is \d+ bytes, over the platform limit of 107: /);
+    expectConfigRefusal(r, /^yello: socket path is \d+ bytes, over the platform limit of 107: /);
     // Node would have listened on a truncated name and left that file behind.
     expect(existsSync(path.join(base, 'deep'))).toBe(false);
     expect((await fs.readdir(base)).filter((f) => f !== 'data')).toEqual([]);
@@ -100,8 +100,8 @@ describe('yello daemon refuses an unsafe socket directory', () => {
   it('refuses a socket path whose parent is a regular file', async () => {
     const base = await tempDir();
     await fs.writeFile(path.join(base, 'file'), 'not a directory');
-    expectConfigRefusal(await runDaemon(path.join(base, 'file', 'y.sock'), path.join(base, 'data')), `yello daemon: socket directory ${path.join(base, 'file')} is not a directory`);
-    expectConfigRefusal(await runDaemon(path.join(base, 'file', 'sub', 'y.sock'), path.join(base, 'data')), /^yello daemon: socket directory .*sub: a parent of it is not a directory$/);
+    expectConfigRefusal(await runDaemon(path.join(base, 'file', 'y.sock'), path.join(base, 'data')), `yello: socket directory ${path.join(base, 'file')} is not a directory`);
+    expectConfigRefusal(await runDaemon(path.join(base, 'file', 'sub', 'y.sock'), path.join(base, 'data')), /^yello: socket directory .*sub: a parent of it is not a directory$/);
   });
 });
 

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { YelloError } from '../../src/shared/errors.js';
 import { K } from '../../src/daemon/keys.js';
 import { encodeValue } from '../../src/daemon/value-codec.js';
-import type { StreamMeta } from '../../src/daemon/stream-meta.js';
+import type { StreamTail } from '../../src/daemon/record-layout.js';
 import { appendMessages, chatWithWriter, openInProcess, RecordingConnection, type InProcessStore } from '../helpers/in-process-store.js';
 import { waitUntil } from '../helpers/reading-fixtures.js';
 
@@ -122,11 +122,11 @@ describe('StreamStore', () => {
     const w = await chatWithWriter(s);
     await appendMessages(s, w, 5);
     s = await reopenAfter(s, async (db) => {
-      const key = K.stream(w.streamId);
-      const raw = (await db.get(key))!;
-      const meta = JSON.parse(raw.slice(8)) as StreamMeta;
-      meta.nextPosition = 3; // a stale head that still has a valid checksum
-      await db.put(key, encodeValue(key, JSON.stringify(meta)));
+      // The tail holds what every append changes: make it stale, with a valid checksum.
+      const key = K.tail(w.streamId);
+      const tail = JSON.parse((await db.get(key))!.slice(8)) as StreamTail;
+      tail[1] = 3;
+      await db.put(key, encodeValue(key, JSON.stringify(tail)));
     });
     const append = () => s.streams.append(w.alice, {
       streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: '3', operationId: 'op-over', records: [{ type: 'chat.message', messageId: 'over', content: 'would overwrite' }],
