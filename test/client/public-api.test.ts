@@ -16,6 +16,7 @@ const EXPECTED_VALUES = [
   'Coordinator',
   'CoordinatorPausedError',
   'DuplicateMessageError',
+  'ExportVerifier',
   'FencedError',
   'FileCursorStore',
   'InternalError',
@@ -39,6 +40,8 @@ const EXPECTED_VALUES = [
   'YelloClientError',
   'defaultSocketPath',
   'remoteError',
+  'verifyCheckpoint',
+  'verifyExport',
   'verifyRecord',
 ];
 
