@@ -204,6 +204,7 @@ describe('canonical bytes (§5.9)', () => {
     expect(canonicalJson(record)).toBe(expected);
     expect(canonicalJson(JSON.parse(JSON.stringify(record, null, 2)))).toBe(expected);
     expect(chainDigest([record])).toBe(sha(`${expected}\n`));
+    expect(chainDigest([record])).toBe('vuo0CUAcaFIpha3QOEc83-ay3F6W3FmawFIW7TZI5mM');
     expect(chainDigest([])).toBe('47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU');
     expect(canonicalJson({ b: 'ü\n"🐙', a: [1, null, { d: true, c: undefined }] })).toBe('{"a":[1,null,{"d":true}],"b":"ü\\n\\"🐙"}');
   });
