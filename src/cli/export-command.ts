@@ -1,7 +1,7 @@
 import { createWriteStream } from 'node:fs';
 import type { Writable } from 'node:stream';
 import type { Argv, CommandModule } from 'yargs';
-import { ContinuityBreakError, RemoteError, type Checkpoint, type StoredRecord, type StreamState, type YelloClient } from '../client/index.js';
+import { ContinuityBreakError, InvalidParamsError, RemoteError, type Checkpoint, type StoredRecord, type StreamState, type YelloClient } from '../client/index.js';
 import { ChainDigest } from '../shared/checkpoint.js';
 import { connectAny, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT } from './output.js';
@@ -69,6 +69,8 @@ async function checkpointOf(c: YelloClient, s: StreamState, generation: string, 
     } catch (err) {
       // A reset moves past every corrupt-marked generation, so a sealed number may never have existed.
       if (err instanceof ContinuityBreakError && err.reason === 'GENERATION_CHANGED' && generation !== s.generation) return null;
+      // The damage starts below the retained range: nothing of this generation can be vouched for.
+      if (nextPosition !== undefined && err instanceof InvalidParamsError) return null;
       if (!isCorrupt(err)) throw err;
       const at = typeof err.data.fromPosition === 'string' && err.data.generation === generation ? err.data.fromPosition : null;
       damage.push({ streamId: s.streamId, generation, fromPosition: at, message: err.message });

@@ -145,6 +145,7 @@ export class ExportVerifier {
   #records = 0;
   #messages = 0;
   #checkpoints = 0;
+  #result: ExportVerification | null = null;
 
   constructor(jwks: Jwks) {
     this.#keys = new KeyRing(jwks);
@@ -152,6 +153,7 @@ export class ExportVerifier {
 
   /** Check the next line of the export (lines are numbered from 1 in the order given). */
   line(text: string): void {
+    if (this.#result) throw new Error('ExportVerifier: line() after result()');
     const line = ++this.#line;
     if (text.trim() === '') return;
     let value: unknown;
@@ -179,8 +181,9 @@ export class ExportVerifier {
     this.#record(line, value);
   }
 
-  /** Finish: report what only the whole export shows, and return the outcome. */
+  /** Finish: report what only the whole export shows, and return the outcome (the same one if called again). */
   result(): ExportVerification {
+    if (this.#result) return this.#result;
     for (const g of this.#groups.values()) {
       if (g.checkpoint === null && g.count > 0) {
         this.#report({ line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${g.first}` }, 'NO_CHECKPOINT',
@@ -200,7 +203,8 @@ export class ExportVerifier {
       },
     }));
     const problems = [...this.#problems].sort((a, b) => a.line - b.line);
-    return { records: this.#records, messages: this.#messages, checkpoints: this.#checkpoints, generations, problems };
+    this.#result = { records: this.#records, messages: this.#messages, checkpoints: this.#checkpoints, generations, problems };
+    return this.#result;
   }
 
   #report(at: Where, kind: ExportProblemKind, problem: string): void {
@@ -220,7 +224,7 @@ export class ExportVerifier {
     return g;
   }
 
-  /** The export is of one chat and at most its two streams. False when `streamId` is not of it. */
+  /** The export is of one chat and at most its two streams. Null when `streamId` is not of it. */
   #member(at: Where, streamId: string): { chatId: string; authorAgentId: string } | null {
     const parts = splitStreamId(streamId);
     if (!parts) {
