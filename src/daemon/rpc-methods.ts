@@ -14,6 +14,7 @@ import type { StreamStore } from './stream-store.js';
 import type { ChatReader } from './chat-reader.js';
 import type { Subscriptions } from './subscriptions.js';
 import { buildOpenRpc } from '../shared/openrpc.js';
+import { checkStore } from './doctor.js';
 
 /** Everything the handlers use. */
 export interface Services {
@@ -70,6 +71,7 @@ export function createHandlers(s: Services): Handlers {
         walIncidents: s.walIncidents().map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
       },
     }),
+    'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': () => ({ kid: s.signer.rotate() }),
 

@@ -604,7 +604,7 @@ export class StreamStore {
    * `operations.get`. An operation absent from a stream that lost records cannot be called
    * "never committed": that is a STORAGE_FAILURE/CORRUPT, not `unknown`.
    */
-  operation(caller: Caller, streamId: string, operationId: string): OperationInfo {
+  async operation(caller: Caller, streamId: string, operationId: string): Promise<OperationInfo> {
     const meta = this.committedMeta(streamId);
     if (!meta) throw errors.notFound('stream', streamId);
     this.#assertReader(caller, meta);
@@ -614,6 +614,15 @@ export class StreamStore {
     // Pending: admitted and waiting for its fsync, or its fsync failed and only a restart tells.
     if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return noOperation(operationId, 'pending');
     this.#integrity.assertIntact(streamId);
+    // "unknown" means "never committed", which the answer's reader acts on (it may send again):
+    // confirm it against the operation log, so a lost index entry is reported, not denied.
+    // A scan of the stream's (small) log entries, on this path only.
+    const prefix = K.opLogPrefix(streamId);
+    for await (const { key: logKey, value } of this.#storage.entries<string>({ gte: prefix, lt: prefixEnd(prefix) })) {
+      if (value !== operationId) continue;
+      const at = locateKeyPosition(logKey);
+      throw this.#integrity.mark({ streamId, generation: at.generation, fromPosition: at.position, detail: `operation ${operationId} is in the operation log but its entry is missing` });
+    }
     return noOperation(operationId, 'unknown');
   }
 

@@ -1,6 +1,6 @@
 import type { MethodName } from './schemas.js';
 import type {
-  Agent, AppendResult, Chat, Checkpoint, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, Jwks, ReadBatch, Role, StoredRecord, StreamState,
+  Agent, AppendResult, Chat, Checkpoint, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, CorruptStream, DoctorReport, Jwks, ReadBatch, Role, StoredRecord, StreamState,
 } from './types.js';
 
 /** Who may call a method. Finer checks (participant, author) happen in the handler. */
@@ -17,6 +17,7 @@ export interface MethodDescriptor {
 export const methods: Record<MethodName, MethodDescriptor> = {
   'session.hello': { access: 'public', summary: 'Authenticate this connection with an agent or admin token.', result: '{role, agentId?, protocol, daemon: {version}, limits, signing: {kid, alg}}' },
   'daemon.status': { access: 'authenticated', summary: 'Version, uptime, counts, storage state, active kid and corrupt streams.', result: '{version, uptimeMs, counts, storage, commits, kid, policy, integrity}' },
+  'daemon.check': { access: 'admin', summary: 'Scan the whole store (yello doctor): checksums, heads against records, signatures, operations, indexes; marks damaged streams corrupt unless mark is false.', result: 'DoctorReport' },
   'keys.list': { access: 'authenticated', summary: 'The JWKS of every signing key, active and retired.', result: 'Jwks' },
   'keys.rotate': { access: 'admin', summary: 'Generate a new signing key; new records are signed with it.', result: '{kid}' },
   'agents.create': { access: 'admin', summary: 'Create an agent; its token is returned once and stored only as a hash.', result: '{agent, token}' },
@@ -91,10 +92,11 @@ export interface MethodResults {
     policy: 'grants' | 'open';
     /** Streams the daemon cannot vouch for (see `yello doctor`), and write-ahead-log losses found at startup. */
     integrity: {
-      corruptStreams: Array<{ streamId: string; generation: string | null; fromPosition: string; detail: string; detectedAt: string }>;
+      corruptStreams: CorruptStream[];
       walIncidents: Array<{ detectedAt: string; bytes: number; streams: number; guardDamaged: boolean }>;
     };
   };
+  'daemon.check': DoctorReport;
   'keys.list': Jwks;
   'keys.rotate': { kid: string };
   'agents.create': { agent: Agent; token: string };

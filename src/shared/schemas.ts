@@ -48,6 +48,7 @@ export const appendReceiptSchema = z.strictObject({
 export const paramSchemas = {
   'session.hello': z.strictObject({ token: z.string().min(1).max(1024), client: opt(z.unknown()) }),
   'daemon.status': z.strictObject({}),
+  'daemon.check': z.strictObject({ mark: opt(z.boolean()) }),
   'keys.list': z.strictObject({}),
   'keys.rotate': z.strictObject({}),
   'agents.create': z.strictObject({ username: id(), name: label(256).min(1), image: opt(label(2048)) }),

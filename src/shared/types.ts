@@ -211,3 +211,33 @@ export interface Checkpoint {
   createdAt: string;
   signature: CheckpointSignature;
 }
+
+/** One problem `yello doctor` found, with where it is. */
+export interface DoctorProblem {
+  /** `checksum`, `record`, `head`, `operation`, `index` or `directory`. */
+  kind: string;
+  key: string | null;
+  streamId: string | null;
+  generation: string | null;
+  position: string | null;
+  detail: string;
+}
+
+/** A stream generation the daemon cannot vouch for from `fromPosition` on (`daemon.status`, `daemon.check`). */
+export interface CorruptStream {
+  streamId: string;
+  /** null: the head itself is unreadable or missing. */
+  generation: string | null;
+  fromPosition: string;
+  detail: string;
+  detectedAt: string;
+}
+
+/** The result of `daemon.check` (`yello doctor`). */
+export interface DoctorReport {
+  checkedAt: string;
+  counts: { values: number; agents: number; chats: number; streams: number; records: number; messages: number; operations: number };
+  problems: DoctorProblem[];
+  /** Corruption marks after the check, including the ones it added. */
+  corruptStreams: CorruptStream[];
+}

@@ -15,6 +15,8 @@ const EXPECTED_VALUES = [
   'ContinuityBreakError',
   'Coordinator',
   'CoordinatorPausedError',
+  'DEFAULT_CALL_TIMEOUT_MS',
+  'DEFAULT_MAX_INBOUND_LINE_BYTES',
   'DuplicateMessageError',
   'ExportVerifier',
   'FencedError',
@@ -22,6 +24,7 @@ const EXPECTED_VALUES = [
   'InternalError',
   'InvalidParamsError',
   'InvalidReceiptError',
+  'LineTooLargeError',
   'MemoryCursorStore',
   'NotFoundError',
   'OperationConflictError',
@@ -34,6 +37,7 @@ const EXPECTED_VALUES = [
   'StorageFailureError',
   'TimeoutError',
   'UnauthenticatedError',
+  'UntrustedSocketError',
   'VerificationError',
   'WriterActiveError',
   'YelloClient',
@@ -70,7 +74,7 @@ describe('public entry', () => {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.RemoteError);
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
     }
-    for (const name of ['ConnectionLostError', 'TimeoutError', 'CoordinatorPausedError', 'VerificationError']) {
+    for (const name of ['ConnectionLostError', 'LineTooLargeError', 'TimeoutError', 'UntrustedSocketError', 'CoordinatorPausedError', 'VerificationError']) {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
       expect(values[name]!.prototype, name).not.toBeInstanceOf(client.RemoteError);
     }

@@ -155,6 +155,19 @@ describe('StreamStore', () => {
     expect(old.records).toHaveLength(5);
   });
 
+  it('never calls an operation "unknown" when its index entry is lost but the operation log has it', async () => {
+    let s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 3, 'lost');
+    const ops = await s.streams.operations(w.alice, w.streamId, undefined, 10);
+    const target = ops.operations[1]!.operationId;
+    s = await reopenAfter(s, async (db) => db.del(K.operation(w.streamId, target)));
+    expect((await s.streams.operation(w.alice, w.streamId, 'op-never-sent')).state).toBe('unknown');
+    await expect(s.streams.operation(w.alice, w.streamId, target)).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT', streamId: w.streamId, fromPosition: '2' } });
+    // From then on the stream is marked: what is absent from it may have been lost.
+    await expect(s.streams.operation(w.alice, w.streamId, 'op-never-sent')).rejects.toMatchObject({ details: { reason: 'CORRUPT' } });
+  });
+
   it('names the operation of an append whose synced write failed; operations.get says pending, not unknown', async () => {
     let fail = false;
     const s = await fresh({ injectFailure: () => fail });
@@ -164,7 +177,7 @@ describe('StreamStore', () => {
       .append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: '1', operationId: 'op-doubt', records: [{ type: 'chat.message', messageId: 'x', content: 'x' }] })
       .catch((e: YelloError) => e);
     expect((err as YelloError).details).toMatchObject({ operationId: 'op-doubt', reason: 'WRITE_FAILED', outcome: 'unknown' });
-    expect(s.streams.operation(w.alice, w.streamId, 'op-doubt').state).toBe('pending');
+    expect((await s.streams.operation(w.alice, w.streamId, 'op-doubt')).state).toBe('pending');
   });
 });
 
