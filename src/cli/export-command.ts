@@ -17,6 +17,12 @@ export interface Unexportable {
 /** One item of an export, in order: a generation's records, then its checkpoint; damage as it is met. */
 export type ExportItem = { record: StoredRecord } | { checkpoint: Checkpoint } | { unexportable: Unexportable };
 
+/**
+ * The daemon reads every record of the range to sign it, so a long stream takes longer than the
+ * client's default call timeout; a read-only call that times out has no uncertain outcome.
+ */
+const CHECKPOINT_TIMEOUT_MS = 10 * 60_000;
+
 const isCorrupt = (err: unknown): err is RemoteError => err instanceof RemoteError && err.type === 'STORAGE_FAILURE' && err.data.reason === 'CORRUPT';
 
 /**
@@ -65,7 +71,7 @@ async function checkpointOf(c: YelloClient, s: StreamState, generation: string, 
   let nextPosition: string | undefined;
   for (;;) {
     try {
-      return await c.call('streams.checkpoint', { streamId: s.streamId, generation, nextPosition });
+      return await c.call('streams.checkpoint', { streamId: s.streamId, generation, nextPosition }, { timeoutMs: CHECKPOINT_TIMEOUT_MS });
     } catch (err) {
       // A reset moves past every corrupt-marked generation, so a sealed number may never have existed.
       if (err instanceof ContinuityBreakError && err.reason === 'GENERATION_CHANGED' && generation !== s.generation) return null;
