@@ -8,7 +8,9 @@ export { Coordinator } from './coordinator.js';
 export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';
 export type { CursorStore } from './cursor-store.js';
-export { verifyRecord } from './verify.js';
+export { verifyCheckpoint, verifyRecord } from './verify.js';
+export { ExportVerifier, verifyExport } from './verify-export.js';
+export type { ExportGeneration, ExportProblem, ExportProblemKind, ExportVerification } from './verify-export.js';
 export {
   YelloClientError, RemoteError, FencedError, PositionMismatchError, ContinuityBreakError, InvalidParamsError, UnauthenticatedError,
   PermissionDeniedError, NotFoundError, RequestTooLargeError, WriterActiveError, OperationConflictError, DuplicateMessageError,
@@ -17,7 +19,7 @@ export {
 } from './errors.js';
 export type { RpcErrorObject, TimedOutRequest } from './errors.js';
 export type {
-  Agent, AgentSummary, Chat, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
+  Agent, AgentSummary, Chat, Checkpoint, CheckpointSignature, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
   ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, Redaction, PiiMode, Role, DoctorReport, DoctorProblem, CorruptStream,
 } from '../shared/types.js';
 export type { MethodResults, HelloResult, OperationInfo, Grant } from '../shared/methods.js';

@@ -1,6 +1,7 @@
 import { errors } from '../shared/errors.js';
 import { parseDecimal } from '../shared/ids.js';
 import type { Caller } from './caller.js';
+import { streamCheckpoint } from './checkpoints.js';
 import type { Counters } from './counters.js';
 import { Directory } from './directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
@@ -118,6 +119,7 @@ export function createHandlers(s: Services): Handlers {
     'streams.release': (p, caller) => s.streams.release(caller, p),
     'streams.append': (p, caller) => s.streams.append(caller, p),
     'streams.read': (p, caller) => s.reader.read(caller, p),
+    'streams.checkpoint': (p, caller) => streamCheckpoint(s.streams, s.signer, caller, p),
     'streams.trim': (p) => s.streams.trim(p.streamId, parseDecimal(p.beforePosition), p.force === true),
     'streams.reset': (p) => s.streams.reset(p.streamId, p.reason),
 

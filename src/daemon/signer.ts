@@ -1,8 +1,9 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { checkpointPayload, type CheckpointFields } from '../shared/checkpoint.js';
 import { messagePayload, type SignedFields } from '../shared/message-signing.js';
-import type { Jwks, MessageSignature, PublicJwk } from '../shared/types.js';
+import type { CheckpointSignature, Jwks, MessageSignature, PublicJwk } from '../shared/types.js';
 import { ensureDir, writeFileDurable } from './files.js';
 
 interface StoredKey {
@@ -74,6 +75,11 @@ export class Signer {
   /** Sign a message's fields with the active key. */
   signMessage(fields: SignedFields): MessageSignature {
     return { kid: this.#activeKid, alg: 'ES256', value: signPayload(this.#activeKey, messagePayload(fields)), createdAt: fields.createdAt };
+  }
+
+  /** Sign a checkpoint's fields with the active key (the payload's own type tag keeps it apart from messages). */
+  signCheckpoint(fields: CheckpointFields): CheckpointSignature {
+    return { kid: this.#activeKid, alg: 'ES256', value: signPayload(this.#activeKey, checkpointPayload(fields)) };
   }
 
   /**

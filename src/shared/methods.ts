@@ -1,6 +1,6 @@
 import type { MethodName } from './schemas.js';
 import type {
-  Agent, AppendResult, Chat, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, CorruptStream, DoctorReport, Jwks, ReadBatch, Role, StoredRecord, StreamState,
+  Agent, AppendResult, Chat, Checkpoint, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, CorruptStream, DoctorReport, Jwks, ReadBatch, Role, StoredRecord, StreamState,
 } from './types.js';
 
 /** Who may call a method. Finer checks (participant, author) happen in the handler. */
@@ -41,6 +41,7 @@ export const methods: Record<MethodName, MethodDescriptor> = {
   'streams.release': { access: 'authenticated', summary: 'Release the writer claim.', result: 'StreamState' },
   'streams.append': { access: 'agent', summary: 'Append 1–64 records atomically at expectedPosition, fenced by the coordinator token.', result: 'AppendResult' },
   'streams.read': { access: 'authenticated', summary: 'Read records from a position with exact continuity.', result: 'ReadBatch' },
+  'streams.checkpoint': { access: 'authenticated', summary: 'A daemon-signed checkpoint (record count and chain digest) of a range of one stream generation, for exports.', result: 'Checkpoint' },
   'streams.trim': { access: 'admin', summary: 'Drop records below beforePosition.', result: '{firstPosition}' },
   'streams.reset': { access: 'admin', summary: 'Start generation n+1 at position 0; seals the old one.', result: 'StreamState' },
   'operations.get': { access: 'authenticated', summary: 'Whether an operation committed, and where.', result: '{state, generation?, firstPosition?, nextPosition?, committedAt?, requestDigest?}' },
@@ -123,6 +124,7 @@ export interface MethodResults {
   'streams.release': StreamState;
   'streams.append': AppendResult;
   'streams.read': ReadBatch;
+  'streams.checkpoint': Checkpoint;
   'streams.trim': { firstPosition: string };
   'streams.reset': StreamState;
   'operations.get': OperationInfo;

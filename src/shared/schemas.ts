@@ -98,6 +98,12 @@ export const paramSchemas = {
     maxBytes: opt(z.number().int().min(1).max(1_048_576)),
     waitMs: opt(z.number().int().min(0).max(30_000)),
   }),
+  'streams.checkpoint': z.strictObject({
+    streamId: streamIdSchema(),
+    generation: decimal(),
+    fromPosition: opt(decimal()),
+    nextPosition: opt(decimal()),
+  }),
   'streams.trim': z.strictObject({ streamId: streamIdSchema(), beforePosition: decimal(), force: opt(z.boolean()) }),
   'streams.reset': z.strictObject({ streamId: streamIdSchema(), reason: label(512).min(1) }),
   'operations.get': z.strictObject({ streamId: streamIdSchema(), operationId: id() }),

@@ -186,6 +186,32 @@ export interface AppendResult {
   redactions: Redaction[];
 }
 
+/** A checkpoint signature: ES256 over the checkpoint payload, by the daemon key `kid`. */
+export interface CheckpointSignature {
+  kid: string;
+  alg: 'ES256';
+  value: string;
+}
+
+/**
+ * `streams.checkpoint`: the daemon's signed statement that positions `firstPosition` ..
+ * `nextPosition - 1` of `generation` of `streamId` held exactly `recordCount` records whose
+ * canonical bytes hash to `chainDigest`, as of `createdAt` (docs/protocol.md §5.9).
+ */
+export interface Checkpoint {
+  type: 'yello.checkpoint.v1';
+  streamId: string;
+  chatId: string;
+  authorAgentId: string;
+  generation: string;
+  firstPosition: string;
+  nextPosition: string;
+  recordCount: string;
+  chainDigest: string;
+  createdAt: string;
+  signature: CheckpointSignature;
+}
+
 /** One problem `yello doctor` found, with where it is. */
 export interface DoctorProblem {
   /** `checksum`, `record`, `head`, `operation`, `index` or `directory`. */

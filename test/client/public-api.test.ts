@@ -18,6 +18,7 @@ const EXPECTED_VALUES = [
   'DEFAULT_CALL_TIMEOUT_MS',
   'DEFAULT_MAX_INBOUND_LINE_BYTES',
   'DuplicateMessageError',
+  'ExportVerifier',
   'FencedError',
   'FileCursorStore',
   'InternalError',
@@ -43,6 +44,8 @@ const EXPECTED_VALUES = [
   'YelloClientError',
   'defaultSocketPath',
   'remoteError',
+  'verifyCheckpoint',
+  'verifyExport',
   'verifyRecord',
 ];
 
