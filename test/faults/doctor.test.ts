@@ -113,7 +113,10 @@ describe('yello doctor', () => {
     // Export: records below the damage come out; the damage is named; exit 1.
     const exported = yello('chats', 'export', chat.chatId);
     expect(exported.status).not.toBe(0);
-    expect(exported.stderr).toMatch(/STORAGE_FAILURE|corrupt/i);
+    expect(exported.stderr).toMatch(/generation 1 is exported only below position 5/);
+    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.filter((l) => l.streamId === chat.streamA).map((l) => l.position)).toEqual(['0', '1', '2', '3', '4']);
+    expect(lines.some((l) => l.checkpoint?.streamId === chat.streamA && l.checkpoint.nextPosition === '5')).toBe(true);
     // Reset the damaged stream: a new generation, past the mark.
     const reset = ok(await admin.call('streams.reset', { streamId: chat.streamA, reason: 'lost record 5 (yello doctor)' }));
     expect(reset.generation).toBe('2');
