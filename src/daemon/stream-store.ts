@@ -616,10 +616,12 @@ export class StreamStore {
     if (!meta) throw errors.notFound('stream', streamId);
     this.#assertReader(caller, meta);
     const key = K.operation(streamId, operationId);
+    // Pending first: admitted and waiting for its fsync, or its fsync failed and only a restart
+    // tells. LevelDB shows a batch to point reads a moment before the daemon has published the
+    // new head; answering "committed" from that would disagree with streams.get.
+    if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return noOperation(operationId, 'pending');
     const committed = this.#tables.operation(streamId, operationId);
     if (committed !== undefined) return operationInfo(committed);
-    // Pending: admitted and waiting for its fsync, or its fsync failed and only a restart tells.
-    if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return noOperation(operationId, 'pending');
     this.#integrity.assertIntact(streamId);
     // "unknown" means "never committed", which the answer's reader acts on (it may send again):
     // confirm it against the operation log, so a lost index entry is reported, not denied.
