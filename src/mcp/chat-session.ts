@@ -407,7 +407,7 @@ export class ChatSession {
   async operationStatus(operationId: string | undefined): Promise<{ operation: OperationInfo | null; committed: boolean | null; resolved: boolean; kind: PendingAppend['kind'] | null; paused: boolean }> {
     const pending = this.#coordinator.uncertainOperationId;
     if (pending && !this.#terminal && (operationId === undefined || operationId === pending)) {
-      this.#resolving ??= this.#coordinator.resolveUncertain().finally(() => {
+      this.#resolving ??= this.#untilVisible(pending).then(() => this.#coordinator.resolveUncertain()).finally(() => {
         this.#resolving = null;
       });
       const outcome = await within(this.#resolving, this.#opts.settleMs, () => new ToolFailure(
@@ -432,6 +432,24 @@ export class ChatSession {
       kind: this.#pending?.operationId === id ? this.#pending.kind : null,
       paused: this.#coordinator.uncertainOperationId !== null && !this.#terminal,
     };
+  }
+
+  /**
+   * Wait until a committed operation also shows in the stream's head. The daemon can answer
+   * `operations.get` "committed" a moment before `streams.get` moves its head (the record is in
+   * LevelDB before the commit's callback runs); `resolveUncertain()` takes its next position
+   * from `streams.get`, and a stale one would make the next append POSITION_MISMATCH.
+   */
+  async #untilVisible(operationId: string): Promise<void> {
+    for (;;) {
+      const op = await this.#opts.link.call('operations.get', { streamId: this.streamId, operationId });
+      if (op.state === 'unknown') return;
+      if (op.state === 'committed') {
+        const head = await this.#opts.link.call('streams.get', { streamId: this.streamId });
+        if (head.generation !== op.generation || big(head.nextPosition) >= big(op.nextPosition!)) return;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
   /** Stop following and release the claim (unless fenced). */

@@ -152,6 +152,15 @@ export class McpWorld {
     return agent;
   }
 
+  /** Waits until the admin client has reconnected after a daemon restart. */
+  async adminReady(): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    while (!this.admin.connected) {
+      if (Date.now() > deadline) throw new Error('the admin client did not reconnect');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
   async stopServers(): Promise<void> {
     await Promise.all(this.servers.splice(0).map((s) => s.close()));
   }
