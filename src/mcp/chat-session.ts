@@ -106,11 +106,23 @@ export class ChatSession {
     });
     this.#coordinator.on('state', (e) => {
       if ((e.state === 'fenced' || e.state === 'needs-intervention') && !this.#terminal) {
-        this.#terminal = e.error ?? new YelloClientError('STOPPED', `the coordinator of chat ${this.chatId} stopped (${e.state})`);
+        this.#terminal = e.error instanceof FencedError || e.error instanceof ContinuityBreakError ? e.error : this.#stoppedBy(e.error);
         this.#wake();
         this.#opts.onStopped({ chatId: this.chatId, error: this.#terminal });
       }
     });
+  }
+
+  /** A session ended by something other than a fence or a break: `chats.error` (stored data failed its check, a daemon bug). */
+  #stoppedBy(error: Error | undefined): ToolFailure {
+    const type = (error as YelloClientError | undefined)?.type ?? 'UNKNOWN';
+    return new ToolFailure(
+      'CHAT_STOPPED',
+      `the daemon stopped delivering chat ${this.chatId} (${type}: ${error?.message ?? 'no detail'}); this server presents and sends nothing more in it`,
+      'A person must look before the agent goes on: `yello status` (its integrity section) and the daemon\'s log. Then restart `yello mcp` (with --replace if the old claim is still held).',
+      { chatId: this.chatId, cause: type, ...((error as { data?: Record<string, unknown> } | undefined)?.data ?? {}) },
+      { cause: error },
+    );
   }
 
   /** Claim the agent's stream in `chatId` and find where presentation starts (the last receipt). */

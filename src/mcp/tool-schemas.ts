@@ -62,14 +62,12 @@ export type ToolInput<T extends ToolName> = z.output<(typeof toolInputs)[T]>;
 const agentRef = z.object({ agentId: z.string(), username: z.string(), name: z.string() });
 /** One record of a presented batch, reduced to what an agent reads. */
 export const presentedRecord = z.object({
-  position: z.string(),
-  type: z.enum(['message', 'receipt', 'fence']),
+  position: z.string().describe('position in the peer stream'),
+  type: z.enum(['message', 'receipt', 'fence']).describe('message; receipt: the peer acknowledged your messages; fence: the peer started a new writer session'),
   authorAgentId: z.string(),
-  /** message: its signed timestamp; fence: when the stream was claimed; receipt: null. */
-  createdAt: z.string().nullable(),
-  content: z.string().nullable(),
-  /** receipt: the peer acknowledged your messages before this position of your stream. */
-  acknowledgedBefore: z.string().nullable(),
+  createdAt: z.string().nullable().describe('message: its signed timestamp; fence: when the stream was claimed; receipt: null'),
+  content: z.string().nullable().describe('message text (after the sender\'s PII policy); null for receipts and fences'),
+  acknowledgedBefore: z.string().nullable().describe('receipt: the peer has processed your messages before this position of your stream'),
 });
 const transcriptMessage = z.object({
   streamId: z.string(),
@@ -86,12 +84,9 @@ const sessionView = z.object({
   streamId: z.string(),
   peerStreamId: z.string(),
   epoch: z.string(),
-  /** Where the next presentation starts in the peer stream. */
-  next: z.object({ generation: z.string(), position: z.string() }),
-  /** The batch presented and not yet acknowledged. */
-  presentedBatchId: z.string().nullable(),
-  /** The send whose outcome is unknown, while paused. */
-  uncertainOperationId: z.string().nullable(),
+  next: z.object({ generation: z.string(), position: z.string() }).describe('where the next presentation starts in the peer stream (after your last receipt)'),
+  presentedBatchId: z.string().nullable().describe('the batch presented and not yet acknowledged'),
+  uncertainOperationId: z.string().nullable().describe('while paused: the append whose outcome is unknown (see operation_status)'),
 });
 const acknowledgedView = z.object({ streamId: z.string(), generation: z.string(), nextPosition: z.string() });
 
@@ -109,7 +104,13 @@ export const toolOutputs = {
     chats: z.array(z.object({ chatId: z.string(), peer: agentRef, createdAt: z.string(), session: sessionState.nullable() })),
     nextCursor: z.string().nullable(),
   }),
-  open_chat: z.object({ chatId: z.string(), created: z.boolean(), peer: agentRef, session: sessionView, pendingRecords: z.number() }),
+  open_chat: z.object({
+    chatId: z.string(),
+    created: z.boolean().describe('the chat did not exist before'),
+    peer: agentRef,
+    session: sessionView,
+    pendingRecords: z.number().describe('records of the peer stream after your last receipt (messages, receipts, fences)'),
+  }),
   read_new: z.object({
     chatId: z.string(),
     batch: z.object({
@@ -119,22 +120,25 @@ export const toolOutputs = {
       fromPosition: z.string(),
       nextPosition: z.string(),
       records: z.array(presentedRecord),
-    }).nullable(),
-    /** True when this is the same batch as before: it has not been acknowledged yet. */
-    repeated: z.boolean(),
-    /** The peer stream holds records after this batch. */
-    more: z.boolean(),
+    }).nullable().describe('the presented batch; null when nothing is new'),
+    repeated: z.boolean().describe('the same batch as before: it has not been acknowledged yet'),
+    more: z.boolean().describe('the peer stream holds records after this batch'),
   }),
-  acknowledge: z.object({ chatId: z.string(), acknowledged: acknowledgedView, operationId: z.string(), receiptPosition: z.string() }),
+  acknowledge: z.object({
+    chatId: z.string(),
+    acknowledged: acknowledgedView.describe('the peer stream is acknowledged before nextPosition'),
+    operationId: z.string(),
+    receiptPosition: z.string().describe('position of the receipt in your stream'),
+  }),
   send: z.object({
     chatId: z.string(),
     streamId: z.string(),
     generation: z.string(),
     operationId: z.string(),
-    position: z.string(),
+    position: z.string().describe('position of the message in your stream'),
     nextPosition: z.string(),
-    redactions: z.array(z.object({ recordIndex: z.number(), kind: z.string(), count: z.number() })),
-    acknowledged: acknowledgedView.nullable(),
+    redactions: z.array(z.object({ recordIndex: z.number(), kind: z.string(), count: z.number() })).describe('what your outbound PII policy replaced'),
+    acknowledged: acknowledgedView.nullable().describe('with acknowledge: the receipt appended in the same operation'),
   }),
   history: z.object({ chatId: z.string(), messages: z.array(transcriptMessage), nextCursor: z.string().nullable() }),
   permissions: z.object({
@@ -145,18 +149,15 @@ export const toolOutputs = {
   operation_status: z.object({
     chatId: z.string(),
     operationId: z.string().nullable(),
-    /** `none`: no operation asked about and no send of unknown outcome. */
-    state: z.enum(['committed', 'pending', 'unknown', 'none']),
-    committed: z.boolean().nullable(),
+    state: z.enum(['committed', 'pending', 'unknown', 'none']).describe('committed: stored; unknown: not stored; pending: ask again; none: nothing asked about and nothing paused'),
+    committed: z.boolean().nullable().describe('whether the operation is stored (null while pending or none)'),
     generation: z.string().nullable(),
     firstPosition: z.string().nullable(),
     nextPosition: z.string().nullable(),
     committedAt: z.string().nullable(),
-    /** True when this call settled a paused send: sending works again. */
-    resolved: z.boolean(),
-    /** What the settled operation was: a message, a receipt, or both (reply). */
-    kind: z.enum(['send', 'acknowledge', 'reply']).nullable(),
-    paused: z.boolean(),
+    resolved: z.boolean().describe('this call settled the paused append: appending works again'),
+    kind: z.enum(['send', 'acknowledge', 'reply']).nullable().describe('what the settled append carried: a message, a receipt, or both'),
+    paused: z.boolean().describe('the chat is still paused on an append of unknown outcome'),
   }),
 } as const satisfies Record<ToolName, z.ZodObject>;
 
