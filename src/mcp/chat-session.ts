@@ -120,7 +120,7 @@ export class ChatSession {
       'CHAT_STOPPED',
       `the daemon stopped delivering chat ${this.chatId} (${type}: ${error?.message ?? 'no detail'}); this server presents and sends nothing more in it`,
       'A person must look before the agent goes on: `yello status` (its integrity section) and the daemon\'s log. Then restart `yello mcp` (with --replace if the old claim is still held).',
-      { chatId: this.chatId, cause: type, ...((error as { data?: Record<string, unknown> } | undefined)?.data ?? {}) },
+      { ...((error as { data?: Record<string, unknown> } | undefined)?.data ?? {}), chatId: this.chatId, cause: type },
       { cause: error },
     );
   }
@@ -191,11 +191,6 @@ export class ChatSession {
     if (this.#terminal) return this.#terminal instanceof FencedError ? 'fenced' : 'needs-intervention';
     const s = this.#coordinator.state;
     return s === 'idle' ? 'starting' : s;
-  }
-
-  /** Usable for new work: running, reconnecting or paused (reads still work while paused). */
-  get live(): boolean {
-    return !this.#terminal && this.#coordinator.state !== 'stopped';
   }
 
   view(): SessionView {

@@ -26,7 +26,7 @@ const INSPECT = (chatId: string) =>
   `yello chats show ${chatId}; yello chats export ${chatId} > chat.jsonl && yello keys list --json > jwks.json && yello verify chat.jsonl --jwks jwks.json`;
 
 /** The fence explanation, shared by FENCED from the daemon and by a fence the coordinator saw in its own stream. */
-export function fencedInfo(chatId: string, err: { data: Record<string, unknown> }): ToolErrorInfo {
+function fencedInfo(chatId: string, err: { data: Record<string, unknown> }): ToolErrorInfo {
   return {
     type: 'FENCED',
     message: `replaced by another coordinator: your stream ${String(err.data.streamId ?? `${chatId}:…`)} is now held by writer epoch ${String(err.data.epoch ?? '?')} (another \`yello mcp --replace\`, \`yello chats follow --ack --replace\`, \`yello send --replace\`, or an admin reset or release); this server writes nothing more in chat ${chatId}`,
@@ -36,7 +36,7 @@ export function fencedInfo(chatId: string, err: { data: Record<string, unknown> 
 }
 
 /** The continuity-break explanation, for a break seen live or at the start of a session. */
-export function breakInfo(chatId: string, err: ContinuityBreakError): ToolErrorInfo {
+function breakInfo(chatId: string, err: ContinuityBreakError): ToolErrorInfo {
   const { streamId, expected, actual } = err.data;
   const what = err.reason === 'GENERATION_CHANGED'
     ? `an admin reset ${String(streamId)}: generation ${JSON.stringify(expected)} was sealed and ${JSON.stringify(actual)} started, so messages may have been removed or rewritten`
