@@ -5,6 +5,7 @@ import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
+import { mcpCommand } from './mcp-command.js';
 import { EXIT, reportError } from './output.js';
 import { verifyCommand } from './verify-command.js';
 
@@ -35,6 +36,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = verifyCommand(cli);
   cli = demoCommand(cli);
   cli = doctorCommand(cli);
+  cli = mcpCommand(cli);
   try {
     await cli.help().alias('h', 'help').version().wrap(Math.min(110, process.stdout.columns || 100)).parseAsync();
   } catch (err) {
