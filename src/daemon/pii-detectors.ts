@@ -196,6 +196,8 @@ function hasDigitUpperLower(s: string): boolean {
 }
 
 interface KeyShape {
+  /** For diagnostics (`traceDetectors`). */
+  name: string;
   pattern: RegExp;
   valid?: (s: string) => boolean;
   /**
@@ -211,49 +213,58 @@ interface KeyShape {
 const KEY_SHAPES: readonly KeyShape[] = [
   // AWS access key ids (long-term AKIA, temporary ASIA).
   {
+    name: 'AWS',
     pattern: re(TOK_L + String.raw`(?:AKIA|ASIA)[A-Z0-9]{16}` + TOK_R, 'g'),
     trigger: { literal: 'AKIA|ASIA' },
   },
   // GitHub classic tokens and fine-grained PATs.
   {
+    name: 'GitHub',
     pattern: re(TOK_L + String.raw`gh[pousr]_[A-Za-z0-9]{36,251}` + TOK_R, 'g'),
     trigger: { literal: 'gh[pousr]_' },
   },
   {
+    name: 'GitHub PAT',
     pattern: re(TOK_L + String.raw`github_pat_[A-Za-z0-9_]{22,244}` + TOK_R, 'g'),
     trigger: { literal: 'github_pat_' },
   },
   // GitLab personal access tokens, npm tokens.
   {
+    name: 'GitLab',
     pattern: re(TOK_L + String.raw`glpat-[A-Za-z0-9_\-]{20,64}` + TOK_R, 'g'),
     trigger: { literal: 'glpat-' },
   },
-  { pattern: re(TOK_L + String.raw`npm_[A-Za-z0-9]{36}` + TOK_R, 'g'), trigger: { literal: 'npm_' } },
+  { name: 'npm', pattern: re(TOK_L + String.raw`npm_[A-Za-z0-9]{36}` + TOK_R, 'g'), trigger: { literal: 'npm_' } },
   // Slack tokens carry numeric workspace/user ids, hence the digit requirement.
   {
+    name: 'Slack',
     pattern: re(TOK_L + String.raw`xox[abeoprs]-[A-Za-z0-9\-]{10,250}` + TOK_R, 'g'),
     valid: (s) => /[0-9]/.test(s),
     trigger: 'DIGIT',
   },
   // Slack incoming webhooks: the URL itself is the credential.
   {
+    name: 'Slack webhook',
     pattern: re(String.raw`https://hooks\.slack\.com/services/[A-Za-z0-9_/\-]{20,200}` + TOK_R, 'g'),
     trigger: { literal: String.raw`https://hooks\.slack\.com/` },
   },
   // Stripe secret and restricted keys (publishable pk_ keys are public by design).
   {
+    name: 'Stripe',
     pattern: re(TOK_L + String.raw`(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,247}` + TOK_R, 'g'),
     trigger: { literal: '[sr]k_(?:live|test)_' },
   },
   // Google API keys.
-  { pattern: re(TOK_L + String.raw`AIza[A-Za-z0-9_\-]{35}` + TOK_R, 'g'), trigger: { literal: 'AIza' } },
+  { name: 'Google', pattern: re(TOK_L + String.raw`AIza[A-Za-z0-9_\-]{35}` + TOK_R, 'g'), trigger: { literal: 'AIza' } },
   // SendGrid.
   {
+    name: 'SendGrid',
     pattern: re(TOK_L + String.raw`SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}` + TOK_R, 'g'),
     trigger: { literal: String.raw`SG\.` },
   },
   // Hugging Face access tokens.
   {
+    name: 'Hugging Face',
     pattern: re(TOK_L + String.raw`hf_[A-Za-z0-9]{30,40}` + TOK_R, 'g'),
     valid: hasDigitUpperLower,
     trigger: 'DIGIT',
@@ -261,6 +272,7 @@ const KEY_SHAPES: readonly KeyShape[] = [
   // OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-...) and similar. "sk-" also opens
   // ordinary kebab-case words, so the body must mix digits and both letter cases.
   {
+    name: 'sk-',
     pattern: re(TOK_L + String.raw`sk-[A-Za-z0-9_\-]{20,300}` + TOK_R, 'g'),
     valid: hasDigitUpperLower,
     trigger: 'DIGIT',
@@ -668,7 +680,7 @@ const DETECTORS: readonly Detector[] = [
   { name: 'JWT', trigger: 'JWT', detect: detectJwt },
   ...KEY_SHAPES.map(
     (shape): Detector => ({
-      name: `API_KEY ${shape.pattern.source.replace(TOK_L, '').slice(0, 24)}`,
+      name: `API_KEY ${shape.name}`,
       trigger: shape.trigger === 'DIGIT' ? 'DIGIT' : 'VENDOR_KEY',
       detect: (text, out) => detectKeyShape(shape, text, out),
     }),
