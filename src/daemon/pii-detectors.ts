@@ -100,13 +100,15 @@ function re(source: string, flags: string): RegExp {
 //
 // - where no trigger matches, no detector can, and `findPii` answers [] after one pass of the
 //   combined trigger regex (`mayContainPii`);
-// - otherwise only the detectors whose trigger matched run. Masking between passes only
-//   replaces characters with U+0000, which no trigger contains, so a trigger absent from the
-//   text is absent from every later view too.
+// - otherwise only the detectors whose trigger matched run. A detector whose trigger is
+//   common (a digit) and whose scan is costly may add a `gate`, a second necessary condition
+//   that is checked only in this case and is not part of `mayContainPii`. Masking between
+//   passes only replaces characters with U+0000, which no trigger or gate contains, so what
+//   is absent from the text is absent from every later view too.
 //
-// Skipping a detector is only sound if its trigger is truly necessary: a trigger may be wider
-// than its detector (that costs a scan, nothing else), never narrower. Every detector states
-// its trigger in `DETECTORS` (the field is required) and, next to its pattern, why the
+// Skipping a detector is only sound if its trigger (and gate) is truly necessary: it may be
+// wider than its detector (that costs a scan, nothing else), never narrower. Every detector
+// states its trigger in `DETECTORS` (the field is required) and, next to its pattern, why the
 // trigger is necessary. Triggers are flagless, case-sensitive regexes; where a detector is
 // case-insensitive the trigger spells out both cases. Adding or widening a detector means
 // re-checking that argument; test/unit/pii-prefilter.test.ts runs every detector, ungated,
@@ -292,7 +294,11 @@ function detectKeyShape(shape: KeyShape, text: string, out: Candidate[]): void {
 // contain a letter and a digit, which rules out code such as `token: string`. The value is
 // printable ASCII without quotes or brackets: that ends it at the closing quote, at the `]` of
 // an earlier redaction marker, or at a masked span (see `findPii`).
-// Trigger DIGIT: the validator rejects a value without a digit.
+// Trigger DIGIT: the validator rejects a value without a digit. Digits are common, so the
+// detector is also gated on SECRET_WORD: every alternative of the key contains "key",
+// "secret", "token", "passw" or "pwd". Both regexes are case-insensitive without `u`, so they
+// fold letters alike (ASCII only, see BEARER).
+const SECRET_WORD = /key|secret|token|passw|pwd/i;
 const GENERIC_SECRET = re(
   String.raw`(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]{0,40}?` +
     String.raw`(?:api[_.\-]?key|secret[_.\-]?key|access[_.\-]?key|client[_.\-]?secret|` +
@@ -638,6 +644,7 @@ function detectPhones(text: string, out: Candidate[]): void {
  * not reported. Returns how many matches were added.
  */
 function resolvePass(candidates: Candidate[], text: string, result: PiiMatch[]): number {
+  if (candidates.length === 0) return 0;
   // Only real matches from earlier passes block; claims are rediscovered in each pass, just
   // as a fresh scan of the redacted text would rediscover them.
   const taken = new Uint8Array(text.length);
@@ -672,6 +679,11 @@ function resolvePass(candidates: Candidate[], text: string, result: PiiMatch[]):
 interface Detector {
   name: string;
   trigger: PiiTrigger;
+  /**
+   * A second necessary condition, tested only where the trigger occurs: for a costly detector
+   * whose trigger (a digit) is too common to skip it often. Not part of `mayContainPii`.
+   */
+  gate?: RegExp;
   detect: (text: string, out: Candidate[]) => void;
 }
 
@@ -685,7 +697,7 @@ const DETECTORS: readonly Detector[] = [
       detect: (text, out) => detectKeyShape(shape, text, out),
     }),
   ),
-  { name: 'GENERIC_SECRET', trigger: 'DIGIT', detect: detectGenericSecrets },
+  { name: 'GENERIC_SECRET', trigger: 'DIGIT', gate: SECRET_WORD, detect: detectGenericSecrets },
   { name: 'BEARER', trigger: 'BEARER', detect: detectBearer },
   { name: 'IBAN', trigger: 'DIGIT', detect: detectIban },
   { name: 'CARD', trigger: 'DIGIT', detect: detectCards },
@@ -707,6 +719,19 @@ const TRIGGERS: Readonly<Record<PiiTrigger, RegExp>> = {
 };
 const TRIGGER_NAMES = Object.keys(TRIGGERS) as PiiTrigger[];
 const ANY_TRIGGER = new RegExp(TRIGGER_NAMES.map((t) => `(?:${TRIGGERS[t].source})`).join('|'));
+const TRIGGER_BIT = Object.fromEntries(TRIGGER_NAMES.map((t, i) => [t, 1 << i])) as Record<PiiTrigger, number>;
+
+/** Bit set of the triggers that occur in `text`. */
+function triggersIn(text: string): number {
+  let bits = 0;
+  for (const t of TRIGGER_NAMES) if (TRIGGERS[t].test(text)) bits |= TRIGGER_BIT[t];
+  return bits;
+}
+
+/** Whether `d` can produce candidates in `text`, given the triggers that occur there. */
+function mayRun(d: Detector, text: string, present: number): boolean {
+  return (present & TRIGGER_BIT[d.trigger]) !== 0 && (d.gate === undefined || d.gate.test(text));
+}
 
 /**
  * The prefilter: `false` means no detector can match anything in `text`, so `findPii(text)`
@@ -716,10 +741,12 @@ export function mayContainPii(text: string): boolean {
   return ANY_TRIGGER.test(text);
 }
 
-/** Runs the detectors whose trigger `gate` accepts (all of them when `gate` is null). */
-function collect(text: string, gate: ((trigger: PiiTrigger) => boolean) | null): Candidate[] {
+/** Runs the detectors flagged in `run` (one flag per entry of DETECTORS), or all when null. */
+function collect(text: string, run: readonly boolean[] | null): Candidate[] {
   const candidates: Candidate[] = [];
-  for (const d of DETECTORS) if (gate === null || gate(d.trigger)) d.detect(text, candidates);
+  for (let i = 0; i < DETECTORS.length; i++) {
+    if (run === null || run[i] === true) (DETECTORS[i] as Detector).detect(text, candidates);
+  }
   return candidates;
 }
 
@@ -747,9 +774,10 @@ const MAX_PASSES = 4;
  */
 export function findPii(text: string): PiiMatch[] {
   if (!mayContainPii(text)) return [];
-  // Masking only ever removes trigger characters, so the set found here covers every pass.
-  const present = new Set(TRIGGER_NAMES.filter((t) => TRIGGERS[t].test(text)));
-  return findWith(text, (t) => present.has(t));
+  // Masking only replaces characters with U+0000, which neither triggers nor gates contain, so
+  // what is absent from `text` is absent from every later pass's view too.
+  const present = triggersIn(text);
+  return findWith(text, DETECTORS.map((d) => mayRun(d, text, present)));
 }
 
 /**
@@ -760,12 +788,12 @@ export function findPiiFull(text: string): PiiMatch[] {
   return findWith(text, null);
 }
 
-function findWith(text: string, gate: ((trigger: PiiTrigger) => boolean) | null): PiiMatch[] {
+function findWith(text: string, run: readonly boolean[] | null): PiiMatch[] {
   if (text.length === 0) return [];
   const result: PiiMatch[] = [];
   let view = text;
   for (let pass = 0; pass < MAX_PASSES; pass++) {
-    if (resolvePass(collect(view, gate), text, result) === 0) break;
+    if (resolvePass(collect(view, run), text, result) === 0) break;
     view = mask(text, result);
   }
   result.sort((a, b) => a.start - b.start);
@@ -776,7 +804,7 @@ function findWith(text: string, gate: ((trigger: PiiTrigger) => boolean) | null)
 export interface DetectorTrace {
   name: string;
   trigger: PiiTrigger;
-  /** Whether the trigger occurs in the text. */
+  /** Whether the trigger (and the gate, if the detector has one) occurs in the text. */
   triggered: boolean;
   /** Matches and claims the detector produced, ungated, in a single pass. */
   candidates: number;
@@ -791,7 +819,7 @@ export function traceDetectors(text: string): DetectorTrace[] {
   return DETECTORS.map((d) => {
     const out: Candidate[] = [];
     d.detect(text, out);
-    return { name: d.name, trigger: d.trigger, triggered: TRIGGERS[d.trigger].test(text), candidates: out.length };
+    return { name: d.name, trigger: d.trigger, triggered: mayRun(d, text, triggersIn(text)), candidates: out.length };
   });
 }
 

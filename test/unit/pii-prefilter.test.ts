@@ -96,6 +96,8 @@ describe('prefilter: one minimal positive example per detector', () => {
       'b\u0435arer abcdefghijKLMNOPQRST', // Cyrillic е
       '\uFF22earer abcdefghijKLMNOPQRST', // full-width B
       'pwd=abcdefg\uFF11', // full-width 1
+      'pw=abcdefg1', // no secret word: the generic detector's gate
+      'to\u212Aen=abcdefg1', // Kelvin sign for k
       'a\uFF20b.io', // full-width @
       'tel: \u0665\u0665\u0665\u0660\u0661\u0660\u0660', // Arabic-Indic digits
     ];
