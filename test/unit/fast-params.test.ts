@@ -54,11 +54,31 @@ const validParams = fc.record({
   records: fc.array(okRecord, { minLength: 1, maxLength: 4 }),
 });
 
+// A valid input with exactly one field (top level or inside one record) swapped for an edge value.
+const edge = fc.oneof(idLike, decimalLike, streamIdLike, textLike, fc.jsonValue(), fc.constantFrom(undefined, 'x'.repeat(257), 'x'.repeat(1024), 'x'.repeat(1025)));
+const mutated = fc.tuple(validParams, fc.integer({ min: 0, max: 2 }), fc.nat(), fc.nat(), edge).map(([p, where, key, rec, value]) => {
+  const copy: Record<string, unknown> = { ...p, records: p.records.map((r) => ({ ...r })) };
+  const records = copy.records as Array<Record<string, unknown>>;
+  const r = records[rec % records.length]!;
+  if (where === 0) {
+    const keys = Object.keys(copy);
+    copy[keys[key % keys.length]!] = value;
+  } else if (where === 1) {
+    const keys = Object.keys(r);
+    r[keys[key % keys.length]!] = value;
+  } else if (key % 2 === 0) {
+    copy.extra = value;
+  } else {
+    r.extra = value;
+  }
+  return copy;
+});
+
 describe('the fast acceptor of streams.append params', () => {
   it('accepts only what the schema accepts, and returns the same value (property)', () => {
     let accepted = 0;
     fc.assert(
-      fc.property(fc.oneof({ arbitrary: validParams, weight: 3 }, { arbitrary: params, weight: 2 }, { arbitrary: fc.jsonValue(), weight: 1 }), (raw) => {
+      fc.property(fc.oneof({ arbitrary: validParams, weight: 2 }, { arbitrary: mutated, weight: 4 }, { arbitrary: params, weight: 1 }, { arbitrary: fc.jsonValue(), weight: 1 }), (raw) => {
         const f = fast(raw);
         if (f === undefined) return true;
         accepted++;
@@ -67,10 +87,10 @@ describe('the fast acceptor of streams.append params', () => {
         expect(f).toEqual(z.data);
         return true;
       }),
-      { numRuns: 20_000 },
+      { numRuns: 30_000 },
     );
     // Not vacuous: a good share of the generated inputs is valid.
-    expect(accepted).toBeGreaterThan(5_000);
+    expect(accepted).toBeGreaterThan(6_000);
   });
 
   it('accepts the usual append and receipt shapes', () => {
