@@ -18,6 +18,14 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   const { startDaemon } = await import('../daemon/daemon.js');
   const { StartupError } = await import('../daemon/socket-server.js');
   const { EXIT_CODES } = await import('../daemon/exit-codes.js');
+  // A stop asked for while starting (systemd, a quick Ctrl-C) is honoured once the store is
+  // open, instead of killing the process halfway through opening it.
+  let stopRequested = false;
+  const early = () => {
+    stopRequested = true;
+  };
+  process.once('SIGTERM', early);
+  process.once('SIGINT', early);
   try {
     const daemon = await startDaemon({
       socketPath: resolveSocketPath(argv.socket, ctx, true),
@@ -38,8 +46,11 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
         },
       );
     };
+    process.off('SIGTERM', early);
+    process.off('SIGINT', early);
     process.once('SIGTERM', shutdown);
     process.once('SIGINT', shutdown);
+    if (stopRequested) shutdown();
   } catch (err) {
     if (err instanceof StartupError) {
       process.stderr.write(`yello: ${err.message}\n`);
