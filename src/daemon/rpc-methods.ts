@@ -1,6 +1,7 @@
 import { errors } from '../shared/errors.js';
 import { parseDecimal } from '../shared/ids.js';
 import type { Caller } from './caller.js';
+import { streamCheckpoint } from './checkpoints.js';
 import type { Counters } from './counters.js';
 import { Directory } from './directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
@@ -13,6 +14,7 @@ import type { StreamStore } from './stream-store.js';
 import type { ChatReader } from './chat-reader.js';
 import type { Subscriptions } from './subscriptions.js';
 import { buildOpenRpc } from '../shared/openrpc.js';
+import { checkStore } from './doctor.js';
 
 /** Everything the handlers use. */
 export interface Services {
@@ -69,6 +71,7 @@ export function createHandlers(s: Services): Handlers {
         walIncidents: s.walIncidents().map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
       },
     }),
+    'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': () => ({ kid: s.signer.rotate() }),
 
@@ -116,6 +119,7 @@ export function createHandlers(s: Services): Handlers {
     'streams.release': (p, caller) => s.streams.release(caller, p),
     'streams.append': (p, caller) => s.streams.append(caller, p),
     'streams.read': (p, caller) => s.reader.read(caller, p),
+    'streams.checkpoint': (p, caller) => streamCheckpoint(s.streams, s.signer, caller, p),
     'streams.trim': (p) => s.streams.trim(p.streamId, parseDecimal(p.beforePosition), p.force === true),
     'streams.reset': (p) => s.streams.reset(p.streamId, p.reason),
 
