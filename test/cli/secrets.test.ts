@@ -16,13 +16,17 @@ vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 let d: DaemonProcess;
 let cli: Cli;
 let admin: RpcLineClient;
+let shared: string;
 
 beforeAll(async () => {
   d = await DaemonProcess.start();
   cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
   admin = await d.connectAs();
-  // The test files live in a directory another user may write to, as /tmp is.
-  fs.chmodSync(d.dir, 0o1777);
+  // The token files go to a directory another user may write to, as /tmp is (not the socket's:
+  // clients refuse a socket in a directory others can write).
+  shared = path.join(d.dir, 'shared');
+  fs.mkdirSync(shared);
+  fs.chmodSync(shared, 0o1777);
 });
 
 afterAll(async () => {
@@ -37,7 +41,7 @@ function expectOneLine(r: CliResult, code: number, pattern: RegExp): void {
 
 /** A file "another user" (uid 1001) created first, hoping to read what lands in it. */
 function planted(name: string): string {
-  const file = path.join(d.dir, name);
+  const file = path.join(shared, name);
   fs.writeFileSync(file, 'theirs\n', { mode: 0o644 });
   fs.chownSync(file, 1001, 1001);
   return file;
@@ -70,15 +74,15 @@ describe('--token-out', () => {
     expect(r.stdout).not.toContain(token);
     expectExit(await cli.as(file).run(['status']), 0);
     // No temp file is left beside it.
-    expect(fs.readdirSync(d.dir).filter((f) => f.includes('planted-force') && f !== 'planted-force.token')).toEqual([]);
+    expect(fs.readdirSync(shared).filter((f) => f.includes('planted-force') && f !== 'planted-force.token')).toEqual([]);
   });
 
   it('a new file is created 0600; a symlink in its place is refused', async () => {
-    const file = path.join(d.dir, `${uniq('fresh')}.token`);
+    const file = path.join(shared, `${uniq('fresh')}.token`);
     await cli.ok(['agents', 'add', uniq('fresh'), '--token-out', file]);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
     const target = planted('symlink-target');
-    const link = path.join(d.dir, 'link.token');
+    const link = path.join(shared, 'link.token');
     fs.symlinkSync(target, link);
     expectOneLine(await cli.run(['agents', 'add', uniq('linked'), '--token-out', link]), 2, /already exists/);
     expect(fs.readFileSync(target, 'utf8')).toBe('theirs\n');
