@@ -1,7 +1,10 @@
 import type { Argv } from 'yargs';
 import type { Agent, StreamState } from '../client/index.js';
-import { connectAdmin, connectAgent, connectAny, resolveAgentId, withClient, writeSecretFile, type GlobalArgs } from './context.js';
+import { CliWriter } from './cli-writer.js';
+import { connectAdmin, connectAgent, connectAny, resolveAgentId, socketPath, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT, printJson, printObject, printTable } from './output.js';
+import { readSecretFile, SecretFileSink } from './secret-files.js';
+import { cliStateDir, WriterStore } from './writer-state.js';
 
 type A<T = object> = GlobalArgs & T;
 const out = (args: GlobalArgs, value: unknown, human: () => void) => (args.json ? printJson(value) : human());
@@ -11,6 +14,41 @@ const streamRow = (s: StreamState) => ({
   acknowledged: s.acknowledged ? `${s.acknowledged.generation}/${s.acknowledged.nextPosition}` : '-',
   writer: s.writer.active ? `epoch ${s.writer.epoch}` : `free (epoch ${s.writer.epoch})`,
 });
+
+/**
+ * Run `create` (which makes a secret shown once) with `--token-out` reserved beforehand, so a
+ * refused file costs nothing and a made secret always has a place to go.
+ */
+async function withTokenOut<T extends { token: string }>(file: string | undefined, force: boolean, create: () => Promise<T>): Promise<T> {
+  const sink = file ? SecretFileSink.open(file, force) : null;
+  let r: T;
+  try {
+    r = await create();
+  } catch (err) {
+    sink?.abort();
+    throw err;
+  }
+  sink?.commit(r.token + '\n');
+  return r;
+}
+
+/** Options that would put a coordinator token on the command line (visible in `ps`): refused. */
+export function coordinatorTokenOptions<T>(z: Argv<T>): Argv<T> {
+  return z
+    .option('coordinator-token-file', { type: 'string', describe: 'file holding a coordinator token (from `streams claim`), or - for stdin' })
+    .option('coordinator-token', { type: 'string', hidden: true });
+}
+
+/** The coordinator token of `--coordinator-token-file`, if given; `--coordinator-token T` is a usage error. */
+export function coordinatorTokenArg(args: { 'coordinator-token'?: string; 'coordinator-token-file'?: string }): string | null {
+  if (args['coordinator-token'] !== undefined) {
+    throw new CliError('--coordinator-token puts a secret on the command line, where `ps` shows it; use --coordinator-token-file FILE (or - to read it from stdin)', EXIT.usage);
+  }
+  const file = args['coordinator-token-file'];
+  if (file === undefined) return null;
+  // yargs turns a lone "-" option value into ''.
+  return readSecretFile(file === '' ? '-' : file, '--coordinator-token-file');
+}
 
 /** status, agents, grants, keys, streams, ops. */
 export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
@@ -34,12 +72,13 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           .positional('username', { type: 'string', demandOption: true })
           .option('name', { type: 'string', describe: 'display name (default: the username)' })
           .option('image', { type: 'string', describe: 'image URL' })
-          .option('token-out', { type: 'string', describe: 'write the token to this file (mode 0600) instead of printing it' })
+          .option('token-out', { type: 'string', describe: 'write the token to this new file (mode 0600) instead of printing it; an existing file is refused' })
+          .option('force', { type: 'boolean', default: false, describe: 'with --token-out: replace an existing file (by a new one, atomically)' })
           .example('$0 agents add alice --name Alice --token-out alice.token', ''),
-        async (args: A<{ username: string; name?: string; image?: string; 'token-out'?: string }>) => {
+        async (args: A<{ username: string; name?: string; image?: string; 'token-out'?: string; force: boolean }>) => {
           await withClient(connectAdmin(args), async (c) => {
-            const r = await c.call('agents.create', { username: args.username, name: args.name ?? args.username, ...(args.image ? { image: args.image } : {}) });
-            if (args['token-out']) writeSecretFile(args['token-out'], r.token + '\n');
+            const r = await withTokenOut(args['token-out'], args.force, () =>
+              c.call('agents.create', { username: args.username, name: args.name ?? args.username, ...(args.image ? { image: args.image } : {}) }));
             const shown = args['token-out'] ? { agent: r.agent, tokenFile: args['token-out'] } : r;
             out(args, shown, () => {
               printObject(agentRow(r.agent));
@@ -62,11 +101,12 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         })
         .command('rotate-token <agent>', 'Issue a new token; the old one stops working at once', (z: Argv<GlobalArgs>) => z
           .positional('agent', { type: 'string', demandOption: true })
-          .option('token-out', { type: 'string', describe: 'write the token to this file (0600)' }),
-        async (args: A<{ agent: string; 'token-out'?: string }>) => {
+          .option('token-out', { type: 'string', describe: 'write the token to this new file (0600); an existing file is refused' })
+          .option('force', { type: 'boolean', default: false, describe: 'with --token-out: replace an existing file (by a new one, atomically)' }),
+        async (args: A<{ agent: string; 'token-out'?: string; force: boolean }>) => {
           await withClient(connectAdmin(args), async (c) => {
-            const r = await c.call('agents.rotateToken', { agentId: await resolveAgentId(c, args.agent) });
-            if (args['token-out']) writeSecretFile(args['token-out'], r.token + '\n');
+            const agentId = await resolveAgentId(c, args.agent);
+            const r = await withTokenOut(args['token-out'], args.force, () => c.call('agents.rotateToken', { agentId }));
             out(args, args['token-out'] ? { tokenFile: args['token-out'] } : r, () =>
               process.stdout.write(args['token-out'] ? `token written to ${args['token-out']} (0600)\n` : `token  ${r.token}\n(shown once)\n`));
           });
@@ -143,12 +183,14 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             out(args, r, () => printObject(r));
           });
         })
-        .command('release <streamId>', 'Release the writer claim (agent: with --coordinator-token; admin: without)', (z: Argv<GlobalArgs>) => z
-          .positional('streamId', { type: 'string', demandOption: true })
-          .option('coordinator-token', { type: 'string' }),
-        async (args: A<{ streamId: string; 'coordinator-token'?: string }>) => {
+        .command('release <streamId>', "Release the writer claim: an agent releases the claim `send`/`ack` keep (or --coordinator-token-file's); admin releases any", (z: Argv<GlobalArgs>) => coordinatorTokenOptions(z
+          .positional('streamId', { type: 'string', demandOption: true })),
+        async (args: A<{ streamId: string; 'coordinator-token'?: string; 'coordinator-token-file'?: string }>) => {
+          const token = coordinatorTokenArg(args);
           await withClient(connectAny(args), async (c) => {
-            const r = await c.call('streams.release', { streamId: args.streamId, ...(args['coordinator-token'] ? { coordinatorToken: args['coordinator-token'] } : {}) });
+            let r;
+            if (c.session.role === 'admin') r = await c.call('streams.release', { streamId: args.streamId, ...(token ? { coordinatorToken: token } : {}) });
+            else r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), args.streamId).release(token ?? undefined);
             out(args, r, () => printObject(streamRow(r)));
           });
         })

@@ -1,6 +1,6 @@
-import { closeSync, existsSync, fchmodSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { YelloClient } from '../client/index.js';
+import { NotFoundError, UnauthenticatedError, YelloClient, type Chat, type StreamState } from '../client/index.js';
 import { resolveDataDir, resolveSocketPath } from '../shared/paths.js';
 import { CliError, EXIT } from './output.js';
 import { pathContext } from './path-context.js';
@@ -11,6 +11,7 @@ export interface GlobalArgs {
   'data-dir'?: string;
   'token-file'?: string;
   'admin-token-file'?: string;
+  'state-dir'?: string;
   json?: boolean;
 }
 
@@ -30,9 +31,14 @@ export function agentToken(args: GlobalArgs): string | null {
   return process.env.YELLO_TOKEN?.trim() || null;
 }
 
+/** Where the admin token is read from: `--admin-token-file`, else `<data-dir>/admin.token`. */
+export function adminTokenPath(args: GlobalArgs): string {
+  return args['admin-token-file'] ?? join(resolveDataDir(args['data-dir'], pathContext()), 'admin.token');
+}
+
 /** The admin token from `--admin-token-file`, else `<data-dir>/admin.token`. */
 export function adminToken(args: GlobalArgs): string {
-  const path = args['admin-token-file'] ?? join(resolveDataDir(args['data-dir'], pathContext()), 'admin.token');
+  const path = adminTokenPath(args);
   if (!existsSync(path)) {
     throw new CliError(`no admin token at ${path}: pass --data-dir or --admin-token-file (or $YELLO_DATA_DIR), or an agent token with --token-file / $YELLO_TOKEN`, EXIT.usage);
   }
@@ -43,22 +49,63 @@ export function adminToken(args: GlobalArgs): string {
   }
 }
 
+/**
+ * Say hello; a refused token says which token was read and how to point at the right one
+ * (a forgotten $YELLO_DATA_DIR reads another daemon's admin.token, say).
+ */
+async function connect(args: GlobalArgs, token: string, source: { admin: string } | { agent: string }): Promise<YelloClient> {
+  const socket = socketPath(args);
+  try {
+    return await YelloClient.connect({ socketPath: socket, token, clientName: 'yello-cli' });
+  } catch (err) {
+    if (!(err instanceof UnauthenticatedError)) throw err;
+    if ('admin' in source) {
+      throw new CliError(`UNAUTHENTICATED: the daemon at ${socket} did not accept the admin token read from ${source.admin}; point at that daemon's data dir with --data-dir or $YELLO_DATA_DIR, or at its admin.token with --admin-token-file`, EXIT.error);
+    }
+    throw new CliError(`UNAUTHENTICATED: the daemon at ${socket} did not accept the agent token from ${source.agent} (unknown, rotated or disabled, or another daemon's; see --socket / $YELLO_SOCKET)`, EXIT.error);
+  }
+}
+
+function agentSource(args: GlobalArgs): { agent: string } {
+  return { agent: args['token-file'] ? `--token-file ${args['token-file']}` : '$YELLO_TOKEN' };
+}
+
 /** Connect as the agent (token given) or else as admin. */
 export function connectAny(args: GlobalArgs): Promise<YelloClient> {
-  const token = agentToken(args) ?? adminToken(args);
-  return YelloClient.connect({ socketPath: socketPath(args), token, clientName: 'yello-cli' });
+  const token = agentToken(args);
+  if (token) return connect(args, token, agentSource(args));
+  return connect(args, adminToken(args), { admin: adminTokenPath(args) });
 }
 
 /** Connect with the agent token; required. */
 export function connectAgent(args: GlobalArgs): Promise<YelloClient> {
   const token = agentToken(args);
   if (!token) throw new CliError('this command acts as an agent: pass --token-file FILE or set $YELLO_TOKEN', EXIT.usage);
-  return YelloClient.connect({ socketPath: socketPath(args), token, clientName: 'yello-cli' });
+  return connect(args, token, agentSource(args));
 }
 
 /** Connect with the admin token; required. */
 export function connectAdmin(args: GlobalArgs): Promise<YelloClient> {
-  return YelloClient.connect({ socketPath: socketPath(args), token: adminToken(args), clientName: 'yello-cli' });
+  return connect(args, adminToken(args), { admin: adminTokenPath(args) });
+}
+
+/**
+ * The chat and its streams, or `no such chat: <id>`: commands that take a chat id check it
+ * first, so a mistyped id is never reported as a stream id the user did not type.
+ */
+export async function getChat(client: YelloClient, chatId: string): Promise<{ chat: Chat; streams: [StreamState, StreamState] }> {
+  try {
+    return await client.call('chats.get', { chatId });
+  } catch (err) {
+    if (err instanceof NotFoundError && err.data.kind === 'chat') throw new CliError(`no such chat: ${chatId}`, EXIT.error);
+    throw err;
+  }
+}
+
+/** The caller's own and the peer's stream ids of a chat (agent sessions). */
+export function streamsOf(chat: Chat, agentId: string): { own: string; peer: string } {
+  const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
+  return { own: `${chat.id}:${agentId}`, peer: `${chat.id}:${peer}` };
 }
 
 /** Run `fn` with a client and always close it. */
@@ -68,17 +115,6 @@ export async function withClient<T>(connect: Promise<YelloClient>, fn: (c: Yello
     return await fn(client);
   } finally {
     client.close();
-  }
-}
-
-/** Write a secret (token) to a file that is 0600 before any byte of the secret lands in it. */
-export function writeSecretFile(path: string, content: string): void {
-  const fd = openSync(path, 'w', 0o600);
-  try {
-    fchmodSync(fd, 0o600);
-    writeSync(fd, content);
-  } finally {
-    closeSync(fd);
   }
 }
 

@@ -10,6 +10,11 @@ export function daemonCommand(yargs: Argv): Argv {
     (y) =>
       y
         .options(DAEMON_OPTIONS as unknown as Record<string, Options>)
+        // Global options of the client commands mean nothing to the daemon.
+        .hide('token-file')
+        .hide('admin-token-file')
+        .hide('state-dir')
+        .hide('json')
         .example('$0 daemon --socket /tmp/y.sock --data-dir ./data', 'run on a private socket and data dir'),
     (argv) => runDaemon(argv as unknown as DaemonArgs),
   );

@@ -1,4 +1,4 @@
-import { ContinuityBreakError, FencedError, RemoteError, YelloClientError, ConnectionLostError } from '../client/index.js';
+import { ContinuityBreakError, FencedError, NotFoundError, RemoteError, YelloClientError, ConnectionLostError } from '../client/index.js';
 
 /** Exit codes of docs/protocol.md §9. */
 export const EXIT = { ok: 0, error: 1, usage: 2, continuity: 3, fenced: 4 } as const;
@@ -50,6 +50,10 @@ export function reportError(err: unknown): number {
   if (err instanceof FencedError) {
     process.stderr.write(`yello: fenced: the coordinator token is no longer current for ${String(err.data.streamId)} (stream epoch ${String(err.data.epoch)}); it was replaced, released or reset\n`);
     return EXIT.fenced;
+  }
+  if (err instanceof NotFoundError && err.data.kind === 'chat') {
+    process.stderr.write(`yello: no such chat: ${String(err.data.id)}\n`);
+    return EXIT.error;
   }
   if (err instanceof RemoteError) {
     const details = Object.entries(err.data).filter(([k]) => k !== 'type').map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(' ');

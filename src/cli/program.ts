@@ -7,10 +7,12 @@ import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
 import { mcpCommand } from './mcp-command.js';
 import { EXIT, reportError } from './output.js';
+import { installStdoutGuard } from './shutdown.js';
 import { verifyCommand } from './verify-command.js';
 
 /** The `yello` program (yargs): admin tool and agent front end. `argv` is without node and script. */
 export async function runCli(argv: string[]): Promise<void> {
+  installStdoutGuard();
   let cli = yargs(argv)
     .scriptName('yello')
     .usage('$0 <command> [options]\n\nDurable, signed two-party chats for agents. Agent commands take --token-file or $YELLO_TOKEN; admin commands read <data-dir>/admin.token.')
@@ -18,9 +20,10 @@ export async function runCli(argv: string[]): Promise<void> {
     .option('data-dir', { type: 'string', global: true, describe: 'data dir holding admin.token (default: $YELLO_DATA_DIR, …, ~/.local/state/yello)' })
     .option('token-file', { type: 'string', global: true, describe: 'file with an agent token (or set $YELLO_TOKEN)' })
     .option('admin-token-file', { type: 'string', global: true, describe: 'file with the admin token' })
+    .option('state-dir', { type: 'string', global: true, describe: "the CLI's own state: the claims send/ack keep (default: $XDG_STATE_HOME/yello/cli, ~/.local/state/yello/cli)" })
     .option('json', { type: 'boolean', global: true, default: false, describe: 'machine output: one JSON document (JSON lines for follow)' })
     .strict()
-    .demandCommand(1, 'name a command; see yello --help')
+    .demandCommand(1, 'name a command')
     .recommendCommands()
     .completion('completion', 'print a shell completion script (bash/zsh): yello completion >> ~/.bashrc')
     .epilogue('Exit codes: 0 ok, 1 error, 2 usage, 3 continuity break needing intervention, 4 fenced.')

@@ -44,6 +44,13 @@ export interface CoordinatorOptions {
   adapter: NativeAdapter;
   cursorStore: CursorStore;
   socketPath?: string;
+  /**
+   * Where to start when `cursorStore` holds no cursor for the chat. `'acknowledged'` (default):
+   * the peer stream from where this agent's own latest receipt left off, so every message not
+   * yet acknowledged is presented, including those sent before the first start. `'end'`: the
+   * current ends, presenting only what arrives later.
+   */
+  start?: 'acknowledged' | 'end';
   /** Take the stream over from a live coordinator. Never done unless asked. */
   replace?: boolean;
   reason?: string;
@@ -233,7 +240,9 @@ export class Coordinator {
     this.#early = [];
     let res;
     try {
-      res = await client.call('chats.follow', { chatId: this.#opts.chatId, ...(cursor ? { cursor } : {}) });
+      // 'end' is the daemon's default: leave it out rather than send it.
+      const start = cursor ? { cursor } : this.#opts.start === 'end' ? {} : { from: 'acknowledged' as const };
+      res = await client.call('chats.follow', { chatId: this.#opts.chatId, ...start });
     } finally {
       const early = this.#early;
       this.#early = null;

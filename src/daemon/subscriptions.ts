@@ -74,6 +74,10 @@ export class Subscriptions {
     const streamIds = Directory.streamIds(chat);
     const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
     if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION) throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
+    if (p.from !== undefined && p.cursor !== undefined) throw errors.invalidParams('from', 'give either a cursor or from, not both');
+    if (p.from === 'acknowledged' && caller.role !== 'agent') {
+      throw errors.invalidParams('from', '"acknowledged" starts from the caller\'s own receipts; only an agent has them');
+    }
     const cursors = new Map<string, Cursor>();
     if (p.cursor !== undefined) {
       const c = this.#reader.openLiveCursor(chat.id, p.cursor, streamIds);
@@ -85,7 +89,13 @@ export class Subscriptions {
     } else {
       for (const id of streamIds) {
         const meta = this.#streams.continuingMeta(id);
-        cursors.set(id, { generation: meta.generation, position: meta.nextPosition });
+        let position = meta.nextPosition;
+        if (p.from === 'acknowledged' && caller.role === 'agent' && meta.authorAgentId !== caller.agentId) {
+          position = this.#acknowledgedStart(chat.id, caller.agentId, meta.generation);
+          // Unacknowledged records that were trimmed away are a break, never a skip.
+          this.#reader.checkContinuity(id, meta.generation, position);
+        }
+        cursors.set(id, { generation: meta.generation, position });
       }
     }
     const sub: Subscription = {
@@ -105,6 +115,16 @@ export class Subscriptions {
       this.#pump(sub);
     });
     return { subscriptionId: sub.id, cursor: this.#cursorOf(sub) };
+  }
+
+  /**
+   * Where the caller's own latest receipt leaves off in the peer stream's generation
+   * `peerGeneration`: its `nextPosition`, or 0 when the caller acknowledged nothing of that
+   * generation (a receipt of a sealed generation does not carry over a reset).
+   */
+  #acknowledgedStart(chatId: string, agentId: string, peerGeneration: number): number {
+    const receipt = this.#streams.continuingMeta(`${chatId}:${agentId}`).receipt;
+    return receipt && receipt.peerGeneration === peerGeneration ? receipt.nextPosition : 0;
   }
 
   unfollow(subscriptionId: string, connection: ConnectionHandle): { subscriptionId: string; ended: boolean } {

@@ -34,7 +34,7 @@ export const methods: Record<MethodName, MethodDescriptor> = {
   'chats.list': { access: 'authenticated', summary: "The caller's chats (all for admin).", result: '{chats, nextCursor}' },
   'chats.permissions': { access: 'authenticated', summary: 'Current permission and grant state of a chat.', result: '{chatId, policy, participants}' },
   'chats.history': { access: 'authenticated', summary: 'Snapshot-paged transcript of both directions.', result: '{entries, nextCursor, liveCursor}' },
-  'chats.follow': { access: 'authenticated', summary: 'Subscribe to chats.batch notifications from a compound cursor.', result: '{subscriptionId, cursor}' },
+  'chats.follow': { access: 'authenticated', summary: 'Subscribe to chats.batch notifications from a compound cursor, the current ends, or (agents) where their own last receipt left off.', result: '{subscriptionId, cursor}' },
   'chats.unfollow': { access: 'authenticated', summary: 'End a subscription of this connection.', result: '{subscriptionId, ended}' },
   'streams.get': { access: 'authenticated', summary: 'State of one directional stream.', result: 'StreamState' },
   'streams.claim': { access: 'agent', summary: 'Become the coordinator of your outbound stream (appends a writer fence).', result: '{streamId, generation, epoch, coordinatorToken, nextPosition}' },

@@ -77,7 +77,7 @@ export const paramSchemas = {
     limit: opt(limit(500)),
     direction: opt(z.enum(['backward', 'forward'])),
   }),
-  'chats.follow': z.strictObject({ chatId: id(), cursor: opt(cursor()) }),
+  'chats.follow': z.strictObject({ chatId: id(), cursor: opt(cursor()), from: opt(z.enum(['end', 'acknowledged'])) }),
   'chats.unfollow': z.strictObject({ subscriptionId: z.string().min(1).max(128) }),
   'streams.get': z.strictObject({ streamId: streamIdSchema() }),
   'streams.claim': z.strictObject({ streamId: streamIdSchema(), replace: opt(z.boolean()), reason: opt(label(512)) }),

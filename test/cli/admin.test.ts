@@ -15,7 +15,8 @@ let cli: Cli;
 
 beforeAll(async () => {
   d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir);
+  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
+  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
 });
 
 afterAll(async () => {
@@ -65,7 +66,7 @@ describe('help and completion', () => {
     expectExit(daemonHelp!, 0);
     for (const flag of ['--socket', '--data-dir', '--log-level', '--policy']) expect(daemonHelp!.stdout).toContain(flag);
     expectExit(sendHelp!, 0);
-    expect(sendHelp!.stdout).toContain('--coordinator-token');
+    expect(sendHelp!.stdout).toContain('--coordinator-token-file');
     expect(sendHelp!.stdout).toContain('stdin');
   });
 
@@ -234,11 +235,14 @@ describe('agents', () => {
     expect(human.stdout).toMatch(/once/);
   });
 
-  it('rotate-token --token-out writes the new token to a 0600 file, also over an existing file', async () => {
+  it('rotate-token --token-out writes the new token to a 0600 file; an existing file only with --force', async () => {
     const existing = path.join(d.dir, 'bob-rotated.token');
     fs.writeFileSync(existing, 'placeholder\n', { mode: 0o644 });
     fs.chmodSync(existing, 0o644);
-    const out = await cli.ok(['agents', 'rotate-token', 'bob', '--token-out', existing]);
+    const refused = await cli.run(['agents', 'rotate-token', 'bob', '--token-out', existing]);
+    expectOneLineError(refused, 2, /already exists.*--force/);
+    expect(fs.readFileSync(existing, 'utf8')).toBe('placeholder\n');
+    const out = await cli.ok(['agents', 'rotate-token', 'bob', '--token-out', existing, '--force']);
     const token = fs.readFileSync(existing, 'utf8').trim();
     expect(token).toMatch(/^yello_agt_/);
     expect(out.stdout).not.toContain(token);

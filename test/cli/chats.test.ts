@@ -32,7 +32,8 @@ function expectOneLineError(r: CliResult, code: number, pattern?: RegExp): void 
 
 beforeAll(async () => {
   d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir);
+  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
+  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
   admin = await d.connectAs();
   // Setup through the wire; the CLI's agents/grants commands have their own file.
   const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
@@ -182,7 +183,8 @@ describe('chats history', () => {
 describe('ack and streams show', () => {
   it('ack appends a receipt; streams show of the peer stream then shows it acknowledged', async () => {
     const before = await cli.json(['streams', 'show', streamA]);
-    expect(before).toMatchObject({ streamId: streamA, chatId, authorAgentId: aliceId, generation: '1', firstPosition: '0', acknowledged: null, writer: { active: false } });
+    // alice's CLI keeps its claim between sends: one fence (#0), epoch 1, still held.
+    expect(before).toMatchObject({ streamId: streamA, chatId, authorAgentId: aliceId, generation: '1', firstPosition: '0', acknowledged: null, writer: { epoch: '1', active: true } });
     const acked = await bob.ok(['ack', chatId]);
     expect(acked.stdout).toContain(`acknowledged ${streamA} before position ${before.nextPosition}`);
     const [json, human, nothing] = await Promise.all([
@@ -200,6 +202,9 @@ describe('ack and streams show', () => {
 
 describe('streams claim | release and fencing', () => {
   it('claim prints the coordinator token; a held stream refuses claim and send without --replace', async () => {
+    // Give up the claim the CLI kept from alice's sends, so that a manual claim needs no takeover.
+    const released = await alice.json(['streams', 'release', streamA]);
+    expect(released.writer).toMatchObject({ epoch: '1', active: false });
     const human = await alice.ok(['streams', 'claim', streamA, '--reason', 'manual']);
     expect(human.stdout).toMatch(/coordinatorToken\s+yello_ct_\S+/);
     expect(human.stdout).toMatch(/epoch\s+\d+/);
@@ -208,21 +213,24 @@ describe('streams claim | release and fencing', () => {
     expectOneLineError(send, 1, /--replace/);
   });
 
-  it('a replaced coordinator token is fenced: send --coordinator-token exits 4; the current one works; release frees the stream', async () => {
+  it('a replaced coordinator token is fenced: send --coordinator-token-file exits 4; the current one works; release frees the stream', async () => {
     const first = await alice.json(['streams', 'claim', streamA, '--replace']);
     expect(first).toEqual({ streamId: streamA, generation: '1', epoch: expect.stringMatching(DEC), coordinatorToken: expect.stringMatching(/^yello_ct_/), nextPosition: expect.stringMatching(DEC) });
     const second = await alice.json(['streams', 'claim', streamA, '--replace']);
     expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(first.epoch));
-    const fenced = await alice.run(['send', chatId, 'from the old coordinator', '--coordinator-token', first.coordinatorToken]);
+    const firstFile = writeTokenFile(d.dir, 'first-ct', first.coordinatorToken);
+    const secondFile = writeTokenFile(d.dir, 'second-ct', second.coordinatorToken);
+    const fenced = await alice.run(['send', chatId, 'from the old coordinator', '--coordinator-token-file', firstFile]);
     expectOneLineError(fenced, 4, /fenced/i);
-    const sent = await alice.json(['send', chatId, 'from the current coordinator', '--coordinator-token', second.coordinatorToken]);
+    const sent = await alice.json(['send', chatId, 'from the current coordinator', '--coordinator-token-file', '-'], { input: second.coordinatorToken + '\n' });
     expect(sent.records[0].wrapper.message.content).toBe('from the current coordinator');
     // Sending under a held claim leaves it held.
     expect((await cli.json(['streams', 'show', streamA])).writer).toMatchObject({ epoch: second.epoch, active: true });
-    const released = await alice.ok(['streams', 'release', streamA, '--coordinator-token', second.coordinatorToken]);
+    const released = await alice.ok(['streams', 'release', streamA, '--coordinator-token-file', secondFile]);
     expect(released.stdout).toMatch(/writer\s+free/);
     // Admin release needs no token; --json is the stream state.
-    const b = await bob.json(['streams', 'claim', streamB]);
+    // bob's CLI still holds the claim of his sends and his ack: take it over.
+    const b = await bob.json(['streams', 'claim', streamB, '--replace']);
     expect(b.coordinatorToken).toMatch(/^yello_ct_/);
     const adminRelease = await cli.json(['streams', 'release', streamB]);
     expect(adminRelease).toMatchObject({ streamId: streamB, writer: { active: false } });

@@ -24,7 +24,8 @@ const running: LongRunningCli[] = [];
 
 beforeAll(async () => {
   d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir);
+  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
+  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
   admin = await d.connectAs();
   const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
   const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));

@@ -100,7 +100,7 @@ describe('Coordinator: resuming across a daemon SIGKILL', () => {
     const cursorFile = path.join(tempDir, 'bob-cursors.json');
     const seen = new RecordingAdapter({ delayMs: 15 }); // slow enough to have a backlog when the daemon dies
     const bob = makeCoordinator(daemon, chat, chat.bob, {
-      adapter: seen, cursorStore: new FileCursorStore(cursorFile), reconnect: { minDelayMs: 200, maxDelayMs: 600 },
+      adapter: seen, cursorStore: new FileCursorStore(cursorFile), reconnect: { minDelayMs: 200, maxDelayMs: 600 }, start: 'end',
     });
     coordinators.push(bob);
     const log = watchStates(bob);

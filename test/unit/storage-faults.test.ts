@@ -187,7 +187,7 @@ describe('Subscriptions', () => {
     await appendMessages(s, w, 3);
     const conn = new RecordingConnection();
     conn.congested = true; // hold deliveries until the fault is in place
-    const sub = s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: undefined }, conn);
+    const sub = s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: undefined, from: undefined }, conn);
     return { w, conn, sub };
   }
 
@@ -205,7 +205,7 @@ describe('Subscriptions', () => {
         throw new Error('a plain error from below');
       };
       const conn = new RecordingConnection();
-      s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor }, conn);
+      s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
       await waitUntil(() => conn.notifications.length > 0, 5_000, 'a notification');
       await new Promise((r) => setTimeout(r, 50));
       expect(conn.notifications).toHaveLength(1);
@@ -226,7 +226,7 @@ describe('Subscriptions', () => {
       throw s.streams.missing(w.streamId, 1, 2);
     };
     const conn2 = new RecordingConnection();
-    s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor }, conn2);
+    s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn2);
     await waitUntil(() => conn2.notifications.length > 0, 5_000, 'a notification');
     expect(conn2.notifications[0]).toMatchObject({ method: 'chats.error', params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: w.streamId } } } });
     // The first subscription (at the ends) is told too: the stream was marked under it.
@@ -242,7 +242,7 @@ describe('Subscriptions', () => {
     const cursor = s.reader.liveCursor({ chatId: w.chatId, streams: { [w.streamId]: { generation: 1, position: 0 }, [`${w.chatId}:${(w.bob as { agentId: string }).agentId}`]: { generation: 1, position: 0 } } });
     const conn = new RecordingConnection();
     conn.congested = true;
-    s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor }, conn);
+    s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
     await s.streams.trim(w.streamId, 3, true);
     await waitUntil(() => conn.notifications.length > 0, 5_000, 'a notification');
     expect(conn.notifications[0]).toMatchObject({ method: 'chats.break', params: { reason: 'PREFIX_UNAVAILABLE', streamId: w.streamId } });

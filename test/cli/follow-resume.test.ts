@@ -1,0 +1,119 @@
+// `yello chats follow` across daemon restarts (docs/protocol.md §9): it reconnects with backoff
+// and resumes from the cursor of the last batch it printed — nothing skipped, nothing repeated —
+// saying so on stderr; it prints the cursor to resume from on exit, keeps it in --cursor-out
+// (0600, after each batch) and resumes from --cursor-in / --cursor FILE. With --ack too.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Cli, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
+import { createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { waitUntil } from '../helpers/reading-fixtures.js';
+
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+
+let d: DaemonProcess;
+let cli: Cli;
+let admin: RpcLineClient;
+const running: LongRunningCli[] = [];
+
+beforeAll(async () => {
+  d = await DaemonProcess.start();
+  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
+  admin = await d.connectAs();
+});
+
+afterAll(async () => {
+  for (const r of running) await r.kill();
+  await d?.cleanup();
+});
+
+function track(r: LongRunningCli): LongRunningCli {
+  running.push(r);
+  return r;
+}
+
+async function pair() {
+  const p = await createPair(admin, d.socketPath);
+  return { ...p, alice: cli.as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cli.as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
+}
+
+type Batch = { streamId: string; fromPosition: string; nextPosition: string; cursor: string; records: Array<{ wrapper: { type: string; message?: { content: string } } }> };
+const contents = (batches: Batch[]) => batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message!.content);
+
+async function restartDaemon(): Promise<void> {
+  await d.restart();
+  admin = await d.connectAs();
+}
+
+describe('chats follow survives a daemon restart', () => {
+  it('reconnects, resumes from the last printed cursor without gaps or repeats, and prints the cursor on exit', async () => {
+    const p = await pair();
+    const f = track(p.bob.start(['chats', 'follow', p.chatId, '--json']));
+    await p.alice.ok(['send', p.chatId, 'before the restart']);
+    await f.waitFor(() => f.lines.some((l) => l.includes('before the restart')), 'the first message');
+    await restartDaemon();
+    await f.waitForStderr(/reconnected; resuming from cursor/, 30_000);
+    await p.alice.ok(['send', p.chatId, 'after the restart']);
+    await f.waitFor(() => f.lines.some((l) => l.includes('after the restart')), 'the message after the restart', 30_000);
+    const res = await f.stop('SIGINT');
+    expect(res.code, res.stderr).toBe(0);
+
+    expect(res.stderr).toMatch(/the connection to yellod was lost; reconnecting \(attempt 1\)/);
+    const batches: Batch[] = parseJsonLines(res.stdout);
+    const fromAlice = batches.filter((b) => b.streamId === p.streamA);
+    expect(contents(fromAlice)).toEqual(['before the restart', 'after the restart']);
+    expect(fromAlice[0]!.fromPosition).toBe('0');
+    for (let i = 1; i < fromAlice.length; i++) expect(fromAlice[i]!.fromPosition, `batch ${i}`).toBe(fromAlice[i - 1]!.nextPosition);
+    // The exit names the cursor of the last batch it printed.
+    const hint = /resume with --cursor (\S+)/.exec(res.stderr);
+    expect(hint, res.stderr).not.toBeNull();
+    expect(hint![1]).toBe(batches.at(-1)!.cursor);
+  });
+
+  it('--ack keeps showing and acknowledging after a restart', async () => {
+    const p = await pair();
+    const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
+    const first = await p.alice.json(['send', p.chatId, 'ack me before']);
+    await waitUntil(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition, 20_000, 'the first receipt');
+    await restartDaemon();
+    await f.waitForStderr(/reconnected; resuming from cursor/, 30_000);
+    const second = await p.alice.json(['send', p.chatId, 'ack me after']);
+    await f.waitFor(() => f.lines.some((l) => l.includes('ack me after')), 'the message after the restart', 30_000);
+    await waitUntil(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition, 20_000, 'the second receipt');
+    const res = await f.stop('SIGINT');
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout.split('\n').filter((l) => l.includes('ack me')).length).toBe(2);
+    // Stopping released the coordinator's claim.
+    expect(ok(await admin.call('streams.get', { streamId: p.streamB })).writer.active).toBe(false);
+  });
+});
+
+describe('cursor files', () => {
+  it('--cursor-out keeps the last batch cursor (0600); a later run with --cursor-in shows only what came after', async () => {
+    const p = await pair();
+    const file = path.join(d.dir, `${uniq('bob')}.cursor`);
+    const f = track(p.bob.start(['chats', 'follow', p.chatId, '--json', '--cursor-out', file]));
+    await p.alice.ok(['send', p.chatId, 'seen by the first run']);
+    await f.waitFor(() => f.lines.some((l) => l.includes('seen by the first run')), 'the first message');
+    // Killed, not stopped: the file must already hold the cursor of the last printed batch.
+    await f.kill();
+    const last = parseJsonLines(f.lines.join('\n')).at(-1) as Batch;
+    await waitUntil(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8').trim() === last.cursor, 5_000, 'the cursor file');
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+
+    await p.alice.ok(['send', p.chatId, 'sent while nobody followed']);
+    const g = track(p.bob.start(['chats', 'follow', p.chatId, '--json', '--cursor-in', file, '--cursor-out', file]));
+    await g.waitFor(() => g.lines.some((l) => l.includes('sent while nobody followed')), 'the missed message');
+    const res = await g.stop('SIGINT');
+    expect(res.code, res.stderr).toBe(0);
+    expect(contents(parseJsonLines(res.stdout))).toEqual(['sent while nobody followed']);
+    // --cursor takes a file as well as a token.
+    await p.alice.ok(['send', p.chatId, 'third run']);
+    const h = track(p.bob.start(['chats', 'follow', p.chatId, '--json', '--cursor', file]));
+    await h.waitFor(() => h.lines.some((l) => l.includes('third run')), 'the third message');
+    const res3 = await h.stop('SIGINT');
+    expect(contents(parseJsonLines(res3.stdout))).toEqual(['third run']);
+  });
+});

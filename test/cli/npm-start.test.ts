@@ -1,0 +1,59 @@
+// `npm start` (README "The two commands"): with a current dist/ it starts the daemon without
+// building, and SIGTERM to the npm process stops the daemon too — nothing is left running.
+
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { cliEnv } from '../helpers/cli-runner.js';
+import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
+import { waitUntil } from '../helpers/reading-fixtures.js';
+import fs from 'node:fs/promises';
+
+vi.setConfig({ testTimeout: 90_000 });
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+let dir = '';
+let daemonPid = 0;
+
+afterAll(async () => {
+  // Only if the test failed: never leave the daemon it started behind.
+  if (daemonPid && alive(daemonPid)) process.kill(daemonPid, 'SIGKILL');
+  if (dir) await fs.rm(dir, { recursive: true, force: true });
+});
+
+describe('npm start', () => {
+  it('runs the daemon from a current dist/ without building, and SIGTERM to npm leaves no daemon behind', async () => {
+    dir = await makeTempDir('yl-npm-');
+    const npm = spawn('npm', ['start', '--', '--socket', path.join(dir, 'y.sock'), '--data-dir', path.join(dir, 'data')], {
+      cwd: repoRoot, env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    npm.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    npm.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    const exited = new Promise<number | null>((r) => npm.on('close', (code) => r(code)));
+
+    const ready = await waitUntil(() => stdout.split('\n').map((l) => {
+      try {
+        return JSON.parse(l) as { msg?: string; pid?: number };
+      } catch {
+        return null;
+      }
+    }).find((l) => l?.msg === 'yellod ready'), 60_000, `yellod ready (stderr: ${stderr})`, 50);
+    daemonPid = ready!.pid!;
+    expect(stderr).not.toMatch(/building/);
+
+    npm.kill('SIGTERM');
+    await exited;
+    await waitUntil(() => !alive(daemonPid), 10_000, `daemon ${daemonPid} to exit after SIGTERM to npm`, 50);
+    expect(stdout).toMatch(/"msg":"stopped"/);
+  });
+});
