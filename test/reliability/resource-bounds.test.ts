@@ -127,8 +127,22 @@ beforeAll(async () => {
   chat = await setupChat(daemon, admin);
   startCursor = ok(await chat.bob.client.call('chats.follow', { chatId: chat.chatId }), 'chats.follow').cursor;
   const filler = 'lorem ipsum dolor sit amet, consectetur adipiscing elit '.repeat(Math.ceil(CONTENT_CHARS / 56)).slice(0, CONTENT_CHARS);
-  for (let i = 0; i < RECORDS; i++) {
-    await chat.wa.append([{ type: 'chat.message', messageId: `big.${i}`, content: `${i} ${filler}` }]);
+  // 16 appends in flight at consecutive positions (the daemon admits a connection's requests in
+  // order): the setup is CPU-bound, and this lets group commit share the syncs.
+  const IN_FLIGHT = 16;
+  let next = BigInt(chat.wa.next);
+  for (let i = 0; i < RECORDS; i += IN_FLIGHT) {
+    const n = Math.min(IN_FLIGHT, RECORDS - i);
+    const answers = await Promise.all(
+      Array.from({ length: n }, (_, k) =>
+        chat.alice.client.call('streams.append', {
+          streamId: chat.streamA, coordinatorToken: chat.wa.token, generation: '1', expectedPosition: String(next + BigInt(k)), operationId: `big-${i + k}`,
+          records: [{ type: 'chat.message', messageId: `big.${i + k}`, content: `${i + k} ${filler}` }],
+        }, 60_000),
+      ),
+    );
+    answers.forEach((a) => ok(a, 'streams.append'));
+    next += BigInt(n);
   }
 }, 180_000);
 
@@ -164,7 +178,7 @@ describe('one connection that asks for much more than it reads', () => {
 
     // The stalled client is slow, not gone: once it reads, its deliveries resume where they paused.
     greedy.readAll();
-    await waitUntil(() => greedy.lines.filter((l) => l.method === 'chats.batch').length >= 64, 30_000, 'deliveries after the client reads');
+    await waitUntil(() => greedy.lines.filter((l) => l.method === 'chats.batch').length >= 8, 30_000, 'deliveries after the client reads');
     expect(greedy.socket.destroyed, 'the connection stayed open').toBe(false);
     greedy.close();
   }, 120_000);
