@@ -18,7 +18,14 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
     .command('status', 'Daemon version, uptime, counts, storage state and active key', {}, async (args: A) => {
       await withClient(connectAny(args), async (c) => {
         const s = await c.call('daemon.status', {});
-        out(args, s, () => printObject({ version: s.version, uptime: `${Math.round(s.uptimeMs / 1000)} s`, storage: s.storage, policy: s.policy, kid: s.kid, ...s.counts }));
+        out(args, s, () => {
+          printObject({ version: s.version, uptime: `${Math.round(s.uptimeMs / 1000)} s`, storage: s.storage, policy: s.policy, kid: s.kid, ...s.counts });
+          for (const i of s.integrity.walIncidents) process.stdout.write(`log loss ${i.detectedAt}: LevelDB dropped ${i.bytes} bytes of its write-ahead log; ${i.streams} stream generations marked corrupt\n`);
+          if (s.integrity.corruptStreams.length > 0) {
+            process.stdout.write(`corrupt streams (${s.integrity.corruptStreams.length}; see yello doctor and docs/reliability.md):\n`);
+            printTable(s.integrity.corruptStreams.map((m) => ({ stream: m.streamId, generation: m.generation ?? 'all', from: m.fromPosition, detail: m.detail })));
+          }
+        });
       });
     })
     .command('agents', 'Manage agents (admin)', (yy: Argv<GlobalArgs>) =>

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
 import type { Argv } from 'yargs';
 import {
   ContinuityBreakError, Coordinator, MemoryCursorStore, type Chat, type ChatBatchNotification, type StoredRecord, type YelloClient,
 } from '../client/index.js';
 import { connectAgent, connectAny, resolveAgentId, withClient, type GlobalArgs } from './context.js';
+import { exportCommand } from './export-command.js';
 import { CliError, EXIT, printJson, printObject, printTable } from './output.js';
 
 type A<T = object> = GlobalArgs & T;
@@ -58,42 +58,6 @@ export async function appendWithToken(c: YelloClient, chatId: string, records: P
   return c.call('streams.append', {
     streamId, coordinatorToken, generation: state.generation, expectedPosition: state.nextPosition, operationId: `cli-${randomUUID()}`, records,
   });
-}
-
-/**
- * Every stored record of a chat, stream by stream, generation by generation (sealed ones
- * first), in position order. What was trimmed is gone; the export starts at what is retained.
- */
-export async function* exportRecords(c: YelloClient, chatId: string): AsyncGenerator<StoredRecord> {
-  const { streams } = await c.call('chats.get', { chatId });
-  for (const s of streams) {
-    for (let g = 1n; g <= BigInt(s.generation); g++) {
-      const generation = g.toString();
-      const current = generation === s.generation;
-      let from = current ? s.firstPosition : '0';
-      for (;;) {
-        if (current && BigInt(from) >= BigInt(s.nextPosition)) break;
-        let batch;
-        try {
-          batch = await c.call('streams.read', { streamId: s.streamId, generation, fromPosition: from });
-        } catch (err) {
-          // A sealed generation's retained start is only known from the break it reports.
-          if (err instanceof ContinuityBreakError && err.reason === 'PREFIX_UNAVAILABLE' && !current && typeof err.data.actual === 'string' && err.data.actual !== from) {
-            from = err.data.actual;
-            continue;
-          }
-          if (err instanceof ContinuityBreakError && err.reason === 'GENERATION_CHANGED' && !current) break;
-          throw err;
-        }
-        for (const r of batch.records) {
-          if (current && BigInt(r.position) >= BigInt(s.nextPosition)) break;
-          yield r;
-        }
-        if (batch.records.length === 0 || batch.nextPosition === from) break;
-        from = batch.nextPosition;
-      }
-    }
-  }
 }
 
 /** chats …, send, ack. */
@@ -176,23 +140,7 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           .option('replace', { type: 'boolean', default: false, describe: 'with --ack: take over from a live coordinator' })
           .example('$0 --token-file bob.token chats follow chat_… --ack', ''),
         (args: A<{ chatId: string; cursor?: string; ack: boolean; replace: boolean }>) => follow(args))
-        .command('export <chatId>', 'Write every stored record as JSON lines (for `verify`)', (z: Argv<GlobalArgs>) => z
-          .positional('chatId', { type: 'string', demandOption: true })
-          .option('out', { type: 'string', describe: 'file to write (default stdout)' }),
-        async (args: A<{ chatId: string; out?: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const sink = args.out ? createWriteStream(args.out) : process.stdout;
-            let n = 0;
-            for await (const r of exportRecords(c, args.chatId)) {
-              sink.write(JSON.stringify(r) + '\n');
-              n++;
-            }
-            if (args.out) {
-              await new Promise<void>((res, rej) => (sink as ReturnType<typeof createWriteStream>).end((err?: Error | null) => (err ? rej(err) : res())));
-              process.stderr.write(`${n} records written to ${args.out}\n`);
-            }
-          });
-        })
+        .command(exportCommand)
         .demandCommand(1, 'name a chats subcommand'))
     .command('send <chatId> <text..>', 'Send a message (claims your stream, appends, releases); text "-" reads stdin', (z: Argv<GlobalArgs>) => z
       .positional('chatId', { type: 'string', demandOption: true })

@@ -1,10 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Argv } from 'yargs';
-import { YelloClient } from '../client/index.js';
-import { exportRecords, formatRecord } from './chat-commands.js';
+import { ExportVerifier, YelloClient } from '../client/index.js';
+import { formatRecord } from './chat-commands.js';
 import { connectAdmin, socketPath, withClient, type GlobalArgs } from './context.js';
+import { exportChat } from './export-command.js';
 import { CliError, EXIT } from './output.js';
-import { verifyExport } from './verify-command.js';
 
 /**
  * `yello demo`: the whole product in one command against a running daemon — two agents, a
@@ -51,10 +51,13 @@ export function demoCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         for (const e of history.entries) process.stdout.write(`  ${formatRecord(e, chat)}\n`);
         const state = await admin.call('streams.get', { streamId: aStream });
         process.stdout.write(`\n${alice.agent.username}'s stream acknowledged by ${bob.agent.username} up to position ${state.acknowledged?.nextPosition ?? '-'}\n`);
-        let text = '';
-        for await (const r of exportRecords(admin, chat.id)) text += JSON.stringify(r) + '\n';
-        const result = verifyExport(text, await admin.call('keys.list', {}));
-        process.stdout.write(`verified: ${result.records} records, ${result.messages} signed messages, ${result.problems.length} problems\n`);
+        const verifier = new ExportVerifier(await admin.call('keys.list', {}));
+        for await (const item of exportChat(admin, chat.id)) {
+          if ('record' in item) verifier.line(JSON.stringify(item.record));
+          else if ('checkpoint' in item) verifier.line(JSON.stringify({ checkpoint: item.checkpoint }));
+        }
+        const result = verifier.result();
+        process.stdout.write(`verified: ${result.records} records, ${result.messages} signed messages, ${result.checkpoints} checkpoints, ${result.problems.length} problems\n`);
         if (result.problems.length > 0) throw new CliError('demo transcript failed verification', EXIT.error);
       } finally {
         a.close();

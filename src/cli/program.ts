@@ -4,6 +4,8 @@ import { chatCommands } from './chat-commands.js';
 import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
+import { doctorCommand } from './doctor-command.js';
+import { mcpCommand } from './mcp-command.js';
 import { EXIT, reportError } from './output.js';
 import { verifyCommand } from './verify-command.js';
 
@@ -33,6 +35,8 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = chatCommands(cli);
   cli = verifyCommand(cli);
   cli = demoCommand(cli);
+  cli = doctorCommand(cli);
+  cli = mcpCommand(cli);
   try {
     await cli.help().alias('h', 'help').version().wrap(Math.min(110, process.stdout.columns || 100)).parseAsync();
   } catch (err) {

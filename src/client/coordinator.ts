@@ -4,7 +4,8 @@ import type { OperationInfo } from '../shared/methods.js';
 import type { ParamsIn } from '../shared/schemas.js';
 import type { CursorStore } from './cursor-store.js';
 import {
-  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, StorageFailureError, TimeoutError, YelloClientError, remoteError,
+  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, LineTooLargeError, StorageFailureError, TimeoutError,
+  YelloClientError, remoteError,
 } from './errors.js';
 import { YelloClient } from './yello-client.js';
 import { Listeners, type Listener } from './listeners.js';
@@ -48,6 +49,10 @@ export interface CoordinatorOptions {
   reason?: string;
   /** Per-call timeout; an append that times out pauses the coordinator. Default 10 s. */
   callTimeoutMs?: number;
+  /** Cap on one line from the daemon (see `ConnectOptions.maxInboundLineBytes`). */
+  maxInboundLineBytes?: number;
+  /** See `ConnectOptions.verifySocket`; default true. */
+  verifySocket?: boolean;
   /** Reconnect backoff. */
   reconnect?: { minDelayMs?: number; maxDelayMs?: number };
 }
@@ -163,7 +168,9 @@ export class Coordinator {
       this.#generation = claim.generation;
       this.#nextPosition = claim.nextPosition;
       await this.#follow(client);
-      this.#setState('running');
+      // Something that arrived with the follow's answer (a break, a line over the cap) may
+      // already have stopped it: terminal states are never overwritten.
+      if (!this.#isTerminal()) this.#setState('running');
     } catch (err) {
       if (this.#token && this.#client?.connected) {
         // Do not leave a claim behind that would make the next start WRITER_ACTIVE.
@@ -203,13 +210,18 @@ export class Coordinator {
       callTimeoutMs: this.#opts.callTimeoutMs,
       clientName: 'yello-coordinator',
       ...(this.#opts.socketPath !== undefined ? { socketPath: this.#opts.socketPath } : {}),
+      ...(this.#opts.maxInboundLineBytes !== undefined ? { maxInboundLineBytes: this.#opts.maxInboundLineBytes } : {}),
+      ...(this.#opts.verifySocket !== undefined ? { verifySocket: this.#opts.verifySocket } : {}),
     });
     this.#client = client;
     client.on('chats.batch', (b) => this.#onBatch(b));
     client.on('chats.break', (b) => this.#onBreak(b));
     client.on('chats.error', (e) => this.#onSubscriptionError(e));
-    client.on('disconnected', () => {
-      if (this.#client === client) void this.#reconnectLoop();
+    client.on('disconnected', (err) => {
+      if (this.#client !== client) return;
+      // Re-following would bring the same over-size line again, forever: a human raises the cap.
+      if (err instanceof LineTooLargeError) this.#fail(err);
+      else void this.#reconnectLoop();
     });
     return client;
   }

@@ -58,8 +58,30 @@ export class UnauthenticatedError extends RemoteError {}
 export class PermissionDeniedError extends RemoteError {}
 /** No such agent, chat, stream, operation or subscription. */
 export class NotFoundError extends RemoteError {}
-/** The request or line was over its limit. */
-export class RequestTooLargeError extends RemoteError {}
+/**
+ * The request or line was over its limit (`data.limit`, `data.size`, in bytes). The daemon
+ * answers this for a line over `maxLineBytes` or an append over `maxAppendRequestBytes`; the
+ * client raises it itself, before writing anything, for a request it knows is over the
+ * limits `session.hello` announced (`sent: false`). Either way the request had no effect.
+ */
+export class RequestTooLargeError extends RemoteError {
+  /** False when the client refused the request locally and nothing reached the daemon. */
+  readonly sent: boolean;
+  /** Always false: an over-size request is rejected before anything is checked or written. */
+  readonly outcomeUnknown = false;
+  constructor(error: RpcErrorObject, options?: { sent?: boolean }) {
+    super(error);
+    this.sent = options?.sent ?? true;
+  }
+  /** The limit in bytes. */
+  get limit(): number {
+    return Number(this.data.limit);
+  }
+  /** The request's size in bytes (for a line, at least this many). */
+  get size(): number {
+    return Number(this.data.size);
+  }
+}
 /** A claim without `replace` while a coordinator holds the stream. */
 export class WriterActiveError extends RemoteError {}
 /** The operationId was used for a different request. */
@@ -110,17 +132,80 @@ export function remoteError(error: RpcErrorObject): RemoteError {
 export class ConnectionLostError extends YelloClientError {
   /** True when the request had been written before the loss. */
   readonly outcomeUnknown: boolean;
-  constructor(message: string, outcomeUnknown: boolean, cause?: unknown) {
-    super('CONNECTION_LOST', message, { cause, transient: true });
+  constructor(message: string, outcomeUnknown: boolean, cause?: unknown, options?: { type?: string; transient?: boolean }) {
+    super(options?.type ?? 'CONNECTION_LOST', message, { cause, transient: options?.transient ?? true });
     this.outcomeUnknown = outcomeUnknown;
   }
 }
 
-/** No answer in time. For a request that was written, the outcome is unknown. */
+/**
+ * The daemon sent a line longer than the client's cap (`maxInboundLineBytes`), so the client
+ * closed the connection rather than buffer without bound. A `ConnectionLostError` (pending
+ * calls were written: their outcome is unknown), with its own `type`, `LINE_TOO_LARGE`, and
+ * not transient: asking again would bring the same line. Raise the cap or ask for less
+ * (a smaller `limit`).
+ */
+export class LineTooLargeError extends ConnectionLostError {
+  /** The cap in bytes. */
+  readonly limit: number;
+  /** Bytes of the line received when the cap was crossed. */
+  readonly size: number;
+  constructor(limit: number, size: number, outcomeUnknown: boolean) {
+    super(`yellod sent a line of more than ${limit} bytes (maxInboundLineBytes); the connection was closed`, outcomeUnknown, undefined, {
+      type: 'LINE_TOO_LARGE', transient: false,
+    });
+    this.limit = limit;
+    this.size = size;
+  }
+}
+
+/** What a {@link TimeoutError} says about the request that got no answer. */
+export interface TimedOutRequest {
+  /** The JSON-RPC id the request was sent with. */
+  id: number;
+  /** For `streams.append` (and any request naming one): the stream. */
+  streamId?: string;
+  /** For `streams.append`: the operation to look up with `operations.get`. */
+  operationId?: string;
+}
+
+/**
+ * No answer in time. The request was written, so its outcome is unknown: for
+ * `streams.append`, `operations.get {streamId, operationId}` tells whether it committed.
+ * The client never resends it. A late answer is dropped.
+ */
 export class TimeoutError extends YelloClientError {
   readonly outcomeUnknown = true;
-  constructor(method: string, ms: number) {
-    super('TIMEOUT', `${method} got no answer within ${ms} ms; its outcome is unknown`, { transient: true });
+  /** The method called. */
+  readonly method: string;
+  /** The timeout that expired, in ms. */
+  readonly timeoutMs: number;
+  /** The JSON-RPC id of the request, or null when not known. */
+  readonly requestId: number | null;
+  /** The request's `streamId`, or null. */
+  readonly streamId: string | null;
+  /** The request's `operationId` (`streams.append`), or null. */
+  readonly operationId: string | null;
+  constructor(method: string, ms: number, request?: TimedOutRequest) {
+    const op = request?.operationId !== undefined ? ` (stream ${request.streamId ?? '?'}, operation ${request.operationId})` : '';
+    super('TIMEOUT', `${method}${op} got no answer within ${ms} ms; its outcome is unknown`, { transient: true });
+    this.method = method;
+    this.timeoutMs = ms;
+    this.requestId = request?.id ?? null;
+    this.streamId = request?.streamId ?? null;
+    this.operationId = request?.operationId ?? null;
+  }
+}
+
+/**
+ * The client refused to connect: the socket, or the directory it lives in, could be
+ * controlled by another local user, who could then run a fake daemon and collect the token
+ * of `session.hello`. Nothing was sent. `reason` says what is wrong; see docs/security.md,
+ * "Socket directory trust".
+ */
+export class UntrustedSocketError extends YelloClientError {
+  constructor(readonly path: string, readonly reason: string) {
+    super('UNTRUSTED_SOCKET', `refusing to send a token to ${path}: ${reason}`);
   }
 }
 

@@ -2,23 +2,25 @@
  * The yello client library: what agents embed. Types are exported separately from values;
  * nothing internal (transport, daemon code) is reachable from here.
  */
-export { YelloClient, defaultSocketPath } from './yello-client.js';
-export type { ConnectOptions, ClientEvents, ClientNotification, NotificationIterator, RpcMethods } from './yello-client.js';
+export { YelloClient, defaultSocketPath, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_INBOUND_LINE_BYTES } from './yello-client.js';
+export type { ConnectOptions, CallOptions, ClientEvents, ClientNotification, NotificationIterator, RpcMethods } from './yello-client.js';
 export { Coordinator } from './coordinator.js';
 export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';
 export type { CursorStore } from './cursor-store.js';
-export { verifyRecord } from './verify.js';
+export { verifyCheckpoint, verifyRecord } from './verify.js';
+export { ExportVerifier, verifyExport } from './verify-export.js';
+export type { ExportGeneration, ExportProblem, ExportProblemKind, ExportVerification } from './verify-export.js';
 export {
   YelloClientError, RemoteError, FencedError, PositionMismatchError, ContinuityBreakError, InvalidParamsError, UnauthenticatedError,
   PermissionDeniedError, NotFoundError, RequestTooLargeError, WriterActiveError, OperationConflictError, DuplicateMessageError,
   InvalidReceiptError, PolicyRejectedError, RateLimitedError, StorageFailureError, InternalError, ConnectionLostError, TimeoutError,
-  CoordinatorPausedError, VerificationError, remoteError,
+  LineTooLargeError, UntrustedSocketError, CoordinatorPausedError, VerificationError, remoteError,
 } from './errors.js';
-export type { RpcErrorObject } from './errors.js';
+export type { RpcErrorObject, TimedOutRequest } from './errors.js';
 export type {
-  Agent, AgentSummary, Chat, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
-  ChatBatchNotification, ChatBreakNotification, AppendResult, Redaction, PiiMode, Role,
+  Agent, AgentSummary, Chat, Checkpoint, CheckpointSignature, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
+  ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, Redaction, PiiMode, Role, DoctorReport, DoctorProblem, CorruptStream,
 } from '../shared/types.js';
 export type { MethodResults, HelloResult, OperationInfo, Grant } from '../shared/methods.js';
 export type { MethodName, ParamsIn } from '../shared/schemas.js';

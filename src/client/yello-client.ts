@@ -7,18 +7,67 @@ import { ConnectionLostError } from './errors.js';
 import { LineTransport } from './transport.js';
 import { Listeners, type Listener } from './listeners.js';
 
-/** Options of {@link YelloClient.connect}. */
+/** Default of {@link ConnectOptions.callTimeoutMs}: 30 s. */
+export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+/**
+ * Default of {@link ConnectOptions.maxInboundLineBytes}: 256 MiB. Legitimate answers get big:
+ * a `chats.history` page or a catch-up `chats.batch` holds up to 500 records, and with
+ * messages near the 256 KiB append cap that is about 126 MiB on one line. The cap is there so
+ * that a broken or hostile peer cannot make the client buffer (and then fail to decode) an
+ * endless line; it is not a budget for ordinary pages.
+ */
+export const DEFAULT_MAX_INBOUND_LINE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Options of {@link YelloClient.connect}.
+ *
+ * Limits, all enforced by the client itself (docs/security.md, "Client limits"):
+ * - every call times out after `callTimeoutMs` (default 30 s; a `waitMs` long poll gets its
+ *   `waitMs` on top) with `TimeoutError`, which names the method, the request id and, for
+ *   `streams.append`, the `streamId` and `operationId` to look up with `operations.get`;
+ * - a request over the `limits` that `session.hello` announced (`maxLineBytes`, and
+ *   `maxAppendRequestBytes` for `streams.append`) is refused with `RequestTooLargeError`
+ *   (`sent: false`) before a byte is written, so its outcome is known: nothing happened;
+ * - an inbound line over `maxInboundLineBytes` closes the connection; pending calls reject
+ *   with `LineTooLargeError` (a `ConnectionLostError`, outcome unknown).
+ *
+ * Socket trust (docs/security.md, "Socket directory trust"): before any token is sent, on
+ * every connect and reconnect, the socket must be a socket (not a symlink) in a directory
+ * that is a real directory no group or other user can write, owned by the caller or root, or
+ * else sitting in such a directory itself (as systemd's `/run/yello`). Otherwise the connect
+ * fails with `UntrustedSocketError` and nothing is sent.
+ */
 export interface ConnectOptions {
   /** Default: `$YELLO_SOCKET`, `$XDG_RUNTIME_DIR/yello/yello.sock`, `/tmp/yello-$UID/yello.sock`. */
   socketPath?: string;
   /** Agent or admin token. */
   token: string;
-  /** Per-call timeout; none by default. A timed-out append has an unknown outcome. */
+  /**
+   * Per-call timeout in ms, default {@link DEFAULT_CALL_TIMEOUT_MS} (30 s); `0` or `Infinity`
+   * for none. A call with `waitMs` (a `streams.read` long poll) waits that much longer.
+   * Override per call with `call(method, params, {timeoutMs})`. A timed-out call has an
+   * unknown outcome and is never resent.
+   */
   callTimeoutMs?: number;
+  /** Cap on one line from the daemon, in bytes; default {@link DEFAULT_MAX_INBOUND_LINE_BYTES} (256 MiB). */
+  maxInboundLineBytes?: number;
+  /**
+   * Check that the socket and its directory are trustworthy before sending the token.
+   * Default true. Turn it off only for a setup the rule cannot express (a daemon of another
+   * user in a world-writable directory, say) and only when no other user can reach that path.
+   */
+  verifySocket?: boolean;
   /** Reconnect with backoff after a loss (never resending anything). Default false. */
   reconnect?: boolean | { minDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
   /** Sent in `session.hello` as `client`. */
   clientName?: string;
+}
+
+/** Options of one call. */
+export interface CallOptions {
+  /** This call's timeout in ms, instead of the client's `callTimeoutMs`; `0` or `Infinity` for none. */
+  timeoutMs?: number;
 }
 
 /** Events of a client. */
@@ -48,7 +97,7 @@ type Namespace<M extends string> = M extends `${infer NS}.${string}` ? NS : neve
 /** Typed method groups: `client.rpc.streams.append({...})`. */
 export type RpcMethods = {
   [NS in Namespace<MethodName>]: {
-    [M in MethodName as M extends `${NS}.${infer F}` ? F : never]: (params: ParamsIn<M>) => Promise<MethodResults[M]>;
+    [M in MethodName as M extends `${NS}.${infer F}` ? F : never]: (params: ParamsIn<M>, options?: CallOptions) => Promise<MethodResults[M]>;
   };
 };
 
@@ -78,10 +127,10 @@ export class YelloClient {
     this.#transport = transport;
     this.#hello = hello;
     this.#wire(transport);
-    const rpc: Record<string, Record<string, (p: unknown) => Promise<unknown>>> = {};
+    const rpc: Record<string, Record<string, (p: unknown, o?: CallOptions) => Promise<unknown>>> = {};
     for (const name of Object.keys(paramSchemas) as MethodName[]) {
       const [ns, fn] = name.split('.') as [string, string];
-      (rpc[ns] ??= {})[fn] = (params: unknown) => this.call(name, params as never);
+      (rpc[ns] ??= {})[fn] = (params: unknown, options?: CallOptions) => this.call(name, params as never, options);
     }
     this.rpc = rpc as unknown as RpcMethods;
   }
@@ -94,9 +143,15 @@ export class YelloClient {
   }
 
   static async #open(options: ConnectOptions & { socketPath: string }): Promise<{ transport: LineTransport; hello: HelloResult }> {
-    const transport = await LineTransport.connect(options.socketPath);
+    const transport = await LineTransport.connect(options.socketPath, {
+      maxInboundLineBytes: options.maxInboundLineBytes ?? DEFAULT_MAX_INBOUND_LINE_BYTES,
+      verifySocket: options.verifySocket ?? true,
+    });
     try {
-      const hello = (await transport.call('session.hello', { token: options.token, client: options.clientName ?? 'yello-client' }, options.callTimeoutMs)) as HelloResult;
+      const params = { token: options.token, client: options.clientName ?? 'yello-client' };
+      const hello = (await transport.call('session.hello', params, timeoutFor(options.callTimeoutMs, undefined, params))) as HelloResult;
+      // From now on, a request over the daemon's own caps is refused before it is written.
+      transport.limits = hello.limits;
       return { transport, hello };
     } catch (err) {
       transport.close();
@@ -113,9 +168,12 @@ export class YelloClient {
     return !this.#transport.closed;
   }
 
-  /** Call any method with typed params and result. */
-  call<M extends MethodName>(method: M, params: ParamsIn<M>): Promise<MethodResults[M]> {
-    return this.#transport.call(method, params, this.#options.callTimeoutMs) as Promise<MethodResults[M]>;
+  /**
+   * Call any method with typed params and result. Rejects with `TimeoutError` after the
+   * client's `callTimeoutMs` (or `options.timeoutMs`), plus `waitMs` for a long poll.
+   */
+  call<M extends MethodName>(method: M, params: ParamsIn<M>, options?: CallOptions): Promise<MethodResults[M]> {
+    return this.#transport.call(method, params, timeoutFor(this.#options.callTimeoutMs, options?.timeoutMs, params)) as Promise<MethodResults[M]>;
   }
 
   /** The daemon's JWKS, for {@link verifyRecord}. */
@@ -216,4 +274,16 @@ export class YelloClient {
     this.#transport.close();
     for (const f of [...this.#onClosed]) f();
   }
+}
+
+/**
+ * The timeout of one call: the per-call value, else the client's, else the default; 0 and
+ * Infinity mean none (undefined). A long poll (`waitMs`) may legitimately stay silent that
+ * long, so it is added on top.
+ */
+function timeoutFor(clientMs: number | undefined, callMs: number | undefined, params: unknown): number | undefined {
+  const ms = callMs ?? clientMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  if (!(ms > 0) || ms === Infinity) return undefined;
+  const waitMs = typeof params === 'object' && params !== null ? (params as { waitMs?: unknown }).waitMs : undefined;
+  return typeof waitMs === 'number' && waitMs > 0 ? ms + waitMs : ms;
 }

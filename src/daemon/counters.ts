@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { K, prefixEnd } from './keys.js';
+import { StreamTables } from './stream-tables.js';
 import type { Storage, WriteOp } from './storage.js';
 
 /**
@@ -24,9 +25,15 @@ export class Counters {
     }
     for await (const { error } of storage.entriesChecked({ gte: K.agentsPrefix, lt: prefixEnd(K.agentsPrefix) })) if (!error) c.agents++;
     for await (const { error } of storage.entriesChecked({ gte: K.chatsPrefix, lt: prefixEnd(K.chatsPrefix) })) if (!error) c.chats++;
-    for await (const { value } of storage.entriesChecked<{ firstPosition: number; nextPosition: number }>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
+    const tables = new StreamTables(storage);
+    for await (const { key } of storage.entriesChecked<unknown>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
       c.streams++;
-      if (value) c.records += value.nextPosition - value.firstPosition;
+      try {
+        const head = tables.head(key.slice(K.streamsPrefix.length), false);
+        if (head) c.records += head.nextPosition - head.firstPosition;
+      } catch {
+        /* a damaged head counts no records; the head check marks it */
+      }
     }
     return c;
   }

@@ -258,7 +258,7 @@ export class Directory {
       streamMetaOp(metaA),
       streamMetaOp(metaB),
       this.#counters.op(),
-    ]);
+    ], [metaA, metaB].map((m) => ({ streamId: m.streamId, generation: m.generation, position: 0 })));
     return { chat: this.#expand(row), created: true };
   }
 

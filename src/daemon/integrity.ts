@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { errors, type YelloError } from '../shared/errors.js';
 import { formatDecimal } from '../shared/ids.js';
+import type { CorruptStream } from '../shared/types.js';
 import { K, prefixEnd } from './keys.js';
 import type { Storage } from './storage.js';
 
@@ -22,13 +23,7 @@ export interface CorruptMark {
 }
 
 /** The public form of a mark (`daemon.status`, `yello status`). */
-export interface CorruptStreamInfo {
-  streamId: string;
-  generation: string | null;
-  fromPosition: string;
-  detail: string;
-  detectedAt: string;
-}
+export type CorruptStreamInfo = CorruptStream;
 
 const UNKNOWN_GENERATION = 0;
 

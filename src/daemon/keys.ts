@@ -24,6 +24,8 @@ export const K = {
   member: (agentId: string, chatId: string) => `m/${agentId}/${chatId}`,
   membersPrefix: (agentId: string) => `m/${agentId}/`,
   stream: (streamId: string) => `s/${streamId}`,
+  /** The part of a head every append changes (record-layout.ts `StreamTail`). */
+  tail: (streamId: string) => `h/${streamId}`,
   record: (streamId: string, generation: number, position: number) => `r/${streamId}/${pad(generation)}/${pad(position)}`,
   recordsPrefix: (streamId: string, generation: number) => `r/${streamId}/${pad(generation)}/`,
   operation: (streamId: string, operationId: string) => `o/${streamId}/${operationId}`,
@@ -41,7 +43,7 @@ export const K = {
 export function locateKey(key: string): { streamId: string | null; generation: string | null; position: string | null } {
   const parts = key.split('/');
   const table = parts[0];
-  const streamId = ['s', 'r', 'o', 'ol', 'x', 'k'].includes(table ?? '') ? (parts[1] ?? null) : null;
+  const streamId = ['s', 'h', 'r', 'o', 'ol', 'x', 'k'].includes(table ?? '') ? (parts[1] ?? null) : null;
   const num = (v: string | undefined) => (v !== undefined && /^\d{16}$/.test(v) ? String(Number(v)) : null);
   const generation = table === 'r' || table === 'ol' || table === 'x' || table === 'k' ? num(parts[2]) : null;
   const position = table === 'r' || table === 'ol' ? num(parts[3]) : null;

@@ -2,20 +2,21 @@ import { errors } from '../shared/errors.js';
 import { parseDecimal } from '../shared/ids.js';
 import type { Audit } from './audit.js';
 import type { Caller } from './caller.js';
+import { streamCheckpoint } from './checkpoints.js';
 import type { Counters } from './counters.js';
 import { Directory } from './directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
 import type { Integrity } from './integrity.js';
 import type { WalIncident } from './recovery-check.js';
-import type { Handlers } from './rpc-server.js';
+import type { CallContext, Handlers } from './rpc-server.js';
 import type { Signer } from './signer.js';
 import type { Storage } from './storage.js';
 import type { StreamStore } from './stream-store.js';
 import type { ChatReader } from './chat-reader.js';
 import type { Subscriptions } from './subscriptions.js';
 import { buildOpenRpc } from '../shared/openrpc.js';
+import { checkStore } from './doctor.js';
 import { PAGE_BYTES } from './limits.js';
-import type { CallContext } from './rpc-server.js';
 
 /** Everything the handlers use. */
 export interface Services {
@@ -77,6 +78,7 @@ export function createHandlers(s: Services): Handlers {
         walIncidents: s.walIncidents().map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
       },
     }),
+    'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': (_p, caller, ctx) => {
       const kid = s.signer.rotate();
@@ -158,6 +160,7 @@ export function createHandlers(s: Services): Handlers {
     },
     'streams.append': (p, caller) => s.streams.append(caller, p),
     'streams.read': (p, caller, ctx) => s.reader.read(caller, p, pageBytes(ctx)),
+    'streams.checkpoint': (p, caller) => streamCheckpoint(s.streams, s.signer, caller, p),
     'streams.trim': async (p, caller, ctx) => {
       const r = await s.streams.trim(p.streamId, parseDecimal(p.beforePosition), p.force === true);
       s.audit.action('streams.trim', caller, peerOf(ctx), { streamId: p.streamId, beforePosition: p.beforePosition, force: p.force === true, firstPosition: r.firstPosition });

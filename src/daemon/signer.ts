@@ -1,8 +1,9 @@
-import { createHash, createPrivateKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { checkpointPayload, type CheckpointFields } from '../shared/checkpoint.js';
 import { messagePayload, type SignedFields } from '../shared/message-signing.js';
-import type { Jwks, MessageSignature, PublicJwk } from '../shared/types.js';
+import type { CheckpointSignature, Jwks, MessageSignature, PublicJwk } from '../shared/types.js';
 import { ensureDir, writeFileDurable } from './files.js';
 
 interface StoredKey {
@@ -31,6 +32,7 @@ export class Signer {
   #keys = new Map<string, StoredKey>();
   #activeKid = '';
   #activeKey!: KeyObject;
+  readonly #publicKeys = new Map<string, KeyObject>();
 
   constructor(dir: string) {
     this.#dir = dir;
@@ -73,6 +75,28 @@ export class Signer {
   /** Sign a message's fields with the active key. */
   signMessage(fields: SignedFields): MessageSignature {
     return { kid: this.#activeKid, alg: 'ES256', value: signPayload(this.#activeKey, messagePayload(fields)), createdAt: fields.createdAt };
+  }
+
+  /** Sign a checkpoint's fields with the active key (the payload's own type tag keeps it apart from messages). */
+  signCheckpoint(fields: CheckpointFields): CheckpointSignature {
+    return { kid: this.#activeKid, alg: 'ES256', value: signPayload(this.#activeKey, checkpointPayload(fields)) };
+  }
+
+  /**
+   * Whether a message signature verifies with the key its `kid` names (active or retired): for
+   * `yello doctor`, which checks stored records the way a reader would.
+   */
+  verifyMessage(fields: SignedFields, signature: MessageSignature): boolean {
+    const stored = this.#keys.get(signature.kid);
+    if (!stored || signature.alg !== 'ES256') return false;
+    let key = this.#publicKeys.get(signature.kid);
+    if (!key) {
+      const { kty, crv, x, y } = stored.privateJwk;
+      key = createPublicKey({ key: { kty, crv, x, y }, format: 'jwk' });
+      this.#publicKeys.set(signature.kid, key);
+    }
+    const sig = Buffer.from(signature.value, 'base64url');
+    return sig.length === 64 && verify('sha256', Buffer.from(messagePayload(fields), 'utf8'), { key, dsaEncoding: 'ieee-p1363' }, sig);
   }
 
   /** Every key's public half, oldest first. */

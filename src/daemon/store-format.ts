@@ -1,11 +1,19 @@
 import type { Logger } from 'pino';
 import { crc32 } from 'node:zlib';
 import type { Db } from './storage.js';
+import type { StoredRecord } from '../shared/types.js';
+import { K } from './keys.js';
+import { compactOperation, compactRecord, type StoredOperation } from './record-layout.js';
+import type { StreamMeta } from './stream-meta.js';
+import { placeOf, tailOf } from './stream-tables.js';
 import { decodeValue, encodeValue } from './value-codec.js';
 
 /** The key holding the store's format number (itself a checksummed value). */
 export const FORMAT_KEY = 'meta/format';
-/** Format 2: every value checksummed with its key (`value-codec.ts`). */
+/**
+ * Format 2: every value checksummed with its key (`value-codec.ts`); records, operations and
+ * the per-append stream tail in their compact forms (`record-layout.ts`).
+ */
 export const CURRENT_FORMAT = 2;
 
 /** Entries migrated per LevelDB batch. */
@@ -17,9 +25,11 @@ export class StoreFormatError extends Error {}
 /**
  * Bring a store to the current format before anything reads it. Format 1 (yello 0.1.0) kept a
  * CRC only on records (`crc32(json)` + json) and stored other values bare: JSON rows, and plain
- * strings for the username, token, pair, member, message-id and operation-log tables. The
- * migration re-encodes every value and writes the format key last; a migration cut short by a
- * crash resumes, because values already in the new form are recognised by their checksum.
+ * strings for the username, token, pair, member, message-id and operation-log tables; records,
+ * operations and heads were stored whole. The migration re-encodes every value (records and
+ * operations compacted, a tail written for every head) and writes the format key last; a
+ * migration cut short by a crash resumes, because values already in the new form are
+ * recognised by their checksum.
  */
 export async function migrateFormat(db: Db, log: Logger): Promise<{ from: number; migrated: number }> {
   const raw = db.getSync(FORMAT_KEY);
@@ -33,10 +43,20 @@ export async function migrateFormat(db: Db, log: Logger): Promise<{ from: number
   const first = await db.keys({ limit: 1 }).all();
   if (first.length > 0) {
     log.info({ from: 1, to: CURRENT_FORMAT }, 'migrating the store format (once)');
+    // The heads first: records and tails are compacted against their stream's chat, author and peer.
+    const heads = new Map<string, StreamMeta>();
+    for await (const [key, value] of db.iterator({ gte: 's/', lt: 's0' })) {
+      const json = decodeValue(key, value) ?? formatOneJson(key, value);
+      try {
+        heads.set(key.slice(2), JSON.parse(json) as StreamMeta);
+      } catch {
+        /* a damaged head is migrated as it is; the head check marks it */
+      }
+    }
     let batch = db.batch();
     for await (const [key, value] of db.iterator()) {
       if (decodeValue(key, value) !== null) continue;
-      batch.put(key, encodeValue(key, formatOneJson(key, value)));
+      for (const [k, json] of formatTwoEntries(key, formatOneJson(key, value), heads)) batch.put(k, encodeValue(k, json));
       migrated++;
       if (batch.length >= CHUNK) {
         await batch.write();
@@ -67,4 +87,25 @@ function formatOneJson(key: string, value: string): string {
     default:
       return value;
   }
+}
+
+/** The format-2 entries for one format-1 value (a head also gets its tail). */
+function formatTwoEntries(key: string, json: string, heads: Map<string, StreamMeta>): Array<[string, string]> {
+  const table = key.slice(0, key.indexOf('/'));
+  try {
+    if (table === 'r') {
+      const [, streamId, g, p] = key.split('/') as [string, string, string, string];
+      const head = heads.get(streamId);
+      if (!head) return [[key, json]];
+      return [[key, JSON.stringify(compactRecord(JSON.parse(json) as StoredRecord, placeOf(head, Number(g), Number(p))))]];
+    }
+    if (table === 'o') return [[key, JSON.stringify(compactOperation(JSON.parse(json) as StoredOperation))]];
+    if (table === 's') {
+      const head = JSON.parse(json) as StreamMeta;
+      return [[key, json], [K.tail(head.streamId), JSON.stringify(tailOf(head))]];
+    }
+  } catch {
+    /* not JSON (damaged in format 1): keep it, so it fails its check loudly */
+  }
+  return [[key, json]];
 }

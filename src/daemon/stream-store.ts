@@ -14,9 +14,14 @@ import { PAGE_BYTES } from './limits.js';
 import { applyPiiPolicy } from './pii-policy.js';
 import type { Signer } from './signer.js';
 import type { Storage, WriteOp } from './storage.js';
-import { cloneMeta, newStreamMeta, publicStreamState, streamMetaOp, type StreamMeta } from './stream-meta.js';
+import { cloneMeta, newStreamMeta, publicStreamState, type StreamMeta } from './stream-meta.js';
 import { hashToken, newToken } from './tokens.js';
 import type { Touch } from './wal-guard.js';
+import type { StoredOperation } from './record-layout.js';
+import { placeOf, StreamTables, type StreamIdentity } from './stream-tables.js';
+import { expandRecord, type CompactRecord } from './record-layout.js';
+
+export type { StoredOperation } from './record-layout.js';
 
 /** A committed range of one stream, handed to subscribers in commit order. */
 export interface CommittedRange {
@@ -33,17 +38,6 @@ export interface StreamEvents {
   committed(range: CommittedRange): void;
   /** A reset or trim: exact continuity may be impossible for readers of `streamId`. */
   discontinuity(streamId: string): void;
-}
-
-/** An operation as stored under `o/<streamId>/<operationId>`. */
-export interface StoredOperation {
-  operationId: string;
-  generation: number;
-  firstPosition: number;
-  nextPosition: number;
-  committedAt: string;
-  requestDigest: string;
-  redactions: Redaction[];
 }
 
 const COORDINATOR_TOKEN_PREFIX = 'yello_ct_';
@@ -66,6 +60,7 @@ export class StreamStore {
   readonly #codec: TokenCodec;
   readonly #counters: Counters;
   readonly #integrity: Integrity;
+  readonly #tables: StreamTables;
   readonly #admitted = new Map<string, StreamMeta>();
   readonly #committed = new Map<string, StreamMeta>();
   readonly #listeners: StreamEvents[] = [];
@@ -76,6 +71,7 @@ export class StreamStore {
   constructor(storage: Storage, directory: Directory, signer: Signer, codec: TokenCodec, counters: Counters, integrity: Integrity) {
     this.#storage = storage;
     this.#integrity = integrity;
+    this.#tables = new StreamTables(storage);
     this.#directory = directory;
     this.#signer = signer;
     this.#codec = codec;
@@ -118,16 +114,19 @@ export class StreamStore {
     const key = K.stream(streamId);
     let meta: StreamMeta | undefined;
     try {
-      meta = admitted ? this.#storage.getAdmitted<StreamMeta>(key) : this.#storage.get<StreamMeta>(key);
+      meta = this.#tables.head(streamId, admitted);
     } catch (err) {
       if (!(err instanceof YelloError) || err.details.reason !== 'CORRUPT') throw err;
-      throw this.#integrity.mark({ streamId, generation: null, fromPosition: 0, detail: `the stream head (${key}) fails its checksum` });
+      throw this.#integrity.mark({ streamId, generation: null, fromPosition: 0, detail: `the stream head fails its check (${String(err.details.detail)})` });
     }
-    if (meta && !this.#storage.hasPending(key)) this.reconcile(meta);
+    if (meta && !this.#tables.headPending(streamId)) this.reconcile(meta);
     if (!meta && this.#headBelongsToChat(streamId)) {
       // Both heads are written with the chat, in one batch: a chat without one lost it.
       throw this.#integrity.mark({ streamId, generation: null, fromPosition: 0, detail: `the stream head (${key}) is missing, though its chat exists` });
     }
+    // A stream the log guard says was written, whose head (and chat) a log loss took: corrupt,
+    // not missing — its acknowledged records may exist, or may be what was lost.
+    if (!meta) this.#integrity.assertIntact(streamId);
     return meta;
   }
 
@@ -151,9 +150,9 @@ export class StreamStore {
     if (this.#reconciled.has(streamId)) return;
     this.#reconciled.add(streamId);
     const mark = (fromPosition: number, detail: string) => this.#integrity.mark({ streamId, generation, fromPosition, detail });
-    const read = <T>(key: string): T | undefined | 'corrupt' => {
+    const read = <T>(get: () => T | undefined): T | undefined | 'corrupt' => {
       try {
-        return this.#storage.get<T>(key);
+        return get();
       } catch (err) {
         if (err instanceof YelloError && err.details.reason === 'CORRUPT') return 'corrupt';
         throw err;
@@ -161,22 +160,22 @@ export class StreamStore {
     };
     if (nextPosition > firstPosition) {
       const at = nextPosition - 1;
-      const last = read<StoredRecord>(K.record(streamId, generation, at));
+      const last = read(() => this.#tables.record(meta, generation, at));
       if (last === 'corrupt') return void mark(at, `the head's last record (position ${at}) fails its checksum`);
       if (last === undefined) return void mark(at, `the head says records end at ${nextPosition}, but position ${at} is missing`);
       if (last.position !== formatDecimal(at) || last.streamId !== streamId || last.generation !== formatDecimal(generation)) {
         return void mark(at, `the record stored at position ${at} names another place`);
       }
       if (last.wrapper.type !== 'chat.writer-fence') {
-        const op = read<StoredOperation>(K.operation(streamId, last.wrapper.operationId));
+        const op = read(() => this.#tables.operation(streamId, last.wrapper.operationId));
         if (op === 'corrupt' || op === undefined || op.generation !== generation || op.firstPosition > at || op.nextPosition <= at) {
           return void mark(at, `the operation of the last record (${last.wrapper.operationId}) is missing or does not cover position ${at}`);
         }
       }
     }
-    const past = read<StoredRecord>(K.record(streamId, generation, nextPosition));
+    const past = read(() => this.#tables.record(meta, generation, nextPosition));
     if (past !== undefined) return void mark(nextPosition, `a record lies at position ${nextPosition}, past the head: the head is behind its records`);
-    const later = read<StoredRecord>(K.record(streamId, generation + 1, 0));
+    const later = read(() => this.#tables.record(meta, generation + 1, 0));
     if (later !== undefined) return void mark(nextPosition, `records of generation ${generation + 1} exist, but the head is at generation ${generation}`);
   }
 
@@ -197,10 +196,10 @@ export class StreamStore {
       position: previous && previous.generation === next.generation ? previous.nextPosition : next.firstPosition,
     };
     this.#admitted.set(next.streamId, next);
-    ops.push(streamMetaOp(next));
+    ops.push(...this.#tables.headOps(next, previous));
     const snapshot = cloneMeta(next);
     const records = range?.records ?? [];
-    for (const r of records) ops.push({ type: 'put', key: K.record(next.streamId, range!.generation, Number(r.position)), value: r });
+    for (const r of records) ops.push(this.#tables.recordOp(next, r, range!.generation, Number(r.position)));
     await this.#storage.write(ops, [touch]);
     const current = this.#committed.get(next.streamId);
     // Commits of one stream complete in admission order; never move the committed view back.
@@ -231,6 +230,13 @@ export class StreamStore {
       // Yield now and then: the sweep must not hold the event loop.
       if (++n % 64 === 0) await new Promise<void>((r) => setImmediate(r));
     }
+  }
+
+  /** Chat, author and peer of a stream, which its stored records do not repeat. */
+  #identity(streamId: string): StreamIdentity {
+    const meta = this.#committed.get(streamId) ?? this.#admitted.get(streamId) ?? this.committedMeta(streamId);
+    if (!meta) throw errors.notFound('stream', streamId);
+    return meta;
   }
 
   /** Public state, with the peer's receipt as `acknowledged`. */
@@ -346,7 +352,7 @@ export class StreamStore {
 
     const digest = requestDigest(p);
     const opKey = K.operation(p.streamId, p.operationId);
-    const op = this.#storage.getAdmitted<StoredOperation>(opKey);
+    const op = this.#tables.operation(p.streamId, p.operationId, true);
     if (op !== undefined) {
       if (op.requestDigest !== digest) throw errors.operationConflict(p.operationId);
       await this.#storage.durable(opKey);
@@ -399,7 +405,7 @@ export class StreamStore {
     next.nextPosition = expected + p.records.length;
     const committedAt = new Date().toISOString();
     const stored: StoredOperation = { operationId: p.operationId, generation, firstPosition: expected, nextPosition: next.nextPosition, committedAt, requestDigest: digest, redactions };
-    ops.push({ type: 'put', key: opKey, value: stored });
+    ops.push(this.#tables.operationOp(p.streamId, stored));
     ops.push({ type: 'put', key: K.opLog(p.streamId, generation, expected), value: p.operationId });
     this.#counters.records += p.records.length;
     ops.push(this.#counters.op());
@@ -543,9 +549,10 @@ export class StreamStore {
   async *scan(streamId: string, generation: number, from: number, end: number, reverse = false): AsyncGenerator<{ record: StoredRecord; bytes: number }> {
     if (from >= end) return;
     let expect = reverse ? end - 1 : from;
-    const entries = this.#storage.entries<StoredRecord>({ gte: K.record(streamId, generation, from), lt: K.record(streamId, generation, end), reverse });
+    const stream = this.#identity(streamId);
+    const entries = this.#tables.records(stream, generation, from, end, reverse);
     for (;;) {
-      let next: IteratorResult<{ value: StoredRecord; bytes: number }>;
+      let next: IteratorResult<{ record: StoredRecord; bytes: number }>;
       try {
         next = await entries.next();
       } catch (err) {
@@ -557,7 +564,7 @@ export class StreamStore {
         throw err;
       }
       if (next.done) return;
-      const { value: record, bytes } = next.value;
+      const { record, bytes } = next.value;
       if (record.position !== formatDecimal(expect)) throw this.missing(streamId, generation, expect);
       yield { record, bytes };
       expect += reverse ? -1 : 1;
@@ -606,16 +613,27 @@ export class StreamStore {
    * `operations.get`. An operation absent from a stream that lost records cannot be called
    * "never committed": that is a STORAGE_FAILURE/CORRUPT, not `unknown`.
    */
-  operation(caller: Caller, streamId: string, operationId: string): OperationInfo {
+  async operation(caller: Caller, streamId: string, operationId: string): Promise<OperationInfo> {
     const meta = this.committedMeta(streamId);
     if (!meta) throw errors.notFound('stream', streamId);
     this.#assertReader(caller, meta);
     const key = K.operation(streamId, operationId);
-    const committed = this.#storage.get<StoredOperation>(key);
-    if (committed !== undefined) return operationInfo(committed);
-    // Pending: admitted and waiting for its fsync, or its fsync failed and only a restart tells.
+    // Pending first: admitted and waiting for its fsync, or its fsync failed and only a restart
+    // tells. LevelDB shows a batch to point reads a moment before the daemon has published the
+    // new head; answering "committed" from that would disagree with streams.get.
     if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return noOperation(operationId, 'pending');
+    const committed = this.#tables.operation(streamId, operationId);
+    if (committed !== undefined) return operationInfo(committed);
     this.#integrity.assertIntact(streamId);
+    // "unknown" means "never committed", which the answer's reader acts on (it may send again):
+    // confirm it against the operation log, so a lost index entry is reported, not denied.
+    // A scan of the stream's (small) log entries, on this path only.
+    const prefix = K.opLogPrefix(streamId);
+    for await (const { key: logKey, value } of this.#storage.entries<string>({ gte: prefix, lt: prefixEnd(prefix) })) {
+      if (value !== operationId) continue;
+      const at = locateKeyPosition(logKey);
+      throw this.#integrity.mark({ streamId, generation: at.generation, fromPosition: at.position, detail: `operation ${operationId} is in the operation log but its entry is missing` });
+    }
     return noOperation(operationId, 'unknown');
   }
 
@@ -635,7 +653,7 @@ export class StreamStore {
     }
     const page = entries.slice(0, limit);
     const operations = page.map(({ key, value: opId }) => {
-      const op = this.#storage.get<StoredOperation>(K.operation(streamId, opId));
+      const op = this.#tables.operation(streamId, opId);
       if (op === undefined) {
         const at = locateKeyPosition(key);
         throw this.#integrity.mark({ streamId, generation: at.generation, fromPosition: at.position, detail: `operation ${opId} is in the operation log but missing` });
@@ -727,10 +745,16 @@ export class StreamStore {
     const gens = new Map<number, { first: number; next: number }>();
     let epoch = 0;
     const prefix = K.recordsOfStream(streamId);
-    for await (const { key, value } of this.#storage.entriesChecked<StoredRecord>({ gte: prefix, lt: prefixEnd(prefix) })) {
+    for await (const { key, value: stored } of this.#storage.entriesChecked<CompactRecord | StoredRecord>({ gte: prefix, lt: prefixEnd(prefix) })) {
       const [, , g, pos] = key.split('/');
       const generation = Number(g);
       const position = Number(pos);
+      let value: StoredRecord | undefined;
+      try {
+        value = stored === undefined ? undefined : expandRecord(stored, placeOf(meta, generation, position));
+      } catch {
+        value = undefined;
+      }
       const bounds = gens.get(generation) ?? { first: position, next: position + 1 };
       bounds.first = Math.min(bounds.first, position);
       bounds.next = Math.max(bounds.next, position + 1);

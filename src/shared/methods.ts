@@ -1,6 +1,6 @@
 import type { MethodName } from './schemas.js';
 import type {
-  Agent, AppendResult, Chat, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, Jwks, ReadBatch, Role, StoredRecord, StreamState,
+  Agent, AppendResult, Chat, Checkpoint, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, CorruptStream, DoctorReport, Jwks, ReadBatch, Role, StoredRecord, StreamState,
 } from './types.js';
 
 /** Who may call a method. Finer checks (participant, author) happen in the handler. */
@@ -17,6 +17,7 @@ export interface MethodDescriptor {
 export const methods: Record<MethodName, MethodDescriptor> = {
   'session.hello': { access: 'public', summary: 'Authenticate this connection with an agent or admin token.', result: '{role, agentId?, protocol, daemon: {version}, limits, signing: {kid, alg}}' },
   'daemon.status': { access: 'authenticated', summary: 'Version, uptime, counts, storage state, active kid and corrupt streams.', result: '{version, uptimeMs, counts, storage, commits, kid, policy, integrity}' },
+  'daemon.check': { access: 'admin', summary: 'Scan the whole store (yello doctor): checksums, heads against records, signatures, operations, indexes; marks damaged streams corrupt unless mark is false.', result: 'DoctorReport' },
   'keys.list': { access: 'authenticated', summary: 'The JWKS of every signing key, active and retired.', result: 'Jwks' },
   'keys.rotate': { access: 'admin', summary: 'Generate a new signing key; new records are signed with it.', result: '{kid}' },
   'agents.create': { access: 'admin', summary: 'Create an agent; its token is returned once and stored only as a hash.', result: '{agent, token}' },
@@ -40,6 +41,7 @@ export const methods: Record<MethodName, MethodDescriptor> = {
   'streams.release': { access: 'authenticated', summary: 'Release the writer claim.', result: 'StreamState' },
   'streams.append': { access: 'agent', summary: 'Append 1–64 records atomically at expectedPosition, fenced by the coordinator token.', result: 'AppendResult' },
   'streams.read': { access: 'authenticated', summary: 'Read records from a position with exact continuity.', result: 'ReadBatch' },
+  'streams.checkpoint': { access: 'authenticated', summary: 'A daemon-signed checkpoint (record count and chain digest) of a range of one stream generation, for exports.', result: 'Checkpoint' },
   'streams.trim': { access: 'admin', summary: 'Drop records below beforePosition.', result: '{firstPosition}' },
   'streams.reset': { access: 'admin', summary: 'Start generation n+1 at position 0; seals the old one.', result: 'StreamState' },
   'operations.get': { access: 'authenticated', summary: 'Whether an operation committed, and where.', result: '{state, generation?, firstPosition?, nextPosition?, committedAt?, requestDigest?}' },
@@ -90,10 +92,11 @@ export interface MethodResults {
     policy: 'grants' | 'open';
     /** Streams the daemon cannot vouch for (see `yello doctor`), and write-ahead-log losses found at startup. */
     integrity: {
-      corruptStreams: Array<{ streamId: string; generation: string | null; fromPosition: string; detail: string; detectedAt: string }>;
+      corruptStreams: CorruptStream[];
       walIncidents: Array<{ detectedAt: string; bytes: number; streams: number; guardDamaged: boolean }>;
     };
   };
+  'daemon.check': DoctorReport;
   'keys.list': Jwks;
   'keys.rotate': { kid: string };
   'agents.create': { agent: Agent; token: string };
@@ -121,6 +124,7 @@ export interface MethodResults {
   'streams.release': StreamState;
   'streams.append': AppendResult;
   'streams.read': ReadBatch;
+  'streams.checkpoint': Checkpoint;
   'streams.trim': { firstPosition: string };
   'streams.reset': StreamState;
   'operations.get': OperationInfo;

@@ -48,6 +48,7 @@ export const appendReceiptSchema = z.strictObject({
 export const paramSchemas = {
   'session.hello': z.strictObject({ token: z.string().min(1).max(1024), client: opt(z.unknown()) }),
   'daemon.status': z.strictObject({}),
+  'daemon.check': z.strictObject({ mark: opt(z.boolean()) }),
   'keys.list': z.strictObject({}),
   'keys.rotate': z.strictObject({}),
   'agents.create': z.strictObject({ username: id(), name: label(256).min(1), image: opt(label(2048)) }),
@@ -96,6 +97,12 @@ export const paramSchemas = {
     limit: opt(limit(1000)),
     maxBytes: opt(z.number().int().min(1).max(1_048_576)),
     waitMs: opt(z.number().int().min(0).max(30_000)),
+  }),
+  'streams.checkpoint': z.strictObject({
+    streamId: streamIdSchema(),
+    generation: decimal(),
+    fromPosition: opt(decimal()),
+    nextPosition: opt(decimal()),
   }),
   'streams.trim': z.strictObject({ streamId: streamIdSchema(), beforePosition: decimal(), force: opt(z.boolean()) }),
   'streams.reset': z.strictObject({ streamId: streamIdSchema(), reason: label(512).min(1) }),

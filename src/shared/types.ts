@@ -185,3 +185,59 @@ export interface AppendResult {
   duplicate: boolean;
   redactions: Redaction[];
 }
+
+/** A checkpoint signature: ES256 over the checkpoint payload, by the daemon key `kid`. */
+export interface CheckpointSignature {
+  kid: string;
+  alg: 'ES256';
+  value: string;
+}
+
+/**
+ * `streams.checkpoint`: the daemon's signed statement that positions `firstPosition` ..
+ * `nextPosition - 1` of `generation` of `streamId` held exactly `recordCount` records whose
+ * canonical bytes hash to `chainDigest`, as of `createdAt` (docs/protocol.md §5.9).
+ */
+export interface Checkpoint {
+  type: 'yello.checkpoint.v1';
+  streamId: string;
+  chatId: string;
+  authorAgentId: string;
+  generation: string;
+  firstPosition: string;
+  nextPosition: string;
+  recordCount: string;
+  chainDigest: string;
+  createdAt: string;
+  signature: CheckpointSignature;
+}
+
+/** One problem `yello doctor` found, with where it is. */
+export interface DoctorProblem {
+  /** `checksum`, `record`, `head`, `operation`, `index` or `directory`. */
+  kind: string;
+  key: string | null;
+  streamId: string | null;
+  generation: string | null;
+  position: string | null;
+  detail: string;
+}
+
+/** A stream generation the daemon cannot vouch for from `fromPosition` on (`daemon.status`, `daemon.check`). */
+export interface CorruptStream {
+  streamId: string;
+  /** null: the head itself is unreadable or missing. */
+  generation: string | null;
+  fromPosition: string;
+  detail: string;
+  detectedAt: string;
+}
+
+/** The result of `daemon.check` (`yello doctor`). */
+export interface DoctorReport {
+  checkedAt: string;
+  counts: { values: number; agents: number; chats: number; streams: number; records: number; messages: number; operations: number };
+  problems: DoctorProblem[];
+  /** Corruption marks after the check, including the ones it added. */
+  corruptStreams: CorruptStream[];
+}

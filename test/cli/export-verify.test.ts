@@ -1,8 +1,9 @@
-// `yello chats export` | `yello verify` (docs/protocol.md §9, §5): an export of a real chat
-// (messages, a receipt, claim fences) verifies offline against `keys list --json`; one
-// changed byte of content, one changed character of a signature, or one deleted line is
-// reported with its line and position (exit 1); after `keys rotate` an export spanning both
-// keys verifies with the new JWKS.
+// `yello chats export` | `yello verify` (docs/protocol.md §9, §5, §5.9): an export of a real chat
+// (messages, a receipt, claim fences, each stream generation closed by a checkpoint) verifies
+// offline against `keys list --json`; one changed byte of content, one changed character of a
+// signature, or one deleted line is reported with its line and position (exit 1); after
+// `keys rotate` an export spanning both keys verifies with the new JWKS. Tampering that keeps
+// every signature valid is test/cli/export-tamper.test.ts.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -93,9 +94,13 @@ describe('chats export | verify', () => {
     expectExit(toStdout, 0);
     fs.writeFileSync(jwksFile, expectExit(keys, 0).stdout);
     exportText = fs.readFileSync(exportFile, 'utf8');
-    expect(toStdout.stdout).toBe(exportText);
-    const records: Rec[] = lines(exportText).map((l) => JSON.parse(l));
-    expect(toFile.stderr).toContain(`${records.length} records`);
+    // Checkpoints are signed when taken, so two exports differ only in their createdAt and signature.
+    const recordLines = (text: string) => lines(text).filter((l) => !l.startsWith('{"checkpoint":'));
+    expect(recordLines(toStdout.stdout)).toEqual(recordLines(exportText));
+    const records: Rec[] = recordLines(exportText).map((l) => JSON.parse(l));
+    const checkpoints = lines(exportText).filter((l) => l.startsWith('{"checkpoint":')).map((l) => JSON.parse(l).checkpoint);
+    expect(checkpoints).toHaveLength(2);
+    expect(toFile.stderr).toContain(`${records.length} records and 2 checkpoints`);
     const types = records.map((r) => r.wrapper.type);
     expect(types.filter((t) => t === 'chat.message')).toHaveLength(3);
     expect(types.filter((t) => t === 'chat.receipt')).toHaveLength(1);
@@ -110,7 +115,7 @@ describe('chats export | verify', () => {
     ]);
     expect(expectExit(human, 0).stdout).toMatch(/\b0 problems\b/);
     expect(human.stdout).toContain(`${records.length} records`);
-    expect(parseJson(expectExit(json, 0))).toEqual({ records: records.length, messages: 3, problems: [] });
+    expect(parseJson(expectExit(json, 0))).toMatchObject({ records: records.length, messages: 3, checkpoints: 2, problems: [] });
   });
 
   it('verify - reads the export from stdin (as its help says)', async () => {
@@ -121,8 +126,8 @@ describe('chats export | verify', () => {
   it('one changed byte of content, one changed signature character, one deleted line: exit 1 naming line and position', async () => {
     const ls = lines(exportText);
     const records: Rec[] = ls.map((l) => JSON.parse(l));
-    const msgIdx = records.findIndex((r) => r.wrapper.type === 'chat.message');
-    const sigIdx = records.findLastIndex((r) => r.wrapper.type === 'chat.message');
+    const msgIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message');
+    const sigIdx = records.findLastIndex((r) => r.wrapper?.type === 'chat.message');
     expect(sigIdx).not.toBe(msgIdx);
 
     // One byte of the content (an ASCII letter, so the file stays UTF-8 and JSON).
@@ -134,7 +139,7 @@ describe('chats export | verify', () => {
     const t2 = [...ls];
     t2[sigIdx] = changeChar(ls[sigIdx]!, valueAt + 20, B64URL);
     // One deleted line with records of the same stream before and after it.
-    const delIdx = records.findIndex((r, i) => i > 0 && i < records.length - 1 && records[i - 1].streamId === r.streamId && records[i + 1].streamId === r.streamId);
+    const delIdx = records.findIndex((r, i) => i > 0 && i < records.length - 1 && r.wrapper && records[i - 1].streamId === r.streamId && records[i + 1].streamId === r.streamId);
     expect(delIdx).toBeGreaterThan(0);
     const t3 = ls.filter((_, i) => i !== delIdx);
 
@@ -146,8 +151,10 @@ describe('chats export | verify', () => {
     ]);
     expectReported(r1, msgIdx + 1, records[msgIdx].position, /content/i);
     const j = parseJson(expectExit(r1json, 1));
-    expect(j.problems).toHaveLength(1);
-    expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx].streamId, generation: '1', position: records[msgIdx].position });
+    // The changed content, and the checkpoint's chain digest of that stream generation.
+    expect(j.problems).toHaveLength(2);
+    expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx].streamId, generation: '1', position: records[msgIdx].position, kind: 'CONTENT_HASH' });
+    expect(j.problems[1]).toMatchObject({ streamId: records[msgIdx].streamId, generation: '1', kind: 'CHAIN_DIGEST' });
     expectReported(r2, sigIdx + 1, records[sigIdx].position, /signature/i);
     // The gap is reported at the line after the deleted one (now line delIdx + 1), naming the missing position.
     const missing = records[delIdx].position;
@@ -162,7 +169,7 @@ describe('chats export | verify', () => {
     // text that is not what the daemon signed and exported.
     const ls = lines(exportText);
     const records: Rec[] = ls.map((l) => JSON.parse(l));
-    const idx = records.findIndex((r) => r.wrapper.type === 'chat.message');
+    const idx = records.findIndex((r) => r.wrapper?.type === 'chat.message');
     const value: string = records[idx].wrapper.message.signature.value;
     expect(value).toHaveLength(86);
     const valueEnd = ls[idx]!.indexOf(value) + value.length - 1;
@@ -211,7 +218,9 @@ describe('chats export | verify', () => {
     expect(keysHuman.stdout).toMatch(/retired/);
 
     const records: Rec[] = lines(fs.readFileSync(spanFile, 'utf8')).map((l) => JSON.parse(l));
-    const kids = new Set(records.filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.signature.kid));
+    const kids = new Set(records.filter((r) => r.wrapper?.type === 'chat.message').map((r) => r.wrapper.message.signature.kid));
+    // Checkpoints are signed with the key active when the export ran.
+    expect(new Set(records.filter((r) => r.checkpoint).map((r) => r.checkpoint.signature.kid))).toEqual(new Set([third.kid]));
     expect(kids).toEqual(new Set([oldKid, newKid]));
 
     const [good, stale] = await Promise.all([
@@ -220,7 +229,7 @@ describe('chats export | verify', () => {
     ]);
     expect(expectExit(good, 0).stdout).toMatch(/\b0 problems\b/);
     // The pre-rotation JWKS does not know the new kid: that message is named.
-    const newIdx = records.findIndex((r) => r.wrapper.type === 'chat.message' && r.wrapper.message.signature.kid === newKid);
+    const newIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message' && r.wrapper.message.signature.kid === newKid);
     expectReported(stale, newIdx + 1, records[newIdx].position, /kid/);
   });
 });

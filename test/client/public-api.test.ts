@@ -15,12 +15,16 @@ const EXPECTED_VALUES = [
   'ContinuityBreakError',
   'Coordinator',
   'CoordinatorPausedError',
+  'DEFAULT_CALL_TIMEOUT_MS',
+  'DEFAULT_MAX_INBOUND_LINE_BYTES',
   'DuplicateMessageError',
+  'ExportVerifier',
   'FencedError',
   'FileCursorStore',
   'InternalError',
   'InvalidParamsError',
   'InvalidReceiptError',
+  'LineTooLargeError',
   'MemoryCursorStore',
   'NotFoundError',
   'OperationConflictError',
@@ -33,12 +37,15 @@ const EXPECTED_VALUES = [
   'StorageFailureError',
   'TimeoutError',
   'UnauthenticatedError',
+  'UntrustedSocketError',
   'VerificationError',
   'WriterActiveError',
   'YelloClient',
   'YelloClientError',
   'defaultSocketPath',
   'remoteError',
+  'verifyCheckpoint',
+  'verifyExport',
   'verifyRecord',
 ];
 
@@ -67,7 +74,7 @@ describe('public entry', () => {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.RemoteError);
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
     }
-    for (const name of ['ConnectionLostError', 'TimeoutError', 'CoordinatorPausedError', 'VerificationError']) {
+    for (const name of ['ConnectionLostError', 'LineTooLargeError', 'TimeoutError', 'UntrustedSocketError', 'CoordinatorPausedError', 'VerificationError']) {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
       expect(values[name]!.prototype, name).not.toBeInstanceOf(client.RemoteError);
     }

@@ -1,18 +1,26 @@
 // verifyRecord(record, jwks) (docs/protocol.md §5, §8) on real records read from the daemon, with
 // the JWKS from fetchJwks(): real records pass; any change to the signed facts fails with
 // VerificationError; after keys.rotate, old records still verify with the retired key.
+// verifyCheckpoint and verifyExport (§5.9) on a real streams.checkpoint and the records it
+// covers; the canonical bytes of a record against the documented example.
 
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
 import {
+  ExportVerifier,
   VerificationError,
   YelloClientError,
+  verifyCheckpoint,
+  verifyExport,
   verifyRecord,
+  type Checkpoint,
   type Jwks,
   type StoredRecord,
   type YelloClient,
 } from '../../src/client/index.js';
+import { canonicalJson } from '../../src/shared/canonical-json.js';
+import { chainDigest } from '../../src/shared/checkpoint.js';
 import {
   connectAdmin,
   connectAgent,
@@ -183,5 +191,73 @@ describe('verifyRecord', () => {
     // And without the retired key, old records cannot be checked.
     const onlyNew: Jwks = { keys: rotatedJwks.keys.filter((k) => k.kid === newKid) };
     expectVerificationError(sample, onlyNew);
+  });
+});
+
+describe('canonical bytes (§5.9)', () => {
+  it('sorts members at every depth, drops whitespace, escapes as JSON does, and matches the documented example', () => {
+    const record = {
+      streamId: 'chat_x:agt_a', generation: '1', position: '0',
+      wrapper: { version: 2, chatId: 'chat_x', authorAgentId: 'agt_a', operationId: 'fence.1', recordIndex: 0, type: 'chat.writer-fence', fence: { epoch: '1', claimedAt: '2026-11-30T10:55:19.123Z', replaced: false } },
+    } as StoredRecord;
+    const expected = '{"generation":"1","position":"0","streamId":"chat_x:agt_a","wrapper":{"authorAgentId":"agt_a","chatId":"chat_x","fence":{"claimedAt":"2026-11-30T10:55:19.123Z","epoch":"1","replaced":false},"operationId":"fence.1","recordIndex":0,"type":"chat.writer-fence","version":2}}';
+    expect(canonicalJson(record)).toBe(expected);
+    expect(canonicalJson(JSON.parse(JSON.stringify(record, null, 2)))).toBe(expected);
+    expect(chainDigest([record])).toBe(sha(`${expected}\n`));
+    expect(chainDigest([record])).toBe('vuo0CUAcaFIpha3QOEc83-ay3F6W3FmawFIW7TZI5mM');
+    expect(chainDigest([])).toBe('47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU');
+    expect(canonicalJson({ b: 'ü\n"🐙', a: [1, null, { d: true, c: undefined }] })).toBe('{"a":[1,null,{"d":true}],"b":"ü\\n\\"🐙"}');
+  });
+});
+
+describe('verifyCheckpoint and verifyExport', () => {
+  let checkpoint: Checkpoint;
+  let records: StoredRecord[];
+  let jwks: Jwks;
+
+  beforeAll(async () => {
+    await aliceSends('for a checkpoint');
+    checkpoint = await bob.rpc.streams.checkpoint({ streamId: chat.alice.streamId, generation: '1' });
+    records = await readStream(bob, chat.alice.streamId);
+    jwks = await bob.fetchJwks();
+  });
+
+  it('a real checkpoint verifies, and covers exactly the records read', () => {
+    expect(() => verifyCheckpoint(checkpoint, jwks)).not.toThrow();
+    expect(checkpoint).toMatchObject({ type: 'yello.checkpoint.v1', firstPosition: '0', nextPosition: String(records.length), recordCount: String(records.length) });
+    expect(checkpoint.chainDigest).toBe(chainDigest(records));
+  });
+
+  it('a checkpoint with any signed field changed, an unknown kid, or ids that do not make its streamId fails', () => {
+    for (const change of [
+      (c: Checkpoint) => { c.nextPosition = String(Number(c.nextPosition) + 1); },
+      (c: Checkpoint) => { c.chainDigest = flipChar(c.chainDigest); },
+      (c: Checkpoint) => { c.createdAt = '2001-01-01T00:00:00.000Z'; },
+      (c: Checkpoint) => { c.generation = '2'; },
+      (c: Checkpoint) => { c.signature.kid = flipChar(c.signature.kid); },
+      (c: Checkpoint) => { c.authorAgentId = chat.bob.id; },
+    ]) {
+      const copy = structuredClone(checkpoint);
+      change(copy);
+      expect(() => verifyCheckpoint(copy, jwks)).toThrow(VerificationError);
+    }
+  });
+
+  it('verifyExport takes the text or its lines; ExportVerifier takes one line at a time', () => {
+    const lines = [...records.map((r) => JSON.stringify(r)), JSON.stringify({ checkpoint })];
+    const whole = verifyExport(lines.join('\n'), jwks);
+    expect(whole.problems).toEqual([
+      // Only one stream of the chat is here: the other, which the messages name, is missing.
+      expect.objectContaining({ kind: 'MISSING_STREAM', streamId: chat.alice.streamId }),
+    ]);
+    expect(whole).toMatchObject({ records: records.length, checkpoints: 1 });
+    expect(whole.generations).toEqual([{
+      streamId: chat.alice.streamId, generation: '1', firstPosition: '0', nextPosition: String(records.length), records: records.length,
+      checkpoint: { line: lines.length, firstPosition: '0', nextPosition: String(records.length), createdAt: checkpoint.createdAt, kid: checkpoint.signature.kid },
+    }]);
+    expect(verifyExport(lines, jwks)).toEqual(whole);
+    const v = new ExportVerifier(jwks);
+    for (const l of lines) v.line(l);
+    expect(v.result()).toEqual(whole);
   });
 });

@@ -20,11 +20,16 @@ const TRIALS = intFromEnv('FAULT_TRIALS', 1);
 const SEED = seedFrom('FAULT_SEED');
 const rng = new Prng(SEED);
 const daemons: DaemonProcess[] = [];
-const totals = { trials: 0, acked: 0, intact: 0, reportedCorrupt: 0, silentlyLost: 0, refusedToStart: 0, lockedOut: 0 };
+type Totals = { trials: number; acked: number; intact: number; reportedCorrupt: number; silentlyLost: number; refusedToStart: number; lockedOut: number };
+const zero = (): Totals => ({ trials: 0, acked: 0, intact: 0, reportedCorrupt: 0, silentlyLost: 0, refusedToStart: 0, lockedOut: 0 });
+const byKind: Record<string, Totals> = { log: zero(), table: zero(), head: zero() };
+let totals = byKind.log!;
 
 afterAll(async () => {
   for (const d of daemons) await d.cleanup();
-  console.log(`[bit-flips] seed=${SEED} trials=${totals.trials} acked=${totals.acked} intact=${totals.intact} reportedCorrupt=${totals.reportedCorrupt} refusedToStart=${totals.refusedToStart} agentsLockedOut=${totals.lockedOut} lostSilently=${totals.silentlyLost}`);
+  for (const [kind, t] of Object.entries(byKind)) {
+    console.log(`[bit-flips] ${kind}: seed=${SEED} trials=${t.trials} acked=${t.acked} intact=${t.intact} reportedCorrupt=${t.reportedCorrupt} refusedToStart=${t.refusedToStart} agentsLockedOut=${t.lockedOut} lostSilently=${t.silentlyLost}`);
+  }
 });
 
 interface Loaded {
@@ -112,6 +117,7 @@ const filesOf = (dir: string, ext: string) =>
 describe('a flipped bit in the write-ahead log of a stopped daemon', () => {
   for (let t = 0; t < 4 * TRIALS; t++) {
     it(`never loses an acknowledged append silently (trial ${t + 1}, seed ${SEED})`, async () => {
+      totals = byKind.log!;
       const l = await loaded(12);
       await l.d.stop();
       const logs = filesOf(path.join(l.d.dataDir, 'db'), '.log');
@@ -130,6 +136,7 @@ describe('a flipped bit in the write-ahead log of a stopped daemon', () => {
 describe('a flipped bit in a table file', () => {
   for (let t = 0; t < 8 * TRIALS; t++) {
     it(`never loses or changes an acknowledged append silently (trial ${t + 1}, seed ${SEED})`, async () => {
+      totals = byKind.table!;
       const l = await loaded(6);
       await l.d.stop();
       // Move everything into table files, as a long-running store would have it.
@@ -149,6 +156,7 @@ describe('a flipped bit in a table file', () => {
 
 describe('a changed stream head', () => {
   it('never lets new appends overwrite acknowledged positions (one bit: nextPosition 3x → 2x)', async () => {
+    totals = byKind.head!;
     const l = await loaded(16);
     const stream = l.chats[0]!.streamA;
     const before = ok(await l.chats[0]!.alice.client.call('streams.get', { streamId: stream }));
@@ -156,10 +164,14 @@ describe('a changed stream head', () => {
     await l.d.stop();
     const db = new ClassicLevel<string, string>(path.join(l.d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     await db.open();
-    const key = `s/${stream}`;
+    // The head's nextPosition lives in its tail (`h/`, [generation, nextPosition, …]) since
+    // format 2; in 0.1.0 it was in the head itself (`s/`, …"nextPosition":N…). Flip whichever holds it.
+    const tailKey = `h/${stream}`;
+    const key = (await db.get(tailKey)) !== undefined ? tailKey : `s/${stream}`;
     const value = (await db.get(key))!;
+    const field = key === tailKey ? `[1,${before.nextPosition},` : `"nextPosition":${before.nextPosition}`;
     // One flipped bit in the tens digit: "3" (0x33) → "2" (0x32), still a valid number.
-    const at = value.indexOf(`"nextPosition":${before.nextPosition}`) + '"nextPosition":'.length;
+    const at = value.indexOf(field) + field.length - before.nextPosition.length - (key === tailKey ? 1 : 0);
     expect(value[at]).toBe('3');
     await db.put(key, value.slice(0, at) + '2' + value.slice(at + 1), { sync: true });
     await db.close();

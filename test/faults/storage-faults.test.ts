@@ -7,7 +7,7 @@ import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { ok } from '../helpers/rpc-line-client.js';
-import { setupChat, reconnectChat, messages } from '../helpers/reading-fixtures.js';
+import { setupChat, reconnectChat, messages, waitUntil } from '../helpers/reading-fixtures.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -69,7 +69,10 @@ describe('a corrupted record value', () => {
     await db.close();
     await d.restart();
     await reconnectChat(d, chat);
-    const r = await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0' });
+    // A read serves the intact records before the damage; the next one starts there and fails.
+    const intact = ok(await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0' }));
+    expect(intact.nextPosition).toBe('3');
+    const r = await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '3' });
     expect(r.error?.data?.type).toBe('STORAGE_FAILURE');
     expect(r.error?.data?.reason).toBe('CORRUPT');
     expect(r.error?.data?.fromPosition).toBe('3');
@@ -87,6 +90,41 @@ describe('a corrupted record value', () => {
     expect(status.integrity.corruptStreams).toEqual([expect.objectContaining({ streamId: chat.streamA, generation: '1', fromPosition: '3' })]);
     const append = await chat.wa.tryAppend(messages('after-damage', 1));
     expect(append.error?.data).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'CORRUPT', outcome: 'not-written' });
+  });
+});
+
+describe('a corrupted record met by a follower catching up', () => {
+  it('ends the subscription with chats.error (STORAGE_FAILURE/CORRUPT), never chats.break with a fourth reason, and the daemon lives on', async () => {
+    const d = await DaemonProcess.start();
+    daemons.push(d);
+    const admin = await d.connectAs();
+    const chat = await setupChat(d, admin);
+    // A cursor from before the messages: following from it later catches up from storage.
+    const early = ok(await chat.bob.client.call('chats.follow', { chatId: chat.chatId }));
+    await chat.wa.append(messages('m', 5));
+    await d.stop();
+    const db = new ClassicLevel<string, string>(path.join(d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    await db.open();
+    const keys = await db.keys({ gte: `r/${chat.streamA}/`, lt: `r/${chat.streamA}0` }).all();
+    const target = keys[3]!; // position 3
+    const value = (await db.get(target))!;
+    const i = value.indexOf('"content":"') + 12;
+    await db.put(target, value.slice(0, i) + (value[i] === 'x' ? 'y' : 'x') + value.slice(i + 1), { sync: true });
+    await db.close();
+    await d.restart();
+    await reconnectChat(d, chat);
+    const bob = chat.bob.client;
+    const sub = ok(await bob.call('chats.follow', { chatId: chat.chatId, cursor: early.cursor }));
+    const mine = () => bob.notifications.filter((n) => n.params?.subscriptionId === sub.subscriptionId);
+    await waitUntil(() => mine().some((n) => n.method !== 'chats.batch'), 5_000, 'the subscription to end');
+    const ending = mine().filter((n) => n.method !== 'chats.batch');
+    expect(ending).toHaveLength(1);
+    expect(ending[0]).toMatchObject({ method: 'chats.error', params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: chat.streamA, fromPosition: '3' } } } });
+    // Everything before the damage was delivered, in order; nothing after it.
+    const delivered = mine().filter((n) => n.method === 'chats.batch' && n.params.streamId === chat.streamA).flatMap((n) => n.params.records.map((r: { position: string }) => r.position));
+    expect(delivered).toEqual(['1', '2']);
+    expect(d.running).toBe(true);
+    expect(ok(await (await d.connectAs()).call('daemon.status', {})).storage).toBe('ok');
   });
 });
 

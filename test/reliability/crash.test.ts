@@ -440,6 +440,12 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
           admin = await d.connectAs();
           const tCheck = Date.now();
           lastReport = await checker.check(admin, allStreams);
+          // A SIGKILL is not corruption: a torn tail of unacknowledged writes must never be
+          // reported as a log loss or mark a stream corrupt (no false alarms).
+          const integrity = ok(await admin.call('daemon.status', {}), 'daemon.status').integrity;
+          if (integrity.corruptStreams.length > 0 || integrity.walIncidents.length > 0) {
+            problems.push(`after a SIGKILL the daemon reports corruption: ${JSON.stringify(integrity)}`);
+          }
           if (process.env.CRASH_DEBUG) console.log(`[crash] cycle ${cycle}: restart ${tCheck - tRestart} ms, check ${Date.now() - tCheck} ms, cycle ${Date.now() - tCycle} ms`);
           stats.cycles = cycle;
           if (lastReport.problems.length > 0 || problems.length > 0) {

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { YelloError } from '../../src/shared/errors.js';
 import { K } from '../../src/daemon/keys.js';
 import { encodeValue } from '../../src/daemon/value-codec.js';
-import type { StreamMeta } from '../../src/daemon/stream-meta.js';
+import type { StreamTail } from '../../src/daemon/record-layout.js';
 import { appendMessages, chatWithWriter, openInProcess, RecordingConnection, type InProcessStore } from '../helpers/in-process-store.js';
 import { waitUntil } from '../helpers/reading-fixtures.js';
 
@@ -122,11 +122,11 @@ describe('StreamStore', () => {
     const w = await chatWithWriter(s);
     await appendMessages(s, w, 5);
     s = await reopenAfter(s, async (db) => {
-      const key = K.stream(w.streamId);
-      const raw = (await db.get(key))!;
-      const meta = JSON.parse(raw.slice(8)) as StreamMeta;
-      meta.nextPosition = 3; // a stale head that still has a valid checksum
-      await db.put(key, encodeValue(key, JSON.stringify(meta)));
+      // The tail holds what every append changes: make it stale, with a valid checksum.
+      const key = K.tail(w.streamId);
+      const tail = JSON.parse((await db.get(key))!.slice(8)) as StreamTail;
+      tail[1] = 3;
+      await db.put(key, encodeValue(key, JSON.stringify(tail)));
     });
     const append = () => s.streams.append(w.alice, {
       streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: '3', operationId: 'op-over', records: [{ type: 'chat.message', messageId: 'over', content: 'would overwrite' }],
@@ -155,6 +155,19 @@ describe('StreamStore', () => {
     expect(old.records).toHaveLength(5);
   });
 
+  it('never calls an operation "unknown" when its index entry is lost but the operation log has it', async () => {
+    let s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 3, 'lost');
+    const ops = await s.streams.operations(w.alice, w.streamId, undefined, 10);
+    const target = ops.operations[1]!.operationId;
+    s = await reopenAfter(s, async (db) => db.del(K.operation(w.streamId, target)));
+    expect((await s.streams.operation(w.alice, w.streamId, 'op-never-sent')).state).toBe('unknown');
+    await expect(s.streams.operation(w.alice, w.streamId, target)).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT', streamId: w.streamId, fromPosition: '2' } });
+    // From then on the stream is marked: what is absent from it may have been lost.
+    await expect(s.streams.operation(w.alice, w.streamId, 'op-never-sent')).rejects.toMatchObject({ details: { reason: 'CORRUPT' } });
+  });
+
   it('names the operation of an append whose synced write failed; operations.get says pending, not unknown', async () => {
     let fail = false;
     const s = await fresh({ injectFailure: () => fail });
@@ -164,7 +177,7 @@ describe('StreamStore', () => {
       .append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: '1', operationId: 'op-doubt', records: [{ type: 'chat.message', messageId: 'x', content: 'x' }] })
       .catch((e: YelloError) => e);
     expect((err as YelloError).details).toMatchObject({ operationId: 'op-doubt', reason: 'WRITE_FAILED', outcome: 'unknown' });
-    expect(s.streams.operation(w.alice, w.streamId, 'op-doubt').state).toBe('pending');
+    expect((await s.streams.operation(w.alice, w.streamId, 'op-doubt')).state).toBe('pending');
   });
 });
 

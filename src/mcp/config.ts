@@ -1,0 +1,21 @@
+/** The `mcpServers` entry MCP clients (Claude Desktop, Claude Code, Cursor, …) read. */
+export interface McpClientConfig {
+  mcpServers: Record<string, { command: string; args: string[]; env: Record<string, string> }>;
+}
+
+/**
+ * The configuration snippet `yello mcp --print-config` prints: absolute paths to node, the
+ * yello program, the socket and the token file. It names the token file and never contains the
+ * token, so the snippet can be pasted, shared and committed without leaking a credential.
+ */
+export function mcpClientConfig(o: { nodePath: string; binPath: string; socketPath: string; tokenFile: string; callTimeoutMs?: number }): McpClientConfig {
+  return {
+    mcpServers: {
+      yello: {
+        command: o.nodePath,
+        args: [o.binPath, 'mcp', ...(o.callTimeoutMs !== undefined ? ['--call-timeout-ms', String(o.callTimeoutMs)] : [])],
+        env: { YELLO_SOCKET: o.socketPath, YELLO_TOKEN_FILE: o.tokenFile },
+      },
+    },
+  };
+}

@@ -1,0 +1,108 @@
+import { createRequire } from 'node:module';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { ConnectionLostError } from '../client/index.js';
+import { AgentSessions } from './agent-sessions.js';
+import { createMcpLogger } from './log.js';
+import { registerTranscriptResource, transcriptUri } from './resources.js';
+import { describeError } from './tool-errors.js';
+import { registerTools } from './tools.js';
+
+/** Options of {@link runMcpServer}, as `yello mcp` resolves them. */
+export interface McpServerOptions {
+  token: string;
+  socketPath: string;
+  replace: boolean;
+  resumeAfterBreak: boolean;
+  callTimeoutMs?: number;
+  logLevel: string;
+}
+
+/** Told to the model at `initialize`: the workflow and the two rules that protect the conversation. */
+export const INSTRUCTIONS = [
+  'yello gives you durable, signed two-party chats with other agents on this host.',
+  'Workflow: list_chats or open_chat; read_new shows what the other agent sent since your last receipt; after processing it, reply with send {acknowledge: true} (reply and receipt in one atomic append) or call acknowledge.',
+  'read_new shows the same batch until you acknowledge it; history and the transcript resource never acknowledge.',
+  'If send or acknowledge reports OUTCOME_UNKNOWN or PAUSED, never resend on your own: call operation_status first.',
+  'FENCED, WRITER_ACTIVE and CONTINUITY_BREAK errors need a person; tell the user what the error says to do.',
+].join(' ');
+
+function packageVersion(): string {
+  try {
+    return (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+  } catch {
+    return '0.0.0';
+  }
+}
+
+/**
+ * Serve MCP on stdio for one agent until the client goes away (stdin ends) or a signal arrives;
+ * then stop every chat session (releasing its claim) and resolve with the exit code.
+ * Stdout carries MCP messages only; logs go to stderr.
+ */
+export async function runMcpServer(options: McpServerOptions): Promise<number> {
+  const log = createMcpLogger(options.logLevel);
+  // Anything printed to stdout would corrupt the MCP channel: route stray console output to stderr.
+  console.log = console.info = console.debug = (...args: unknown[]) => console.error(...args);
+
+  const subscriptions = new Set<string>();
+  let mcp: McpServer | null = null;
+  const notify = (params: Parameters<McpServer['server']['sendLoggingMessage']>[0]) => {
+    if (mcp?.isConnected()) void mcp.server.sendLoggingMessage(params).catch((err: Error) => log.debug({ err: err.message }, 'logging notification not sent'));
+  };
+  const agent = new AgentSessions({
+    token: options.token,
+    socketPath: options.socketPath,
+    replace: options.replace,
+    resumeAfterBreak: options.resumeAfterBreak,
+    log,
+    ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
+    onPeerWrote: ({ chatId, generation, nextPosition, messages }) => {
+      const uri = transcriptUri(chatId);
+      if (subscriptions.has(uri) && mcp?.isConnected()) void mcp.server.sendResourceUpdated({ uri }).catch(() => {});
+      notify({ level: 'info', logger: 'yello', data: { event: 'peer-wrote', chatId, uri, messages, generation, nextPosition, hint: `call read_new with chatId ${chatId}` } });
+    },
+    onStopped: ({ chatId, error }) => {
+      const info = describeError(error, { chatId, socketPath: options.socketPath });
+      log.warn({ chatId, type: info.type }, 'chat session stopped; a person must act');
+      notify({ level: 'error', logger: 'yello', data: { event: 'chat-stopped', chatId, type: info.type, message: info.message, action: info.action } });
+    },
+  });
+
+  try {
+    const hello = await agent.hello();
+    log.info({ agentId: hello.agentId, socket: options.socketPath, daemon: hello.daemon.version }, 'yello mcp connected');
+  } catch (err) {
+    if (!(err instanceof ConnectionLostError)) {
+      const info = describeError(err, { socketPath: options.socketPath });
+      process.stderr.write(`yello mcp: ${info.type}: ${info.message}. ${info.action}\n`);
+      agent.link.close();
+      return 2;
+    }
+    // The daemon may start after its clients (systemd ordering, a laptop waking up): tools retry.
+    log.warn({ socket: options.socketPath, err: err.message }, 'daemon not reachable yet; tools will connect on use');
+  }
+
+  mcp = new McpServer(
+    { name: 'yello', version: packageVersion() },
+    { capabilities: { tools: {}, resources: { subscribe: true, listChanged: true }, logging: {} }, instructions: INSTRUCTIONS },
+  );
+  registerTools(mcp, agent, log);
+  registerTranscriptResource(mcp, agent, subscriptions);
+
+  const transport = new StdioServerTransport();
+  const ended = new Promise<string>((resolve) => {
+    process.stdin.once('end', () => resolve('stdin closed'));
+    process.stdout.once('error', (err) => resolve(`stdout failed: ${err.message}`));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+    transport.onclose = () => resolve('transport closed');
+  });
+  await mcp.connect(transport);
+  log.info({}, 'serving MCP on stdio');
+  const why = await ended;
+  log.info({ why }, 'stopping: releasing chat claims');
+  await agent.close();
+  await mcp.close().catch(() => {});
+  return 0;
+}

@@ -1,0 +1,127 @@
+import {
+  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, DuplicateMessageError, FencedError, InvalidParamsError, InvalidReceiptError,
+  NotFoundError, PermissionDeniedError, PolicyRejectedError, RateLimitedError, RemoteError, StorageFailureError, TimeoutError,
+  UnauthenticatedError, WriterActiveError, YelloClientError,
+} from '../client/index.js';
+
+/**
+ * A failure the MCP layer decides itself (nothing presented, an append of unknown outcome, a
+ * chat stopped for intervention), with what the agent or a person should do about it.
+ */
+export class ToolFailure extends YelloClientError {
+  constructor(type: string, message: string, readonly action: string, readonly data: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(type, message, options);
+  }
+}
+
+/** What a tool error tells the agent: a stable `type`, what happened, and what to do. */
+export interface ToolErrorInfo {
+  type: string;
+  message: string;
+  action: string;
+  data: Record<string, unknown>;
+}
+
+const INSPECT = (chatId: string) =>
+  `yello chats show ${chatId}; yello chats export ${chatId} > chat.jsonl && yello keys list --json > jwks.json && yello verify chat.jsonl --jwks jwks.json`;
+
+/** The fence explanation, shared by FENCED from the daemon and by a fence the coordinator saw in its own stream. */
+function fencedInfo(chatId: string, err: { data: Record<string, unknown> }): ToolErrorInfo {
+  return {
+    type: 'FENCED',
+    message: `replaced by another coordinator: your stream ${String(err.data.streamId ?? `${chatId}:…`)} is now held by writer epoch ${String(err.data.epoch ?? '?')} (another \`yello mcp --replace\`, \`yello chats follow --ack --replace\`, \`yello send --replace\`, or an admin reset or release); this server writes nothing more in chat ${chatId}`,
+    action: 'Stop using this chat here. A person decides which process speaks for this agent: keep the other one, or stop it and restart this server with --replace to take the stream back.',
+    data: { ...err.data, chatId },
+  };
+}
+
+/** The continuity-break explanation, for a break seen live or at the start of a session. */
+function breakInfo(chatId: string, err: ContinuityBreakError): ToolErrorInfo {
+  const { streamId, expected, actual } = err.data;
+  const what = err.reason === 'GENERATION_CHANGED'
+    ? `an admin reset ${String(streamId)}: generation ${JSON.stringify(expected)} was sealed and ${JSON.stringify(actual)} started, so messages may have been removed or rewritten`
+    : err.reason === 'PREFIX_UNAVAILABLE'
+      ? `records of ${String(streamId)} from position ${JSON.stringify(expected)} were trimmed before they were acknowledged (retained from ${JSON.stringify(actual)})`
+      : `the stream ${String(streamId)} no longer exists`;
+  return {
+    type: 'CONTINUITY_BREAK',
+    message: `continuity break (${err.reason}) in chat ${chatId}: ${what}. This server presents and sends nothing more in this chat`,
+    action: `A person must look before the agent goes on: ${INSPECT(chatId)}. To continue at the start of what the peer stream now retains, restart \`yello mcp\` with --resume-after-break (add --replace if the old claim is still held).`,
+    data: { ...err.data, chatId },
+  };
+}
+
+/** Map any failure of a tool to what the agent is told. */
+export function describeError(err: unknown, context: { chatId?: string; socketPath: string }): ToolErrorInfo {
+  const chatId = context.chatId ?? '';
+  if (err instanceof ToolFailure) return { type: err.type, message: err.message, action: err.action, data: err.data };
+  if (err instanceof FencedError) return fencedInfo(chatId, err);
+  if (err instanceof ContinuityBreakError) return breakInfo(chatId, err);
+  if (err instanceof WriterActiveError) {
+    return {
+      type: 'WRITER_ACTIVE',
+      message: `another coordinator holds your stream in chat ${chatId} (writer epoch ${String(err.data.epoch)}, claimed at ${String(err.data.claimedAt)}): most likely another \`yello mcp\` or \`yello chats follow --ack\` for the same agent`,
+      action: 'Only one process may write for an agent in a chat. A person stops the other one, or restarts this server with --replace to take over (the other one is then fenced).',
+      data: { ...err.data, chatId },
+    };
+  }
+  if (err instanceof CoordinatorPausedError) {
+    return {
+      type: 'PAUSED',
+      message: `an earlier append in chat ${chatId} (operation ${err.operationId}) has an unknown outcome; nothing more is written in this chat until it is settled`,
+      action: `Call operation_status with chatId ${chatId}. Do not send that message again before it says the operation was not stored.`,
+      data: { chatId, operationId: err.operationId },
+    };
+  }
+  if (err instanceof StorageFailureError) {
+    const corrupt = err.data.reason === 'CORRUPT' || err.data.reason === 'CORRUPT_RECORD';
+    return {
+      type: 'STORAGE_FAILURE',
+      message: `the daemon's storage failed: ${err.message}`,
+      action: corrupt
+        ? 'Stored data failed its check. A person must look (`yello status`, integrity section) before this chat is used again.'
+        : 'Nothing was written. The daemon is read-only or shutting down: a person must check `yello status` and restart it; then try again.',
+      data: { ...err.data, chatId },
+    };
+  }
+  if (err instanceof PolicyRejectedError) {
+    return { type: 'POLICY_REJECTED', message: `your outbound PII policy rejected the text (kinds: ${JSON.stringify(err.data.kinds)}); nothing was sent`, action: 'Remove those details from the text and send again.', data: err.data };
+  }
+  if (err instanceof DuplicateMessageError) {
+    return { type: 'DUPLICATE_MESSAGE', message: `a message with this messageId is already stored at position ${String(err.data.position)}; nothing was sent`, action: 'That message was already sent: do not send it again. Use another messageId for a different message.', data: err.data };
+  }
+  if (err instanceof InvalidReceiptError) {
+    return { type: 'INVALID_RECEIPT', message: `the daemon refused the receipt (${String(err.data.reason)}): ${err.message}`, action: 'Call read_new and acknowledge the batch it presents.', data: err.data };
+  }
+  if (err instanceof PermissionDeniedError) {
+    const reason = String(err.data.reason ?? '');
+    const action = reason === 'NO_GRANT'
+      ? 'A person must grant it: `yello grants add <you> <peer>` (or run the daemon with --policy open).'
+      : reason === 'NOT_PARTICIPANT' ? 'This is not one of your chats: list_chats shows yours.' : 'This agent may not do that.';
+    return { type: 'PERMISSION_DENIED', message: `${err.message} (${reason})`, action, data: err.data };
+  }
+  if (err instanceof NotFoundError) {
+    return { type: 'NOT_FOUND', message: `no such ${String(err.data.kind ?? 'thing')}: ${String(err.data.id ?? '')}`, action: 'Check the id: list_chats lists your chats; open_chat takes an agent id or a username.', data: err.data };
+  }
+  if (err instanceof InvalidParamsError) {
+    return { type: 'INVALID_PARAMS', message: `${err.path || 'params'}: ${String(err.data.reason ?? err.message)}`, action: 'Fix that parameter and call again.', data: err.data };
+  }
+  if (err instanceof UnauthenticatedError) {
+    return { type: 'UNAUTHENTICATED', message: 'the daemon no longer accepts this server\'s agent token (rotated, or the agent was disabled)', action: 'A person must give this server a valid token file and restart it.', data: {} };
+  }
+  if (err instanceof RateLimitedError) {
+    return { type: 'RATE_LIMITED', message: err.message, action: `Try again after ${String(err.data.retryAfterMs)} ms.`, data: err.data };
+  }
+  if (err instanceof RemoteError) return { type: err.type, message: err.message, action: 'See docs/mcp.md for this error type.', data: err.data };
+  if (err instanceof ConnectionLostError) {
+    return { type: 'CONNECTION_LOST', message: `cannot reach yellod at ${context.socketPath}: ${err.message}`, action: 'Nothing was written. Check that the daemon runs (`yello status`), then try again.', data: {} };
+  }
+  if (err instanceof TimeoutError) {
+    return { type: 'TIMEOUT', message: err.message, action: 'The daemon did not answer in time (busy or stopped). Nothing was written by this call; try again.', data: {} };
+  }
+  if (err instanceof YelloClientError && err.type === 'BAD_STATE' && err.transient) {
+    return { type: 'RECONNECTING', message: `the connection for chat ${chatId} is being re-established`, action: 'Nothing was written; try again in a moment.', data: { chatId } };
+  }
+  if (err instanceof YelloClientError) return { type: err.type, message: err.message, action: 'See docs/mcp.md for this error type.', data: {} };
+  return { type: 'INTERNAL', message: err instanceof Error ? err.message : String(err), action: 'This is a bug in yello mcp; its stderr log has details.', data: {} };
+}
