@@ -29,9 +29,11 @@ export const K = {
   record: (streamId: string, generation: number, position: number) => `r/${streamId}/${pad(generation)}/${pad(position)}`,
   recordsPrefix: (streamId: string, generation: number) => `r/${streamId}/${pad(generation)}/`,
   operation: (streamId: string, operationId: string) => `o/${streamId}/${operationId}`,
+  operationsPrefix: (streamId: string) => `o/${streamId}/`,
   opLog: (streamId: string, generation: number, position: number) => `ol/${streamId}/${pad(generation)}/${pad(position)}`,
   opLogPrefix: (streamId: string) => `ol/${streamId}/`,
   messageId: (streamId: string, generation: number, clientMessageId: string) => `x/${streamId}/${pad(generation)}/${clientMessageId}`,
+  messageIdsPrefix: (streamId: string, generation: number) => `x/${streamId}/${pad(generation)}/`,
   /** A corruption mark of a stream generation (generation 0: the whole stream, generation unknown). */
   corruptMark: (streamId: string, generation: number) => `k/${streamId}/${pad(generation)}`,
   corruptMarksPrefix: 'k/',

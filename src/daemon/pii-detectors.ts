@@ -11,6 +11,9 @@
  *    so one start scans its run once and a failing match backtracks in O(run).
  * 2. Every other pattern has bounded repetition (`{m,n}`), so each start position costs O(1).
  *
+ * Each detector also names a *trigger* (see "Prefilter triggers"): text the trigger does not
+ * match cannot produce that detector's candidates, so most messages skip most detectors.
+ *
  * See docs/pii.md for what is detected, the disambiguation rules and the known limits.
  */
 
@@ -86,6 +89,33 @@ function re(source: string, flags: string): RegExp {
   return new RegExp(source, flags);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Prefilter triggers.
+//
+// Most chat messages contain nothing any detector could match, yet running every pattern over
+// them was most of the policy's cost (~25 regex passes per append). A trigger is a *necessary
+// condition* of a detector: something that every text yielding a candidate of that detector
+// (a match or a claim) contains, either because the pattern requires it (a literal prefix, a
+// `[0-9]`, an `@`) or because the validator rejects every hit without it (a digit). So:
+//
+// - where no trigger matches, no detector can, and `findPii` answers [] after one pass of the
+//   combined trigger regex (`mayContainPii`);
+// - otherwise only the detectors whose trigger matched run. A detector whose trigger is
+//   common (a digit) and whose scan is costly may add a `gate`, a second necessary condition
+//   that is checked only in this case and is not part of `mayContainPii`. Masking between
+//   passes only replaces characters with U+0000, which no trigger or gate contains, so what
+//   is absent from the text is absent from every later view too.
+//
+// Skipping a detector is only sound if its trigger (and gate) is truly necessary: it may be
+// wider than its detector (that costs a scan, nothing else), never narrower. Every detector
+// states its trigger in `DETECTORS` (the field is required) and, next to its pattern, why the
+// trigger is necessary. Triggers are flagless, case-sensitive regexes; where a detector is
+// case-insensitive the trigger spells out both cases. Adding or widening a detector means
+// re-checking that argument; test/unit/pii-prefilter.test.ts runs every detector, ungated,
+// on texts its trigger does not match and expects nothing.
+/** A detector's necessary condition; the regexes are `TRIGGERS`. */
+export type PiiTrigger = 'DIGIT' | 'AT' | 'PEM' | 'JWT' | 'BEARER' | 'VENDOR_KEY';
+
 /**
  * Runs a global regex over `text`, calling `onMatch` for each hit. `onMatch` returns the end
  * of the span it accepted (which may be shorter than the hit), or `false`. The scan resumes
@@ -119,6 +149,7 @@ function add(out: Candidate[], kind: PiiKind | null, start: number, end: number,
 // O(n) even with thousands of BEGIN markers and no END. The unterminated form catches keys
 // that were cut off (a truncated key is still a key): header, optional PEM headers, then
 // base64 lines. Chunks are forced maximal with a lookahead so the repetition is unambiguous.
+// Trigger PEM: both forms start with the case-sensitive literal "-----BEGIN ".
 const PEM = re(
   String.raw`-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----` +
     String.raw`(?:[^-]*(?:-(?!----)[^-]*)*-----END (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----` +
@@ -144,6 +175,7 @@ function detectPem(text: string, out: Candidate[]): void {
 // JWT / JWS / JWE compact serialisations. The header is base64url JSON, so it always starts
 // with "eyJ" ('{"'). Three segments (JWS, empty signature allowed for alg "none") or five
 // (JWE). A segment class excludes '.', so segment boundaries are unambiguous.
+// Trigger JWT: the case-sensitive literal "eyJ".
 const JWT = re(
   TOK_L +
     String.raw`eyJ[A-Za-z0-9_\-]{7,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*\.[A-Za-z0-9_\-]*)?` +
@@ -166,43 +198,94 @@ function hasDigitUpperLower(s: string): boolean {
 }
 
 interface KeyShape {
+  /** For diagnostics (`traceDetectors`). */
+  name: string;
   pattern: RegExp;
   valid?: (s: string) => boolean;
+  /**
+   * Prefilter: `{ literal }`, a regex source (flagless, case-sensitive) that every match of
+   * `pattern` contains, joins the VENDOR_KEY trigger; `'DIGIT'` when `valid` rejects any hit
+   * without a digit (the prefix alone is too common a string to be worth its own trigger).
+   */
+  trigger: { literal: string } | 'DIGIT';
 }
 
+// Each shape's trigger is its vendor prefix (a case-sensitive literal of the pattern), or a
+// digit where the validator demands one.
 const KEY_SHAPES: readonly KeyShape[] = [
   // AWS access key ids (long-term AKIA, temporary ASIA).
-  { pattern: re(TOK_L + String.raw`(?:AKIA|ASIA)[A-Z0-9]{16}` + TOK_R, 'g') },
+  {
+    name: 'AWS',
+    pattern: re(TOK_L + String.raw`(?:AKIA|ASIA)[A-Z0-9]{16}` + TOK_R, 'g'),
+    trigger: { literal: 'AKIA|ASIA' },
+  },
   // GitHub classic tokens and fine-grained PATs.
-  { pattern: re(TOK_L + String.raw`gh[pousr]_[A-Za-z0-9]{36,251}` + TOK_R, 'g') },
-  { pattern: re(TOK_L + String.raw`github_pat_[A-Za-z0-9_]{22,244}` + TOK_R, 'g') },
+  {
+    name: 'GitHub',
+    pattern: re(TOK_L + String.raw`gh[pousr]_[A-Za-z0-9]{36,251}` + TOK_R, 'g'),
+    trigger: { literal: 'gh[pousr]_' },
+  },
+  {
+    name: 'GitHub PAT',
+    pattern: re(TOK_L + String.raw`github_pat_[A-Za-z0-9_]{22,244}` + TOK_R, 'g'),
+    trigger: { literal: 'github_pat_' },
+  },
   // GitLab personal access tokens, npm tokens.
-  { pattern: re(TOK_L + String.raw`glpat-[A-Za-z0-9_\-]{20,64}` + TOK_R, 'g') },
-  { pattern: re(TOK_L + String.raw`npm_[A-Za-z0-9]{36}` + TOK_R, 'g') },
+  {
+    name: 'GitLab',
+    pattern: re(TOK_L + String.raw`glpat-[A-Za-z0-9_\-]{20,64}` + TOK_R, 'g'),
+    trigger: { literal: 'glpat-' },
+  },
+  { name: 'npm', pattern: re(TOK_L + String.raw`npm_[A-Za-z0-9]{36}` + TOK_R, 'g'), trigger: { literal: 'npm_' } },
   // Slack tokens carry numeric workspace/user ids, hence the digit requirement.
-  { pattern: re(TOK_L + String.raw`xox[abeoprs]-[A-Za-z0-9\-]{10,250}` + TOK_R, 'g'), valid: (s) => /[0-9]/.test(s) },
+  {
+    name: 'Slack',
+    pattern: re(TOK_L + String.raw`xox[abeoprs]-[A-Za-z0-9\-]{10,250}` + TOK_R, 'g'),
+    valid: (s) => /[0-9]/.test(s),
+    trigger: 'DIGIT',
+  },
   // Slack incoming webhooks: the URL itself is the credential.
-  { pattern: re(String.raw`https://hooks\.slack\.com/services/[A-Za-z0-9_/\-]{20,200}` + TOK_R, 'g') },
+  {
+    name: 'Slack webhook',
+    pattern: re(String.raw`https://hooks\.slack\.com/services/[A-Za-z0-9_/\-]{20,200}` + TOK_R, 'g'),
+    trigger: { literal: String.raw`https://hooks\.slack\.com/` },
+  },
   // Stripe secret and restricted keys (publishable pk_ keys are public by design).
-  { pattern: re(TOK_L + String.raw`(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,247}` + TOK_R, 'g') },
+  {
+    name: 'Stripe',
+    pattern: re(TOK_L + String.raw`(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,247}` + TOK_R, 'g'),
+    trigger: { literal: '[sr]k_(?:live|test)_' },
+  },
   // Google API keys.
-  { pattern: re(TOK_L + String.raw`AIza[A-Za-z0-9_\-]{35}` + TOK_R, 'g') },
+  { name: 'Google', pattern: re(TOK_L + String.raw`AIza[A-Za-z0-9_\-]{35}` + TOK_R, 'g'), trigger: { literal: 'AIza' } },
   // SendGrid.
-  { pattern: re(TOK_L + String.raw`SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}` + TOK_R, 'g') },
+  {
+    name: 'SendGrid',
+    pattern: re(TOK_L + String.raw`SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}` + TOK_R, 'g'),
+    trigger: { literal: String.raw`SG\.` },
+  },
   // Hugging Face access tokens.
-  { pattern: re(TOK_L + String.raw`hf_[A-Za-z0-9]{30,40}` + TOK_R, 'g'), valid: hasDigitUpperLower },
+  {
+    name: 'Hugging Face',
+    pattern: re(TOK_L + String.raw`hf_[A-Za-z0-9]{30,40}` + TOK_R, 'g'),
+    valid: hasDigitUpperLower,
+    trigger: 'DIGIT',
+  },
   // OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-...) and similar. "sk-" also opens
   // ordinary kebab-case words, so the body must mix digits and both letter cases.
-  { pattern: re(TOK_L + String.raw`sk-[A-Za-z0-9_\-]{20,300}` + TOK_R, 'g'), valid: hasDigitUpperLower },
+  {
+    name: 'sk-',
+    pattern: re(TOK_L + String.raw`sk-[A-Za-z0-9_\-]{20,300}` + TOK_R, 'g'),
+    valid: hasDigitUpperLower,
+    trigger: 'DIGIT',
+  },
 ];
 
-function detectApiKeys(text: string, out: Candidate[]): void {
-  for (const shape of KEY_SHAPES) {
-    scan(shape.pattern, text, (m) => {
-      if (shape.valid && !shape.valid(m[0])) return false;
-      return add(out, 'API_KEY', m.index, m.index + m[0].length, RANK.API_KEY);
-    });
-  }
+function detectKeyShape(shape: KeyShape, text: string, out: Candidate[]): void {
+  scan(shape.pattern, text, (m) => {
+    if (shape.valid && !shape.valid(m[0])) return false;
+    return add(out, 'API_KEY', m.index, m.index + m[0].length, RANK.API_KEY);
+  });
 }
 
 // Generic `api_key = ...`-style assignments (env files, JSON, YAML, CLI flags). Only the value
@@ -211,6 +294,11 @@ function detectApiKeys(text: string, out: Candidate[]): void {
 // contain a letter and a digit, which rules out code such as `token: string`. The value is
 // printable ASCII without quotes or brackets: that ends it at the closing quote, at the `]` of
 // an earlier redaction marker, or at a masked span (see `findPii`).
+// Trigger DIGIT: the validator rejects a value without a digit. Digits are common, so the
+// detector is also gated on SECRET_WORD: every alternative of the key contains "key",
+// "secret", "token", "passw" or "pwd". Both regexes are case-insensitive without `u`, so they
+// fold letters alike (ASCII only, see BEARER).
+const SECRET_WORD = /key|secret|token|passw|pwd/i;
 const GENERIC_SECRET = re(
   String.raw`(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]{0,40}?` +
     String.raw`(?:api[_.\-]?key|secret[_.\-]?key|access[_.\-]?key|client[_.\-]?secret|` +
@@ -236,6 +324,10 @@ function detectGenericSecrets(text: string, out: Candidate[]): void {
 // secret and keeping it tells the reader what was removed. Prose like "the bearer of this
 // letter" is excluded by requiring a token-like value: at least 12 characters with a digit, or
 // at least 20 with mixed case.
+// Trigger BEARER: "bearer" in any ASCII case (the token may be letters only, so no digit). The
+// pattern is case-insensitive without the `u` flag, and there Canonicalize (ECMA-262 §22.2.2.7.3)
+// never maps a non-ASCII character onto an ASCII one: "ſ", "ı" or the Kelvin sign do not
+// match, so the trigger's ASCII classes cover exactly what the pattern accepts.
 const BEARER = re(String.raw`(?<![A-Za-z0-9_\-])bearer[ \t]{1,4}([A-Za-z0-9\-._~+/]{8,4096}=*)`, 'gid');
 
 function detectBearer(text: string, out: Candidate[]): void {
@@ -270,6 +362,7 @@ const IBAN_LENGTH: Readonly<Record<string, number>> = {
   YE: 30,
 };
 
+// Trigger DIGIT: the check digits are `[0-9]{2}`.
 const IBAN = re(String.raw`(?<![A-Za-z0-9_])(?<![A-Za-z0-9_][.\-])[A-Za-z]{2}[0-9]{2}(?:[ \u00A0]?[A-Za-z0-9]){11,30}`, 'g');
 
 /** ISO 7064 MOD 97-10 over an upper-case IBAN without spaces. */
@@ -331,6 +424,7 @@ function detectIban(text: string, out: Candidate[]): void {
 // shaped run is a card only if its prefix belongs to a card network (IIN) with that length and
 // it passes Luhn; otherwise it is claimed as nothing. Luhn alone accepts one random digit
 // string in ten, and millisecond timestamps are 13 digits, hence the IIN check.
+// Trigger DIGIT: every alternative is made of `[0-9]` runs.
 const CARD = re(
   NUM_L +
     String.raw`(?:[0-9]{13,19}` +
@@ -385,6 +479,7 @@ function detectCards(text: string, out: Candidate[]): void {
 // US social security numbers: AAA-GG-SSSS, and the undashed/spaced form only after an
 // explicit "SSN" label. Shapes with an area/group/serial the SSA never issues are claimed as
 // nothing (so "000-12-3456" is not then read as a phone number).
+// Trigger DIGIT: both forms capture `[0-9]{3}` (case-insensitivity does not touch digits).
 const SSN = re(NUM_L + String.raw`([0-9]{3})-([0-9]{2})-([0-9]{4})` + NUM_R, 'g');
 const SSN_LABELLED = re(
   String.raw`\b(?:ssn|social security(?: number| no\.?)?)[ \t]{0,3}(?:#|no\.?|number)?[ \t]{0,3}[:=#]?[ \t]{0,3}` +
@@ -416,6 +511,8 @@ function detectSsn(text: string, out: Candidate[]): void {
 // E-mail addresses: RFC 5321 length limits (local part ≤ 64, labels ≤ 63, ≤ 10 labels), a
 // letters-only TLD, Unicode letters allowed (internationalised addresses). The lookbehind
 // means a run of local-part characters is entered once, not at every character.
+// Trigger AT: the literal "@" (U+0040; the pattern is not case-insensitive, so no fold of the
+// `u` flag brings in "＠" or "﹫").
 const EMAIL = re(
   String.raw`(?<![\p{L}\p{N}\p{M}_%+\-])[\p{L}\p{N}\p{M}_%+\-][\p{L}\p{N}\p{M}._%+\-]{0,63}@` +
     String.raw`(?:[\p{L}\p{N}](?:[\p{L}\p{N}\p{M}\-]{0,61}[\p{L}\p{N}\p{M}])?\.){1,10}\p{L}[\p{L}\p{M}]{1,62}` +
@@ -443,6 +540,7 @@ function detectEmail(text: string, out: Candidate[]): void {
 //   - a national trunk prefix ("0" or international "00") followed by separated groups;
 //   - an explicit label such as "tel:", "phone", "call", "fax" right before it.
 // Formats are validated in code: digit count, group sizes, dates, repeated digits.
+// Trigger DIGIT: every form requires an ASCII `[0-9]` (the labels alone match nothing).
 const PHONE_INTL = re(
   String.raw`(?<![\w+])\+[1-9](?:[0-9]|${SEP}(?=[0-9(])|\([0-9]{1,4}\)){5,28}` + NUM_R,
   'g',
@@ -546,6 +644,7 @@ function detectPhones(text: string, out: Candidate[]): void {
  * not reported. Returns how many matches were added.
  */
 function resolvePass(candidates: Candidate[], text: string, result: PiiMatch[]): number {
+  if (candidates.length === 0) return 0;
   // Only real matches from earlier passes block; claims are rediscovered in each pass, just
   // as a fresh scan of the redacted text would rediscover them.
   const taken = new Uint8Array(text.length);
@@ -573,18 +672,81 @@ function resolvePass(candidates: Candidate[], text: string, result: PiiMatch[]):
   return added;
 }
 
-function collect(text: string): Candidate[] {
+// ---------------------------------------------------------------------------------------------
+// The detectors in the order their candidates are collected. A new detector is added here,
+// and the type makes it name its trigger.
+
+interface Detector {
+  name: string;
+  trigger: PiiTrigger;
+  /**
+   * A second necessary condition, tested only where the trigger occurs: for a costly detector
+   * whose trigger (a digit) is too common to skip it often. Not part of `mayContainPii`.
+   */
+  gate?: RegExp;
+  detect: (text: string, out: Candidate[]) => void;
+}
+
+const DETECTORS: readonly Detector[] = [
+  { name: 'PEM', trigger: 'PEM', detect: detectPem },
+  { name: 'JWT', trigger: 'JWT', detect: detectJwt },
+  ...KEY_SHAPES.map(
+    (shape): Detector => ({
+      name: `API_KEY ${shape.name}`,
+      trigger: shape.trigger === 'DIGIT' ? 'DIGIT' : 'VENDOR_KEY',
+      detect: (text, out) => detectKeyShape(shape, text, out),
+    }),
+  ),
+  { name: 'GENERIC_SECRET', trigger: 'DIGIT', gate: SECRET_WORD, detect: detectGenericSecrets },
+  { name: 'BEARER', trigger: 'BEARER', detect: detectBearer },
+  { name: 'IBAN', trigger: 'DIGIT', detect: detectIban },
+  { name: 'CARD', trigger: 'DIGIT', detect: detectCards },
+  { name: 'SSN', trigger: 'DIGIT', detect: detectSsn },
+  { name: 'EMAIL', trigger: 'AT', detect: detectEmail },
+  { name: 'PHONE', trigger: 'DIGIT', detect: detectPhones },
+];
+
+// Flagless on purpose (see "Prefilter triggers"), so that they combine into one alternation.
+const TRIGGERS: Readonly<Record<PiiTrigger, RegExp>> = {
+  DIGIT: /[0-9]/,
+  AT: /@/,
+  PEM: /-----BEGIN /,
+  JWT: /eyJ/,
+  BEARER: /[Bb][Ee][Aa][Rr][Ee][Rr]/,
+  VENDOR_KEY: new RegExp(
+    KEY_SHAPES.flatMap((shape) => (shape.trigger === 'DIGIT' ? [] : [`(?:${shape.trigger.literal})`])).join('|'),
+  ),
+};
+const TRIGGER_NAMES = Object.keys(TRIGGERS) as PiiTrigger[];
+const ANY_TRIGGER = new RegExp(TRIGGER_NAMES.map((t) => `(?:${TRIGGERS[t].source})`).join('|'));
+const TRIGGER_BIT = Object.fromEntries(TRIGGER_NAMES.map((t, i) => [t, 1 << i])) as Record<PiiTrigger, number>;
+
+/** Bit set of the triggers that occur in `text`. */
+function triggersIn(text: string): number {
+  let bits = 0;
+  for (const t of TRIGGER_NAMES) if (TRIGGERS[t].test(text)) bits |= TRIGGER_BIT[t];
+  return bits;
+}
+
+/** Whether `d` can produce candidates in `text`, given the triggers that occur there. */
+function mayRun(d: Detector, text: string, present: number): boolean {
+  return (present & TRIGGER_BIT[d.trigger]) !== 0 && (d.gate === undefined || d.gate.test(text));
+}
+
+/**
+ * The prefilter: `false` means no detector can match anything in `text`, so `findPii(text)`
+ * is empty; `true` means "maybe". One scan of one regex, a few hundred ns for a chat message.
+ */
+export function mayContainPii(text: string): boolean {
+  return ANY_TRIGGER.test(text);
+}
+
+/** Runs the detectors flagged in `run` (one flag per entry of DETECTORS), or all when null. */
+function collect(text: string, run: readonly boolean[] | null): Candidate[] {
   const candidates: Candidate[] = [];
-  detectPem(text, candidates);
-  detectJwt(text, candidates);
-  detectApiKeys(text, candidates);
-  detectGenericSecrets(text, candidates);
-  detectBearer(text, candidates);
-  detectIban(text, candidates);
-  detectCards(text, candidates);
-  detectSsn(text, candidates);
-  detectEmail(text, candidates);
-  detectPhones(text, candidates);
+  for (let i = 0; i < DETECTORS.length; i++) {
+    if (run === null || run[i] === true) (DETECTORS[i] as Detector).detect(text, candidates);
+  }
   return candidates;
 }
 
@@ -606,17 +768,59 @@ const MAX_PASSES = 4;
  * scanned again with those matches masked out (same length, so offsets hold), which is what
  * redacting the redacted output would see. That keeps redaction idempotent. Runs in time
  * linear in `text.length`.
+ *
+ * Text without any trigger returns at once, and only the detectors whose trigger occurs in
+ * `text` run; the result is always that of `findPiiFull`.
  */
 export function findPii(text: string): PiiMatch[] {
+  if (!mayContainPii(text)) return [];
+  // Masking only replaces characters with U+0000, which neither triggers nor gates contain, so
+  // what is absent from `text` is absent from every later pass's view too.
+  const present = triggersIn(text);
+  return findWith(text, DETECTORS.map((d) => mayRun(d, text, present)));
+}
+
+/**
+ * `findPii` without the prefilter: every detector runs on every pass. Same result, slower;
+ * kept for the equivalence tests and the benchmark (bench/pii.mjs).
+ */
+export function findPiiFull(text: string): PiiMatch[] {
+  return findWith(text, null);
+}
+
+function findWith(text: string, run: readonly boolean[] | null): PiiMatch[] {
   if (text.length === 0) return [];
   const result: PiiMatch[] = [];
   let view = text;
   for (let pass = 0; pass < MAX_PASSES; pass++) {
-    if (resolvePass(collect(view), text, result) === 0) break;
+    if (resolvePass(collect(view, run), text, result) === 0) break;
     view = mask(text, result);
   }
   result.sort((a, b) => a.start - b.start);
   return result;
+}
+
+/** One detector's verdict on a text, from `traceDetectors`. */
+export interface DetectorTrace {
+  name: string;
+  trigger: PiiTrigger;
+  /** Whether the trigger (and the gate, if the detector has one) occurs in the text. */
+  triggered: boolean;
+  /** Matches and claims the detector produced, ungated, in a single pass. */
+  candidates: number;
+}
+
+/**
+ * For the prefilter's tests: runs every detector ungated on `text` (one pass, no masking)
+ * and reports whether its trigger occurs and what it found. A detector with candidates on a
+ * text where its trigger is absent would be skipped wrongly by `findPii`.
+ */
+export function traceDetectors(text: string): DetectorTrace[] {
+  return DETECTORS.map((d) => {
+    const out: Candidate[] = [];
+    d.detect(text, out);
+    return { name: d.name, trigger: d.trigger, triggered: mayRun(d, text, triggersIn(text)), candidates: out.length };
+  });
 }
 
 /**

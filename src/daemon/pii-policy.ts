@@ -2,7 +2,7 @@
  * Outbound PII policy (docs/protocol.md §7): applied to `chat.message` content before it is hashed
  * and signed, so the signature always covers the text after the policy.
  */
-import { findPii } from './pii-detectors.js';
+import { findPii, findPiiFull } from './pii-detectors.js';
 import type { PiiKind } from './pii-detectors.js';
 
 export type { PiiKind, PiiMatch } from './pii-detectors.js';
@@ -17,6 +17,16 @@ export type PiiMode = 'off' | 'redact' | 'reject';
 export interface PiiOutcome {
   content: string;
   found: Array<{ kind: PiiKind; count: number }>;
+}
+
+/** Options of `applyPiiPolicy`. */
+export interface PiiPolicyOptions {
+  /**
+   * `false` runs every detector on every message (`findPiiFull`) instead of only those the
+   * prefilter lets through. The result is the same; this exists for the equivalence tests
+   * and the benchmark. Default `true`.
+   */
+  prefilter?: boolean;
 }
 
 /** The placeholder that replaces a match under `redact`, e.g. `[REDACTED:EMAIL]`. */
@@ -35,13 +45,13 @@ export function redactionMarker(kind: PiiKind): string {
  * Redaction is idempotent: markers contain nothing any detector matches, so applying the
  * policy to already-redacted content changes nothing.
  */
-export function applyPiiPolicy(text: string, mode: PiiMode): PiiOutcome {
+export function applyPiiPolicy(text: string, mode: PiiMode, options: PiiPolicyOptions = {}): PiiOutcome {
   switch (mode) {
     case 'off':
       return { content: text, found: [] };
     case 'redact':
     case 'reject': {
-      const matches = findPii(text);
+      const matches = options.prefilter === false ? findPiiFull(text) : findPii(text);
       const counts = new Map<PiiKind, number>();
       for (const m of matches) counts.set(m.kind, (counts.get(m.kind) ?? 0) + 1);
       // Plain code-unit order, not localeCompare: the result feeds signed/hashed data paths

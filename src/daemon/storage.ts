@@ -181,6 +181,28 @@ export class Storage {
     }
   }
 
+  /**
+   * Committed keys of a range, without their values (so without checksums: for indexes that
+   * only ever speed up a lookup the real read confirms).
+   */
+  async *keys(range: Range): AsyncGenerator<string> {
+    const it = this.#db.keys(range);
+    try {
+      for (;;) {
+        let key: string | undefined;
+        try {
+          key = await it.next();
+        } catch (err) {
+          throw readFailure(range.gte ?? range.gt ?? range.lt, err);
+        }
+        if (key === undefined) return;
+        yield key;
+      }
+    } finally {
+      await it.close();
+    }
+  }
+
   /** The last committed key of a range (one seek), or undefined. */
   async lastKey(range: { gte: string; lt: string }): Promise<string | undefined> {
     try {

@@ -19,6 +19,7 @@ import { hashToken, newToken } from './tokens.js';
 import type { Touch } from './wal-guard.js';
 import type { StoredOperation } from './record-layout.js';
 import { placeOf, StreamTables, type StreamIdentity } from './stream-tables.js';
+import { StreamNegativeIndex } from './negative-index.js';
 import { expandRecord, type CompactRecord } from './record-layout.js';
 
 export type { StoredOperation } from './record-layout.js';
@@ -65,6 +66,8 @@ export class StreamStore {
   readonly #committed = new Map<string, StreamMeta>();
   readonly #listeners: StreamEvents[] = [];
 
+  /** Per stream: which operationIds and clientMessageIds certainly do not exist yet. */
+  readonly #negative = new Map<string, StreamNegativeIndex>();
   /** Streams whose head was checked against its records in this process. */
   readonly #reconciled = new Set<string>();
 
@@ -79,6 +82,7 @@ export class StreamStore {
     storage.onFailure(() => {
       this.#admitted.clear();
       this.#committed.clear();
+      this.#negative.clear();
     });
   }
 
@@ -352,7 +356,8 @@ export class StreamStore {
 
     const digest = requestDigest(p);
     const opKey = K.operation(p.streamId, p.operationId);
-    const op = this.#tables.operation(p.streamId, p.operationId, true);
+    const negative = this.#negativeIndex(meta);
+    const op = negative.mayHaveOperation(p.operationId) ? this.#tables.operation(p.streamId, p.operationId, true) : undefined;
     if (op !== undefined) {
       if (op.requestDigest !== digest) throw errors.operationConflict(p.operationId);
       await this.#storage.durable(opKey);
@@ -372,7 +377,7 @@ export class StreamStore {
 
     const next = cloneMeta(meta);
     this.#checkReceipts(caller, next, p.records);
-    const messageIds = this.#checkMessageIds(meta, p.records);
+    const messageIds = this.#checkMessageIds(meta, p.records, negative);
     const redactions: Redaction[] = [];
     const contents = this.#applyPolicy(meta.authorAgentId, p.records, redactions);
 
@@ -406,6 +411,8 @@ export class StreamStore {
     const committedAt = new Date().toISOString();
     const stored: StoredOperation = { operationId: p.operationId, generation, firstPosition: expected, nextPosition: next.nextPosition, committedAt, requestDigest: digest, redactions };
     ops.push(this.#tables.operationOp(p.streamId, stored));
+    negative.operations.add(p.operationId);
+    for (const id of messageIds) if (id !== undefined) negative.messages(generation).add(id);
     ops.push({ type: 'put', key: K.opLog(p.streamId, generation, expected), value: p.operationId });
     this.#counters.records += p.records.length;
     ops.push(this.#counters.op());
@@ -417,6 +424,32 @@ export class StreamStore {
       throw err;
     }
     return { streamId: p.streamId, generation: gen, operationId: p.operationId, firstPosition: formatDecimal(expected), nextPosition: formatDecimal(next.nextPosition), records, duplicate: false, redactions };
+  }
+
+  /** Whether the stream's negative index is built (tests observe it instead of sleeping). */
+  negativeIndexReady(streamId: string): boolean {
+    return this.#negative.get(streamId)?.ready === true;
+  }
+
+  /**
+   * The negative index of a stream, started on its first append in this process: until the
+   * keys-only scan has filled it, every lookup reads LevelDB.
+   */
+  #negativeIndex(meta: StreamMeta): StreamNegativeIndex {
+    let index = this.#negative.get(meta.streamId);
+    if (index) return index;
+    const fresh = new StreamNegativeIndex();
+    this.#negative.set(meta.streamId, fresh);
+    const ops = K.operationsPrefix(meta.streamId);
+    const messages = K.messageIdsPrefix(meta.streamId, meta.generation);
+    void (async () => {
+      for await (const key of this.#storage.keys({ gte: ops, lt: prefixEnd(ops) })) fresh.operations.add(key.slice(ops.length));
+      for await (const key of this.#storage.keys({ gte: messages, lt: prefixEnd(messages) })) fresh.messages(meta.generation).add(key.slice(messages.length));
+      fresh.ready = true;
+    })().catch(() => {
+      // Not ready stays not ready: every lookup keeps reading LevelDB, which is always correct.
+    });
+    return fresh;
   }
 
   /** Receipts: a batch this agent was shown, of the peer's current generation, moving forward. Updates `next.receipt`. */
@@ -442,12 +475,12 @@ export class StreamStore {
   }
 
   /** clientMessageIds of the messages (by record index); DUPLICATE_MESSAGE on reuse in this generation. */
-  #checkMessageIds(meta: StreamMeta, records: Params<'streams.append'>['records']): Array<string | undefined> {
+  #checkMessageIds(meta: StreamMeta, records: Params<'streams.append'>['records'], negative: StreamNegativeIndex): Array<string | undefined> {
     const seen = new Map<string, number>();
     return records.map((r, index) => {
       if (r.type !== 'chat.message') return undefined;
       const id = clientMessageId(meta.chatId, meta.authorAgentId, r.messageId);
-      const stored = this.#storage.getAdmitted<string>(K.messageId(meta.streamId, meta.generation, id));
+      const stored = negative.mayHaveMessage(meta.generation, id) ? this.#storage.getAdmitted<string>(K.messageId(meta.streamId, meta.generation, id)) : undefined;
       if (stored !== undefined) throw errors.duplicateMessage(stored);
       const inRequest = seen.get(id);
       if (inRequest !== undefined) throw errors.duplicateMessage(formatDecimal(meta.nextPosition + inRequest));

@@ -137,7 +137,7 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(verified.problems).toEqual([]);
     expect(verified.messages).toBe(7);
     const exported = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-    expect(exported.filter((r) => r.wrapper.type === 'chat.receipt')).toHaveLength(6);
+    expect(exported.filter((r) => r.wrapper?.type === 'chat.receipt')).toHaveLength(6);
   });
 });
 
