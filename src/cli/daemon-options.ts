@@ -17,6 +17,7 @@ export const DAEMON_OPTIONS = {
   'socket-mode': { type: 'string', default: '0660', describe: 'octal mode of the socket file' },
   'max-line-bytes': { type: 'number', default: DEFAULT_MAX_LINE_BYTES, describe: 'longest accepted request line' },
   'max-connections': { type: 'number', default: 2048, describe: 'concurrent connections before new ones are refused with RATE_LIMITED' },
+  'max-unsent-bytes': { type: 'number', default: 16_777_216, describe: 'output one connection may leave unread before it is closed' },
   policy: { type: 'string', choices: ['grants', 'open'], default: 'grants', describe: 'grants: chats and sends need a grant; open: every agent may chat with every other' },
   'fault-fail-sync-file': { type: 'string', hidden: true, describe: 'tests only: once this file exists, synced writes fail' },
 } as const satisfies Record<string, DaemonOption>;

@@ -11,7 +11,7 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   };
   const socketMode = Number.parseInt(String(argv['socket-mode']), 8);
   if (!/^[0-7]{1,4}$/.test(String(argv['socket-mode'])) || socketMode > 0o777) usage('--socket-mode must be an octal mode such as 0660');
-  for (const name of ['max-line-bytes', 'max-connections'] as const) {
+  for (const name of ['max-line-bytes', 'max-connections', 'max-unsent-bytes'] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 1) usage(`--${name} must be a positive integer`);
   }
   // Loaded here so other commands do not pay for LevelDB and pino at startup.
@@ -34,6 +34,7 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
       socketMode,
       maxLineBytes: argv['max-line-bytes'],
       maxConnections: argv['max-connections'],
+      maxUnsentBytes: argv['max-unsent-bytes'],
       policy: argv.policy as 'grants' | 'open',
       faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
     });

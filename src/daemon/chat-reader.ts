@@ -5,6 +5,7 @@ import type { ReadBatch, StoredRecord } from '../shared/types.js';
 import type { TokenCodec } from './batch-codec.js';
 import type { Caller } from './caller.js';
 import { Directory } from './directory.js';
+import { PAGE_BYTES } from './limits.js';
 import type { StreamMeta } from './stream-meta.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
 
@@ -71,11 +72,14 @@ export class ChatReader {
     });
   }
 
-  /** `streams.read`, waiting up to `waitMs` for records when none are available yet. */
-  async read(caller: Caller, p: Params<'streams.read'>): Promise<ReadBatch> {
+  /**
+   * `streams.read`, waiting up to `waitMs` for records when none are available yet. The page
+   * budget is asked for at each read, not held while waiting: a long poll reserves nothing.
+   */
+  async read(caller: Caller, p: Params<'streams.read'>, pageBytes: () => number = () => PAGE_BYTES): Promise<ReadBatch> {
     const deadline = Date.now() + (p.waitMs ?? 0);
     for (;;) {
-      const batch = await this.#streams.read(caller, p);
+      const batch = await this.#streams.read(caller, { ...p, maxBytes: Math.min(p.maxBytes ?? PAGE_BYTES, pageBytes()) });
       const remaining = deadline - Date.now();
       if (batch.records.length > 0 || batch.sealed || remaining <= 0) return batch;
       await this.#waitFor(p.streamId, remaining);
@@ -119,8 +123,12 @@ export class ChatReader {
 
   // ---- history --------------------------------------------------------------------------
 
-  /** `chats.history`: snapshot paging over both directions' messages. */
-  async history(caller: Caller, p: Params<'chats.history'>): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
+  /**
+   * `chats.history`: snapshot paging over both directions' messages. A page ends at `limit`
+   * messages or once its records reach `maxBytes` (always at least one), and `nextCursor`
+   * continues exactly after the last entry of each direction it holds.
+   */
+  async history(caller: Caller, p: Params<'chats.history'>, maxBytes = PAGE_BYTES): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
     const chat = this.#directory.readableChat(caller, p.chatId);
     const ids = Directory.streamIds(chat);
     const limit = p.limit ?? 50;
@@ -143,8 +151,8 @@ export class ChatReader {
       chatId: chat.id,
       streams: { [ids[0]]: { generation: cur.g[0], position: cur.h[0] }, [ids[1]]: { generation: cur.g[1], position: cur.h[1] } },
     });
-    const sides = await Promise.all(ids.map((id, i) => this.#historySide(id, i as 0 | 1, cur, limit)));
-    const merged = merge(sides, cur.d, limit);
+    const sides = await Promise.all(ids.map((id, i) => this.#historySide(id, i as 0 | 1, cur, limit, maxBytes)));
+    const merged = merge(sides, cur.d, limit, maxBytes);
     const nextP: [number, number] = [...cur.p];
     for (const { side, record } of merged) {
       const pos = parseDecimal(record.position);
@@ -168,9 +176,10 @@ export class ChatReader {
 
   /**
    * Up to `limit` messages of one side of the snapshot, in paging order, read with a range
-   * iterator from the cursor's position (O(page), whatever the history length).
+   * iterator from the cursor's position (O(page), whatever the history length), stopping once
+   * their stored bytes reach `maxBytes`. A side that is not exhausted holds at least one message.
    */
-  async #historySide(streamId: string, i: 0 | 1, cur: HistoryCursor, limit: number): Promise<{ messages: StoredRecord[]; exhausted: boolean; end: number }> {
+  async #historySide(streamId: string, i: 0 | 1, cur: HistoryCursor, limit: number, maxBytes: number): Promise<HistorySide> {
     const meta = this.#streams.continuingMeta(streamId);
     const generation = cur.g[i];
     if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
@@ -183,15 +192,17 @@ export class ChatReader {
     if (forward && lo < meta.firstPosition) {
       throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(lo), formatDecimal(meta.firstPosition));
     }
-    const messages: StoredRecord[] = [];
+    const messages: SizedRecord[] = [];
+    let total = 0;
     // The next position the scan would have read: it tells whether the scan reached the end.
     let expect = forward ? lo : hi - 1;
     let exhausted = true;
-    for await (const { record } of this.#streams.scan(streamId, generation, lo, hi, !forward)) {
+    for await (const { record, bytes } of this.#streams.scan(streamId, generation, lo, hi, !forward)) {
       expect += forward ? 1 : -1;
       if (record.wrapper.type !== 'chat.message') continue;
-      messages.push(record);
-      if (messages.length >= limit) {
+      messages.push({ record, bytes });
+      total += bytes;
+      if (messages.length >= limit || total >= maxBytes) {
         exhausted = false;
         break;
       }
@@ -206,6 +217,8 @@ export class ChatReader {
   }
 }
 
+type SizedRecord = { record: StoredRecord; bytes: number };
+type HistorySide = { messages: SizedRecord[]; exhausted: boolean; end: number };
 type Side = { side: 0 | 1; record: StoredRecord };
 
 /** (createdAt, fromAgentId, position) — the transcript order of §6. */
@@ -221,17 +234,27 @@ function compare(a: StoredRecord, b: StoredRecord): number {
   return parseDecimal(a.position) - parseDecimal(b.position);
 }
 
-/** Merge two per-stream lists already in paging order; take the first `limit`. */
-function merge(sides: Array<{ messages: StoredRecord[] }>, direction: 'backward' | 'forward', limit: number): Side[] {
-  const a = sides[0]!.messages;
-  const b = sides[1]!.messages;
+/**
+ * Merge two per-stream lists already in paging order; take the first `limit`, stopping once
+ * the taken records reach `maxBytes`. A side that was cut short (not exhausted) bounds the
+ * merge: past its last message, what comes next on that side is unknown, so the page ends
+ * there. Each cut side holds at least one message, so a page always makes progress.
+ */
+function merge(sides: HistorySide[], direction: 'backward' | 'forward', limit: number, maxBytes: number): Side[] {
+  const [sa, sb] = sides as [HistorySide, HistorySide];
+  const a = sa.messages;
+  const b = sb.messages;
   const sign = direction === 'forward' ? 1 : -1;
   const out: Side[] = [];
+  let bytes = 0;
   let i = 0;
   let j = 0;
-  while (out.length < limit && (i < a.length || j < b.length)) {
-    if (j >= b.length || (i < a.length && sign * compare(a[i]!, b[j]!) <= 0)) out.push({ side: 0, record: a[i++]! });
-    else out.push({ side: 1, record: b[j++]! });
+  while (out.length < limit && bytes < maxBytes && (i < a.length || j < b.length)) {
+    if ((i >= a.length && !sa.exhausted) || (j >= b.length && !sb.exhausted)) break;
+    const takeA = j >= b.length || (i < a.length && sign * compare(a[i]!.record, b[j]!.record) <= 0);
+    const next = takeA ? a[i++]! : b[j++]!;
+    out.push({ side: takeA ? 0 : 1, record: next.record });
+    bytes += next.bytes;
   }
   return out;
 }

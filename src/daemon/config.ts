@@ -8,6 +8,8 @@ export interface DaemonConfig {
   maxLineBytes: number;
   policy: 'grants' | 'open';
   maxConnections: number;
+  /** Unsent output one connection may leave unread before it is closed (default DEFAULT_MAX_UNSENT_BYTES). */
+  maxUnsentBytes?: number;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
 }

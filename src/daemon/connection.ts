@@ -1,47 +1,75 @@
 import type { Socket } from 'node:net';
 import type { JSONRPCRequest, JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
-import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, type YelloError } from '../shared/errors.js';
+import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, YelloError } from '../shared/errors.js';
 import { MAX_APPEND_REQUEST_BYTES } from '../shared/paths.js';
+import type { Audit, PeerInfo } from './audit.js';
 import type { Caller } from './caller.js';
+import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, OUTPUT_WINDOW, PAGE_BYTES, WRITE_HIGH_WATER } from './limits.js';
 import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
+import { socketFd, socketInode } from './socket-fd.js';
 
 const NEWLINE = 0x0a;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Requests in flight on one connection before we stop reading from it. */
 const MAX_IN_FLIGHT = 16;
-/** Bytes queued for the socket above which notifications wait for `drain`. */
-export const WRITE_HIGH_WATER = 1_048_576;
 
 let nextConnectionId = 1;
 
+/** How a connection is bounded. */
+export interface ConnectionOptions {
+  maxLineBytes: number;
+  /** Hard cap on unsent output: past it after a write, the connection is closed and audited. */
+  maxUnsentBytes: number;
+  audit: Audit;
+}
+
+/**
+ * What one request line is having made for it and has not yet written: the page a handler is
+ * filling and, for a batch, the answers held until the whole array goes out. Both count against
+ * OUTPUT_WINDOW until the line's answer is written.
+ */
+interface Owed {
+  page: number;
+  answered: number;
+}
+
 /**
  * One client connection: newline-delimited JSON-RPC framing, the line and append size caps,
- * request shape checks the library does not do safely, and write backpressure.
+ * request shape checks the library does not do safely, batch limits, write backpressure, the
+ * page budget its pending answers share, and the hard cap on what it leaves unread.
  */
 export class Connection implements ConnectionHandle {
   readonly id = nextConnectionId++;
   readonly #socket: Socket;
   readonly #rpc: RpcServer;
   readonly #log: Logger;
+  readonly #audit: Audit;
   readonly #maxLineBytes: number;
-  readonly #ctx: CallContext;
+  readonly #maxUnsentBytes: number;
+  readonly peer: PeerInfo;
+  #caller: Caller | null = null;
   #input: Buffer[] = [];
   #inputOffset = 0;
   #chunks: Buffer[] = [];
   #chunkBytes = 0;
   #discarding = false;
   #inFlight = 0;
+  /** Bytes of pages being made and batch answers being held (see `Owed`). */
+  #owedBytes = 0;
   #closed = false;
   #closeListeners: Array<() => void> = [];
   #drainListeners: Array<() => void> = [];
 
-  constructor(socket: Socket, rpc: RpcServer, log: Logger, maxLineBytes: number) {
+  constructor(socket: Socket, rpc: RpcServer, log: Logger, opts: ConnectionOptions) {
     this.#socket = socket;
     this.#rpc = rpc;
     this.#log = log;
-    this.#maxLineBytes = maxLineBytes;
-    this.#ctx = { caller: null, connection: this };
+    this.#audit = opts.audit;
+    this.#maxLineBytes = opts.maxLineBytes;
+    this.#maxUnsentBytes = opts.maxUnsentBytes;
+    // Taken now: once the socket closes, its fd number may belong to another one.
+    this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('drain', () => this.#onDrain());
     socket.on('error', (err) => this.#log.debug({ conn: this.id, err: err.message }, 'connection error'));
@@ -49,11 +77,11 @@ export class Connection implements ConnectionHandle {
   }
 
   get caller(): Caller | null {
-    return this.#ctx.caller;
+    return this.#caller;
   }
 
   setCaller(caller: Caller): void {
-    this.#ctx.caller = caller;
+    this.#caller = caller;
   }
 
   onClose(listener: () => void): void {
@@ -91,6 +119,52 @@ export class Connection implements ConnectionHandle {
   #write(line: string): void {
     if (this.#closed || this.#socket.destroyed) return;
     this.#socket.write(line + '\n');
+    const unsent = this.#socket.writableLength;
+    if (unsent > this.#maxUnsentBytes) this.#closeForUnsent(unsent);
+  }
+
+  /**
+   * The last resort behind backpressure and page budgets: a client that has left this much
+   * unread is cut off, so no connection can make the daemon hold output without bound.
+   */
+  #closeForUnsent(unsent: number): void {
+    const caller = this.#caller;
+    this.#audit.security('connection.closed', {
+      ...this.peer, reason: 'UNSENT_OUTPUT', unsentBytes: unsent, limit: this.#maxUnsentBytes,
+      role: caller?.role ?? null, agentId: caller?.role === 'agent' ? caller.agentId : null,
+    });
+    this.#socket.destroy();
+  }
+
+  /**
+   * The page budget of one answer in the making: what OUTPUT_WINDOW has left after the unsent
+   * output and the other answers being made, at most PAGE_BYTES, at least 1 (one record).
+   * Asking again replaces the earlier reservation of the same request line.
+   */
+  #pageBytes(owed: Owed): number {
+    const room = OUTPUT_WINDOW - this.#socket.writableLength - (this.#owedBytes - owed.page);
+    const budget = Math.max(1, Math.min(PAGE_BYTES, room));
+    this.#owedBytes += budget - owed.page;
+    owed.page = budget;
+    return budget;
+  }
+
+  #release(owed: Owed): void {
+    this.#owedBytes -= owed.page + owed.answered;
+    owed.page = 0;
+    owed.answered = 0;
+  }
+
+  /** A call context per request line: the session is the connection's, the page budget the line's. */
+  #contextFor(owed: Owed): CallContext {
+    const conn = this;
+    return {
+      get caller() {
+        return conn.#caller;
+      },
+      connection: this,
+      pageBytes: () => this.#pageBytes(owed),
+    };
   }
 
   /**
@@ -175,15 +249,53 @@ export class Connection implements ConnectionHandle {
         this.#sendRaw(invalidRequest(null));
         return;
       }
-      this.#track(
-        Promise.all(message.map((m) => this.#handleMessage(m, batchElementSize(m)))).then((responses) => {
-          const out = responses.filter((r): r is JSONRPCResponse => r !== null);
-          if (out.length > 0) this.#sendRaw(out);
-        }),
-      );
+      // Before a session, one line may cost only a few KiB of errors (no amplification).
+      const max = this.#caller ? MAX_BATCH_ELEMENTS : MAX_BATCH_ELEMENTS_UNAUTHENTICATED;
+      if (message.length > max) {
+        this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_INVALID_REQUEST, message: `Invalid Request: a batch of ${message.length} requests; at most ${max}${this.#caller ? '' : ' before session.hello'}` } });
+        return;
+      }
+      this.#track(this.#runBatch(message));
       return;
     }
-    this.#track(this.#handleMessage(message, line.length).then((r) => r && this.#sendRaw(r)));
+    this.#track(this.#runOne(message, line.length));
+  }
+
+  async #runOne(message: unknown, size: number): Promise<void> {
+    const owed: Owed = { page: 0, answered: 0 };
+    try {
+      const r = await this.#handleMessage(message, size, this.#contextFor(owed));
+      if (r) this.#sendRaw(r);
+    } finally {
+      this.#release(owed);
+    }
+  }
+
+  /**
+   * A batch runs its elements in order, one at a time, so its answer can be bounded: once the
+   * answers so far reach BATCH_ANSWER_BYTES, the remaining elements are not run and each owed
+   * answer is REQUEST_TOO_LARGE. The client sends those again, knowing none of them happened.
+   */
+  async #runBatch(elements: unknown[]): Promise<void> {
+    const owed: Owed = { page: 0, answered: 0 };
+    const ctx = this.#contextFor(owed);
+    const answers: string[] = [];
+    try {
+      for (const m of elements) {
+        // Work not started for a client that left is dropped, not done.
+        if (this.#closed) return;
+        const r = owed.answered >= BATCH_ANSWER_BYTES ? notRun(m, owed.answered) : await this.#handleMessage(m, batchElementSize(m), ctx);
+        const answer = r === null ? null : JSON.stringify(r);
+        const bytes = answer === null ? 0 : Buffer.byteLength(answer, 'utf8');
+        this.#owedBytes += bytes - owed.page;
+        owed.answered += bytes;
+        owed.page = 0;
+        if (answer !== null) answers.push(answer);
+      }
+      if (answers.length > 0) this.#write(`[${answers.join(',')}]`);
+    } finally {
+      this.#release(owed);
+    }
   }
 
   #track(work: Promise<unknown>): void {
@@ -196,7 +308,7 @@ export class Connection implements ConnectionHandle {
       });
   }
 
-  async #handleMessage(message: unknown, size: number): Promise<JSONRPCResponse | null> {
+  async #handleMessage(message: unknown, size: number, ctx: CallContext): Promise<JSONRPCResponse | null> {
     if (!isRequestShape(message)) {
       const id = isObject(message) && isId(message.id) ? message.id : null;
       return invalidRequest(id);
@@ -204,14 +316,22 @@ export class Connection implements ConnectionHandle {
     // The append cap is on the raw request bytes and comes before every other check (§3, §6).
     if (message.method === 'streams.append' && size > MAX_APPEND_REQUEST_BYTES) {
       if (message.id === undefined) return null;
-      const e = errors.tooLarge(MAX_APPEND_REQUEST_BYTES, size);
-      return { jsonrpc: '2.0', id: message.id, error: { code: e.code, message: e.message, data: e.toData() } };
+      return errorResponse(message.id, errors.tooLarge(MAX_APPEND_REQUEST_BYTES, size));
     }
-    return this.#rpc.receive(message, this.#ctx);
+    const r = await this.#rpc.receive(message, ctx);
+    const data = r?.error?.data as { type?: unknown; retryAfterMs?: unknown } | undefined;
+    if (data?.type === 'RATE_LIMITED') {
+      const caller = this.#caller;
+      this.#audit.burst('rate-limited', message.method, {
+        ...this.peer, method: message.method, retryAfterMs: typeof data.retryAfterMs === 'number' ? data.retryAfterMs : null,
+        role: caller?.role ?? null, agentId: caller?.role === 'agent' ? caller.agentId : null,
+      });
+    }
+    return r;
   }
 
   #sendError(id: null, e: YelloError): void {
-    this.#sendRaw({ jsonrpc: '2.0', id, error: { code: e.code, message: e.message, data: e.toData() } });
+    this.#sendRaw(errorResponse(id, e));
   }
 
   #sendRaw(value: unknown): void {
@@ -262,6 +382,18 @@ function isRequestShape(v: unknown): v is JSONRPCRequest {
   if ('params' in v && v.params !== undefined && typeof v.params !== 'object') return false;
   if ('result' in v || 'error' in v) return false;
   return true;
+}
+
+function errorResponse(id: string | number | null, e: YelloError): JSONRPCResponse {
+  return { jsonrpc: '2.0', id, error: { code: e.code, message: e.message, data: e.toData() } };
+}
+
+/** The answer owed by a batch element that was not run because the batch's answers reached their budget. */
+function notRun(m: unknown, answered: number): JSONRPCResponse | null {
+  if (!isRequestShape(m)) return invalidRequest(isObject(m) && isId(m.id) ? m.id : null);
+  if (m.id === undefined) return null;
+  const e = new YelloError('REQUEST_TOO_LARGE', `not run: the answers of this batch already hold ${answered} bytes (budget ${BATCH_ANSWER_BYTES}); send it again`, { limit: BATCH_ANSWER_BYTES, size: answered });
+  return errorResponse(m.id, e);
 }
 
 function invalidRequest(id: string | number | null): JSONRPCResponse {

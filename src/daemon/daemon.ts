@@ -18,6 +18,8 @@ import { StreamStore } from './stream-store.js';
 import { ChatReader } from './chat-reader.js';
 import { Subscriptions } from './subscriptions.js';
 import { HelloLimiter } from './hello-limiter.js';
+import { Audit } from './audit.js';
+import { DEFAULT_MAX_UNSENT_BYTES } from './limits.js';
 import { RpcServer } from './rpc-server.js';
 import { createHandlers } from './rpc-methods.js';
 import { SocketServer, StartupError, prepareSocketPath } from './socket-server.js';
@@ -69,14 +71,17 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
     const helloLimiter = new HelloLimiter();
+    const audit = new Audit(log);
     const handlers = createHandlers({
       version: VERSION, startedAt: Date.now(), maxLineBytes: config.maxLineBytes, maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
-      storage, directory, streams, reader, subscriptions, signer, counters, helloLimiter, integrity, walIncidents: () => walIncidents(store),
+      storage, directory, streams, reader, subscriptions, signer, counters, helloLimiter, integrity, audit, walIncidents: () => walIncidents(store),
     });
     const rpc = new RpcServer(handlers, log, (caller) => directory.stillValid(caller));
     const server = new SocketServer(rpc, log, {
       maxLineBytes: config.maxLineBytes,
       maxConnections: config.maxConnections,
+      maxUnsentBytes: config.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
+      audit,
       onConnection: (c) => c.onClose(() => helloLimiter.forget(c.id)),
     });
     try {

@@ -5,6 +5,7 @@ import { errors, YelloError } from '../shared/errors.js';
 import { fastParams } from '../shared/fast-params.js';
 import { methods } from '../shared/methods.js';
 import { describeIssue, paramSchemas, type MethodName, type Params } from '../shared/schemas.js';
+import type { PeerInfo } from './audit.js';
 import type { Caller } from './caller.js';
 
 /** What a handler learns about the connection it serves. */
@@ -13,11 +14,19 @@ export interface CallContext {
   caller: Caller | null;
   /** Connection-scoped state the session and subscription handlers use. */
   readonly connection: ConnectionHandle;
+  /**
+   * The byte budget for a page this request is about to read (`chats.history`, `streams.read`):
+   * what the connection's output window has left, at most PAGE_BYTES, at least 1 (one record).
+   * Absent outside a real connection: PAGE_BYTES.
+   */
+  pageBytes?(): number;
 }
 
 /** The connection operations handlers may use. */
 export interface ConnectionHandle {
   readonly id: number;
+  /** Who is on the other end, as far as the daemon can tell (for the audit log). */
+  readonly peer?: PeerInfo;
   setCaller(caller: Caller): void;
   notify(method: string, params: unknown): void;
   onClose(listener: () => void): void;

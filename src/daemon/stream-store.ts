@@ -10,6 +10,7 @@ import type { Counters } from './counters.js';
 import { Directory } from './directory.js';
 import type { Integrity } from './integrity.js';
 import { K, prefixEnd } from './keys.js';
+import { PAGE_BYTES } from './limits.js';
 import { applyPiiPolicy } from './pii-policy.js';
 import type { Signer } from './signer.js';
 import type { Storage, WriteOp } from './storage.js';
@@ -547,7 +548,8 @@ export class StreamStore {
     this.#integrity.assertReadable(p.streamId, generation, from);
     if (from > b.nextPosition) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${b.nextPosition}`);
     const end = Math.min(b.nextPosition, this.#integrity.readLimit(p.streamId, generation));
-    const records = await this.#range(p.streamId, generation, from, end, p.limit ?? 1000, p.maxBytes ?? 1_048_576);
+    // PAGE_BYTES is both the default and the schema's cap (docs/protocol.md §3.2 page budget).
+    const records = await this.#range(p.streamId, generation, from, end, p.limit ?? 1000, Math.min(p.maxBytes ?? PAGE_BYTES, PAGE_BYTES));
     const nextPosition = from + records.length;
     return {
       batchId: this.batchId(caller, p.streamId, generation, from, nextPosition),

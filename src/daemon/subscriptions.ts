@@ -52,6 +52,12 @@ export class Subscriptions {
   readonly #log: Logger;
   readonly #byStream = new Map<string, Set<Subscription>>();
   readonly #byId = new Map<string, Subscription>();
+  /**
+   * Connections with a catch-up read in progress, and the subscriptions waiting for their turn:
+   * one catch-up read per connection at a time, so 64 subscriptions of one client hold one
+   * batch in memory, not 64.
+   */
+  readonly #reading = new Map<ConnectionHandle, Set<Subscription>>();
 
   constructor(streams: StreamStore, reader: ChatReader, directory: Directory, integrity: Integrity, log: Logger) {
     this.#streams = streams;
@@ -254,6 +260,18 @@ export class Subscriptions {
       });
   }
 
+  /** The catch-up read of a connection is done: let those that waited for it try again. */
+  #endTurn(connection: ConnectionHandle): void {
+    const waiting = this.#reading.get(connection);
+    this.#reading.delete(connection);
+    // After this turn's delivery: the batch just read goes out before the next one is read.
+    if (waiting && waiting.size > 0) {
+      setImmediate(() => {
+        for (const s of waiting) this.#pump(s);
+      });
+    }
+  }
+
   async #drain(sub: Subscription): Promise<void> {
     while (!sub.ended && sub.dirty.size > 0) {
       if (sub.connection.congested) {
@@ -269,7 +287,19 @@ export class Subscriptions {
         sub.dirty.delete(streamId);
         continue;
       }
-      const records = await this.#streams.range(streamId, c.generation, c.position, end, CATCH_UP_BATCH, CATCH_UP_BYTES);
+      const waiting = this.#reading.get(sub.connection);
+      if (waiting) {
+        // Another subscription of this connection is reading: wait for its turn to end.
+        waiting.add(sub);
+        return;
+      }
+      this.#reading.set(sub.connection, new Set());
+      let records: StoredRecord[];
+      try {
+        records = await this.#streams.range(streamId, c.generation, c.position, end, CATCH_UP_BATCH, CATCH_UP_BYTES);
+      } finally {
+        this.#endTurn(sub.connection);
+      }
       if (sub.ended) return;
       if (sub.connection.congested) {
         // Read while the connection had room, but it filled meanwhile (other subscriptions,

@@ -7,7 +7,7 @@ describe('parseDaemonArgsFast', () => {
   it('applies the table defaults when no option is given', () => {
     expect(parseDaemonArgsFast([])).toEqual({
       socket: undefined, 'data-dir': undefined, 'log-level': 'info', 'socket-mode': '0660',
-      'max-line-bytes': DAEMON_OPTIONS['max-line-bytes'].default, 'max-connections': 2048, policy: 'grants', 'fault-fail-sync-file': undefined,
+      'max-line-bytes': DAEMON_OPTIONS['max-line-bytes'].default, 'max-connections': 2048, 'max-unsent-bytes': 16_777_216, policy: 'grants', 'fault-fail-sync-file': undefined,
     });
   });
 
