@@ -116,6 +116,9 @@ export function baselineKey() {
  * The floor of a history page: on the daemon's own LevelDB (daemon stopped), two range reads of
  * up to `limit` records (one per stream), JSON-decoded and merged by createdAt, first `limit`.
  * `from` is per stream: null = backward from the end, a number = forward from that position.
+ * Records are stored compact (store format 2: `['m', operationId, recordIndex, clientMessageId,
+ * content, contentSha256, kid, signature, createdAt]` for a message, src/daemon/record-layout.ts)
+ * or, exceptionally, as full records; both are read, neither is expanded (the floor skips that).
  */
 export async function rawHistoryPage(db, streamIds, from, limit) {
   const sides = await Promise.all(
@@ -124,12 +127,19 @@ export async function rawHistoryPage(db, streamIds, from, limit) {
       const opts = from[i] === null
         ? { gte: prefix, lt: prefix.slice(0, -1) + '0', reverse: true, limit }
         : { gte: prefix + pad(from[i]), lt: prefix.slice(0, -1) + '0', limit };
+      const author = id.slice(id.indexOf(':') + 1);
       const rows = await db.iterator(opts).all();
-      return rows.map(([, v]) => JSON.parse(v.slice(8))).filter((r) => r.wrapper.type === 'chat.message');
+      return rows.map(([k, v]) => messageOf(JSON.parse(v.slice(8)), author, Number(k.slice(k.lastIndexOf('/') + 1)))).filter(Boolean);
     }),
   );
   const backward = from[0] === null;
-  const key = (r) => r.wrapper.message.signature.createdAt + '\n' + r.wrapper.message.fromAgentId;
-  const all = [...sides[0], ...sides[1]].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : Number(a.position) - Number(b.position)));
+  const all = [...sides[0], ...sides[1]].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.position - b.position));
   return backward ? all.slice(-limit) : all.slice(0, limit);
+}
+
+/** A stored message's merge key and position, or null for receipts and fences. */
+function messageOf(stored, author, position) {
+  if (Array.isArray(stored)) return stored[0] === 'm' ? { key: stored[8] + '\n' + author, position, stored } : null;
+  if (stored.wrapper.type !== 'chat.message') return null;
+  return { key: stored.wrapper.message.signature.createdAt + '\n' + stored.wrapper.message.fromAgentId, position, stored };
 }

@@ -4,8 +4,8 @@
 // Plain ESM JavaScript so `npm run bench` needs no TypeScript loader; everything from the
 // project itself is imported from dist/ (built by `npm run build` first).
 
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,6 +33,24 @@ export const median = (values) => {
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
+
+// ---- configuration from the environment --------------------------------------------------
+
+/** A positive number from the environment variable `name`, or `dflt` when unset. */
+export function envNumber(name, dflt) {
+  const v = process.env[name];
+  if (v === undefined || v === '') return dflt;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** A comma-separated list of positive integers from the environment (e.g. client counts). */
+export function envCounts(name, dflt) {
+  const list = (process.env[name] ?? dflt).split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
+  if (list.length === 0) throw new Error(`${name} lists no positive integers`);
+  return list;
+}
 
 // ---- temp dirs, cleanup -----------------------------------------------------------------
 
@@ -96,6 +114,107 @@ export function cpuMs(pid) {
 export function selfCpuMs() {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
+}
+
+// ---- CPU per thread ----------------------------------------------------------------------
+
+// Node 20 (libuv 1.46) names none of its threads: every /proc/<pid>/task/<tid>/comm reads
+// "node". So threads are told apart by creation order, which Node fixes: the main thread, then
+// before any JavaScript runs the V8 platform workers (GC helpers, concurrent compilation) with
+// Node's delayed-task scheduler and inspector signal thread, then, on the first async fs, crypto
+// or N-API job, all UV_THREADPOOL_SIZE libuv workers at once (LevelDB's reads, writes and
+// fsyncs run there), and only after that anything else: LevelDB's own background compaction
+// thread, worker_threads. A newer Node that names its threads is grouped by name instead.
+
+export const THREAD_GROUPS = ['main', 'v8 platform', 'libuv pool', 'later'];
+export const THREAD_GROUP_NOTES = {
+  main: 'the event loop: JavaScript, JSON, sockets, inline crypto',
+  'v8 platform': "V8's worker threads (parallel/concurrent GC, JIT) and Node's two idle helpers",
+  'libuv pool': 'libuv threadpool: LevelDB get/put/batch/iterate, fsync, fs, async crypto',
+  later: "threads created after the pool: LevelDB's background compaction, worker_threads",
+};
+
+let runtimeThreads = null;
+/** Threads a bare `node` has before it runs any JavaScript (main + V8 platform + helpers). */
+export function nodeRuntimeThreadCount() {
+  runtimeThreads ??= Number(execFileSync(process.execPath, ['-e', "process.stdout.write(String(require('fs').readdirSync('/proc/self/task').length))"], { encoding: 'utf8' }));
+  return runtimeThreads;
+}
+
+function poolSize(pid) {
+  let env = '';
+  try {
+    env = readFileSync(`/proc/${pid}/environ`, 'utf8');
+  } catch {
+    /* not ours to read: assume the default */
+  }
+  const m = /(?:^|\0)UV_THREADPOOL_SIZE=(\d+)/.exec(env);
+  return m ? Math.min(1024, Math.max(1, Number(m[1]))) : 4;
+}
+
+/**
+ * Every live thread of `pid`: { tid, comm, group, ms } with ms = utime + stime so far, in
+ * creation order. Threads that exit between the listing and the read are skipped.
+ */
+export function threadSnapshot(pid) {
+  const threads = [];
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
+      const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      threads.push({ tid: Number(tid), comm, ms: (Number(f[11]) + Number(f[12])) * 10, start: Number(f[19]) });
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  threads.sort((a, b) => a.start - b.start || a.tid - b.tid);
+  const others = threads.filter((t) => t.tid !== pid);
+  const named = new Set(others.map((t) => t.comm)).size > 1;
+  const runtime = nodeRuntimeThreadCount();
+  const pool = poolSize(pid);
+  threads.forEach((t, i) => {
+    if (t.tid === pid) t.group = 'main';
+    else if (named) t.group = t.comm;
+    else if (i < runtime) t.group = 'v8 platform';
+    else if (i < runtime + pool) t.group = 'libuv pool';
+    else t.group = 'later';
+  });
+  return threads;
+}
+
+/**
+ * CPU per group between two snapshots of one process: { group: { ms, threads } }. A thread
+ * born in between counts from zero; one that died in between is lost (its time is still in
+ * /proc/<pid>/stat, which cpuMs() reads).
+ */
+export function threadDelta(before, after) {
+  const was = new Map(before.map((t) => [t.tid, t.ms]));
+  const out = {};
+  for (const t of after) {
+    const g = (out[t.group] ??= { ms: 0, threads: 0 });
+    g.ms += t.ms - (was.get(t.tid) ?? 0);
+    g.threads++;
+  }
+  return out;
+}
+
+/** Per-append µs of each group of a threadDelta, plus `busy` (main-thread CPU ÷ wall time). */
+export function perAppendByGroup(delta, appends, seconds) {
+  const us = {};
+  for (const [g, v] of Object.entries(delta)) us[g] = (v.ms * 1000) / appends;
+  return { us, threads: Object.fromEntries(Object.entries(delta).map(([g, v]) => [g, v.threads])), mainBusy: (delta.main?.ms ?? 0) / (seconds * 1000) };
+}
+
+/** Medians over rounds of perAppendByGroup results (a group missing from a round counts 0). */
+export function medianByGroup(list) {
+  const rounds = list.filter(Boolean);
+  if (rounds.length === 0) return null;
+  const groups = [...new Set(rounds.flatMap((x) => Object.keys(x.us)))];
+  return {
+    us: Object.fromEntries(groups.map((g) => [g, median(rounds.map((x) => x.us[g] ?? 0))])),
+    threads: Object.fromEntries(groups.map((g) => [g, Math.max(...rounds.map((x) => x.threads[g] ?? 0))])),
+    mainBusy: median(rounds.map((x) => x.mainBusy)),
+  };
 }
 
 // ---- JSON-RPC over NDJSON ---------------------------------------------------------------
@@ -211,7 +330,10 @@ export class RpcConn {
 
 /** `node bin/yello daemon` on a private socket and data dir, log level warn, policy open. */
 export class Daemon {
-  constructor(dir) {
+  /** `bin`/`cwd`: another checkout's bin/yello (bench/ab.mjs runs two builds side by side). */
+  constructor(dir, { bin = yelloBin, cwd = repoRoot } = {}) {
+    this.bin = bin;
+    this.cwd = cwd;
     this.dir = dir;
     this.socketPath = path.join(dir, 'y.sock');
     this.dataDir = path.join(dir, 'data');
@@ -230,8 +352,8 @@ export class Daemon {
     const t0 = nowMs();
     const child = spawn(
       process.execPath,
-      [yelloBin, 'daemon', '--socket', this.socketPath, '--data-dir', this.dataDir, '--policy', 'open', '--log-level', 'warn'],
-      { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
+      [this.bin, 'daemon', '--socket', this.socketPath, '--data-dir', this.dataDir, '--policy', 'open', '--log-level', 'warn'],
+      { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     trackChild(child);
     this.child = child;
@@ -371,13 +493,105 @@ export async function appendOne(co, n = 1, timeoutMs = 60_000) {
   return r;
 }
 
+/**
+ * Closed loops, one per coordinator (from setupCoordinator or PipelineServer.coordinators),
+ * each on its own connection, for `seconds`: appends/s, p50/p99 ms. With `serverPid`, also the
+ * CPU that process spent per completed append (all threads: `serverCpuUs`; by thread group:
+ * `server`, see perAppendByGroup), and always this bench process's own (`clientCpuUs`).
+ */
+export async function closedLoop(cos, seconds, serverPid = null) {
+  const latencies = [];
+  const cpu0 = serverPid ? cpuMs(serverPid) : 0;
+  const threads0 = serverPid ? threadSnapshot(serverPid) : null;
+  const self0 = selfCpuMs();
+  const t0 = nowMs();
+  const deadline = t0 + seconds * 1000;
+  await Promise.all(
+    cos.map(async (co) => {
+      while (nowMs() < deadline) {
+        const s = nowMs();
+        await appendOne(co, 1, 30_000);
+        latencies.push(nowMs() - s);
+      }
+    }),
+  );
+  const secs = (nowMs() - t0) / 1000;
+  const n = latencies.length;
+  return {
+    appends: n, seconds: secs, perSecond: n / secs, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99),
+    serverCpuUs: serverPid ? ((cpuMs(serverPid) - cpu0) * 1000) / n : null, clientCpuUs: ((selfCpuMs() - self0) * 1000) / n,
+    server: serverPid ? perAppendByGroup(threadDelta(threads0, threadSnapshot(serverPid)), n, secs) : null,
+  };
+}
+
+/**
+ * Append → follower push latency: a writer coordinator and a follower agent share a chat, the
+ * follower `chats.follow`s it on its own connection; run(n) appends one record at a time and
+ * times the send of `streams.append` to the arrival of the `chats.batch` carrying it.
+ */
+export class PushProbe {
+  #waiters = new Map();
+
+  static async setup(daemon, admin, name = 'push') {
+    const probe = new PushProbe();
+    const { agent: follower, token } = await admin.call('agents.create', { username: `${name}-follower`, name: 'Follower' });
+    probe.co = await setupCoordinator(daemon, admin, `${name}-writer`, follower.id);
+    probe.fconn = await RpcConn.open(daemon.socketPath, token);
+    probe.fconn.onNotification = (method, params, at) => {
+      if (method !== 'chats.batch' || params.streamId !== probe.co.streamId) return;
+      for (const rec of params.records) {
+        const w = probe.#waiters.get(Number(rec.position));
+        if (w) {
+          probe.#waiters.delete(Number(rec.position));
+          w(at);
+        }
+      }
+    };
+    await probe.fconn.call('chats.follow', { chatId: probe.co.chatId });
+    return probe;
+  }
+
+  #waitPush(position) {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters.delete(position);
+        reject(new Error(`no chats.batch for position ${position} within 10 s`));
+      }, 10_000);
+      this.#waiters.set(position, (at) => {
+        clearTimeout(timer);
+        resolve(at);
+      });
+    });
+  }
+
+  /** `n` appends one at a time: { push: ms[], rtt: ms[] } (rtt: the append's own round trip). */
+  async run(n) {
+    const push = [];
+    const rtt = [];
+    for (let i = 0; i < n; i++) {
+      const pushed = this.#waitPush(this.co.next);
+      const t0 = nowMs();
+      await appendOne(this.co, 1, 30_000);
+      const t1 = nowMs();
+      push.push((await pushed) - t0);
+      rtt.push(t1 - t0);
+    }
+    return { push, rtt };
+  }
+
+  close() {
+    this.fconn.close();
+    this.co.conn.close();
+  }
+}
+
 // ---- table output -----------------------------------------------------------------------
 
-/** Print rows (arrays of cells) under a header, columns padded. */
-export function table(title, header, rows) {
+/** Print rows (arrays of cells) under a header, columns padded; the first `leftColumns` flush left. */
+export function table(title, header, rows, leftColumns = 1) {
   const cells = [header, ...rows].map((r) => r.map((c) => String(c)));
   const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  const line = (r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const line = (r) => r.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
   const out = [title, line(cells[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)];
   return out.join('\n');
 }

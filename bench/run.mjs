@@ -1,39 +1,37 @@
 // yello benchmark suite: `npm run bench` (builds, then runs this file). See bench/README.md.
 //
 // Rows: (a) durable appends at 1/8/64 coordinators vs (b) an in-process baseline of the same
-// work; (c) append→follower push latency; (d) history page latency at growing chat sizes;
+// work and (a') the straightforward pipeline server, with CPU per append by thread group;
+// (f) the same load produced by the client library's Coordinator, with the client's own CPU;
+// (c) append→follower push latency; (d) history page latency at growing chat sizes;
 // (e) startup time and RSS with a large data dir and with 1,000 idle followers; (d2) Redis
 // Streams (appendfsync always) as a peer when redis-server and redis-benchmark are on PATH.
-// One process tree, one run; every daemon figure is also shown as a ratio to its baseline.
+// One process tree, one run; every daemon figure is also shown as a ratio to its baseline, and
+// the issue's targets are checked against the same run at the end.
 
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, fork, spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { BASELINE_GROUP, GroupCommitStore, baselineKey, makeWriters, rawHistoryPage, runBaselineAppends } from './baseline.mjs';
 import {
-  Daemon, PipelineServer, RpcConn, appendOne, appendParams, cleanupAll, content, cpuMs, fmt, makeTempDir, median, nowMs, percentile,
-  removeTempDir, repoRoot, rssKiB, selfCpuMs, setupCoordinator, sleep, table, trackChild,
+  Daemon, PipelineServer, PushProbe, RpcConn, THREAD_GROUPS, THREAD_GROUP_NOTES, appendParams, cleanupAll, closedLoop, content, envCounts as counts, envNumber as num, fmt, makeTempDir,
+  median, medianByGroup, nowMs, perAppendByGroup, percentile, removeTempDir, repoRoot, rssKiB, setupCoordinator, sleep, table, threadDelta,
+  threadSnapshot, trackChild,
 } from './lib.mjs';
 
 // ---- configuration ----------------------------------------------------------------------
 
 const QUICK = process.env.BENCH_QUICK === '1';
-const num = (name, dflt) => {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(v)}`);
-  return n;
-};
 const QUICK_MAX_RECORDS = 10_000;
 const cfg = {
   quick: QUICK,
   seconds: num('BENCH_SECONDS', QUICK ? 1 : 3),
   warmupSeconds: num('BENCH_WARMUP_SECONDS', QUICK ? 0.3 : 1),
   rounds: Math.max(1, Math.round(num('BENCH_ROUNDS', 3))),
-  concurrency: (process.env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0),
+  concurrency: counts('BENCH_CONCURRENCY', '1,8,64'),
+  clientConcurrency: counts('BENCH_CLIENT_CONCURRENCY', '1,64'),
   pushAppends: Math.round(num('BENCH_PUSH_APPENDS', QUICK ? 300 : 1000)),
   maxRecords: Math.min(Math.round(num('BENCH_MAX_RECORDS', 1_000_000)), QUICK ? QUICK_MAX_RECORDS : Infinity),
   pages: Math.max(1, Math.round(num('BENCH_PAGES', 50))),
@@ -44,13 +42,13 @@ const cfg = {
   followerConnections: Math.round(num('BENCH_FOLLOWER_CONNECTIONS', 16)),
   startupRounds: Math.max(1, Math.round(num('BENCH_STARTUP_ROUNDS', 3))),
   json: process.env.BENCH_JSON ?? null,
-  only: new Set((process.env.BENCH_ONLY ?? 'a,c,d2,d,e').split(',').map((x) => x.trim()).filter(Boolean)),
+  only: new Set((process.env.BENCH_ONLY ?? 'a,f,c,d2,d,e').split(',').map((x) => x.trim()).filter(Boolean)),
 };
-for (const s of cfg.only) if (!['a', 'c', 'd2', 'd', 'e'].includes(s)) throw new Error(`BENCH_ONLY: unknown section ${s} (a, c, d2, d, e)`);
+const SECTIONS = ['a', 'f', 'c', 'd2', 'd', 'e'];
+for (const s of cfg.only) if (!SECTIONS.includes(s)) throw new Error(`BENCH_ONLY: unknown section ${s} (${SECTIONS.join(', ')})`);
 const MAX_SUBS_PER_CONNECTION = 64;
 const HISTORY_LIMIT = 50;
 const SCAN_LIMIT = 500;
-if (cfg.concurrency.length === 0) throw new Error('BENCH_CONCURRENCY lists no positive integers');
 if (Math.ceil(cfg.followers / cfg.followerConnections) > MAX_SUBS_PER_CONNECTION) {
   throw new Error(`BENCH_FOLLOWERS / BENCH_FOLLOWER_CONNECTIONS must be at most ${MAX_SUBS_PER_CONNECTION} (the daemon's per-connection cap)`);
 }
@@ -62,7 +60,7 @@ const historySizes = (() => {
 
 const log = (msg) => process.stderr.write(`[bench ${((nowMs() - T0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
 const T0 = nowMs();
-const results = { config: { ...cfg, historySizes }, a: [], c: null, d: [], e: null, redis: null, notes: [] };
+const results = { config: { ...cfg, only: [...cfg.only], historySizes }, a: [], f: [], c: null, d: [], e: null, redis: null, notes: [] };
 
 // ---- cleanup on any exit ----------------------------------------------------------------
 
@@ -76,35 +74,6 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 }
 
 // ---- (a) + (b): durable appends vs the in-process baseline ------------------------------
-
-/**
- * Closed loops, one per coordinator, each on its own connection, for `seconds`. With
- * `serverPid`, also the CPU time (all threads, user + system) that process and this bench
- * client spent per completed append.
- */
-async function closedLoop(cos, seconds, serverPid = null) {
-  const latencies = [];
-  const cpu0 = serverPid ? cpuMs(serverPid) : 0;
-  const self0 = selfCpuMs();
-  const t0 = nowMs();
-  const deadline = t0 + seconds * 1000;
-  const maxPerLoop = 10_000_000;
-  await Promise.all(
-    cos.map(async (co) => {
-      for (let n = 0; n < maxPerLoop && nowMs() < deadline; n++) {
-        const s = nowMs();
-        await appendOne(co, 1, 30_000);
-        latencies.push(nowMs() - s);
-      }
-    }),
-  );
-  const secs = (nowMs() - t0) / 1000;
-  const n = latencies.length;
-  return {
-    appends: n, seconds: secs, perSecond: n / secs, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99),
-    serverCpuUs: serverPid ? ((cpuMs(serverPid) - cpu0) * 1000) / n : null, clientCpuUs: ((selfCpuMs() - self0) * 1000) / n,
-  };
-}
 
 async function benchAppends(daemon, admin) {
   const maxC = Math.max(...cfg.concurrency);
@@ -145,6 +114,7 @@ async function benchAppends(daemon, admin) {
       const m = (xs, k) => median(xs.map((x) => x[k]));
       const loop = (xs) => ({
         perSecond: m(xs, 'perSecond'), p50: m(xs, 'p50'), p99: m(xs, 'p99'), appends: m(xs, 'appends'), serverCpuUs: m(xs, 'serverCpuUs'), clientCpuUs: m(xs, 'clientCpuUs'),
+        server: medianByGroup(xs.map((x) => x.server)),
       });
       results.a.push({
         concurrency: c,
@@ -163,53 +133,106 @@ async function benchAppends(daemon, admin) {
   }
 }
 
+// ---- (f): load from the client library -------------------------------------------------
+
+/** A bench/client-load.mjs child over IPC: call(msg) sends one command and resolves with its answer. */
+function forkClientLoad() {
+  const child = trackChild(fork(path.join(repoRoot, 'bench', 'client-load.mjs'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const call = (msg) =>
+    new Promise((resolve, reject) => {
+      if (child.exitCode !== null || child.signalCode !== null) return reject(new Error('client-load has exited'));
+      const onExit = (code) => reject(new Error(`client-load exited (${code}) during ${msg.cmd}`));
+      child.once('exit', onExit);
+      child.once('message', (answer) => {
+        child.off('exit', onExit);
+        if (answer.error) reject(new Error(`client-load ${msg.cmd}: ${answer.error}`));
+        else resolve(answer);
+      });
+      child.send(msg);
+    });
+  const close = async () => {
+    await call({ cmd: 'stop' }).catch(() => {});
+    if (child.connected) child.disconnect();
+    await Promise.race([exited, sleep(10_000)]);
+  };
+  return { child, call, close };
+}
+
+/** One measured window of a client-load child; CPU per append of it and of the daemon, by thread group. */
+async function clientRound(load, daemonPid, seconds) {
+  const c0 = threadSnapshot(load.child.pid);
+  const d0 = threadSnapshot(daemonPid);
+  const r = await load.call({ cmd: 'run', seconds });
+  const client = perAppendByGroup(threadDelta(c0, threadSnapshot(load.child.pid)), r.appends, r.seconds);
+  const daemon = perAppendByGroup(threadDelta(d0, threadSnapshot(daemonPid)), r.appends, r.seconds);
+  return { appends: r.appends, seconds: r.seconds, perSecond: r.appends / r.seconds, p50: r.p50, p99: r.p99, client, daemon };
+}
+
+const CLIENT_MODES = ['raw', 'coordinator'];
+
+async function benchClientLibrary(daemon, admin) {
+  const maxC = Math.max(...cfg.clientConcurrency);
+  const { agent: sink } = await admin.call('agents.create', { username: 'client-sink', name: 'Client sink' });
+  log(`(f) creating 2 × ${maxC} agents with a chat each (raw and Coordinator clients)`);
+  const makeClients = (prefix) =>
+    Promise.all(Array.from({ length: maxC }, async (_, i) => {
+      const { agent, token } = await admin.call('agents.create', { username: `${prefix}${i}`, name: `${prefix}${i}` });
+      const conn = await RpcConn.open(daemon.socketPath, token);
+      try {
+        const { chat } = await conn.call('chats.open', { peerAgentId: sink.id });
+        return { agentId: agent.id, token, chatId: chat.id };
+      } finally {
+        conn.close();
+      }
+    }));
+  const pools = { raw: await makeClients('fraw'), coordinator: await makeClients('fcoord') };
+  for (const c of cfg.clientConcurrency) {
+    const loads = {};
+    try {
+      for (const mode of CLIENT_MODES) {
+        loads[mode] = forkClientLoad();
+        await loads[mode].call({ cmd: 'start', mode, socketPath: daemon.socketPath, clients: pools[mode].slice(0, c) });
+        log(`(f) warm-up ${cfg.warmupSeconds}s, ${c} ${mode} client(s)`);
+        await loads[mode].call({ cmd: 'run', seconds: cfg.warmupSeconds });
+      }
+      const rounds = { raw: [], coordinator: [] };
+      for (let r = 1; r <= cfg.rounds; r++) {
+        for (const mode of CLIENT_MODES) {
+          const x = await clientRound(loads[mode], daemon.pid, cfg.seconds);
+          rounds[mode].push(x);
+          log(`(f) round ${r}/${cfg.rounds} c=${c} ${mode}: ${fmt.int(x.perSecond)}/s p50 ${fmt.ms(x.p50)} p99 ${fmt.ms(x.p99)}, client ${fmt.int(sum(x.client.us))} µs/append (main busy ${x.client.mainBusy.toFixed(2)}), daemon ${fmt.int(sum(x.daemon.us))} µs/append`);
+        }
+      }
+      for (const mode of CLIENT_MODES) {
+        const xs = rounds[mode];
+        const m = (k) => median(xs.map((x) => x[k]));
+        results.f.push({
+          concurrency: c, mode, perSecond: m('perSecond'), p50: m('p50'), p99: m('p99'), appends: m('appends'),
+          client: medianByGroup(xs.map((x) => x.client)), daemon: medianByGroup(xs.map((x) => x.daemon)), rounds: xs,
+        });
+      }
+    } finally {
+      for (const load of Object.values(loads)) await load.close();
+    }
+  }
+}
+
+const sum = (us) => Object.values(us ?? {}).reduce((a, b) => a + b, 0);
+
 // ---- (c): append → follower push latency ------------------------------------------------
 
 async function benchPush(daemon, admin) {
-  const { agent: follower, token: followerToken } = await admin.call('agents.create', { username: 'push-follower', name: 'Follower' });
-  const co = await setupCoordinator(daemon, admin, 'push-writer', follower.id);
-  const fconn = await RpcConn.open(daemon.socketPath, followerToken);
-  const waiters = new Map();
-  fconn.onNotification = (method, params, at) => {
-    if (method !== 'chats.batch' || params.streamId !== co.streamId) return;
-    for (const rec of params.records) {
-      const w = waiters.get(Number(rec.position));
-      if (w) {
-        waiters.delete(Number(rec.position));
-        w(at);
-      }
-    }
-  };
-  const waitPush = (position) =>
-    new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        waiters.delete(position);
-        reject(new Error(`no chats.batch for position ${position} within 10 s`));
-      }, 10_000);
-      waiters.set(position, (at) => {
-        clearTimeout(timer);
-        resolve(at);
-      });
-    });
-  await fconn.call('chats.follow', { chatId: co.chatId });
-  const push = [];
-  const rtt = [];
+  const probe = await PushProbe.setup(daemon, admin);
   const warm = Math.min(50, Math.ceil(cfg.pushAppends / 10));
   log(`(c) ${warm} warm-up + ${cfg.pushAppends} appends, one at a time, follower on another connection`);
-  for (let i = 0; i < warm + cfg.pushAppends; i++) {
-    const pushed = waitPush(co.next);
-    const t0 = nowMs();
-    await appendOne(co, 1, 30_000);
-    const t1 = nowMs();
-    const at = await pushed;
-    if (i >= warm) {
-      push.push(at - t0);
-      rtt.push(t1 - t0);
-    }
+  try {
+    await probe.run(warm);
+    const { push, rtt } = await probe.run(cfg.pushAppends);
+    results.c = { appends: push.length, pushP50: percentile(push, 0.5), pushP99: percentile(push, 0.99), rttP50: percentile(rtt, 0.5), rttP99: percentile(rtt, 0.99) };
+  } finally {
+    probe.close();
   }
-  fconn.close();
-  co.conn.close();
-  results.c = { appends: push.length, pushP50: percentile(push, 0.5), pushP99: percentile(push, 0.99), rttP50: percentile(rtt, 0.5), rttP99: percentile(rtt, 0.99) };
 }
 
 // ---- (d): history pages at growing sizes -------------------------------------------------
@@ -538,19 +561,22 @@ function report() {
     lines.push('');
   }
   if (results.a.some((r) => r.pipeline)) {
-    const cores = os.cpus().length;
-    // What the CPU alone allows: every core busy, nothing waiting on fsync or on another thread.
-    const ceiling = (x) => (cores * 1e6) / (x.serverCpuUs + x.clientCpuUs);
+    const rows = results.a.filter((r) => r.pipeline);
     lines.push(table(
-      `(a') the same closed loops against the issue's straightforward pipeline (bench/pipeline-server.mjs: json-rpc-2.0 → SHA-256 → ES256 → grouped sync batch → reply), and CPU per append (all threads, user + system) of the server and of this bench client; ceiling = ${cores} cores / (server + client CPU per append)`,
-      ['coordinators', 'daemon/s', 'pipeline/s', 'daemon÷pipe', 'pipe p50', 'daemon cpu µs', 'pipe cpu µs', 'client cpu µs', 'daemon ceiling/s', 'pipe ceiling/s'],
-      results.a.filter((r) => r.pipeline).map((r) => [
-        r.concurrency, fmt.int(r.daemon.perSecond), fmt.int(r.pipeline.perSecond), fmt.ratio(r.daemon.perSecond / r.pipeline.perSecond), fmt.ms(r.pipeline.p50),
-        fmt.int(r.daemon.serverCpuUs), fmt.int(r.pipeline.serverCpuUs), fmt.int(r.daemon.clientCpuUs), fmt.int(ceiling(r.daemon)), fmt.int(ceiling(r.pipeline)),
+      `(a') the same closed loops against the issue's straightforward pipeline (bench/pipeline-server.mjs: json-rpc-2.0 → SHA-256 → ES256 → grouped sync batch → reply), right after the daemon in each round; ratio = daemon ÷ pipeline`,
+      ['coordinators', 'daemon/s', 'pipe/s', 'ratio/s', 'daemon p50', 'pipe p50', 'ratio p50', 'daemon p99', 'pipe p99', 'ratio p99'],
+      rows.map((r) => [
+        r.concurrency, fmt.int(r.daemon.perSecond), fmt.int(r.pipeline.perSecond), fmt.ratio(r.daemon.perSecond / r.pipeline.perSecond),
+        fmt.ms(r.daemon.p50), fmt.ms(r.pipeline.p50), fmt.ratio(r.daemon.p50 / r.pipeline.p50),
+        fmt.ms(r.daemon.p99), fmt.ms(r.pipeline.p99), fmt.ratio(r.daemon.p99 / r.pipeline.p99),
       ]),
     ));
-    const top = results.a.filter((r) => r.pipeline).at(-1);
-    lines.push(`target check at ${top.concurrency}: 1.75 × pipeline = ${fmt.int(1.75 * top.pipeline.perSecond)}/s; the daemon's CPU ceiling is ${fmt.int(ceiling(top.daemon))}/s, the pipeline's own ${fmt.int(ceiling(top.pipeline))}/s`);
+    lines.push('');
+    lines.push(cpuTable(rows));
+    lines.push('');
+  }
+  if (results.f.length) {
+    lines.push(clientTable());
     lines.push('');
   }
   if (results.c) {
@@ -599,8 +625,141 @@ function report() {
     ));
     lines.push('');
   }
+  if (results.a.length || results.c || results.d.length || results.e) {
+    lines.push(targetCheck());
+    lines.push('');
+  }
   for (const n of results.notes) lines.push(`note: ${n}`);
   return lines.join('\n');
+}
+
+/** The thread groups present in some rows, in THREAD_GROUPS order, then any named ones. */
+function groupsOf(cpus) {
+  const seen = new Set(cpus.filter(Boolean).flatMap((c) => Object.keys(c.us)));
+  return [...THREAD_GROUPS.filter((g) => seen.has(g)), ...[...seen].filter((g) => !THREAD_GROUPS.includes(g)).sort()];
+}
+
+const threadCounts = (cpu, groups) => groups.map((g) => cpu.threads[g] ?? 0).join('/');
+
+function cpuTable(rows) {
+  const cores = os.cpus().length;
+  const groups = groupsOf(rows.flatMap((r) => [r.daemon.server, r.pipeline.server]));
+  // What the CPU alone allows: every core busy, nothing waiting on fsync or on another thread.
+  const ceiling = (total, client) => (cores * 1e6) / (total + client);
+  const out = [];
+  for (const r of rows) {
+    for (const [name, x] of [['daemon', r.daemon], ['pipeline', r.pipeline]]) {
+      const cpu = x.server;
+      if (!cpu) continue;
+      out.push([
+        name === 'daemon' ? r.concurrency : '', name, ...groups.map((g) => fmt.int(cpu.us[g] ?? 0)), fmt.int(sum(cpu.us)), cpu.mainBusy.toFixed(2),
+        fmt.int(x.clientCpuUs), fmt.int(ceiling(sum(cpu.us), x.clientCpuUs)), threadCounts(cpu, groups),
+      ]);
+    }
+  }
+  const legend = groups.map((g) => `  ${g}: ${THREAD_GROUP_NOTES[g] ?? 'threads named so by the runtime'}`);
+  return [
+    table(
+      `(a'') CPU µs per append by thread group (user + system, /proc/<pid>/task/<tid>/stat over each round, median of rounds); main busy = main-thread CPU ÷ wall time; bench client = this process; ceiling = ${cores} cores ÷ (server + bench client µs)`,
+      ['coordinators', 'server', ...groups.map((g) => `${g} µs`), 'total µs', 'main busy', 'bench client µs', 'ceiling/s', 'threads'],
+      out,
+    ),
+    `threads = count per group (${groups.join('/')}); groups by creation order (Node 20 names no thread):`,
+    ...legend,
+  ].join('\n');
+}
+
+function clientTable() {
+  const groups = groupsOf(results.f.map((r) => r.client));
+  const rows = results.f.map((r) => [
+    r.concurrency, r.mode === 'raw' ? 'raw RpcConn' : 'Coordinator', fmt.int(r.perSecond), fmt.ms(r.p50), fmt.ms(r.p99),
+    fmt.int(sum(r.client.us)), ...groups.map((g) => fmt.int(r.client.us[g] ?? 0)), r.client.mainBusy.toFixed(2), fmt.int(sum(r.daemon.us)), r.daemon.mainBusy.toFixed(2),
+  ]);
+  const verdicts = results.f.filter((r) => r.mode === 'coordinator').map((r) => {
+    const raw = results.f.find((x) => x.mode === 'raw' && x.concurrency === r.concurrency);
+    const limit = r.client.mainBusy >= CLIENT_LIMIT_BUSY && r.client.mainBusy >= r.daemon.mainBusy;
+    return `at ${r.concurrency}: Coordinator ${fmt.int(sum(r.client.us))} µs/append vs raw ${fmt.int(sum(raw?.client.us))} (${fmt.ratio(sum(r.client.us) / sum(raw?.client.us))}), `
+      + `appends/s ${fmt.ratio(r.perSecond / raw?.perSecond)} of raw; client main busy ${r.client.mainBusy.toFixed(2)}, daemon main busy ${r.daemon.mainBusy.toFixed(2)} → `
+      + (limit ? 'the CLIENT LIBRARY is the limit here' : 'the client library is not the limit');
+  });
+  return [
+    table(
+      `(f) load from the client library, in a child process (bench/client-load.mjs): raw RpcConn = the bare NDJSON client of (a); Coordinator = dist/client Coordinator.send(text), which also follows its chat (the daemon pushes each own append back to it); CPU µs per append from /proc of the client process and the daemon, median of ${cfg.rounds} rounds × ${cfg.seconds}s`,
+      ['clients', 'client', 'appends/s', 'p50 ms', 'p99 ms', 'client µs', ...groups.map((g) => `client ${g} µs`), 'client main busy', 'daemon µs', 'daemon main busy'],
+      rows,
+    ),
+    `verdict (client library is the limit when its main thread is ≥ ${CLIENT_LIMIT_BUSY} busy and busier than the daemon's):`,
+    ...verdicts.map((v) => `  ${v}`),
+  ].join('\n');
+}
+
+/** A client's main thread this busy (fraction of one core) cannot produce appends any faster. */
+const CLIENT_LIMIT_BUSY = 0.9;
+/** "Flat" history pages: p50 at the largest size at most this multiple of the p50 at 1k. */
+const FLAT_MAX = 1.5;
+const ONE_MILLION = 1_000_000;
+
+/** The issue's targets, each with the value measured in this run, its threshold and met / NOT MET. */
+function targetCheck() {
+  const rows = [];
+  const footnotes = [];
+  const why = [];
+  const status = (ok) => (ok === null ? 'n/a' : ok ? 'met' : 'NOT MET');
+  const at = (c) => results.a.find((r) => r.concurrency === c && r.pipeline);
+  const mainUs = (x) => x?.server?.us.main;
+
+  const a64 = at(64);
+  const tput = a64 ? a64.daemon.perSecond / a64.pipeline.perSecond : NaN;
+  rows.push(['appends/s vs pipeline at 64 clients', a64 ? `${fmt.ratio(tput)} (${fmt.int(a64.daemon.perSecond)} / ${fmt.int(a64.pipeline.perSecond)} per s)` : 'not run', '≥ 1.20x', status(a64 ? tput >= 1.2 : null)]);
+  if (a64 && tput < 1.2) {
+    why.push(`appends/s at 64: daemon ${fmt.int(sum(a64.daemon.server?.us))} µs CPU per append (main thread ${fmt.int(mainUs(a64.daemon))} µs, busy ${a64.daemon.server?.mainBusy.toFixed(2)}) vs pipeline ${fmt.int(sum(a64.pipeline.server?.us))} µs (main ${fmt.int(mainUs(a64.pipeline))} µs, busy ${a64.pipeline.server?.mainBusy.toFixed(2)}): see (a'') and the profile recipe in bench/README.md`);
+  }
+  const a1 = at(1);
+  rows.push(['single-client p50 vs pipeline', a1 ? `${fmt.ms(a1.daemon.p50)} ms vs ${fmt.ms(a1.pipeline.p50)} ms (${fmt.ratio(a1.daemon.p50 / a1.pipeline.p50)})` : 'not run', "≤ the pipeline's (1.00x)", status(a1 ? a1.daemon.p50 <= a1.pipeline.p50 : null)]);
+  if (a1 && a1.daemon.p50 > a1.pipeline.p50) {
+    why.push(`p50 at 1: daemon main thread ${fmt.int(mainUs(a1.daemon))} µs per append vs pipeline ${fmt.int(mainUs(a1.pipeline))} µs, libuv pool ${fmt.int(a1.daemon.server?.us['libuv pool'])} vs ${fmt.int(a1.pipeline.server?.us['libuv pool'])} µs: see (a'') and the profile recipe in bench/README.md`);
+  }
+  const c = results.c;
+  rows.push(['append→push p50 vs append p50', c ? `${fmt.ms(c.pushP50)} ms vs ${fmt.ms(c.rttP50)} ms (${fmt.ratio(c.pushP50 / c.rttP50)})` : 'not run', '≤ 1.20x', status(c ? c.pushP50 <= 1.2 * c.rttP50 : null)]);
+  if (c && c.pushP50 > 1.2 * c.rttP50) {
+    why.push(`push: p50 ${fmt.ms(c.pushP50)} ms, p99 ${fmt.ms(c.pushP99)} ms after the append's send, whose own answer took ${fmt.ms(c.rttP50)} ms: the push leaves later than the answer; see (c)`);
+  }
+
+  const d = results.d;
+  if (d.length > 1) {
+    const first = d[0];
+    const last = d.at(-1);
+    const bwd = last.backwardP50 / first.backwardP50;
+    const fwd = last.forwardMidP50 / first.forwardMidP50;
+    const small = last.built < ONE_MILLION;
+    if (small) footnotes.push(`history measured up to ${fmt.int(last.built)} records, not 1M (BENCH_MAX_RECORDS / quick mode): indicative only`);
+    rows.push([`history page p50 flat, ${fmt.int(first.built)} → ${fmt.int(last.built)}`, `backward ${fmt.ratio(bwd)}, forward-mid ${fmt.ratio(fwd)}`, `both ≤ ${fmt.ratio(FLAT_MAX)} at 1M`, status(bwd <= FLAT_MAX && fwd <= FLAT_MAX) + (small ? '*' : '')]);
+    if (bwd > FLAT_MAX || fwd > FLAT_MAX) {
+      why.push(`history: raw LevelDB pages ${fmt.ms(first.rawBackwardP50)} → ${fmt.ms(last.rawBackwardP50)} ms (backward), ${fmt.ms(first.rawForwardP50)} → ${fmt.ms(last.rawForwardP50)} ms (forward) on the same stores: if these grew too, LevelDB did; see (d)`);
+    }
+  } else {
+    rows.push(['history page p50 flat to 1M', d.length ? 'one size only' : 'not run', `both ≤ ${fmt.ratio(FLAT_MAX)} at 1M`, 'n/a']);
+  }
+  const e = results.e;
+  const size = results.d.at(-1)?.built ?? 0;
+  const smallE = e && size < ONE_MILLION;
+  if (smallE) footnotes.push(`startup and RSS measured on a ${fmt.int(size)}-record data dir, not 1M: indicative only`);
+  const mb = (kib) => `${((kib * 1024) / 1e6).toFixed(1)} MB`;
+  rows.push([`startup at ${e ? fmt.int(size) : '1M'} records`, e ? `${fmt.ms(e.startupMs)} ms` : 'not run', '≤ 500 ms at 1M', e ? status(e.startupMs <= 500) + (smallE ? '*' : '') : 'n/a']);
+  if (e && e.startupMs > 500) {
+    why.push(`startup: a bare node opening the same LevelDB takes ${fmt.ms(e.minimalStartupMs)} ms here, so the daemon's own share is ${fmt.ms(e.startupMs - e.minimalStartupMs)} ms; see (e), and profile a start with node --cpu-prof`);
+  }
+  // 80 MB taken as 80 × 10^6 bytes (= 76.3 MiB), the stricter reading.
+  rows.push(['idle RSS', e ? mb(e.rssKiB) : 'not run', '≤ 80 MB (10^6 B)', e ? status(e.rssKiB * 1024 <= 80e6) + (smallE ? '*' : '') : 'n/a']);
+  if (e && e.rssKiB * 1024 > 80e6) {
+    why.push(`RSS: a bare node with the same LevelDB open holds ${mb(e.minimalRssKiB)}; see (e)`);
+  }
+
+  return [
+    table(`target check (the performance issue's targets, from this run${cfg.quick ? ', QUICK MODE: not figures' : ''})`, ['target', 'measured', 'threshold', 'status'], rows, 4),
+    ...footnotes.map((f) => `* ${f}`),
+    ...(why.length ? ['why (not met):', ...why.map((w) => `  ${w}`)] : []),
+  ].join('\n');
 }
 
 // ---- main ----------------------------------------------------------------------------------
@@ -608,13 +767,14 @@ function report() {
 async function main() {
   log(`config ${JSON.stringify({ ...cfg, only: [...cfg.only], historySizes })}`);
   const on = (s) => cfg.only.has(s);
-  // (a), (b), (c) on one fresh daemon.
-  if (on('a') || on('c')) {
+  // (a), (b), (f), (c) on one fresh daemon.
+  if (on('a') || on('f') || on('c')) {
     const d1 = new Daemon(makeTempDir('yba-'));
     try {
       await d1.start();
       const admin = await d1.admin();
       if (on('a')) await benchAppends(d1, admin);
+      if (on('f')) await benchClientLibrary(d1, admin);
       if (on('c')) await benchPush(d1, admin);
       admin.close();
     } finally {
