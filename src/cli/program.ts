@@ -20,7 +20,7 @@ export async function runCli(argv: string[]): Promise<void> {
     .option('data-dir', { type: 'string', global: true, describe: 'data dir holding admin.token (default: $YELLO_DATA_DIR, …, ~/.local/state/yello)' })
     .option('token-file', { type: 'string', global: true, describe: 'file with an agent token (or set $YELLO_TOKEN)' })
     .option('admin-token-file', { type: 'string', global: true, describe: 'file with the admin token' })
-    .option('state-dir', { type: 'string', global: true, describe: "the CLI's own state: the claims send/ack keep (default: $XDG_STATE_HOME/yello/cli, ~/.local/state/yello/cli)" })
+    .option('state-dir', { type: 'string', global: true, describe: "the CLI's own state: the claims send/ack keep (default: $XDG_STATE_HOME/yello-cli, ~/.local/state/yello-cli)" })
     .option('json', { type: 'boolean', global: true, default: false, describe: 'machine output: one JSON document (JSON lines for follow)' })
     .strict()
     .demandCommand(1, 'name a command')

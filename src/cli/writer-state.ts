@@ -7,12 +7,12 @@ import { writeFileAtomic } from './secret-files.js';
 
 /**
  * The CLI's own directory for state that outlives one command: `--state-dir`, else
- * `$XDG_STATE_HOME/yello/cli`, else `~/.local/state/yello/cli`.
+ * `$XDG_STATE_HOME/yello-cli`, else `~/.local/state/yello-cli`.
  */
 export function cliStateDir(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   if (flag) return resolve(flag);
-  if (env.XDG_STATE_HOME) return join(env.XDG_STATE_HOME, 'yello', 'cli');
-  return join(homedir(), '.local', 'state', 'yello', 'cli');
+  if (env.XDG_STATE_HOME) return join(env.XDG_STATE_HOME, 'yello-cli');
+  return join(homedir(), '.local', 'state', 'yello-cli');
 }
 
 /** A claim the CLI holds on one stream, kept between commands. */

@@ -20,7 +20,7 @@ let stateDir: string;
 
 beforeAll(async () => {
   d = await DaemonProcess.start();
-  stateDir = path.join(d.dir, 'state', 'yello', 'cli');
+  stateDir = path.join(d.dir, 'state', 'yello-cli');
   cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
   admin = await d.connectAs();
 });
