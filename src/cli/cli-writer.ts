@@ -33,6 +33,8 @@ export class CliWriter {
   readonly #socket: string;
   readonly #agentId: string;
   readonly streamId: string;
+  /** The claim could not be kept (no writable state dir): release it after this command. */
+  #oneShot = false;
 
   constructor(client: YelloClient, store: WriterStore, socket: string, streamId: string) {
     this.#client = client;
@@ -72,6 +74,7 @@ export class CliWriter {
       result = await this.#appendWith(token, claim.generation, claim.nextPosition, operationId, records);
     }
     if (opts.release) await this.release(token!);
+    else if (this.#oneShot) await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: token! }).catch(() => {});
     return result;
   }
 
@@ -118,7 +121,14 @@ export class CliWriter {
     }
     if (other && replace) process.stderr.write(`yello: the stream was claimed by another coordinator; took it over (epoch ${claim.epoch})\n`);
     else if (wasFenced) process.stderr.write(`yello: this CLI's claim on ${this.streamId} was released or reset; claimed it again (epoch ${claim.epoch})\n`);
-    this.#store.save({ socket: this.#socket, agentId: this.#agentId, streamId: this.streamId, coordinatorToken: claim.coordinatorToken, epoch: claim.epoch });
+    try {
+      this.#store.save({ socket: this.#socket, agentId: this.#agentId, streamId: this.streamId, coordinatorToken: claim.coordinatorToken, epoch: claim.epoch });
+    } catch (err) {
+      // No writable state dir (a service user without a home, say): still send, the old way.
+      this.#oneShot = true;
+      const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      process.stderr.write(`yello: cannot keep the claim between commands (${reason} in the CLI state dir; pass --state-dir): this command claims and releases the stream\n`);
+    }
     return claim;
   }
 

@@ -19,8 +19,12 @@ export const CURRENT_FORMAT = 2;
 /** Entries migrated per LevelDB batch. */
 const CHUNK = 2000;
 
-/** A store written by a newer daemon, or a format key that fails its check. */
-export class StoreFormatError extends Error {}
+/** A store written by a newer daemon (`corrupt: false`), or a format key that fails its check (`corrupt: true`). */
+export class StoreFormatError extends Error {
+  constructor(message: string, readonly corrupt: boolean) {
+    super(message);
+  }
+}
 
 /**
  * Bring a store to the current format before anything reads it. Format 1 (yello 0.1.0) kept a
@@ -37,7 +41,8 @@ export async function migrateFormat(db: Db, log: Logger): Promise<{ from: number
     const json = decodeValue(FORMAT_KEY, raw);
     const format = json === null ? NaN : Number(JSON.parse(json));
     if (format === CURRENT_FORMAT) return { from: format, migrated: 0 };
-    throw new StoreFormatError(Number.isNaN(format) ? `the store's format key ${FORMAT_KEY} is damaged` : `the store has format ${format}; this yello reads format ${CURRENT_FORMAT} (a newer version wrote it?)`);
+    if (Number.isNaN(format)) throw new StoreFormatError(`the store's format key ${FORMAT_KEY} fails its checksum (corrupt); run yello doctor, restore from a backup`, true);
+    throw new StoreFormatError(`the store has format ${format}; this yello reads format ${CURRENT_FORMAT} (a newer version wrote it?)`, false);
   }
   let migrated = 0;
   const first = await db.keys({ limit: 1 }).all();

@@ -141,4 +141,13 @@ describe('checks before any claim', () => {
     expectOneLine(over, 1, /too large/);
     expect(await state(p.streamA)).toEqual(before);
   });
+
+  it('without a writable state dir (a service user with no home) still sends: it claims, appends and releases, and says why', async () => {
+    const p = await pair();
+    const r = await p.alice.run(['--state-dir', '/proc/yello-no-such-dir/state', 'send', p.chatId, 'from a homeless user']);
+    expectExit(r, 0);
+    expect(r.stderr).toMatch(/cannot keep the claim between commands .*this command claims and releases the stream/);
+    expect(await types(p.streamA)).toEqual(['chat.writer-fence', 'chat.message']);
+    expect((await state(p.streamA)).writer).toMatchObject({ epoch: '1', active: false });
+  });
 });
