@@ -57,7 +57,8 @@ export class WriterStore {
     try {
       text = readFileSync(this.#file(socket, agentId, streamId), 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      // No claim kept, or no usable state dir (the writer then claims for one command only).
+      if (['ENOENT', 'ENOTDIR', 'EACCES'].includes((err as NodeJS.ErrnoException).code ?? '')) return null;
       throw new CliError(`cannot read the CLI state in ${this.#dir}: ${(err as Error).message}`, EXIT.error);
     }
     try {

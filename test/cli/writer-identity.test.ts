@@ -144,7 +144,7 @@ describe('checks before any claim', () => {
 
   it('without a writable state dir (a service user with no home) still sends: it claims, appends and releases, and says why', async () => {
     const p = await pair();
-    const r = await p.alice.run(['--state-dir', '/proc/yello-no-such-dir/state', 'send', p.chatId, 'from a homeless user']);
+    const r = await p.alice.run(['--state-dir', path.join(writeTokenFile(d.dir, uniq('a-file'), 'not a directory'), 'state'), 'send', p.chatId, 'from a homeless user']);
     expectExit(r, 0);
     expect(r.stderr).toMatch(/cannot keep the claim between commands .*this command claims and releases the stream/);
     expect(await types(p.streamA)).toEqual(['chat.writer-fence', 'chat.message']);
