@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { JSONRPCServer, type JSONRPCRequest, type JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
 import { errors, YelloError } from '../shared/errors.js';
-import { fastParams } from '../shared/fast-params.js';
 import { methods } from '../shared/methods.js';
 import { describeIssue, paramSchemas, type MethodName, type Params } from '../shared/schemas.js';
 import type { PeerInfo } from './audit.js';
@@ -74,9 +73,6 @@ export class RpcServer {
       if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
     }
     if (Array.isArray(rawParams)) throw errors.invalidParams('', 'params must be an object (by-name)');
-    // The hot path's hand-written acceptor first; the schema decides (and explains) the rest.
-    const fast = fastParams[name]?.(rawParams);
-    if (fast !== undefined) return handler(fast as never, caller as Caller, ctx);
     const parsed = paramSchemas[name].safeParse(rawParams ?? {});
     if (!parsed.success) {
       const { path, reason } = describeIssue(parsed.error.issues[0]!);
