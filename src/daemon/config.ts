@@ -12,4 +12,6 @@ export interface DaemonConfig {
   maxUnsentBytes?: number;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
+  /** Sign with a worker thread when an event-loop turn has many appends (default true). */
+  signWorker?: boolean;
 }

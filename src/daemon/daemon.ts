@@ -13,6 +13,7 @@ import { openStore, type OpenedStore } from './store-open.js';
 import { Counters } from './counters.js';
 import { Directory } from './directory.js';
 import { Signer } from './signer.js';
+import { SignBatcher } from './sign-batcher.js';
 import { TokenCodec } from './batch-codec.js';
 import { StreamStore } from './stream-store.js';
 import { ChatReader } from './chat-reader.js';
@@ -67,7 +68,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const counters = await Counters.load(storage, log);
     const codec = new TokenCodec(secret);
     const directory = new Directory(storage, counters, codec, adminToken, config.policy);
-    const streams = new StreamStore(storage, directory, signer, codec, counters, integrity);
+    const batcher = new SignBatcher(signer, log, { worker: config.signWorker !== false });
+    const streams = new StreamStore(storage, directory, signer, codec, counters, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
     const helloLimiter = new HelloLimiter();
@@ -108,6 +110,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           subscriptions.endAll();
           await sweep;
           await storage.close();
+          // After the store: queued writes wait for their signatures.
+          await batcher.close();
           server.closeConnections();
           removeGuards();
           log.info('stopped');

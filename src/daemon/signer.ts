@@ -33,6 +33,7 @@ export class Signer {
   #activeKid = '';
   #activeKey!: KeyObject;
   readonly #publicKeys = new Map<string, KeyObject>();
+  readonly #privateKeys = new Map<string, KeyObject>();
 
   constructor(dir: string) {
     this.#dir = dir;
@@ -70,6 +71,24 @@ export class Signer {
     const stored = this.#keys.get(kid)!;
     this.#activeKey = createPrivateKey({ key: stored.privateJwk, format: 'jwk' });
     this.#activeKid = kid;
+  }
+
+  /** A key's private JWK, for the signing worker (never logged, never leaves the process). */
+  privateJwk(kid: string): StoredKey['privateJwk'] {
+    const stored = this.#keys.get(kid);
+    if (!stored) throw new Error(`no signing key ${kid}`);
+    return stored.privateJwk;
+  }
+
+  /** The signature value of `payload` under key `kid` (active or retired). */
+  signPayloadAs(kid: string, payload: string): string {
+    if (kid === this.#activeKid) return signPayload(this.#activeKey, payload);
+    let key = this.#privateKeys.get(kid);
+    if (!key) {
+      key = createPrivateKey({ key: this.privateJwk(kid), format: 'jwk' });
+      this.#privateKeys.set(kid, key);
+    }
+    return signPayload(key, payload);
   }
 
   /** Sign a message's fields with the active key. */

@@ -5,7 +5,11 @@ import { locateKey } from './keys.js';
 import { decodeValue, encodeValue } from './value-codec.js';
 import type { Touch, WalGuard } from './wal-guard.js';
 
-/** One put or delete of a write batch; put values are any JSON value. */
+/**
+ * One put or delete of a write batch. Put values are any JSON value, or a function giving it:
+ * such a value is serialized only when its group is written, after the write's `ready`
+ * promise (signatures computed elsewhere) has resolved.
+ */
 export type WriteOp = { type: 'put'; key: string; value: unknown } | { type: 'del'; key: string };
 
 /** A key range of a scan. */
@@ -22,10 +26,14 @@ interface EncodedOp {
   key: string;
   /** The value's JSON; undefined for a delete. */
   json: string | undefined;
+  /** A value serialized when its group is written. */
+  lazy?: () => unknown;
 }
 
 interface PendingWrite {
   ops: EncodedOp[];
+  /** Resolves when the lazy values of `ops` can be serialized. */
+  ready: Promise<void> | null;
   touches: readonly Touch[];
   done: Promise<void>;
   resolve: () => void;
@@ -74,7 +82,7 @@ export class Storage {
   readonly #db: Db;
   readonly #log: Logger;
   readonly #guard: WalGuard | null;
-  #overlay = new Map<string, { json: string | undefined; owner: PendingWrite }>();
+  #overlay = new Map<string, { json: string | undefined; lazy?: (() => unknown) | undefined; owner: PendingWrite }>();
   #queue: PendingWrite[] = [];
   #flushing = false;
   #readOnly = false;
@@ -112,6 +120,7 @@ export class Storage {
   /** A value as admitted: pending writes first, then committed state (write path only). */
   getAdmitted<T>(key: string): T | undefined {
     const o = this.#overlay.get(key);
+    if (o?.lazy) return structuredClone(o.lazy()) as T;
     if (o) return o.json === undefined ? undefined : (JSON.parse(o.json) as T);
     return this.get<T>(key);
   }
@@ -235,7 +244,7 @@ export class Storage {
    * Must be called synchronously after the checks that depend on `getAdmitted`. `touches`
    * name the stream generations it writes, for the write-ahead-log guard.
    */
-  write(ops: WriteOp[], touches: readonly Touch[] = []): Promise<void> {
+  write(ops: WriteOp[], touches: readonly Touch[] = [], ready: Promise<void> | null = null): Promise<void> {
     this.assertWritable();
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
@@ -243,9 +252,13 @@ export class Storage {
       resolve = res;
       reject = rej;
     });
-    const encoded = ops.map((op): EncodedOp => ({ key: op.key, json: op.type === 'put' ? JSON.stringify(op.value) : undefined }));
-    const pending: PendingWrite = { ops: encoded, touches, done, resolve, reject };
-    for (const op of encoded) this.#overlay.set(op.key, { json: op.json, owner: pending });
+    const encoded = ops.map((op): EncodedOp => {
+      if (op.type === 'del') return { key: op.key, json: undefined };
+      if (typeof op.value === 'function') return { key: op.key, json: undefined, lazy: op.value as () => unknown };
+      return { key: op.key, json: JSON.stringify(op.value) };
+    });
+    const pending: PendingWrite = { ops: encoded, ready, touches, done, resolve, reject };
+    for (const op of encoded) this.#overlay.set(op.key, { json: op.json, lazy: op.lazy, owner: pending });
     this.#queue.push(pending);
     if (!this.#flushing) void this.#flush();
     return done;
@@ -283,6 +296,14 @@ export class Storage {
       // not a timer: an idle daemon pays a few microseconds, a busy one writes fuller batches.
       await new Promise<void>((resolve) => setImmediate(resolve));
       const group = this.#queue.splice(0, MAX_GROUP_WRITES);
+      try {
+        const waiting = group.filter((g) => g.ready !== null);
+        if (waiting.length > 0) await Promise.all(waiting.map((g) => g.ready));
+        for (const g of group) for (const op of g.ops) if (op.lazy) op.json = JSON.stringify(op.lazy());
+      } catch (err) {
+        this.#fail(err, group);
+        break;
+      }
       const ops = group.length === 1 ? group[0]!.ops : coalesce(group);
       try {
         if (this.#guard) {

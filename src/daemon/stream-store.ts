@@ -1,9 +1,9 @@
 import { errors, YelloError } from '../shared/errors.js';
 import { formatDecimal, parseDecimal, splitStreamId } from '../shared/ids.js';
-import { clientMessageId, contentSha256, sha256Base64url } from '../shared/message-signing.js';
+import { clientMessageId, contentSha256, messagePayload, sha256Base64url } from '../shared/message-signing.js';
 import type { OperationInfo } from '../shared/methods.js';
 import type { Params } from '../shared/schemas.js';
-import type { AppendResult, ReadBatch, Redaction, StoredRecord, StreamState } from '../shared/types.js';
+import type { AppendResult, MessageSignature, ReadBatch, Redaction, StoredRecord, StreamState } from '../shared/types.js';
 import type { TokenCodec } from './batch-codec.js';
 import type { Caller } from './caller.js';
 import type { Counters } from './counters.js';
@@ -20,6 +20,7 @@ import type { Touch } from './wal-guard.js';
 import type { StoredOperation } from './record-layout.js';
 import { placeOf, StreamTables, type StreamIdentity } from './stream-tables.js';
 import { StreamNegativeIndex } from './negative-index.js';
+import type { SignBatcher } from './sign-batcher.js';
 import { expandRecord, type CompactRecord } from './record-layout.js';
 
 export type { StoredOperation } from './record-layout.js';
@@ -71,7 +72,10 @@ export class StreamStore {
   /** Streams whose head was checked against its records in this process. */
   readonly #reconciled = new Set<string>();
 
-  constructor(storage: Storage, directory: Directory, signer: Signer, codec: TokenCodec, counters: Counters, integrity: Integrity) {
+  readonly #batcher: SignBatcher | null;
+
+  constructor(storage: Storage, directory: Directory, signer: Signer, codec: TokenCodec, counters: Counters, integrity: Integrity, batcher: SignBatcher | null = null) {
+    this.#batcher = batcher;
     this.#storage = storage;
     this.#integrity = integrity;
     this.#tables = new StreamTables(storage);
@@ -191,6 +195,7 @@ export class StreamStore {
     next: StreamMeta,
     ops: WriteOp[],
     range?: { generation: number; fromPosition: number; nextPosition: number; records: StoredRecord[] },
+    ready: Promise<void> | null = null,
   ): Promise<void> {
     const previous = this.#admitted.get(next.streamId);
     // Where the stream stood before this write, for the log guard: anything lost lies past it.
@@ -204,7 +209,7 @@ export class StreamStore {
     const snapshot = cloneMeta(next);
     const records = range?.records ?? [];
     for (const r of records) ops.push(this.#tables.recordOp(next, r, range!.generation, Number(r.position)));
-    await this.#storage.write(ops, [touch]);
+    await this.#storage.write(ops, [touch], ready);
     const current = this.#committed.get(next.streamId);
     // Commits of one stream complete in admission order; never move the committed view back.
     if (!current || current.generation < snapshot.generation || current.nextPosition <= snapshot.nextPosition) {
@@ -383,9 +388,10 @@ export class StreamStore {
 
     const ops: WriteOp[] = [];
     const gen = formatDecimal(generation);
-    // Signed here, on the event loop. Signing on the libuv threadpool was measured slower on
-    // two cores: ~70 µs more CPU per append in thread hand-offs and wake-ups, no gain in
-    // throughput (bench/README.md, "profile notes").
+    // Signatures are asked for here and computed at the end of this event-loop turn, inline
+    // for a few, by a worker for many (sign-batcher.ts); the write waits for them. Everything
+    // signed (the payload, the kid, createdAt) is fixed now, at admission.
+    const signing: Array<Promise<void>> = [];
     const records = p.records.map((input, index): StoredRecord => {
       const position = formatDecimal(expected + index);
       const base = { version: 2 as const, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: p.operationId, recordIndex: index };
@@ -399,9 +405,12 @@ export class StreamStore {
       const sha = contentSha256(content);
       // The timestamp is fixed at admission, so it never goes backwards within a stream.
       const fields = { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, createdAt: this.#timestamp(next), contentSha256: sha };
+      const signature: MessageSignature = { kid: this.#signer.kid, alg: 'ES256', value: '', createdAt: fields.createdAt };
+      if (this.#batcher) signing.push(this.#batcher.sign(signature.kid, messagePayload(fields)).then((value) => void (signature.value = value)));
+      else signature.value = this.#signer.signPayloadAs(signature.kid, messagePayload(fields));
       return {
         streamId: p.streamId, generation: gen, position,
-        wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature: this.#signer.signMessage(fields) } },
+        wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature } },
       };
     });
     messageIds.forEach((id, index) => {
@@ -417,7 +426,7 @@ export class StreamStore {
     this.#counters.records += p.records.length;
     ops.push(this.#counters.op());
     try {
-      await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records });
+      await this.#commitMeta(next, ops, { generation, fromPosition: expected, nextPosition: next.nextPosition, records }, signing.length > 0 ? Promise.all(signing).then(() => {}) : null);
     } catch (err) {
       // Queued and then failed: the answer names the operation, whose outcome is unknown.
       if (err instanceof YelloError && err.type === 'STORAGE_FAILURE') throw err.withDetails({ operationId: p.operationId });

@@ -59,8 +59,13 @@ export class StreamTables {
 
   // ---- records --------------------------------------------------------------------------
 
+  /**
+   * The put of a record, compacted when its group is written: its signature may still be on its
+   * way (Storage waits for the write's `ready` first).
+   */
   recordOp(stream: StreamIdentity, record: StoredRecord, generation: number, position: number): WriteOp {
-    return { type: 'put', key: K.record(stream.streamId, generation, position), value: compactRecord(record, placeOf(stream, generation, position)) };
+    const place = placeOf(stream, generation, position);
+    return { type: 'put', key: K.record(stream.streamId, generation, position), value: () => compactRecord(record, place) };
   }
 
   /** One committed record, or undefined. Throws CORRUPT on a bad value. */

@@ -1,0 +1,29 @@
+// The signing worker: a worker_threads entry point. It receives private JWKs (on start and on
+// key rotation) and batches of payloads, and answers each batch with its ES256 signatures
+// (IEEE P1363, base64url) in order. No other state, no I/O.
+import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import { parentPort } from 'node:worker_threads';
+
+/** Messages the main thread sends. */
+export type ToWorker =
+  | { type: 'key'; kid: string; privateJwk: { kty: 'EC'; crv: 'P-256'; x: string; y: string; d: string } }
+  | { type: 'sign'; id: number; jobs: Array<[kid: string, payload: string]> };
+
+/** The worker's answer to a `sign` batch. */
+export interface FromWorker {
+  id: number;
+  signatures: string[];
+}
+
+const keys = new Map<string, KeyObject>();
+
+parentPort?.on('message', (m: ToWorker) => {
+  if (m.type === 'key') {
+    keys.set(m.kid, createPrivateKey({ key: m.privateJwk, format: 'jwk' }));
+    return;
+  }
+  const signatures = m.jobs.map(([kid, payload]) =>
+    sign('sha256', Buffer.from(payload, 'utf8'), { key: keys.get(kid)!, dsaEncoding: 'ieee-p1363' }).toString('base64url'),
+  );
+  parentPort!.postMessage({ id: m.id, signatures } satisfies FromWorker);
+});
