@@ -29,33 +29,53 @@ export class SignBatcher {
   readonly #keysSent = new Set<string>();
   #jobs: Job[] = [];
   #scheduled = false;
+  /** Requests of the last turn and of this one: the measure of load. */
+  #lastTurn = 0;
+  #thisTurn = 0;
   #nextId = 1;
   readonly #inFlight = new Map<number, Job[]>();
   /** Batches signed by the worker and inline, for benchmarks. */
   readonly stats = { workerBatches: 0, workerSignatures: 0, inlineSignatures: 0 };
 
-  constructor(signer: Signer, log: Logger, options: { worker?: boolean; minBatch?: number } = {}) {
+  readonly #workerUrl: URL;
+
+  constructor(signer: Signer, log: Logger, options: { worker?: boolean; minBatch?: number; workerUrl?: URL } = {}) {
     this.#signer = signer;
     this.#log = log;
+    this.#workerUrl = options.workerUrl ?? new URL('./sign-worker.js', import.meta.url);
     this.#minBatch = options.minBatch ?? WORKER_MIN_BATCH;
     if (options.worker === false) this.#workerDead = true;
   }
 
-  /** The signature value of `payload` under key `kid`, signed at the end of this turn. */
-  sign(kid: string, payload: string): Promise<string> {
-    return new Promise((resolve) => {
-      this.#jobs.push({ kid, payload, resolve });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => this.#flush());
-      }
-    });
+  /**
+   * The signature value of `payload` under key `kid`: at once (inline) while the load is low,
+   * else at the end of this event-loop turn together with the turn's other requests. "Low":
+   * this turn and the last one had fewer than `minBatch` requests and nothing is waiting.
+   */
+  sign(kid: string, payload: string): string | Promise<string> {
+    const busy = this.#lastTurn >= this.#minBatch || this.#thisTurn >= this.#minBatch - 1 || this.#jobs.length > 0 || this.#inFlight.size > 0;
+    this.#thisTurn++;
+    this.#schedule();
+    if (!busy) {
+      this.stats.inlineSignatures++;
+      return this.#signer.signPayloadAs(kid, payload);
+    }
+    return new Promise((resolve) => this.#jobs.push({ kid, payload, resolve }));
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => this.#flush());
   }
 
   #flush(): void {
     this.#scheduled = false;
+    this.#lastTurn = this.#thisTurn;
+    this.#thisTurn = 0;
     const jobs = this.#jobs;
     this.#jobs = [];
+    if (jobs.length === 0) return;
     const worker = jobs.length >= this.#minBatch ? this.#ensureWorker() : null;
     if (!worker) {
       this.#inline(jobs);
@@ -79,7 +99,7 @@ export class SignBatcher {
   #ensureWorker(): Worker | null {
     if (this.#workerDead) return null;
     if (this.#worker) return this.#worker;
-    const worker = new Worker(new URL('./sign-worker.js', import.meta.url));
+    const worker = new Worker(this.#workerUrl);
     // The worker must not keep a stopping daemon alive.
     worker.unref();
     worker.on('message', (m: FromWorker) => {

@@ -406,8 +406,9 @@ export class StreamStore {
       // The timestamp is fixed at admission, so it never goes backwards within a stream.
       const fields = { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, createdAt: this.#timestamp(next), contentSha256: sha };
       const signature: MessageSignature = { kid: this.#signer.kid, alg: 'ES256', value: '', createdAt: fields.createdAt };
-      if (this.#batcher) signing.push(this.#batcher.sign(signature.kid, messagePayload(fields)).then((value) => void (signature.value = value)));
-      else signature.value = this.#signer.signPayloadAs(signature.kid, messagePayload(fields));
+      const value = this.#batcher ? this.#batcher.sign(signature.kid, messagePayload(fields)) : this.#signer.signPayloadAs(signature.kid, messagePayload(fields));
+      if (typeof value === 'string') signature.value = value;
+      else signing.push(value.then((v) => void (signature.value = v)));
       return {
         streamId: p.streamId, generation: gen, position,
         wrapper: { ...base, type: 'chat.message', message: { chatId: meta.chatId, fromAgentId: meta.authorAgentId, toAgentId: meta.peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature } },
