@@ -89,6 +89,8 @@ export class Storage {
   #closing = false;
   #failureListeners: Array<() => void> = [];
   #checkpoint: Promise<void> | null = null;
+  /** Size of recent groups (decaying), to decide whether waiting a turn for company pays. */
+  #recentGroupSize = 0;
   /** Keys of writes whose synced batch failed: on disk or not, nobody can tell until a restart. */
   readonly #inDoubt = new Set<string>();
   /** Synced batches written and writes in them, for `daemon.status` and benchmarks. */
@@ -293,9 +295,12 @@ export class Storage {
     while (this.#queue.length > 0 && !this.#readOnly) {
       // One turn of the event loop before cutting a group: requests already sitting in socket
       // buffers get admitted and join this fsync instead of waiting for the next one. This is
-      // not a timer: an idle daemon pays a few microseconds, a busy one writes fuller batches.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      // not a timer, and it is skipped while writes come one at a time (the last groups held
+      // one write each): nobody would join, and a lone writer's latency is the fsync's.
+      if (this.#queue.length > 1 || this.#recentGroupSize > 1) await new Promise<void>((resolve) => setImmediate(resolve));
       const group = this.#queue.splice(0, MAX_GROUP_WRITES);
+      // A decaying maximum: one busy group keeps the hop for a while.
+      this.#recentGroupSize = Math.max(group.length, this.#recentGroupSize * 0.9);
       try {
         const waiting = group.filter((g) => g.ready !== null);
         if (waiting.length > 0) await Promise.all(waiting.map((g) => g.ready));
