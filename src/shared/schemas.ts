@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DECIMAL_PATTERN, ID_PATTERN, MESSAGE_ID_PATTERN } from './ids.js';
+import { PII_MODES } from './types.js';
 
 /**
  * Param schemas of every RPC method: the single source of validation (daemon), param types
@@ -27,7 +28,7 @@ const opt = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) =
 /** An opaque cursor string. */
 const cursor = () => z.string().min(1).max(4096);
 const limit = (max: number) => z.number().int().min(1).max(max);
-const piiMode = z.enum(['off', 'redact', 'reject']);
+const piiMode = z.enum(PII_MODES);
 
 /** A message record of `streams.append`. */
 export const appendMessageSchema = z.strictObject({

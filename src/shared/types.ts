@@ -3,11 +3,16 @@
  * generations and epochs are canonical decimal strings.
  */
 
+import type { ContinuityReason } from './errors.js';
+
 /** Who a session speaks for. */
 export type Role = 'agent' | 'admin';
 
-/** Outbound PII policy modes (§7). */
-export type PiiMode = 'off' | 'redact' | 'reject';
+/** Outbound PII policy modes (§7), as a list so the param schema can enumerate them. */
+export const PII_MODES = ['off', 'redact', 'reject'] as const;
+
+/** An outbound PII policy mode (§7); `redact` is the default. */
+export type PiiMode = (typeof PII_MODES)[number];
 
 /** An agent as listed to callers (never its token). */
 export interface Agent {
@@ -151,7 +156,7 @@ export interface ChatBatchNotification {
 /** A `chats.break` notification; the subscription has ended. */
 export interface ChatBreakNotification {
   subscriptionId: string;
-  reason: 'STREAM_MISSING' | 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE';
+  reason: ContinuityReason;
   streamId: string;
   expected: unknown;
   actual: unknown;
