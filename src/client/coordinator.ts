@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, StreamState } from '../shared/types.js';
-import type { OperationInfo } from '../shared/methods.js';
-import type { ParamsIn } from '../shared/schemas.js';
+import type { ParamsIn } from '../shared/methods.js';
+import type { OperationInfo } from '../shared/results.js';
 import type { CursorStore } from './cursor-store.js';
 import {
   ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, LineTooLargeError, StorageFailureError, TimeoutError,

@@ -22,5 +22,5 @@ export type {
   Agent, AgentSummary, Chat, Checkpoint, CheckpointSignature, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
   ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, Redaction, PiiMode, Role, DoctorReport, DoctorProblem, CorruptStream,
 } from '../shared/types.js';
-export type { MethodResults, HelloResult, OperationInfo, Grant } from '../shared/methods.js';
-export type { MethodName, ParamsIn } from '../shared/schemas.js';
+export type { HelloResult, OperationInfo, Grant } from '../shared/results.js';
+export type { MethodName, MethodResults, ParamsIn } from '../shared/methods.js';

@@ -1,7 +1,8 @@
 import { homedir } from 'node:os';
-import type { HelloResult, MethodResults, NotificationParams } from '../shared/methods.js';
+import { METHOD_NAMES } from '../shared/method-names.js';
+import type { MethodName, ParamsIn, Result } from '../shared/methods.js';
 import { resolveSocketPath } from '../shared/paths.js';
-import { paramSchemas, type MethodName, type ParamsIn } from '../shared/schemas.js';
+import type { HelloResult, NotificationParams } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
 import { ConnectionLostError } from './errors.js';
 import { LineTransport } from './transport.js';
@@ -97,7 +98,7 @@ type Namespace<M extends string> = M extends `${infer NS}.${string}` ? NS : neve
 /** Typed method groups: `client.rpc.streams.append({...})`. */
 export type RpcMethods = {
   [NS in Namespace<MethodName>]: {
-    [M in MethodName as M extends `${NS}.${infer F}` ? F : never]: (params: ParamsIn<M>, options?: CallOptions) => Promise<MethodResults[M]>;
+    [M in MethodName as M extends `${NS}.${infer F}` ? F : never]: (params: ParamsIn<M>, options?: CallOptions) => Promise<Result<M>>;
   };
 };
 
@@ -128,7 +129,7 @@ export class YelloClient {
     this.#hello = hello;
     this.#wire(transport);
     const rpc: Record<string, Record<string, (p: unknown, o?: CallOptions) => Promise<unknown>>> = {};
-    for (const name of Object.keys(paramSchemas) as MethodName[]) {
+    for (const name of METHOD_NAMES) {
       const [ns, fn] = name.split('.') as [string, string];
       (rpc[ns] ??= {})[fn] = (params: unknown, options?: CallOptions) => this.call(name, params as never, options);
     }
@@ -172,8 +173,8 @@ export class YelloClient {
    * Call any method with typed params and result. Rejects with `TimeoutError` after the
    * client's `callTimeoutMs` (or `options.timeoutMs`), plus `waitMs` for a long poll.
    */
-  call<M extends MethodName>(method: M, params: ParamsIn<M>, options?: CallOptions): Promise<MethodResults[M]> {
-    return this.#transport.call(method, params, timeoutFor(this.#options.callTimeoutMs, options?.timeoutMs, params)) as Promise<MethodResults[M]>;
+  call<M extends MethodName>(method: M, params: ParamsIn<M>, options?: CallOptions): Promise<Result<M>> {
+    return this.#transport.call(method, params, timeoutFor(this.#options.callTimeoutMs, options?.timeoutMs, params)) as Promise<Result<M>>;
   }
 
   /** The daemon's JWKS, for {@link verifyRecord}. */

@@ -1,6 +1,6 @@
 import { errors } from '../shared/errors.js';
 import { makeStreamId } from '../shared/ids.js';
-import type { Grant } from '../shared/methods.js';
+import type { Grant } from '../shared/results.js';
 import type { Agent, AgentSummary, Chat, PiiMode } from '../shared/types.js';
 import type { TokenCodec } from './batch-codec.js';
 import type { Caller } from './caller.js';

@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { JSONRPCServer, type JSONRPCRequest, type JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
 import { errors, YelloError } from '../shared/errors.js';
-import { methods } from '../shared/methods.js';
-import { describeIssue, paramSchemas, type MethodName, type Params } from '../shared/schemas.js';
+import type { MethodDescriptor } from '../shared/method-descriptor.js';
+import { methods, type MethodName, type Params, type Result } from '../shared/methods.js';
+import { describeIssue } from '../shared/schemas.js';
 import type { PeerInfo } from './audit.js';
 import type { Caller } from './caller.js';
 
@@ -34,8 +35,12 @@ export interface ConnectionHandle {
   onDrain(listener: () => void): void;
 }
 
-/** A validated handler: typed params, authenticated caller (null only for public methods). */
-export type Handler<M extends MethodName> = (params: Params<M>, caller: Caller, ctx: CallContext) => unknown;
+/**
+ * A validated handler: typed params, authenticated caller (null only for public methods). It
+ * returns the method's result type, so an answer that differs from what the client's types
+ * promise does not compile.
+ */
+export type Handler<M extends MethodName> = (params: Params<M>, caller: Caller, ctx: CallContext) => Result<M> | Promise<Result<M>>;
 /** Handlers for every method. */
 export type Handlers = { [M in MethodName]: Handler<M> };
 
@@ -53,8 +58,9 @@ export class RpcServer {
     this.#log = log;
     this.#sessionValid = sessionValid;
     this.#server.mapErrorToJSONRPCErrorResponse = (id, error) => this.#mapError(id, error);
-    for (const name of Object.keys(paramSchemas) as MethodName[]) {
-      this.#server.addMethod(name, (params, ctx) => this.#invoke(name, handlers[name] as Handler<MethodName>, params, ctx));
+    for (const method of Object.values(methods) as MethodDescriptor[]) {
+      const handler = handlers[method.name as MethodName] as (params: unknown, caller: Caller, ctx: CallContext) => unknown;
+      this.#server.addMethod(method.name, (params, ctx) => this.#invoke(method, handler, params, ctx));
     }
   }
 
@@ -63,8 +69,8 @@ export class RpcServer {
     return this.#server.receive(request, ctx);
   }
 
-  #invoke(name: MethodName, handler: Handler<MethodName>, rawParams: unknown, ctx: CallContext): unknown {
-    const access = methods[name].access;
+  #invoke(method: MethodDescriptor, handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown, rawParams: unknown, ctx: CallContext): unknown {
+    const { name, access } = method;
     const caller = ctx.caller;
     if (access !== 'public') {
       if (!caller) throw errors.unauthenticated();
@@ -73,12 +79,12 @@ export class RpcServer {
       if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
     }
     if (Array.isArray(rawParams)) throw errors.invalidParams('', 'params must be an object (by-name)');
-    const parsed = paramSchemas[name].safeParse(rawParams ?? {});
+    const parsed = method.params.safeParse(rawParams ?? {});
     if (!parsed.success) {
       const { path, reason } = describeIssue(parsed.error.issues[0]!);
       throw errors.invalidParams(path, reason);
     }
-    return handler(parsed.data as never, caller as Caller, ctx);
+    return handler(parsed.data, caller as Caller, ctx);
   }
 
   #mapError(id: JSONRPCRequest['id'], error: unknown): JSONRPCResponse & { error: object } {

@@ -1,7 +1,7 @@
 import { errors, YelloError } from '../shared/errors.js';
 import { formatDecimal, parseDecimal, splitStreamId } from '../shared/ids.js';
 import { clientMessageId, contentSha256, messagePayload, sha256Base64url } from '../shared/message-signing.js';
-import type { OperationInfo } from '../shared/methods.js';
+import type { OperationInfo } from '../shared/results.js';
 import type { Params } from '../shared/schemas.js';
 import type { AppendResult, MessageSignature, ReadBatch, Redaction, StoredRecord, StreamState } from '../shared/types.js';
 import type { TokenCodec } from './batch-codec.js';

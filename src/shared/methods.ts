@@ -1,140 +1,188 @@
-import type { MethodName } from './schemas.js';
-import type {
-  Agent, AppendResult, Chat, Checkpoint, ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, CorruptStream, DoctorReport, Jwks, ReadBatch, Role, StoredRecord, StreamState,
-} from './types.js';
+import { z } from 'zod';
+import { defineMethod, indexMethods, type ResultOf } from './method-descriptor.js';
+import type { ChatPermissions, DaemonStatus, Grant, HelloResult, OperationInfo } from './results.js';
+import { appendMessageSchema, appendReceiptSchema, cursor, decimal, id, label, limit, opt, piiMode, streamIdSchema } from './schema-parts.js';
+import type { Agent, AppendResult, Chat, Checkpoint, DoctorReport, Jwks, ReadBatch, StoredRecord, StreamState } from './types.js';
 
-/** Who may call a method. Finer checks (participant, author) happen in the handler. */
-export type Access = 'public' | 'authenticated' | 'agent' | 'admin';
+/**
+ * The method table: one descriptor per RPC method (params schema, access, docs, result type),
+ * the single source of the daemon's dispatch and handler types, the client's typed calls and
+ * the API document. Order is the API document's order.
+ */
+export const methods = indexMethods([
+  defineMethod<HelloResult>()({
+    name: 'session.hello', access: 'public',
+    params: z.strictObject({ token: z.string().min(1).max(1024), client: opt(z.unknown()) }),
+    summary: 'Authenticate this connection with an agent or admin token.', result: '{role, agentId?, protocol, daemon: {version}, limits, signing: {kid, alg}}',
+  }),
+  defineMethod<DaemonStatus>()({
+    name: 'daemon.status', access: 'authenticated', params: z.strictObject({}),
+    summary: 'Version, uptime, counts, storage state, active kid and corrupt streams.', result: '{version, uptimeMs, counts, storage, commits, kid, policy, integrity}',
+  }),
+  defineMethod<DoctorReport>()({
+    name: 'daemon.check', access: 'admin', params: z.strictObject({ mark: opt(z.boolean()) }),
+    summary: 'Scan the whole store (yello doctor): checksums, heads against records, signatures, operations, indexes; marks damaged streams corrupt unless mark is false.', result: 'DoctorReport',
+  }),
+  defineMethod<Jwks>()({
+    name: 'keys.list', access: 'authenticated', params: z.strictObject({}),
+    summary: 'The JWKS of every signing key, active and retired.', result: 'Jwks',
+  }),
+  defineMethod<{ kid: string }>()({
+    name: 'keys.rotate', access: 'admin', params: z.strictObject({}),
+    summary: 'Generate a new signing key; new records are signed with it.', result: '{kid}',
+  }),
 
-/** One RPC method: both ends, the CLI and the API document read this table. */
-export interface MethodDescriptor {
-  access: Access;
-  summary: string;
-  result: string;
-}
+  defineMethod<{ agent: Agent; token: string }>()({
+    name: 'agents.create', access: 'admin', params: z.strictObject({ username: id(), name: label(256).min(1), image: opt(label(2048)) }),
+    summary: 'Create an agent; its token is returned once and stored only as a hash.', result: '{agent, token}',
+  }),
+  defineMethod<{ agents: Agent[] }>()({
+    name: 'agents.list', access: 'authenticated', params: z.strictObject({}),
+    summary: 'List agents.', result: '{agents}',
+  }),
+  defineMethod<{ agent: Agent }>()({
+    name: 'agents.get', access: 'authenticated',
+    params: z
+      .strictObject({ agentId: opt(id()), username: opt(id()) })
+      .refine((p) => (p.agentId === undefined) !== (p.username === undefined), 'give exactly one of agentId or username'),
+    summary: 'One agent by id or username.', result: '{agent}',
+  }),
+  defineMethod<{ token: string }>()({
+    name: 'agents.rotateToken', access: 'admin', params: z.strictObject({ agentId: id() }),
+    summary: 'Issue a new token; the old one stops working at once.', result: '{token}',
+  }),
+  defineMethod<{ agent: Agent }>()({
+    name: 'agents.disable', access: 'admin', params: z.strictObject({ agentId: id() }),
+    summary: 'Disable an agent: its token stops working, its chats stay readable by the peer.', result: '{agent}',
+  }),
+  defineMethod<{ agent: Agent }>()({
+    name: 'agents.setPolicy', access: 'admin', params: z.strictObject({ agentId: id(), pii: piiMode() }),
+    summary: 'Set the outbound PII policy of an agent.', result: '{agent}',
+  }),
 
-/** Descriptor of every method (params live in `paramSchemas`, keyed alike). */
-export const methods: Record<MethodName, MethodDescriptor> = {
-  'session.hello': { access: 'public', summary: 'Authenticate this connection with an agent or admin token.', result: '{role, agentId?, protocol, daemon: {version}, limits, signing: {kid, alg}}' },
-  'daemon.status': { access: 'authenticated', summary: 'Version, uptime, counts, storage state, active kid and corrupt streams.', result: '{version, uptimeMs, counts, storage, commits, kid, policy, integrity}' },
-  'daemon.check': { access: 'admin', summary: 'Scan the whole store (yello doctor): checksums, heads against records, signatures, operations, indexes; marks damaged streams corrupt unless mark is false.', result: 'DoctorReport' },
-  'keys.list': { access: 'authenticated', summary: 'The JWKS of every signing key, active and retired.', result: 'Jwks' },
-  'keys.rotate': { access: 'admin', summary: 'Generate a new signing key; new records are signed with it.', result: '{kid}' },
-  'agents.create': { access: 'admin', summary: 'Create an agent; its token is returned once and stored only as a hash.', result: '{agent, token}' },
-  'agents.list': { access: 'authenticated', summary: 'List agents.', result: '{agents}' },
-  'agents.get': { access: 'authenticated', summary: 'One agent by id or username.', result: '{agent}' },
-  'agents.rotateToken': { access: 'admin', summary: 'Issue a new token; the old one stops working at once.', result: '{token}' },
-  'agents.disable': { access: 'admin', summary: 'Disable an agent: its token stops working, its chats stay readable by the peer.', result: '{agent}' },
-  'agents.setPolicy': { access: 'admin', summary: 'Set the outbound PII policy of an agent.', result: '{agent}' },
-  'grants.add': { access: 'admin', summary: 'Let agentId open a chat with and send to peerAgentId.', result: '{grant}' },
-  'grants.remove': { access: 'admin', summary: 'Revoke a grant; applies to the next append.', result: '{removed}' },
-  'grants.list': { access: 'authenticated', summary: 'List grants (agents see their own).', result: '{grants}' },
-  'chats.open': { access: 'authenticated', summary: 'Create or find the chat of a pair (race-free).', result: '{chat, created}' },
-  'chats.get': { access: 'authenticated', summary: 'A chat and its two stream states.', result: '{chat, streams}' },
-  'chats.list': { access: 'authenticated', summary: "The caller's chats (all for admin).", result: '{chats, nextCursor}' },
-  'chats.permissions': { access: 'authenticated', summary: 'Current permission and grant state of a chat.', result: '{chatId, policy, participants}' },
-  'chats.history': { access: 'authenticated', summary: 'Snapshot-paged transcript of both directions.', result: '{entries, nextCursor, liveCursor}' },
-  'chats.follow': { access: 'authenticated', summary: 'Subscribe to chats.batch notifications from a compound cursor, the current ends, or (agents) where their own last receipt left off.', result: '{subscriptionId, cursor}' },
-  'chats.unfollow': { access: 'authenticated', summary: 'End a subscription of this connection.', result: '{subscriptionId, ended}' },
-  'streams.get': { access: 'authenticated', summary: 'State of one directional stream.', result: 'StreamState' },
-  'streams.claim': { access: 'agent', summary: 'Become the coordinator of your outbound stream (appends a writer fence).', result: '{streamId, generation, epoch, coordinatorToken, nextPosition}' },
-  'streams.release': { access: 'authenticated', summary: 'Release the writer claim.', result: 'StreamState' },
-  'streams.append': { access: 'agent', summary: 'Append 1–64 records atomically at expectedPosition, fenced by the coordinator token.', result: 'AppendResult' },
-  'streams.read': { access: 'authenticated', summary: 'Read records from a position with exact continuity.', result: 'ReadBatch' },
-  'streams.checkpoint': { access: 'authenticated', summary: 'A daemon-signed checkpoint (record count and chain digest) of a range of one stream generation, for exports.', result: 'Checkpoint' },
-  'streams.trim': { access: 'admin', summary: 'Drop records below beforePosition.', result: '{firstPosition}' },
-  'streams.reset': { access: 'admin', summary: 'Start generation n+1 at position 0; seals the old one.', result: 'StreamState' },
-  'operations.get': { access: 'authenticated', summary: 'Whether an operation committed, and where.', result: '{state, generation?, firstPosition?, nextPosition?, committedAt?, requestDigest?}' },
-  'operations.list': { access: 'authenticated', summary: 'Committed operations of a stream, oldest first.', result: '{operations, nextCursor}' },
-  'rpc.discover': { access: 'public', summary: 'The OpenRPC document of this API.', result: 'OpenRPC document' },
-};
+  defineMethod<{ grant: Grant }>()({
+    name: 'grants.add', access: 'admin', params: z.strictObject({ agentId: id(), peerAgentId: id() }),
+    summary: 'Let agentId open a chat with and send to peerAgentId.', result: '{grant}',
+  }),
+  defineMethod<{ removed: boolean }>()({
+    name: 'grants.remove', access: 'admin', params: z.strictObject({ agentId: id(), peerAgentId: id() }),
+    summary: 'Revoke a grant; applies to the next append.', result: '{removed}',
+  }),
+  defineMethod<{ grants: Grant[] }>()({
+    name: 'grants.list', access: 'authenticated', params: z.strictObject({ agentId: opt(id()) }),
+    summary: 'List grants (agents see their own).', result: '{grants}',
+  }),
 
-/** The result of `session.hello`. */
-export interface HelloResult {
-  role: Role;
-  /** The agent of an agent session; null for admin. */
-  agentId: string | null;
-  protocol: 'yello.chat.v1';
-  daemon: { version: string };
-  limits: { maxAppendRequestBytes: number; maxLineBytes: number };
-  signing: { kid: string; alg: 'ES256' };
-}
+  defineMethod<{ chat: Chat; created: boolean }>()({
+    name: 'chats.open', access: 'authenticated',
+    params: z
+      .strictObject({ peerAgentId: opt(id()), agentAId: opt(id()), agentBId: opt(id()) })
+      .refine(
+        (p) => (p.peerAgentId !== undefined) !== (p.agentAId !== undefined && p.agentBId !== undefined) && (p.agentAId === undefined) === (p.agentBId === undefined),
+        'give peerAgentId (agent) or both agentAId and agentBId (admin)',
+      ),
+    summary: 'Create or find the chat of a pair (race-free).', result: '{chat, created}',
+  }),
+  defineMethod<{ chat: Chat; streams: [StreamState, StreamState] }>()({
+    name: 'chats.get', access: 'authenticated', params: z.strictObject({ chatId: id() }),
+    summary: 'A chat and its two stream states.', result: '{chat, streams}',
+  }),
+  defineMethod<{ chats: Chat[]; nextCursor: string | null }>()({
+    name: 'chats.list', access: 'authenticated', params: z.strictObject({ cursor: opt(cursor()), limit: opt(limit(500)) }),
+    summary: "The caller's chats (all for admin).", result: '{chats, nextCursor}',
+  }),
+  defineMethod<ChatPermissions>()({
+    name: 'chats.permissions', access: 'authenticated', params: z.strictObject({ chatId: id() }),
+    summary: 'Current permission and grant state of a chat.', result: '{chatId, policy, participants}',
+  }),
+  defineMethod<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }>()({
+    name: 'chats.history', access: 'authenticated',
+    params: z.strictObject({ chatId: id(), cursor: opt(cursor()), limit: opt(limit(500)), direction: opt(z.enum(['backward', 'forward'])) }),
+    summary: 'Snapshot-paged transcript of both directions.', result: '{entries, nextCursor, liveCursor}',
+  }),
+  defineMethod<{ subscriptionId: string; cursor: string }>()({
+    name: 'chats.follow', access: 'authenticated',
+    params: z.strictObject({ chatId: id(), cursor: opt(cursor()), from: opt(z.enum(['end', 'acknowledged'])) }),
+    summary: 'Subscribe to chats.batch notifications from a compound cursor, the current ends, or (agents) where their own last receipt left off.', result: '{subscriptionId, cursor}',
+  }),
+  defineMethod<{ subscriptionId: string; ended: boolean }>()({
+    name: 'chats.unfollow', access: 'authenticated', params: z.strictObject({ subscriptionId: z.string().min(1).max(128) }),
+    summary: 'End a subscription of this connection.', result: '{subscriptionId, ended}',
+  }),
 
-/** Operation state as `operations.get` reports it; fields an uncommitted operation lacks are null (§4). */
-export interface OperationInfo {
-  operationId: string;
-  state: 'committed' | 'pending' | 'unknown';
-  generation: string | null;
-  firstPosition: string | null;
-  nextPosition: string | null;
-  committedAt: string | null;
-  requestDigest: string | null;
-}
+  defineMethod<StreamState>()({
+    name: 'streams.get', access: 'authenticated', params: z.strictObject({ streamId: streamIdSchema() }),
+    summary: 'State of one directional stream.', result: 'StreamState',
+  }),
+  defineMethod<{ streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string }>()({
+    name: 'streams.claim', access: 'agent', params: z.strictObject({ streamId: streamIdSchema(), replace: opt(z.boolean()), reason: opt(label(512)) }),
+    summary: 'Become the coordinator of your outbound stream (appends a writer fence).', result: '{streamId, generation, epoch, coordinatorToken, nextPosition}',
+  }),
+  defineMethod<StreamState>()({
+    name: 'streams.release', access: 'authenticated', params: z.strictObject({ streamId: streamIdSchema(), coordinatorToken: opt(z.string().min(1).max(256)) }),
+    summary: 'Release the writer claim.', result: 'StreamState',
+  }),
+  defineMethod<AppendResult>()({
+    name: 'streams.append', access: 'agent',
+    params: z.strictObject({
+      streamId: streamIdSchema(),
+      coordinatorToken: z.string().min(1).max(256),
+      generation: decimal(),
+      expectedPosition: decimal(),
+      operationId: id(),
+      records: z.array(z.discriminatedUnion('type', [appendMessageSchema, appendReceiptSchema])).min(1).max(64),
+    }),
+    summary: 'Append 1–64 records atomically at expectedPosition, fenced by the coordinator token.', result: 'AppendResult',
+  }),
+  defineMethod<ReadBatch>()({
+    name: 'streams.read', access: 'authenticated',
+    params: z.strictObject({
+      streamId: streamIdSchema(),
+      generation: decimal(),
+      fromPosition: decimal(),
+      limit: opt(limit(1000)),
+      maxBytes: opt(z.number().int().min(1).max(1_048_576)),
+      waitMs: opt(z.number().int().min(0).max(30_000)),
+    }),
+    summary: 'Read records from a position with exact continuity.', result: 'ReadBatch',
+  }),
+  defineMethod<Checkpoint>()({
+    name: 'streams.checkpoint', access: 'authenticated',
+    params: z.strictObject({ streamId: streamIdSchema(), generation: decimal(), fromPosition: opt(decimal()), nextPosition: opt(decimal()) }),
+    summary: 'A daemon-signed checkpoint (record count and chain digest) of a range of one stream generation, for exports.', result: 'Checkpoint',
+  }),
+  defineMethod<{ firstPosition: string }>()({
+    name: 'streams.trim', access: 'admin', params: z.strictObject({ streamId: streamIdSchema(), beforePosition: decimal(), force: opt(z.boolean()) }),
+    summary: 'Drop records below beforePosition.', result: '{firstPosition}',
+  }),
+  defineMethod<StreamState>()({
+    name: 'streams.reset', access: 'admin', params: z.strictObject({ streamId: streamIdSchema(), reason: label(512).min(1) }),
+    summary: 'Start generation n+1 at position 0; seals the old one.', result: 'StreamState',
+  }),
 
-/** A grant. */
-export interface Grant {
-  agentId: string;
-  peerAgentId: string;
-  grantedAt: string;
-}
+  defineMethod<OperationInfo>()({
+    name: 'operations.get', access: 'authenticated', params: z.strictObject({ streamId: streamIdSchema(), operationId: id() }),
+    summary: 'Whether an operation committed, and where.', result: '{state, generation?, firstPosition?, nextPosition?, committedAt?, requestDigest?}',
+  }),
+  defineMethod<{ operations: OperationInfo[]; nextCursor: string | null }>()({
+    name: 'operations.list', access: 'authenticated', params: z.strictObject({ streamId: streamIdSchema(), cursor: opt(cursor()), limit: opt(limit(500)) }),
+    summary: 'Committed operations of a stream, oldest first.', result: '{operations, nextCursor}',
+  }),
+  defineMethod<Record<string, unknown>>()({
+    name: 'rpc.discover', access: 'public', params: z.strictObject({}),
+    summary: 'The OpenRPC document of this API.', result: 'OpenRPC document',
+  }),
+]);
 
-/** Result types keyed by method name, for typed clients. */
-export interface MethodResults {
-  'session.hello': HelloResult;
-  'daemon.status': {
-    version: string;
-    uptimeMs: number;
-    counts: { agents: number; chats: number; streams: number; records: number };
-    storage: 'ok' | 'read-only';
-    /** Synced batches written since start, the writes grouped into them, and log checkpoints. */
-    commits: { batches: number; writes: number; checkpoints: number };
-    kid: string;
-    policy: 'grants' | 'open';
-    /** Streams the daemon cannot vouch for (see `yello doctor`), and write-ahead-log losses found at startup. */
-    integrity: {
-      corruptStreams: CorruptStream[];
-      walIncidents: Array<{ detectedAt: string; bytes: number; streams: number; guardDamaged: boolean }>;
-    };
-  };
-  'daemon.check': DoctorReport;
-  'keys.list': Jwks;
-  'keys.rotate': { kid: string };
-  'agents.create': { agent: Agent; token: string };
-  'agents.list': { agents: Agent[] };
-  'agents.get': { agent: Agent };
-  'agents.rotateToken': { token: string };
-  'agents.disable': { agent: Agent };
-  'agents.setPolicy': { agent: Agent };
-  'grants.add': { grant: Grant };
-  'grants.remove': { removed: boolean };
-  'grants.list': { grants: Grant[] };
-  'chats.open': { chat: Chat; created: boolean };
-  'chats.get': { chat: Chat; streams: [StreamState, StreamState] };
-  'chats.list': { chats: Chat[]; nextCursor: string | null };
-  'chats.permissions': {
-    chatId: string;
-    policy: 'grants' | 'open';
-    participants: Array<{ agentId: string; canRead: boolean; canSend: boolean; canClaim: boolean; grant: { grantedAt: string } | null }>;
-  };
-  'chats.history': { entries: StoredRecord[]; nextCursor: string | null; liveCursor: string };
-  'chats.follow': { subscriptionId: string; cursor: string };
-  'chats.unfollow': { subscriptionId: string; ended: boolean };
-  'streams.get': StreamState;
-  'streams.claim': { streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string };
-  'streams.release': StreamState;
-  'streams.append': AppendResult;
-  'streams.read': ReadBatch;
-  'streams.checkpoint': Checkpoint;
-  'streams.trim': { firstPosition: string };
-  'streams.reset': StreamState;
-  'operations.get': OperationInfo;
-  'operations.list': { operations: OperationInfo[]; nextCursor: string | null };
-  'rpc.discover': Record<string, unknown>;
-}
-
-/** Notifications the daemon pushes. */
-export interface NotificationParams {
-  'chats.batch': ChatBatchNotification;
-  'chats.break': ChatBreakNotification;
-  'chats.error': ChatErrorNotification;
-}
+/** Every RPC method name. */
+export type MethodName = keyof typeof methods;
+/** The descriptor of `M`. */
+export type MethodOf<M extends MethodName> = (typeof methods)[M];
+/** Params a caller sends for `M` (before normalisation). */
+export type ParamsIn<M extends MethodName> = z.input<MethodOf<M>['params']>;
+/** Params after validation, as handlers see them. */
+export type Params<M extends MethodName> = z.output<MethodOf<M>['params']>;
+/** What `M` answers: the type a handler must return and a client call resolves to. */
+export type Result<M extends MethodName> = ResultOf<MethodOf<M>>;
+/** Result types keyed by method name. */
+export type MethodResults = { [M in MethodName]: Result<M> };

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { CONTINUITY_REASONS, ERROR_CODES, type ContinuityReason } from '../../src/shared/errors.js';
 import { paramSchemas, type MethodName } from '../../src/shared/schemas.js';
 import { methods } from '../../src/shared/methods.js';
+import { METHOD_NAMES } from '../../src/shared/method-names.js';
 import { buildOpenRpc } from '../../src/shared/openrpc.js';
 import type { ChatBreakNotification } from '../../src/shared/types.js';
 import { EXIT } from '../../src/cli/output.js';
@@ -92,6 +93,19 @@ describe('docs/protocol.md agrees with the code', () => {
     for (const value of [v.content, v.messageId, v.contentSha256, v.clientMessageId, v.signature.value, v.signature.kid]) {
       expect(protocol).toContain(value);
     }
+  });
+});
+
+describe('the method table', () => {
+  it('METHOD_NAMES (the zod-free list the client loads) is exactly the table, in its order', () => {
+    expect([...METHOD_NAMES]).toEqual(Object.keys(methods));
+    // Compile-time too: a method the list lacks fails npm run typecheck.
+    const listNamesEveryMethod: Same<(typeof METHOD_NAMES)[number], MethodName> = true;
+    expect(listNamesEveryMethod).toBe(true);
+  });
+
+  it('every descriptor is filed under its own name', () => {
+    for (const [key, d] of Object.entries(methods)) expect(d.name).toBe(key);
   });
 });
 

@@ -1,0 +1,67 @@
+import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, CorruptStream, Role } from './types.js';
+
+/**
+ * Result types of the methods whose results are not one of the value types of types.ts, and
+ * the params of the daemon's notifications. The method table (methods.ts) names the result
+ * type of every method.
+ */
+
+/** The result of `session.hello`. */
+export interface HelloResult {
+  role: Role;
+  /** The agent of an agent session; null for admin. */
+  agentId: string | null;
+  protocol: 'yello.chat.v1';
+  daemon: { version: string };
+  limits: { maxAppendRequestBytes: number; maxLineBytes: number };
+  signing: { kid: string; alg: 'ES256' };
+}
+
+/** The result of `daemon.status`. */
+export interface DaemonStatus {
+  version: string;
+  uptimeMs: number;
+  counts: { agents: number; chats: number; streams: number; records: number };
+  storage: 'ok' | 'read-only';
+  /** Synced batches written since start, the writes grouped into them, and log checkpoints. */
+  commits: { batches: number; writes: number; checkpoints: number };
+  kid: string;
+  policy: 'grants' | 'open';
+  /** Streams the daemon cannot vouch for (see `yello doctor`), and write-ahead-log losses found at startup. */
+  integrity: {
+    corruptStreams: CorruptStream[];
+    walIncidents: Array<{ detectedAt: string; bytes: number; streams: number; guardDamaged: boolean }>;
+  };
+}
+
+/** Operation state as `operations.get` reports it; fields an uncommitted operation lacks are null (§4). */
+export interface OperationInfo {
+  operationId: string;
+  state: 'committed' | 'pending' | 'unknown';
+  generation: string | null;
+  firstPosition: string | null;
+  nextPosition: string | null;
+  committedAt: string | null;
+  requestDigest: string | null;
+}
+
+/** A grant. */
+export interface Grant {
+  agentId: string;
+  peerAgentId: string;
+  grantedAt: string;
+}
+
+/** The result of `chats.permissions`. */
+export interface ChatPermissions {
+  chatId: string;
+  policy: 'grants' | 'open';
+  participants: Array<{ agentId: string; canRead: boolean; canSend: boolean; canClaim: boolean; grant: { grantedAt: string } | null }>;
+}
+
+/** Notifications the daemon pushes. */
+export interface NotificationParams {
+  'chats.batch': ChatBatchNotification;
+  'chats.break': ChatBreakNotification;
+  'chats.error': ChatErrorNotification;
+}

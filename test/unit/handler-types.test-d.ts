@@ -1,0 +1,33 @@
+// Type-level tests of the daemon's handler table (src/daemon/rpc-server.ts `Handler<M>`):
+// a handler must return its method's result type, the type the client's calls resolve to, so
+// an answer that drifts from the client's types fails `npm run typecheck` (tsc -p test).
+
+import { expectTypeOf } from 'vitest';
+import type { YelloClient } from '../../src/client/index.js';
+import type { Handler } from '../../src/daemon/rpc-server.js';
+import type { Result } from '../../src/shared/methods.js';
+import type { StreamState } from '../../src/shared/types.js';
+
+// @ts-expect-error the kid is a string
+export const wrongField: Handler<'keys.rotate'> = () => ({ kid: 1 });
+// @ts-expect-error an async handler is checked too: positions are decimal strings
+export const wrongAsync: Handler<'streams.trim'> = async () => ({ firstPosition: 0 });
+// @ts-expect-error nextCursor is required (null when there is no next page)
+export const missingField: Handler<'chats.list'> = () => ({ chats: [] });
+// @ts-expect-error a handler cannot answer something else entirely
+export const wrongShape: Handler<'streams.get'> = () => 'ok';
+
+export const right: Handler<'keys.rotate'> = () => ({ kid: 'k' });
+export const rightAsync: Handler<'streams.trim'> = async () => ({ firstPosition: '0' });
+
+// Handlers see params after validation: optional params are undefined, never null.
+export const params: Handler<'streams.read'> = (p) => {
+  expectTypeOf(p.generation).toEqualTypeOf<string>();
+  expectTypeOf(p.limit).toEqualTypeOf<number | undefined>();
+  return undefined as unknown as Result<'streams.read'>;
+};
+
+// The client resolves to exactly what the handler must return: both read the same descriptor.
+expectTypeOf<Awaited<ReturnType<YelloClient['rpc']['streams']['get']>>>().toEqualTypeOf<Result<'streams.get'>>();
+expectTypeOf<Result<'streams.get'>>().toEqualTypeOf<StreamState>();
+expectTypeOf<Awaited<ReturnType<YelloClient['rpc']['chats']['list']>>>().toEqualTypeOf<Awaited<ReturnType<Handler<'chats.list'>>>>();
