@@ -1,11 +1,11 @@
 import { errors } from '../shared/errors.js';
 import { formatDecimal, parseDecimal } from '../shared/ids.js';
-import type { Params } from '../shared/schemas.js';
 import type { ReadBatch, StoredRecord } from '../shared/types.js';
 import type { TokenCodec } from './batch-codec.js';
 import type { Caller } from './caller.js';
 import { Directory } from './directory.js';
 import { PAGE_BYTES } from './limits.js';
+import type { HistoryRequest, WaitingReadRequest } from './requests.js';
 import type { StreamMeta } from './stream-meta.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
 
@@ -76,10 +76,10 @@ export class ChatReader {
    * `streams.read`, waiting up to `waitMs` for records when none are available yet. The page
    * budget is asked for at each read, not held while waiting: a long poll reserves nothing.
    */
-  async read(caller: Caller, p: Params<'streams.read'>, pageBytes: () => number = () => PAGE_BYTES): Promise<ReadBatch> {
-    const deadline = Date.now() + (p.waitMs ?? 0);
+  async read(caller: Caller, p: WaitingReadRequest, pageBytes: () => number = () => PAGE_BYTES): Promise<ReadBatch> {
+    const deadline = Date.now() + p.waitMs;
     for (;;) {
-      const batch = await this.#streams.read(caller, { ...p, maxBytes: Math.min(p.maxBytes ?? PAGE_BYTES, pageBytes()) });
+      const batch = await this.#streams.read(caller, { ...p, maxBytes: Math.min(p.maxBytes, pageBytes()) });
       const remaining = deadline - Date.now();
       if (batch.records.length > 0 || batch.sealed || remaining <= 0) return batch;
       await this.#waitFor(p.streamId, remaining);
@@ -128,10 +128,10 @@ export class ChatReader {
    * messages or once its records reach `maxBytes` (always at least one), and `nextCursor`
    * continues exactly after the last entry of each direction it holds.
    */
-  async history(caller: Caller, p: Params<'chats.history'>, maxBytes = PAGE_BYTES): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
+  async history(caller: Caller, p: HistoryRequest, maxBytes = PAGE_BYTES): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
     const chat = this.#directory.readableChat(caller, p.chatId);
     const ids = Directory.streamIds(chat);
-    const limit = p.limit ?? 50;
+    const limit = p.limit;
     let cur: HistoryCursor;
     if (p.cursor === undefined) {
       const metas = ids.map((id) => this.#streams.continuingMeta(id)) as [StreamMeta, StreamMeta];

@@ -1,9 +1,9 @@
 import { ChainDigest, CHECKPOINT_TYPE, type CheckpointFields } from '../shared/checkpoint.js';
 import { errors } from '../shared/errors.js';
-import { formatDecimal, parseDecimal } from '../shared/ids.js';
-import type { Params } from '../shared/schemas.js';
+import { formatDecimal } from '../shared/ids.js';
 import type { Checkpoint } from '../shared/types.js';
 import type { Caller } from './caller.js';
+import type { CheckpointRequest } from './requests.js';
 import type { Signer } from './signer.js';
 import type { StreamStore } from './stream-store.js';
 
@@ -18,13 +18,13 @@ const PAGE_BYTES = 1_048_576;
  * `fromPosition`) rather than vouched for; a range below the retained start is
  * PREFIX_UNAVAILABLE, as for `streams.read`.
  */
-export async function streamCheckpoint(streams: StreamStore, signer: Signer, caller: Caller, p: Params<'streams.checkpoint'>): Promise<Checkpoint> {
+export async function streamCheckpoint(streams: StreamStore, signer: Signer, caller: Caller, p: CheckpointRequest): Promise<Checkpoint> {
   const meta = streams.readableMeta(caller, p.streamId);
-  const generation = parseDecimal(p.generation);
+  const generation = p.generation;
   const b = streams.bounds(meta, generation);
-  if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, p.generation, formatDecimal(meta.generation));
-  const from = p.fromPosition === undefined ? b.firstPosition : parseDecimal(p.fromPosition);
-  const next = p.nextPosition === undefined ? b.nextPosition : parseDecimal(p.nextPosition);
+  if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, formatDecimal(generation), formatDecimal(meta.generation));
+  const from = p.fromPosition ?? b.firstPosition;
+  const next = p.nextPosition ?? b.nextPosition;
   if (from < b.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, formatDecimal(from), formatDecimal(b.firstPosition));
   if (next > b.nextPosition) throw errors.invalidParams('nextPosition', `nextPosition is beyond the generation's nextPosition ${b.nextPosition}`);
   if (from > next) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${next}`);

@@ -42,7 +42,11 @@ const agentIdOf = (caller: Caller) => (caller.role === 'agent' ? caller.agentId 
 const pageBytes = (ctx: CallContext) => () => ctx.pageBytes?.() ?? PAGE_BYTES;
 const peerOf = (ctx: CallContext) => ctx.connection.peer ?? { conn: ctx.connection.id, socketInode: null };
 
-/** The method table: thin adapters from validated params to services. */
+/**
+ * The handlers: thin adapters from validated wire params to services. This is where wire
+ * becomes domain: decimal positions and generations turn into numbers and defaults are
+ * applied, so the services below take plain typed values (src/daemon/requests.ts).
+ */
 export function createHandlers(s: Services): Handlers {
   return {
     'session.hello': (p, _caller, ctx) => {
@@ -147,20 +151,30 @@ export function createHandlers(s: Services): Handlers {
     },
     'chats.list': (p, caller) => s.directory.listChats(caller, p.cursor, p.limit ?? 100),
     'chats.permissions': (p, caller) => s.directory.permissions(s.directory.readableChat(caller, p.chatId)),
-    'chats.history': (p, caller, ctx) => s.reader.history(caller, p, pageBytes(ctx)()),
+    'chats.history': (p, caller, ctx) => s.reader.history(caller, { ...p, limit: p.limit ?? 50 }, pageBytes(ctx)()),
     'chats.follow': (p, caller, ctx) => s.subscriptions.follow(caller, p, ctx.connection),
     'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
 
     'streams.get': (p, caller) => s.streams.get(caller, p.streamId),
-    'streams.claim': (p, caller) => s.streams.claim(caller, p),
+    'streams.claim': (p, caller) => s.streams.claim(caller, { streamId: p.streamId, replace: p.replace === true, reason: p.reason }),
     'streams.release': async (p, caller, ctx) => {
       const state = await s.streams.release(caller, p);
       if (caller.role === 'admin') s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
       return state;
     },
-    'streams.append': (p, caller) => s.streams.append(caller, p),
-    'streams.read': (p, caller, ctx) => s.reader.read(caller, p, pageBytes(ctx)),
-    'streams.checkpoint': (p, caller) => streamCheckpoint(s.streams, s.signer, caller, p),
+    'streams.append': (p, caller) =>
+      s.streams.append(caller, { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) }),
+    'streams.read': (p, caller, ctx) =>
+      s.reader.read(caller, {
+        streamId: p.streamId, generation: parseDecimal(p.generation), fromPosition: parseDecimal(p.fromPosition),
+        limit: p.limit ?? 1000, maxBytes: p.maxBytes ?? PAGE_BYTES, waitMs: p.waitMs ?? 0,
+      }, pageBytes(ctx)),
+    'streams.checkpoint': (p, caller) =>
+      streamCheckpoint(s.streams, s.signer, caller, {
+        streamId: p.streamId, generation: parseDecimal(p.generation),
+        fromPosition: p.fromPosition === undefined ? undefined : parseDecimal(p.fromPosition),
+        nextPosition: p.nextPosition === undefined ? undefined : parseDecimal(p.nextPosition),
+      }),
     'streams.trim': async (p, caller, ctx) => {
       const r = await s.streams.trim(p.streamId, parseDecimal(p.beforePosition), p.force === true);
       s.audit.action('streams.trim', caller, peerOf(ctx), { streamId: p.streamId, beforePosition: p.beforePosition, force: p.force === true, firstPosition: r.firstPosition });

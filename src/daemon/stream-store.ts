@@ -2,9 +2,9 @@ import { errors, YelloError } from '../shared/errors.js';
 import { formatDecimal, parseDecimal, splitStreamId } from '../shared/ids.js';
 import { clientMessageId, contentSha256, messagePayload, sha256Base64url } from '../shared/message-signing.js';
 import type { OperationInfo } from '../shared/results.js';
-import type { Params } from '../shared/schemas.js';
 import type { AppendResult, MessageSignature, ReadBatch, Redaction, StoredRecord, StreamState } from '../shared/types.js';
 import type { TokenCodec } from './batch-codec.js';
+import type { AppendRequest, ClaimRequest, ReadRequest, ReleaseRequest } from './requests.js';
 import type { Caller } from './caller.js';
 import type { Counters } from './counters.js';
 import { Directory } from './directory.js';
@@ -290,11 +290,11 @@ export class StreamStore {
 
   // ---- writer fencing -------------------------------------------------------------------
 
-  async claim(caller: Caller, p: Params<'streams.claim'>): Promise<{ streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string }> {
+  async claim(caller: Caller, p: ClaimRequest): Promise<{ streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string }> {
     this.#storage.assertWritable();
     this.#assertAuthor(caller, p.streamId);
     const meta = this.#writableMeta(p.streamId);
-    if (meta.writer.active && p.replace !== true) {
+    if (meta.writer.active && !p.replace) {
       throw errors.writerActive(formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '');
     }
     const next = cloneMeta(meta);
@@ -319,7 +319,7 @@ export class StreamStore {
     return { streamId: p.streamId, generation: formatDecimal(next.generation), epoch: formatDecimal(epoch), coordinatorToken: token, nextPosition: formatDecimal(next.nextPosition) };
   }
 
-  async release(caller: Caller, p: Params<'streams.release'>): Promise<StreamState> {
+  async release(caller: Caller, p: ReleaseRequest): Promise<StreamState> {
     this.#storage.assertWritable();
     if (caller.role === 'agent') {
       this.#assertAuthor(caller, p.streamId);
@@ -354,7 +354,7 @@ export class StreamStore {
   // ---- append ---------------------------------------------------------------------------
 
   /** `streams.append`, checked in the order of §6 (size is checked at the wire). */
-  async append(caller: Caller, p: Params<'streams.append'>): Promise<AppendResult> {
+  async append(caller: Caller, p: AppendRequest): Promise<AppendResult> {
     this.#storage.assertWritable(p.operationId);
     this.#assertAuthor(caller, p.streamId);
     const meta = this.#requireAdmitted(p.streamId);
@@ -371,8 +371,8 @@ export class StreamStore {
     this.#integrity.assertWritable(p.streamId, meta.generation, p.operationId);
 
     if (!this.#tokenCurrent(meta, p.coordinatorToken)) throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
-    const generation = parseDecimal(p.generation);
-    const expected = parseDecimal(p.expectedPosition);
+    const generation = p.generation;
+    const expected = p.expectedPosition;
     if (generation !== meta.generation || expected !== meta.nextPosition) {
       throw errors.positionMismatch(formatDecimal(meta.nextPosition), formatDecimal(meta.generation));
     }
@@ -463,7 +463,7 @@ export class StreamStore {
   }
 
   /** Receipts: a batch this agent was shown, of the peer's current generation, moving forward. Updates `next.receipt`. */
-  #checkReceipts(caller: Caller, next: StreamMeta, records: Params<'streams.append'>['records']): void {
+  #checkReceipts(caller: Caller, next: StreamMeta, records: AppendRequest['records']): void {
     const peerStreamId = `${next.chatId}:${next.peerAgentId}`;
     for (const r of records) {
       if (r.type !== 'chat.receipt') continue;
@@ -485,7 +485,7 @@ export class StreamStore {
   }
 
   /** clientMessageIds of the messages (by record index); DUPLICATE_MESSAGE on reuse in this generation. */
-  #checkMessageIds(meta: StreamMeta, records: Params<'streams.append'>['records'], negative: StreamNegativeIndex): Array<string | undefined> {
+  #checkMessageIds(meta: StreamMeta, records: AppendRequest['records'], negative: StreamNegativeIndex): Array<string | undefined> {
     const seen = new Map<string, number>();
     return records.map((r, index) => {
       if (r.type !== 'chat.message') return undefined;
@@ -499,7 +499,7 @@ export class StreamStore {
     });
   }
 
-  #applyPolicy(authorAgentId: string, records: Params<'streams.append'>['records'], redactions: Redaction[]): Array<string | undefined> {
+  #applyPolicy(authorAgentId: string, records: AppendRequest['records'], redactions: Redaction[]): Array<string | undefined> {
     const mode = this.#directory.piiMode(authorAgentId);
     const kinds = new Set<string>();
     const contents = records.map((r, recordIndex) => {
@@ -547,23 +547,23 @@ export class StreamStore {
   }
 
   /** `streams.read` without waiting. */
-  async read(caller: Caller, p: Params<'streams.read'>): Promise<ReadBatch> {
+  async read(caller: Caller, p: ReadRequest): Promise<ReadBatch> {
     const meta = this.readableMeta(caller, p.streamId);
-    const generation = parseDecimal(p.generation);
-    const from = parseDecimal(p.fromPosition);
+    const generation = p.generation;
+    const from = p.fromPosition;
     const b = this.bounds(meta, generation);
-    if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, p.generation, formatDecimal(meta.generation));
-    if (from < b.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, p.fromPosition, formatDecimal(b.firstPosition));
+    if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, formatDecimal(generation), formatDecimal(meta.generation));
+    if (from < b.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, formatDecimal(from), formatDecimal(b.firstPosition));
     // Past a corruption mark nothing can be vouched for, not even "no more records".
     this.#integrity.assertReadable(p.streamId, generation, from);
     if (from > b.nextPosition) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${b.nextPosition}`);
     const end = Math.min(b.nextPosition, this.#integrity.readLimit(p.streamId, generation));
-    // PAGE_BYTES is both the default and the schema's cap (docs/protocol.md §3.2 page budget).
-    const records = await this.#range(p.streamId, generation, from, end, p.limit ?? 1000, Math.min(p.maxBytes ?? PAGE_BYTES, PAGE_BYTES));
+    // Never more than a page, whatever the caller asks (docs/protocol.md §3.2 page budget).
+    const records = await this.#range(p.streamId, generation, from, end, p.limit, Math.min(p.maxBytes, PAGE_BYTES));
     const nextPosition = from + records.length;
     return {
       batchId: this.batchId(caller, p.streamId, generation, from, nextPosition),
-      streamId: p.streamId, generation: p.generation, fromPosition: p.fromPosition, nextPosition: formatDecimal(nextPosition), records, sealed: b.sealed,
+      streamId: p.streamId, generation: formatDecimal(generation), fromPosition: formatDecimal(from), nextPosition: formatDecimal(nextPosition), records, sealed: b.sealed,
     };
   }
 
@@ -840,12 +840,13 @@ function locateKeyPosition(key: string): { generation: number; position: number 
 }
 
 /** Digest of what an append asks to write (not the token): equal requests replay, others conflict. */
-function requestDigest(p: Params<'streams.append'>): string {
+function requestDigest(p: AppendRequest): string {
   const records = p.records.map((r) =>
     r.type === 'chat.message'
       ? ['m', r.messageId, r.content]
       : ['r', r.peerStreamId, r.peerGeneration, r.nextPosition, r.batchId],
   );
-  const canonical = JSON.stringify([p.streamId, p.generation, p.expectedPosition, records]);
+  // Positions as the decimal strings of the wire, so digests stored before stay comparable.
+  const canonical = JSON.stringify([p.streamId, formatDecimal(p.generation), formatDecimal(p.expectedPosition), records]);
   return sha256Base64url(canonical);
 }

@@ -2,12 +2,12 @@ import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import { errors, YelloError } from '../shared/errors.js';
 import { formatDecimal } from '../shared/ids.js';
-import type { Params } from '../shared/schemas.js';
 import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord } from '../shared/types.js';
 import type { Caller } from './caller.js';
 import type { ChatReader } from './chat-reader.js';
 import { Directory } from './directory.js';
 import type { CorruptMark, Integrity } from './integrity.js';
+import type { FollowRequest } from './requests.js';
 import type { ConnectionHandle } from './rpc-server.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
 import { randomId } from './tokens.js';
@@ -75,7 +75,7 @@ export class Subscriptions {
     return this.#byId.size;
   }
 
-  follow(caller: Caller, p: Params<'chats.follow'>, connection: ConnectionHandle): { subscriptionId: string; cursor: string } {
+  follow(caller: Caller, p: FollowRequest, connection: ConnectionHandle): { subscriptionId: string; cursor: string } {
     const chat = this.#directory.readableChat(caller, p.chatId);
     const streamIds = Directory.streamIds(chat);
     const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;

@@ -89,7 +89,7 @@ export async function chatWithWriter(s: InProcessStore): Promise<{ alice: Caller
   const bob = s.directory.authenticate(b.token)!;
   const { chat } = await s.directory.openChat(alice, a.agent.id, b.agent.id);
   const streamId = `${chat.id}:${a.agent.id}`;
-  const claim = await s.streams.claim(alice, { streamId, replace: undefined, reason: undefined });
+  const claim = await s.streams.claim(alice, { streamId, replace: false });
   return { alice, bob, chatId: chat.id, streamId, token: claim.coordinatorToken };
 }
 
@@ -98,7 +98,7 @@ export async function appendMessages(s: InProcessStore, w: { alice: Caller; stre
   for (let i = 0; i < n; i++) {
     const head = s.streams.get(w.alice, w.streamId);
     await s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: head.generation, expectedPosition: head.nextPosition,
+      streamId: w.streamId, coordinatorToken: w.token, generation: Number(head.generation), expectedPosition: Number(head.nextPosition),
       operationId: `op-${prefix}-${i}-${randomBytes(3).toString('hex')}`, records: [{ type: 'chat.message', messageId: `${prefix}-${i}`, content: `${prefix} ${i}` }],
     });
   }

@@ -4,7 +4,10 @@
 
 import { expectTypeOf } from 'vitest';
 import type { YelloClient } from '../../src/client/index.js';
+import type { ChatReader } from '../../src/daemon/chat-reader.js';
+import type { streamCheckpoint } from '../../src/daemon/checkpoints.js';
 import type { Handler } from '../../src/daemon/rpc-server.js';
+import type { StreamStore } from '../../src/daemon/stream-store.js';
 import type { Result } from '../../src/shared/methods.js';
 import type { StreamState } from '../../src/shared/types.js';
 
@@ -31,3 +34,15 @@ export const params: Handler<'streams.read'> = (p) => {
 expectTypeOf<Awaited<ReturnType<YelloClient['rpc']['streams']['get']>>>().toEqualTypeOf<Result<'streams.get'>>();
 expectTypeOf<Result<'streams.get'>>().toEqualTypeOf<StreamState>();
 expectTypeOf<Awaited<ReturnType<YelloClient['rpc']['chats']['list']>>>().toEqualTypeOf<Awaited<ReturnType<Handler<'chats.list'>>>>();
+
+// Below the handlers, services take domain values: positions and generations are numbers, and
+// defaults are already applied (the handler edge converts the decimal strings of the wire).
+type AppendIn = Parameters<StreamStore['append']>[1];
+type WaitingReadIn = Parameters<ChatReader['read']>[1];
+type CheckpointIn = Parameters<typeof streamCheckpoint>[3];
+expectTypeOf<[AppendIn['generation'], AppendIn['expectedPosition']]>().toEqualTypeOf<[number, number]>();
+expectTypeOf<Parameters<StreamStore['read']>[1]>().toEqualTypeOf<{ streamId: string; generation: number; fromPosition: number; limit: number; maxBytes: number }>();
+expectTypeOf<[WaitingReadIn['generation'], WaitingReadIn['fromPosition'], WaitingReadIn['waitMs']]>().toEqualTypeOf<[number, number, number]>();
+expectTypeOf<Parameters<ChatReader['history']>[1]['limit']>().toEqualTypeOf<number>();
+expectTypeOf<Parameters<StreamStore['trim']>[1]>().toEqualTypeOf<number>();
+expectTypeOf<[CheckpointIn['generation'], CheckpointIn['fromPosition']]>().toEqualTypeOf<[number, number | undefined]>();

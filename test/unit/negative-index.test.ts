@@ -46,16 +46,16 @@ describe('appends with the negative index', () => {
     open.push(s);
     const head = s.streams.get(w.alice, w.streamId);
     // A fresh append builds the index; then probe ids that exist.
-    await s.streams.append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: head.nextPosition, operationId: 'op-fresh', records: [{ type: 'chat.message', messageId: 'fresh', content: 'fresh' }] });
+    await s.streams.append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(head.nextPosition), operationId: 'op-fresh', records: [{ type: 'chat.message', messageId: 'fresh', content: 'fresh' }] });
     await waitUntil(() => s.streams.negativeIndexReady(w.streamId), 5_000, 'the index to be built');
     const replay = await s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: first.firstPosition!, operationId: first.operationId,
+      streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(first.firstPosition!), operationId: first.operationId,
       records: [{ type: 'chat.message', messageId: 'n-0', content: 'n 0' }],
     });
     expect(replay.duplicate).toBe(true);
     const next = s.streams.get(w.alice, w.streamId).nextPosition;
     await expect(s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: next, operationId: 'op-dup-msg',
+      streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(next), operationId: 'op-dup-msg',
       records: [{ type: 'chat.message', messageId: 'n-7', content: 'again' }],
     })).rejects.toMatchObject({ type: 'DUPLICATE_MESSAGE' });
   });

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { YelloError } from '../../src/shared/errors.js';
 import { K } from '../../src/daemon/keys.js';
 import { encodeValue } from '../../src/daemon/value-codec.js';
+import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import type { StreamTail } from '../../src/daemon/record-layout.js';
 import { appendMessages, chatWithWriter, openInProcess, RecordingConnection, type InProcessStore } from '../helpers/in-process-store.js';
 import { waitUntil } from '../helpers/reading-fixtures.js';
@@ -109,7 +110,7 @@ describe('StreamStore', () => {
     await appendMessages(s, w, 6);
     await s.streams.trim(w.streamId, 2, true);
     s = await reopenAfter(s, async (db) => db.del(K.record(w.streamId, 1, 4)));
-    const read = (from: string) => s.streams.read(w.bob, { streamId: w.streamId, generation: '1', fromPosition: from, limit: undefined, maxBytes: undefined, waitMs: undefined });
+    const read = (from: string) => s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: Number(from), limit: 1000, maxBytes: PAGE_BYTES });
     const first = await read('2');
     expect(first.records.map((r) => r.position)).toEqual(['2', '3']);
     await expect(read('4')).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT', streamId: w.streamId, fromPosition: '4' } });
@@ -129,15 +130,15 @@ describe('StreamStore', () => {
       await db.put(key, encodeValue(key, JSON.stringify(tail)));
     });
     const append = () => s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: '3', operationId: 'op-over', records: [{ type: 'chat.message', messageId: 'over', content: 'would overwrite' }],
+      streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: 3, operationId: 'op-over', records: [{ type: 'chat.message', messageId: 'over', content: 'would overwrite' }],
     });
     await expect(append()).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT', fromPosition: '3', operationId: 'op-over', outcome: 'not-written' } });
     const state = await s.streams.reset(w.streamId, 'recover from a stale head');
     expect(state.generation).toBe('2');
-    const claim = await s.streams.claim(w.alice, { streamId: w.streamId, replace: true, reason: undefined });
-    await s.streams.append(w.alice, { streamId: w.streamId, coordinatorToken: claim.coordinatorToken, generation: '2', expectedPosition: claim.nextPosition, operationId: 'op-new', records: [{ type: 'chat.message', messageId: 'new', content: 'clean' }] });
+    const claim = await s.streams.claim(w.alice, { streamId: w.streamId, replace: true });
+    await s.streams.append(w.alice, { streamId: w.streamId, coordinatorToken: claim.coordinatorToken, generation: 2, expectedPosition: Number(claim.nextPosition), operationId: 'op-new', records: [{ type: 'chat.message', messageId: 'new', content: 'clean' }] });
     // The sealed generation still serves what lies below the mark.
-    const old = await s.streams.read(w.bob, { streamId: w.streamId, generation: '1', fromPosition: '0', limit: undefined, maxBytes: undefined, waitMs: undefined });
+    const old = await s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: 0, limit: 1000, maxBytes: PAGE_BYTES });
     expect(old.records.map((r) => r.position)).toEqual(['0', '1', '2']);
   });
 
@@ -151,7 +152,7 @@ describe('StreamStore', () => {
     const state = await s.streams.reset(w.streamId, 'head lost');
     expect(state).toMatchObject({ generation: '2', firstPosition: '0', nextPosition: '0' });
     expect(s.integrity.list()).toEqual([expect.objectContaining({ generation: '1', fromPosition: '5' })]);
-    const old = await s.streams.read(w.bob, { streamId: w.streamId, generation: '1', fromPosition: '0', limit: undefined, maxBytes: undefined, waitMs: undefined });
+    const old = await s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: 0, limit: 1000, maxBytes: PAGE_BYTES });
     expect(old.records).toHaveLength(5);
   });
 
@@ -174,7 +175,7 @@ describe('StreamStore', () => {
     const w = await chatWithWriter(s);
     fail = true;
     const err = await s.streams
-      .append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: '1', expectedPosition: '1', operationId: 'op-doubt', records: [{ type: 'chat.message', messageId: 'x', content: 'x' }] })
+      .append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: 1, operationId: 'op-doubt', records: [{ type: 'chat.message', messageId: 'x', content: 'x' }] })
       .catch((e: YelloError) => e);
     expect((err as YelloError).details).toMatchObject({ operationId: 'op-doubt', reason: 'WRITE_FAILED', outcome: 'unknown' });
     expect((await s.streams.operation(w.alice, w.streamId, 'op-doubt')).state).toBe('pending');
