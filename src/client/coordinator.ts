@@ -5,7 +5,7 @@ import type { OperationInfo } from '../shared/results.js';
 import type { CursorStore } from './cursor-store.js';
 import {
   ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, LineTooLargeError, StorageFailureError, TimeoutError,
-  YelloClientError, remoteError,
+  YelloClientError, continuityBreakError, fencedError, remoteError,
 } from './errors.js';
 import { YelloClient } from './yello-client.js';
 import { Listeners, type Listener } from './listeners.js';
@@ -358,10 +358,7 @@ export class Coordinator {
       return;
     }
     if (b.subscriptionId !== this.#subscriptionId) return;
-    this.#fail(new ContinuityBreakError({
-      code: 4100, message: `subscription ended: ${b.reason} on ${b.streamId}`,
-      data: { type: 'CONTINUITY_BREAK', reason: b.reason, streamId: b.streamId, expected: b.expected, actual: b.actual },
-    }));
+    this.#fail(continuityBreakError(b.reason, b.streamId, b.expected, b.actual, `subscription ended: ${b.reason} on ${b.streamId}`));
   }
 
   async #drain(): Promise<void> {
@@ -372,7 +369,7 @@ export class Coordinator {
         // A fence with a newer epoch in our own stream: we were replaced.
         for (const r of own.records) {
           if (r.wrapper.type === 'chat.writer-fence' && BigInt(r.wrapper.fence.epoch) > BigInt(this.#epoch || '0')) {
-            this.#fail(new FencedError({ code: 4090, message: `replaced by epoch ${r.wrapper.fence.epoch}`, data: { type: 'FENCED', streamId: this.#streamId, epoch: r.wrapper.fence.epoch } }));
+            this.#fail(fencedError(this.#streamId, r.wrapper.fence.epoch, `replaced by epoch ${r.wrapper.fence.epoch}`));
             return;
           }
         }
@@ -412,13 +409,13 @@ export class Coordinator {
     const own = streams.find((s: StreamState) => s.streamId === this.#streamId)!;
     const peer = streams.find((s: StreamState) => s.streamId === this.#peerStreamId)!;
     if (own.writer.epoch !== this.#epoch || !own.writer.active) {
-      throw new FencedError({ code: 4090, message: `stream ${this.#streamId} is now held by epoch ${own.writer.epoch}`, data: { type: 'FENCED', streamId: this.#streamId, epoch: own.writer.epoch } });
+      throw fencedError(this.#streamId, own.writer.epoch, `stream ${this.#streamId} is now held by epoch ${own.writer.epoch}`);
     }
     if (own.generation !== this.#generation) {
-      throw new ContinuityBreakError({ code: 4100, message: `own stream generation changed`, data: { type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: own.streamId, expected: this.#generation, actual: own.generation } });
+      throw continuityBreakError('GENERATION_CHANGED', own.streamId, this.#generation, own.generation, 'own stream generation changed');
     }
     if (batch && peer.generation !== batch.generation) {
-      throw new ContinuityBreakError({ code: 4100, message: `peer stream generation changed`, data: { type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: peer.streamId, expected: batch.generation, actual: peer.generation } });
+      throw continuityBreakError('GENERATION_CHANGED', peer.streamId, batch.generation, peer.generation, 'peer stream generation changed');
     }
   }
 
@@ -497,7 +494,7 @@ export class Coordinator {
       }
       const state = await client.call('streams.get', { streamId: this.#streamId });
       if (state.writer.epoch !== this.#epoch || !state.writer.active) {
-        const err = new FencedError({ code: 4090, message: 'replaced while paused', data: { type: 'FENCED', streamId: this.#streamId, epoch: state.writer.epoch } });
+        const err = fencedError(this.#streamId, state.writer.epoch, 'replaced while paused');
         this.#fail(err);
         throw err;
       }

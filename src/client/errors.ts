@@ -7,13 +7,34 @@ export interface RpcErrorObject {
   data?: { type?: string; [key: string]: unknown };
 }
 
+/**
+ * The types of the errors the client raises itself; they never travel on the wire.
+ * - `CONNECTION_LOST`, `LINE_TOO_LARGE`, `TIMEOUT`: the connection or the call failed
+ *   ({@link ConnectionLostError}, {@link LineTooLargeError}, {@link TimeoutError});
+ * - `UNTRUSTED_SOCKET`: refused to connect ({@link UntrustedSocketError});
+ * - `PAUSED`: the coordinator waits for `resolveUncertain()` ({@link CoordinatorPausedError});
+ * - `VERIFICATION_FAILED`: offline verification ({@link VerificationError});
+ * - `BAD_STATE`, `BAD_TOKEN`, `ADAPTER_FAILED`: the coordinator was asked something its state
+ *   does not allow, was given an admin token, or its adapter threw while presenting.
+ */
+export type ClientErrorType =
+  | 'CONNECTION_LOST' | 'LINE_TOO_LARGE' | 'TIMEOUT' | 'UNTRUSTED_SOCKET' | 'PAUSED' | 'VERIFICATION_FAILED'
+  | 'BAD_STATE' | 'BAD_TOKEN' | 'ADAPTER_FAILED';
+
+/** Every `type` this client knows: the protocol's `data.type` strings (§3) and the client's own. */
+export type YelloErrorType = ErrorType | ClientErrorType;
+
 /** Base of every error the client raises; `type` is the stable contract, `message` is not. */
 export class YelloClientError extends Error {
-  /** `data.type` of docs/protocol.md §3, or a client-side type such as `CONNECTION_LOST`. */
+  /**
+   * One of {@link YelloErrorType}: every subclass narrows it to its own (`TimeoutError` to
+   * `'TIMEOUT'`, `FencedError` to `'FENCED'`). Typed `string` here only because a
+   * {@link RemoteError} passes on the `data.type` of a daemon newer than this client as it came.
+   */
   readonly type: string;
   /** True when retrying the same request may succeed. */
   readonly transient: boolean;
-  constructor(type: string, message: string, options?: { cause?: unknown; transient?: boolean }) {
+  constructor(type: YelloErrorType, message: string, options?: { cause?: unknown; transient?: boolean }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.type = type;
@@ -26,38 +47,51 @@ export class RemoteError extends YelloClientError {
   readonly code: number;
   readonly data: Record<string, unknown>;
   constructor(error: RpcErrorObject) {
-    super(error.data?.type ?? `JSONRPC_${error.code}`, error.message, { transient: error.data?.type === 'RATE_LIMITED' });
+    // The one way an unknown type gets in: passed on as received (see YelloClientError.type).
+    const type = (error.data?.type ?? `JSONRPC_${error.code}`) as YelloErrorType;
+    super(type, error.message, { transient: type === 'RATE_LIMITED' });
     this.code = error.code;
     this.data = error.data ?? {};
   }
 }
 
 /** The coordinator token is not the current one: another coordinator took over. */
-export class FencedError extends RemoteError {}
+export class FencedError extends RemoteError {
+  declare readonly type: 'FENCED';
+}
 /** `expectedPosition` was not the stream's next position. */
 export class PositionMismatchError extends RemoteError {
+  declare readonly type: 'POSITION_MISMATCH';
   get nextPosition(): string {
     return String(this.data.nextPosition);
   }
 }
 /** A read cannot continue exactly; a human must intervene. */
 export class ContinuityBreakError extends RemoteError {
+  declare readonly type: 'CONTINUITY_BREAK';
   get reason(): ContinuityReason {
     return this.data.reason as ContinuityReason;
   }
 }
 /** Params failed validation; `path` names the field. */
 export class InvalidParamsError extends RemoteError {
+  declare readonly type: 'INVALID_PARAMS';
   get path(): string {
     return String(this.data.path ?? '');
   }
 }
 /** No session, or a bad token. */
-export class UnauthenticatedError extends RemoteError {}
+export class UnauthenticatedError extends RemoteError {
+  declare readonly type: 'UNAUTHENTICATED';
+}
 /** The caller may not do this. */
-export class PermissionDeniedError extends RemoteError {}
+export class PermissionDeniedError extends RemoteError {
+  declare readonly type: 'PERMISSION_DENIED';
+}
 /** No such agent, chat, stream, operation or subscription. */
-export class NotFoundError extends RemoteError {}
+export class NotFoundError extends RemoteError {
+  declare readonly type: 'NOT_FOUND';
+}
 /**
  * The request or line was over its limit (`data.limit`, `data.size`, in bytes). The daemon
  * answers this for a line over `maxLineBytes` or an append over `maxAppendRequestBytes`; the
@@ -65,6 +99,7 @@ export class NotFoundError extends RemoteError {}
  * limits `session.hello` announced (`sent: false`). Either way the request had no effect.
  */
 export class RequestTooLargeError extends RemoteError {
+  declare readonly type: 'REQUEST_TOO_LARGE';
   /** False when the client refused the request locally and nothing reached the daemon. */
   readonly sent: boolean;
   /** Always false: an over-size request is rejected before anything is checked or written. */
@@ -83,21 +118,37 @@ export class RequestTooLargeError extends RemoteError {
   }
 }
 /** A claim without `replace` while a coordinator holds the stream. */
-export class WriterActiveError extends RemoteError {}
+export class WriterActiveError extends RemoteError {
+  declare readonly type: 'WRITER_ACTIVE';
+}
 /** The operationId was used for a different request. */
-export class OperationConflictError extends RemoteError {}
+export class OperationConflictError extends RemoteError {
+  declare readonly type: 'OPERATION_CONFLICT';
+}
 /** The messageId is already stored in this stream generation. */
-export class DuplicateMessageError extends RemoteError {}
+export class DuplicateMessageError extends RemoteError {
+  declare readonly type: 'DUPLICATE_MESSAGE';
+}
 /** The receipt does not match a presented batch, or goes backwards. */
-export class InvalidReceiptError extends RemoteError {}
+export class InvalidReceiptError extends RemoteError {
+  declare readonly type: 'INVALID_RECEIPT';
+}
 /** The outbound PII policy rejected the content. */
-export class PolicyRejectedError extends RemoteError {}
+export class PolicyRejectedError extends RemoteError {
+  declare readonly type: 'POLICY_REJECTED';
+}
 /** Too many attempts; see `data.retryAfterMs`. */
-export class RateLimitedError extends RemoteError {}
+export class RateLimitedError extends RemoteError {
+  declare readonly type: 'RATE_LIMITED';
+}
 /** The daemon could not make a write durable and is read-only. */
-export class StorageFailureError extends RemoteError {}
+export class StorageFailureError extends RemoteError {
+  declare readonly type: 'STORAGE_FAILURE';
+}
 /** A daemon bug; `data.correlationId` finds it in the daemon's log. */
-export class InternalError extends RemoteError {}
+export class InternalError extends RemoteError {
+  declare readonly type: 'INTERNAL';
+}
 
 const classes: Record<ErrorType, new (e: RpcErrorObject) => RemoteError> = {
   INVALID_PARAMS: InvalidParamsError,
@@ -130,9 +181,10 @@ export function remoteError(error: RpcErrorObject): RemoteError {
  * the client never resends it; inspect `operations.get` instead.
  */
 export class ConnectionLostError extends YelloClientError {
+  declare readonly type: 'CONNECTION_LOST' | 'LINE_TOO_LARGE';
   /** True when the request had been written before the loss. */
   readonly outcomeUnknown: boolean;
-  constructor(message: string, outcomeUnknown: boolean, cause?: unknown, options?: { type?: string; transient?: boolean }) {
+  constructor(message: string, outcomeUnknown: boolean, cause?: unknown, options?: { type?: 'CONNECTION_LOST' | 'LINE_TOO_LARGE'; transient?: boolean }) {
     super(options?.type ?? 'CONNECTION_LOST', message, { cause, transient: options?.transient ?? true });
     this.outcomeUnknown = outcomeUnknown;
   }
@@ -146,6 +198,7 @@ export class ConnectionLostError extends YelloClientError {
  * (a smaller `limit`).
  */
 export class LineTooLargeError extends ConnectionLostError {
+  declare readonly type: 'LINE_TOO_LARGE';
   /** The cap in bytes. */
   readonly limit: number;
   /** Bytes of the line received when the cap was crossed. */
@@ -175,6 +228,7 @@ export interface TimedOutRequest {
  * The client never resends it. A late answer is dropped.
  */
 export class TimeoutError extends YelloClientError {
+  declare readonly type: 'TIMEOUT';
   readonly outcomeUnknown = true;
   /** The method called. */
   readonly method: string;
@@ -204,6 +258,7 @@ export class TimeoutError extends YelloClientError {
  * "Socket directory trust".
  */
 export class UntrustedSocketError extends YelloClientError {
+  declare readonly type: 'UNTRUSTED_SOCKET';
   constructor(readonly path: string, readonly reason: string) {
     super('UNTRUSTED_SOCKET', `refusing to send a token to ${path}: ${reason}`);
   }
@@ -211,6 +266,7 @@ export class UntrustedSocketError extends YelloClientError {
 
 /** The coordinator is paused on an append of unknown outcome; call `resolveUncertain()`. */
 export class CoordinatorPausedError extends YelloClientError {
+  declare readonly type: 'PAUSED';
   constructor(readonly operationId: string) {
     super('PAUSED', `an append (operation ${operationId}) has an unknown outcome; call resolveUncertain() first`);
   }
@@ -218,7 +274,21 @@ export class CoordinatorPausedError extends YelloClientError {
 
 /** A record failed offline verification. */
 export class VerificationError extends YelloClientError {
+  declare readonly type: 'VERIFICATION_FAILED';
   constructor(message: string, readonly position: string | null) {
     super('VERIFICATION_FAILED', message);
   }
+}
+
+/**
+ * A `FencedError` the client concludes itself (it saw a newer fence, or the stream's head
+ * names another epoch), shaped as the daemon would have answered it.
+ */
+export function fencedError(streamId: string, epoch: string, message: string): FencedError {
+  return new FencedError({ code: ERROR_CODES.FENCED, message, data: { type: 'FENCED', streamId, epoch } });
+}
+
+/** A `ContinuityBreakError` the client concludes itself, shaped as the daemon's (§3.5). */
+export function continuityBreakError(reason: ContinuityReason, streamId: string, expected: unknown, actual: unknown, message: string): ContinuityBreakError {
+  return new ContinuityBreakError({ code: ERROR_CODES.CONTINUITY_BREAK, message, data: { type: 'CONTINUITY_BREAK', reason, streamId, expected, actual } });
 }

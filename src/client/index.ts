@@ -17,7 +17,7 @@ export {
   InvalidReceiptError, PolicyRejectedError, RateLimitedError, StorageFailureError, InternalError, ConnectionLostError, TimeoutError,
   LineTooLargeError, UntrustedSocketError, CoordinatorPausedError, VerificationError, remoteError,
 } from './errors.js';
-export type { RpcErrorObject, TimedOutRequest } from './errors.js';
+export type { ClientErrorType, RpcErrorObject, TimedOutRequest, YelloErrorType } from './errors.js';
 export type {
   Agent, AgentSummary, Chat, Checkpoint, CheckpointSignature, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
   ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, Redaction, PiiMode, Role, DoctorReport, DoctorProblem, CorruptStream,

@@ -1,4 +1,5 @@
 import { createConnection, type Socket } from 'node:net';
+import { ERROR_CODES } from '../shared/errors.js';
 import {
   ConnectionLostError, LineTooLargeError, RequestTooLargeError, TimeoutError, remoteError, type RpcErrorObject, type TimedOutRequest,
 } from './errors.js';
@@ -120,7 +121,7 @@ export class LineTransport {
         : null;
     if (limit === null) return null;
     return new RequestTooLargeError({
-      code: 4013,
+      code: ERROR_CODES.REQUEST_TOO_LARGE,
       message: `${method} request of ${size} bytes exceeds the limit of ${limit}; it was not sent`,
       data: { type: 'REQUEST_TOO_LARGE', limit, size },
     }, { sent: false });

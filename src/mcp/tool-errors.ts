@@ -6,11 +6,14 @@ import {
 
 /**
  * A failure the MCP layer decides itself (nothing presented, an append of unknown outcome, a
- * chat stopped for intervention), with what the agent or a person should do about it.
+ * chat stopped for intervention), with what the agent or a person should do about it. Its
+ * `type` is a tool error type of docs/mcp.md, not one of the client's (`YelloErrorType`), so
+ * it is not a `YelloClientError`.
  */
-export class ToolFailure extends YelloClientError {
-  constructor(type: string, message: string, readonly action: string, readonly data: Record<string, unknown> = {}, options?: { cause?: unknown }) {
-    super(type, message, options);
+export class ToolFailure extends Error {
+  constructor(readonly type: string, message: string, readonly action: string, readonly data: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ToolFailure';
   }
 }
 

@@ -45,6 +45,7 @@ import {
   type StoredRecord,
   type StreamState,
   type UncertainOutcome,
+  type YelloErrorType,
 } from '../../src/client/index.js';
 
 declare const client: YelloClient;
@@ -160,6 +161,27 @@ describe('error class types', () => {
     expectTypeOf<CoordinatorPausedError['operationId']>().toEqualTypeOf<string>();
     expectTypeOf<VerificationError['position']>().toEqualTypeOf<string | null>();
     expectTypeOf<YelloClientError['transient']>().toEqualTypeOf<boolean>();
+  });
+});
+
+describe('error types are a closed set', () => {
+  it('every class has its own type, and a client error can only be made with a known one', () => {
+    expectTypeOf<FencedError['type']>().toEqualTypeOf<'FENCED'>();
+    expectTypeOf<ContinuityBreakError['type']>().toEqualTypeOf<'CONTINUITY_BREAK'>();
+    expectTypeOf<StorageFailureError['type']>().toEqualTypeOf<'STORAGE_FAILURE'>();
+    expectTypeOf<TimeoutError['type']>().toEqualTypeOf<'TIMEOUT'>();
+    expectTypeOf<ConnectionLostError['type']>().toEqualTypeOf<'CONNECTION_LOST' | 'LINE_TOO_LARGE'>();
+    expectTypeOf<CoordinatorPausedError['type']>().toEqualTypeOf<'PAUSED'>();
+    expectTypeOf<VerificationError['type']>().toEqualTypeOf<'VERIFICATION_FAILED'>();
+    expectTypeOf<ConstructorParameters<typeof YelloClientError>[0]>().toEqualTypeOf<YelloErrorType>();
+    expectTypeOf<'FENCED' | 'TIMEOUT' | 'BAD_STATE'>().toExtend<YelloErrorType>();
+    const never = (): void => {
+      // @ts-expect-error not a type the client knows
+      void new YelloClientError('SOMETHING_ELSE', 'message');
+      // @ts-expect-error a misspelt type
+      void new YelloClientError('BAD_STAT', 'message');
+    };
+    expectTypeOf(never).toBeFunction();
   });
 });
 
