@@ -5,7 +5,7 @@
 export { YelloClient, defaultSocketPath, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_INBOUND_LINE_BYTES } from './yello-client.js';
 export type { ConnectOptions, CallOptions, ClientEvents, ClientNotification, NotificationIterator, RpcMethods } from './yello-client.js';
 export { Coordinator } from './coordinator.js';
-export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator.js';
+export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator-types.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';
 export type { CursorStore } from './cursor-store.js';
 export { verifyCheckpoint, verifyRecord } from './verify.js';

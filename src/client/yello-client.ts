@@ -4,6 +4,7 @@ import type { MethodName, ParamsIn, Result } from '../shared/methods.js';
 import { resolveSocketPath } from '../shared/paths.js';
 import type { HelloResult, NotificationParams } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
+import { Backoff } from './backoff.js';
 import { ConnectionLostError } from './errors.js';
 import { LineTransport } from './transport.js';
 import { Listeners, type Listener } from './listeners.js';
@@ -245,12 +246,10 @@ export class YelloClient {
 
   async #reconnect(): Promise<void> {
     const cfg = typeof this.#options.reconnect === 'object' ? this.#options.reconnect : {};
-    const min = cfg.minDelayMs ?? 100;
-    const max = cfg.maxDelayMs ?? 5000;
-    for (let attempt = 1; !this.#closed && (cfg.maxAttempts === undefined || attempt <= cfg.maxAttempts); attempt++) {
-      const delayMs = Math.min(max, min * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
-      this.#listeners.emit('reconnecting', { attempt, delayMs });
-      await new Promise((r) => setTimeout(r, delayMs));
+    const backoff = new Backoff({ minDelayMs: cfg.minDelayMs ?? 100, maxDelayMs: cfg.maxDelayMs ?? 5000, maxAttempts: cfg.maxAttempts, jitter: true });
+    for (let step = backoff.next(); step && !this.#closed; step = backoff.next()) {
+      this.#listeners.emit('reconnecting', step);
+      await new Promise((r) => setTimeout(r, step.delayMs));
       if (this.#closed) return;
       try {
         const { transport, hello } = await YelloClient.#open(this.#options);

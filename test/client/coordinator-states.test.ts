@@ -1,0 +1,67 @@
+// The Coordinator's state machine at its edges, against a fake daemon (a real Unix socket)
+// that can leave an append unanswered: a terminal state is never left, whatever answer (or
+// loss) arrives after it.
+
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FakeDaemon, FAKE_LIMITS, type FakeRequest } from '../helpers/fake-daemon.js';
+import { ConnectionLostError, Coordinator, MemoryCursorStore, type CoordinatorState } from '../../src/client/index.js';
+import { makeTempDir, rejectionOf, waitFor } from '../helpers/client-fixtures.js';
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const f of cleanups.splice(0).reverse()) await f();
+});
+
+const agent = 'agt_a', peer = 'agt_b', chatId = 'chat_c';
+const stream = (author: string) => ({
+  streamId: `${chatId}:${author}`, chatId, authorAgentId: author, generation: '1', firstPosition: '0', nextPosition: '1',
+  acknowledged: null, writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
+});
+
+/** A daemon that lets the coordinator start, answers everything else with {}, and never answers an append. */
+function appendHangs(req: FakeRequest): unknown {
+  const ok = (result: unknown) => ({ jsonrpc: '2.0', id: req.id, result });
+  switch (req.method) {
+    case 'session.hello':
+      return ok({ role: 'agent', agentId: agent, protocol: 'yello.chat.v1', daemon: { version: 'fake' }, limits: FAKE_LIMITS, signing: { kid: 'k', alg: 'ES256' } });
+    case 'chats.get':
+      return ok({ chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] });
+    case 'streams.claim':
+      return ok({ streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' });
+    case 'chats.follow':
+      return ok({ subscriptionId: 'sub', cursor: 'c0' });
+    case 'streams.append':
+      return undefined;
+    default:
+      return ok({});
+  }
+}
+
+describe('Coordinator states', () => {
+  it('stop() while an append is on the wire ends stopped: the lost answer records the operation but never pauses a stopped coordinator', async () => {
+    const dir = await makeTempDir('ycs-');
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+    const fake = await FakeDaemon.start(path.join(dir, 'fake.sock'), appendHangs);
+    cleanups.push(() => fake.close());
+    const coord = new Coordinator({ token: 'yello_agent_fake', chatId, socketPath: fake.socketPath, adapter: { present: () => {} }, cursorStore: new MemoryCursorStore() });
+    cleanups.push(() => coord.stop({ release: false }));
+    const states: CoordinatorState[] = [];
+    coord.on('state', (e) => states.push(e.state));
+    await coord.start();
+
+    const sending = coord.send('never answered');
+    await waitFor(() => fake.requests.some((r) => r.method === 'streams.append'), 'the append to reach the daemon');
+    await coord.stop({ release: false });
+    const err = await rejectionOf(sending);
+    expect(err).toBeInstanceOf(ConnectionLostError);
+    expect((err as ConnectionLostError).outcomeUnknown).toBe(true);
+
+    expect(coord.state).toBe('stopped');
+    expect(states).toEqual(['starting', 'running', 'stopped']);
+    // Still reported, so whoever restarts can settle it with operations.get.
+    expect(coord.uncertainOperationId).toMatch(/^op-/);
+    await expect(coord.done).resolves.toBeUndefined();
+  });
+});
