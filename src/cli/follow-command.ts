@@ -3,6 +3,7 @@ import {
   ConnectionLostError, ContinuityBreakError, Coordinator, FencedError, remoteError, StorageFailureError, YelloClientError,
   type Chat, type ChatBatchNotification, type PeerBatch, type StoredRecord, type YelloClient,
 } from '../client/index.js';
+import { ERROR_CODES } from '../shared/errors.js';
 import { CliWriter } from './cli-writer.js';
 import { connectAgent, connectAny, agentToken, getChat, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
 import { CursorKeeper, startCursor, type CursorArgs } from './cursor-file.js';
@@ -99,7 +100,7 @@ async function follow(args: FollowArgs): Promise<void> {
             cursor.set(n.params.cursor);
           } else if (n.method === 'chats.break') {
             if (args.json) printJson(n.params);
-            throw new ContinuityBreakError({ code: 4100, message: 'subscription ended', data: { type: 'CONTINUITY_BREAK', ...n.params } });
+            throw new ContinuityBreakError({ code: ERROR_CODES.CONTINUITY_BREAK, message: 'subscription ended', data: { type: 'CONTINUITY_BREAK', ...n.params } });
           } else {
             throw remoteError(n.params.error);
           }
