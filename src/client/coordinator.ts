@@ -49,8 +49,8 @@ export class Coordinator {
       client: () => clientOf(this.#phase),
       stopped: () => isTerminal(this.#phase),
       own: () => this.#own,
-      fail: (err) => this.#fail(err),
-      presented: (batch) => this.#listeners.emit('presented', batch),
+      fail: (err) => { this.#fail(err); },
+      presented: (batch) => { this.#listeners.emit('presented', batch); },
     });
     this.#outbox = new Outbox({
       adapter: this.#opts.adapter,
@@ -58,9 +58,9 @@ export class Coordinator {
       appendVia: () => this.#appendVia(),
       uncertain: () => uncertainOf(this.#phase),
       askVia: () => this.#askVia(),
-      pause: (operationId, error) => this.#pause(operationId, error),
-      resume: () => this.#resume(),
-      fail: (err) => this.#fail(err),
+      pause: (operationId, error) => { this.#pause(operationId, error); },
+      resume: () => { this.#resume(); },
+      fail: (err) => { this.#fail(err); },
     });
   }
 
@@ -175,9 +175,9 @@ export class Coordinator {
   async #connect(): Promise<YelloClient> {
     const { token, callTimeoutMs, socketPath, maxInboundLineBytes, verifySocket } = this.#opts;
     const client = await YelloClient.connect({ token, callTimeoutMs, socketPath, maxInboundLineBytes, verifySocket, clientName: 'yello-coordinator' });
-    client.on('chats.batch', (b) => this.#feed.onBatch(b));
-    client.on('chats.break', (b) => this.#feed.onBreak(b));
-    client.on('chats.error', (e) => this.#feed.onError(e));
+    client.on('chats.batch', (b) => { this.#feed.onBatch(b); });
+    client.on('chats.break', (b) => { this.#feed.onBreak(b); });
+    client.on('chats.error', (e) => { this.#feed.onError(e); });
     client.on('disconnected', (err) => {
       if (clientOf(this.#phase) !== client) return;
       // Re-following would bring the same over-size line again, forever: a human raises the cap.

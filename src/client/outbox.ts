@@ -97,7 +97,7 @@ export class Outbox {
     const own = this.#host.own();
     for (;;) {
       const client = this.#host.askVia();
-      const found = client ? await lookUpOperation(client, own.streamId, operationId) : await new Promise<null>((r) => setTimeout(() => r(null), 50));
+      const found = client ? await lookUpOperation(client, own.streamId, operationId) : await new Promise<null>((r) => setTimeout(r, 50, null));
       if (!found) continue;
       const { operation, head } = found;
       if (head.writer.epoch !== own.epoch || !head.writer.active) {

@@ -82,7 +82,7 @@ export class PeerFeed {
         // Queued ahead of every batch, so a batch's later cursor is never overwritten by it.
         const initial = res.cursor;
         if (!cursor) this.#processing = this.#processing.then(() => cursorStore.save(chatId, initial));
-        for (const e of early ?? []) {
+        for (const e of early) {
           if (e.kind === 'batch') this.onBatch(e.n);
           else if (e.kind === 'break') this.onBreak(e.n);
           else this.onError(e.n);
@@ -99,7 +99,9 @@ export class PeerFeed {
     }
     if (batch.subscriptionId !== this.#subscriptionId || this.#host.stopped()) return;
     this.#queue.push(batch);
-    this.#processing = this.#processing.then(() => this.#drain()).catch((err: Error) => this.#host.fail(err));
+    this.#processing = this.#processing.then(() => this.#drain()).catch((err: unknown) => {
+      this.#host.fail(err as Error);
+    });
   }
 
   /** A `chats.break`: the read cannot continue exactly; a person must intervene. */
@@ -170,8 +172,9 @@ export class PeerFeed {
 /** The coordinator's token is still current and both generations are the ones it read (`batch`'s, for the peer). */
 export async function checkOwnership(client: YelloClient, chatId: string, owned: OwnedStream, batch?: PeerBatch): Promise<void> {
   const { streams } = await client.call('chats.get', { chatId });
-  const own = streams.find((s: StreamState) => s.streamId === owned.streamId)!;
-  const peer = streams.find((s: StreamState) => s.streamId === owned.peerStreamId)!;
+  const own = streams.find((s: StreamState) => s.streamId === owned.streamId);
+  const peer = streams.find((s: StreamState) => s.streamId === owned.peerStreamId);
+  if (!own || !peer) throw new Error(`chats.get ${chatId} did not list both streams of the chat`);
   if (own.writer.epoch !== owned.epoch || !own.writer.active) {
     throw fencedError(owned.streamId, own.writer.epoch, `stream ${owned.streamId} is now held by epoch ${own.writer.epoch}`);
   }

@@ -20,7 +20,9 @@ describe('Backoff', () => {
   it('with jitter, waits between half and all of each delay', () => {
     const b = new Backoff({ minDelayMs: 100, maxDelayMs: 1600, jitter: true });
     for (let i = 0; i < 200; i++) {
-      const { attempt, delayMs } = b.next()!;
+      const step = b.next();
+      if (!step) throw new Error('no maxAttempts: never null');
+      const { attempt, delayMs } = step;
       const full = Math.min(1600, 100 * 2 ** (attempt - 1));
       expect(delayMs).toBeGreaterThanOrEqual(full / 2);
       expect(delayMs).toBeLessThan(full);

@@ -22,21 +22,14 @@ const stream = (author: string) => ({
 
 /** A daemon that lets the coordinator start, answers everything else with {}, and never answers an append. */
 function appendHangs(req: FakeRequest): unknown {
-  const ok = (result: unknown) => ({ jsonrpc: '2.0', id: req.id, result });
-  switch (req.method) {
-    case 'session.hello':
-      return ok({ role: 'agent', agentId: agent, protocol: 'yello.chat.v1', daemon: { version: 'fake' }, limits: FAKE_LIMITS, signing: { kid: 'k', alg: 'ES256' } });
-    case 'chats.get':
-      return ok({ chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] });
-    case 'streams.claim':
-      return ok({ streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' });
-    case 'chats.follow':
-      return ok({ subscriptionId: 'sub', cursor: 'c0' });
-    case 'streams.append':
-      return undefined;
-    default:
-      return ok({});
-  }
+  const results: Record<string, unknown> = {
+    'session.hello': { role: 'agent', agentId: agent, protocol: 'yello.chat.v1', daemon: { version: 'fake' }, limits: FAKE_LIMITS, signing: { kid: 'k', alg: 'ES256' } },
+    'chats.get': { chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] },
+    'streams.claim': { streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' },
+    'chats.follow': { subscriptionId: 'sub', cursor: 'c0' },
+  };
+  if (req.method === 'streams.append') return undefined;
+  return { jsonrpc: '2.0', id: req.id, result: results[req.method ?? ''] ?? {} };
 }
 
 describe('Coordinator states', () => {

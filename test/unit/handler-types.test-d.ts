@@ -14,14 +14,14 @@ import type { StreamState } from '../../src/shared/types.js';
 // @ts-expect-error the kid is a string
 export const wrongField: Handler<'keys.rotate'> = () => ({ kid: 1 });
 // @ts-expect-error an async handler is checked too: positions are decimal strings
-export const wrongAsync: Handler<'streams.trim'> = async () => ({ firstPosition: 0 });
+export const wrongAsync: Handler<'streams.trim'> = () => Promise.resolve({ firstPosition: 0 });
 // @ts-expect-error nextCursor is required (null when there is no next page)
 export const missingField: Handler<'chats.list'> = () => ({ chats: [] });
 // @ts-expect-error a handler cannot answer something else entirely
 export const wrongShape: Handler<'streams.get'> = () => 'ok';
 
 export const right: Handler<'keys.rotate'> = () => ({ kid: 'k' });
-export const rightAsync: Handler<'streams.trim'> = async () => ({ firstPosition: '0' });
+export const rightAsync: Handler<'streams.trim'> = () => Promise.resolve({ firstPosition: '0' });
 
 // Handlers see params after validation: optional params are undefined, never null.
 export const params: Handler<'streams.read'> = (p) => {
