@@ -7,7 +7,7 @@ import { readSecretFile, SecretFileSink } from './secret-files.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
 type A<T = object> = GlobalArgs & T;
-const out = (args: GlobalArgs, value: unknown, human: () => void) => (args.json ? printJson(value) : human());
+const out = (args: GlobalArgs, value: unknown, human: () => void) => { args.json ? printJson(value) : human(); };
 const agentRow = (a: Agent) => ({ id: a.id, username: a.username, name: a.name, pii: a.pii, disabled: a.disabled, created: a.createdAt });
 const streamRow = (s: StreamState) => ({
   stream: s.streamId, generation: s.generation, first: s.firstPosition, next: s.nextPosition,
@@ -90,13 +90,13 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .command('list', 'List agents', {}, async (args: A) => {
           await withClient(connectAny(args), async (c) => {
             const r = await c.call('agents.list', {});
-            out(args, r, () => printTable(r.agents.map(agentRow)));
+            out(args, r, () => { printTable(r.agents.map(agentRow)); });
           });
         })
         .command('show <agent>', 'Show one agent (id or username)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }), async (args: A<{ agent: string }>) => {
           await withClient(connectAny(args), async (c) => {
             const r = await c.call('agents.get', { agentId: await resolveAgentId(c, args.agent) });
-            out(args, r, () => printObject(agentRow(r.agent)));
+            out(args, r, () => { printObject(agentRow(r.agent)); });
           });
         })
         .command('rotate-token <agent>', 'Issue a new token; the old one stops working at once', (z: Argv<GlobalArgs>) => z
@@ -114,7 +114,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .command('disable <agent>', 'Disable an agent (its token stops working)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }), async (args: A<{ agent: string }>) => {
           await withClient(connectAdmin(args), async (c) => {
             const r = await c.call('agents.disable', { agentId: await resolveAgentId(c, args.agent) });
-            out(args, r, () => printObject(agentRow(r.agent)));
+            out(args, r, () => { printObject(agentRow(r.agent)); });
           });
         })
         .command('policy <agent> <pii>', 'Set the outbound PII policy: off, redact or reject', (z: Argv<GlobalArgs>) => z
@@ -123,7 +123,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         async (args: A<{ agent: string; pii: 'off' | 'redact' | 'reject' }>) => {
           await withClient(connectAdmin(args), async (c) => {
             const r = await c.call('agents.setPolicy', { agentId: await resolveAgentId(c, args.agent), pii: args.pii });
-            out(args, r, () => printObject(agentRow(r.agent)));
+            out(args, r, () => { printObject(agentRow(r.agent)); });
           });
         })
         .demandCommand(1, 'name an agents subcommand'))
@@ -133,7 +133,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           async (args: A<{ agent: string; peer: string }>) => {
             await withClient(connectAdmin(args), async (c) => {
               const r = await c.call('grants.add', { agentId: await resolveAgentId(c, args.agent), peerAgentId: await resolveAgentId(c, args.peer) });
-              out(args, r, () => printObject(r.grant as unknown as Record<string, unknown>));
+              out(args, r, () => { printObject(r.grant as unknown as Record<string, unknown>); });
             });
           })
         .command(['rm <agent> <peer>', 'remove'], 'Revoke a grant (applies to the next append)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }).positional('peer', { type: 'string', demandOption: true }),
@@ -146,7 +146,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .command('list [agent]', 'List grants (an agent sees its own)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string' }), async (args: A<{ agent?: string }>) => {
           await withClient(connectAny(args), async (c) => {
             const r = await c.call('grants.list', args.agent ? { agentId: await resolveAgentId(c, args.agent) } : {});
-            out(args, r, () => printTable(r.grants as unknown as Array<Record<string, unknown>>, ['agentId', 'peerAgentId', 'grantedAt']));
+            out(args, r, () => { printTable(r.grants as unknown as Array<Record<string, unknown>>, ['agentId', 'peerAgentId', 'grantedAt']); });
           });
         })
         .demandCommand(1, 'name a grants subcommand'))
@@ -155,7 +155,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .command('list', 'The JWKS (use --json for a file `verify` can read)', {}, async (args: A) => {
           await withClient(connectAny(args), async (c) => {
             const r = await c.call('keys.list', {});
-            out(args, r, () => printTable(r.keys.map((k) => ({ kid: k.kid, status: k.status, created: k.createdAt }))));
+            out(args, r, () => { printTable(r.keys.map((k) => ({ kid: k.kid, status: k.status, created: k.createdAt }))); });
           });
         })
         .command('rotate', 'Generate a new signing key (admin)', {}, async (args: A) => {
@@ -170,7 +170,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .command('show <streamId>', 'Stream state', (z: Argv<GlobalArgs>) => z.positional('streamId', { type: 'string', demandOption: true }), async (args: A<{ streamId: string }>) => {
           await withClient(connectAny(args), async (c) => {
             const r = await c.call('streams.get', { streamId: args.streamId });
-            out(args, r, () => printObject(streamRow(r)));
+            out(args, r, () => { printObject(streamRow(r)); });
           });
         })
         .command('claim <streamId>', 'Claim your outbound stream; prints the coordinator token', (z: Argv<GlobalArgs>) => z
@@ -180,7 +180,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         async (args: A<{ streamId: string; replace: boolean; reason?: string }>) => {
           await withClient(connectAgent(args), async (c) => {
             const r = await c.call('streams.claim', { streamId: args.streamId, replace: args.replace, ...(args.reason ? { reason: args.reason } : {}) });
-            out(args, r, () => printObject(r));
+            out(args, r, () => { printObject(r); });
           });
         })
         .command('release <streamId>', "Release the writer claim: an agent releases the claim `send`/`ack` keep (or --coordinator-token-file's); admin releases any", (z: Argv<GlobalArgs>) => coordinatorTokenOptions(z
@@ -191,7 +191,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             let r;
             if (c.session.role === 'admin') r = await c.call('streams.release', { streamId: args.streamId, ...(token ? { coordinatorToken: token } : {}) });
             else r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), args.streamId).release(token ?? undefined);
-            out(args, r, () => printObject(streamRow(r)));
+            out(args, r, () => { printObject(streamRow(r)); });
           });
         })
         .command('trim <streamId> <beforePosition>', 'Drop records below a position (admin)', (z: Argv<GlobalArgs>) => z
@@ -210,7 +210,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         async (args: A<{ streamId: string; reason: string }>) => {
           await withClient(connectAdmin(args), async (c) => {
             const r = await c.call('streams.reset', { streamId: args.streamId, reason: args.reason });
-            out(args, r, () => printObject(streamRow(r)));
+            out(args, r, () => { printObject(streamRow(r)); });
           });
         })
         .demandCommand(1, 'name a streams subcommand'))
@@ -220,7 +220,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           async (args: A<{ streamId: string; operationId: string }>) => {
             await withClient(connectAny(args), async (c) => {
               const r = await c.call('operations.get', { streamId: args.streamId, operationId: args.operationId });
-              out(args, r, () => printObject(r as unknown as Record<string, unknown>));
+              out(args, r, () => { printObject(r as unknown as Record<string, unknown>); });
             });
           })
         .command('list <streamId>', 'Committed operations of a stream', (z: Argv<GlobalArgs>) => z

@@ -8,7 +8,7 @@ import { printJson, printObject, printTable } from './output.js';
 import { sendCommands } from './send-commands.js';
 
 type A<T = object> = GlobalArgs & T;
-const out = (args: GlobalArgs, value: unknown, human: () => void) => (args.json ? printJson(value) : human());
+const out = (args: GlobalArgs, value: unknown, human: () => void) => { args.json ? printJson(value) : human(); };
 
 export { formatRecord };
 
@@ -65,7 +65,7 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           await withClient(connectAny(args), async (c) => {
             const { chat } = await getChat(c, args.chatId);
             let cursor = args.cursor;
-            let direction = args.direction;
+            const direction = args.direction;
             const all: StoredRecord[] = [];
             for (;;) {
               const r = await c.call('chats.history', { chatId: args.chatId, limit: args.limit, ...(cursor ? { cursor } : {}), ...(direction && !cursor ? { direction } : {}) });

@@ -99,7 +99,7 @@ export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
   describe: 'Write every retained record as JSON lines, each stream generation closed by a daemon-signed checkpoint (for `verify`)',
   builder: (z: Argv<GlobalArgs>) => z
     .positional('chatId', { type: 'string', demandOption: true })
-    .option('out', { type: 'string', describe: 'file to write (default stdout)' }) as Argv<ExportArgs>,
+    .option('out', { type: 'string', describe: 'file to write (default stdout)' }),
   handler: async (args: ExportArgs) => {
     await withClient(connectAny(args), async (c) => {
       const sink = args.out ? createWriteStream(args.out) : process.stdout;
@@ -121,7 +121,7 @@ export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
         }
       }
       if (args.out) {
-        await new Promise<void>((res, rej) => (sink as ReturnType<typeof createWriteStream>).end((err?: Error | null) => (err ? rej(err) : res())));
+        await new Promise<void>((res, rej) => (sink as ReturnType<typeof createWriteStream>).end((err?: Error | null) => { err ? rej(err) : res(); }));
         process.stderr.write(`${records} records and ${checkpoints} checkpoints written to ${args.out}\n`);
       }
       if (damaged.length > 0) {

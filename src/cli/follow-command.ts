@@ -80,7 +80,7 @@ async function follow(args: FollowArgs): Promise<void> {
         continue;
       }
       client = c;
-      if (ended) return c.close();
+      if (ended) { c.close(); return; }
       try {
         if (chat === null) chat = (await getChat(c, args.chatId)).chat;
         // Listen before following: the first batches may arrive in the same read as the answer.

@@ -12,8 +12,8 @@ export class Listeners<Events> {
   on<E extends keyof Events>(event: E, listener: Listener<Events[E]>): () => void {
     let set = this.#sets.get(event);
     if (!set) this.#sets.set(event, (set = new Set()));
-    set.add(listener as Listener<never>);
-    return () => set.delete(listener as Listener<never>);
+    set.add(listener);
+    return () => set.delete(listener);
   }
 
   emit<E extends keyof Events>(event: E, value: Events[E]): void {

@@ -47,10 +47,10 @@ export class LineTransport {
 
   private constructor(socket: Socket, maxInboundLineBytes: number) {
     this.#socket = socket;
-    this.#splitter = new LineSplitter(maxInboundLineBytes, (line) => this.#onLine(line));
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
-    socket.on('close', () => this.#onClose(new ConnectionLostError('the connection to yellod closed', true)));
-    socket.on('error', (err) => this.#onClose(new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err)));
+    this.#splitter = new LineSplitter(maxInboundLineBytes, (line) => { this.#onLine(line); });
+    socket.on('data', (chunk: Buffer) => { this.#onData(chunk); });
+    socket.on('close', () => { this.#onClose(new ConnectionLostError('the connection to yellod closed', true)); });
+    socket.on('error', (err) => { this.#onClose(new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err)); });
   }
 
   /**
@@ -62,7 +62,7 @@ export class LineTransport {
     if (options.verifySocket !== false) await assertTrustedSocket(path);
     return new Promise((resolve, reject) => {
       const socket = createConnection(path);
-      const onError = (err: Error) => reject(new ConnectionLostError(`cannot connect to yellod at ${path}: ${err.message}`, false, err));
+      const onError = (err: Error) => { reject(new ConnectionLostError(`cannot connect to yellod at ${path}: ${err.message}`, false, err)); };
       socket.once('connect', () => {
         socket.removeListener('error', onError);
         resolve(new LineTransport(socket, options.maxInboundLineBytes));
@@ -93,7 +93,7 @@ export class LineTransport {
       // line's UTF-8 bytes without its newline).
       bytes = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n', 'utf8');
     } catch (err) {
-      return Promise.reject(err as Error);
+      return Promise.reject(err);
     }
     const tooLarge = this.#overLimit(method, bytes.length - 1);
     if (tooLarge) return Promise.reject(tooLarge);

@@ -44,7 +44,7 @@ interface PendingAppend {
 async function within<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(timeout()), ms)))]);
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => { reject(timeout()); }, ms)))]);
   } finally {
     clearTimeout(timer);
   }
@@ -102,7 +102,7 @@ export class ChatSession {
       cursorStore: new MemoryCursorStore(),
       ...(opts.callTimeoutMs !== undefined ? { callTimeoutMs: opts.callTimeoutMs } : {}),
       ...(opts.reconnect ? { reconnect: opts.reconnect } : {}),
-      adapter: { present: (batch) => this.#onLiveBatch(batch) },
+      adapter: { present: (batch) => { this.#onLiveBatch(batch); } },
     });
     this.#coordinator.on('state', (e) => {
       if ((e.state === 'fenced' || e.state === 'needs-intervention') && !this.#terminal) {
@@ -425,7 +425,7 @@ export class ChatSession {
       ));
       const settled = this.#pending?.operationId === pending ? this.#pending : null;
       this.#pending = null;
-      if (outcome.committed && settled?.batch) await this.#exclusive(async () => this.#advance(settled.batch!));
+      if (outcome.committed && settled?.batch) await this.#exclusive(async () => { this.#advance(settled.batch!); });
       this.#opts.log.info({ chatId: this.chatId, operationId: pending, committed: outcome.committed }, 'append of unknown outcome settled');
       return { operation: outcome.operation, committed: outcome.committed, resolved: true, kind: settled?.kind ?? null, paused: false };
     }

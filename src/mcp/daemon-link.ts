@@ -64,7 +64,7 @@ export class DaemonLink {
     for (let attempt = 0; ; attempt++) {
       try {
         const client = await this.client();
-        return await client.call(method as MethodName, params as never) as MethodResults[M];
+        return await client.call(method, params) as MethodResults[M];
       } catch (err) {
         if (!(err instanceof ConnectionLostError) || this.#closed || Date.now() >= deadline) throw err;
         await new Promise((r) => setTimeout(r, Math.min(1000, 50 * 2 ** attempt)));

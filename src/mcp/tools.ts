@@ -45,7 +45,7 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
         const chatId = (input as { chatId?: string }).chatId;
         try {
           const { text, structured } = await spec.run(input);
-          return { content: [{ type: 'text', text }], structuredContent: structured as Record<string, unknown> };
+          return { content: [{ type: 'text', text }], structuredContent: structured };
         } catch (err) {
           const result = toolError(err, { ...(chatId ? { chatId } : {}), socketPath: agent.link.socketPath });
           log.warn({ tool: name, chatId, type: (result._meta!['yello/error'] as { type: string }).type }, 'tool failed');
