@@ -1,4 +1,4 @@
-import { ConnectionLostError, YelloClient, type MethodName, type MethodResults, type ParamsIn } from '../client/index.js';
+import { ConnectionLostError, YelloClient, type MethodResults, type ParamsIn } from '../client/index.js';
 
 /** Methods the link may retry after a connection loss: reads, and the create-or-find `chats.open`. */
 export type RetryableMethod =
