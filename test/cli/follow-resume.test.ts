@@ -97,10 +97,13 @@ describe('cursor files', () => {
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--json', '--cursor-out', file]));
     await p.alice.ok(['send', p.chatId, 'seen by the first run']);
     await f.waitFor(() => f.lines.some((l) => l.includes('seen by the first run')), 'the first message');
-    // Killed, not stopped: the file must already hold the cursor of the last printed batch.
-    await f.kill();
+    // The cursor is saved right after the batch is printed (printed, then saved: a kill in
+    // between shows that batch again, never skips it). Once saved, a kill — not a clean stop —
+    // leaves it in the file.
     const last = parseJsonLines(f.lines.join('\n')).at(-1) as Batch;
     await waitUntil(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8').trim() === last.cursor, 5_000, 'the cursor file');
+    await f.kill();
+    expect(fs.readFileSync(file, 'utf8').trim()).toBe(last.cursor);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
 
     await p.alice.ok(['send', p.chatId, 'sent while nobody followed']);
