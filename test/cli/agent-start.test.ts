@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
@@ -74,7 +74,7 @@ describe('chats follow without a cursor (agent)', () => {
     const sent = await p.alice.json(['send', p.chatId, 'hello, bob']);
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
     await f.waitFor(() => f.lines.some((l) => l.includes('hello, bob')), 'the earlier message');
-    await waitUntil(async () => (await acknowledged(p.streamA))?.nextPosition === sent.nextPosition, 20_000, 'the receipt');
+    await waitFor(async () => (await acknowledged(p.streamA))?.nextPosition === sent.nextPosition, 'the receipt', 20_000);
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
   });

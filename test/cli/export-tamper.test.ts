@@ -13,8 +13,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { messages, receipt, setupChat, waitUntil, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { messages, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { ok, sha256b64url } from '../helpers/rpc-line-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -32,7 +33,7 @@ let jwksFile: string;
 /** Waits until the clock has passed `createdAt`, so the next message gets a later timestamp. */
 async function after(result: Json): Promise<void> {
   const last = Date.parse(result.records.at(-1).wrapper.message?.signature.createdAt ?? new Date().toISOString());
-  await waitUntil(() => Date.now() > last, 2_000, 'the clock to move past the last message');
+  await waitFor(() => Date.now() > last, 'the clock to move past the last message', 2_000);
 }
 
 beforeAll(async () => {

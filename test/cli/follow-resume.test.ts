@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
@@ -76,12 +76,12 @@ describe('chats follow survives a daemon restart', () => {
     const p = await pair();
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
     const first = await p.alice.json(['send', p.chatId, 'ack me before']);
-    await waitUntil(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition, 20_000, 'the first receipt');
+    await waitFor(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition, 'the first receipt', 20_000);
     await restartDaemon();
     await f.waitForStderr(/reconnected; resuming from cursor/, 30_000);
     const second = await p.alice.json(['send', p.chatId, 'ack me after']);
     await f.waitFor(() => f.lines.some((l) => l.includes('ack me after')), 'the message after the restart', 30_000);
-    await waitUntil(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition, 20_000, 'the second receipt');
+    await waitFor(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition, 'the second receipt', 20_000);
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout.split('\n').filter((l) => l.includes('ack me')).length).toBe(2);
@@ -100,7 +100,7 @@ describe('cursor files', () => {
     // Killed, not stopped: the file must already hold the cursor of the last printed batch.
     await f.kill();
     const last = parseJsonLines(f.lines.join('\n')).at(-1) as Batch;
-    await waitUntil(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8').trim() === last.cursor, 5_000, 'the cursor file');
+    await waitFor(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8').trim() === last.cursor, 'the cursor file', 5_000);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
 
     await p.alice.ok(['send', p.chatId, 'sent while nobody followed']);

@@ -5,8 +5,9 @@
 
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli, type LongRunningCli } from '../helpers/cli-runner.js';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { sleep } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 

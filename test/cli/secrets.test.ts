@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, cliEnv, expectExit, oneLineErrorProblems, writeTokenFile, yelloBin, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { claim, createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -128,13 +128,13 @@ describe('coordinator tokens stay off the command line', () => {
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
     const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
     // While it waits for stdin, its command line is what `ps` shows.
-    const cmdline = await waitUntil(() => {
+    const cmdline = await waitFor(() => {
       try {
         return fs.readFileSync(`/proc/${child.pid}/cmdline`, 'utf8');
       } catch {
         return '';
       }
-    }, 10_000, 'the cmdline');
+    }, 'the cmdline', 10_000);
     expect(cmdline).toContain('--coordinator-token-file');
     expect(cmdline).not.toContain(c.coordinatorToken);
     child.stdin.end(c.coordinatorToken + '\n');

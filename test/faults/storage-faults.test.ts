@@ -7,7 +7,8 @@ import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { ok } from '../helpers/rpc-line-client.js';
-import { setupChat, reconnectChat, messages, waitUntil } from '../helpers/reading-fixtures.js';
+import { setupChat, reconnectChat, messages } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -116,7 +117,7 @@ describe('a corrupted record met by a follower catching up', () => {
     const bob = chat.bob.client;
     const sub = ok(await bob.call('chats.follow', { chatId: chat.chatId, cursor: early.cursor }));
     const mine = () => bob.notifications.filter((n) => n.params?.subscriptionId === sub.subscriptionId);
-    await waitUntil(() => mine().some((n) => n.method !== 'chats.batch'), 5_000, 'the subscription to end');
+    await waitFor(() => mine().some((n) => n.method !== 'chats.batch'), 'the subscription to end', 5_000);
     const ending = mine().filter((n) => n.method !== 'chats.batch');
     expect(ending).toHaveLength(1);
     expect(ending[0]).toMatchObject({ method: 'chats.error', params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: chat.streamA, fromPosition: '3' } } } });

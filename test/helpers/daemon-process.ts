@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RpcLineClient, connectAs } from './rpc-line-client.js';
+import { sleep } from './wait.js';
 
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(import.meta.dirname ?? path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -273,8 +274,4 @@ export class DaemonProcess {
     }
     if (this.ownsDir && existsSync(this.dir)) await fs.rm(this.dir, { recursive: true, force: true });
   }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }

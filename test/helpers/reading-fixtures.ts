@@ -3,7 +3,8 @@
 
 import net from 'node:net';
 import { expect } from 'vitest';
-import { sleep, type DaemonProcess } from './daemon-process.js';
+import type { DaemonProcess } from './daemon-process.js';
+import { waitFor } from './wait.js';
 import {
   RpcLineClient,
   claim,
@@ -41,17 +42,6 @@ export function expectError(resp: RpcResponse, type: ErrorType, what = ''): any 
   expect(resp.error, `${what} expected ${type}`).toBeDefined();
   expect({ code: resp.error!.code, type: resp.error!.data?.type }, `${what} ${JSON.stringify(resp.error)}`).toEqual({ code: CODES[type], type });
   return resp.error!.data;
-}
-
-/** Polls `fn` until it returns truthy, or fails with `what` after `timeoutMs`. */
-export async function waitUntil<T>(fn: () => T | Promise<T>, timeoutMs: number, what: string, everyMs = 10): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -279,7 +269,7 @@ export class RawFollower {
   async call(method: string, params: unknown, timeoutMs = 10_000): Promise<RpcResponse> {
     const id = this.#id++;
     this.socket.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
-    return (await waitUntil(() => this.responses.get(id), timeoutMs, `response to ${method}`, 5))!;
+    return (await waitFor(() => this.responses.get(id), `response to ${method}`, timeoutMs, 5))!;
   }
 
   /** Hello, follow, and (with `pause`) stop reading the socket right after the follow response. */
@@ -317,4 +307,4 @@ export class RawFollower {
   }
 }
 
-export { connectAs, ok, uniq, sleep };
+export { connectAs, ok, uniq };

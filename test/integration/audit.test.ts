@@ -10,7 +10,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -27,14 +27,14 @@ const auditLines = (event: string): any[] => daemon.logs().filter((l) => l.audit
 
 /** Lines of `event`, once at least `n` of them have reached the daemon's stdout. */
 async function awaitAudit(event: string, n = 1, from = () => daemon): Promise<any[]> {
-  await waitUntil(() => from().logs().filter((l) => l.audit === event).length >= n, 5_000, `${n} audit line(s) ${event}`).catch(() => undefined);
+  await waitFor(() => from().logs().filter((l) => l.audit === event).length >= n, `${n} audit line(s) ${event}`, 5_000).catch(() => undefined);
   return from().logs().filter((l) => l.audit === event);
 }
 
 /** The one audit line of `event` whose fields include `match`. */
 async function expectAudit(event: string, match: Record<string, unknown>): Promise<any> {
   const matching = () => auditLines(event).filter((l) => Object.entries(match).every(([k, v]) => l[k] === v));
-  await waitUntil(() => matching().length > 0, 5_000, `audit ${event}`).catch(() => undefined);
+  await waitFor(() => matching().length > 0, `audit ${event}`, 5_000).catch(() => undefined);
   const lines = matching();
   expect(lines, `audit ${event} ${JSON.stringify(match)} in ${JSON.stringify(auditLines(event))}`).toHaveLength(1);
   const line = lines[0];
@@ -165,7 +165,7 @@ describe('security events', () => {
     const chatId = ok(await admin.call('chats.open', { agentAId: carol.id, agentBId: dave.id })).chat.id as string;
     const streamId = `${chatId}:${carol.id}`;
     // The slots the previous test held are freed as the daemon sees those sockets close.
-    const writer = (await waitUntil(() => daemon.connectAs(carol.token).catch(() => null), 5_000, 'a connection slot'))!;
+    const writer = (await waitFor(() => daemon.connectAs(carol.token).catch(() => null), 'a connection slot', 5_000))!;
     const claim = ok(await writer.call('streams.claim', { streamId }));
     secrets.push(claim.coordinatorToken);
     let next = claim.nextPosition as string;
@@ -242,9 +242,9 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
         const closed = new Promise<void>((r) => s.once('close', () => r()));
         // A refusal comes unasked; an accepted connection says nothing until asked.
         await Promise.race([closed, new Promise((r) => s.once('connect', r))]);
-        await Promise.race([closed, waitUntil(() => data.includes('\n'), 300, 'a refusal').catch(() => undefined)]);
+        await Promise.race([closed, waitFor(() => data.includes('\n'), 'a refusal', 300).catch(() => undefined)]);
         if (!data && !s.destroyed) s.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'session.hello', params: { token: small.adminToken } }) + '\n');
-        await Promise.race([closed, waitUntil(() => data.includes('\n'), 5_000, 'a line').catch(() => undefined)]);
+        await Promise.race([closed, waitFor(() => data.includes('\n'), 'a line', 5_000).catch(() => undefined)]);
         await new Promise((r) => setTimeout(r, 50));
         const line = data.split('\n')[0] ?? '';
         const parsed = line ? JSON.parse(line) : null;
@@ -264,9 +264,9 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
     expect(l[0].fd).toEqual(expect.any(Number));
     // The daemon itself carries on, and once the clients left, connections are accepted again.
     ok(await keeper.call('daemon.status', {}));
-    await waitUntil(async () => {
+    await waitFor(async () => {
       const c = await small.connectAs().catch(() => null);
       return c !== null;
-    }, 5_000, 'a new connection after the flood');
+    }, 'a new connection after the flood', 5_000);
   });
 });

@@ -4,7 +4,7 @@
 // exactly where it was acknowledged, signed, and reported committed by operations.get.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import {
   RpcLineClient,
   claim,
@@ -20,6 +20,7 @@ import {
   uniq,
   type TestPair,
 } from '../helpers/rpc-line-client.js';
+import { sleep } from '../helpers/wait.js';
 
 const WRITERS = 4;
 const ROUNDS = 2;

@@ -5,11 +5,10 @@
 // never a skip; the admin, and `from` together with a cursor, are INVALID_PARAMS.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import type { RpcLineClient } from '../helpers/rpc-line-client.js';
-import {
-  batchesOf, connectAs, expectContiguous, expectError, ok, receipt, setupChat, waitUntil,
-} from '../helpers/reading-fixtures.js';
+import { batchesOf, connectAs, expectContiguous, expectError, ok, receipt, setupChat } from '../helpers/reading-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: RpcLineClient;
@@ -32,9 +31,9 @@ describe('chats.follow from', () => {
     const bob = await connectAs(daemon.socketPath, c.bob.token);
     try {
       const sub = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }));
-      await waitUntil(() => batchesOf(bob, sub.subscriptionId).some((b) => b.nextPosition === c.wa.next), 10_000, 'the backlog of alice');
+      await waitFor(() => batchesOf(bob, sub.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'the backlog of alice', 10_000);
       await c.wb.send('own-after', 1);
-      await waitUntil(() => batchesOf(bob, sub.subscriptionId).some((b) => b.streamId === c.streamB), 10_000, 'own live batch');
+      await waitFor(() => batchesOf(bob, sub.subscriptionId).some((b) => b.streamId === c.streamB), 'own live batch', 10_000);
       const batches = batchesOf(bob, sub.subscriptionId);
       const fromAlice = expectContiguous(batches, c.streamA, '1', '0', c.wa.next, 'peer');
       expect(fromAlice.filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content)).toEqual([
@@ -57,7 +56,7 @@ describe('chats.follow from', () => {
       const acked = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }));
       const byDefault = ok(await bob.call('chats.follow', { chatId: c.chatId }));
       const atEnd = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'end' }));
-      await waitUntil(() => batchesOf(bob, acked.subscriptionId).some((b) => b.nextPosition === c.wa.next), 10_000, 'the unacknowledged messages');
+      await waitFor(() => batchesOf(bob, acked.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'the unacknowledged messages', 10_000);
       const records = expectContiguous(batchesOf(bob, acked.subscriptionId), c.streamA, '1', shown.nextPosition, c.wa.next);
       expect(records.map((r) => r.wrapper.message.content)).toEqual(['message unseen number 0', 'message unseen number 1']);
       await sleep(200);
@@ -87,7 +86,7 @@ describe('chats.follow from', () => {
     const bob = await connectAs(daemon.socketPath, c.bob.token);
     try {
       const sub = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }));
-      await waitUntil(() => batchesOf(bob, sub.subscriptionId).some((b) => b.nextPosition === c.wa.next), 10_000, 'generation 2');
+      await waitFor(() => batchesOf(bob, sub.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'generation 2', 10_000);
       const records = expectContiguous(batchesOf(bob, sub.subscriptionId), c.streamA, '2', '0', c.wa.next);
       expect(records.filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content)).toEqual(['message new number 0']);
     } finally {

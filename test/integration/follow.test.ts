@@ -4,20 +4,10 @@
 // and a reader that never reads its socket not holding anyone else up.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import { RpcLineClient, connectAs, createAgent, ok } from '../helpers/rpc-line-client.js';
-import {
-  RawFollower,
-  batchesOf,
-  expectContiguous,
-  expectError,
-  messages,
-  reached,
-  receipt,
-  setupChat,
-  waitUntil,
-  type ReadingChat,
-} from '../helpers/reading-fixtures.js';
+import { RawFollower, batchesOf, expectContiguous, expectError, messages, reached, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: RpcLineClient;
@@ -33,13 +23,12 @@ afterAll(async () => {
 
 /** Waits until subscription `sub` on `client` delivered both streams up to the writers' heads. */
 async function waitCaughtUp(client: { notifications: any[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
-  await waitUntil(
+  await waitFor(
     () => {
       const b = batchesOf(client, sub);
       return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
     },
-    timeoutMs,
-    `subscription ${sub} to reach A=${c.wa.next} B=${c.wb.next}`,
+    `subscription ${sub} to reach A=${c.wa.next} B=${c.wb.next}`, timeoutMs,
   );
 }
 
@@ -161,7 +150,7 @@ describe('chats.follow', () => {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       const starts = { a: c.wa.next, b: c.wb.next };
       await c.wa.send('before-unfollow', 1);
-      await waitUntil(() => batchesOf(follower, sub.subscriptionId).length === 1, 5_000, 'first batch');
+      await waitFor(() => batchesOf(follower, sub.subscriptionId).length === 1, 'first batch', 5_000);
       ok(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
       await c.wa.send('after-unfollow', 2);
       await c.wb.send('after-unfollow-b', 2);
@@ -194,7 +183,7 @@ describe('chats.follow', () => {
       ok(await conn.call('chats.follow', { chatId: c.chatId }));
       // All the live ones still deliver.
       await c.wa.send('fanout', 1);
-      await waitUntil(() => conn.notifications.filter((n) => n.method === 'chats.batch').length === 64, 5_000, '64 batches');
+      await waitFor(() => conn.notifications.filter((n) => n.method === 'chats.batch').length === 64, '64 batches', 5_000);
     } finally {
       conn.close();
       other.close();
@@ -243,7 +232,7 @@ describe('chats.follow', () => {
           const t0 = Date.now();
           const target = w.next;
           // The fast follower sees each operation promptly.
-          await waitUntil(() => BigInt(reached(batchesOf(fast, fastSub.subscriptionId), w.streamId, '0')) >= BigInt(target), 10_000, `fast follower at ${target}`, 2);
+          await waitFor(() => BigInt(reached(batchesOf(fast, fastSub.subscriptionId), w.streamId, '0')) >= BigInt(target), `fast follower at ${target}`, 10_000, 2);
           lag.push(Date.now() - t0);
         }
       };
@@ -268,13 +257,12 @@ describe('chats.follow', () => {
       // reads again it receives everything, in order, with nothing dropped.
       expect(slow.bytesRead - readBefore).toBe(0);
       slow.resume();
-      await waitUntil(
+      await waitFor(
         () => {
           const b = batchesOf(slow, slowSub.subscriptionId);
           return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
         },
-        30_000,
-        'the slow reader to catch up after resuming',
+        'the slow reader to catch up after resuming', 30_000,
       );
       expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamA, '1', starts.a, c.wa.next, 'slow A');
       expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamB, '1', starts.b, c.wb.next, 'slow B');

@@ -5,20 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { RpcLineClient, connectAs, createAgent, ok, readAll } from '../helpers/rpc-line-client.js';
-import {
-  batchesOf,
-  expectContiguous,
-  expectError,
-  receipt,
-  recKey,
-  reconnectChat,
-  reached,
-  setupChat,
-  streamState,
-  transcriptCompare,
-  waitUntil,
-  type ReadingChat,
-} from '../helpers/reading-fixtures.js';
+import { batchesOf, expectContiguous, expectError, receipt, recKey, reconnectChat, reached, setupChat, streamState, transcriptCompare, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: RpcLineClient;
@@ -169,10 +157,9 @@ describe('chats.history snapshot and hand-off', () => {
         await c.wb.append([receipt(c.streamA, '1', heads.a, ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0', limit: Number(heads.a) })).batchId)]);
         await c.wa.send('after-follow', 2);
         for (const sub of subs) {
-          await waitUntil(
+          await waitFor(
             () => reached(batchesOf(follower, sub.subscriptionId), c.streamA, heads.a) === c.wa.next && reached(batchesOf(follower, sub.subscriptionId), c.streamB, heads.b) === c.wb.next,
-            5_000,
-            'the follower to reach both heads',
+            'the follower to reach both heads', 5_000,
           );
           const batches = batchesOf(follower, sub.subscriptionId);
           const recA = expectContiguous(batches, c.streamA, '1', heads.a, c.wa.next, 'A');
@@ -243,7 +230,7 @@ describe('chats.history across restart, reset and trim', () => {
 
     const sub = ok(await main.bob.client.call('chats.follow', { chatId: main.chatId, cursor: first.liveCursor }));
     await main.wa.send('after-restart', 2);
-    await waitUntil(() => reached(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, heads.a) === main.wa.next, 5_000, 'the post-restart batch');
+    await waitFor(() => reached(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, heads.a) === main.wa.next, 'the post-restart batch', 5_000);
     expectContiguous(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, '1', heads.a, main.wa.next);
     ok(await main.bob.client.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
   });

@@ -4,19 +4,10 @@
 // as one operation, also across SIGKILL.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import { RpcLineClient, connectAs, ok, readAll, uniq } from '../helpers/rpc-line-client.js';
-import {
-  StreamWriter,
-  batchesOf,
-  expectError,
-  messages,
-  receipt,
-  setupChat,
-  streamState,
-  waitUntil,
-  type ReadingChat,
-} from '../helpers/reading-fixtures.js';
+import { StreamWriter, batchesOf, expectError, messages, receipt, setupChat, streamState, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: RpcLineClient;
@@ -153,10 +144,9 @@ describe('receipts', () => {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       await c.wa.send('pushed', 3);
       const end = c.wa.next;
-      const got = await waitUntil(
+      const got = await waitFor(
         () => batchesOf(follower, sub.subscriptionId).find((b) => b.streamId === c.streamA && b.nextPosition === end),
-        5_000,
-        'a chats.batch ending at alice\'s head',
+        'a chats.batch ending at alice\'s head', 5_000,
       );
       await c.wb.append([receipt(c.streamA, '1', got.nextPosition, got.batchId)]);
       expect((await streamState(admin, c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: end });
@@ -177,7 +167,7 @@ describe('receipts', () => {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       await c.wa.send('second', 3);
       const end = c.wa.next;
-      await waitUntil(() => batchesOf(follower, sub.subscriptionId).some((b) => b.streamId === c.streamA && b.nextPosition === end), 5_000, 'the pushed batch');
+      await waitFor(() => batchesOf(follower, sub.subscriptionId).some((b) => b.streamId === c.streamA && b.nextPosition === end), 'the pushed batch', 5_000);
       ok(await c.bob.client.call('chats.history', { chatId: c.chatId }));
       ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction: 'forward', limit: 500 }));
       ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: b1.nextPosition }));
@@ -306,7 +296,7 @@ describe('receipt atomicity under SIGKILL', () => {
     const clients = await Promise.all(loads.flatMap((l) => [connectAs(daemon.socketPath, l.chat.alice.token), connectAs(daemon.socketPath, l.chat.bob.token)]));
     const loops = loads.flatMap((l, i) => [runAlice(l, clients[2 * i]!, l.chat.wa), runBob(l, clients[2 * i + 1]!, l.chat.wb)]);
 
-    await waitUntil(() => loads.every((l) => l.ackedOps.size >= 25), 30_000, 'some acknowledged replies in every chat');
+    await waitFor(() => loads.every((l) => l.ackedOps.size >= 25), 'some acknowledged replies in every chat', 30_000);
     await sleep(150);
     const exit = await daemon.kill();
     expect(exit.signal).toBe('SIGKILL');

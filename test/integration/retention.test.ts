@@ -2,21 +2,10 @@
 // readers see them: exact continuity or CONTINUITY_BREAK / chats.break, never a silent skip.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import { RpcLineClient, connectAs, ok } from '../helpers/rpc-line-client.js';
-import {
-  RawFollower,
-  StreamWriter,
-  batchesOf,
-  breaksOf,
-  expectContiguous,
-  expectError,
-  reached,
-  receipt,
-  setupChat,
-  streamState,
-  waitUntil,
-} from '../helpers/reading-fixtures.js';
+import { RawFollower, StreamWriter, batchesOf, breaksOf, expectContiguous, expectError, reached, receipt, setupChat, streamState } from '../helpers/reading-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: RpcLineClient;
@@ -78,11 +67,11 @@ describe('streams.trim', () => {
       // ~4 MB, far more than the socket buffers hold, so the paused follower is left behind.
       for (let i = 0; i < 18; i++) await c.wa.send(`bulk${i}`, 64, 3_400);
       const end = c.wa.next;
-      await waitUntil(() => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end, 10_000, 'the live follower at the head');
+      await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end, 'the live follower at the head', 10_000);
 
       expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({ firstPosition: end });
       behind.resume();
-      const brk = await waitUntil(() => breaksOf(behind, lagging.subscriptionId)[0], 15_000, 'chats.break');
+      const brk = await waitFor(() => breaksOf(behind, lagging.subscriptionId)[0], 'chats.break', 15_000);
       expect(brk).toMatchObject({ subscriptionId: lagging.subscriptionId, reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, expected: expect.any(String), actual: end });
       expect(BigInt(brk.expected)).toBeLessThan(BigInt(end));
       // What it did get is exact, and stops where the break says it stood.
@@ -93,7 +82,7 @@ describe('streams.trim', () => {
       const nBefore = behind.notifications.length;
       await c.wa.send('after-trim', 2);
       await c.wb.send('after-trim-b', 2);
-      await waitUntil(() => reached(batchesOf(current, live.subscriptionId), c.streamB, starts.b) === c.wb.next, 5_000, 'the live follower to see B');
+      await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamB, starts.b) === c.wb.next, 'the live follower to see B', 5_000);
       await sleep(200);
       expect(behind.notifications.slice(nBefore).filter((n) => n.params?.subscriptionId === lagging.subscriptionId)).toEqual([]);
       expect(breaksOf(behind, lagging.subscriptionId)).toHaveLength(1);
@@ -164,7 +153,7 @@ describe('streams.reset', () => {
       expectError(await read(c.bob.client, c.streamA, '3', '0'), 'CONTINUITY_BREAK', 'a generation that does not exist yet');
 
       // The follower got chats.break and its subscription ended.
-      const brk = await waitUntil(() => breaksOf(follower, sub.subscriptionId)[0], 5_000, 'chats.break');
+      const brk = await waitFor(() => breaksOf(follower, sub.subscriptionId)[0], 'chats.break', 5_000);
       expect(brk).toMatchObject({ subscriptionId: sub.subscriptionId, reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
       await c.wb.send('after-reset', 1);
       await sleep(200);

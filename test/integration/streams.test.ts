@@ -2,7 +2,7 @@
 // real socket. Every chat.message read back in this file is verified independently (§5).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import {
   RpcLineClient,
   claim,
@@ -21,6 +21,7 @@ import {
   type RpcResponse,
   type TestPair,
 } from '../helpers/rpc-line-client.js';
+import { sleep } from '../helpers/wait.js';
 
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const DECIMAL = /^(0|[1-9][0-9]*)$/;

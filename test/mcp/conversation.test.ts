@@ -8,8 +8,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readStream } from '../helpers/client-fixtures.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
 import { McpWorld, text } from './mcp-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
 beforeAll(async () => {
@@ -59,7 +59,7 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(await bob.ok('read_new', { chatId: chat.chatId })).toMatchObject({ batch: null, repeated: false });
 
     // Alice hears about it (a logging notification), reads it, acknowledges it.
-    await waitUntil(() => alice.notifications.some((n) => n.method === 'notifications/message' && n.params.data?.event === 'peer-wrote' && n.params.data.chatId === chat.chatId), 10_000, 'peer-wrote notification');
+    await waitFor(() => alice.notifications.some((n) => n.method === 'notifications/message' && n.params.data?.event === 'peer-wrote' && n.params.data.chatId === chat.chatId), 'peer-wrote notification', 10_000);
     const toAlice = (await alice.ok('read_new', { chatId: chat.chatId })).batch;
     expect(messagesOf(toAlice)).toEqual(['hi alice']);
     expect(toAlice.records.find((r: { type: string }) => r.type === 'receipt')).toMatchObject({ authorAgentId: chat.bob.id, acknowledgedBefore: first.nextPosition });
@@ -109,7 +109,7 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(templates.resourceTemplates.map((t) => t.uriTemplate)).toContain('yello://chats/{chatId}/transcript');
     await bob.client.subscribeResource({ uri });
     await alice.ok('send', { chatId: chat.chatId, text: 'ping' });
-    await waitUntil(() => bob.notifications.some((n) => n.method === 'notifications/resources/updated' && n.params.uri === uri), 10_000, 'resources/updated');
+    await waitFor(() => bob.notifications.some((n) => n.method === 'notifications/resources/updated' && n.params.uri === uri), 'resources/updated', 10_000);
     const res = await bob.client.readResource({ uri });
     expect((res.contents[0] as { text: string }).text).toMatch(/alice.* → .*bob.*: ping/);
     await expect(bob.client.subscribeResource({ uri: 'yello://chats/not a chat/transcript' })).rejects.toThrow(/not a yello transcript URI/);
@@ -124,7 +124,7 @@ describe('yello mcp: a conversation between two agents', () => {
     for (let turn = 0; turn < 3; turn++) {
       const toBob = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })).batch;
       await bob.ok('send', { chatId: chat.chatId, text: `bob turn ${turn}`, acknowledge: true });
-      const toAlice = await waitUntil(async () => (await alice.ok('read_new', { chatId: chat.chatId })).batch, 10_000, 'bob reply');
+      const toAlice = await waitFor(async () => (await alice.ok('read_new', { chatId: chat.chatId })).batch, 'bob reply', 10_000);
       expect(messagesOf(toAlice)).toContain(`bob turn ${turn}`);
       await alice.ok('send', { chatId: chat.chatId, text: `alice turn ${turn}`, acknowledge: true });
       expect(toBob).not.toBeNull();

@@ -5,8 +5,8 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freeze, messageContents, readStream, thaw } from '../helpers/client-fixtures.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
 import { McpWorld, type McpAgent } from './mcp-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
 beforeAll(async () => {
@@ -25,10 +25,10 @@ const messagesOf = (batch: { records: Array<{ type: string; content: string | nu
 
 /** Polls a tool until it succeeds (a daemon coming back); returns its structured content. */
 async function eventually(agent: McpAgent, tool: string, args: Record<string, unknown>, what: string): Promise<any> {
-  return waitUntil(async () => {
+  return waitFor(async () => {
     const r = await agent.call(tool, args);
     return r.isError ? null : r.structuredContent;
-  }, 20_000, what, 100);
+  }, what, 20_000, 100);
 }
 
 describe('yello mcp across a daemon restart', () => {
@@ -54,7 +54,7 @@ describe('yello mcp across a daemon restart', () => {
     await bob.ok('send', { chatId: chat.chatId, text: 'got it', acknowledge: true });
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
     // Live notifications resume too: alice's coordinator follows again after the restart.
-    await waitUntil(() => alice.notifications.some((n) => n.params?.data?.event === 'peer-wrote'), 10_000, 'peer-wrote after restart');
+    await waitFor(() => alice.notifications.some((n) => n.params?.data?.event === 'peer-wrote'), 'peer-wrote after restart', 10_000);
   });
 });
 
@@ -83,7 +83,7 @@ describe('yello mcp: one writer per agent and chat', () => {
     // It does not claim back on its own, even when asked to open the chat again.
     expect((await first.fail('open_chat', { peer: chat.bob.username })).type).toBe('FENCED');
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken.session.epoch);
-    await waitUntil(() => first.notifications.some((n) => n.params?.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'), 10_000, 'chat-stopped notification');
+    await waitFor(() => first.notifications.some((n) => n.params?.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'), 'chat-stopped notification', 10_000);
 
     await third.ok('send', { chatId: chat.chatId, text: 'from the third server' });
     expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['from the first server', 'from the third server']);
@@ -183,7 +183,7 @@ describe('yello mcp: continuity breaks', () => {
     expect(broken.action).toMatch(/--resume-after-break/);
     expect((await bob.fail('acknowledge', { chatId: chat.chatId, batchId: presented.batchId })).type).toBe('CONTINUITY_BREAK');
     expect((await bob.fail('send', { chatId: chat.chatId, text: 'must not be stored' })).type).toBe('CONTINUITY_BREAK');
-    await waitUntil(() => bob.notifications.some((n) => n.params?.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK'), 10_000, 'chat-stopped');
+    await waitFor(() => bob.notifications.some((n) => n.params?.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK'), 'chat-stopped', 10_000);
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toBeNull();
     expect(messageContents(await readStream(world.admin, chat.bob.streamId))).toEqual([]);
     // Alice's own stream was reset: her session stopped as well, and wrote nothing.

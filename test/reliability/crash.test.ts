@@ -16,10 +16,11 @@
 
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { DaemonProcess, repoRoot, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { ok, type RpcLineClient, type RpcResponse } from '../helpers/rpc-line-client.js';
 import { HistoryChecker, type AppendInput, type CheckReport, type HistoryOp } from '../helpers/history-checker.js';
 import { Prng, intFromEnv, seedFrom } from './lib/prng.js';
+import { sleep } from '../helpers/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 

@@ -16,10 +16,11 @@ import fs from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { paramSchemas } from '../../src/shared/schemas.js';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
 import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
 import { WireProbe, errorProblems } from './lib/wire-probe.js';
 import { intFromEnv } from './lib/prng.js';
+import { sleep } from '../helpers/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 

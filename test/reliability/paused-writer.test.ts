@@ -8,9 +8,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, repoRoot, sleep } from '../helpers/daemon-process.js';
+import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
 import { HistoryChecker, readWhole, type AppendInput } from '../helpers/history-checker.js';
+import { sleep } from '../helpers/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 

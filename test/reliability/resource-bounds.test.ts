@@ -19,7 +19,8 @@ import net from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { setupChat, waitUntil, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -178,7 +179,7 @@ describe('one connection that asks for much more than it reads', () => {
 
     // The stalled client is slow, not gone: once it reads, its deliveries resume where they paused.
     greedy.readAll();
-    await waitUntil(() => greedy.lines.filter((l) => l.method === 'chats.batch').length >= 8, 30_000, 'deliveries after the client reads');
+    await waitFor(() => greedy.lines.filter((l) => l.method === 'chats.batch').length >= 8, 'deliveries after the client reads', 30_000);
     expect(greedy.socket.destroyed, 'the connection stayed open').toBe(false);
     greedy.close();
   }, 120_000);
@@ -201,7 +202,7 @@ describe('one connection that asks for much more than it reads', () => {
     expect(median(latencies), 'median daemon.status latency on another connection').toBeLessThan(STATUS_MEDIAN_MS);
 
     greedy.readAll();
-    await waitUntil(() => greedy.lines.filter((l) => typeof l.id === 'number' && l.id >= 1).length === 16, 30_000, 'the 16 history answers');
+    await waitFor(() => greedy.lines.filter((l) => typeof l.id === 'number' && l.id >= 1).length === 16, 'the 16 history answers', 30_000);
     for (const answer of greedy.lines.filter((l) => typeof l.id === 'number' && l.id >= 1)) {
       const entries = ok(answer, 'chats.history').entries as any[];
       expect(entries.length, 'a page always holds at least one record').toBeGreaterThanOrEqual(1);
@@ -222,14 +223,14 @@ describe('one connection that asks for much more than it reads', () => {
     expect(line.length).toBeLessThan(MiB);
     const t = performance.now();
     anon.socket.write(line + '\n');
-    await waitUntil(() => anon.lines.length >= 1, 10_000, 'the answer to the batch');
+    await waitFor(() => anon.lines.length >= 1, 'the answer to the batch', 10_000);
     const elapsed = performance.now() - t;
     const status = performance.now();
     ok(await other.call('daemon.status', {}), 'daemon.status');
     const statusMs = performance.now() - status;
     // Anything more that was coming has arrived by the time a sentinel on the same connection is answered.
     anon.socket.write(JSON.stringify({ jsonrpc: '2.0', id: 'sentinel', method: 'daemon.status' }) + '\n');
-    await waitUntil(() => anon.lines.some((l) => l.id === 'sentinel'), 10_000, 'the sentinel');
+    await waitFor(() => anon.lines.some((l) => l.id === 'sentinel'), 'the sentinel', 10_000);
     console.log(`[resources] 1 MiB [0,0,…] before hello: ${anon.bytesRead} bytes back in ${elapsed.toFixed(0)} ms; daemon.status elsewhere ${statusMs.toFixed(1)} ms`);
     expect(anon.lines[0].id).toBeNull();
     expect(anon.lines[0].error?.code).toBe(-32600);
