@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, oneLineErrorProblems, parseJson, runCli, writeTokenFile, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
+import { type Result } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -103,7 +104,7 @@ describe('daemon', () => {
     expectExit(second, 73);
     expect(second.stderr).toMatch(/lock/i);
     // The socket was not touched: the first daemon still answers.
-    const st = await cli.json(['status']);
+    const st = await cli.json<Result<'daemon.status'>>(['status']);
     expect(st.storage).toBe('ok');
   });
 
@@ -132,9 +133,9 @@ describe('status', () => {
     expect(human.stdout).toMatch(/version\s+\d+\.\d+\.\d+/);
     expect(human.stdout).toMatch(/storage\s+ok/);
     expect(human.stdout).toMatch(/kid\s+[A-Za-z0-9_-]{43}/);
-    const s = parseJson(expectExit(json, 0));
+    const s = parseJson<Result<'daemon.status'>>(expectExit(json, 0));
     expect(s).toMatchObject({ version: expect.any(String), uptimeMs: expect.any(Number), storage: 'ok', kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
-    for (const k of ['agents', 'chats', 'streams', 'records']) expect(typeof s.counts[k]).toBe('number');
+    for (const k of ['agents', 'chats', 'streams', 'records']) expect(typeof s.counts[k as keyof typeof s.counts]).toBe('number');
   });
 
   it('exits 1 with one line when no daemon answers on the socket', async () => {
@@ -144,7 +145,7 @@ describe('status', () => {
 
   it('flags work instead of the environment (--socket, --data-dir, --admin-token-file)', async () => {
     const r = await runCli(['--socket', d.socketPath, '--admin-token-file', path.join(d.dataDir, 'admin.token'), 'status', '--json']);
-    expect(parseJson(expectExit(r, 0)).storage).toBe('ok');
+    expect(parseJson<Result<'daemon.status'>>(expectExit(r, 0)).storage).toBe('ok');
     const r2 = await runCli(['--socket', d.socketPath, '--data-dir', path.join(d.dir, 'empty'), 'status']);
     // No admin token there: a usage problem, one line.
     expectOneLineError(r2, 2, /admin/);
@@ -169,7 +170,7 @@ describe('agents', () => {
     const bobFile = path.join(d.dir, 'bob.token');
     const [bobOut, carolJson] = await Promise.all([
       cli.ok(['agents', 'add', 'bob', '--token-out', bobFile]),
-      cli.json(['agents', 'add', 'carol', '--name', 'Carol']),
+      cli.json<Result<'agents.create'>>(['agents', 'add', 'carol', '--name', 'Carol']),
     ]);
     expect(mode(bobFile)).toBe(0o600);
     const bobToken = fs.readFileSync(bobFile, 'utf8').trim();
@@ -184,19 +185,19 @@ describe('agents', () => {
     // --json with --token-out never puts the token on stdout.
     const daveFile = path.join(d.dir, 'dave.token');
     const daveRun = await cli.ok(['agents', 'add', 'dave', '--token-out', daveFile, '--json']);
-    const dave = parseJson(daveRun);
+    const dave = parseJson<Result<'agents.create'>>(daveRun);
     expect(dave.agent.username).toBe('dave');
     expect(daveRun.stdout).not.toContain(fs.readFileSync(daveFile, 'utf8').trim());
     expect(mode(daveFile)).toBe(0o600);
 
     // The printed token works as an agent token; a taken username fails with one line.
-    const [who, dup] = await Promise.all([cli.as(alice.tokenFile).json(['agents', 'show', 'alice']), cli.run(['agents', 'add', 'alice'])]);
+    const [who, dup] = await Promise.all([cli.as(alice.tokenFile).json<Result<'agents.get'>>(['agents', 'show', 'alice']), cli.run(['agents', 'add', 'alice'])]);
     expect(who.agent.id).toBe(alice.id);
     expectOneLineError(dup, 1, /username/);
   });
 
   it('list: human table and {agents: […]}', async () => {
-    const [human, json] = await Promise.all([cli.ok(['agents', 'list']), cli.json(['agents', 'list'])]);
+    const [human, json] = await Promise.all([cli.ok(['agents', 'list']), cli.json<Result<'agents.list'>>(['agents', 'list'])]);
     for (const u of ['alice', 'bob', 'carol', 'dave']) expect(human.stdout).toMatch(new RegExp(`\\b${u}\\b`));
     expect(human.stdout).toContain(alice.id);
     expect(Array.isArray(json.agents)).toBe(true);
@@ -206,8 +207,8 @@ describe('agents', () => {
 
   it('show by username and by id', async () => {
     const [byName, byId, human] = await Promise.all([
-      cli.json(['agents', 'show', 'alice']),
-      cli.json(['agents', 'show', alice.id]),
+      cli.json<Result<'agents.get'>>(['agents', 'show', 'alice']),
+      cli.json<Result<'agents.get'>>(['agents', 'show', alice.id]),
       cli.ok(['agents', 'show', bobId]),
     ]);
     expect(byName.agent).toMatchObject({ id: alice.id, username: 'alice', name: 'Alice', disabled: false, pii: 'redact' });
@@ -221,12 +222,12 @@ describe('agents', () => {
   it('rotate-token: the new token works, the old one fails at once', async () => {
     const oldFile = path.join(d.dir, 'alice-old.token');
     fs.copyFileSync(alice.tokenFile, oldFile);
-    const r = await cli.json(['agents', 'rotate-token', 'alice']);
+    const r = await cli.json<Result<'agents.rotateToken'>>(['agents', 'rotate-token', 'alice']);
     expect(r.token).toMatch(/^yello_agt_/);
     const newFile = writeTokenFile(d.dir, 'alice-new', r.token);
     const [oldTry, newTry] = await Promise.all([cli.as(oldFile).run(['status']), cli.as(newFile).run(['status', '--json'])]);
     expectOneLineError(oldTry, 1, /UNAUTHENTICATED/);
-    expect(parseJson(expectExit(newTry, 0)).storage).toBe('ok');
+    expect(parseJson<Result<'daemon.status'>>(expectExit(newTry, 0)).storage).toBe('ok');
     alice.tokenFile = newFile;
 
     // Human form prints the token once.
@@ -252,7 +253,7 @@ describe('agents', () => {
   });
 
   it('policy: human and --json', async () => {
-    const [human, json] = await Promise.all([cli.ok(['agents', 'policy', 'bob', 'reject']), cli.json(['agents', 'policy', 'carol', 'off'])]);
+    const [human, json] = await Promise.all([cli.ok(['agents', 'policy', 'bob', 'reject']), cli.json<Result<'agents.setPolicy'>>(['agents', 'policy', 'carol', 'off'])]);
     expect(human.stdout).toMatch(/pii\s+reject/);
     expect(json.agent).toMatchObject({ username: 'carol', pii: 'off' });
   });
@@ -260,7 +261,7 @@ describe('agents', () => {
   it('disable: the agent is marked disabled and its token stops working', async () => {
     const daveFile = path.join(d.dir, 'dave.token');
     expect((await cli.as(daveFile).run(['status'])).code).toBe(0);
-    const [json, human] = await Promise.all([cli.json(['agents', 'disable', 'dave']), cli.ok(['agents', 'disable', 'carol'])]);
+    const [json, human] = await Promise.all([cli.json<Result<'agents.disable'>>(['agents', 'disable', 'dave']), cli.ok(['agents', 'disable', 'carol'])]);
     expect(json.agent).toMatchObject({ username: 'dave', disabled: true });
     expect(human.stdout).toMatch(/disabled\s+true/);
     expectOneLineError(await cli.as(daveFile).run(['status']), 1, /UNAUTHENTICATED/);
@@ -275,14 +276,14 @@ describe('agents', () => {
 
   describe('grants', () => {
     it('add, list (admin, per agent, as the agent), rm', async () => {
-      const [human, json] = await Promise.all([cli.ok(['grants', 'add', 'alice', 'bob']), cli.json(['grants', 'add', bobId, alice.id])]);
+      const [human, json] = await Promise.all([cli.ok(['grants', 'add', 'alice', 'bob']), cli.json<Result<'grants.add'>>(['grants', 'add', bobId, alice.id])]);
       expect(human.stdout).toContain(alice.id);
       expect(human.stdout).toContain(bobId);
       expect(json.grant).toMatchObject({ agentId: bobId, peerAgentId: alice.id, grantedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) });
 
       const [all, forBob, asAlice] = await Promise.all([
-        cli.json(['grants', 'list']),
-        cli.json(['grants', 'list', 'bob']),
+        cli.json<Result<'grants.list'>>(['grants', 'list']),
+        cli.json<Result<'grants.list'>>(['grants', 'list', 'bob']),
         cli.as(alice.tokenFile).ok(['grants', 'list']),
       ]);
       const pairs = (g: { grants: { agentId: string; peerAgentId: string }[] }) => g.grants.map((x) => `${x.agentId}>${x.peerAgentId}`).sort();
@@ -292,10 +293,10 @@ describe('agents', () => {
       expect(asAlice.stdout).toMatch(new RegExp(`${alice.id}\\s+${bobId}`));
       expect(asAlice.stdout).not.toMatch(new RegExp(`${bobId}\\s+${alice.id}`));
 
-      const [rm, rmJson] = await Promise.all([cli.ok(['grants', 'rm', 'alice', 'bob']), cli.json(['grants', 'rm', 'carol', 'bob'])]);
+      const [rm, rmJson] = await Promise.all([cli.ok(['grants', 'rm', 'alice', 'bob']), cli.json<Result<'grants.remove'>>(['grants', 'rm', 'carol', 'bob'])]);
       expect(rm.stdout).toMatch(/removed/);
       expect(rmJson).toEqual({ removed: false });
-      const after = await cli.json(['grants', 'list']);
+      const after = await cli.json<Result<'grants.list'>>(['grants', 'list']);
       expect(pairs(after)).toEqual([`${bobId}>${alice.id}`]);
     });
   });
@@ -303,11 +304,11 @@ describe('agents', () => {
 
 describe('keys list', () => {
   it('human table and a JWKS with --json', async () => {
-    const [human, jwks] = await Promise.all([cli.ok(['keys', 'list']), cli.json(['keys', 'list'])]);
+    const [human, jwks] = await Promise.all([cli.ok(['keys', 'list']), cli.json<Result<'keys.list'>>(['keys', 'list'])]);
     expect(jwks.keys).toHaveLength(1);
-    const k = jwks.keys[0];
+    const k = jwks.keys[0]!;
     expect(k).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig', status: 'active', kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
-    expect(k.d).toBeUndefined();
+    expect(k).not.toHaveProperty('d');
     expect(human.stdout).toContain(k.kid);
     expect(human.stdout).toMatch(/active/);
   });

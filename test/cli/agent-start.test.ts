@@ -5,16 +5,17 @@
 
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { ChatBatchNotification, StoredRecord } from '../../src/shared/types.js';
 import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { createPair, ok, uniq, type Wire, type Result } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
 let d: DaemonProcess;
 let cli: Cli;
-let admin: RpcLineClient;
+let admin: Wire;
 const running: LongRunningCli[] = [];
 
 beforeAll(async () => {
@@ -71,7 +72,7 @@ describe('chats follow without a cursor (agent)', () => {
 
   it('--ack on a first run shows and acknowledges what came before it', async () => {
     const p = await pair();
-    const sent = await p.alice.json(['send', p.chatId, 'hello, bob']);
+    const sent = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'hello, bob']);
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
     await f.waitFor(() => f.lines.some((l) => l.includes('hello, bob')), 'the earlier message');
     await waitFor(async () => (await acknowledged(p.streamA))?.nextPosition === sent.nextPosition, 'the receipt', 20_000);
@@ -89,9 +90,9 @@ describe('chats read', () => {
     expect(peek.stdout).toMatch(/ → .*#1\s+first\n.* → .*#2\s+second\n$/);
     expect(await acknowledged(p.streamA)).toBeNull();
 
-    const json = await p.bob.json(['chats', 'read', p.chatId, '--ack']);
+    const json = await p.bob.json<{ records: StoredRecord[] }>(['chats', 'read', p.chatId, '--ack']);
     expect(json).toMatchObject({ chatId: p.chatId, streamId: p.streamA, generation: '1', fromPosition: '0', nextPosition: '3', acknowledged: { generation: '1', nextPosition: '3' } });
-    expect(json.records.map((r: { wrapper: { type: string } }) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message', 'chat.message']);
+    expect(json.records.map((r) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message', 'chat.message']);
     expect(await acknowledged(p.streamA)).toEqual({ generation: '1', nextPosition: '3' });
 
     const empty = await p.bob.json(['chats', 'read', p.chatId]);
@@ -129,9 +130,9 @@ describe('JSON lines', () => {
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--json']));
     await f.waitFor(() => f.lines.some((l) => l.includes('"content":"b"')), 'the backlog');
     const res = await f.stop('SIGINT');
-    const batches = parseJsonLines(res.stdout).filter((b) => b.streamId === p.streamA);
-    expect(batches[0].fromPosition).toBe('0');
-    for (let i = 1; i < batches.length; i++) expect(batches[i].fromPosition).toBe(batches[i - 1].nextPosition);
-    expect(batches.at(-1).nextPosition).toBe('3');
+    const batches = parseJsonLines<ChatBatchNotification>(res.stdout).filter((b) => b.streamId === p.streamA);
+    expect(batches[0]!.fromPosition).toBe('0');
+    for (let i = 1; i < batches.length; i++) expect(batches[i]!.fromPosition).toBe(batches[i - 1]!.nextPosition);
+    expect(batches.at(-1)!.nextPosition).toBe('3');
   });
 });

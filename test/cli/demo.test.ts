@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
+import { type Result } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -41,7 +42,7 @@ describe('yello demo', () => {
     expect(r.stdout).toMatch(/\b0 problems\b/);
     expect(r.stderr.trim()).toBe('');
     // It left real state behind: two agents and a chat.
-    const st = await cli.json(['status']);
+    const st = await cli.json<Result<'daemon.status'>>(['status']);
     expect(st.counts).toMatchObject({ agents: 2, chats: 1 });
   });
 });
@@ -51,10 +52,10 @@ describe('rpc.discover', () => {
     const c = await d.connect();
     const resp = await c.call('rpc.discover', {});
     expect(resp.error).toBeUndefined();
-    const doc = resp.result;
+    const doc = resp.result as { openrpc: string; info: unknown; methods: Array<{ name: string; params: unknown; result: unknown; summary?: string }> };
     expect(doc.openrpc).toMatch(/^1\.\d+\.\d+$/);
     expect(doc.info).toMatchObject({ title: expect.any(String), version: expect.any(String) });
-    const names: string[] = doc.methods.map((m: { name: string }) => m.name);
+    const names: string[] = doc.methods.map((m) => m.name);
     for (const m of CONTRACT_METHODS) expect(names, m).toContain(m);
     expect(new Set(names).size).toBe(names.length);
     for (const m of doc.methods) {

@@ -9,13 +9,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, cliEnv, expectExit, oneLineErrorProblems, runCli, writeTokenFile, yelloBin, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
-import { createPair, ok, readAll, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { createPair, ok, readAll, uniq, type Wire, messageOf } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
 let d: DaemonProcess;
 let cli: Cli;
-let admin: RpcLineClient;
+let admin: Wire;
 
 beforeAll(async () => {
   d = await DaemonProcess.start();
@@ -64,7 +64,7 @@ describe('send -', () => {
     expect(JSON.parse(lossy.stdout).records[0].wrapper.message.content).toBe('hi \uFFFD!');
     // Valid UTF-8, multi-byte included, goes through unchanged.
     const fine = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-', '--json'], Buffer.from('grüße, 🐝\n', 'utf8'));
-    expect(JSON.parse(expectExit(fine, 0).stdout).records[0].wrapper.message.content).toBe('grüße, 🐝');
+    expect(messageOf(JSON.parse(expectExit(fine, 0).stdout).records[0]).content).toBe('grüße, 🐝');
   });
 });
 

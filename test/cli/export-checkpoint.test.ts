@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
-import { createAgent, ok, readAll, verifyEs256, type PublicJwk, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { createAgent, ok, readAll, verifyEs256, type PublicJwk, type Wire } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -71,7 +71,7 @@ function storageFailure(resp: { result?: unknown; error?: { code: number; data?:
   return resp.error!.data;
 }
 
-async function jwksOf(client: RpcLineClient): Promise<PublicJwk[]> {
+async function jwksOf(client: Wire): Promise<PublicJwk[]> {
   return ok(await client.call('keys.list', {})).keys;
 }
 

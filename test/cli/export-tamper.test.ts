@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { messages, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
-import { ok, sha256b64url } from '../helpers/rpc-line-client.js';
+import { ok, sha256b64url, messageOf, receiptOf } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
@@ -166,7 +166,7 @@ const cases: Case[] = [
   {
     name: 'change a clientMessageId',
     tamper: (ls) => {
-      rec(ls, B, '1', '1').wrapper.message.clientMessageId = sha256b64url('another message id');
+      messageOf(rec(ls, B, '1', '1')).clientMessageId = sha256b64url('another message id');
       return ls;
     },
     expect: (ls) => [{ kind: 'CHAIN_DIGEST', streamId: B, generation: '1', position: null, index: cpAt(ls, B, '1') }],
@@ -193,7 +193,7 @@ const cases: Case[] = [
   {
     name: "change a receipt's nextPosition",
     tamper: (ls) => {
-      const r = rec(ls, B, '1', '3').wrapper.receipt;
+      const r = receiptOf(rec(ls, B, '1', '3'));
       r.nextPosition = String(BigInt(r.nextPosition) + 1n);
       return ls;
     },
@@ -202,7 +202,7 @@ const cases: Case[] = [
   {
     name: "change a receipt's batchId",
     tamper: (ls) => {
-      rec(ls, B, '1', '3').wrapper.receipt.batchId += 'x';
+      receiptOf(rec(ls, B, '1', '3')).batchId += 'x';
       return ls;
     },
     expect: (ls) => [{ kind: 'CHAIN_DIGEST', streamId: B, generation: '1', position: null, index: cpAt(ls, B, '1') }],

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, parseJson, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { messageProblems, ok, type PublicJwk } from '../helpers/rpc-line-client.js';
+import { messageProblems, ok, type PublicJwk, messageOf, type Result } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -109,7 +109,7 @@ describe('chats export | verify', () => {
     expect(types.filter((t) => t === 'chat.writer-fence')).toHaveLength(2);
     // Independent check of every exported message against the JWKS file.
     const jwks = JSON.parse(fs.readFileSync(jwksFile, 'utf8')) as { keys: PublicJwk[] };
-    for (const r of records.filter((x) => x.wrapper.type === 'chat.message')) expect(messageProblems(r.wrapper.message, jwks.keys)).toEqual([]);
+    for (const r of records.filter((x) => x.wrapper.type === 'chat.message')) expect(messageProblems(messageOf(r), jwks.keys)).toEqual([]);
 
     const [human, json] = await Promise.all([
       cli.run(['verify', exportFile, '--jwks', jwksFile]),
@@ -152,7 +152,7 @@ describe('chats export | verify', () => {
       cli.run(['verify', variant('t3.jsonl', t3.join('\n') + '\n'), '--jwks', jwksFile]),
     ]);
     expectReported(r1, msgIdx + 1, records[msgIdx].position, /content/i);
-    const j = parseJson(expectExit(r1json, 1));
+    const j = parseJson<{ problems: unknown[] }>(expectExit(r1json, 1));
     // The changed content, and the checkpoint's chain digest of that stream generation.
     expect(j.problems).toHaveLength(2);
     expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx].streamId, generation: '1', position: records[msgIdx].position, kind: 'CONTENT_HASH' });
@@ -172,7 +172,7 @@ describe('chats export | verify', () => {
     const ls = lines(exportText);
     const records: Rec[] = ls.map((l) => JSON.parse(l));
     const idx = records.findIndex((r) => r.wrapper?.type === 'chat.message');
-    const value: string = records[idx].wrapper.message.signature.value;
+    const value: string = messageOf(records[idx]).signature.value;
     expect(value).toHaveLength(86);
     const valueEnd = ls[idx]!.indexOf(value) + value.length - 1;
     const t = [...ls];
@@ -196,9 +196,9 @@ describe('chats export | verify', () => {
     const newKid = /active kid (\S+)/.exec(rotated.stdout)?.[1];
     expect(newKid).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(newKid).not.toBe(oldKid);
-    const after = await bob.json(['send', chatId, 'signed with the new key']);
-    expect(after.records[0].wrapper.message.signature.kid).toBe(newKid);
-    const third = await cli.json(['keys', 'rotate']);
+    const after = await bob.json<Result<'streams.append'>>(['send', chatId, 'signed with the new key']);
+    expect(messageOf(after.records[0]).signature.kid).toBe(newKid);
+    const third = await cli.json<Result<'keys.rotate'>>(['keys', 'rotate']);
     expect(third).toEqual({ kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
     expect(third.kid).not.toBe(newKid);
 
@@ -220,7 +220,7 @@ describe('chats export | verify', () => {
     expect(keysHuman.stdout).toMatch(/retired/);
 
     const records: Rec[] = lines(fs.readFileSync(spanFile, 'utf8')).map((l) => JSON.parse(l));
-    const kids = new Set(records.filter((r) => r.wrapper?.type === 'chat.message').map((r) => r.wrapper.message.signature.kid));
+    const kids = new Set(records.filter((r) => r.wrapper?.type === 'chat.message').map((r) => messageOf(r).signature.kid));
     // Checkpoints are signed with the key active when the export ran.
     expect(new Set(records.filter((r) => r.checkpoint).map((r) => r.checkpoint.signature.kid))).toEqual(new Set([third.kid]));
     expect(kids).toEqual(new Set([oldKid, newKid]));
@@ -231,7 +231,7 @@ describe('chats export | verify', () => {
     ]);
     expect(expectExit(good, 0).stdout).toMatch(/\b0 problems\b/);
     // The pre-rotation JWKS does not know the new kid: that message is named.
-    const newIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message' && r.wrapper.message.signature.kid === newKid);
+    const newIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message' && messageOf(r).signature.kid === newKid);
     expectReported(stale, newIdx + 1, records[newIdx].position, /kid/);
   });
 });

@@ -6,16 +6,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { ChatBatchNotification } from '../../src/shared/types.js';
 import { Cli, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { createPair, ok, uniq, type Wire, messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 let d: DaemonProcess;
 let cli: Cli;
-let admin: RpcLineClient;
+let admin: Wire;
 const running: LongRunningCli[] = [];
 
 beforeAll(async () => {
@@ -39,8 +40,8 @@ async function pair() {
   return { ...p, alice: cli.as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cli.as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
 }
 
-type Batch = { streamId: string; fromPosition: string; nextPosition: string; cursor: string; records: Array<{ wrapper: { type: string; message?: { content: string } } }> };
-const contents = (batches: Batch[]) => batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message!.content);
+type Batch = ChatBatchNotification;
+const contents = (batches: Batch[]) => batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
 
 async function restartDaemon(): Promise<void> {
   await d.restart();
@@ -75,11 +76,11 @@ describe('chats follow survives a daemon restart', () => {
   it('--ack keeps showing and acknowledging after a restart', async () => {
     const p = await pair();
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
-    const first = await p.alice.json(['send', p.chatId, 'ack me before']);
+    const first = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'ack me before']);
     await waitFor(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition, 'the first receipt', 20_000);
     await restartDaemon();
     await f.waitForStderr(/reconnected; resuming from cursor/, 30_000);
-    const second = await p.alice.json(['send', p.chatId, 'ack me after']);
+    const second = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'ack me after']);
     await f.waitFor(() => f.lines.some((l) => l.includes('ack me after')), 'the message after the restart', 30_000);
     await waitFor(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition, 'the second receipt', 20_000);
     const res = await f.stop('SIGINT');

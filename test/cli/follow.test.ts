@@ -4,16 +4,17 @@
 // continuity under it.
 
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { ChatBatchNotification } from '../../src/shared/types.js';
 import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli, type LongRunningCli } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { ok, type Wire, messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { sleep } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
 let d: DaemonProcess;
 let cli: Cli;
-let admin: RpcLineClient;
+let admin: Wire;
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -70,7 +71,7 @@ async function until<T>(what: string, f: () => Promise<T | undefined | null | fa
   }
 }
 
-type Batch = { subscriptionId: string; batchId: string; streamId: string; generation: string; fromPosition: string; nextPosition: string; records: any[]; cursor: string };
+type Batch = ChatBatchNotification;
 
 describe('chats follow --json', () => {
   it('prints one batch per line as JSON while the peer sends, and exits 0 on SIGINT', async () => {
@@ -78,21 +79,21 @@ describe('chats follow --json', () => {
     const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', cursor]));
     await bob.ok(['send', chatId, 'first from bob']);
     await bob.ok(['send', chatId, 'second from bob']);
-    const messageLines = () => parseJsonLines(f.lines.join('\n')).filter((b: Batch) => b.records.some((r) => r.wrapper.type === 'chat.message'));
+    const messageLines = () => parseJsonLines<Batch>(f.lines.join('\n')).filter((b) => b.records.some((r) => r.wrapper.type === 'chat.message'));
     await f.waitFor(() => messageLines().length >= 2, 'two message batches');
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
 
-    const batches: Batch[] = parseJsonLines(res.stdout);
+    const batches = parseJsonLines<Batch>(res.stdout);
     // Every line is one batch: at least one record, one stream, positions in order.
     for (const b of batches) {
       expect(b).toMatchObject({ subscriptionId: expect.any(String), batchId: expect.any(String), streamId: streamB, generation: '1', cursor: expect.any(String) });
       expect(b.records.length).toBeGreaterThan(0);
-      expect(b.records[0].position).toBe(b.fromPosition);
-      expect(String(BigInt(b.records.at(-1).position) + 1n)).toBe(b.nextPosition);
+      expect(b.records[0]!.position).toBe(b.fromPosition);
+      expect(String(BigInt(b.records.at(-1)!.position) + 1n)).toBe(b.nextPosition);
       for (const r of b.records) expect(r.streamId).toBe(b.streamId);
     }
-    const contents = batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content);
+    const contents = batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
     expect(contents).toEqual(['first from bob', 'second from bob']);
     // The batches follow each other without gaps.
     for (let i = 1; i < batches.length; i++) expect(batches[i]!.fromPosition).toBe(batches[i - 1]!.nextPosition);
@@ -116,20 +117,20 @@ describe('chats follow --ack', () => {
     const f = track(bob.start(['chats', 'follow', chatId, '--ack', '--cursor', await liveCursorNow()]));
     // It acts as bob's coordinator: bob's outbound stream is claimed.
     await until('bob stream claimed', async () => (await streamState(streamB)).writer.active);
-    const sent = await alice.json(['send', chatId, 'please acknowledge this']);
+    const sent = await alice.json<Result<'streams.append'>>(['send', chatId, 'please acknowledge this']);
     await f.waitFor(() => f.lines.some((l) => l.includes('please acknowledge this')), 'the message line');
     const acked = await until('acknowledged to advance', async () => {
       const s = await streamState(streamA);
       return s.acknowledged && BigInt(s.acknowledged.nextPosition) >= BigInt(sent.nextPosition) ? s : null;
     });
     expect(acked.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
-    if (before.acknowledged) expect(BigInt(acked.acknowledged.nextPosition)).toBeGreaterThan(BigInt(before.acknowledged.nextPosition));
+    if (before.acknowledged) expect(BigInt(acked.acknowledged!.nextPosition)).toBeGreaterThan(BigInt(before.acknowledged.nextPosition));
     // Visible through the CLI too.
-    const shown = await cli.json(['streams', 'show', streamA]);
+    const shown = await cli.json<Result<'streams.get'>>(['streams', 'show', streamA]);
     expect(shown.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
 
     // A second message is acknowledged as well.
-    const sent2 = await alice.json(['send', chatId, 'and this one']);
+    const sent2 = await alice.json<Result<'streams.append'>>(['send', chatId, 'and this one']);
     await until('second acknowledgement', async () => (await streamState(streamA)).acknowledged?.nextPosition === sent2.nextPosition);
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);

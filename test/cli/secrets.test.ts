@@ -8,14 +8,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, cliEnv, expectExit, oneLineErrorProblems, writeTokenFile, yelloBin, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
-import { claim, createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { claim, createPair, ok, uniq, type Wire } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
 let d: DaemonProcess;
 let cli: Cli;
-let admin: RpcLineClient;
+let admin: Wire;
 let shared: string;
 
 beforeAll(async () => {

@@ -9,13 +9,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { claim, createPair, ok, readAll, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { claim, createPair, ok, readAll, uniq, type Wire, messageOf, type Result } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
 let d: DaemonProcess;
 let cli: Cli;
-let admin: RpcLineClient;
+let admin: Wire;
 let stateDir: string;
 
 beforeAll(async () => {
@@ -110,7 +110,7 @@ describe('send keeps one writer', () => {
     expect((await state(p.streamA)).writer).toMatchObject({ epoch: '1', active: false });
     await p.alice.ok(['send', p.chatId, 'back again']);
     expect((await state(p.streamA)).writer).toMatchObject({ epoch: '2', active: true });
-    const released = await p.alice.json(['streams', 'release', p.streamA]);
+    const released = await p.alice.json<Result<'streams.release'>>(['streams', 'release', p.streamA]);
     expect(released.writer).toMatchObject({ epoch: '2', active: false });
     const nothing = await p.alice.run(['streams', 'release', p.streamA]);
     expectOneLine(nothing, 1, /holds no claim/);
@@ -128,14 +128,14 @@ describe('checks before any claim', () => {
   it('the local size check agrees with the daemon: just under the limit is sent, just over is refused before any claim', async () => {
     const p = await pair();
     // The request line around a message: measure it with a tiny message, then fill up to the limit.
-    const small = await p.alice.json(['send', p.chatId, 'x', '--message-id', 'size-probe']);
+    const small = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'x', '--message-id', 'size-probe']);
     const overhead = Buffer.byteLength(JSON.stringify({
       jsonrpc: '2.0', id: 1, method: 'streams.append',
       params: { streamId: p.streamA, coordinatorToken: 'yello_ct_' + 'x'.repeat(43), generation: '1', expectedPosition: small.nextPosition, operationId: 'cli-00000000-0000-0000-0000-000000000000', records: [{ type: 'chat.message', messageId: 'size-fill', content: '' }] },
     }));
     const fits = 262_144 - overhead - 20; // the CLI counts a 16-digit request id
-    const sent = await p.alice.json(['send', p.chatId, '-', '--message-id', 'size-fill'], { input: 'y'.repeat(fits) });
-    expect(sent.records[0].wrapper.message.content).toHaveLength(fits);
+    const sent = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, '-', '--message-id', 'size-fill'], { input: 'y'.repeat(fits) });
+    expect(messageOf(sent.records[0]).content).toHaveLength(fits);
     const before = await state(p.streamA);
     const over = await p.alice.run(['send', p.chatId, '-', '--message-id', 'size-over'], { input: 'z'.repeat(262_144 - overhead + 1) });
     expectOneLine(over, 1, /too large/);

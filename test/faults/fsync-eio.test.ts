@@ -11,7 +11,7 @@ import { Coordinator, MemoryCursorStore, StorageFailureError, CoordinatorPausedE
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
 import { AckLog, checkAcked } from '../helpers/integrity-checker.js';
 import { messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
-import { ok, readAll, uniq } from '../helpers/rpc-line-client.js';
+import { ok, readAll, uniq, messageOf } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 const SHIM = `
@@ -113,10 +113,10 @@ describe.skipIf(!hasCc)('fsync fails with EIO (LD_PRELOAD shim)', () => {
         expect(queued.has(i), 'an append answered "not written" was written').toBe(true);
         committed++;
         expect(op.firstPosition).toBe(before);
-        expect(records.at(-1).wrapper.operationId).toBe(opIds[i]);
+        expect(records.at(-1)!.wrapper.operationId).toBe(opIds[i]);
       } else {
         expect(op).toMatchObject({ state: 'unknown', firstPosition: null, nextPosition: null, generation: null });
-        expect(records.at(-1).position).toBe(String(Number(before) - 1));
+        expect(records.at(-1)!.position).toBe(String(Number(before) - 1));
       }
     }
     console.log(`[fsync-eio] ${committed} of ${writers.length} appends answered STORAGE_FAILURE were on disk after the restart`);
@@ -157,7 +157,7 @@ describe.skipIf(!hasCc)('fsync fails with EIO (LD_PRELOAD shim)', () => {
     await waitFor(() => coordinator.state === 'running', 'coordinator running again', 5_000);
     const after = await coordinator.send('after the fault');
     // Nothing was resent: the stream holds the fault's message at most once.
-    const texts = (await readAll(admin2, chat.streamA)).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content);
+    const texts = (await readAll(admin2, chat.streamA)).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
     expect(texts.filter((t) => t === 'during the fault')).toHaveLength(outcome.committed ? 1 : 0);
     expect(texts.at(-1)).toBe('after the fault');
     expect(after.duplicate).toBe(false);

@@ -2,25 +2,13 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import {
-  RpcLineClient,
-  claim,
-  createAgent,
-  createPair,
-  errorShapeProblems,
-  listIn,
-  ok,
-  readAll,
-  seenErrors,
-  uniq,
-  type TestAgent,
-} from '../helpers/rpc-line-client.js';
+import { type Wire, claim, createAgent, createPair, errorShapeProblems, listIn, ok, readAll, seenErrors, uniq, type TestAgent, messageOf } from '../helpers/wire-fixtures.js';
 
 const AGENT_ID = /^agt_[A-Za-z0-9]{26}$/;
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 let alice: TestAgent;
 
 beforeAll(async () => {
@@ -162,7 +150,7 @@ describe('agents.disable', () => {
     const stale = await pair.a.client.call('streams.get', { streamId: pair.streamA });
     expect(stale.error?.code).toBe(4001);
     const records = await readAll(pair.b.client, pair.streamA);
-    expect(records.some((r) => r.wrapper.type === 'chat.message' && r.wrapper.message.content === 'before disable')).toBe(true);
+    expect(records.some((r) => r.wrapper.type === 'chat.message' && messageOf(r).content === 'before disable')).toBe(true);
     const chat = ok(await pair.b.client.call('chats.get', { chatId: pair.chatId }));
     expect(chat.chat.id).toBe(pair.chatId);
   });

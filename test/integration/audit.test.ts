@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { ok, uniq, type Wire } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -19,7 +19,7 @@ const MAX_CONNECTIONS = 12;
 const MAX_UNSENT = 2 * MiB;
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 /** Every secret the log must never hold: tokens of all kinds and message contents. */
 const secrets: string[] = [];
 

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import {
-  RpcLineClient,
+  type Wire,
   connectAs,
   createAgent,
   createPair,
@@ -12,13 +12,13 @@ import {
   seenErrors,
   uniq,
   type TestAgent,
-} from '../helpers/rpc-line-client.js';
+} from '../helpers/wire-fixtures.js';
 
 const CHAT_ID = /^chat_[A-Za-z0-9]{26}$/;
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 
 beforeAll(async () => {
   daemon = await DaemonProcess.start();
@@ -29,7 +29,7 @@ afterAll(async () => {
   await daemon?.cleanup();
 });
 
-function expectChatShape(chat: Record<string, unknown>, x: TestAgent, y: TestAgent): void {
+function expectChatShape(chat: object, x: TestAgent, y: TestAgent): void {
   const [lo, hi] = [x, y].sort((p, q) => (p.id < q.id ? -1 : p.id > q.id ? 1 : 0));
   expect(chat).toMatchObject({
     id: expect.stringMatching(CHAT_ID),
@@ -41,7 +41,7 @@ function expectChatShape(chat: Record<string, unknown>, x: TestAgent, y: TestAge
   });
 }
 
-function expectFreshStream(state: Record<string, unknown>, chatId: string, authorAgentId: string): void {
+function expectFreshStream(state: object, chatId: string, authorAgentId: string): void {
   expect(state).toMatchObject({
     streamId: `${chatId}:${authorAgentId}`,
     chatId,
@@ -143,9 +143,9 @@ describe('chats.open', () => {
         clients.map((c, i) => c.call('chats.open', { peerAgentId: i % 2 === 0 ? b.id : a.id })),
       );
       for (const r of results) expect(r.error).toBeUndefined();
-      const ids = new Set(results.map((r) => r.result.chat.id));
+      const ids = new Set(results.map((r) => r.result!.chat.id));
       expect(ids.size).toBe(1);
-      expect(results.filter((r) => r.result.created === true)).toHaveLength(1);
+      expect(results.filter((r) => r.result!.created === true)).toHaveLength(1);
       const all = (await listAllChats(admin)).filter((c) => c.agentAId === (a.id < b.id ? a.id : b.id) && c.agentBId === (a.id < b.id ? b.id : a.id));
       expect(all).toHaveLength(1);
     } finally {
@@ -162,8 +162,8 @@ describe('chats.open', () => {
         clients.map((c, i) => c.call('chats.open', i % 2 ? { agentAId: a.id, agentBId: b.id } : { agentAId: b.id, agentBId: a.id })),
       );
       for (const r of results) expect(r.error).toBeUndefined();
-      expect(new Set(results.map((r) => r.result.chat.id)).size).toBe(1);
-      expect(results.filter((r) => r.result.created === true)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.result!.chat.id)).size).toBe(1);
+      expect(results.filter((r) => r.result!.created === true)).toHaveLength(1);
     } finally {
       for (const c of clients) c.close();
     }
@@ -177,7 +177,7 @@ interface ChatSummary {
 }
 
 /** Every chat visible to `client`, following nextCursor with the default page size. */
-async function listAllChats(client: RpcLineClient): Promise<ChatSummary[]> {
+async function listAllChats(client: Wire): Promise<ChatSummary[]> {
   const out: ChatSummary[] = [];
   let cursor: string | null = null;
   for (let page = 0; page < 1000; page++) {
@@ -281,7 +281,7 @@ describe('chats.permissions', () => {
 
 describe('--policy open', () => {
   let open: DaemonProcess;
-  let openAdmin: RpcLineClient;
+  let openAdmin: Wire;
   beforeAll(async () => {
     open = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
     openAdmin = await open.connectAs();

@@ -5,21 +5,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import {
-  RpcLineClient,
-  claim,
-  clientMessageIdFor,
-  connectAs,
-  createPair,
-  errorShapeProblems,
-  fetchKeys,
-  messageProblems,
-  ok,
-  readAll,
-  seenErrors,
-  uniq,
-  type TestPair,
-} from '../helpers/rpc-line-client.js';
+import { type Wire, claim, clientMessageIdFor, connectAs, createPair, errorShapeProblems, fetchKeys, messageProblems, ok, readAll, seenErrors, uniq, type TestPair, messageOf } from '../helpers/wire-fixtures.js';
 import { sleep } from '../helpers/wait.js';
 
 const WRITERS = 4;
@@ -52,7 +38,7 @@ interface Writer {
 }
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 const writers: Writer[] = [];
 
 beforeAll(async () => {
@@ -76,7 +62,7 @@ let seq = 0;
  * With `errorsAllowed` (a graceful stop may fail in-flight appends, §2) an error answer ends the
  * loop and the operation must then never have committed.
  */
-async function runWriter(w: Writer, client: RpcLineClient, errorsAllowed: boolean): Promise<void> {
+async function runWriter(w: Writer, client: Wire, errorsAllowed: boolean): Promise<void> {
   for (;;) {
     const n = 1 + (seq % 3);
     const messages = Array.from({ length: n }, () => {
@@ -110,9 +96,9 @@ async function runWriter(w: Writer, client: RpcLineClient, errorsAllowed: boolea
       w.failed.push({ operationId, expectedPosition, messages });
       return;
     }
-    if (r.result.firstPosition !== expectedPosition) w.unexpected.push({ wrongPosition: r.result, expectedPosition });
-    w.acked.push({ operationId, firstPosition: r.result.firstPosition, nextPosition: r.result.nextPosition, messages });
-    w.next = r.result.nextPosition;
+    if (r.result!.firstPosition !== expectedPosition) w.unexpected.push({ wrongPosition: r.result, expectedPosition });
+    w.acked.push({ operationId, firstPosition: r.result!.firstPosition, nextPosition: r.result!.nextPosition, messages });
+    w.next = r.result!.nextPosition;
   }
 }
 
@@ -142,7 +128,7 @@ async function round(stop: () => Promise<void>, errorsAllowed: boolean, minAcksP
       expect(['committed', 'unknown'], `writer ${w.index} ${last.operationId}`).toContain(op.state);
       if (op.state === 'committed') {
         expect(op.firstPosition).toBe(last.expectedPosition);
-        w.acked.push({ operationId: last.operationId, firstPosition: op.firstPosition, nextPosition: op.nextPosition, messages: last.messages });
+        w.acked.push({ operationId: last.operationId, firstPosition: op.firstPosition!, nextPosition: op.nextPosition!, messages: last.messages });
         w.uncertain.pop();
       }
     }
@@ -177,14 +163,14 @@ async function verifyWriters(): Promise<void> {
       expect(BigInt(a.nextPosition) - BigInt(a.firstPosition), `${label} ${a.operationId}`).toBe(BigInt(a.messages.length));
       a.messages.forEach((m, i) => {
         const pos = (BigInt(a.firstPosition) + BigInt(i)).toString();
-        const rec = byPosition.get(pos);
+        const rec = byPosition.get(pos)!;
         expect(rec, `${label} missing ${a.operationId} at ${pos}`).toBeDefined();
         expect(rec.wrapper.type).toBe('chat.message');
         expect(rec.wrapper.operationId).toBe(a.operationId);
         expect(rec.wrapper.recordIndex).toBe(i);
-        expect(rec.wrapper.message.content).toBe(m.content);
-        expect(rec.wrapper.message.clientMessageId).toBe(clientMessageIdFor(w.pair.chatId, w.pair.a.id, m.messageId));
-        expect(messageProblems(rec.wrapper.message, keys, m.messageId), `${label} ${pos}`).toEqual([]);
+        expect(messageOf(rec).content).toBe(m.content);
+        expect(messageOf(rec).clientMessageId).toBe(clientMessageIdFor(w.pair.chatId, w.pair.a.id, m.messageId));
+        expect(messageProblems(messageOf(rec), keys, m.messageId), `${label} ${pos}`).toEqual([]);
       });
       const op = ok(await admin.call('operations.get', { streamId: w.pair.streamA, operationId: a.operationId }));
       expect(op, `${label} ${a.operationId}`).toMatchObject({ state: 'committed', generation: '1', firstPosition: a.firstPosition, nextPosition: a.nextPosition });
@@ -195,7 +181,7 @@ async function verifyWriters(): Promise<void> {
     for (const rec of records) {
       if (rec.wrapper.type !== 'chat.message') continue;
       expect(sentOps.has(rec.wrapper.operationId), `${label} stray op ${rec.wrapper.operationId}`).toBe(true);
-      expect(messageProblems(rec.wrapper.message, keys), `${label} ${rec.position}`).toEqual([]);
+      expect(messageProblems(messageOf(rec), keys), `${label} ${rec.position}`).toEqual([]);
     }
 
     // Operations whose outcome stayed uncertain, or that were answered with an error, never
@@ -219,8 +205,8 @@ async function verifyWriters(): Promise<void> {
       records: [{ type: 'chat.message', ...message }],
     });
     expect(after.error, label).toBeUndefined();
-    w.acked.push({ operationId, firstPosition: after.result.firstPosition, nextPosition: after.result.nextPosition, messages: [message] });
-    w.next = after.result.nextPosition;
+    w.acked.push({ operationId, firstPosition: after.result!.firstPosition, nextPosition: after.result!.nextPosition, messages: [message] });
+    w.next = after.result!.nextPosition;
     client.close();
   }
 }

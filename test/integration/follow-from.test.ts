@@ -6,12 +6,13 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import type { RpcLineClient } from '../helpers/rpc-line-client.js';
+import type { Wire } from '../helpers/wire-fixtures.js';
 import { batchesOf, connectAs, expectContiguous, expectError, ok, receipt, setupChat } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { messageOf } from '../helpers/wire-fixtures.js';
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 
 beforeAll(async () => {
   daemon = await DaemonProcess.start();
@@ -36,7 +37,7 @@ describe('chats.follow from', () => {
       await waitFor(() => batchesOf(bob, sub.subscriptionId).some((b) => b.streamId === c.streamB), 'own live batch', 10_000);
       const batches = batchesOf(bob, sub.subscriptionId);
       const fromAlice = expectContiguous(batches, c.streamA, '1', '0', c.wa.next, 'peer');
-      expect(fromAlice.filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content)).toEqual([
+      expect(fromAlice.filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content)).toEqual([
         'message before-follow number 0', 'message before-follow number 1', 'message before-follow number 2',
       ]);
       expectContiguous(batches, c.streamB, '1', ownEnd, c.wb.next, 'own');
@@ -58,7 +59,7 @@ describe('chats.follow from', () => {
       const atEnd = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'end' }));
       await waitFor(() => batchesOf(bob, acked.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'the unacknowledged messages', 10_000);
       const records = expectContiguous(batchesOf(bob, acked.subscriptionId), c.streamA, '1', shown.nextPosition, c.wa.next);
-      expect(records.map((r) => r.wrapper.message.content)).toEqual(['message unseen number 0', 'message unseen number 1']);
+      expect(records.map((r) => messageOf(r).content)).toEqual(['message unseen number 0', 'message unseen number 1']);
       await sleep(200);
       expect(batchesOf(bob, byDefault.subscriptionId)).toEqual([]);
       expect(batchesOf(bob, atEnd.subscriptionId)).toEqual([]);
@@ -88,7 +89,7 @@ describe('chats.follow from', () => {
       const sub = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }));
       await waitFor(() => batchesOf(bob, sub.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'generation 2', 10_000);
       const records = expectContiguous(batchesOf(bob, sub.subscriptionId), c.streamA, '2', '0', c.wa.next);
-      expect(records.filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content)).toEqual(['message new number 0']);
+      expect(records.filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content)).toEqual(['message new number 0']);
     } finally {
       bob.close();
     }

@@ -5,12 +5,12 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, createAgent, ok } from '../helpers/rpc-line-client.js';
-import { RawFollower, batchesOf, expectContiguous, expectError, messages, reached, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { type Wire, connectAs, createAgent, ok, messageOf, receiptOf, fenceOf } from '../helpers/wire-fixtures.js';
+import { followPaused, batchesOf, expectContiguous, expectError, messages, reached, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 
 beforeAll(async () => {
   daemon = await DaemonProcess.start();
@@ -65,12 +65,12 @@ describe('chats.follow', () => {
       const recB = expectContiguous(batches, c.streamB, '1', starts.b, c.wb.next, 'B');
       expect(recA.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.message', 'chat.writer-fence', 'chat.message']);
       expect(recB.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt', 'chat.message', 'chat.message']);
-      expect(recA[2].wrapper.fence).toMatchObject({ epoch: expect.any(String), replaced: true });
+      expect(fenceOf(recA[2])).toMatchObject({ epoch: expect.any(String), replaced: true });
       expect(JSON.stringify(recA[2])).not.toContain(c.wa.token);
-      expect(recB[1].wrapper.receipt).toEqual({ peerStreamId: c.streamA, peerGeneration: '1', nextPosition: shown.nextPosition, batchId: shown.batchId });
+      expect(receiptOf(recB[1])).toEqual({ peerStreamId: c.streamA, peerGeneration: '1', nextPosition: shown.nextPosition, batchId: shown.batchId });
 
       // The cursor of every batch resumes right after that batch (checked on a new connection).
-      const last = batches.at(-1);
+      const last = batches.at(-1)!;
       const again = await connectAs(daemon.socketPath, c.alice.token);
       try {
         const sub2 = ok(await again.call('chats.follow', { chatId: c.chatId, cursor: last.cursor }));
@@ -112,21 +112,21 @@ describe('chats.follow', () => {
       const recA = expectContiguous(batches, c.streamA, '1', starts.a, c.wa.next, 'A');
       const recB = expectContiguous(batches, c.streamB, '1', starts.b, c.wb.next, 'B');
       expect(recA.length + recB.length).toBe(10_000 + 50);
-      expect(recA.at(-1).wrapper.message.content).toContain('live-a9');
+      expect(messageOf(recA.at(-1)).content).toContain('live-a9');
 
       // Resume on a new connection from a batch in the middle: the compound cursor holds both
       // directions' positions as of that batch.
       const k = Math.floor(batches.length / 2);
       const upTo = batches.slice(0, k + 1);
       const mid = { a: reached(upTo, c.streamA, starts.a), b: reached(upTo, c.streamB, starts.b) };
-      const lastCursor = batches.at(-1).cursor as string;
+      const lastCursor = batches.at(-1)!.cursor;
       const ends = { a: reached(batches, c.streamA, starts.a), b: reached(batches, c.streamB, starts.b) };
       follower.close();
 
       await Promise.all([c.wa.send('gone-a', 4), c.wb.send('gone-b', 4)]);
       const resumed = await connectAs(daemon.socketPath, c.alice.token);
       try {
-        const s1 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: batches[k].cursor }));
+        const s1 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: batches[k]!.cursor }));
         const s2 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: lastCursor }));
         await waitCaughtUp(resumed, s1.subscriptionId, c, mid, 30_000);
         await waitCaughtUp(resumed, s2.subscriptionId, c, ends);
@@ -134,7 +134,7 @@ describe('chats.follow', () => {
         expectContiguous(batchesOf(resumed, s1.subscriptionId), c.streamB, '1', mid.b, c.wb.next, 'resume mid B');
         const tailA = expectContiguous(batchesOf(resumed, s2.subscriptionId), c.streamA, '1', ends.a, c.wa.next, 'resume last A');
         expectContiguous(batchesOf(resumed, s2.subscriptionId), c.streamB, '1', ends.b, c.wb.next, 'resume last B');
-        expect(tailA.map((r) => r.wrapper.message.content)).toEqual(messages('gone-a', 4).map((m) => m.content));
+        expect(tailA.map((r) => messageOf(r).content)).toEqual(messages('gone-a', 4).map((m) => m.content));
       } finally {
         resumed.close();
       }
@@ -156,7 +156,7 @@ describe('chats.follow', () => {
       await c.wb.send('after-unfollow-b', 2);
       await sleep(300);
       expect(batchesOf(follower, sub.subscriptionId)).toHaveLength(1);
-      expect(batchesOf(follower, sub.subscriptionId)[0].fromPosition).toBe(starts.a);
+      expect(batchesOf(follower, sub.subscriptionId)[0]!.fromPosition).toBe(starts.a);
 
       const again = expectError(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }), 'NOT_FOUND', 'second unfollow');
       expect(again).toMatchObject({ kind: expect.any(String) });
@@ -206,13 +206,12 @@ describe('chats.follow', () => {
   it('never lets a connection that stops reading hold up other followers or the daemon (~20 MB of appends)', async () => {
     const c = await setupChat(daemon, admin);
     const starts = { a: c.wa.next, b: c.wb.next };
-    const slow = await RawFollower.connect(daemon.socketPath);
+    const { client: slow, ...slowSub } = await followPaused(daemon.socketPath, c.bob.token, c.chatId); // paused right after the response
     const fast = await connectAs(daemon.socketPath, c.alice.token);
     const status = await daemon.connectAs();
     try {
-      const slowSub = await slow.follow(c.bob.token, c.chatId); // paused right after the response
       const fastSub = ok(await fast.call('chats.follow', { chatId: c.chatId }));
-      const readBefore = slow.bytesRead;
+      const readBefore = slow.bytesReceived;
 
       // 90 operations of 64 records × ~3.5 KB ≈ 20 MB, both directions in parallel.
       const statusLatencies: number[] = [];
@@ -255,8 +254,8 @@ describe('chats.follow', () => {
 
       // The slow reader got (almost) nothing while paused, and its connection is intact: once it
       // reads again it receives everything, in order, with nothing dropped.
-      expect(slow.bytesRead - readBefore).toBe(0);
-      slow.resume();
+      expect(slow.bytesReceived - readBefore).toBe(0);
+      slow.socket.resume();
       await waitFor(
         () => {
           const b = batchesOf(slow, slowSub.subscriptionId);

@@ -4,12 +4,12 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, createAgent, ok, readAll } from '../helpers/rpc-line-client.js';
+import { type Wire, connectAs, createAgent, ok, readAll, messageOf } from '../helpers/wire-fixtures.js';
 import { batchesOf, expectContiguous, expectError, receipt, recKey, reconnectChat, reached, setupChat, streamState, transcriptCompare, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 /** A chat whose two sides wrote concurrently, so timestamps collide. */
 let main: ReadingChat;
 /** Its transcript, computed independently from streams.read. */
@@ -24,7 +24,7 @@ async function transcript(c: ReadingChat): Promise<any[]> {
 }
 
 /** Pages through chats.history from a first call; returns the pages. */
-async function pageAll(client: RpcLineClient, params: Record<string, unknown>, between?: () => Promise<void>): Promise<any[]> {
+async function pageAll(client: Wire, params: Record<string, unknown>, between?: () => Promise<void>): Promise<any[]> {
   const pages: any[] = [];
   let r = ok(await client.call('chats.history', params), 'chats.history');
   pages.push(r);
@@ -51,7 +51,7 @@ beforeAll(async () => {
   // Each round sends both appends at the same instant, so the daemon signs them back to back
   // and now and then within one millisecond. First a few 5-message operations (one operation
   // spans positions 6..10 under one timestamp), then small ones until enough ties were seen.
-  const stampsOf = (r: any): string[] => r.records.map((x: any) => x.wrapper.message.signature.createdAt);
+  const stampsOf = (r: any): string[] => r.records.map((x: any) => messageOf(x).signature.createdAt);
   for (let i = 0; i < 4; i++) await Promise.all([main.wa.send(`a5-${i}`, 5), main.wb.send(`b5-${i}`, 5)]);
   const until = Date.now() + 10_000;
   for (let i = 0; (i < 100 || crossTies < 5) && i < 1500 && Date.now() < until; i++) {
@@ -75,8 +75,8 @@ describe('chats.history order', () => {
     // The setup really produced ties: across authors and within one author past a digit boundary.
     const stamps = new Map<string, Set<string>>();
     for (const r of expected) {
-      const t = r.wrapper.message.signature.createdAt;
-      stamps.set(t, (stamps.get(t) ?? new Set()).add(r.wrapper.message.fromAgentId));
+      const t = messageOf(r).signature.createdAt;
+      stamps.set(t, (stamps.get(t) ?? new Set()).add(messageOf(r).fromAgentId));
     }
     expect([...stamps.values()].some((s) => s.size === 2), 'both authors share a createdAt').toBe(true);
 
@@ -180,7 +180,7 @@ describe('chats.history cursors', () => {
   it('rejects a tampered cursor with INVALID_PARAMS at path "cursor"', async () => {
     const r = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, limit: 10 }));
     expect(r.nextCursor).toEqual(expect.any(String));
-    for (const bad of [tamper(r.nextCursor), r.nextCursor.slice(0, -1), `${r.nextCursor}x`, 'not-a-cursor']) {
+    for (const bad of [tamper(r.nextCursor!), r.nextCursor!.slice(0, -1), `${r.nextCursor}x`, 'not-a-cursor']) {
       const data = expectError(await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: bad }), 'INVALID_PARAMS', bad);
       expect(data.path).toBe('cursor');
     }

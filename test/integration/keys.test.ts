@@ -2,26 +2,12 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import {
-  claim,
-  createPair,
-  errorShapeProblems,
-  fetchKeys,
-  findValues,
-  jwkThumbprint,
-  messageProblems,
-  ok,
-  readAll,
-  seenErrors,
-  uniq,
-  type RpcLineClient,
-  type TestPair,
-} from '../helpers/rpc-line-client.js';
+import { claim, createPair, errorShapeProblems, fetchKeys, findValues, jwkThumbprint, messageProblems, ok, readAll, seenErrors, uniq, type Wire, type TestPair, messageOf } from '../helpers/wire-fixtures.js';
 
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 let pair: TestPair;
 
 beforeAll(async () => {
@@ -43,7 +29,7 @@ describe('daemon.status', () => {
     expect(text).toContain(hello.signing.kid);
     expect(findValues(status, 'uptime').length + findValues(status, 'uptimeMs').length + findValues(status, 'uptimeSeconds').length).toBeGreaterThan(0);
     // storage state is "ok" (or "read-only"); a fresh daemon is ok.
-    expect(Object.values(status).concat(findValues(status, 'storage'), findValues(status, 'state'))).toContain('ok');
+    expect([...Object.values(status), ...findValues(status, 'storage'), ...findValues(status, 'state')]).toContain('ok');
     // counts of agents/chats/streams/records: the pair above made 2 agents, 1 chat, 2 streams.
     const agents = findValues(status, 'agents').filter((v) => typeof v === 'number') as number[];
     const chats = findValues(status, 'chats').filter((v) => typeof v === 'number') as number[];
@@ -103,7 +89,7 @@ describe('keys.list', () => {
         status: expect.stringMatching(/^(active|retired)$/),
         createdAt: expect.stringMatching(RFC3339_MS),
       });
-      expect(k.d).toBeUndefined();
+      expect(k).not.toHaveProperty('d');
       expect(jwkThumbprint(k)).toBe(k.kid);
     }
     expect(r.keys.filter((k: { status: string }) => k.status === 'active')).toHaveLength(1);
@@ -169,7 +155,7 @@ describe('keys.rotate', () => {
     const records = await readAll(pair.b.client, pair.streamA);
     const messages = records.filter((r) => r.wrapper.type === 'chat.message');
     expect(messages).toHaveLength(2);
-    const [m1, m2] = messages.map((r) => r.wrapper.message);
+    const [m1, m2] = [messageOf(messages[0]), messageOf(messages[1])];
     expect(m1.signature.kid).toBe(oldKid);
     expect(m2.signature.kid).toBe(rotated.kid);
     // Both verify against the listed keys: the retired key still checks the old signature.

@@ -5,12 +5,12 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, ok, readAll, uniq } from '../helpers/rpc-line-client.js';
+import { type Wire, connectAs, ok, readAll, uniq, receiptOf } from '../helpers/wire-fixtures.js';
 import { StreamWriter, batchesOf, expectError, messages, receipt, setupChat, streamState, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 
 beforeAll(async () => {
   daemon = await DaemonProcess.start();
@@ -55,7 +55,7 @@ describe('receipts', () => {
     // The receipt is a stored record of bob's stream, carrying exactly what was sent.
     const stored = ok(await admin.call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: before }));
     expect(stored.records).toHaveLength(1);
-    expect(stored.records[0].wrapper).toMatchObject({
+    expect(stored.records[0]!.wrapper).toMatchObject({
       type: 'chat.receipt',
       authorAgentId: c.bob.id,
       recordIndex: 0,
@@ -72,7 +72,7 @@ describe('receipts', () => {
     const before = c.wb.next;
     const data = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', batch.nextPosition, tamper(batch.batchId))]), 'INVALID_RECEIPT');
     expect(typeof data.reason).toBe('string');
-    expect(data.reason.length).toBeGreaterThan(0);
+    expect((data.reason as string).length).toBeGreaterThan(0);
     const data2 = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', batch.nextPosition, 'not-a-batch-id')]), 'INVALID_RECEIPT');
     expect(typeof data2.reason).toBe('string');
     expect((await streamState(admin, c.streamB)).nextPosition).toBe(before);
@@ -232,7 +232,7 @@ interface Load {
   stop: boolean;
 }
 
-async function runAlice(l: Load, client: RpcLineClient, w: StreamWriter): Promise<void> {
+async function runAlice(l: Load, client: Wire, w: StreamWriter): Promise<void> {
   let i = 0;
   while (!l.stop) {
     try {
@@ -246,14 +246,14 @@ async function runAlice(l: Load, client: RpcLineClient, w: StreamWriter): Promis
         l.errors.push(r.error);
         return;
       }
-      w.next = r.result.nextPosition;
+      w.next = r.result!.nextPosition;
     } catch {
       return; // connection lost
     }
   }
 }
 
-async function runBob(l: Load, client: RpcLineClient, w: StreamWriter): Promise<void> {
+async function runBob(l: Load, client: Wire, w: StreamWriter): Promise<void> {
   let from = '0';
   let i = 0;
   while (!l.stop) {
@@ -263,10 +263,10 @@ async function runBob(l: Load, client: RpcLineClient, w: StreamWriter): Promise<
         l.errors.push(b.error);
         return;
       }
-      if (b.result.records.length === 0) continue;
+      if (b.result!.records.length === 0) continue;
       const k = 1 + (i % 17);
       const operationId = `r-${i++}-${uniq('b')}`;
-      const records = [...messages(operationId, k, 100), receipt(l.chat.streamA, '1', b.result.nextPosition, b.result.batchId)];
+      const records = [...messages(operationId, k, 100), receipt(l.chat.streamA, '1', b.result!.nextPosition, b.result!.batchId)];
       l.bobOps.set(operationId, records.length);
       const r = await client.call('streams.append', {
         streamId: w.streamId, coordinatorToken: w.token, generation: w.generation, expectedPosition: w.next, operationId, records,
@@ -276,8 +276,8 @@ async function runBob(l: Load, client: RpcLineClient, w: StreamWriter): Promise<
         return;
       }
       l.ackedOps.add(operationId);
-      w.next = r.result.nextPosition;
-      from = b.result.nextPosition;
+      w.next = r.result!.nextPosition;
+      from = b.result!.nextPosition;
     } catch {
       return;
     }
@@ -340,7 +340,7 @@ describe('receipt atomicity under SIGKILL', () => {
         // Every receipt's operation holds its reply messages; the receipt is last.
         expect(recs.slice(0, -1).every((r) => r.wrapper.type === 'chat.message'), `${label} ${opId} messages`).toBe(true);
         expect(recs.at(-1).wrapper.type, `${label} ${opId} receipt`).toBe('chat.receipt');
-        lastReceipt = recs.at(-1).wrapper.receipt;
+        lastReceipt = receiptOf(recs.at(-1));
         const op = ok(await admin.call('operations.get', { streamId: l.chat.streamB, operationId: opId }));
         expect(op, `${label} ${opId}`).toMatchObject({ state: 'committed', firstPosition: recs[0].position, nextPosition: (BigInt(recs.at(-1).position) + 1n).toString() });
       }

@@ -3,12 +3,12 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, ok } from '../helpers/rpc-line-client.js';
-import { RawFollower, StreamWriter, batchesOf, breaksOf, expectContiguous, expectError, reached, receipt, setupChat, streamState } from '../helpers/reading-fixtures.js';
+import { type Wire, connectAs, ok } from '../helpers/wire-fixtures.js';
+import { followPaused, StreamWriter, batchesOf, breaksOf, expectContiguous, expectError, reached, receipt, setupChat, streamState } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 
 beforeAll(async () => {
   daemon = await DaemonProcess.start();
@@ -19,7 +19,7 @@ afterAll(async () => {
   await daemon?.cleanup();
 });
 
-function read(client: RpcLineClient, streamId: string, generation: string, fromPosition: string, extra: Record<string, unknown> = {}) {
+function read(client: Wire, streamId: string, generation: string, fromPosition: string, extra: Record<string, unknown> = {}) {
   return client.call('streams.read', { streamId, generation, fromPosition, ...extra }, 40_000);
 }
 
@@ -59,10 +59,9 @@ describe('streams.trim', () => {
   it('ends a follower that stands below the trim with chats.break PREFIX_UNAVAILABLE; a caught-up follower continues', async () => {
     const c = await setupChat(daemon, admin);
     const starts = { a: c.wa.next, b: c.wb.next };
-    const behind = await RawFollower.connect(daemon.socketPath);
+    const { client: behind, ...lagging } = await followPaused(daemon.socketPath, c.bob.token, c.chatId); // stops reading: falls behind
     const current = await connectAs(daemon.socketPath, c.bob.token);
     try {
-      const lagging = await behind.follow(c.bob.token, c.chatId); // stops reading: falls behind
       const live = ok(await current.call('chats.follow', { chatId: c.chatId }));
       // ~4 MB, far more than the socket buffers hold, so the paused follower is left behind.
       for (let i = 0; i < 18; i++) await c.wa.send(`bulk${i}`, 64, 3_400);
@@ -70,21 +69,21 @@ describe('streams.trim', () => {
       await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end, 'the live follower at the head', 10_000);
 
       expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({ firstPosition: end });
-      behind.resume();
+      behind.socket.resume();
       const brk = await waitFor(() => breaksOf(behind, lagging.subscriptionId)[0], 'chats.break', 15_000);
       expect(brk).toMatchObject({ subscriptionId: lagging.subscriptionId, reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, expected: expect.any(String), actual: end });
-      expect(BigInt(brk.expected)).toBeLessThan(BigInt(end));
+      expect(BigInt(brk.expected as string)).toBeLessThan(BigInt(end));
       // What it did get is exact, and stops where the break says it stood.
       await sleep(200);
       const got = batchesOf(behind, lagging.subscriptionId);
-      expectContiguous(got, c.streamA, '1', starts.a, brk.expected, 'lagging A');
+      expectContiguous(got, c.streamA, '1', starts.a, brk.expected as string, 'lagging A');
       // The break is the last word of that subscription.
       const nBefore = behind.notifications.length;
       await c.wa.send('after-trim', 2);
       await c.wb.send('after-trim-b', 2);
       await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamB, starts.b) === c.wb.next, 'the live follower to see B', 5_000);
       await sleep(200);
-      expect(behind.notifications.slice(nBefore).filter((n) => n.params?.subscriptionId === lagging.subscriptionId)).toEqual([]);
+      expect(behind.notifications.slice(nBefore).filter((n) => (n.params as { subscriptionId?: string } | undefined)?.subscriptionId === lagging.subscriptionId)).toEqual([]);
       expect(breaksOf(behind, lagging.subscriptionId)).toHaveLength(1);
       expectError(await behind.call('chats.unfollow', { subscriptionId: lagging.subscriptionId }), 'NOT_FOUND', 'ended subscription');
 

@@ -2,25 +2,10 @@
 // real socket. Every chat.message read back in this file is verified independently (§5).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MethodResults } from '../../src/shared/methods.js';
+import type { StoredRecord } from '../../src/shared/types.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import {
-  RpcLineClient,
-  claim,
-  clientMessageIdFor,
-  connectAs,
-  createAgent,
-  createPair,
-  errorShapeProblems,
-  fetchKeys,
-  listIn,
-  messageProblems,
-  ok,
-  seenErrors,
-  sha256b64url,
-  uniq,
-  type RpcResponse,
-  type TestPair,
-} from '../helpers/rpc-line-client.js';
+import { type Wire, claim, clientMessageIdFor, connectAs, createAgent, createPair, errorShapeProblems, fetchKeys, listIn, messageProblems, ok, seenErrors, sha256b64url, uniq, type WireResponse, type TestPair, messageOf, receiptOf, fenceOf } from '../helpers/wire-fixtures.js';
 import { sleep } from '../helpers/wait.js';
 
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -28,11 +13,10 @@ const DECIMAL = /^(0|[1-9][0-9]*)$/;
 const MAX_APPEND = 262_144;
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 
 /** Every stored record read back in this file, with the messageId we sent when known. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const readBack: { record: any; messageId?: string }[] = [];
+const readBack: { record: StoredRecord; messageId?: string }[] = [];
 /** messageId by clientMessageId, for the final verification pass. */
 const sentMessageIds = new Map<string, string>();
 
@@ -76,7 +60,7 @@ function remember(chatId: string, fromAgentId: string, records: RecordIn[]): voi
   for (const r of records) if (r.type === 'chat.message') sentMessageIds.set(clientMessageIdFor(chatId, fromAgentId, r.messageId), r.messageId);
 }
 
-async function append(client: RpcLineClient, c: Claim, expectedPosition: string, records: RecordIn[], operationId?: string): Promise<RpcResponse> {
+async function append(client: Wire, c: Claim, expectedPosition: string, records: RecordIn[], operationId?: string): Promise<WireResponse<MethodResults['streams.append']>> {
   const [chatId, author] = splitStreamId(c.streamId);
   remember(chatId, author, records);
   return client.call('streams.append', appendParams(c, expectedPosition, records, operationId));
@@ -87,8 +71,7 @@ function splitStreamId(streamId: string): [string, string] {
   return [streamId.slice(0, i), streamId.slice(i + 1)];
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function read(client: RpcLineClient, streamId: string, fromPosition = '0', extra: Record<string, unknown> = {}): Promise<any> {
+async function read(client: Wire, streamId: string, fromPosition = '0', extra: Record<string, unknown> = {}): Promise<MethodResults['streams.read']> {
   const r = ok(await client.call('streams.read', { streamId, generation: '1', fromPosition, ...extra }), 'streams.read');
   for (const record of r.records) readBack.push({ record });
   return r;
@@ -98,7 +81,7 @@ async function state(streamId: string): Promise<{ nextPosition: string; firstPos
   return ok(await admin.call('streams.get', { streamId }), 'streams.get');
 }
 
-function expectError(r: RpcResponse, code: number, type: string): void {
+function expectError(r: WireResponse, code: number, type: string): void {
   expect(r.result, JSON.stringify(r)).toBeUndefined();
   expect(r.error?.code, JSON.stringify(r.error)).toBe(code);
   expect(r.error?.data?.type).toBe(type);
@@ -154,12 +137,12 @@ describe('streams.claim', () => {
     expect(s.writer).toMatchObject({ epoch: c.epoch, active: true, claimedAt: expect.stringMatching(RFC3339_MS) });
     expect(BigInt(c.nextPosition)).toBeGreaterThanOrEqual(1n);
     const r = await read(pair.b.client, pair.streamA, '0');
-    const fence = r.records.at(-1);
+    const fence = r.records.at(-1)!;
     expect(fence.position).toBe(inc(c.nextPosition, -1));
     expect(fence.streamId).toBe(pair.streamA);
     expect(fence.generation).toBe('1');
     expect(fence.wrapper).toMatchObject({ version: 2, chatId: pair.chatId, authorAgentId: pair.a.id, type: 'chat.writer-fence', recordIndex: 0 });
-    expect(fence.wrapper.fence).toMatchObject({ epoch: c.epoch, claimedAt: expect.stringMatching(RFC3339_MS), replaced: false });
+    expect(fenceOf(fence)).toMatchObject({ epoch: c.epoch, claimedAt: expect.stringMatching(RFC3339_MS), replaced: false });
     expect(JSON.stringify(r)).not.toContain(c.coordinatorToken);
   });
 
@@ -182,9 +165,9 @@ describe('streams.claim', () => {
     expect(r.error?.data).toMatchObject({ streamId: pair.streamA, epoch: newer.epoch });
     expect((await state(pair.streamA)).nextPosition).toBe(newer.nextPosition);
     // The replacing claim wrote a fence with replaced:true and its reason.
-    const last = (await read(admin, pair.streamA, inc(newer.nextPosition, -1))).records[0];
+    const last = (await read(admin, pair.streamA, inc(newer.nextPosition, -1))).records[0]!;
     expect(last.wrapper.type).toBe('chat.writer-fence');
-    expect(last.wrapper.fence).toMatchObject({ epoch: newer.epoch, replaced: true });
+    expect(fenceOf(last)).toMatchObject({ epoch: newer.epoch, replaced: true });
     // The new token works.
     ok(await append(pair.a.client, newer, newer.nextPosition, [msg(uniq('m'), 'from the new writer')]));
   });
@@ -219,13 +202,13 @@ describe('streams.claim', () => {
       expectError(await append(a, fenced, committed.nextPosition, [msg(uniq('m'), 'stale')]), 4090, 'FENCED');
       const r = await append(a, c, committed.nextPosition, [msg(uniq('m'), 'after restart')]);
       expect(r.error).toBeUndefined();
-      expect(r.result.firstPosition).toBe(committed.nextPosition);
+      expect(r.result!.firstPosition).toBe(committed.nextPosition);
       expectError(await a.call('streams.claim', { streamId: fresh.streamA }), 4092, 'WRITER_ACTIVE');
       // The committed operation replays as a duplicate; its messageId is still taken.
       const replay = ok(await a.call('streams.append', params));
       expect(replay.duplicate).toBe(true);
       expect(replay.records).toEqual(committed.records);
-      const dup = await append(a, c, r.result.nextPosition, [msg(messageId, 'again')]);
+      const dup = await append(a, c, r.result!.nextPosition, [msg(messageId, 'again')]);
       expectError(dup, 4094, 'DUPLICATE_MESSAGE');
       expect(dup.error?.data?.position).toBe(committed.firstPosition);
       // A batch presented before the restart can still be acknowledged after it.
@@ -317,19 +300,19 @@ describe('streams.append', () => {
     });
     expect(r.records).toHaveLength(3);
     const keys = await fetchKeys(admin);
-    r.records.forEach((rec: { position: string; wrapper: { recordIndex: number; operationId: string; message: unknown } }, i: number) => {
+    r.records.forEach((rec, i) => {
       expect(rec.position).toBe(inc(next, i));
       expect(rec.wrapper.recordIndex).toBe(i);
       expect(rec.wrapper.operationId).toBe(opId);
-      expect(messageProblems(rec.wrapper.message as never, keys, records[i]!.type === 'chat.message' ? records[i]!.messageId : undefined)).toEqual([]);
+      expect(messageProblems(messageOf(rec), keys, records[i]!.type === 'chat.message' ? records[i]!.messageId : undefined)).toEqual([]);
     });
 
     const back = await read(pair.b.client, pair.streamA, next);
     expect(back.records).toHaveLength(3);
     expect(back.records).toEqual(r.records);
-    back.records.forEach((rec: { wrapper: { message: { content: string; chatId: string; fromAgentId: string; toAgentId: string; clientMessageId: string; contentSha256: string } } }, i: number) => {
+    back.records.forEach((rec, i) => {
       const sent = records[i] as { messageId: string; content: string };
-      expect(rec.wrapper.message).toMatchObject({
+      expect(messageOf(rec)).toMatchObject({
         chatId: pair.chatId,
         fromAgentId: pair.a.id,
         toAgentId: pair.b.id,
@@ -345,7 +328,7 @@ describe('streams.append', () => {
   it('keeps signature timestamps non-decreasing within the stream', async () => {
     for (let i = 0; i < 3; i++) next = ok(await append(pair.a.client, c, next, [msg(uniq('t'), `tick ${i}`)])).nextPosition;
     const all = await read(admin, pair.streamA, '0');
-    const times = all.records.filter((r: { wrapper: { type: string } }) => r.wrapper.type === 'chat.message').map((r: { wrapper: { message: { signature: { createdAt: string } } } }) => r.wrapper.message.signature.createdAt);
+    const times = all.records.filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).signature.createdAt);
     expect([...times].sort()).toEqual(times);
   });
 
@@ -397,10 +380,10 @@ describe('streams.append', () => {
 
     it('accepts a request line of exactly 262,144 bytes', async () => {
       const line = lineOfSize('big-3', MAX_APPEND, next, uniq('op-edge'));
-      const r = await pair.a.client.callRaw('big-3', line + '\n');
+      const r = await pair.a.client.callRaw<MethodResults['streams.append']>('big-3', line + '\n');
       expect(r.error, JSON.stringify(r.error)).toBeUndefined();
-      expect(r.result.firstPosition).toBe(next);
-      next = r.result.nextPosition;
+      expect(r.result!.firstPosition).toBe(next);
+      next = r.result!.nextPosition;
     });
   });
 
@@ -441,11 +424,11 @@ describe('streams.append', () => {
       const params = appendParams(c, next, [msg(messageId, 'PLACEHOLDER')]);
       remember(pair.chatId, pair.a.id, [msg(messageId, '')]);
       const line = JSON.stringify({ jsonrpc: '2.0', id, method: 'streams.append', params }).replace('PLACEHOLDER', 'rocket \\ud83d\\ude80');
-      const r = await pair.a.client.callRaw(id, line + '\n');
+      const r = await pair.a.client.callRaw<MethodResults['streams.append']>(id, line + '\n');
       expect(r.error).toBeUndefined();
       const back = await read(pair.b.client, pair.streamA, next);
-      expect(back.records[0].wrapper.message.content).toBe('rocket 🚀');
-      next = r.result.nextPosition;
+      expect(messageOf(back.records[0]).content).toBe('rocket 🚀');
+      next = r.result!.nextPosition;
     });
 
     for (const [label, value] of [
@@ -586,8 +569,8 @@ describe('streams.append', () => {
       next = first.nextPosition;
       const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
       const fromB = ok(await append(pair.b.client, bClaim, bClaim.nextPosition, [msg(messageId, 'from b')]));
-      expect(fromB.records[0].wrapper.message.clientMessageId).toBe(clientMessageIdFor(pair.chatId, pair.b.id, messageId));
-      expect(fromB.records[0].wrapper.message.clientMessageId).not.toBe(first.records[0].wrapper.message.clientMessageId);
+      expect(messageOf(fromB.records[0]).clientMessageId).toBe(clientMessageIdFor(pair.chatId, pair.b.id, messageId));
+      expect(messageOf(fromB.records[0]).clientMessageId).not.toBe(messageOf(first.records[0]).clientMessageId);
     });
   });
 
@@ -604,8 +587,8 @@ describe('streams.append', () => {
         expect(wins).toHaveLength(1);
         expect(losses).toHaveLength(1);
         expectError(losses[0]!, 4091, 'POSITION_MISMATCH');
-        expect(losses[0]!.error?.data).toMatchObject({ nextPosition: wins[0]!.result.nextPosition, generation: '1' });
-        next = wins[0]!.result.nextPosition;
+        expect(losses[0]!.error?.data).toMatchObject({ nextPosition: wins[0]!.result!.nextPosition, generation: '1' });
+        next = wins[0]!.result!.nextPosition;
         expect((await state(pair.streamA)).nextPosition).toBe(next);
       } finally {
         second.close();
@@ -620,9 +603,9 @@ describe('streams.append', () => {
         expect(wins).toHaveLength(1);
         for (const r of results.filter((x) => x.error)) {
           expectError(r, 4091, 'POSITION_MISMATCH');
-          expect(r.error?.data?.nextPosition).toBe(wins[0]!.result.nextPosition);
+          expect(r.error?.data?.nextPosition).toBe(wins[0]!.result!.nextPosition);
         }
-        next = wins[0]!.result.nextPosition;
+        next = wins[0]!.result!.nextPosition;
         expect((await state(pair.streamA)).nextPosition).toBe(next);
       } finally {
         for (const cl of clients) cl.close();
@@ -650,8 +633,8 @@ describe('streams.append', () => {
       const messageId = uniq('reply');
       const r = ok(await append(pair.b.client, bClaim, bClaim.nextPosition, [msg(messageId, 'got it'), receipt]));
       expect(r.records).toHaveLength(2);
-      expect(r.records[1].wrapper.type).toBe('chat.receipt');
-      expect(r.records[1].wrapper.receipt).toEqual({ peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId });
+      expect(r.records[1]!.wrapper.type).toBe('chat.receipt');
+      expect(receiptOf(r.records[1])).toEqual({ peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId });
       const s = await state(pair.streamA);
       expect(s.acknowledged).toEqual({ generation: '1', nextPosition: batch.nextPosition });
 
@@ -727,19 +710,19 @@ describe('streams.append', () => {
       const r = ok(await append(pair.a.client, c, next, records));
       expect(r.redactions).toEqual([{ recordIndex: 1, kind: expect.any(String), count: 1 }]);
       const back = await read(pair.b.client, pair.streamA, next);
-      const content = back.records[1].wrapper.message.content as string;
+      const content = messageOf(back.records[1]).content as string;
       expect(content).toContain('[REDACTED:');
       expect(content).not.toContain('alice.smith@example.com');
       expect(content.startsWith('write to ')).toBe(true);
-      expect(back.records[0].wrapper.message.content).toBe('nothing to see');
-      expect(messageProblems(back.records[1].wrapper.message, await fetchKeys(admin), records[1]!.type === 'chat.message' ? records[1]!.messageId : '')).toEqual([]);
+      expect(messageOf(back.records[0]).content).toBe('nothing to see');
+      expect(messageProblems(messageOf(back.records[1]), await fetchKeys(admin), records[1]!.type === 'chat.message' ? records[1]!.messageId : '')).toEqual([]);
       next = r.nextPosition;
     });
 
     it('counts every match of a kind in one record', async () => {
       const r = ok(await append(pair.a.client, c, next, [msg(uniq('pii2'), 'cc erin@example.com and frank@example.com')]));
       expect(r.redactions).toEqual([{ recordIndex: 0, kind: expect.any(String), count: 2 }]);
-      const content = r.records[0].wrapper.message.content as string;
+      const content = messageOf(r.records[0]).content as string;
       expect(content.match(/\[REDACTED:[A-Z_]+\]/g)).toHaveLength(2);
       expect(content).not.toContain('@example.com');
       next = r.nextPosition;
@@ -751,7 +734,7 @@ describe('streams.append', () => {
         const r = await append(pair.a.client, c, next, [msg(uniq('m'), 'fine'), msg(uniq('m'), 'mail bob@example.org')]);
         expectError(r, 4220, 'POLICY_REJECTED');
         expect(Array.isArray(r.error?.data?.kinds)).toBe(true);
-        expect(r.error?.data?.kinds.length).toBeGreaterThan(0);
+        expect((r.error?.data?.kinds as unknown[]).length).toBeGreaterThan(0);
         expect((await state(pair.streamA)).nextPosition).toBe(next);
         expect(JSON.stringify(r.error)).not.toContain('bob@example.org');
       } finally {
@@ -765,7 +748,7 @@ describe('streams.append', () => {
         const r = ok(await append(pair.a.client, c, next, [msg(uniq('m'), 'carol@example.net')]));
         expect(r.redactions).toEqual([]);
         const back = await read(pair.b.client, pair.streamA, next);
-        expect(back.records[0].wrapper.message.content).toBe('carol@example.net');
+        expect(messageOf(back.records[0]).content).toBe('carol@example.net');
         next = r.nextPosition;
       } finally {
         ok(await admin.call('agents.setPolicy', { agentId: pair.a.id, pii: 'redact' }));
@@ -960,9 +943,9 @@ describe('streams.read', () => {
     const got = ok(await pending);
     expect(Date.now() - started).toBeLessThan(8_000);
     expect(got.records).toHaveLength(1);
-    expect(got.records[0].position).toBe(end);
-    expect(got.records[0].wrapper.message.content).toBe('four');
-    readBack.push({ record: got.records[0] });
+    expect(got.records[0]!.position).toBe(end);
+    expect(messageOf(got.records[0]).content).toBe('four');
+    readBack.push({ record: got.records[0]! });
     end = r.nextPosition;
   });
 
@@ -1063,7 +1046,7 @@ describe('signatures', () => {
     const messages = readBack.filter((x) => x.record.wrapper?.type === 'chat.message');
     expect(messages.length).toBeGreaterThan(20);
     for (const { record } of messages) {
-      const m = record.wrapper.message;
+      const m = messageOf(record);
       const messageId = sentMessageIds.get(m.clientMessageId);
       expect(messageId, `unknown clientMessageId ${m.clientMessageId}`).toBeDefined();
       expect(messageProblems(m, keys, messageId), `${record.streamId}@${record.position}`).toEqual([]);

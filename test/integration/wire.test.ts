@@ -3,7 +3,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { RpcLineClient, errorShapeProblems, seenErrors, uniq, type RpcResponse } from '../helpers/rpc-line-client.js';
+import { type Wire, errorShapeProblems, seenErrors, uniq, type WireResponse } from '../helpers/wire-fixtures.js';
 
 /** Every RPC method named in §6. */
 const METHODS = [
@@ -66,7 +66,7 @@ describe('session.hello', () => {
 
   it('answers an agent token with role agent and the agent id', async () => {
     const admin = await daemon.connectAs();
-    const created = (await admin.call('agents.create', { username: uniq('hello'), name: 'Hello' })).result;
+    const created = (await admin.call('agents.create', { username: uniq('hello'), name: 'Hello' })).result!;
     const c = await daemon.connect();
     const r = await c.hello(created.token);
     expect(r.error).toBeUndefined();
@@ -87,7 +87,7 @@ describe('session.hello', () => {
 
   it('slows down repeated failed hellos with RATE_LIMITED 4290 and retryAfterMs', async () => {
     const c = await daemon.connect();
-    let limited: RpcResponse | undefined;
+    let limited: WireResponse | undefined;
     for (let i = 0; i < 12 && !limited; i++) {
       const r = await c.hello(`guess-${i}`);
       if (r.error?.code === 4290) limited = r;
@@ -109,7 +109,7 @@ describe('session.hello', () => {
 });
 
 describe('every method before session.hello', () => {
-  let c: RpcLineClient;
+  let c: Wire;
   beforeAll(async () => {
     c = await daemon.connect();
   });
@@ -125,7 +125,7 @@ describe('every method before session.hello', () => {
 });
 
 describe('wire framing and JSON-RPC errors', () => {
-  let c: RpcLineClient;
+  let c: Wire;
   beforeAll(async () => {
     c = await daemon.connectAs();
   });
@@ -208,11 +208,11 @@ describe('wire framing and JSON-RPC errors', () => {
   });
 
   it('answers 200 pipelined requests on one connection, each matched by id', async () => {
-    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? c.call('daemon.status', {}) : c.call('keys.list', {}))));
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? c.call('daemon.status', {}) : c.call('keys.list', {})) as Promise<WireResponse<{ keys?: unknown; version?: unknown }>>));
     results.forEach((r, i) => {
       expect(r.error).toBeUndefined();
-      if (i % 2 === 0) expect(r.result.keys).toBeDefined();
-      else expect(r.result.version).toBeDefined();
+      if (i % 2 === 0) expect(r.result!.keys).toBeDefined();
+      else expect(r.result!.version).toBeDefined();
     });
   });
 
@@ -229,7 +229,7 @@ describe('wire framing and JSON-RPC errors', () => {
     expect(ids).toHaveLength(3);
     const [first, second, third] = ids.map((id) => byId.get(id)!);
     expect(first!.result).toBeDefined();
-    expect(second!.result?.keys).toBeDefined();
+    expect((second!.result as { keys?: unknown } | undefined)?.keys).toBeDefined();
     expect(third!.error?.code).toBe(-32601);
   });
 
@@ -244,7 +244,7 @@ describe('wire framing and JSON-RPC errors', () => {
     const p1 = c.callRaw('w1', '{"jsonrpc":"2.0","id":"w1","method":"daemon.status","params":{}}\n{"jsonrpc":"2.0","id":"w2","method":"keys.list","params":{}}\n');
     const p2 = c.callRaw('w2', '');
     expect((await p1).result).toBeDefined();
-    expect((await p2).result?.keys).toBeDefined();
+    expect(((await p2).result as { keys?: unknown } | undefined)?.keys).toBeDefined();
     const p3 = c.callRaw('w3', '{"jsonrpc":"2.0","id":"w3",');
     c.sendRaw('"method":"daemon.status","params":{}}\n');
     expect((await p3).result).toBeDefined();

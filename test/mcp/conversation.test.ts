@@ -133,7 +133,7 @@ describe('yello mcp: a conversation between two agents', () => {
     const jwks = path.join(world.dir, 'jwks.json');
     await world.cli.ok(['chats', 'export', chat.chatId, '--out', out]);
     fs.writeFileSync(jwks, (await world.cli.ok(['keys', 'list', '--json'])).stdout);
-    const verified = await world.cli.json(['verify', out, '--jwks', jwks]);
+    const verified = await world.cli.json<{ problems: unknown[]; messages: number }>(['verify', out, '--jwks', jwks]);
     expect(verified.problems).toEqual([]);
     expect(verified.messages).toBe(7);
     const exported = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));

@@ -17,7 +17,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { paramSchemas } from '../../src/shared/schemas.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { ok, type Wire } from '../helpers/wire-fixtures.js';
 import { WireProbe, errorProblems } from './lib/wire-probe.js';
 import { intFromEnv } from './lib/prng.js';
 import { sleep } from '../helpers/wait.js';
@@ -282,7 +282,7 @@ async function helloProbe(probe: WireProbe, token: string): Promise<void> {
 
 describe('fuzz over the wire: never a crash, exactly one well-formed answer per request', () => {
   let daemon: DaemonProcess;
-  let admin: RpcLineClient;
+  let admin: Wire;
   let world: World;
   let fzToken = '';
   let probes: { unauth: WireProbe; admin: WireProbe; agent: WireProbe };
@@ -603,7 +603,7 @@ function vmRssMb(pid: number): number {
 }
 
 /** Times one daemon.status round trip on a hello'd connection. */
-async function statusLatency(c: RpcLineClient, timeoutMs = 5_000): Promise<number> {
+async function statusLatency(c: Wire, timeoutMs = 5_000): Promise<number> {
   const t = Date.now();
   const r = await c.call('daemon.status', {}, timeoutMs);
   ok(r, 'daemon.status');
@@ -612,7 +612,7 @@ async function statusLatency(c: RpcLineClient, timeoutMs = 5_000): Promise<numbe
 
 describe('floods against a daemon with --max-connections 20', () => {
   let daemon: DaemonProcess;
-  let admin: RpcLineClient;
+  let admin: Wire;
 
   beforeAll(async () => {
     daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', '20'] });

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { ok, type Wire } from '../helpers/wire-fixtures.js';
 import { HistoryChecker, readWhole, type AppendInput } from '../helpers/history-checker.js';
 import { sleep } from '../helpers/wait.js';
 
@@ -18,7 +18,7 @@ import { sleep } from '../helpers/wait.js';
 const FIXTURE = path.join(repoRoot, 'test/reliability/fixtures/writer.mjs');
 
 let daemon: DaemonProcess;
-let admin: RpcLineClient;
+let admin: Wire;
 let child: ChildProcess | null = null;
 
 beforeAll(async () => {

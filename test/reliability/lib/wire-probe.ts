@@ -17,7 +17,7 @@
 
 import net from 'node:net';
 import { ERROR_CODES } from '../../../src/shared/errors.js';
-import { errorShapeProblems } from '../../helpers/rpc-line-client.js';
+import { errorShapeProblems } from '../../helpers/wire-fixtures.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
