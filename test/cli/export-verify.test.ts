@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Cli, expectExit, parseJson, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { messageProblems, ok, type PublicJwk, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { messageProblems, ok, type PublicJwk, messageOf, type Result, type ExportLine } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -49,8 +49,7 @@ afterAll(async () => {
   await d?.cleanup();
 });
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Rec = any;
+type Rec = ExportLine;
 
 const lines = (text: string) => text.split('\n').filter((l) => l !== '');
 
@@ -102,14 +101,14 @@ describe('chats export | verify', () => {
     const checkpoints = lines(exportText).filter((l) => l.startsWith('{"checkpoint":')).map((l) => JSON.parse(l).checkpoint);
     expect(checkpoints).toHaveLength(2);
     expect(toFile.stderr).toContain(`${records.length} records and 2 checkpoints`);
-    const types = records.map((r) => r.wrapper.type);
+    const types = records.map((r) => r.wrapper?.type);
     expect(types.filter((t) => t === 'chat.message')).toHaveLength(3);
     expect(types.filter((t) => t === 'chat.receipt')).toHaveLength(1);
     // One fence per stream: the CLI keeps its claim between sends (and bob's ack reuses his).
     expect(types.filter((t) => t === 'chat.writer-fence')).toHaveLength(2);
     // Independent check of every exported message against the JWKS file.
     const jwks = JSON.parse(fs.readFileSync(jwksFile, 'utf8')) as { keys: PublicJwk[] };
-    for (const r of records.filter((x) => x.wrapper.type === 'chat.message')) expect(messageProblems(messageOf(r), jwks.keys)).toEqual([]);
+    for (const r of records.filter((x) => x.wrapper?.type === 'chat.message')) expect(messageProblems(messageOf(r), jwks.keys)).toEqual([]);
 
     const [human, json] = await Promise.all([
       cli.run(['verify', exportFile, '--jwks', jwksFile]),
@@ -141,7 +140,7 @@ describe('chats export | verify', () => {
     const t2 = [...ls];
     t2[sigIdx] = changeChar(ls[sigIdx]!, valueAt + 20, B64URL);
     // One deleted line with records of the same stream before and after it.
-    const delIdx = records.findIndex((r, i) => i > 0 && i < records.length - 1 && r.wrapper && records[i - 1].streamId === r.streamId && records[i + 1].streamId === r.streamId);
+    const delIdx = records.findIndex((r, i) => i > 0 && i < records.length - 1 && r.wrapper && records[i - 1]!.streamId! === r.streamId && records[i + 1]!.streamId! === r.streamId);
     expect(delIdx).toBeGreaterThan(0);
     const t3 = ls.filter((_, i) => i !== delIdx);
 
@@ -151,18 +150,18 @@ describe('chats export | verify', () => {
       cli.run(['verify', variant('t2.jsonl', t2.join('\n') + '\n'), '--jwks', jwksFile]),
       cli.run(['verify', variant('t3.jsonl', t3.join('\n') + '\n'), '--jwks', jwksFile]),
     ]);
-    expectReported(r1, msgIdx + 1, records[msgIdx].position, /content/i);
+    expectReported(r1, msgIdx + 1, records[msgIdx]!.position!, /content/i);
     const j = parseJson<{ problems: unknown[] }>(expectExit(r1json, 1));
     // The changed content, and the checkpoint's chain digest of that stream generation.
     expect(j.problems).toHaveLength(2);
-    expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx].streamId, generation: '1', position: records[msgIdx].position, kind: 'CONTENT_HASH' });
-    expect(j.problems[1]).toMatchObject({ streamId: records[msgIdx].streamId, generation: '1', kind: 'CHAIN_DIGEST' });
-    expectReported(r2, sigIdx + 1, records[sigIdx].position, /signature/i);
+    expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx]!.streamId!, generation: '1', position: records[msgIdx]!.position!, kind: 'CONTENT_HASH' });
+    expect(j.problems[1]).toMatchObject({ streamId: records[msgIdx]!.streamId!, generation: '1', kind: 'CHAIN_DIGEST' });
+    expectReported(r2, sigIdx + 1, records[sigIdx]!.position!, /signature/i);
     // The gap is reported at the line after the deleted one (now line delIdx + 1), naming the missing position.
-    const missing = records[delIdx].position;
+    const missing = records[delIdx]!.position!;
     expectExit(r3, 1);
     expect(r3.stdout).toMatch(new RegExp(`gap: positions ${missing}\\.\\.${missing} missing`));
-    expect(r3.stdout).toMatch(new RegExp(`line ${delIdx + 1}: .*position ${records[delIdx + 1].position}\\b`));
+    expect(r3.stdout).toMatch(new RegExp(`line ${delIdx + 1}: .*position ${records[delIdx + 1]!.position!}\\b`));
   });
 
   it('a signature value whose last character was changed does not verify', async () => {
@@ -178,7 +177,7 @@ describe('chats export | verify', () => {
     const t = [...ls];
     t[idx] = changeChar(ls[idx]!, valueEnd, B64URL, (i) => i ^ 1);
     const r = await cli.run(['verify', variant('t4.jsonl', t.join('\n') + '\n'), '--jwks', jwksFile]);
-    expectReported(r, idx + 1, records[idx].position, /signature/i);
+    expectReported(r, idx + 1, records[idx]!.position!, /signature/i);
   });
 
   it('verify usage errors exit 2 (no --jwks, a file that is not a JWKS)', async () => {
@@ -222,7 +221,7 @@ describe('chats export | verify', () => {
     const records: Rec[] = lines(fs.readFileSync(spanFile, 'utf8')).map((l) => JSON.parse(l));
     const kids = new Set(records.filter((r) => r.wrapper?.type === 'chat.message').map((r) => messageOf(r).signature.kid));
     // Checkpoints are signed with the key active when the export ran.
-    expect(new Set(records.filter((r) => r.checkpoint).map((r) => r.checkpoint.signature.kid))).toEqual(new Set([third.kid]));
+    expect(new Set(records.filter((r) => r.checkpoint).map((r) => r.checkpoint!.signature.kid))).toEqual(new Set([third.kid]));
     expect(kids).toEqual(new Set([oldKid, newKid]));
 
     const [good, stale] = await Promise.all([
@@ -232,6 +231,6 @@ describe('chats export | verify', () => {
     expect(expectExit(good, 0).stdout).toMatch(/\b0 problems\b/);
     // The pre-rotation JWKS does not know the new kid: that message is named.
     const newIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message' && messageOf(r).signature.kid === newKid);
-    expectReported(stale, newIdx + 1, records[newIdx].position, /kid/);
+    expectReported(stale, newIdx + 1, records[newIdx]!.position!, /kid/);
   });
 });

@@ -5,13 +5,16 @@
 
 import { createHash, createPublicKey, verify as cryptoVerify } from 'node:crypto';
 import type { MethodResults } from '../../src/shared/methods.js';
-import type { Agent, Chat, ChatMessage, ChatReceipt, StoredRecord, WriterFence } from '../../src/shared/types.js';
+import type { Agent, Chat, ChatMessage, Checkpoint, ChatReceipt, StoredRecord, WriterFence } from '../../src/shared/types.js';
 import { WireClient, type WireError, type WireResponse } from './wire-client.mjs';
 
 export { WireClient, WireCallError, seenErrors, type WireError, type WireErrorData, type WireNotification, type WireResponse } from './wire-client.mjs';
 
 /** The result type of method `M` (the contract's, for wire answers and the CLI's --json output). */
 export type Result<M extends keyof MethodResults> = MethodResults[M];
+
+/** One line of a chat export (`yello chats export`): a stored record, or a checkpoint of the records before it. */
+export type ExportLine = Partial<StoredRecord> & { checkpoint?: Checkpoint };
 
 /** A raw wire connection whose results carry the contract's types. */
 export type Wire = WireClient<MethodResults>;
@@ -43,24 +46,24 @@ export function ok<T>(resp: WireResponse<T>, what = 'call'): T {
 // ---------------------------------------------------------------------------------------------
 // The parts of a stored record (§5), each failing loudly on a record of another type, or none.
 
-function partOf<K extends 'chat.message' | 'chat.receipt' | 'chat.writer-fence'>(r: StoredRecord | undefined, type: K): Extract<StoredRecord['wrapper'], { type: K }> {
+function partOf<K extends 'chat.message' | 'chat.receipt' | 'chat.writer-fence'>(r: Partial<StoredRecord> | undefined, type: K): Extract<StoredRecord['wrapper'], { type: K }> {
   if (r === undefined) throw new Error(`expected a ${type} record, got none`);
   if (r.wrapper?.type !== type) throw new Error(`${r.streamId}@${r.generation}#${r.position} is a ${String(r.wrapper?.type)}, not a ${type}`);
   return r.wrapper as Extract<StoredRecord['wrapper'], { type: K }>;
 }
 
 /** `wrapper.message` of a stored chat.message record. */
-export function messageOf(r: StoredRecord | undefined): ChatMessage {
+export function messageOf(r: Partial<StoredRecord> | undefined): ChatMessage {
   return partOf(r, 'chat.message').message;
 }
 
 /** `wrapper.receipt` of a stored chat.receipt record. */
-export function receiptOf(r: StoredRecord | undefined): ChatReceipt {
+export function receiptOf(r: Partial<StoredRecord> | undefined): ChatReceipt {
   return partOf(r, 'chat.receipt').receipt;
 }
 
 /** `wrapper.fence` of a stored writer fence. */
-export function fenceOf(r: StoredRecord | undefined): WriterFence {
+export function fenceOf(r: Partial<StoredRecord> | undefined): WriterFence {
   return partOf(r, 'chat.writer-fence').fence;
 }
 

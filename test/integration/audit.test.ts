@@ -9,10 +9,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, uniq, type Wire } from '../helpers/wire-fixtures.js';
+import { ok, uniq, type Wire, type WireResponse } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
 
 const MiB = 1_048_576;
 const MAX_CONNECTIONS = 12;
@@ -23,21 +21,24 @@ let admin: Wire;
 /** Every secret the log must never hold: tokens of all kinds and message contents. */
 const secrets: string[] = [];
 
-const auditLines = (event: string): any[] => daemon.logs().filter((l) => l.audit === event);
+/** A parsed log line of the daemon (pino JSON). */
+type LogLine = Record<string, unknown>;
+
+const auditLines = (event: string): LogLine[] => daemon.logs().filter((l) => l.audit === event);
 
 /** Lines of `event`, once at least `n` of them have reached the daemon's stdout. */
-async function awaitAudit(event: string, n = 1, from = () => daemon): Promise<any[]> {
+async function awaitAudit(event: string, n = 1, from = () => daemon): Promise<LogLine[]> {
   await waitFor(() => from().logs().filter((l) => l.audit === event).length >= n, `${n} audit line(s) ${event}`, 5_000).catch(() => undefined);
   return from().logs().filter((l) => l.audit === event);
 }
 
 /** The one audit line of `event` whose fields include `match`. */
-async function expectAudit(event: string, match: Record<string, unknown>): Promise<any> {
+async function expectAudit(event: string, match: Record<string, unknown>): Promise<LogLine> {
   const matching = () => auditLines(event).filter((l) => Object.entries(match).every(([k, v]) => l[k] === v));
   await waitFor(() => matching().length > 0, `audit ${event}`, 5_000).catch(() => undefined);
   const lines = matching();
   expect(lines, `audit ${event} ${JSON.stringify(match)} in ${JSON.stringify(auditLines(event))}`).toHaveLength(1);
-  const line = lines[0];
+  const line = lines[0]!;
   expect(typeof line.conn, 'the connection id').toBe('number');
   return line;
 }
@@ -122,14 +123,14 @@ describe('security events', () => {
     }
     const limited = await awaitAudit('rate-limited');
     expect(limited, 'the second RATE_LIMITED of the burst is counted, not logged').toHaveLength(1);
-    expect(limited[0]).toMatchObject({ level: 40, method: 'session.hello', conn: failed[0].conn, count: 1, role: null, agentId: null });
-    expect(limited[0].retryAfterMs).toEqual(expect.any(Number));
+    expect(limited[0]).toMatchObject({ level: 40, method: 'session.hello', conn: failed[0]!.conn, count: 1, role: null, agentId: null });
+    expect(limited[0]!.retryAfterMs).toEqual(expect.any(Number));
     c.close();
   });
 
   it('a connection refused at the cap is logged', async () => {
     const held: net.Socket[] = [];
-    let refusedLine: any = null;
+    let refusedLine: WireResponse | null = null;
     try {
       for (let i = 0; i < MAX_CONNECTIONS + 2 && !refusedLine; i++) {
         const s = net.connect(daemon.socketPath);
@@ -147,7 +148,7 @@ describe('security events', () => {
             resolve(d);
           });
         });
-        if (line) refusedLine = JSON.parse(line);
+        if (line) refusedLine = JSON.parse(line) as WireResponse;
       }
     } finally {
       for (const s of held) s.destroy();
@@ -194,8 +195,8 @@ describe('security events', () => {
     await closed;
     expect(l).toHaveLength(1);
     expect(l[0]).toMatchObject({ level: 40, reason: 'UNSENT_OUTPUT', limit: MAX_UNSENT, role: 'agent', agentId: dave.id });
-    expect(l[0].unsentBytes).toBeGreaterThan(MAX_UNSENT);
-    expect(l[0].socketInode).toEqual(expect.any(Number));
+    expect(l[0]!.unsentBytes).toBeGreaterThan(MAX_UNSENT);
+    expect(l[0]!.socketInode).toEqual(expect.any(Number));
     // Nobody else noticed.
     ok(await admin.call('daemon.status', {}));
   });
@@ -261,7 +262,7 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
     expect(counts.refused ?? 0).toBeGreaterThan(0);
     const l = await awaitAudit('connection.refused', 1, () => small);
     expect(l[0]).toMatchObject({ level: 40, reason: 'FILE_DESCRIPTORS', fdLimit: limit, count: 1 });
-    expect(l[0].fd).toEqual(expect.any(Number));
+    expect(l[0]!.fd).toEqual(expect.any(Number));
     // The daemon itself carries on, and once the clients left, connections are accepted again.
     ok(await keeper.call('daemon.status', {}));
     await waitFor(async () => {

@@ -5,7 +5,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { type Wire, connectAs, createAgent, ok, messageOf, receiptOf, fenceOf } from '../helpers/wire-fixtures.js';
+import { type Wire, connectAs, createAgent, ok, messageOf, receiptOf, fenceOf, type WireNotification } from '../helpers/wire-fixtures.js';
 import { followPaused, batchesOf, expectContiguous, expectError, messages, reached, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 /** Waits until subscription `sub` on `client` delivered both streams up to the writers' heads. */
-async function waitCaughtUp(client: { notifications: any[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
+async function waitCaughtUp(client: { notifications: WireNotification[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
   await waitFor(
     () => {
       const b = batchesOf(client, sub);
@@ -242,7 +242,7 @@ describe('chats.follow', () => {
       await prober;
 
       const fastBatches = batchesOf(fast, fastSub.subscriptionId);
-      const bytes = fastBatches.reduce((s, b) => s + b.records.reduce((t: number, r: any) => t + (r.wrapper.message?.content.length ?? 0), 0), 0);
+      const bytes = fastBatches.reduce((s, b) => s + b.records.reduce((t, r) => t + (r.wrapper.type === 'chat.message' ? r.wrapper.message.content.length : 0), 0), 0);
       expect(bytes).toBeGreaterThan(19_000_000);
       expectContiguous(fastBatches, c.streamA, '1', starts.a, c.wa.next, 'fast A');
       expectContiguous(fastBatches, c.streamB, '1', starts.b, c.wb.next, 'fast B');

@@ -3,8 +3,9 @@
 // continuity breaks after reset and trim.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StoredRecord } from '../../src/shared/types.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { type Wire, connectAs, createAgent, ok, readAll, messageOf } from '../helpers/wire-fixtures.js';
+import { type Wire, connectAs, createAgent, ok, readAll, messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { batchesOf, expectContiguous, expectError, receipt, recKey, reconnectChat, reached, setupChat, streamState, transcriptCompare, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -13,19 +14,19 @@ let admin: Wire;
 /** A chat whose two sides wrote concurrently, so timestamps collide. */
 let main: ReadingChat;
 /** Its transcript, computed independently from streams.read. */
-let expected: any[];
+let expected: StoredRecord[];
 /** Rounds in which both authors got the same createdAt. */
 let crossTies = 0;
 
 /** Every chat.message of both streams, in transcript order. */
-async function transcript(c: ReadingChat): Promise<any[]> {
+async function transcript(c: ReadingChat): Promise<StoredRecord[]> {
   const all = [...(await readAll(admin, c.streamA)), ...(await readAll(admin, c.streamB))];
   return all.filter((r) => r.wrapper.type === 'chat.message').sort(transcriptCompare);
 }
 
 /** Pages through chats.history from a first call; returns the pages. */
-async function pageAll(client: Wire, params: Record<string, unknown>, between?: () => Promise<void>): Promise<any[]> {
-  const pages: any[] = [];
+async function pageAll(client: Wire, params: Record<string, unknown>, between?: () => Promise<void>): Promise<Result<'chats.history'>[]> {
+  const pages: Result<'chats.history'>[] = [];
   let r = ok(await client.call('chats.history', params), 'chats.history');
   pages.push(r);
   for (let i = 0; r.nextCursor !== null && i < 1000; i++) {
@@ -33,7 +34,7 @@ async function pageAll(client: Wire, params: Record<string, unknown>, between?: 
     r = ok(await client.call('chats.history', { chatId: params.chatId, cursor: r.nextCursor, limit: params.limit }), 'chats.history page');
     pages.push(r);
   }
-  expect(pages.at(-1).nextCursor).toBeNull();
+  expect(pages.at(-1)!.nextCursor).toBeNull();
   return pages;
 }
 
@@ -51,7 +52,7 @@ beforeAll(async () => {
   // Each round sends both appends at the same instant, so the daemon signs them back to back
   // and now and then within one millisecond. First a few 5-message operations (one operation
   // spans positions 6..10 under one timestamp), then small ones until enough ties were seen.
-  const stampsOf = (r: any): string[] => r.records.map((x: any) => messageOf(x).signature.createdAt);
+  const stampsOf = (r: Result<'streams.append'>): string[] => r.records.map((x) => messageOf(x).signature.createdAt);
   for (let i = 0; i < 4; i++) await Promise.all([main.wa.send(`a5-${i}`, 5), main.wb.send(`b5-${i}`, 5)]);
   const until = Date.now() + 10_000;
   for (let i = 0; (i < 100 || crossTies < 5) && i < 1500 && Date.now() < until; i++) {
@@ -83,7 +84,7 @@ describe('chats.history order', () => {
     const r = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, direction: 'forward', limit: 500 }));
     expect(r.nextCursor).toBeNull();
     expect(typeof r.liveCursor).toBe('string');
-    expect(r.entries.every((e: any) => e.wrapper.type === 'chat.message')).toBe(true);
+    expect(r.entries.every((e) => e.wrapper.type === 'chat.message')).toBe(true);
     expect(r.entries.map(recKey)).toEqual(expected.map(recKey));
     // Full stored records.
     expect(r.entries[0]).toMatchObject({ streamId: expect.any(String), generation: '1', position: expect.any(String), wrapper: { version: 2, chatId: main.chatId } });
@@ -106,7 +107,7 @@ describe('chats.history order', () => {
 
   it('pages forward from the oldest entry with nextCursor covering everything exactly once', async () => {
     const pages = await pageAll(main.bob.client, { chatId: main.chatId, direction: 'forward', limit: 37 });
-    expect(pages[0].entries.map(recKey)).toEqual(expected.slice(0, 37).map(recKey));
+    expect(pages[0]!.entries.map(recKey)).toEqual(expected.slice(0, 37).map(recKey));
     expect(pages.flatMap((p) => p.entries.map(recKey))).toEqual(expected.map(recKey));
   });
 
@@ -152,7 +153,7 @@ describe('chats.history snapshot and hand-off', () => {
       try {
         const subs = [];
         for (const p of [pages[0], pages.at(-1)]) {
-          subs.push(ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: p.liveCursor })));
+          subs.push(ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: p!.liveCursor })));
         }
         await c.wb.append([receipt(c.streamA, '1', heads.a, ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0', limit: Number(heads.a) })).batchId)]);
         await c.wa.send('after-follow', 2);
@@ -238,19 +239,20 @@ describe('chats.history across restart, reset and trim', () => {
   it('answers an old cursor with CONTINUITY_BREAK GENERATION_CHANGED after streams.reset of one stream', async () => {
     const c = await setupChat(daemon, admin);
     await Promise.all([c.wa.send('a', 10), c.wb.send('b', 10)]);
+    const cursors: Record<string, string | null> = {};
     for (const direction of ['forward', 'backward']) {
       const r = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction, limit: 5 }));
       expect(r.nextCursor).toEqual(expect.any(String));
-      (c as any)[direction] = r.nextCursor;
+      cursors[direction] = r.nextCursor;
     }
     ok(await admin.call('streams.reset', { streamId: c.streamA, reason: 'test reset' }));
     for (const direction of ['forward', 'backward']) {
-      const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: (c as any)[direction] }), 'CONTINUITY_BREAK', direction);
+      const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: cursors[direction] }), 'CONTINUITY_BREAK', direction);
       expect(data).toMatchObject({ reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
     }
     // A new snapshot starts over on the new generation.
     const fresh = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, limit: 500 }));
-    expect(fresh.entries.every((e: any) => e.streamId === c.streamB)).toBe(true);
+    expect(fresh.entries.every((e) => e.streamId === c.streamB)).toBe(true);
     expect(fresh.entries).toHaveLength(10);
   });
 

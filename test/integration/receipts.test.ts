@@ -4,8 +4,9 @@
 // as one operation, also across SIGKILL.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChatReceipt, StoredRecord } from '../../src/shared/types.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { type Wire, connectAs, ok, readAll, uniq, receiptOf } from '../helpers/wire-fixtures.js';
+import { type Wire, connectAs, ok, readAll, uniq, receiptOf, type Result } from '../helpers/wire-fixtures.js';
 import { StreamWriter, batchesOf, expectError, messages, receipt, setupChat, streamState, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -22,7 +23,7 @@ afterAll(async () => {
 });
 
 /** bob reads alice's stream from `from` (limit optional) and returns the batch. */
-async function bobReads(c: ReadingChat, from: string, limit?: number): Promise<any> {
+async function bobReads(c: ReadingChat, from: string, limit?: number): Promise<Result<'streams.read'>> {
   const params: Record<string, unknown> = { streamId: c.streamA, generation: '1', fromPosition: from };
   if (limit !== undefined) params.limit = limit;
   return ok(await c.bob.client.call('streams.read', params), 'streams.read');
@@ -200,7 +201,7 @@ describe('receipts', () => {
     expect(res.records).toHaveLength(2);
 
     const stored = ok(await admin.call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: before }));
-    expect(stored.records.map((r: any) => [r.position, r.wrapper.operationId, r.wrapper.recordIndex, r.wrapper.type])).toEqual([
+    expect(stored.records.map((r) => [r.position, r.wrapper.operationId, r.wrapper.recordIndex, r.wrapper.type])).toEqual([
       [before, operationId, 0, 'chat.message'],
       [(BigInt(before) + 1n).toString(), operationId, 1, 'chat.receipt'],
     ]);
@@ -321,28 +322,28 @@ describe('receipt atomicity under SIGKILL', () => {
         );
       }
       // Group bob's records by operation: every operation whole, in order, at consecutive positions.
-      const byOp = new Map<string, any[]>();
+      const byOp = new Map<string, StoredRecord[]>();
       for (const r of bRecords) {
         const list = byOp.get(r.wrapper.operationId) ?? [];
         list.push(r);
         byOp.set(r.wrapper.operationId, list);
       }
-      let lastReceipt: any = null;
+      let lastReceipt: ChatReceipt | null = null;
       for (const [opId, recs] of byOp) {
-        if (recs[0].wrapper.type === 'chat.writer-fence') continue;
+        if (recs[0]!.wrapper.type === 'chat.writer-fence') continue;
         const sent = l.bobOps.get(opId);
         expect(sent, `${label} stray operation ${opId}`).toBeDefined();
         expect(recs.length, `${label} ${opId} records present`).toBe(sent);
         recs.forEach((r, i) => {
           expect(r.wrapper.recordIndex, `${label} ${opId}`).toBe(i);
-          expect(BigInt(r.position) - BigInt(recs[0].position)).toBe(BigInt(i));
+          expect(BigInt(r.position) - BigInt(recs[0]!.position)).toBe(BigInt(i));
         });
         // Every receipt's operation holds its reply messages; the receipt is last.
         expect(recs.slice(0, -1).every((r) => r.wrapper.type === 'chat.message'), `${label} ${opId} messages`).toBe(true);
-        expect(recs.at(-1).wrapper.type, `${label} ${opId} receipt`).toBe('chat.receipt');
+        expect(recs.at(-1)!.wrapper.type, `${label} ${opId} receipt`).toBe('chat.receipt');
         lastReceipt = receiptOf(recs.at(-1));
         const op = ok(await admin.call('operations.get', { streamId: l.chat.streamB, operationId: opId }));
-        expect(op, `${label} ${opId}`).toMatchObject({ state: 'committed', firstPosition: recs[0].position, nextPosition: (BigInt(recs.at(-1).position) + 1n).toString() });
+        expect(op, `${label} ${opId}`).toMatchObject({ state: 'committed', firstPosition: recs[0]!.position, nextPosition: (BigInt(recs.at(-1)!.position) + 1n).toString() });
       }
       // Every acknowledged operation survived.
       for (const opId of l.ackedOps) expect(byOp.has(opId), `${label} acked ${opId} lost`).toBe(true);
@@ -352,16 +353,16 @@ describe('receipt atomicity under SIGKILL', () => {
         expect(ok(await admin.call('operations.get', { streamId: l.chat.streamB, operationId: opId })).state, `${label} ${opId}`).toBe('unknown');
       }
       // Alice's operations are whole too.
-      const aOps = new Map<string, any[]>();
+      const aOps = new Map<string, StoredRecord[]>();
       for (const r of aRecords) aOps.set(r.wrapper.operationId, [...(aOps.get(r.wrapper.operationId) ?? []), r]);
       for (const [opId, recs] of aOps) {
-        if (recs[0].wrapper.type === 'chat.writer-fence') continue;
+        if (recs[0]!.wrapper.type === 'chat.writer-fence') continue;
         expect(recs.length, `${label} alice ${opId} records present`).toBe(l.aliceOps.get(opId));
         expect(recs.map((r) => r.wrapper.recordIndex), `${label} alice ${opId}`).toEqual(recs.map((_, i) => i));
       }
       // acknowledged matches the last committed receipt.
       expect(lastReceipt, `${label} at least one receipt survived`).not.toBeNull();
-      expect((await streamState(admin, l.chat.streamA)).acknowledged, label).toEqual({ generation: '1', nextPosition: lastReceipt.nextPosition });
+      expect((await streamState(admin, l.chat.streamA)).acknowledged, label).toEqual({ generation: '1', nextPosition: lastReceipt!.nextPosition });
     }
   }, 60_000);
 });

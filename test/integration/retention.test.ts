@@ -50,7 +50,7 @@ describe('streams.trim', () => {
       expect(data).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, expected: from, actual: '8' });
     }
     const rest = ok(await read(c.bob.client, c.streamA, '1', '8'));
-    expect(rest.records.map((r: any) => r.position)).toEqual(['8', '9', '10']);
+    expect(rest.records.map((r) => r.position)).toEqual(['8', '9', '10']);
     expect(rest.sealed).toBe(false);
     // Above nextPosition is a parameter error, not a break.
     expectError(await read(c.bob.client, c.streamA, '1', '12'), 'INVALID_PARAMS', 'above nextPosition');
@@ -142,7 +142,7 @@ describe('streams.reset', () => {
       // Generation 1 stays readable, sealed; at its end too, and a long poll there does not wait.
       const old = ok(await read(c.bob.client, c.streamA, '1', '0'));
       expect(old).toMatchObject({ generation: '1', fromPosition: '0', nextPosition: oldEnd, sealed: true });
-      expect(old.records.map((r: any) => r.wrapper.type)).toEqual(['chat.writer-fence', ...Array(5).fill('chat.message')]);
+      expect(old.records.map((r) => r.wrapper.type)).toEqual(['chat.writer-fence', ...Array(5).fill('chat.message')]);
       const t0 = Date.now();
       const atEnd = ok(await read(c.bob.client, c.streamA, '1', oldEnd, { waitMs: 5_000 }));
       expect(atEnd).toMatchObject({ records: [], nextPosition: oldEnd, sealed: true });
@@ -171,7 +171,7 @@ describe('streams.reset', () => {
       const res = await w2.send('g2', 1);
       expect(res).toMatchObject({ generation: '2', firstPosition: '1', nextPosition: '2' });
       const g2 = ok(await read(c.bob.client, c.streamA, '2', '0'));
-      expect(g2.records.map((r: any) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message']);
+      expect(g2.records.map((r) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message']);
     } finally {
       follower.close();
     }

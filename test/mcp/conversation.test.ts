@@ -8,7 +8,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readStream } from '../helpers/client-fixtures.js';
-import { McpWorld, text } from './mcp-fixtures.js';
+import { McpWorld, text, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
@@ -37,7 +37,7 @@ describe('yello mcp: a conversation between two agents', () => {
     const sent = await alice.ok('send', { chatId: chat.chatId, text: 'hello bob' });
     expect(sent).toMatchObject({ chatId: chat.chatId, streamId: chat.alice.streamId, acknowledged: null });
 
-    const first = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })).batch;
+    const first = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(first).toMatchObject({ streamId: chat.alice.streamId, generation: '1', fromPosition: '0' });
     expect(messagesOf(first)).toEqual(['hello bob']);
     // Not acknowledged: the same batch again, flagged as repeated.
@@ -60,7 +60,7 @@ describe('yello mcp: a conversation between two agents', () => {
 
     // Alice hears about it (a logging notification), reads it, acknowledges it.
     await waitFor(() => alice.notifications.some((n) => n.method === 'notifications/message' && n.params.data?.event === 'peer-wrote' && n.params.data.chatId === chat.chatId), 'peer-wrote notification', 10_000);
-    const toAlice = (await alice.ok('read_new', { chatId: chat.chatId })).batch;
+    const toAlice = presentedBatch(await alice.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(toAlice)).toEqual(['hi alice']);
     expect(toAlice.records.find((r: { type: string }) => r.type === 'receipt')).toMatchObject({ authorAgentId: chat.bob.id, acknowledgedBefore: first.nextPosition });
     const ack = await alice.ok('acknowledge', { chatId: chat.chatId, batchId: toAlice.batchId });
@@ -77,7 +77,7 @@ describe('yello mcp: a conversation between two agents', () => {
     for (const t of ['one', 'two', 'three']) await alice.ok('send', { chatId: chat.chatId, text: t });
 
     const bob1 = await world.serve(chat.bobToken);
-    const b1 = (await bob1.ok('read_new', { chatId: chat.chatId })).batch;
+    const b1 = presentedBatch(await bob1.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(b1)).toEqual(['one', 'two', 'three']);
     await bob1.ok('acknowledge', { chatId: chat.chatId, batchId: b1.batchId });
     for (const t of ['four', 'five']) await alice.ok('send', { chatId: chat.chatId, text: t });
@@ -93,7 +93,7 @@ describe('yello mcp: a conversation between two agents', () => {
     const opened = await bob2.ok('open_chat', { peer: chat.alice.username });
     expect(opened.session.next).toEqual({ generation: '1', position: b1.nextPosition });
     expect(opened.pendingRecords).toBe(2);
-    const b2 = (await bob2.ok('read_new', { chatId: chat.chatId })).batch;
+    const b2 = presentedBatch(await bob2.ok('read_new', { chatId: chat.chatId }));
     expect(b2.fromPosition).toBe(b1.nextPosition);
     expect(messagesOf(b2)).toEqual(['four', 'five']);
   });
@@ -122,7 +122,7 @@ describe('yello mcp: a conversation between two agents', () => {
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'Shall we verify this? ✓ «unicode» and\nnew lines' });
     for (let turn = 0; turn < 3; turn++) {
-      const toBob = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })).batch;
+      const toBob = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
       await bob.ok('send', { chatId: chat.chatId, text: `bob turn ${turn}`, acknowledge: true });
       const toAlice = await waitFor(async () => (await alice.ok('read_new', { chatId: chat.chatId })).batch, 'bob reply', 10_000);
       expect(messagesOf(toAlice)).toContain(`bob turn ${turn}`);

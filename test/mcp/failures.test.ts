@@ -4,8 +4,9 @@
 // peer stream. Each is checked against the daemon's own state.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
 import { freeze, messageContents, readStream, thaw } from '../helpers/client-fixtures.js';
-import { McpWorld, type McpAgent } from './mcp-fixtures.js';
+import { McpWorld, type McpAgent, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
@@ -24,10 +25,10 @@ afterAll(async () => {
 const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) => batch.records.filter((r) => r.type === 'message').map((r) => r.content);
 
 /** Polls a tool until it succeeds (a daemon coming back); returns its structured content. */
-async function eventually(agent: McpAgent, tool: string, args: Record<string, unknown>, what: string): Promise<any> {
+async function eventually<T extends ToolName>(agent: McpAgent, tool: T, args: Record<string, unknown>, what: string): Promise<ToolOutput<T>> {
   return waitFor(async () => {
     const r = await agent.call(tool, args);
-    return r.isError ? null : r.structuredContent;
+    return r.isError ? null : (r.structuredContent as ToolOutput<T>);
   }, what, 20_000, 100);
 }
 
@@ -39,7 +40,7 @@ describe('yello mcp across a daemon restart', () => {
     await alice.ok('open_chat', { peer: chat.bob.username });
     await bob.ok('open_chat', { peer: chat.alice.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the restart' });
-    const before = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const before = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(before)).toEqual(['before the restart']);
 
     await world.daemon.restart();
@@ -48,7 +49,7 @@ describe('yello mcp across a daemon restart', () => {
     // The presented batch survives the restart (batch ids do), and so do the claims.
     const sent = await alice.ok('send', { chatId: chat.chatId, text: 'after the restart' });
     await bob.ok('acknowledge', { chatId: chat.chatId, batchId: before.batchId });
-    const after = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })).batch;
+    const after = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(messagesOf(after)).toEqual(['after the restart']);
     expect(after.fromPosition).toBe(before.nextPosition);
     await bob.ok('send', { chatId: chat.chatId, text: 'got it', acknowledge: true });
@@ -87,7 +88,7 @@ describe('yello mcp: one writer per agent and chat', () => {
 
     await third.ok('send', { chatId: chat.chatId, text: 'from the third server' });
     expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['from the first server', 'from the third server']);
-    const toBob = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const toBob = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(toBob)).toEqual(['from the first server', 'from the third server']);
   });
 });
@@ -148,7 +149,7 @@ describe('yello mcp: appends of unknown outcome', () => {
     const bob = await world.serve(chat.bobToken, ['--call-timeout-ms', '1500']);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'please acknowledge' });
-    const batch = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const batch = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     freeze(world.daemon);
     let uncertain;
     try {
@@ -170,7 +171,7 @@ describe('yello mcp: continuity breaks', () => {
     const bob = await world.serve(chat.bobToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the reset' });
-    const presented = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const presented = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(presented)).toEqual(['before the reset']);
 
     await world.admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'test: rewrite history' });
@@ -202,7 +203,7 @@ describe('yello mcp: continuity breaks', () => {
     await alice2.ok('open_chat', { peer: chat.bob.username });
     await alice2.ok('send', { chatId: chat.chatId, text: 'in generation 2' });
     const bob3 = await world.serve(chat.bobToken, ['--replace', '--resume-after-break']);
-    const next = (await bob3.ok('read_new', { chatId: chat.chatId })).batch;
+    const next = presentedBatch(await bob3.ok('read_new', { chatId: chat.chatId }));
     expect(next).toMatchObject({ generation: '2', fromPosition: '0' });
     expect(messagesOf(next)).toEqual(['in generation 2']);
     await bob3.ok('send', { chatId: chat.chatId, text: 'continuing', acknowledge: true });

@@ -13,7 +13,7 @@ import { paramSchemas } from '../../src/shared/schemas.js';
 import { createChat } from '../helpers/client-fixtures.js';
 import { cliEnv, yelloBin } from '../helpers/cli-runner.js';
 import { repoRoot } from '../helpers/daemon-process.js';
-import { McpWorld, tokenFile, type McpAgent } from './mcp-fixtures.js';
+import { McpWorld, tokenFile, type McpAgent, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
@@ -117,7 +117,7 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     await reject(alice, 'send', { chatId: 'chat_missing', text: 'x' });
 
     // read_new
-    const batch = (await bob.ok('read_new', { chatId, limit: 10, maxBytes: 100_000, waitMs: 0 })).batch;
+    const batch = presentedBatch(await bob.ok('read_new', { chatId, limit: 10, maxBytes: 100_000, waitMs: 0 }));
     expect(batch.records.map((r: { type: string }) => r.type)).toEqual(['fence', 'message']);
     await reject(bob, 'read_new', { chatId: 'bad id!' });
     await reject(bob, 'read_new', { chatId, limit: 0 });

@@ -18,11 +18,11 @@ let daemon: DaemonProcess;
 let admin: Wire;
 let chat: ReadingChat;
 
-const bytesOf = (records: any[]): number => records.reduce((n, r) => n + Buffer.byteLength(JSON.stringify(r)), 0);
+const bytesOf = (records: unknown[]): number => records.reduce<number>((n, r) => n + Buffer.byteLength(JSON.stringify(r)), 0);
 
 /** Pages `chats.history` to the end; returns the pages. */
-async function pageAll(client: Wire, chatId: string, direction: 'forward' | 'backward', between?: () => Promise<void>): Promise<any[]> {
-  const pages: any[] = [];
+async function pageAll(client: Wire, chatId: string, direction: 'forward' | 'backward', between?: () => Promise<void>): Promise<Result<'chats.history'>[]> {
+  const pages: Result<'chats.history'>[] = [];
   let cursor: string | undefined;
   for (let i = 0; i < 1_000; i++) {
     const params = cursor === undefined ? { chatId, limit: 500, direction } : { chatId, limit: 500, cursor };
@@ -74,7 +74,7 @@ describe('chats.history cut by bytes', () => {
       expect(seen, 'every message of the snapshot exactly once, in order').toEqual(all.map(recKey));
       // The live cursor of the snapshot continues exactly after it: the late message comes next.
       const follower = await daemon.connectAs(chat.bob.token);
-      const sub = ok(await follower.call('chats.follow', { chatId: chat.chatId, cursor: pages[0].liveCursor }), 'chats.follow');
+      const sub = ok(await follower.call('chats.follow', { chatId: chat.chatId, cursor: pages[0]!.liveCursor }), 'chats.follow');
       const delivered = () => batchesOf(follower, sub.subscriptionId).flatMap((b) => b.records);
       // Not failing on a timeout: the assertion below says what arrived instead.
       await waitFor(() => delivered().some((r) => r.wrapper.type === 'chat.message' && messageOf(r).content.startsWith('late')), 'the late message', 10_000, 20).catch(() => undefined);
