@@ -33,6 +33,10 @@ export class WireCallError extends Error {
   }
 }
 
+function requestLine(id, method, params) {
+  return (params === undefined ? JSON.stringify({ jsonrpc: '2.0', id, method }) : JSON.stringify({ jsonrpc: '2.0', id, method, params })) + '\n';
+}
+
 export class WireClient extends EventEmitter {
   /** Notifications received, in arrival order (kept only with `keep`). */
   notifications = [];
@@ -125,15 +129,13 @@ export class WireClient extends EventEmitter {
   /** Sends a request and resolves with the full response ({result} or {error}). */
   call(method, params, timeoutMs = DEFAULT_TIMEOUT_MS) {
     const id = this.#nextId++;
-    const line = params === undefined ? JSON.stringify({ jsonrpc: '2.0', id, method }) : JSON.stringify({ jsonrpc: '2.0', id, method, params });
-    return this.callRaw(id, line + '\n', timeoutMs, method);
+    return this.#send(id, requestLine(id, method, params), timeoutMs, method, false);
   }
 
   /** Sends a request and resolves with its result; rejects with a WireCallError on an error answer. */
-  async request(method, params, timeoutMs = DEFAULT_TIMEOUT_MS) {
-    const r = await this.call(method, params, timeoutMs);
-    if (r.error) throw new WireCallError(method, r.error);
-    return r.result;
+  request(method, params, timeoutMs = DEFAULT_TIMEOUT_MS) {
+    const id = this.#nextId++;
+    return this.#send(id, requestLine(id, method, params), timeoutMs, method, true);
   }
 
   /**
@@ -141,6 +143,11 @@ export class WireClient extends EventEmitter {
    * response carrying `id`. For oversize and hand-escaped requests.
    */
   callRaw(id, line, timeoutMs = DEFAULT_TIMEOUT_MS, method = '(raw)') {
+    return this.#send(id, line, timeoutMs, method, false);
+  }
+
+  /** `unwrap`: settle with the result or a WireCallError instead of the whole response. */
+  #send(id, line, timeoutMs, method, unwrap) {
     return new Promise((resolve, reject) => {
       if (this.isClosed) {
         reject(new Error('connection closed'));
@@ -150,7 +157,7 @@ export class WireClient extends EventEmitter {
         this.#pending.delete(id);
         reject(new Error(`no response to ${method} (id ${String(id)}) within ${timeoutMs} ms`));
       }, timeoutMs);
-      this.#pending.set(id, { resolve, reject, timer, method });
+      this.#pending.set(id, { resolve, reject, timer, method, unwrap });
       this.socket.write(line);
     });
   }
@@ -226,12 +233,15 @@ export class WireClient extends EventEmitter {
     this.bytesReceived += chunk.length;
     this.#buffer += this.#decoder.write(chunk);
     let nl;
-    while ((nl = this.#buffer.indexOf('\n')) >= 0) {
-      const line = this.#buffer.slice(0, nl);
-      this.#buffer = this.#buffer.slice(nl + 1);
-      if (line.trim() === '') continue;
+    let start = 0;
+    while ((nl = this.#buffer.indexOf('\n', start)) >= 0) {
+      const line = this.#buffer.slice(start, nl);
+      start = nl + 1;
+      // Blank lines carry nothing; trim only what might be one (it copies the line).
+      if (line.length === 0 || (line.charCodeAt(0) <= 32 && line.trim() === '')) continue;
       this.#onLine(line);
     }
+    if (start > 0) this.#buffer = this.#buffer.slice(start);
   }
 
   #onLine(line) {
@@ -270,7 +280,9 @@ export class WireClient extends EventEmitter {
       // Synchronously, before the caller's promise settles: a listener can still pause the
       // socket before anything after this response is read.
       this.emit('response', msg);
-      p.resolve(msg);
+      if (!p.unwrap) p.resolve(msg);
+      else if (msg.error) p.reject(new WireCallError(p.method, msg.error));
+      else p.resolve(msg.result);
       return;
     }
     this.#recordError(msg, '(orphan)');
