@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
+import { Cli, expectExit, oneLineErrorProblems, writeTokenFile, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { claim, createPair, ok, readAll, uniq, type Wire, messageOf, type Result } from '../helpers/wire-fixtures.js';
 

@@ -3,23 +3,13 @@
 // long backlog with a seamless switch to live, exact resume from any batch's cursor, limits,
 // and a reader that never reads its socket not holding anyone else up.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { type Wire, connectAs, createAgent, ok, messageOf, receiptOf, fenceOf, type WireNotification } from '../helpers/wire-fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { connectAs, createAgent, ok, messageOf, receiptOf, fenceOf, type WireNotification } from '../helpers/wire-fixtures.js';
 import { followPaused, batchesOf, expectContiguous, expectError, messages, reached, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: Wire;
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
+const { daemon, admin } = useDaemon();
 
 /** Waits until subscription `sub` on `client` delivered both streams up to the writers' heads. */
 async function waitCaughtUp(client: { notifications: WireNotification[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
@@ -34,12 +24,12 @@ async function waitCaughtUp(client: { notifications: WireNotification[] }, sub: 
 
 describe('chats.follow', () => {
   it('starts at the current ends without a cursor, then pushes every record type of both directions with a cursor after each batch', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('old-a', 3);
     await c.wb.send('old-b', 2);
     const starts = { a: c.wa.next, b: c.wb.next };
 
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       expect(sub).toMatchObject({ subscriptionId: expect.any(String), cursor: expect.any(String) });
@@ -71,7 +61,7 @@ describe('chats.follow', () => {
 
       // The cursor of every batch resumes right after that batch (checked on a new connection).
       const last = batches.at(-1)!;
-      const again = await connectAs(daemon.socketPath, c.alice.token);
+      const again = await connectAs(daemon().socketPath, c.alice.token);
       try {
         const sub2 = ok(await again.call('chats.follow', { chatId: c.chatId, cursor: last.cursor }));
         await c.wb.send('after', 1);
@@ -86,7 +76,7 @@ describe('chats.follow', () => {
   });
 
   it('catches up 10,000 records from a cursor at the start, then continues live with no gap or duplicate; resumes from any batch cursor', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const starts = { a: c.wa.next, b: c.wb.next };
     const probe = ok(await c.bob.client.call('chats.follow', { chatId: c.chatId }));
     ok(await c.bob.client.call('chats.unfollow', { subscriptionId: probe.subscriptionId }));
@@ -98,7 +88,7 @@ describe('chats.follow', () => {
     expect(ops.reduce((s, o) => s + o.n, 0)).toBe(10_000);
     await Promise.all(ops.map((o) => o.w.send(o.tag, o.n)));
 
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: startCursor }));
       // Live appends while the backlog is still being delivered.
@@ -124,7 +114,7 @@ describe('chats.follow', () => {
       follower.close();
 
       await Promise.all([c.wa.send('gone-a', 4), c.wb.send('gone-b', 4)]);
-      const resumed = await connectAs(daemon.socketPath, c.alice.token);
+      const resumed = await connectAs(daemon().socketPath, c.alice.token);
       try {
         const s1 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: batches[k]!.cursor }));
         const s2 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: lastCursor }));
@@ -144,8 +134,8 @@ describe('chats.follow', () => {
   }, 90_000);
 
   it('stops pushing after chats.unfollow; unknown subscription ids are NOT_FOUND', async () => {
-    const c = await setupChat(daemon, admin);
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const c = await setupChat(daemon(), admin());
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       const starts = { a: c.wa.next, b: c.wb.next };
@@ -168,9 +158,9 @@ describe('chats.follow', () => {
   });
 
   it('allows at most 64 subscriptions per connection (RATE_LIMITED after that)', async () => {
-    const c = await setupChat(daemon, admin);
-    const conn = await connectAs(daemon.socketPath, c.bob.token);
-    const other = await connectAs(daemon.socketPath, c.bob.token);
+    const c = await setupChat(daemon(), admin());
+    const conn = await connectAs(daemon().socketPath, c.bob.token);
+    const other = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const subs: string[] = [];
       for (let i = 0; i < 64; i++) subs.push(ok(await conn.call('chats.follow', { chatId: c.chatId }), `follow ${i}`).subscriptionId);
@@ -191,8 +181,8 @@ describe('chats.follow', () => {
   });
 
   it('denies a non-participant agent', async () => {
-    const c = await setupChat(daemon, admin);
-    const outsider = await createAgent(admin, daemon.socketPath);
+    const c = await setupChat(daemon(), admin());
+    const outsider = await createAgent(admin(), daemon().socketPath);
     try {
       const data = expectError(await outsider.client.call('chats.follow', { chatId: c.chatId }), 'PERMISSION_DENIED');
       expect(typeof data.reason).toBe('string');
@@ -204,11 +194,11 @@ describe('chats.follow', () => {
   });
 
   it('never lets a connection that stops reading hold up other followers or the daemon (~20 MB of appends)', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const starts = { a: c.wa.next, b: c.wb.next };
-    const { client: slow, ...slowSub } = await followPaused(daemon.socketPath, c.bob.token, c.chatId); // paused right after the response
-    const fast = await connectAs(daemon.socketPath, c.alice.token);
-    const status = await daemon.connectAs();
+    const { client: slow, ...slowSub } = await followPaused(daemon().socketPath, c.bob.token, c.chatId); // paused right after the response
+    const fast = await connectAs(daemon().socketPath, c.alice.token);
+    const status = await daemon().connectAs();
     try {
       const fastSub = ok(await fast.call('chats.follow', { chatId: c.chatId }));
       const readBefore = slow.bytesReceived;

@@ -2,15 +2,14 @@
 // the live hand-off to chats.follow, opaque tamper-evident cursors that survive restarts, and
 // continuity breaks after reset and trim.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/shared/types.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
 import { type Wire, connectAs, createAgent, ok, readAll, messageOf, type Result } from '../helpers/wire-fixtures.js';
-import { batchesOf, expectContiguous, expectError, receipt, recKey, reconnectChat, reached, setupChat, streamState, transcriptCompare, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { batchesOf, expectContiguous, expectError, receipt, recKey, reconnectChat, reached, setupChat, transcriptCompare, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: Wire;
+const { daemon, admin, restart } = useDaemon();
 /** A chat whose two sides wrote concurrently, so timestamps collide. */
 let main: ReadingChat;
 /** Its transcript, computed independently from streams.read. */
@@ -20,7 +19,7 @@ let crossTies = 0;
 
 /** Every chat.message of both streams, in transcript order. */
 async function transcript(c: ReadingChat): Promise<StoredRecord[]> {
-  const all = [...(await readAll(admin, c.streamA)), ...(await readAll(admin, c.streamB))];
+  const all = [...(await readAll(admin(), c.streamA)), ...(await readAll(admin(), c.streamB))];
   return all.filter((r) => r.wrapper.type === 'chat.message').sort(transcriptCompare);
 }
 
@@ -44,9 +43,7 @@ function tamper(token: string): string {
 }
 
 beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-  main = await setupChat(daemon, admin);
+  main = await setupChat(daemon(), admin());
   // Both sides append fast and in parallel: 5 messages per operation (so one operation spans
   // positions like 6..10 with a single timestamp), 30 operations each.
   // Each round sends both appends at the same instant, so the daemon signs them back to back
@@ -64,10 +61,6 @@ beforeAll(async () => {
   await main.wb.append([receipt(main.streamA, '1', b.nextPosition, b.batchId)]);
   expected = await transcript(main);
 }, 60_000);
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
 
 describe('chats.history order', () => {
   it('orders entries by signature.createdAt, then fromAgentId, then numeric position, across both streams', async () => {
@@ -112,9 +105,9 @@ describe('chats.history order', () => {
   });
 
   it('is readable by admin and denied to a non-participant agent', async () => {
-    const r = ok(await admin.call('chats.history', { chatId: main.chatId, limit: 5 }));
+    const r = ok(await admin().call('chats.history', { chatId: main.chatId, limit: 5 }));
     expect(r.entries.map(recKey)).toEqual(expected.slice(-5).map(recKey));
-    const outsider = await createAgent(admin, daemon.socketPath);
+    const outsider = await createAgent(admin(), daemon().socketPath);
     try {
       expectError(await outsider.client.call('chats.history', { chatId: main.chatId }), 'PERMISSION_DENIED');
     } finally {
@@ -134,7 +127,7 @@ describe('chats.history order', () => {
 describe('chats.history snapshot and hand-off', () => {
   for (const direction of ['forward', 'backward'] as const) {
     it(`never shows records appended after the first call while paging ${direction}, and its liveCursor follows on exactly`, async () => {
-      const c = await setupChat(daemon, admin);
+      const c = await setupChat(daemon(), admin());
       for (let i = 0; i < 3; i++) await Promise.all([c.wa.send(`a${i}`, 4), c.wb.send(`b${i}`, 3)]);
       const snapshot = await transcript(c);
       const heads = { a: c.wa.next, b: c.wb.next };
@@ -149,7 +142,7 @@ describe('chats.history snapshot and hand-off', () => {
       const keys = (direction === 'forward' ? pages : [...pages].reverse()).flatMap((p) => p.entries.map(recKey));
       expect(keys).toEqual(snapshot.map(recKey));
       // Every page's liveCursor is the snapshot's end.
-      const follower = await connectAs(daemon.socketPath, c.bob.token);
+      const follower = await connectAs(daemon().socketPath, c.bob.token);
       try {
         const subs = [];
         for (const p of [pages[0], pages.at(-1)]) {
@@ -200,13 +193,13 @@ describe('chats.history cursors', () => {
   });
 
   it('rejects a cursor made for another chat', async () => {
-    const other = await setupChat(daemon, admin);
+    const other = await setupChat(daemon(), admin());
     await other.wa.send('o', 5);
-    const r = ok(await admin.call('chats.history', { chatId: other.chatId, limit: 2 }));
+    const r = ok(await admin().call('chats.history', { chatId: other.chatId, limit: 2 }));
     expect(r.nextCursor).toEqual(expect.any(String));
-    const d1 = expectError(await admin.call('chats.history', { chatId: main.chatId, cursor: r.nextCursor }), 'INVALID_PARAMS', 'history cursor of another chat');
+    const d1 = expectError(await admin().call('chats.history', { chatId: main.chatId, cursor: r.nextCursor }), 'INVALID_PARAMS', 'history cursor of another chat');
     expect(d1.path).toBe('cursor');
-    const d2 = expectError(await admin.call('chats.follow', { chatId: main.chatId, cursor: r.liveCursor }), 'INVALID_PARAMS', 'live cursor of another chat');
+    const d2 = expectError(await admin().call('chats.follow', { chatId: main.chatId, cursor: r.liveCursor }), 'INVALID_PARAMS', 'live cursor of another chat');
     expect(d2.path).toBe('cursor');
   });
 });
@@ -219,9 +212,8 @@ describe('chats.history across restart, reset and trim', () => {
     const backSecond = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: back.nextCursor, limit: 25 }));
     const heads = { a: main.wa.next, b: main.wb.next };
 
-    await daemon.restart();
-    admin = await daemon.connectAs();
-    await reconnectChat(daemon, main);
+    await restart();
+    await reconnectChat(daemon(), main);
 
     const again = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: first.nextCursor, limit: 25 }));
     expect(again.entries.map(recKey)).toEqual(second.entries.map(recKey));
@@ -237,7 +229,7 @@ describe('chats.history across restart, reset and trim', () => {
   });
 
   it('answers an old cursor with CONTINUITY_BREAK GENERATION_CHANGED after streams.reset of one stream', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await Promise.all([c.wa.send('a', 10), c.wb.send('b', 10)]);
     const cursors: Record<string, string | null> = {};
     for (const direction of ['forward', 'backward']) {
@@ -245,7 +237,7 @@ describe('chats.history across restart, reset and trim', () => {
       expect(r.nextCursor).toEqual(expect.any(String));
       cursors[direction] = r.nextCursor;
     }
-    ok(await admin.call('streams.reset', { streamId: c.streamA, reason: 'test reset' }));
+    ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'test reset' }));
     for (const direction of ['forward', 'backward']) {
       const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: cursors[direction] }), 'CONTINUITY_BREAK', direction);
       expect(data).toMatchObject({ reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
@@ -257,11 +249,11 @@ describe('chats.history across restart, reset and trim', () => {
   });
 
   it('answers the next forward page with CONTINUITY_BREAK PREFIX_UNAVAILABLE after a forced trim of the snapshot range', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await Promise.all([c.wa.send('a', 20), c.wb.send('b', 20)]);
     const r = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction: 'forward', limit: 5 }));
     expect(r.nextCursor).toEqual(expect.any(String));
-    ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '15', force: true }));
+    ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '15', force: true }));
     const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: r.nextCursor }), 'CONTINUITY_BREAK');
     expect(data).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA });
     // Backward paging over a trimmed stream simply ends at the retained start.

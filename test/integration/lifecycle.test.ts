@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
-import { connectWire, type Wire, claim, connectAs, createPair, errorShapeProblems, ok, seenErrors, uniq } from '../helpers/wire-fixtures.js';
+import { connectWire, claim, connectAs, createPair, errorShapeProblems, ok, seenErrors, uniq } from '../helpers/wire-fixtures.js';
 
 async function mode(p: string): Promise<number> {
   return (await fs.stat(p)).mode & 0o777;

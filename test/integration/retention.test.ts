@@ -1,23 +1,13 @@
 // Retention and generations (§6 streams.trim, streams.reset, streams.read with waitMs) and how
 // readers see them: exact continuity or CONTINUITY_BREAK / chats.break, never a silent skip.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess } from '../helpers/daemon-process.js';
+import { describe, expect, it } from 'vitest';
 import { type Wire, connectAs, ok } from '../helpers/wire-fixtures.js';
 import { followPaused, StreamWriter, batchesOf, breaksOf, expectContiguous, expectError, reached, receipt, setupChat, streamState } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: Wire;
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
+const { daemon, admin } = useDaemon();
 
 function read(client: Wire, streamId: string, generation: string, fromPosition: string, extra: Record<string, unknown> = {}) {
   return client.call('streams.read', { streamId, generation, fromPosition, ...extra }, 40_000);
@@ -25,23 +15,23 @@ function read(client: Wire, streamId: string, generation: string, fromPosition: 
 
 describe('streams.trim', () => {
   it('refuses to trim past the peer\'s acknowledged position without force (UNACKNOWLEDGED), trims with force, then fails reads below', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('t', 10); // fence at 0, messages 1..10
     expect(c.wa.next).toBe('11');
 
-    const none = expectError(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '3' }), 'PERMISSION_DENIED', 'nothing acknowledged');
+    const none = expectError(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '3' }), 'PERMISSION_DENIED', 'nothing acknowledged');
     expect(none.reason).toBe('UNACKNOWLEDGED');
 
     const shown = ok(await read(c.bob.client, c.streamA, '1', '0', { limit: 5 }));
     expect(shown.nextPosition).toBe('5');
     await c.wb.append([receipt(c.streamA, '1', '5', shown.batchId)]);
 
-    expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '5' }))).toEqual({ firstPosition: '5' });
-    const past = expectError(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '8' }), 'PERMISSION_DENIED', 'past the receipt');
+    expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '5' }))).toEqual({ firstPosition: '5' });
+    const past = expectError(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8' }), 'PERMISSION_DENIED', 'past the receipt');
     expect(past.reason).toBe('UNACKNOWLEDGED');
-    expect((await streamState(admin, c.streamA)).firstPosition).toBe('5');
+    expect((await streamState(admin(), c.streamA)).firstPosition).toBe('5');
 
-    expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '8', force: true }))).toEqual({ firstPosition: '8' });
+    expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8', force: true }))).toEqual({ firstPosition: '8' });
     const st = await streamState(c.bob.client, c.streamA);
     expect(st).toMatchObject({ firstPosition: '8', nextPosition: '11', generation: '1' });
 
@@ -57,10 +47,10 @@ describe('streams.trim', () => {
   });
 
   it('ends a follower that stands below the trim with chats.break PREFIX_UNAVAILABLE; a caught-up follower continues', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const starts = { a: c.wa.next, b: c.wb.next };
-    const { client: behind, ...lagging } = await followPaused(daemon.socketPath, c.bob.token, c.chatId); // stops reading: falls behind
-    const current = await connectAs(daemon.socketPath, c.bob.token);
+    const { client: behind, ...lagging } = await followPaused(daemon().socketPath, c.bob.token, c.chatId); // stops reading: falls behind
+    const current = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const live = ok(await current.call('chats.follow', { chatId: c.chatId }));
       // ~4 MB, far more than the socket buffers hold, so the paused follower is left behind.
@@ -68,7 +58,7 @@ describe('streams.trim', () => {
       const end = c.wa.next;
       await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end, 'the live follower at the head', 10_000);
 
-      expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({ firstPosition: end });
+      expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({ firstPosition: end });
       behind.socket.resume();
       const brk = await waitFor(() => breaksOf(behind, lagging.subscriptionId)[0], 'chats.break', 15_000);
       expect(brk).toMatchObject({ subscriptionId: lagging.subscriptionId, reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, expected: expect.any(String), actual: end });
@@ -97,12 +87,12 @@ describe('streams.trim', () => {
   }, 60_000);
 
   it('fails chats.follow with a cursor below the trim with CONTINUITY_BREAK PREFIX_UNAVAILABLE', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const probe = ok(await c.bob.client.call('chats.follow', { chatId: c.chatId }));
     ok(await c.bob.client.call('chats.unfollow', { subscriptionId: probe.subscriptionId }));
     const history = ok(await c.bob.client.call('chats.history', { chatId: c.chatId }));
     await c.wa.send('x', 6);
-    ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '4', force: true }));
+    ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '4', force: true }));
     for (const cursor of [probe.cursor, history.liveCursor]) {
       const data = expectError(await c.bob.client.call('chats.follow', { chatId: c.chatId, cursor }), 'CONTINUITY_BREAK');
       expect(data).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, actual: '4' });
@@ -112,21 +102,21 @@ describe('streams.trim', () => {
 
 describe('streams.reset', () => {
   it('starts generation 2 at position 0, fences the writer, seals generation 1 readable, and breaks followers and old cursors', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('g1', 5);
     await c.wb.send('g1b', 2);
     const oldEnd = c.wa.next;
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       const history = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, limit: 2 }));
 
-      ok(await admin.call('streams.reset', { streamId: c.streamA, reason: 'integration test' }));
+      ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'integration test' }));
       const st = await streamState(c.alice.client, c.streamA);
       expect(st).toMatchObject({ generation: '2', firstPosition: '0', nextPosition: '0' });
       expect(st.writer.active).toBe(false);
       // The other direction is untouched.
-      expect(await streamState(admin, c.streamB)).toMatchObject({ generation: '1', nextPosition: c.wb.next });
+      expect(await streamState(admin(), c.streamB)).toMatchObject({ generation: '1', nextPosition: c.wb.next });
 
       // The old coordinator token is fenced, whatever generation it names.
       for (const [generation, expectedPosition] of [['2', '0'], ['1', oldEnd]]) {
@@ -180,7 +170,7 @@ describe('streams.reset', () => {
 
 describe('streams.read waitMs', () => {
   it('returns a long poll as soon as a record is appended', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const from = c.wa.next;
     const t0 = Date.now();
     const pending = read(c.bob.client, c.streamA, '1', from, { waitMs: 10_000 });
@@ -195,7 +185,7 @@ describe('streams.read waitMs', () => {
   });
 
   it('returns an empty batch after waitMs when nothing comes', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const from = c.wa.next;
     const t0 = Date.now();
     const r = ok(await read(c.bob.client, c.streamA, '1', from, { waitMs: 800 }));
@@ -211,7 +201,7 @@ describe('streams.read waitMs', () => {
   });
 
   it('rejects waitMs above 30000 with INVALID_PARAMS', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     for (const waitMs of [30_001, 60_000, -1]) {
       const data = expectError(await read(c.bob.client, c.streamA, '1', '0', { waitMs }), 'INVALID_PARAMS', `waitMs ${waitMs}`);
       expect(String(data.path)).toContain('waitMs');
@@ -221,7 +211,7 @@ describe('streams.read waitMs', () => {
 
 describe('retention is admin-only', () => {
   it('denies streams.trim and streams.reset to agents, even the author', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('keep', 3);
     const shown = ok(await read(c.bob.client, c.streamA, '1', '0'));
     await c.wb.append([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
@@ -233,7 +223,7 @@ describe('retention is admin-only', () => {
       const d = expectError(await agent.client.call('streams.reset', { streamId: c.streamA, reason: 'nope' }), 'PERMISSION_DENIED', 'reset');
       expect(typeof d.reason).toBe('string');
     }
-    expect(await streamState(admin, c.streamA)).toMatchObject({ generation: '1', firstPosition: '0', nextPosition: c.wa.next });
+    expect(await streamState(admin(), c.streamA)).toMatchObject({ generation: '1', firstPosition: '0', nextPosition: c.wa.next });
     // The writer still holds the stream.
     await c.wa.send('still', 1);
   });

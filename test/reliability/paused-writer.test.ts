@@ -7,23 +7,18 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { repoRoot } from '../helpers/daemon-process.js';
 import { readFileSync } from 'node:fs';
-import { ok, type Result, type Wire } from '../helpers/wire-fixtures.js';
+import { ok, type Result } from '../helpers/wire-fixtures.js';
 import { HistoryChecker, readWhole, type AppendInput } from '../helpers/history-checker.js';
 import { waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 const FIXTURE = path.join(repoRoot, 'test/reliability/fixtures/writer.mjs');
 
-let daemon: DaemonProcess;
-let admin: Wire;
+const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open'] });
 let child: ChildProcess | null = null;
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
-  admin = await daemon.connectAs();
-}, 30_000);
 
 afterEach(async () => {
   // Only the child this test started, by its pid.
@@ -34,10 +29,6 @@ afterEach(async () => {
     await exited;
   }
   child = null;
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
 });
 
 /** One JSON line of fixtures/writer.mjs (`result` when ok, `error` when not). */
@@ -62,7 +53,7 @@ interface WriterProcess {
 }
 
 function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator'): WriterProcess {
-  const proc = spawn(process.execPath, [FIXTURE, '--socket', daemon.socketPath, '--token', token, '--chat', chatId, '--mode', mode, '--interval', '50', '--prefix', 'old'], {
+  const proc = spawn(process.execPath, [FIXTURE, '--socket', daemon().socketPath, '--token', token, '--chat', chatId, '--mode', mode, '--interval', '50', '--prefix', 'old'], {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -107,10 +98,10 @@ const sends = (w: WriterProcess) => w.lines.filter((l) => l.event === 'send');
 /** Two agents (PII policy off) and their chat; returns the author's token and stream. */
 async function setupChat(): Promise<{ token: string; agentId: string; chatId: string; streamId: string }> {
   const tag = Math.random().toString(36).slice(2, 8);
-  const a = ok(await admin.call('agents.create', { username: `paused-a-${tag}`, name: 'Paused A' }));
-  const b = ok(await admin.call('agents.create', { username: `paused-b-${tag}`, name: 'Paused B' }));
-  for (const x of [a, b]) ok(await admin.call('agents.setPolicy', { agentId: x.agent.id, pii: 'off' }));
-  const chat = ok(await admin.call('chats.open', { agentAId: a.agent.id, agentBId: b.agent.id })).chat;
+  const a = ok(await admin().call('agents.create', { username: `paused-a-${tag}`, name: 'Paused A' }));
+  const b = ok(await admin().call('agents.create', { username: `paused-b-${tag}`, name: 'Paused B' }));
+  for (const x of [a, b]) ok(await admin().call('agents.setPolicy', { agentId: x.agent.id, pii: 'off' }));
+  const chat = ok(await admin().call('chats.open', { agentAId: a.agent.id, agentBId: b.agent.id })).chat;
   return { token: a.token, agentId: a.agent.id, chatId: chat.id, streamId: `${chat.id}:${a.agent.id}` };
 }
 
@@ -127,7 +118,7 @@ async function freezeReplaceThaw(w: WriterProcess, token: string, streamId: stri
   await new Promise((r) => setImmediate(r));
   const sentBeforeStop = sends(w).length;
 
-  const me = await daemon.connectAs(token);
+  const me = await daemon().connectAs(token);
   const claim = ok(await me.call('streams.claim', { streamId, replace: true, reason: 'paused writer test' }), 'streams.claim replace');
   const fencePosition = (BigInt(claim.nextPosition) - 1n).toString();
   let next = claim.nextPosition as string;
@@ -179,15 +170,15 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
       else if (r.ok) checker.ok(h, r.result!);
       else checker.fail(h, { code: r.error!.code!, message: r.error!.message, data: r.error!.data ?? undefined });
     }
-    const report = await checker.check(admin, [streamId]);
+    const report = await checker.check(admin(), [streamId]);
     expect(report.problems).toEqual([]);
     expect(report.lost).toBe(0);
 
     // Read the stream: the new fence, then only the new coordinator's operations.
-    const st = ok(await admin.call('streams.get', { streamId }));
+    const st = ok(await admin().call('streams.get', { streamId }));
     expect(st.nextPosition).toBe(next);
     expect(st.writer).toMatchObject({ epoch: claim.epoch, active: true });
-    const records = await readWhole(admin, streamId, st.generation, st.firstPosition, st.nextPosition);
+    const records = await readWhole(admin(), streamId, st.generation, st.firstPosition, st.nextPosition);
     const fence = records.find((r) => r.position === fencePosition);
     expect(fence?.wrapper).toMatchObject({ type: 'chat.writer-fence', operationId: `fence.${claim.epoch}`, fence: { epoch: claim.epoch, replaced: true } });
     const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
@@ -210,8 +201,8 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
     }
     expect(w.lines.some((l) => l.event === 'state' && l.state === 'fenced')).toBe(true);
 
-    const st = ok(await admin.call('streams.get', { streamId }));
-    const records = await readWhole(admin, streamId, st.generation, st.firstPosition, st.nextPosition);
+    const st = ok(await admin().call('streams.get', { streamId }));
+    const records = await readWhole(admin(), streamId, st.generation, st.firstPosition, st.nextPosition);
     expect(records.find((r) => r.position === fencePosition)?.wrapper).toMatchObject({ type: 'chat.writer-fence', fence: { epoch: claim.epoch, replaced: true } });
     const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
     expect([...new Set(laterOps)]).toEqual(newOps);

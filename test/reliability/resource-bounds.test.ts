@@ -15,12 +15,12 @@
 // ~130 MB: the bounds above fail by gigabytes, not by a margin, on a daemon that lacks them.
 
 import fs from 'node:fs';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DaemonProcess } from '../helpers/daemon-process.js';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { MethodResults } from '../../src/shared/methods.js';
 import { WireClient, ok, type Wire, type WireResponse } from '../helpers/wire-fixtures.js';
 import { setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 const MiB = 1_048_576;
 const RECORDS = 520;
@@ -31,8 +31,7 @@ const STATUS_MEDIAN_MS = 50;
 /** How long each scenario watches the daemon after the unread requests went out. */
 const WATCH_MS = 4_000;
 
-let daemon: DaemonProcess;
-let admin: Wire;
+const { daemon, admin, restart } = useDaemon({ extraArgs: ['--policy', 'open'] });
 let chat: ReadingChat;
 /** A compound cursor at the chat's start (before the big records). */
 let startCursor: string;
@@ -66,15 +65,15 @@ async function unreadClient(socketPath: string): Promise<{ client: Wire; lines: 
  * (a hello'd connection of its own). Returns the peak and the latencies.
  */
 async function watch(other: Wire): Promise<{ peakMb: number; latencies: number[] }> {
-  const pid = daemon.pid!;
+  const pid = daemon().pid!;
   let peakMb = vmRssMb(pid);
   const latencies: number[] = [];
   const deadline = Date.now() + WATCH_MS;
   const sampler = setInterval(() => {
-    if (daemon.running) peakMb = Math.max(peakMb, vmRssMb(pid));
+    if (daemon().running) peakMb = Math.max(peakMb, vmRssMb(pid));
   }, 20);
   try {
-    while (Date.now() < deadline && daemon.running) {
+    while (Date.now() < deadline && daemon().running) {
       const t = performance.now();
       ok(await other.call('daemon.status', {}, 15_000), 'daemon.status');
       latencies.push(performance.now() - t);
@@ -88,9 +87,7 @@ async function watch(other: Wire): Promise<{ peakMb: number; latencies: number[]
 }
 
 beforeAll(async () => {
-  daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
-  admin = await daemon.connectAs();
-  chat = await setupChat(daemon, admin);
+  chat = await setupChat(daemon(), admin());
   startCursor = ok(await chat.bob.client.call('chats.follow', { chatId: chat.chatId }), 'chats.follow').cursor;
   const filler = 'lorem ipsum dolor sit amet, consectetur adipiscing elit '.repeat(Math.ceil(CONTENT_CHARS / 56)).slice(0, CONTENT_CHARS);
   // 16 appends in flight at consecutive positions (the daemon admits a connection's requests in
@@ -115,19 +112,14 @@ beforeAll(async () => {
 // Each scenario starts from a freshly started daemon on the same store, so one scenario's heap
 // growth is not the next one's baseline.
 beforeEach(async () => {
-  await daemon.restart();
-  admin = await daemon.connectAs();
+  await restart();
 }, 30_000);
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
 
 describe('one connection that asks for much more than it reads', () => {
   it(`64 stalled chats.follow from the start of ${RECORDS} records of ~256 KiB: RSS < ${RSS_LIMIT_MB} MB, daemon.status elsewhere stays fast`, async () => {
-    const baseline = vmRssMb(daemon.pid!);
-    const other = await daemon.connectAs();
-    const greedy = await unreadClient(daemon.socketPath);
+    const baseline = vmRssMb(daemon().pid!);
+    const other = await daemon().connectAs();
+    const greedy = await unreadClient(daemon().socketPath);
     greedy.send([
       { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: chat.bob.token } },
       ...Array.from({ length: 64 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.follow', params: { chatId: chat.chatId, cursor: startCursor } })),
@@ -137,7 +129,7 @@ describe('one connection that asks for much more than it reads', () => {
       `[resources] 64 stalled followers: RSS ${baseline.toFixed(0)} MB → peak ${peakMb.toFixed(0)} MB; daemon.status elsewhere: ` +
         `median ${median(latencies).toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms over ${latencies.length} calls`,
     );
-    expect(daemon.running, 'the daemon survived').toBe(true);
+    expect(daemon().running, 'the daemon survived').toBe(true);
     expect(peakMb, 'peak RSS of the daemon').toBeLessThan(RSS_LIMIT_MB);
     expect(median(latencies), 'median daemon.status latency on another connection').toBeLessThan(STATUS_MEDIAN_MS);
     expect(Math.max(...latencies), 'worst daemon.status latency on another connection').toBeLessThan(1_000);
@@ -150,9 +142,9 @@ describe('one connection that asks for much more than it reads', () => {
   }, 120_000);
 
   it(`16 pipelined chats.history {limit: 500} never read: RSS < ${RSS_LIMIT_MB} MB; each page is cut at 1 MiB of records`, async () => {
-    const baseline = vmRssMb(daemon.pid!);
-    const other = await daemon.connectAs();
-    const greedy = await unreadClient(daemon.socketPath);
+    const baseline = vmRssMb(daemon().pid!);
+    const other = await daemon().connectAs();
+    const greedy = await unreadClient(daemon().socketPath);
     greedy.send([
       { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: chat.bob.token } },
       ...Array.from({ length: 16 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.history', params: { chatId: chat.chatId, limit: 500 } })),
@@ -162,7 +154,7 @@ describe('one connection that asks for much more than it reads', () => {
       `[resources] 16 pipelined chats.history {limit: 500} unread: RSS ${baseline.toFixed(0)} MB → peak ${peakMb.toFixed(0)} MB; daemon.status elsewhere: ` +
         `median ${median(latencies).toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms`,
     );
-    expect(daemon.running, 'the daemon survived').toBe(true);
+    expect(daemon().running, 'the daemon survived').toBe(true);
     expect(peakMb, 'peak RSS of the daemon').toBeLessThan(RSS_LIMIT_MB);
     expect(median(latencies), 'median daemon.status latency on another connection').toBeLessThan(STATUS_MEDIAN_MS);
 
@@ -181,8 +173,8 @@ describe('one connection that asks for much more than it reads', () => {
   }, 120_000);
 
   it('a 1 MiB batch of invalid requests before session.hello gets one small error, and others are not stalled', async () => {
-    const other = await daemon.connectAs();
-    const anon = await unreadClient(daemon.socketPath);
+    const other = await daemon().connectAs();
+    const anon = await unreadClient(daemon().socketPath);
     anon.client.socket.resume();
     const line = '[' + Array.from({ length: 524_000 }, () => '0').join(',') + ']';
     expect(line.length).toBeLessThan(MiB);
