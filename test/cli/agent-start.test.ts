@@ -3,43 +3,17 @@
 // acknowledged yet, so messages sent before it started are shown, never skipped; --from-end
 // opts out; `chats read --ack` acknowledges what it showed.
 
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ChatBatchNotification, StoredRecord } from '../../src/shared/types.js';
-import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { createPair, ok, uniq, type Wire, type Result } from '../helpers/wire-fixtures.js';
+import { expectExit, oneLineErrorProblems, parseJsonLines } from '../helpers/cli-runner.js';
+import { ok, type Result } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: Wire;
-const running: LongRunningCli[] = [];
-
-beforeAll(async () => {
-  d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
-  admin = await d.connectAs();
-});
-
-afterAll(async () => {
-  for (const r of running) await r.kill();
-  await d?.cleanup();
-});
-
-function track(r: LongRunningCli): LongRunningCli {
-  running.push(r);
-  return r;
-}
-
-async function pair() {
-  const p = await createPair(admin, d.socketPath);
-  return { ...p, alice: cli.as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cli.as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
-}
-
-const acknowledged = async (streamId: string) => ok(await admin.call('streams.get', { streamId })).acknowledged;
+const { admin, cli, track, pair } = useCli();
+const acknowledged = async (streamId: string) => ok(await admin().call('streams.get', { streamId })).acknowledged;
 
 describe('chats follow without a cursor (agent)', () => {
   it('shows the messages sent before it started', async () => {
@@ -106,7 +80,7 @@ describe('chats read', () => {
   it('unacknowledged messages that were trimmed away are a continuity break (exit 3), not skipped', async () => {
     const p = await pair();
     await p.alice.ok(['send', p.chatId, 'gone']);
-    await cli.ok(['streams', 'trim', p.streamA, '2', '--force']);
+    await cli().ok(['streams', 'trim', p.streamA, '2', '--force']);
     const r = await p.bob.run(['chats', 'read', p.chatId]);
     expectExit(r, 3);
     expect(oneLineErrorProblems(r), r.stderr).toEqual([]);
@@ -118,7 +92,7 @@ describe('chats read', () => {
 
   it('is an agent command', async () => {
     const p = await pair();
-    expectExit(await cli.run(['chats', 'read', p.chatId]), 2);
+    expectExit(await cli().run(['chats', 'read', p.chatId]), 2);
   });
 });
 

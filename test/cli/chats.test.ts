@@ -3,16 +3,14 @@
 // streams show|claim|release|trim|reset, ops show|list, and the exit codes 3 (continuity
 // break) and 4 (fenced), in human and `--json` form against a real daemon.
 
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, type Wire, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
+import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: Wire;
+const { daemon, admin, cli } = useCli();
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -31,23 +29,15 @@ function expectOneLineError(r: CliResult, code: number, pattern?: RegExp): void 
 }
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
-  admin = await d.connectAs();
   // Setup through the wire; the CLI's agents/grants commands have their own file.
-  const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
-  const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
+  const a = ok(await admin().call('agents.create', { username: 'alice', name: 'Alice' }));
+  const b = ok(await admin().call('agents.create', { username: 'bob', name: 'Bob' }));
   aliceId = a.agent.id;
   bobId = b.agent.id;
-  ok(await admin.call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
-  ok(await admin.call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
-  alice = cli.as(writeTokenFile(d.dir, 'alice', a.token));
-  bob = cli.as(writeTokenFile(d.dir, 'bob', b.token));
-});
-
-afterAll(async () => {
-  await d?.cleanup();
+  ok(await admin().call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
+  ok(await admin().call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
+  alice = cli().as(writeTokenFile(daemon().dir, 'alice', a.token));
+  bob = cli().as(writeTokenFile(daemon().dir, 'bob', b.token));
 });
 
 describe('chats', () => {
@@ -58,7 +48,7 @@ describe('chats', () => {
     chatId = m![1]!;
     streamA = `${chatId}:${aliceId}`;
     streamB = `${chatId}:${bobId}`;
-    const [again, byAdmin] = await Promise.all([bob.json<Result<'chats.open'>>(['chats', 'open', aliceId]), cli.json<Result<'chats.open'>>(['chats', 'open', 'alice', '--with', 'bob'])]);
+    const [again, byAdmin] = await Promise.all([bob.json<Result<'chats.open'>>(['chats', 'open', aliceId]), cli().json<Result<'chats.open'>>(['chats', 'open', 'alice', '--with', 'bob'])]);
     for (const r of [again, byAdmin]) {
       expect(r.created).toBe(false);
       expect(r.chat).toMatchObject({ id: chatId, createdAt: expect.stringMatching(TS) });
@@ -69,12 +59,12 @@ describe('chats', () => {
 
   it('list, show, permissions: human and --json', async () => {
     const [listH, listJ, showH, showJ, permH, permJ] = await Promise.all([
-      cli.ok(['chats', 'list']),
+      cli().ok(['chats', 'list']),
       alice.json<Result<'chats.list'>>(['chats', 'list']),
       bob.ok(['chats', 'show', chatId]),
-      cli.json<Result<'chats.get'>>(['chats', 'show', chatId]),
+      cli().json<Result<'chats.get'>>(['chats', 'show', chatId]),
       bob.ok(['chats', 'permissions', chatId]),
-      cli.json<Result<'chats.permissions'>>(['chats', 'permissions', chatId]),
+      cli().json<Result<'chats.permissions'>>(['chats', 'permissions', chatId]),
     ]);
     expect(listH.stdout).toContain(chatId);
     expect(listH.stdout).toMatch(/alice/);
@@ -146,7 +136,7 @@ let liveCursor: string;
 describe('chats history', () => {
   it('human transcript and --json {entries, nextCursor, liveCursor}, paging with --cursor', async () => {
     const [human, all, page1] = await Promise.all([
-      cli.ok(['chats', 'history', chatId]),
+      cli().ok(['chats', 'history', chatId]),
       bob.json<Result<'chats.history'>>(['chats', 'history', chatId, '--direction', 'forward', '--limit', '500']),
       alice.json<Result<'chats.history'>>(['chats', 'history', chatId, '--limit', '2']),
     ]);
@@ -182,14 +172,14 @@ describe('chats history', () => {
 
 describe('ack and streams show', () => {
   it('ack appends a receipt; streams show of the peer stream then shows it acknowledged', async () => {
-    const before = await cli.json<Result<'streams.get'>>(['streams', 'show', streamA]);
+    const before = await cli().json<Result<'streams.get'>>(['streams', 'show', streamA]);
     // alice's CLI keeps its claim between sends: one fence (#0), epoch 1, still held.
     expect(before).toMatchObject({ streamId: streamA, chatId, authorAgentId: aliceId, generation: '1', firstPosition: '0', acknowledged: null, writer: { epoch: '1', active: true } });
     const acked = await bob.ok(['ack', chatId]);
     expect(acked.stdout).toContain(`acknowledged ${streamA} before position ${before.nextPosition}`);
     const [json, human, nothing] = await Promise.all([
       alice.json<Result<'streams.get'>>(['streams', 'show', streamA]),
-      cli.ok(['streams', 'show', streamA]),
+      cli().ok(['streams', 'show', streamA]),
       bob.json<Result<'streams.append'>>(['ack', chatId]),
     ]);
     expect(json.acknowledged).toEqual({ generation: '1', nextPosition: before.nextPosition });
@@ -218,21 +208,21 @@ describe('streams claim | release and fencing', () => {
     expect(first).toEqual({ streamId: streamA, generation: '1', epoch: expect.stringMatching(DEC), coordinatorToken: expect.stringMatching(/^yello_ct_/), nextPosition: expect.stringMatching(DEC) });
     const second = await alice.json<Result<'streams.claim'>>(['streams', 'claim', streamA, '--replace']);
     expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(first.epoch));
-    const firstFile = writeTokenFile(d.dir, 'first-ct', first.coordinatorToken);
-    const secondFile = writeTokenFile(d.dir, 'second-ct', second.coordinatorToken);
+    const firstFile = writeTokenFile(daemon().dir, 'first-ct', first.coordinatorToken);
+    const secondFile = writeTokenFile(daemon().dir, 'second-ct', second.coordinatorToken);
     const fenced = await alice.run(['send', chatId, 'from the old coordinator', '--coordinator-token-file', firstFile]);
     expectOneLineError(fenced, 4, /fenced/i);
     const sent = await alice.json<Result<'streams.append'>>(['send', chatId, 'from the current coordinator', '--coordinator-token-file', '-'], { input: second.coordinatorToken + '\n' });
     expect(messageOf(sent.records[0]).content).toBe('from the current coordinator');
     // Sending under a held claim leaves it held.
-    expect((await cli.json<Result<'streams.get'>>(['streams', 'show', streamA])).writer).toMatchObject({ epoch: second.epoch, active: true });
+    expect((await cli().json<Result<'streams.get'>>(['streams', 'show', streamA])).writer).toMatchObject({ epoch: second.epoch, active: true });
     const released = await alice.ok(['streams', 'release', streamA, '--coordinator-token-file', secondFile]);
     expect(released.stdout).toMatch(/writer\s+free/);
     // Admin release needs no token; --json is the stream state.
     // bob's CLI still holds the claim of his sends and his ack: take it over.
     const b = await bob.json<Result<'streams.claim'>>(['streams', 'claim', streamB, '--replace']);
     expect(b.coordinatorToken).toMatch(/^yello_ct_/);
-    const adminRelease = await cli.json<Result<'streams.release'>>(['streams', 'release', streamB]);
+    const adminRelease = await cli().json<Result<'streams.release'>>(['streams', 'release', streamB]);
     expect(adminRelease).toMatchObject({ streamId: streamB, writer: { active: false } });
   });
 });
@@ -240,11 +230,11 @@ describe('streams claim | release and fencing', () => {
 describe('ops', () => {
   it('show and list: human and --json', async () => {
     const [showH, showJ, listH, listJ, unknown] = await Promise.all([
-      cli.ok(['ops', 'show', streamB, firstOpId]),
+      cli().ok(['ops', 'show', streamB, firstOpId]),
       bob.json<Result<'operations.get'>>(['ops', 'show', streamB, firstOpId]),
-      cli.ok(['ops', 'list', streamB]),
+      cli().ok(['ops', 'list', streamB]),
       alice.json<Result<'operations.list'>>(['ops', 'list', streamB]),
-      cli.json<Result<'operations.get'>>(['ops', 'show', streamB, 'never-used']),
+      cli().json<Result<'operations.get'>>(['ops', 'show', streamB, 'never-used']),
     ]);
     expect(showH.stdout).toMatch(/state\s+committed/);
     expect(showJ).toMatchObject({ state: 'committed', generation: '1', firstPosition: '1', nextPosition: '2', committedAt: expect.stringMatching(TS) });
@@ -253,7 +243,7 @@ describe('ops', () => {
     expect(listJ.operations.length).toBeGreaterThanOrEqual(3);
     expect(listJ.operations[0]).toMatchObject({ operationId: firstOpId, state: 'committed', firstPosition: '1' });
     expect(unknown.state).toBe('unknown');
-    const missing = await cli.run(['ops', 'list', `${chatId}:agt_nosuchagent`]);
+    const missing = await cli().run(['ops', 'list', `${chatId}:agt_nosuchagent`]);
     expectOneLineError(missing, 1, /NOT_FOUND/);
   });
 });
@@ -261,26 +251,26 @@ describe('ops', () => {
 describe('streams trim | reset and continuity breaks', () => {
   it('trim: refused past the peer acknowledgement without --force; human and --json', async () => {
     // bob acknowledged alice's stream up to its state at the ack; nobody acknowledged bob's.
-    const refused = await cli.run(['streams', 'trim', streamB, '1']);
+    const refused = await cli().run(['streams', 'trim', streamB, '1']);
     expectOneLineError(refused, 1, /UNACKNOWLEDGED/);
-    const [human, forced] = await Promise.all([cli.ok(['streams', 'trim', streamA, '1']), cli.json<Result<'streams.trim'>>(['streams', 'trim', streamB, '1', '--force'])]);
+    const [human, forced] = await Promise.all([cli().ok(['streams', 'trim', streamA, '1']), cli().json<Result<'streams.trim'>>(['streams', 'trim', streamB, '1', '--force'])]);
     expect(human.stdout).toMatch(/firstPosition\s+1/);
     expect(forced).toEqual({ firstPosition: '1' });
-    expect((await cli.json<Result<'streams.get'>>(['streams', 'show', streamB])).firstPosition).toBe('1');
+    expect((await cli().json<Result<'streams.get'>>(['streams', 'show', streamB])).firstPosition).toBe('1');
   });
 
   it('reset starts generation 2; an old history cursor or live cursor then exits 3 with one line', async () => {
     const [human, json] = await Promise.all([
-      cli.ok(['streams', 'reset', streamA, '--reason', 'cli test']),
-      cli.json<Result<'streams.reset'>>(['streams', 'reset', streamB, '--reason', 'cli test']),
+      cli().ok(['streams', 'reset', streamA, '--reason', 'cli test']),
+      cli().json<Result<'streams.reset'>>(['streams', 'reset', streamB, '--reason', 'cli test']),
     ]);
     expect(human.stdout).toMatch(/generation\s+2/);
     expect(json).toMatchObject({ streamId: streamB, generation: '2', firstPosition: '0', nextPosition: '0' });
     const [history, follow, followAdmin, fresh] = await Promise.all([
       alice.run(['chats', 'history', chatId, '--cursor', historyCursor]),
       bob.run(['chats', 'follow', chatId, '--cursor', liveCursor]),
-      cli.run(['chats', 'follow', chatId, '--cursor', liveCursor, '--json'], { timeoutMs: 15_000 }),
-      cli.json<Result<'chats.history'>>(['chats', 'history', chatId]),
+      cli().run(['chats', 'follow', chatId, '--cursor', liveCursor, '--json'], { timeoutMs: 15_000 }),
+      cli().json<Result<'chats.history'>>(['chats', 'history', chatId]),
     ]);
     for (const r of [history, follow, followAdmin]) {
       expectOneLineError(r!, 3, /continuity break/i);

@@ -10,13 +10,13 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Checkpoint, StoredRecord } from '../../src/shared/types.js';
-import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
+import { expectExit, parseJson } from '../helpers/cli-runner.js';
 import { messages, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { ok, sha256b64url, messageOf, receiptOf, type Result, type ExportLine } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -24,8 +24,7 @@ type Json = ExportLine;
 /** What `yello verify --json` reports. */
 type Report = { problems: Array<{ kind: string; streamId?: string; generation?: string; position?: string; line?: number }> } & Record<string, unknown>;
 
-let d: DaemonProcess;
-let cli: Cli;
+const { daemon, admin, cli } = useCli();
 let chat: ReadingChat;
 let A: string;
 let B: string;
@@ -40,10 +39,7 @@ async function after(result: Result<'streams.append'>): Promise<void> {
 }
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir);
-  const admin = await d.connectAs();
-  chat = await setupChat(d, admin); // each stream: a claim fence at position 0
+  chat = await setupChat(daemon(), admin()); // each stream: a claim fence at position 0
   A = chat.streamA;
   B = chat.streamB;
   await after(await chat.wa.send('a1')); //                       A/1 #1
@@ -53,22 +49,18 @@ beforeAll(async () => {
   // B/1 #2 (message) and #3 (receipt of A/1 up to 4): one operation.
   await after(await chat.wb.append([...messages('b2', 1), receipt(A, '1', seen.nextPosition, seen.batchId)]));
   await after(await chat.wa.send('a3')); //                       A/1 #4
-  ok(await admin.call('streams.reset', { streamId: A, reason: 'test: seal generation 1' }));
+  ok(await admin().call('streams.reset', { streamId: A, reason: 'test: seal generation 1' }));
   await chat.wa.reclaim(); //                                     A/2 #0: fence
   await after(await chat.wa.send('a4')); //                       A/2 #1
   await after(await chat.wa.send('a5')); //                       A/2 #2
   await chat.wb.send('b3'); //                                    B/1 #4
 
-  const exportFile = path.join(d.dir, 'chat.jsonl');
-  jwksFile = path.join(d.dir, 'jwks.json');
-  const [exp, keys] = await Promise.all([cli.run(['chats', 'export', chat.chatId, '--out', exportFile]), cli.run(['keys', 'list', '--json'])]);
+  const exportFile = path.join(daemon().dir, 'chat.jsonl');
+  jwksFile = path.join(daemon().dir, 'jwks.json');
+  const [exp, keys] = await Promise.all([cli().run(['chats', 'export', chat.chatId, '--out', exportFile]), cli().run(['keys', 'list', '--json'])]);
   expectExit(exp, 0);
   fs.writeFileSync(jwksFile, expectExit(keys, 0).stdout);
   exportLines = fs.readFileSync(exportFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Json);
-});
-
-afterAll(async () => {
-  await d?.cleanup();
 });
 
 // ---- locating and editing lines of a parsed export -----------------------------------------
@@ -280,9 +272,9 @@ const cases: Case[] = [
 const toText = (ls: Json[]) => ls.map((l) => JSON.stringify(l)).join('\n') + '\n';
 
 async function verify(name: string, ls: Json[]): Promise<{ code: number | null; report: Report }> {
-  const file = path.join(d.dir, `${name.replace(/\W+/g, '-')}.jsonl`);
+  const file = path.join(daemon().dir, `${name.replace(/\W+/g, '-')}.jsonl`);
   fs.writeFileSync(file, toText(ls));
-  const r = await cli.run(['verify', file, '--jwks', jwksFile, '--json']);
+  const r = await cli().run(['verify', file, '--jwks', jwksFile, '--json']);
   return { code: r.code, report: parseJson<Report>(r) };
 }
 

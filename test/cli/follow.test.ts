@@ -3,18 +3,16 @@
 // exit 0 on SIGINT, acknowledges what it shows with --ack, and exits 3 when a reset breaks
 // continuity under it.
 
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChatBatchNotification } from '../../src/shared/types.js';
-import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli, type LongRunningCli } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, type Wire, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli } from '../helpers/cli-runner.js';
+import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { sleep } from '../helpers/wait.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: Wire;
+const { daemon, admin, cli, track } = useCli();
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -22,43 +20,28 @@ let bobId: string;
 let chatId: string;
 let streamA: string;
 let streamB: string;
-const running: LongRunningCli[] = [];
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
-  admin = await d.connectAs();
-  const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
-  const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
+  const a = ok(await admin().call('agents.create', { username: 'alice', name: 'Alice' }));
+  const b = ok(await admin().call('agents.create', { username: 'bob', name: 'Bob' }));
   aliceId = a.agent.id;
   bobId = b.agent.id;
-  ok(await admin.call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
-  ok(await admin.call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
-  chatId = ok(await admin.call('chats.open', { agentAId: aliceId, agentBId: bobId })).chat.id;
+  ok(await admin().call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
+  ok(await admin().call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
+  chatId = ok(await admin().call('chats.open', { agentAId: aliceId, agentBId: bobId })).chat.id;
   streamA = `${chatId}:${aliceId}`;
   streamB = `${chatId}:${bobId}`;
-  alice = cli.as(writeTokenFile(d.dir, 'alice', a.token));
-  bob = cli.as(writeTokenFile(d.dir, 'bob', b.token));
+  alice = cli().as(writeTokenFile(daemon().dir, 'alice', a.token));
+  bob = cli().as(writeTokenFile(daemon().dir, 'bob', b.token));
 });
-
-afterAll(async () => {
-  for (const r of running) await r.kill();
-  await d?.cleanup();
-});
-
-function track(r: LongRunningCli): LongRunningCli {
-  running.push(r);
-  return r;
-}
 
 /** The live cursor at the chat's current end (so a follow started now misses nothing). */
 async function liveCursorNow(): Promise<string> {
-  return ok(await admin.call('chats.history', { chatId, limit: 1 })).liveCursor;
+  return ok(await admin().call('chats.history', { chatId, limit: 1 })).liveCursor;
 }
 
 async function streamState(streamId: string) {
-  return ok(await admin.call('streams.get', { streamId }));
+  return ok(await admin().call('streams.get', { streamId }));
 }
 
 async function until<T>(what: string, f: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
@@ -100,7 +83,7 @@ describe('chats follow --json', () => {
   });
 
   it('human form (admin): a readable line per record, a "following" notice on stderr, exit 0 on SIGINT', async () => {
-    const f = track(cli.start(['chats', 'follow', chatId]));
+    const f = track(cli().start(['chats', 'follow', chatId]));
     await f.waitForStderr('following');
     await alice.ok(['send', chatId, 'hi bob, alice here']);
     await f.waitFor(() => f.lines.some((l) => l.includes('hi bob, alice here')), 'the message line');
@@ -126,7 +109,7 @@ describe('chats follow --ack', () => {
     expect(acked.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
     if (before.acknowledged) expect(BigInt(acked.acknowledged!.nextPosition)).toBeGreaterThan(BigInt(before.acknowledged.nextPosition));
     // Visible through the CLI too.
-    const shown = await cli.json<Result<'streams.get'>>(['streams', 'show', streamA]);
+    const shown = await cli().json<Result<'streams.get'>>(['streams', 'show', streamA]);
     expect(shown.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
 
     // A second message is acknowledged as well.
@@ -144,7 +127,7 @@ describe('chats follow and continuity', () => {
     const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', await liveCursorNow()]));
     await bob.ok(['send', chatId, 'before the reset']);
     await f.waitFor(() => f.lines.some((l) => l.includes('before the reset')), 'the message batch');
-    const reset = await cli.ok(['streams', 'reset', streamB, '--reason', 'follow test']);
+    const reset = await cli().ok(['streams', 'reset', streamB, '--reason', 'follow test']);
     expect(reset.stdout).toMatch(/generation\s+2/);
     const res = await f.exited;
     expectExit(res, 3);
