@@ -109,7 +109,7 @@ async function startSide(name, checkout, label) {
   const daemon = new Daemon(makeTempDir(`yab${name}-`), { bin, cwd: checkout });
   await daemon.start();
   const admin = await daemon.admin();
-  const { agent: sink } = await admin.call('agents.create', { username: 'sink', name: 'Sink' });
+  const { agent: sink } = await admin.request('agents.create', { username: 'sink', name: 'Sink' });
   const maxC = Math.max(...cfg.concurrency);
   const cos = await Promise.all(Array.from({ length: maxC }, (_, i) => setupCoordinator(daemon, admin, `w${i}`, sink.id)));
   const probe = await PushProbe.setup(daemon, admin);

@@ -4,7 +4,7 @@
 //   mode 'coordinator': the client library as an agent embeds it — a `Coordinator` from
 //     dist/client per client (own connection, claims its stream, follows the chat), and
 //     `await coordinator.send(text)` in a loop.
-//   mode 'raw': the bench's bare NDJSON client (RpcConn, as in section (a)) on the same kind
+//   mode 'raw': the bench's bare NDJSON client (the shared raw wire client, as in section (a)) on the same kind
 //     of agents, for comparison: claim, then `streams.append` in a loop.
 //
 // Forked by run.mjs with an IPC channel. In: {cmd: 'start', mode, socketPath, clients: [{token,
@@ -13,7 +13,7 @@
 // /proc around each 'run'.
 
 import { Coordinator, MemoryCursorStore } from '../dist/client/index.js';
-import { RpcConn, appendOne, content, nowMs, percentile } from './lib.mjs';
+import { appendOne, content, nowMs, openConn, percentile } from './lib.mjs';
 
 let clients = [];
 let sent = 0;
@@ -29,9 +29,9 @@ async function startCoordinator(socketPath, { token, chatId }) {
 }
 
 async function startRaw(socketPath, { token, chatId }) {
-  const conn = await RpcConn.open(socketPath, token);
-  const streamId = `${chatId}:${conn.hello.agentId}`;
-  const claim = await conn.call('streams.claim', { streamId, replace: true });
+  const conn = await openConn(socketPath, token);
+  const streamId = `${chatId}:${conn.helloResult.agentId}`;
+  const claim = await conn.request('streams.claim', { streamId, replace: true });
   const co = { conn, streamId, coordinatorToken: claim.coordinatorToken, generation: claim.generation, next: Number(claim.nextPosition) };
   return { append: () => appendOne(co, 1, 30_000), stop: async () => conn.close() };
 }

@@ -1,4 +1,4 @@
-// Shared helpers of the yello benchmark suite: a raw NDJSON JSON-RPC client, a daemon
+// Shared helpers of the yello benchmark suite: raw NDJSON JSON-RPC connections, a daemon
 // process wrapper (spawn, ready, stop, RSS), temp dirs, statistics and table printing.
 //
 // Plain ESM JavaScript so `npm run bench` needs no TypeScript loader; everything from the
@@ -10,6 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { WireClient } from '../test/helpers/wire-client.mjs';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const yelloBin = path.join(repoRoot, 'bin', 'yello');
@@ -219,112 +220,15 @@ export function medianByGroup(list) {
 
 // ---- JSON-RPC over NDJSON ---------------------------------------------------------------
 
-export class RpcError extends Error {
-  constructor(method, error) {
-    super(`${method}: ${error.message} (${error.code}${error.data?.type ? ' ' + error.data.type : ''})`);
-    this.code = error.code;
-    this.data = error.data;
-  }
-}
+// The bench speaks the wire through the tests' raw client (test/helpers/wire-client.mjs: plain
+// ESM, no code from src/), keeping nothing it receives: loads listen to its events instead.
+const BENCH_WIRE = { keep: false, clientName: 'yello-bench' };
 
-/** A raw NDJSON JSON-RPC 2.0 connection: one line per message, notifications to a listener. */
-export class RpcConn {
-  #socket;
-  #buffer = '';
-  #nextId = 1;
-  #pending = new Map();
-  #closed = false;
-  /** (method, params, receivedAtMs) for every notification. */
-  onNotification = null;
+/** A raw connection that has said hello with `token` (its result on `.helloResult`); rejects if refused. */
+export const openConn = (socketPath, token) => WireClient.open(socketPath, token, BENCH_WIRE);
 
-  constructor(socket) {
-    this.#socket = socket;
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => this.#onData(chunk));
-    socket.on('close', () => this.#fail(new Error('connection closed')));
-    socket.on('error', (err) => this.#fail(err));
-  }
-
-  static connect(socketPath, timeoutMs = 5000) {
-    return new Promise((resolve, reject) => {
-      const socket = net.createConnection(socketPath);
-      const timer = setTimeout(() => {
-        socket.destroy();
-        reject(new Error(`connect to ${socketPath} timed out`));
-      }, timeoutMs);
-      socket.once('connect', () => {
-        clearTimeout(timer);
-        socket.removeAllListeners('error');
-        resolve(new RpcConn(socket));
-      });
-      socket.once('error', (err) => {
-        clearTimeout(timer);
-        reject(err);
-      });
-    });
-  }
-
-  /** Connect and say hello with `token`; resolves with the connection (hello result on .hello). */
-  static async open(socketPath, token) {
-    const conn = await RpcConn.connect(socketPath);
-    conn.hello = await conn.call('session.hello', { token, client: { name: 'yello-bench' } });
-    return conn;
-  }
-
-  #onData(chunk) {
-    const at = nowMs();
-    this.#buffer += chunk;
-    let nl;
-    while ((nl = this.#buffer.indexOf('\n')) >= 0) {
-      const line = this.#buffer.slice(0, nl);
-      this.#buffer = this.#buffer.slice(nl + 1);
-      if (line.length === 0) continue;
-      const msg = JSON.parse(line);
-      if (msg.id === undefined || msg.id === null) {
-        if (msg.method) this.onNotification?.(msg.method, msg.params, at);
-        else if (msg.error) this.#fail(new RpcError('(no id)', msg.error));
-        continue;
-      }
-      const p = this.#pending.get(msg.id);
-      if (!p) continue;
-      this.#pending.delete(msg.id);
-      clearTimeout(p.timer);
-      if (msg.error) p.reject(new RpcError(p.method, msg.error));
-      else p.resolve(msg.result);
-    }
-  }
-
-  #fail(err) {
-    if (this.#closed) return;
-    this.#closed = true;
-    for (const p of this.#pending.values()) {
-      clearTimeout(p.timer);
-      p.reject(err);
-    }
-    this.#pending.clear();
-  }
-
-  /** Call a method; rejects with RpcError, or after `timeoutMs`. */
-  call(method, params, timeoutMs = 60_000) {
-    if (this.#closed) return Promise.reject(new Error('connection closed'));
-    const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new Error(`${method} timed out after ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.#pending.set(id, { method, resolve, reject, timer });
-      this.#socket.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
-    });
-  }
-
-  close() {
-    this.#closed = true;
-    for (const p of this.#pending.values()) clearTimeout(p.timer);
-    this.#pending.clear();
-    this.#socket.destroy();
-  }
-}
+/** A raw connection, no hello. */
+export const connectConn = (socketPath, timeoutMs = 5000) => WireClient.connect(socketPath, { ...BENCH_WIRE, timeoutMs });
 
 // ---- the daemon process -----------------------------------------------------------------
 
@@ -374,9 +278,9 @@ export class Daemon {
       if (existsSync(this.socketPath) && existsSync(tokenPath)) {
         try {
           this.adminToken = readFileSync(tokenPath, 'utf8').trim();
-          const conn = await RpcConn.connect(this.socketPath, 2000);
+          const conn = await connectConn(this.socketPath, 2000);
           try {
-            await conn.call('session.hello', { token: this.adminToken }, 5000);
+            await conn.request('session.hello', { token: this.adminToken }, 5000);
           } finally {
             conn.close();
           }
@@ -390,7 +294,7 @@ export class Daemon {
   }
 
   admin() {
-    return RpcConn.open(this.socketPath, this.adminToken);
+    return openConn(this.socketPath, this.adminToken);
   }
 
   rss() {
@@ -443,7 +347,7 @@ export class PipelineServer {
 
   coordinators(n) {
     return Promise.all(Array.from({ length: n }, async (_, i) => ({
-      conn: await RpcConn.open(this.socketPath, 'bench'), streamId: `chat_p${i}:agt_p${i}`, coordinatorToken: 'bench', generation: '1', next: 0,
+      conn: await openConn(this.socketPath, 'bench'), streamId: `chat_p${i}:agt_p${i}`, coordinatorToken: 'bench', generation: '1', next: 0,
     })));
   }
 
@@ -468,11 +372,11 @@ export function content(tag) {
 
 /** An agent + a peer + their chat + a claimed stream, on the agent's own connection. */
 export async function setupCoordinator(daemon, admin, username, peerId) {
-  const { agent, token } = await admin.call('agents.create', { username, name: username });
-  const conn = await RpcConn.open(daemon.socketPath, token);
-  const { chat } = await conn.call('chats.open', { peerAgentId: peerId });
+  const { agent, token } = await admin.request('agents.create', { username, name: username });
+  const conn = await openConn(daemon.socketPath, token);
+  const { chat } = await conn.request('chats.open', { peerAgentId: peerId });
   const streamId = `${chat.id}:${agent.id}`;
-  const claim = await conn.call('streams.claim', { streamId });
+  const claim = await conn.request('streams.claim', { streamId });
   return {
     agentId: agent.id, token, conn, chatId: chat.id, streamId,
     coordinatorToken: claim.coordinatorToken, generation: claim.generation, next: Number(claim.nextPosition),
@@ -491,7 +395,7 @@ export function appendParams(co, at, n) {
 
 /** One streams.append of `n` chat.message records at the coordinator's tracked position. */
 export async function appendOne(co, n = 1, timeoutMs = 60_000) {
-  const r = await co.conn.call('streams.append', appendParams(co, co.next, n), timeoutMs);
+  const r = await co.conn.request('streams.append', appendParams(co, co.next, n), timeoutMs);
   co.next = Number(r.nextPosition);
   return r;
 }
@@ -537,10 +441,11 @@ export class PushProbe {
 
   static async setup(daemon, admin, name = 'push') {
     const probe = new PushProbe();
-    const { agent: follower, token } = await admin.call('agents.create', { username: `${name}-follower`, name: 'Follower' });
+    const { agent: follower, token } = await admin.request('agents.create', { username: `${name}-follower`, name: 'Follower' });
     probe.co = await setupCoordinator(daemon, admin, `${name}-writer`, follower.id);
-    probe.fconn = await RpcConn.open(daemon.socketPath, token);
-    probe.fconn.onNotification = (method, params, at) => {
+    probe.fconn = await openConn(daemon.socketPath, token);
+    probe.fconn.on('notification', ({ method, params }) => {
+      const at = nowMs();
       if (method !== 'chats.batch' || params.streamId !== probe.co.streamId) return;
       for (const rec of params.records) {
         const w = probe.#waiters.get(Number(rec.position));
@@ -549,8 +454,8 @@ export class PushProbe {
           w(at);
         }
       }
-    };
-    await probe.fconn.call('chats.follow', { chatId: probe.co.chatId });
+    });
+    await probe.fconn.request('chats.follow', { chatId: probe.co.chatId });
     return probe;
   }
 

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { BASELINE_GROUP, GroupCommitStore, baselineKey, makeWriters, rawHistoryPage, runBaselineAppends } from './baseline.mjs';
 import {
-  Daemon, PipelineServer, PushProbe, RpcConn, THREAD_GROUPS, THREAD_GROUP_NOTES, appendParams, cleanupAll, closedLoop, content, envCounts as counts, envNumber as num, fmt, makeTempDir,
+  Daemon, PipelineServer, PushProbe, THREAD_GROUPS, THREAD_GROUP_NOTES, appendParams, cleanupAll, connectConn, closedLoop, content, envCounts as counts, envNumber as num, fmt, makeTempDir, openConn,
   median, medianByGroup, nowMs, perAppendByGroup, percentile, removeTempDir, repoRoot, rssKiB, setupCoordinator, sleep, table, threadDelta,
   threadSnapshot, trackChild,
 } from './lib.mjs';
@@ -77,7 +77,7 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 
 async function benchAppends(daemon, admin) {
   const maxC = Math.max(...cfg.concurrency);
-  const { agent: sink } = await admin.call('agents.create', { username: 'sink', name: 'Sink' });
+  const { agent: sink } = await admin.request('agents.create', { username: 'sink', name: 'Sink' });
   log(`(a) creating ${maxC} coordinators (agent + chat + claimed stream, one connection each)`);
   const cos = await Promise.all(Array.from({ length: maxC }, (_, i) => setupCoordinator(daemon, admin, `w${i}`, sink.id)));
 
@@ -173,14 +173,14 @@ const CLIENT_MODES = ['raw', 'coordinator'];
 
 async function benchClientLibrary(daemon, admin) {
   const maxC = Math.max(...cfg.clientConcurrency);
-  const { agent: sink } = await admin.call('agents.create', { username: 'client-sink', name: 'Client sink' });
+  const { agent: sink } = await admin.request('agents.create', { username: 'client-sink', name: 'Client sink' });
   log(`(f) creating 2 × ${maxC} agents with a chat each (raw and Coordinator clients)`);
   const makeClients = (prefix) =>
     Promise.all(Array.from({ length: maxC }, async (_, i) => {
-      const { agent, token } = await admin.call('agents.create', { username: `${prefix}${i}`, name: `${prefix}${i}` });
-      const conn = await RpcConn.open(daemon.socketPath, token);
+      const { agent, token } = await admin.request('agents.create', { username: `${prefix}${i}`, name: `${prefix}${i}` });
+      const conn = await openConn(daemon.socketPath, token);
       try {
-        const { chat } = await conn.call('chats.open', { peerAgentId: sink.id });
+        const { chat } = await conn.request('chats.open', { peerAgentId: sink.id });
         return { agentId: agent.id, token, chatId: chat.id };
       } finally {
         conn.close();
@@ -247,7 +247,7 @@ async function fill(co, target, depth, deadline) {
       const at = co.issuedNext;
       co.issuedNext += n;
       co.issuedMsgs += n;
-      const p = co.conn.call('streams.append', appendParams(co, at, n), 120_000).then(
+      const p = co.conn.request('streams.append', appendParams(co, at, n), 120_000).then(
         (r) => {
           co.next = Math.max(co.next, Number(r.nextPosition));
           co.msgs += n;
@@ -266,9 +266,9 @@ async function fill(co, target, depth, deadline) {
 
 async function connectHistoryClients(daemon, hs) {
   for (const co of hs.writers) {
-    co.conn = await RpcConn.open(daemon.socketPath, co.token);
+    co.conn = await openConn(daemon.socketPath, co.token);
   }
-  hs.reader = await RpcConn.open(daemon.socketPath, hs.writers[0].token);
+  hs.reader = await openConn(daemon.socketPath, hs.writers[0].token);
 }
 
 function closeHistoryClients(hs) {
@@ -287,17 +287,17 @@ async function timedCalls(n, fn) {
 }
 
 async function benchHistory(daemon, admin) {
-  const { agent: b, token: tokenB } = await admin.call('agents.create', { username: 'hist-b', name: 'History B' });
+  const { agent: b, token: tokenB } = await admin.request('agents.create', { username: 'hist-b', name: 'History B' });
   const a = await setupCoordinator(daemon, admin, 'hist-a', b.id);
-  const connB = await RpcConn.open(daemon.socketPath, tokenB);
-  const claimB = await connB.call('streams.claim', { streamId: `${a.chatId}:${b.id}` });
+  const connB = await openConn(daemon.socketPath, tokenB);
+  const claimB = await connB.request('streams.claim', { streamId: `${a.chatId}:${b.id}` });
   const bco = {
     agentId: b.id, token: tokenB, conn: connB, chatId: a.chatId, streamId: `${a.chatId}:${b.id}`,
     coordinatorToken: claimB.coordinatorToken, generation: claimB.generation, next: Number(claimB.nextPosition),
   };
   const hs = { chatId: a.chatId, writers: [a, bco], streamIds: [a.streamId, bco.streamId].sort(), reader: null };
   for (const co of hs.writers) Object.assign(co, { msgs: 0, issuedMsgs: 0, issuedNext: co.next });
-  hs.reader = await RpcConn.open(daemon.socketPath, a.token);
+  hs.reader = await openConn(daemon.socketPath, a.token);
   const buildDeadline = nowMs() + cfg.buildMaxSeconds * 1000;
   let buildSeconds = 0;
 
@@ -318,7 +318,7 @@ async function benchHistory(daemon, admin) {
     // Let LevelDB's background compaction of the fresh writes settle before timing reads.
     await sleep(cfg.settleSeconds * 1000);
     const reader = hs.reader;
-    const history = (params) => reader.call('chats.history', { chatId: hs.chatId, ...params }, 120_000);
+    const history = (params) => reader.request('chats.history', { chatId: hs.chatId, ...params }, 120_000);
 
     // Backward first page (a fresh snapshot each call).
     await timedCalls(3, () => history({ limit: HISTORY_LIMIT }));
@@ -410,9 +410,9 @@ function spawnMinimal(socketPath, dbDir) {
       if (nowMs() > deadline) throw new Error('minimal server not ready in 30 s');
       if (existsSync(socketPath)) {
         try {
-          const conn = await RpcConn.connect(socketPath, 2000);
+          const conn = await connectConn(socketPath, 2000);
           try {
-            await conn.call('session.hello', { token: 'x' }, 5000);
+            await conn.request('session.hello', { token: 'x' }, 5000);
           } finally {
             conn.close();
           }
@@ -461,15 +461,15 @@ async function benchFollowers(daemon) {
   const perConn = Array.from({ length: nConn }, (_, i) => Math.floor(cfg.followers / nConn) + (i < cfg.followers % nConn ? 1 : 0));
   const nPeers = Math.max(...perConn);
   log(`(e) ${cfg.followers} idle followers: ${nConn} follower agents × up to ${nPeers} chats, one connection each`);
-  const followers = await Promise.all(Array.from({ length: nConn }, (_, i) => admin.call('agents.create', { username: `follower${i}`, name: `Follower ${i}` })));
-  const peers = await Promise.all(Array.from({ length: nPeers }, (_, j) => admin.call('agents.create', { username: `peer${j}`, name: `Peer ${j}` })));
+  const followers = await Promise.all(Array.from({ length: nConn }, (_, i) => admin.request('agents.create', { username: `follower${i}`, name: `Follower ${i}` })));
+  const peers = await Promise.all(Array.from({ length: nPeers }, (_, j) => admin.request('agents.create', { username: `peer${j}`, name: `Peer ${j}` })));
   admin.close();
-  const conns = await Promise.all(followers.map((f) => RpcConn.open(daemon.socketPath, f.token)));
+  const conns = await Promise.all(followers.map((f) => openConn(daemon.socketPath, f.token)));
   try {
-    const chats = await Promise.all(conns.map((conn, i) => Promise.all(peers.slice(0, perConn[i]).map((p) => conn.call('chats.open', { peerAgentId: p.agent.id }).then((r) => r.chat.id)))));
+    const chats = await Promise.all(conns.map((conn, i) => Promise.all(peers.slice(0, perConn[i]).map((p) => conn.request('chats.open', { peerAgentId: p.agent.id }).then((r) => r.chat.id)))));
     await sleep(1000);
     const before = daemon.rss();
-    await Promise.all(conns.map((conn, i) => Promise.all(chats[i].map((chatId) => conn.call('chats.follow', { chatId })))));
+    await Promise.all(conns.map((conn, i) => Promise.all(chats[i].map((chatId) => conn.request('chats.follow', { chatId })))));
     await sleep(2000);
     const after = daemon.rss();
     results.e.followers = { count: cfg.followers, connections: nConn, rssBeforeKiB: before, rssAfterKiB: after, perFollowerKiB: (after - before) / cfg.followers };
@@ -672,7 +672,7 @@ function cpuTable(rows) {
 function clientTable() {
   const groups = groupsOf(results.f.map((r) => r.client));
   const rows = results.f.map((r) => [
-    r.concurrency, r.mode === 'raw' ? 'raw RpcConn' : 'Coordinator', fmt.int(r.perSecond), fmt.ms(r.p50), fmt.ms(r.p99),
+    r.concurrency, r.mode === 'raw' ? 'raw wire client' : 'Coordinator', fmt.int(r.perSecond), fmt.ms(r.p50), fmt.ms(r.p99),
     fmt.int(sum(r.client.us)), ...groups.map((g) => fmt.int(r.client.us[g] ?? 0)), r.client.mainBusy.toFixed(2), fmt.int(sum(r.daemon.us)), r.daemon.mainBusy.toFixed(2),
   ]);
   const verdicts = results.f.filter((r) => r.mode === 'coordinator').map((r) => {
@@ -684,7 +684,7 @@ function clientTable() {
   });
   return [
     table(
-      `(f) load from the client library, in a child process (bench/client-load.mjs): raw RpcConn = the bare NDJSON client of (a); Coordinator = dist/client Coordinator.send(text), which also follows its chat (the daemon pushes each own append back to it); CPU µs per append from /proc of the client process and the daemon, median of ${cfg.rounds} rounds × ${cfg.seconds}s`,
+      `(f) load from the client library, in a child process (bench/client-load.mjs): raw wire client = the bare NDJSON client of (a); Coordinator = dist/client Coordinator.send(text), which also follows its chat (the daemon pushes each own append back to it); CPU µs per append from /proc of the client process and the daemon, median of ${cfg.rounds} rounds × ${cfg.seconds}s`,
       ['clients', 'client', 'appends/s', 'p50 ms', 'p99 ms', 'client µs', ...groups.map((g) => `client ${g} µs`), 'client main busy', 'daemon µs', 'daemon main busy'],
       rows,
     ),

@@ -3,42 +3,17 @@
 // acknowledged yet, so messages sent before it started are shown, never skipped; --from-end
 // opts out; `chats read --ack` acknowledges what it showed.
 
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { describe, expect, it, vi } from 'vitest';
+import type { ChatBatchNotification, StoredRecord } from '../../src/shared/types.js';
+import { expectExit, oneLineErrorProblems, parseJsonLines } from '../helpers/cli-runner.js';
+import { ok, type Result } from '../helpers/wire-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: RpcLineClient;
-const running: LongRunningCli[] = [];
-
-beforeAll(async () => {
-  d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
-  admin = await d.connectAs();
-});
-
-afterAll(async () => {
-  for (const r of running) await r.kill();
-  await d?.cleanup();
-});
-
-function track(r: LongRunningCli): LongRunningCli {
-  running.push(r);
-  return r;
-}
-
-async function pair() {
-  const p = await createPair(admin, d.socketPath);
-  return { ...p, alice: cli.as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cli.as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
-}
-
-const acknowledged = async (streamId: string) => ok(await admin.call('streams.get', { streamId })).acknowledged;
+const { admin, cli, track, pair } = useCli();
+const acknowledged = async (streamId: string) => ok(await admin().call('streams.get', { streamId })).acknowledged;
 
 describe('chats follow without a cursor (agent)', () => {
   it('shows the messages sent before it started', async () => {
@@ -71,10 +46,10 @@ describe('chats follow without a cursor (agent)', () => {
 
   it('--ack on a first run shows and acknowledges what came before it', async () => {
     const p = await pair();
-    const sent = await p.alice.json(['send', p.chatId, 'hello, bob']);
+    const sent = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'hello, bob']);
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
     await f.waitFor(() => f.lines.some((l) => l.includes('hello, bob')), 'the earlier message');
-    await waitUntil(async () => (await acknowledged(p.streamA))?.nextPosition === sent.nextPosition, 20_000, 'the receipt');
+    await waitFor(async () => (await acknowledged(p.streamA))?.nextPosition === sent.nextPosition, 'the receipt', 20_000);
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
   });
@@ -89,9 +64,9 @@ describe('chats read', () => {
     expect(peek.stdout).toMatch(/ → .*#1\s+first\n.* → .*#2\s+second\n$/);
     expect(await acknowledged(p.streamA)).toBeNull();
 
-    const json = await p.bob.json(['chats', 'read', p.chatId, '--ack']);
+    const json = await p.bob.json<{ records: StoredRecord[] }>(['chats', 'read', p.chatId, '--ack']);
     expect(json).toMatchObject({ chatId: p.chatId, streamId: p.streamA, generation: '1', fromPosition: '0', nextPosition: '3', acknowledged: { generation: '1', nextPosition: '3' } });
-    expect(json.records.map((r: { wrapper: { type: string } }) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message', 'chat.message']);
+    expect(json.records.map((r) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message', 'chat.message']);
     expect(await acknowledged(p.streamA)).toEqual({ generation: '1', nextPosition: '3' });
 
     const empty = await p.bob.json(['chats', 'read', p.chatId]);
@@ -105,7 +80,7 @@ describe('chats read', () => {
   it('unacknowledged messages that were trimmed away are a continuity break (exit 3), not skipped', async () => {
     const p = await pair();
     await p.alice.ok(['send', p.chatId, 'gone']);
-    await cli.ok(['streams', 'trim', p.streamA, '2', '--force']);
+    await cli().ok(['streams', 'trim', p.streamA, '2', '--force']);
     const r = await p.bob.run(['chats', 'read', p.chatId]);
     expectExit(r, 3);
     expect(oneLineErrorProblems(r), r.stderr).toEqual([]);
@@ -117,7 +92,7 @@ describe('chats read', () => {
 
   it('is an agent command', async () => {
     const p = await pair();
-    expectExit(await cli.run(['chats', 'read', p.chatId]), 2);
+    expectExit(await cli().run(['chats', 'read', p.chatId]), 2);
   });
 });
 
@@ -129,9 +104,9 @@ describe('JSON lines', () => {
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--json']));
     await f.waitFor(() => f.lines.some((l) => l.includes('"content":"b"')), 'the backlog');
     const res = await f.stop('SIGINT');
-    const batches = parseJsonLines(res.stdout).filter((b) => b.streamId === p.streamA);
-    expect(batches[0].fromPosition).toBe('0');
-    for (let i = 1; i < batches.length; i++) expect(batches[i].fromPosition).toBe(batches[i - 1].nextPosition);
-    expect(batches.at(-1).nextPosition).toBe('3');
+    const batches = parseJsonLines<ChatBatchNotification>(res.stdout).filter((b) => b.streamId === p.streamA);
+    expect(batches[0]!.fromPosition).toBe('0');
+    for (let i = 1; i < batches.length; i++) expect(batches[i]!.fromPosition).toBe(batches[i - 1]!.nextPosition);
+    expect(batches.at(-1)!.nextPosition).toBe('3');
   });
 });

@@ -3,16 +3,14 @@
 // streams show|claim|release|trim|reset, ops show|list, and the exit codes 3 (continuity
 // break) and 4 (fenced), in human and `--json` form against a real daemon.
 
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
+import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: RpcLineClient;
+const { daemon, admin, cli } = useCli();
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -31,23 +29,15 @@ function expectOneLineError(r: CliResult, code: number, pattern?: RegExp): void 
 }
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
-  admin = await d.connectAs();
   // Setup through the wire; the CLI's agents/grants commands have their own file.
-  const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
-  const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
+  const a = ok(await admin().call('agents.create', { username: 'alice', name: 'Alice' }));
+  const b = ok(await admin().call('agents.create', { username: 'bob', name: 'Bob' }));
   aliceId = a.agent.id;
   bobId = b.agent.id;
-  ok(await admin.call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
-  ok(await admin.call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
-  alice = cli.as(writeTokenFile(d.dir, 'alice', a.token));
-  bob = cli.as(writeTokenFile(d.dir, 'bob', b.token));
-});
-
-afterAll(async () => {
-  await d?.cleanup();
+  ok(await admin().call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
+  ok(await admin().call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
+  alice = cli().as(writeTokenFile(daemon().dir, 'alice', a.token));
+  bob = cli().as(writeTokenFile(daemon().dir, 'bob', b.token));
 });
 
 describe('chats', () => {
@@ -58,7 +48,7 @@ describe('chats', () => {
     chatId = m![1]!;
     streamA = `${chatId}:${aliceId}`;
     streamB = `${chatId}:${bobId}`;
-    const [again, byAdmin] = await Promise.all([bob.json(['chats', 'open', aliceId]), cli.json(['chats', 'open', 'alice', '--with', 'bob'])]);
+    const [again, byAdmin] = await Promise.all([bob.json<Result<'chats.open'>>(['chats', 'open', aliceId]), cli().json<Result<'chats.open'>>(['chats', 'open', 'alice', '--with', 'bob'])]);
     for (const r of [again, byAdmin]) {
       expect(r.created).toBe(false);
       expect(r.chat).toMatchObject({ id: chatId, createdAt: expect.stringMatching(TS) });
@@ -69,12 +59,12 @@ describe('chats', () => {
 
   it('list, show, permissions: human and --json', async () => {
     const [listH, listJ, showH, showJ, permH, permJ] = await Promise.all([
-      cli.ok(['chats', 'list']),
-      alice.json(['chats', 'list']),
+      cli().ok(['chats', 'list']),
+      alice.json<Result<'chats.list'>>(['chats', 'list']),
       bob.ok(['chats', 'show', chatId]),
-      cli.json(['chats', 'show', chatId]),
+      cli().json<Result<'chats.get'>>(['chats', 'show', chatId]),
       bob.ok(['chats', 'permissions', chatId]),
-      cli.json(['chats', 'permissions', chatId]),
+      cli().json<Result<'chats.permissions'>>(['chats', 'permissions', chatId]),
     ]);
     expect(listH.stdout).toContain(chatId);
     expect(listH.stdout).toMatch(/alice/);
@@ -106,13 +96,13 @@ describe('send', () => {
   it('text arguments are joined into one message; human and --json', async () => {
     const [human, fromBob] = await Promise.all([
       alice.ok(['send', chatId, 'hello', 'bob,', 'how', 'are', 'you?']),
-      bob.json(['send', chatId, 'fine, thanks']),
+      bob.json<Result<'streams.append'>>(['send', chatId, 'fine, thanks']),
     ]);
     expect(human.stdout).toMatch(new RegExp(`sent at position \\d+ of ${streamA}`));
     expect(fromBob).toMatchObject({ streamId: streamB, generation: '1', duplicate: false, redactions: [], firstPosition: expect.stringMatching(DEC), nextPosition: expect.stringMatching(DEC) });
     expect(fromBob.operationId).toEqual(expect.any(String));
     expect(fromBob.records).toHaveLength(1);
-    expect(fromBob.records[0].wrapper.message).toMatchObject({ content: 'fine, thanks', fromAgentId: bobId, toAgentId: aliceId });
+    expect(messageOf(fromBob.records[0])).toMatchObject({ content: 'fine, thanks', fromAgentId: bobId, toAgentId: aliceId });
     // A message from the CLI is a short-lived coordinator: the claim's fence precedes it.
     expect(fromBob.firstPosition).toBe('1');
     firstOpId = fromBob.operationId;
@@ -121,13 +111,13 @@ describe('send', () => {
   it('redactions are printed under the default redact policy', async () => {
     const [human, json] = await Promise.all([
       alice.ok(['send', chatId, 'write to alice@example.com please']),
-      bob.json(['send', chatId, 'call me at +1 415 555 0100 or bob@example.org']),
+      bob.json<Result<'streams.append'>>(['send', chatId, 'call me at +1 415 555 0100 or bob@example.org']),
     ]);
     expect(human.stdout).toMatch(/redacted 1 × EMAIL/);
     const kinds = json.redactions.map((r: { kind: string }) => r.kind).sort();
     expect(kinds).toEqual(['EMAIL', 'PHONE']);
     for (const r of json.redactions) expect(r).toMatchObject({ recordIndex: 0, count: 1 });
-    const content = json.records[0].wrapper.message.content as string;
+    const content = messageOf(json.records[0]).content as string;
     expect(content).toContain('[REDACTED:EMAIL]');
     expect(content).toContain('[REDACTED:PHONE]');
     expect(content).not.toContain('bob@example.org');
@@ -135,8 +125,8 @@ describe('send', () => {
   });
 
   it('"-" reads the text from stdin', async () => {
-    const r = await alice.json(['send', chatId, '-'], { input: 'line one from stdin\nline two\n' });
-    expect(r.records[0].wrapper.message.content).toBe('line one from stdin\nline two');
+    const r = await alice.json<Result<'streams.append'>>(['send', chatId, '-'], { input: 'line one from stdin\nline two\n' });
+    expect(messageOf(r.records[0]).content).toBe('line one from stdin\nline two');
   });
 });
 
@@ -146,9 +136,9 @@ let liveCursor: string;
 describe('chats history', () => {
   it('human transcript and --json {entries, nextCursor, liveCursor}, paging with --cursor', async () => {
     const [human, all, page1] = await Promise.all([
-      cli.ok(['chats', 'history', chatId]),
-      bob.json(['chats', 'history', chatId, '--direction', 'forward', '--limit', '500']),
-      alice.json(['chats', 'history', chatId, '--limit', '2']),
+      cli().ok(['chats', 'history', chatId]),
+      bob.json<Result<'chats.history'>>(['chats', 'history', chatId, '--direction', 'forward', '--limit', '500']),
+      alice.json<Result<'chats.history'>>(['chats', 'history', chatId, '--limit', '2']),
     ]);
     expect(human.stdout).toMatch(/alice → bob .*hello bob, how are you\?/);
     expect(human.stdout).toMatch(/bob → alice .*fine, thanks/);
@@ -162,35 +152,35 @@ describe('chats history', () => {
       expect(e).toMatchObject({ streamId: expect.any(String), generation: '1', position: expect.stringMatching(DEC) });
       expect(e.wrapper.type).toBe('chat.message');
     }
-    const times = all.entries.map((e: { wrapper: { message: { signature: { createdAt: string } } } }) => e.wrapper.message.signature.createdAt);
+    const times = all.entries.map((e) => messageOf(e).signature.createdAt);
     expect([...times].sort()).toEqual(times);
 
     expect(page1.entries).toHaveLength(2);
     expect(page1.nextCursor).toEqual(expect.any(String));
     expect(page1.liveCursor).toEqual(expect.any(String));
-    const page2 = await alice.json(['chats', 'history', chatId, '--cursor', page1.nextCursor, '--limit', '2']);
+    const page2 = await alice.json<Result<'chats.history'>>(['chats', 'history', chatId, '--cursor', page1.nextCursor!, '--limit', '2']);
     expect(page2.entries).toHaveLength(2);
     const key = (e: { streamId: string; position: string }) => `${e.streamId}#${e.position}`;
     const seen = [...page2.entries, ...page1.entries].map(key);
     expect(new Set(seen).size).toBe(4);
     // Backward pages: page 2 is the two entries before page 1, in ascending order.
     expect(seen).toEqual(all.entries.slice(-4).map(key));
-    historyCursor = page1.nextCursor;
+    historyCursor = page1.nextCursor!;
     liveCursor = page1.liveCursor;
   });
 });
 
 describe('ack and streams show', () => {
   it('ack appends a receipt; streams show of the peer stream then shows it acknowledged', async () => {
-    const before = await cli.json(['streams', 'show', streamA]);
+    const before = await cli().json<Result<'streams.get'>>(['streams', 'show', streamA]);
     // alice's CLI keeps its claim between sends: one fence (#0), epoch 1, still held.
     expect(before).toMatchObject({ streamId: streamA, chatId, authorAgentId: aliceId, generation: '1', firstPosition: '0', acknowledged: null, writer: { epoch: '1', active: true } });
     const acked = await bob.ok(['ack', chatId]);
     expect(acked.stdout).toContain(`acknowledged ${streamA} before position ${before.nextPosition}`);
     const [json, human, nothing] = await Promise.all([
-      alice.json(['streams', 'show', streamA]),
-      cli.ok(['streams', 'show', streamA]),
-      bob.json(['ack', chatId]),
+      alice.json<Result<'streams.get'>>(['streams', 'show', streamA]),
+      cli().ok(['streams', 'show', streamA]),
+      bob.json<Result<'streams.append'>>(['ack', chatId]),
     ]);
     expect(json.acknowledged).toEqual({ generation: '1', nextPosition: before.nextPosition });
     expect(human.stdout).toMatch(new RegExp(`acknowledged\\s+1/${before.nextPosition}\\b`));
@@ -203,7 +193,7 @@ describe('ack and streams show', () => {
 describe('streams claim | release and fencing', () => {
   it('claim prints the coordinator token; a held stream refuses claim and send without --replace', async () => {
     // Give up the claim the CLI kept from alice's sends, so that a manual claim needs no takeover.
-    const released = await alice.json(['streams', 'release', streamA]);
+    const released = await alice.json<Result<'streams.release'>>(['streams', 'release', streamA]);
     expect(released.writer).toMatchObject({ epoch: '1', active: false });
     const human = await alice.ok(['streams', 'claim', streamA, '--reason', 'manual']);
     expect(human.stdout).toMatch(/coordinatorToken\s+yello_ct_\S+/);
@@ -214,25 +204,25 @@ describe('streams claim | release and fencing', () => {
   });
 
   it('a replaced coordinator token is fenced: send --coordinator-token-file exits 4; the current one works; release frees the stream', async () => {
-    const first = await alice.json(['streams', 'claim', streamA, '--replace']);
+    const first = await alice.json<Result<'streams.claim'>>(['streams', 'claim', streamA, '--replace']);
     expect(first).toEqual({ streamId: streamA, generation: '1', epoch: expect.stringMatching(DEC), coordinatorToken: expect.stringMatching(/^yello_ct_/), nextPosition: expect.stringMatching(DEC) });
-    const second = await alice.json(['streams', 'claim', streamA, '--replace']);
+    const second = await alice.json<Result<'streams.claim'>>(['streams', 'claim', streamA, '--replace']);
     expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(first.epoch));
-    const firstFile = writeTokenFile(d.dir, 'first-ct', first.coordinatorToken);
-    const secondFile = writeTokenFile(d.dir, 'second-ct', second.coordinatorToken);
+    const firstFile = writeTokenFile(daemon().dir, 'first-ct', first.coordinatorToken);
+    const secondFile = writeTokenFile(daemon().dir, 'second-ct', second.coordinatorToken);
     const fenced = await alice.run(['send', chatId, 'from the old coordinator', '--coordinator-token-file', firstFile]);
     expectOneLineError(fenced, 4, /fenced/i);
-    const sent = await alice.json(['send', chatId, 'from the current coordinator', '--coordinator-token-file', '-'], { input: second.coordinatorToken + '\n' });
-    expect(sent.records[0].wrapper.message.content).toBe('from the current coordinator');
+    const sent = await alice.json<Result<'streams.append'>>(['send', chatId, 'from the current coordinator', '--coordinator-token-file', '-'], { input: second.coordinatorToken + '\n' });
+    expect(messageOf(sent.records[0]).content).toBe('from the current coordinator');
     // Sending under a held claim leaves it held.
-    expect((await cli.json(['streams', 'show', streamA])).writer).toMatchObject({ epoch: second.epoch, active: true });
+    expect((await cli().json<Result<'streams.get'>>(['streams', 'show', streamA])).writer).toMatchObject({ epoch: second.epoch, active: true });
     const released = await alice.ok(['streams', 'release', streamA, '--coordinator-token-file', secondFile]);
     expect(released.stdout).toMatch(/writer\s+free/);
     // Admin release needs no token; --json is the stream state.
     // bob's CLI still holds the claim of his sends and his ack: take it over.
-    const b = await bob.json(['streams', 'claim', streamB, '--replace']);
+    const b = await bob.json<Result<'streams.claim'>>(['streams', 'claim', streamB, '--replace']);
     expect(b.coordinatorToken).toMatch(/^yello_ct_/);
-    const adminRelease = await cli.json(['streams', 'release', streamB]);
+    const adminRelease = await cli().json<Result<'streams.release'>>(['streams', 'release', streamB]);
     expect(adminRelease).toMatchObject({ streamId: streamB, writer: { active: false } });
   });
 });
@@ -240,11 +230,11 @@ describe('streams claim | release and fencing', () => {
 describe('ops', () => {
   it('show and list: human and --json', async () => {
     const [showH, showJ, listH, listJ, unknown] = await Promise.all([
-      cli.ok(['ops', 'show', streamB, firstOpId]),
-      bob.json(['ops', 'show', streamB, firstOpId]),
-      cli.ok(['ops', 'list', streamB]),
-      alice.json(['ops', 'list', streamB]),
-      cli.json(['ops', 'show', streamB, 'never-used']),
+      cli().ok(['ops', 'show', streamB, firstOpId]),
+      bob.json<Result<'operations.get'>>(['ops', 'show', streamB, firstOpId]),
+      cli().ok(['ops', 'list', streamB]),
+      alice.json<Result<'operations.list'>>(['ops', 'list', streamB]),
+      cli().json<Result<'operations.get'>>(['ops', 'show', streamB, 'never-used']),
     ]);
     expect(showH.stdout).toMatch(/state\s+committed/);
     expect(showJ).toMatchObject({ state: 'committed', generation: '1', firstPosition: '1', nextPosition: '2', committedAt: expect.stringMatching(TS) });
@@ -253,7 +243,7 @@ describe('ops', () => {
     expect(listJ.operations.length).toBeGreaterThanOrEqual(3);
     expect(listJ.operations[0]).toMatchObject({ operationId: firstOpId, state: 'committed', firstPosition: '1' });
     expect(unknown.state).toBe('unknown');
-    const missing = await cli.run(['ops', 'list', `${chatId}:agt_nosuchagent`]);
+    const missing = await cli().run(['ops', 'list', `${chatId}:agt_nosuchagent`]);
     expectOneLineError(missing, 1, /NOT_FOUND/);
   });
 });
@@ -261,26 +251,26 @@ describe('ops', () => {
 describe('streams trim | reset and continuity breaks', () => {
   it('trim: refused past the peer acknowledgement without --force; human and --json', async () => {
     // bob acknowledged alice's stream up to its state at the ack; nobody acknowledged bob's.
-    const refused = await cli.run(['streams', 'trim', streamB, '1']);
+    const refused = await cli().run(['streams', 'trim', streamB, '1']);
     expectOneLineError(refused, 1, /UNACKNOWLEDGED/);
-    const [human, forced] = await Promise.all([cli.ok(['streams', 'trim', streamA, '1']), cli.json(['streams', 'trim', streamB, '1', '--force'])]);
+    const [human, forced] = await Promise.all([cli().ok(['streams', 'trim', streamA, '1']), cli().json<Result<'streams.trim'>>(['streams', 'trim', streamB, '1', '--force'])]);
     expect(human.stdout).toMatch(/firstPosition\s+1/);
     expect(forced).toEqual({ firstPosition: '1' });
-    expect((await cli.json(['streams', 'show', streamB])).firstPosition).toBe('1');
+    expect((await cli().json<Result<'streams.get'>>(['streams', 'show', streamB])).firstPosition).toBe('1');
   });
 
   it('reset starts generation 2; an old history cursor or live cursor then exits 3 with one line', async () => {
     const [human, json] = await Promise.all([
-      cli.ok(['streams', 'reset', streamA, '--reason', 'cli test']),
-      cli.json(['streams', 'reset', streamB, '--reason', 'cli test']),
+      cli().ok(['streams', 'reset', streamA, '--reason', 'cli test']),
+      cli().json<Result<'streams.reset'>>(['streams', 'reset', streamB, '--reason', 'cli test']),
     ]);
     expect(human.stdout).toMatch(/generation\s+2/);
     expect(json).toMatchObject({ streamId: streamB, generation: '2', firstPosition: '0', nextPosition: '0' });
     const [history, follow, followAdmin, fresh] = await Promise.all([
       alice.run(['chats', 'history', chatId, '--cursor', historyCursor]),
       bob.run(['chats', 'follow', chatId, '--cursor', liveCursor]),
-      cli.run(['chats', 'follow', chatId, '--cursor', liveCursor, '--json'], { timeoutMs: 15_000 }),
-      cli.json(['chats', 'history', chatId]),
+      cli().run(['chats', 'follow', chatId, '--cursor', liveCursor, '--json'], { timeoutMs: 15_000 }),
+      cli().json<Result<'chats.history'>>(['chats', 'history', chatId]),
     ]);
     for (const r of [history, follow, followAdmin]) {
       expectOneLineError(r!, 3, /continuity break/i);
@@ -289,7 +279,7 @@ describe('streams trim | reset and continuity breaks', () => {
     }
     expect(fresh.entries).toEqual([]);
     // The new generation is writable by the author again.
-    const sent = await alice.json(['send', chatId, 'after the reset']);
+    const sent = await alice.json<Result<'streams.append'>>(['send', chatId, 'after the reset']);
     expect(sent).toMatchObject({ generation: '2', firstPosition: '1' });
   });
 });

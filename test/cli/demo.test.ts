@@ -1,23 +1,14 @@
 // `yello demo` against a fresh daemon (README quickstart), and the OpenRPC document that
 // `rpc.discover` serves without a hello (what `--help`-style discovery on the wire relies on).
 
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
+import { describe, expect, it, vi } from 'vitest';
+import { expectExit } from '../helpers/cli-runner.js';
+import { type Result } from '../helpers/wire-fixtures.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-
-beforeAll(async () => {
-  d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir);
-});
-
-afterAll(async () => {
-  await d?.cleanup();
-});
+const { daemon, cli } = useCli();
 
 /** Every method of docs/protocol.md §6. */
 const CONTRACT_METHODS = [
@@ -31,7 +22,7 @@ const CONTRACT_METHODS = [
 
 describe('yello demo', () => {
   it('against a fresh daemon: exit 0 and a transcript that is verified with 0 problems', async () => {
-    const r = expectExit(await cli.run(['demo'], { timeoutMs: 60_000 }), 0);
+    const r = expectExit(await cli().run(['demo'], { timeoutMs: 60_000 }), 0);
     expect(r.stdout).toMatch(/chat chat_[a-z0-9]{26}/);
     expect(r.stdout).toMatch(/transcript/);
     expect(r.stdout).toMatch(/alice-\w+ → bob-\w+ .*Hi Bob/);
@@ -41,20 +32,20 @@ describe('yello demo', () => {
     expect(r.stdout).toMatch(/\b0 problems\b/);
     expect(r.stderr.trim()).toBe('');
     // It left real state behind: two agents and a chat.
-    const st = await cli.json(['status']);
+    const st = await cli().json<Result<'daemon.status'>>(['status']);
     expect(st.counts).toMatchObject({ agents: 2, chats: 1 });
   });
 });
 
 describe('rpc.discover', () => {
   it('answers without a hello with an OpenRPC document listing every method', async () => {
-    const c = await d.connect();
+    const c = await daemon().connect();
     const resp = await c.call('rpc.discover', {});
     expect(resp.error).toBeUndefined();
-    const doc = resp.result;
+    const doc = resp.result as { openrpc: string; info: unknown; methods: Array<{ name: string; params: unknown; result: unknown; summary?: string }> };
     expect(doc.openrpc).toMatch(/^1\.\d+\.\d+$/);
     expect(doc.info).toMatchObject({ title: expect.any(String), version: expect.any(String) });
-    const names: string[] = doc.methods.map((m: { name: string }) => m.name);
+    const names: string[] = doc.methods.map((m) => m.name);
     for (const m of CONTRACT_METHODS) expect(names, m).toContain(m);
     expect(new Set(names).size).toBe(names.length);
     for (const m of doc.methods) {

@@ -6,26 +6,16 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, cliEnv, expectExit, oneLineErrorProblems, runCli, writeTokenFile, yelloBin, type CliResult } from '../helpers/cli-runner.js';
-import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
-import { createPair, ok, readAll, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { describe, expect, it, vi } from 'vitest';
+import { cliEnv, expectExit, oneLineErrorProblems, runCli, yelloBin, type CliResult } from '../helpers/cli-runner.js';
+import { repoRoot } from '../helpers/daemon-process.js';
+import { ok, readAll, messageOf } from '../helpers/wire-fixtures.js';
+import { useCli, type CliPair } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: RpcLineClient;
-
-beforeAll(async () => {
-  d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
-  admin = await d.connectAs();
-});
-
-afterAll(async () => {
-  await d?.cleanup();
-});
+const fixture = useCli();
+const { daemon, admin, cli } = fixture;
 
 function expectOneLine(r: CliResult, code: number, pattern: RegExp): void {
   expectExit(r, code);
@@ -33,17 +23,18 @@ function expectOneLine(r: CliResult, code: number, pattern: RegExp): void {
   expect(r.stderr).toMatch(pattern);
 }
 
-async function pair() {
-  const p = await createPair(admin, d.socketPath);
-  ok(await admin.call('agents.setPolicy', { agentId: p.a.id, pii: 'off' }));
-  return { ...p, alice: cli.as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cli.as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
+/** A fresh pair (see useCli), alice's PII policy off. */
+async function pair(): Promise<CliPair> {
+  const p = await fixture.pair();
+  ok(await admin().call('agents.setPolicy', { agentId: p.a.id, pii: 'off' }));
+  return p;
 }
 
 /** Runs the CLI with its stdout pipe closed by the reader before the CLI writes anything. */
 function runWithClosedStdout(args: string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [yelloBin, ...args], {
-      cwd: repoRoot, env: cliEnv({ YELLO_SOCKET: d.socketPath, YELLO_DATA_DIR: d.dataDir }), stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: repoRoot, env: cliEnv({ YELLO_SOCKET: daemon().socketPath, YELLO_DATA_DIR: daemon().dataDir }), stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout.destroy(); // like `| head -0`: the reader is gone
     let stderr = '';
@@ -57,14 +48,14 @@ describe('send -', () => {
     const p = await pair();
     const r = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-'], Buffer.from([0x68, 0x69, 0x20, 0xff, 0xfe, 0x21]));
     expectOneLine(r, 2, /not valid UTF-8.*--lossy/);
-    expect(ok(await admin.call('streams.get', { streamId: p.streamA }))).toMatchObject({ nextPosition: '0', writer: { epoch: '0' } });
+    expect(ok(await admin().call('streams.get', { streamId: p.streamA }))).toMatchObject({ nextPosition: '0', writer: { epoch: '0' } });
 
     const lossy = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-', '--lossy', '--json'], Buffer.from([0x68, 0x69, 0x20, 0xff, 0x21]));
     expectExit(lossy, 0);
     expect(JSON.parse(lossy.stdout).records[0].wrapper.message.content).toBe('hi \uFFFD!');
     // Valid UTF-8, multi-byte included, goes through unchanged.
     const fine = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-', '--json'], Buffer.from('grüße, 🐝\n', 'utf8'));
-    expect(JSON.parse(expectExit(fine, 0).stdout).records[0].wrapper.message.content).toBe('grüße, 🐝');
+    expect(messageOf(JSON.parse(expectExit(fine, 0).stdout).records[0]).content).toBe('grüße, 🐝');
   });
 });
 
@@ -73,7 +64,7 @@ function runBinary(tokenFile: string, args: string[], input: Buffer): Promise<Cl
   return new Promise((resolve) => {
     const all = ['--token-file', tokenFile, ...args];
     const child = spawn(process.execPath, [yelloBin, ...all], {
-      cwd: repoRoot, env: cliEnv(cli.env()), stdio: ['pipe', 'pipe', 'pipe'],
+      cwd: repoRoot, env: cliEnv(cli().env()), stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';
@@ -104,22 +95,22 @@ describe('errors name what the user typed', () => {
       p.alice.run(['chats', 'follow', typo]),
       p.alice.run(['chats', 'follow', typo, '--ack']),
       p.alice.run(['chats', 'history', typo]),
-      cli.run(['chats', 'show', typo]),
-      cli.run(['chats', 'permissions', typo]),
+      cli().run(['chats', 'show', typo]),
+      cli().run(['chats', 'permissions', typo]),
     ]);
     for (const r of runs) {
       expectOneLine(r, 1, new RegExp(`^yello: no such chat: ${typo}\\n$`));
       expect(r.stderr).not.toContain(':agt_');
     }
     // And nothing was claimed on the way.
-    expect(await readAll(admin, p.streamA)).toEqual([]);
+    expect(await readAll(admin(), p.streamA)).toEqual([]);
   });
 
   it('an admin token the daemon refuses: says which file was read and how to point at the right one', async () => {
-    const other = path.join(d.dir, 'other-data');
+    const other = path.join(daemon().dir, 'other-data');
     fs.mkdirSync(other, { recursive: true });
     fs.writeFileSync(path.join(other, 'admin.token'), 'yello_admin_not-this-daemons\n', { mode: 0o600 });
-    const r = await cli.run(['agents', 'list'], { env: { YELLO_DATA_DIR: other } });
+    const r = await cli().run(['agents', 'list'], { env: { YELLO_DATA_DIR: other } });
     expectOneLine(r, 1, /UNAUTHENTICATED/);
     expect(r.stderr).toContain(path.join(other, 'admin.token'));
     for (const hint of ['--data-dir', '$YELLO_DATA_DIR', '--admin-token-file']) expect(r.stderr).toContain(hint);

@@ -9,15 +9,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import type { Checkpoint, StoredRecord } from '../../src/shared/types.js';
 import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
-import { createAgent, ok, readAll, verifyEs256, type PublicJwk, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { createAgent, ok, readAll, verifyEs256, type PublicJwk, type Wire, type ExportLine, type WireResponse, type WireErrorData } from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Json = any;
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -31,31 +30,32 @@ async function start(): Promise<DaemonProcess> {
 }
 
 /** §5.9 canonical JSON, written here independently of src/shared: sorted keys, no whitespace. */
-function canonical(v: Json): string {
+function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v !== null && typeof v === 'object') {
-    return `{${Object.keys(v).filter((k) => v[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`;
   }
   return JSON.stringify(v);
 }
 
-function digestOf(records: Json[]): string {
+function digestOf(records: StoredRecord[]): string {
   const h = createHash('sha256');
   for (const r of records) h.update(canonical(r) + '\n', 'utf8');
   return h.digest('base64url');
 }
 
-const payloadOf = (c: Json) =>
+const payloadOf = (c: Checkpoint) =>
   ['yello.checkpoint.v1', c.streamId, c.generation, c.firstPosition, c.nextPosition, c.recordCount, c.chainDigest, c.createdAt].join('\n');
 
 /** Every way `c` disagrees with `records` and the JWKS; empty when it is a correct checkpoint of them. */
-function checkpointProblems(c: Json, records: Json[], keys: PublicJwk[]): string[] {
+function checkpointProblems(c: Checkpoint, records: StoredRecord[], keys: PublicJwk[]): string[] {
   const problems: string[] = [];
   if (c.type !== 'yello.checkpoint.v1') problems.push(`type ${c.type}`);
   if (`${c.chatId}:${c.authorAgentId}` !== c.streamId) problems.push('chatId:authorAgentId is not streamId');
   if (c.recordCount !== String(records.length)) problems.push(`recordCount ${c.recordCount}, records ${records.length}`);
-  if (records.length > 0 && (records[0].position !== c.firstPosition || String(BigInt(records.at(-1).position) + 1n) !== c.nextPosition)) {
-    problems.push(`range ${c.firstPosition}..${c.nextPosition}, records ${records[0].position}..${records.at(-1).position}`);
+  if (records.length > 0 && (records[0]!.position !== c.firstPosition || String(BigInt(records.at(-1)!.position) + 1n) !== c.nextPosition)) {
+    problems.push(`range ${c.firstPosition}..${c.nextPosition}, records ${records[0]!.position}..${records.at(-1)!.position}`);
   }
   if (c.chainDigest !== digestOf(records)) problems.push('chainDigest differs');
   if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(c.createdAt)) problems.push(`createdAt ${c.createdAt}`);
@@ -65,13 +65,13 @@ function checkpointProblems(c: Json, records: Json[], keys: PublicJwk[]): string
 }
 
 /** The `data` of a STORAGE_FAILURE answer (code 5030). */
-function storageFailure(resp: { result?: unknown; error?: { code: number; data?: Json } }): Json {
+function storageFailure(resp: WireResponse): WireErrorData {
   expect(resp.result, JSON.stringify(resp.result)?.slice(0, 300)).toBeUndefined();
   expect({ code: resp.error?.code, type: resp.error?.data?.type }).toEqual({ code: 5030, type: 'STORAGE_FAILURE' });
-  return resp.error!.data;
+  return resp.error!.data!;
 }
 
-async function jwksOf(client: RpcLineClient): Promise<PublicJwk[]> {
+async function jwksOf(client: Wire): Promise<PublicJwk[]> {
   return ok(await client.call('keys.list', {})).keys;
 }
 
@@ -175,10 +175,10 @@ describe('a corrupt stream', () => {
     expectExit(exp, 1);
     expect(exp.stderr).toContain(`${chat.streamA} generation 1 is exported only below position 3`);
     expect(exp.stderr).toMatch(/export is incomplete: 1 stream generation is damaged/);
-    const lines: Json[] = fs.readFileSync(exportFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
+    const lines: ExportLine[] = fs.readFileSync(exportFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
     const ofA = lines.filter((l) => (l.checkpoint?.streamId ?? l.streamId) === chat.streamA);
     expect(ofA.filter((l) => l.wrapper).map((l) => l.position)).toEqual(['0', '1', '2']);
-    expect(ofA.at(-1).checkpoint).toMatchObject({ firstPosition: '0', nextPosition: '3', recordCount: '3' });
+    expect(ofA.at(-1)!.checkpoint).toMatchObject({ firstPosition: '0', nextPosition: '3', recordCount: '3' });
     expect(lines.filter((l) => l.checkpoint?.streamId === chat.streamB)).toEqual([expect.objectContaining({ checkpoint: expect.objectContaining({ nextPosition: '2' }) })]);
 
     const v = await cli.run(['verify', exportFile, '--jwks', jwksFile, '--json']);

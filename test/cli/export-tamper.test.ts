@@ -10,19 +10,21 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { messages, receipt, setupChat, waitUntil, type ReadingChat } from '../helpers/reading-fixtures.js';
-import { ok, sha256b64url } from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Checkpoint, StoredRecord } from '../../src/shared/types.js';
+import { expectExit, parseJson } from '../helpers/cli-runner.js';
+import { messages, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { ok, sha256b64url, messageOf, receiptOf, type Result, type ExportLine } from '../helpers/wire-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Json = any;
+type Json = ExportLine;
+/** What `yello verify --json` reports. */
+type Report = { problems: Array<{ kind: string; streamId?: string; generation?: string; position?: string; line?: number }> } & Record<string, unknown>;
 
-let d: DaemonProcess;
-let cli: Cli;
+const { daemon, admin, cli } = useCli();
 let chat: ReadingChat;
 let A: string;
 let B: string;
@@ -30,16 +32,14 @@ let exportLines: Json[];
 let jwksFile: string;
 
 /** Waits until the clock has passed `createdAt`, so the next message gets a later timestamp. */
-async function after(result: Json): Promise<void> {
-  const last = Date.parse(result.records.at(-1).wrapper.message?.signature.createdAt ?? new Date().toISOString());
-  await waitUntil(() => Date.now() > last, 2_000, 'the clock to move past the last message');
+async function after(result: Result<'streams.append'>): Promise<void> {
+  const w = result.records.at(-1)?.wrapper;
+  const last = Date.parse((w?.type === 'chat.message' ? w.message.signature.createdAt : undefined) ?? new Date().toISOString());
+  await waitFor(() => Date.now() > last, 'the clock to move past the last message', 2_000);
 }
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir);
-  const admin = await d.connectAs();
-  chat = await setupChat(d, admin); // each stream: a claim fence at position 0
+  chat = await setupChat(daemon(), admin()); // each stream: a claim fence at position 0
   A = chat.streamA;
   B = chat.streamB;
   await after(await chat.wa.send('a1')); //                       A/1 #1
@@ -49,22 +49,18 @@ beforeAll(async () => {
   // B/1 #2 (message) and #3 (receipt of A/1 up to 4): one operation.
   await after(await chat.wb.append([...messages('b2', 1), receipt(A, '1', seen.nextPosition, seen.batchId)]));
   await after(await chat.wa.send('a3')); //                       A/1 #4
-  ok(await admin.call('streams.reset', { streamId: A, reason: 'test: seal generation 1' }));
+  ok(await admin().call('streams.reset', { streamId: A, reason: 'test: seal generation 1' }));
   await chat.wa.reclaim(); //                                     A/2 #0: fence
   await after(await chat.wa.send('a4')); //                       A/2 #1
   await after(await chat.wa.send('a5')); //                       A/2 #2
   await chat.wb.send('b3'); //                                    B/1 #4
 
-  const exportFile = path.join(d.dir, 'chat.jsonl');
-  jwksFile = path.join(d.dir, 'jwks.json');
-  const [exp, keys] = await Promise.all([cli.run(['chats', 'export', chat.chatId, '--out', exportFile]), cli.run(['keys', 'list', '--json'])]);
+  const exportFile = path.join(daemon().dir, 'chat.jsonl');
+  jwksFile = path.join(daemon().dir, 'jwks.json');
+  const [exp, keys] = await Promise.all([cli().run(['chats', 'export', chat.chatId, '--out', exportFile]), cli().run(['keys', 'list', '--json'])]);
   expectExit(exp, 0);
   fs.writeFileSync(jwksFile, expectExit(keys, 0).stdout);
-  exportLines = fs.readFileSync(exportFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
-});
-
-afterAll(async () => {
-  await d?.cleanup();
+  exportLines = fs.readFileSync(exportFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Json);
 });
 
 // ---- locating and editing lines of a parsed export -----------------------------------------
@@ -77,15 +73,22 @@ const cpAt = (ls: Json[], streamId: string, generation: string) =>
 const copy = (ls: Json[]): Json[] => structuredClone(ls);
 
 /** The record at a position, which must exist. */
-function rec(ls: Json[], streamId: string, generation: string, position: string): Json {
+function rec(ls: Json[], streamId: string, generation: string, position: string): StoredRecord {
   const i = at(ls, streamId, generation, position);
   expect(i, `${streamId}/${generation}#${position} in the export`).toBeGreaterThanOrEqual(0);
-  return ls[i];
+  return ls[i] as StoredRecord;
+}
+
+/** The checkpoint of a stream generation, which must exist. */
+function cp(ls: Json[], streamId: string, generation: string): Checkpoint {
+  const c = ls[cpAt(ls, streamId, generation)]?.checkpoint;
+  expect(c, `checkpoint of ${streamId}/${generation} in the export`).toBeDefined();
+  return c!;
 }
 
 /** Gives a stream generation's records consecutive positions from its checkpoint's firstPosition, in line order. */
 function renumber(ls: Json[], streamId: string, generation: string): Json[] {
-  let p = BigInt(ls[cpAt(ls, streamId, generation)].checkpoint.firstPosition);
+  let p = BigInt(cp(ls, streamId, generation).firstPosition);
   for (const l of ls) if (isRecord(l, streamId, generation)) l.position = String(p++);
   return ls;
 }
@@ -165,7 +168,7 @@ const cases: Case[] = [
   {
     name: 'change a clientMessageId',
     tamper: (ls) => {
-      rec(ls, B, '1', '1').wrapper.message.clientMessageId = sha256b64url('another message id');
+      messageOf(rec(ls, B, '1', '1')).clientMessageId = sha256b64url('another message id');
       return ls;
     },
     expect: (ls) => [{ kind: 'CHAIN_DIGEST', streamId: B, generation: '1', position: null, index: cpAt(ls, B, '1') }],
@@ -192,7 +195,7 @@ const cases: Case[] = [
   {
     name: "change a receipt's nextPosition",
     tamper: (ls) => {
-      const r = rec(ls, B, '1', '3').wrapper.receipt;
+      const r = receiptOf(rec(ls, B, '1', '3'));
       r.nextPosition = String(BigInt(r.nextPosition) + 1n);
       return ls;
     },
@@ -201,7 +204,7 @@ const cases: Case[] = [
   {
     name: "change a receipt's batchId",
     tamper: (ls) => {
-      rec(ls, B, '1', '3').wrapper.receipt.batchId += 'x';
+      receiptOf(rec(ls, B, '1', '3')).batchId += 'x';
       return ls;
     },
     expect: (ls) => [{ kind: 'CHAIN_DIGEST', streamId: B, generation: '1', position: null, index: cpAt(ls, B, '1') }],
@@ -235,7 +238,7 @@ const cases: Case[] = [
   {
     name: "alter a checkpoint's range (nextPosition and recordCount, consistently)",
     tamper: (ls) => {
-      const c = ls[cpAt(ls, A, '1')].checkpoint;
+      const c = cp(ls, A, '1');
       c.nextPosition = '4';
       c.recordCount = '4';
       return ls;
@@ -248,7 +251,7 @@ const cases: Case[] = [
   {
     name: "alter a checkpoint's createdAt",
     tamper: (ls) => {
-      ls[cpAt(ls, B, '1')].checkpoint.createdAt = '2030-01-01T00:00:00.000Z';
+      cp(ls, B, '1').createdAt = '2030-01-01T00:00:00.000Z';
       return ls;
     },
     expect: (ls) => [{ kind: 'CHECKPOINT_SIGNATURE', streamId: B, generation: '1', position: null, index: cpAt(ls, B, '1') }],
@@ -259,7 +262,7 @@ const cases: Case[] = [
       const i = at(ls, A, '1', '1');
       const moved = ls[i];
       const rest = without(ls, i);
-      rest.splice(at(rest, A, '1', '4') + 1, 0, moved);
+      rest.splice(at(rest, A, '1', '4') + 1, 0, moved!);
       return renumber(rest, A, '1');
     },
     expect: (ls) => [{ kind: 'CREATED_AT_ORDER', streamId: A, generation: '1', position: '4', index: at(ls, A, '1', '4') }],
@@ -268,23 +271,23 @@ const cases: Case[] = [
 
 const toText = (ls: Json[]) => ls.map((l) => JSON.stringify(l)).join('\n') + '\n';
 
-async function verify(name: string, ls: Json[]): Promise<{ code: number | null; report: Json }> {
-  const file = path.join(d.dir, `${name.replace(/\W+/g, '-')}.jsonl`);
+async function verify(name: string, ls: Json[]): Promise<{ code: number | null; report: Report }> {
+  const file = path.join(daemon().dir, `${name.replace(/\W+/g, '-')}.jsonl`);
   fs.writeFileSync(file, toText(ls));
-  const r = await cli.run(['verify', file, '--jwks', jwksFile, '--json']);
-  return { code: r.code, report: parseJson(r) };
+  const r = await cli().run(['verify', file, '--jwks', jwksFile, '--json']);
+  return { code: r.code, report: parseJson<Report>(r) };
 }
 
 describe('verify against a tampered export', () => {
   it('the untouched export: both streams, the sealed generation, a receipt and fences, 0 problems', async () => {
-    const kinds = exportLines.filter((l) => l.wrapper).map((l) => l.wrapper.type);
+    const kinds = exportLines.filter((l) => l.wrapper).map((l) => l.wrapper!.type);
     expect(kinds.filter((k) => k === 'chat.message')).toHaveLength(9);
     expect(kinds.filter((k) => k === 'chat.receipt')).toHaveLength(1);
     expect(kinds.filter((k) => k === 'chat.writer-fence')).toHaveLength(3);
     // One checkpoint after each stream generation's records.
-    expect(exportLines.filter((l) => l.checkpoint).map((l) => `${l.checkpoint.streamId}/${l.checkpoint.generation}`).sort()).toEqual([`${A}/1`, `${A}/2`, `${B}/1`].sort());
+    expect(exportLines.filter((l) => l.checkpoint).map((l) => `${l.checkpoint!.streamId}/${l.checkpoint!.generation}`).sort()).toEqual([`${A}/1`, `${A}/2`, `${B}/1`].sort());
     for (const [s, g, next] of [[A, '1', '5'], [A, '2', '3'], [B, '1', '5']] as const) {
-      const c = exportLines[cpAt(exportLines, s, g)].checkpoint;
+      const c = cp(exportLines, s, g);
       expect(c).toMatchObject({ firstPosition: '0', nextPosition: next, recordCount: next });
       expect(exportLines.slice(cpAt(exportLines, s, g) - Number(next), cpAt(exportLines, s, g)).every((l) => isRecord(l, s, g))).toBe(true);
     }
@@ -310,8 +313,8 @@ describe('verify against a tampered export', () => {
     const legacy = exportLines.filter((l) => !l.checkpoint);
     const { code, report } = await verify('legacy', legacy);
     expect(code).toBe(1);
-    const noCheckpoint = report.problems.filter((p: Json) => p.kind === 'NO_CHECKPOINT');
-    expect(noCheckpoint.map((p: Json) => `${p.streamId}/${p.generation}#${p.position}`).sort()).toEqual([`${A}/1#0`, `${A}/2#0`, `${B}/1#0`].sort());
+    const noCheckpoint = report.problems.filter((p) => p.kind === 'NO_CHECKPOINT');
+    expect(noCheckpoint.map((p) => `${p.streamId}/${p.generation}#${p.position}`).sort()).toEqual([`${A}/1#0`, `${A}/2#0`, `${B}/1#0`].sort());
     expect(report.problems).toHaveLength(3);
   });
 

@@ -7,15 +7,14 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, parseJson, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { messageProblems, ok, type PublicJwk } from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectExit, parseJson, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
+import { messageProblems, ok, type PublicJwk, messageOf, type Result, type ExportLine } from '../helpers/wire-fixtures.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
+const { daemon, cli } = useCli();
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -28,10 +27,7 @@ let exportText: string;
 const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
-  const admin = await d.connectAs();
+  const admin = await daemon().connectAs();
   const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
   const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
   aliceId = a.agent.id;
@@ -39,24 +35,19 @@ beforeAll(async () => {
   ok(await admin.call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
   ok(await admin.call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
   chatId = ok(await admin.call('chats.open', { agentAId: aliceId, agentBId: bobId })).chat.id;
-  alice = cli.as(writeTokenFile(d.dir, 'alice', a.token));
-  bob = cli.as(writeTokenFile(d.dir, 'bob', b.token));
-  exportFile = path.join(d.dir, 'chat.jsonl');
-  jwksFile = path.join(d.dir, 'jwks.json');
+  alice = cli().as(writeTokenFile(daemon().dir, 'alice', a.token));
+  bob = cli().as(writeTokenFile(daemon().dir, 'bob', b.token));
+  exportFile = path.join(daemon().dir, 'chat.jsonl');
+  jwksFile = path.join(daemon().dir, 'jwks.json');
 });
 
-afterAll(async () => {
-  await d?.cleanup();
-});
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Rec = any;
+type Rec = ExportLine;
 
 const lines = (text: string) => text.split('\n').filter((l) => l !== '');
 
 /** Writes `text` next to the export and returns the path. */
 function variant(name: string, text: string): string {
-  const p = path.join(d.dir, name);
+  const p = path.join(daemon().dir, name);
   fs.writeFileSync(p, text);
   return p;
 }
@@ -87,9 +78,9 @@ describe('chats export | verify', () => {
     expect(acked.stdout).toMatch(/acknowledged/);
 
     const [toFile, toStdout, keys] = await Promise.all([
-      cli.run(['chats', 'export', chatId, '--out', exportFile]),
+      cli().run(['chats', 'export', chatId, '--out', exportFile]),
       alice.run(['chats', 'export', chatId]),
-      cli.run(['keys', 'list', '--json']),
+      cli().run(['keys', 'list', '--json']),
     ]);
     expectExit(toFile, 0);
     expectExit(toStdout, 0);
@@ -102,18 +93,18 @@ describe('chats export | verify', () => {
     const checkpoints = lines(exportText).filter((l) => l.startsWith('{"checkpoint":')).map((l) => JSON.parse(l).checkpoint);
     expect(checkpoints).toHaveLength(2);
     expect(toFile.stderr).toContain(`${records.length} records and 2 checkpoints`);
-    const types = records.map((r) => r.wrapper.type);
+    const types = records.map((r) => r.wrapper?.type);
     expect(types.filter((t) => t === 'chat.message')).toHaveLength(3);
     expect(types.filter((t) => t === 'chat.receipt')).toHaveLength(1);
     // One fence per stream: the CLI keeps its claim between sends (and bob's ack reuses his).
     expect(types.filter((t) => t === 'chat.writer-fence')).toHaveLength(2);
     // Independent check of every exported message against the JWKS file.
     const jwks = JSON.parse(fs.readFileSync(jwksFile, 'utf8')) as { keys: PublicJwk[] };
-    for (const r of records.filter((x) => x.wrapper.type === 'chat.message')) expect(messageProblems(r.wrapper.message, jwks.keys)).toEqual([]);
+    for (const r of records.filter((x) => x.wrapper?.type === 'chat.message')) expect(messageProblems(messageOf(r), jwks.keys)).toEqual([]);
 
     const [human, json] = await Promise.all([
-      cli.run(['verify', exportFile, '--jwks', jwksFile]),
-      cli.run(['verify', exportFile, '--jwks', jwksFile, '--json']),
+      cli().run(['verify', exportFile, '--jwks', jwksFile]),
+      cli().run(['verify', exportFile, '--jwks', jwksFile, '--json']),
     ]);
     expect(expectExit(human, 0).stdout).toMatch(/\b0 problems\b/);
     expect(human.stdout).toContain(`${records.length} records`);
@@ -121,7 +112,7 @@ describe('chats export | verify', () => {
   });
 
   it('verify - reads the export from stdin (as its help says)', async () => {
-    const r = await cli.run(['verify', '-', '--jwks', jwksFile], { input: exportText });
+    const r = await cli().run(['verify', '-', '--jwks', jwksFile], { input: exportText });
     expect(expectExit(r, 0).stdout).toMatch(/\b0 problems\b/);
   });
 
@@ -141,28 +132,28 @@ describe('chats export | verify', () => {
     const t2 = [...ls];
     t2[sigIdx] = changeChar(ls[sigIdx]!, valueAt + 20, B64URL);
     // One deleted line with records of the same stream before and after it.
-    const delIdx = records.findIndex((r, i) => i > 0 && i < records.length - 1 && r.wrapper && records[i - 1].streamId === r.streamId && records[i + 1].streamId === r.streamId);
+    const delIdx = records.findIndex((r, i) => i > 0 && i < records.length - 1 && r.wrapper && records[i - 1]!.streamId! === r.streamId && records[i + 1]!.streamId! === r.streamId);
     expect(delIdx).toBeGreaterThan(0);
     const t3 = ls.filter((_, i) => i !== delIdx);
 
     const [r1, r1json, r2, r3] = await Promise.all([
-      cli.run(['verify', variant('t1.jsonl', t1.join('\n') + '\n'), '--jwks', jwksFile]),
-      cli.run(['verify', variant('t1.jsonl', t1.join('\n') + '\n'), '--jwks', jwksFile, '--json']),
-      cli.run(['verify', variant('t2.jsonl', t2.join('\n') + '\n'), '--jwks', jwksFile]),
-      cli.run(['verify', variant('t3.jsonl', t3.join('\n') + '\n'), '--jwks', jwksFile]),
+      cli().run(['verify', variant('t1.jsonl', t1.join('\n') + '\n'), '--jwks', jwksFile]),
+      cli().run(['verify', variant('t1.jsonl', t1.join('\n') + '\n'), '--jwks', jwksFile, '--json']),
+      cli().run(['verify', variant('t2.jsonl', t2.join('\n') + '\n'), '--jwks', jwksFile]),
+      cli().run(['verify', variant('t3.jsonl', t3.join('\n') + '\n'), '--jwks', jwksFile]),
     ]);
-    expectReported(r1, msgIdx + 1, records[msgIdx].position, /content/i);
-    const j = parseJson(expectExit(r1json, 1));
+    expectReported(r1, msgIdx + 1, records[msgIdx]!.position!, /content/i);
+    const j = parseJson<{ problems: unknown[] }>(expectExit(r1json, 1));
     // The changed content, and the checkpoint's chain digest of that stream generation.
     expect(j.problems).toHaveLength(2);
-    expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx].streamId, generation: '1', position: records[msgIdx].position, kind: 'CONTENT_HASH' });
-    expect(j.problems[1]).toMatchObject({ streamId: records[msgIdx].streamId, generation: '1', kind: 'CHAIN_DIGEST' });
-    expectReported(r2, sigIdx + 1, records[sigIdx].position, /signature/i);
+    expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx]!.streamId!, generation: '1', position: records[msgIdx]!.position!, kind: 'CONTENT_HASH' });
+    expect(j.problems[1]).toMatchObject({ streamId: records[msgIdx]!.streamId!, generation: '1', kind: 'CHAIN_DIGEST' });
+    expectReported(r2, sigIdx + 1, records[sigIdx]!.position!, /signature/i);
     // The gap is reported at the line after the deleted one (now line delIdx + 1), naming the missing position.
-    const missing = records[delIdx].position;
+    const missing = records[delIdx]!.position!;
     expectExit(r3, 1);
     expect(r3.stdout).toMatch(new RegExp(`gap: positions ${missing}\\.\\.${missing} missing`));
-    expect(r3.stdout).toMatch(new RegExp(`line ${delIdx + 1}: .*position ${records[delIdx + 1].position}\\b`));
+    expect(r3.stdout).toMatch(new RegExp(`line ${delIdx + 1}: .*position ${records[delIdx + 1]!.position!}\\b`));
   });
 
   it('a signature value whose last character was changed does not verify', async () => {
@@ -172,18 +163,18 @@ describe('chats export | verify', () => {
     const ls = lines(exportText);
     const records: Rec[] = ls.map((l) => JSON.parse(l));
     const idx = records.findIndex((r) => r.wrapper?.type === 'chat.message');
-    const value: string = records[idx].wrapper.message.signature.value;
+    const value: string = messageOf(records[idx]).signature.value;
     expect(value).toHaveLength(86);
     const valueEnd = ls[idx]!.indexOf(value) + value.length - 1;
     const t = [...ls];
     t[idx] = changeChar(ls[idx]!, valueEnd, B64URL, (i) => i ^ 1);
-    const r = await cli.run(['verify', variant('t4.jsonl', t.join('\n') + '\n'), '--jwks', jwksFile]);
-    expectReported(r, idx + 1, records[idx].position, /signature/i);
+    const r = await cli().run(['verify', variant('t4.jsonl', t.join('\n') + '\n'), '--jwks', jwksFile]);
+    expectReported(r, idx + 1, records[idx]!.position!, /signature/i);
   });
 
   it('verify usage errors exit 2 (no --jwks, a file that is not a JWKS)', async () => {
     const notJwks = variant('not-jwks.json', '{"hello": 1}');
-    const [noJwks, bad] = await Promise.all([cli.run(['verify', exportFile]), cli.run(['verify', exportFile, '--jwks', notJwks])]);
+    const [noJwks, bad] = await Promise.all([cli().run(['verify', exportFile]), cli().run(['verify', exportFile, '--jwks', notJwks])]);
     expectExit(noJwks, 2);
     expectExit(bad, 2);
     expect(bad.stderr).toMatch(/JWKS/);
@@ -192,22 +183,22 @@ describe('chats export | verify', () => {
   it('after keys rotate, an export spanning both keys verifies with the new JWKS (not with the old one)', async () => {
     const oldJwks = JSON.parse(fs.readFileSync(jwksFile, 'utf8'));
     const oldKid: string = oldJwks.keys[0].kid;
-    const rotated = await cli.ok(['keys', 'rotate']);
+    const rotated = await cli().ok(['keys', 'rotate']);
     const newKid = /active kid (\S+)/.exec(rotated.stdout)?.[1];
     expect(newKid).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(newKid).not.toBe(oldKid);
-    const after = await bob.json(['send', chatId, 'signed with the new key']);
-    expect(after.records[0].wrapper.message.signature.kid).toBe(newKid);
-    const third = await cli.json(['keys', 'rotate']);
+    const after = await bob.json<Result<'streams.append'>>(['send', chatId, 'signed with the new key']);
+    expect(messageOf(after.records[0]).signature.kid).toBe(newKid);
+    const third = await cli().json<Result<'keys.rotate'>>(['keys', 'rotate']);
     expect(third).toEqual({ kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
     expect(third.kid).not.toBe(newKid);
 
-    const spanFile = path.join(d.dir, 'span.jsonl');
-    const newJwksFile = path.join(d.dir, 'jwks2.json');
+    const spanFile = path.join(daemon().dir, 'span.jsonl');
+    const newJwksFile = path.join(daemon().dir, 'jwks2.json');
     const [exp, keysJson, keysHuman] = await Promise.all([
-      cli.run(['chats', 'export', chatId, '--out', spanFile]),
-      cli.run(['keys', 'list', '--json']),
-      cli.run(['keys', 'list']),
+      cli().run(['chats', 'export', chatId, '--out', spanFile]),
+      cli().run(['keys', 'list', '--json']),
+      cli().run(['keys', 'list']),
     ]);
     expectExit(exp, 0);
     fs.writeFileSync(newJwksFile, expectExit(keysJson, 0).stdout);
@@ -220,18 +211,18 @@ describe('chats export | verify', () => {
     expect(keysHuman.stdout).toMatch(/retired/);
 
     const records: Rec[] = lines(fs.readFileSync(spanFile, 'utf8')).map((l) => JSON.parse(l));
-    const kids = new Set(records.filter((r) => r.wrapper?.type === 'chat.message').map((r) => r.wrapper.message.signature.kid));
+    const kids = new Set(records.filter((r) => r.wrapper?.type === 'chat.message').map((r) => messageOf(r).signature.kid));
     // Checkpoints are signed with the key active when the export ran.
-    expect(new Set(records.filter((r) => r.checkpoint).map((r) => r.checkpoint.signature.kid))).toEqual(new Set([third.kid]));
+    expect(new Set(records.filter((r) => r.checkpoint).map((r) => r.checkpoint!.signature.kid))).toEqual(new Set([third.kid]));
     expect(kids).toEqual(new Set([oldKid, newKid]));
 
     const [good, stale] = await Promise.all([
-      cli.run(['verify', spanFile, '--jwks', newJwksFile]),
-      cli.run(['verify', spanFile, '--jwks', jwksFile]),
+      cli().run(['verify', spanFile, '--jwks', newJwksFile]),
+      cli().run(['verify', spanFile, '--jwks', jwksFile]),
     ]);
     expect(expectExit(good, 0).stdout).toMatch(/\b0 problems\b/);
     // The pre-rotation JWKS does not know the new kid: that message is named.
-    const newIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message' && r.wrapper.message.signature.kid === newKid);
-    expectReported(stale, newIdx + 1, records[newIdx].position, /kid/);
+    const newIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message' && messageOf(r).signature.kid === newKid);
+    expectReported(stale, newIdx + 1, records[newIdx]!.position!, /kid/);
   });
 });

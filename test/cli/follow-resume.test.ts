@@ -5,47 +5,19 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, parseJsonLines, writeTokenFile, type LongRunningCli } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { createPair, ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { describe, expect, it, vi } from 'vitest';
+import type { ChatBatchNotification } from '../../src/shared/types.js';
+import { parseJsonLines } from '../helpers/cli-runner.js';
+import { ok, uniq, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: RpcLineClient;
-const running: LongRunningCli[] = [];
+const { daemon, admin, track, pair, restart } = useCli();
+type Batch = ChatBatchNotification;
+const contents = (batches: Batch[]) => batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
 
-beforeAll(async () => {
-  d = await DaemonProcess.start();
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
-  admin = await d.connectAs();
-});
-
-afterAll(async () => {
-  for (const r of running) await r.kill();
-  await d?.cleanup();
-});
-
-function track(r: LongRunningCli): LongRunningCli {
-  running.push(r);
-  return r;
-}
-
-async function pair() {
-  const p = await createPair(admin, d.socketPath);
-  return { ...p, alice: cli.as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cli.as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
-}
-
-type Batch = { streamId: string; fromPosition: string; nextPosition: string; cursor: string; records: Array<{ wrapper: { type: string; message?: { content: string } } }> };
-const contents = (batches: Batch[]) => batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message!.content);
-
-async function restartDaemon(): Promise<void> {
-  await d.restart();
-  admin = await d.connectAs();
-}
 
 describe('chats follow survives a daemon restart', () => {
   it('reconnects, resumes from the last printed cursor without gaps or repeats, and prints the cursor on exit', async () => {
@@ -53,7 +25,7 @@ describe('chats follow survives a daemon restart', () => {
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--json']));
     await p.alice.ok(['send', p.chatId, 'before the restart']);
     await f.waitFor(() => f.lines.some((l) => l.includes('before the restart')), 'the first message');
-    await restartDaemon();
+    await restart();
     await f.waitForStderr(/reconnected; resuming from cursor/, 30_000);
     await p.alice.ok(['send', p.chatId, 'after the restart']);
     await f.waitFor(() => f.lines.some((l) => l.includes('after the restart')), 'the message after the restart', 30_000);
@@ -75,25 +47,25 @@ describe('chats follow survives a daemon restart', () => {
   it('--ack keeps showing and acknowledging after a restart', async () => {
     const p = await pair();
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
-    const first = await p.alice.json(['send', p.chatId, 'ack me before']);
-    await waitUntil(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition, 20_000, 'the first receipt');
-    await restartDaemon();
+    const first = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'ack me before']);
+    await waitFor(async () => ok(await admin().call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition, 'the first receipt', 20_000);
+    await restart();
     await f.waitForStderr(/reconnected; resuming from cursor/, 30_000);
-    const second = await p.alice.json(['send', p.chatId, 'ack me after']);
+    const second = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'ack me after']);
     await f.waitFor(() => f.lines.some((l) => l.includes('ack me after')), 'the message after the restart', 30_000);
-    await waitUntil(async () => ok(await admin.call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition, 20_000, 'the second receipt');
+    await waitFor(async () => ok(await admin().call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition, 'the second receipt', 20_000);
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout.split('\n').filter((l) => l.includes('ack me')).length).toBe(2);
     // Stopping released the coordinator's claim.
-    expect(ok(await admin.call('streams.get', { streamId: p.streamB })).writer.active).toBe(false);
+    expect(ok(await admin().call('streams.get', { streamId: p.streamB })).writer.active).toBe(false);
   });
 });
 
 describe('cursor files', () => {
   it('--cursor-out keeps the last batch cursor (0600); a later run with --cursor-in shows only what came after', async () => {
     const p = await pair();
-    const file = path.join(d.dir, `${uniq('bob')}.cursor`);
+    const file = path.join(daemon().dir, `${uniq('bob')}.cursor`);
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--json', '--cursor-out', file]));
     await p.alice.ok(['send', p.chatId, 'seen by the first run']);
     await f.waitFor(() => f.lines.some((l) => l.includes('seen by the first run')), 'the first message');
@@ -101,7 +73,7 @@ describe('cursor files', () => {
     // between shows that batch again, never skips it). Once saved, a kill — not a clean stop —
     // leaves it in the file.
     const last = parseJsonLines(f.lines.join('\n')).at(-1) as Batch;
-    await waitUntil(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8').trim() === last.cursor, 5_000, 'the cursor file');
+    await waitFor(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8').trim() === last.cursor, 'the cursor file', 5_000);
     await f.kill();
     expect(fs.readFileSync(file, 'utf8').trim()).toBe(last.cursor);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);

@@ -3,16 +3,16 @@
 // exit 0 on SIGINT, acknowledges what it shows with --ack, and exits 3 when a reset breaks
 // continuity under it.
 
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli, type LongRunningCli } from '../helpers/cli-runner.js';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import type { ChatBatchNotification } from '../../src/shared/types.js';
+import { expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli } from '../helpers/cli-runner.js';
+import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { sleep } from '../helpers/wait.js';
+import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: RpcLineClient;
+const { daemon, admin, cli, track } = useCli();
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -20,43 +20,28 @@ let bobId: string;
 let chatId: string;
 let streamA: string;
 let streamB: string;
-const running: LongRunningCli[] = [];
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  // The CLI keeps its writer claims under $XDG_STATE_HOME: one per test daemon, never the real home.
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: `${d.dir}/state` });
-  admin = await d.connectAs();
-  const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
-  const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
+  const a = ok(await admin().call('agents.create', { username: 'alice', name: 'Alice' }));
+  const b = ok(await admin().call('agents.create', { username: 'bob', name: 'Bob' }));
   aliceId = a.agent.id;
   bobId = b.agent.id;
-  ok(await admin.call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
-  ok(await admin.call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
-  chatId = ok(await admin.call('chats.open', { agentAId: aliceId, agentBId: bobId })).chat.id;
+  ok(await admin().call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
+  ok(await admin().call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
+  chatId = ok(await admin().call('chats.open', { agentAId: aliceId, agentBId: bobId })).chat.id;
   streamA = `${chatId}:${aliceId}`;
   streamB = `${chatId}:${bobId}`;
-  alice = cli.as(writeTokenFile(d.dir, 'alice', a.token));
-  bob = cli.as(writeTokenFile(d.dir, 'bob', b.token));
+  alice = cli().as(writeTokenFile(daemon().dir, 'alice', a.token));
+  bob = cli().as(writeTokenFile(daemon().dir, 'bob', b.token));
 });
-
-afterAll(async () => {
-  for (const r of running) await r.kill();
-  await d?.cleanup();
-});
-
-function track(r: LongRunningCli): LongRunningCli {
-  running.push(r);
-  return r;
-}
 
 /** The live cursor at the chat's current end (so a follow started now misses nothing). */
 async function liveCursorNow(): Promise<string> {
-  return ok(await admin.call('chats.history', { chatId, limit: 1 })).liveCursor;
+  return ok(await admin().call('chats.history', { chatId, limit: 1 })).liveCursor;
 }
 
 async function streamState(streamId: string) {
-  return ok(await admin.call('streams.get', { streamId }));
+  return ok(await admin().call('streams.get', { streamId }));
 }
 
 async function until<T>(what: string, f: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
@@ -69,7 +54,7 @@ async function until<T>(what: string, f: () => Promise<T | undefined | null | fa
   }
 }
 
-type Batch = { subscriptionId: string; batchId: string; streamId: string; generation: string; fromPosition: string; nextPosition: string; records: any[]; cursor: string };
+type Batch = ChatBatchNotification;
 
 describe('chats follow --json', () => {
   it('prints one batch per line as JSON while the peer sends, and exits 0 on SIGINT', async () => {
@@ -77,28 +62,28 @@ describe('chats follow --json', () => {
     const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', cursor]));
     await bob.ok(['send', chatId, 'first from bob']);
     await bob.ok(['send', chatId, 'second from bob']);
-    const messageLines = () => parseJsonLines(f.lines.join('\n')).filter((b: Batch) => b.records.some((r) => r.wrapper.type === 'chat.message'));
+    const messageLines = () => parseJsonLines<Batch>(f.lines.join('\n')).filter((b) => b.records.some((r) => r.wrapper.type === 'chat.message'));
     await f.waitFor(() => messageLines().length >= 2, 'two message batches');
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
 
-    const batches: Batch[] = parseJsonLines(res.stdout);
+    const batches = parseJsonLines<Batch>(res.stdout);
     // Every line is one batch: at least one record, one stream, positions in order.
     for (const b of batches) {
       expect(b).toMatchObject({ subscriptionId: expect.any(String), batchId: expect.any(String), streamId: streamB, generation: '1', cursor: expect.any(String) });
       expect(b.records.length).toBeGreaterThan(0);
-      expect(b.records[0].position).toBe(b.fromPosition);
-      expect(String(BigInt(b.records.at(-1).position) + 1n)).toBe(b.nextPosition);
+      expect(b.records[0]!.position).toBe(b.fromPosition);
+      expect(String(BigInt(b.records.at(-1)!.position) + 1n)).toBe(b.nextPosition);
       for (const r of b.records) expect(r.streamId).toBe(b.streamId);
     }
-    const contents = batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content);
+    const contents = batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
     expect(contents).toEqual(['first from bob', 'second from bob']);
     // The batches follow each other without gaps.
     for (let i = 1; i < batches.length; i++) expect(batches[i]!.fromPosition).toBe(batches[i - 1]!.nextPosition);
   });
 
   it('human form (admin): a readable line per record, a "following" notice on stderr, exit 0 on SIGINT', async () => {
-    const f = track(cli.start(['chats', 'follow', chatId]));
+    const f = track(cli().start(['chats', 'follow', chatId]));
     await f.waitForStderr('following');
     await alice.ok(['send', chatId, 'hi bob, alice here']);
     await f.waitFor(() => f.lines.some((l) => l.includes('hi bob, alice here')), 'the message line');
@@ -115,20 +100,20 @@ describe('chats follow --ack', () => {
     const f = track(bob.start(['chats', 'follow', chatId, '--ack', '--cursor', await liveCursorNow()]));
     // It acts as bob's coordinator: bob's outbound stream is claimed.
     await until('bob stream claimed', async () => (await streamState(streamB)).writer.active);
-    const sent = await alice.json(['send', chatId, 'please acknowledge this']);
+    const sent = await alice.json<Result<'streams.append'>>(['send', chatId, 'please acknowledge this']);
     await f.waitFor(() => f.lines.some((l) => l.includes('please acknowledge this')), 'the message line');
     const acked = await until('acknowledged to advance', async () => {
       const s = await streamState(streamA);
       return s.acknowledged && BigInt(s.acknowledged.nextPosition) >= BigInt(sent.nextPosition) ? s : null;
     });
     expect(acked.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
-    if (before.acknowledged) expect(BigInt(acked.acknowledged.nextPosition)).toBeGreaterThan(BigInt(before.acknowledged.nextPosition));
+    if (before.acknowledged) expect(BigInt(acked.acknowledged!.nextPosition)).toBeGreaterThan(BigInt(before.acknowledged.nextPosition));
     // Visible through the CLI too.
-    const shown = await cli.json(['streams', 'show', streamA]);
+    const shown = await cli().json<Result<'streams.get'>>(['streams', 'show', streamA]);
     expect(shown.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
 
     // A second message is acknowledged as well.
-    const sent2 = await alice.json(['send', chatId, 'and this one']);
+    const sent2 = await alice.json<Result<'streams.append'>>(['send', chatId, 'and this one']);
     await until('second acknowledgement', async () => (await streamState(streamA)).acknowledged?.nextPosition === sent2.nextPosition);
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
@@ -142,7 +127,7 @@ describe('chats follow and continuity', () => {
     const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', await liveCursorNow()]));
     await bob.ok(['send', chatId, 'before the reset']);
     await f.waitFor(() => f.lines.some((l) => l.includes('before the reset')), 'the message batch');
-    const reset = await cli.ok(['streams', 'reset', streamB, '--reason', 'follow test']);
+    const reset = await cli().ok(['streams', 'reset', streamB, '--reason', 'follow test']);
     expect(reset.stdout).toMatch(/generation\s+2/);
     const res = await f.exited;
     expectExit(res, 3);

@@ -6,8 +6,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cliEnv } from '../helpers/cli-runner.js';
 import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
 import fs from 'node:fs/promises';
+import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000 });
 
@@ -41,19 +41,19 @@ describe('npm start', () => {
     npm.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
     const exited = new Promise<number | null>((r) => npm.on('close', (code) => r(code)));
 
-    const ready = await waitUntil(() => stdout.split('\n').map((l) => {
+    const ready = await waitFor(() => stdout.split('\n').map((l) => {
       try {
         return JSON.parse(l) as { msg?: string; pid?: number };
       } catch {
         return null;
       }
-    }).find((l) => l?.msg === 'yellod ready'), 60_000, `yellod ready (stderr: ${stderr})`, 50);
+    }).find((l) => l?.msg === 'yellod ready'), `yellod ready (stderr: ${stderr})`, 60_000, 50);
     daemonPid = ready!.pid!;
     expect(stderr).not.toMatch(/building/);
 
     npm.kill('SIGTERM');
     await exited;
-    await waitUntil(() => !alive(daemonPid), 10_000, `daemon ${daemonPid} to exit after SIGTERM to npm`, 50);
+    await waitFor(() => !alive(daemonPid), `daemon ${daemonPid} to exit after SIGTERM to npm`, 10_000, 50);
     expect(stdout).toMatch(/"msg":"stopped"/);
   });
 });

@@ -6,37 +6,30 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Cli, expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { claim, createPair, ok, readAll, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectExit, oneLineErrorProblems, writeTokenFile, type CliResult } from '../helpers/cli-runner.js';
+import { claim, ok, readAll, uniq, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { useCli, type CliPair } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
-let d: DaemonProcess;
-let cli: Cli;
-let admin: RpcLineClient;
+const fixture = useCli();
+const { daemon, admin, cli } = fixture;
 let stateDir: string;
 
 beforeAll(async () => {
-  d = await DaemonProcess.start();
-  stateDir = path.join(d.dir, 'state', 'yello-cli');
-  cli = new Cli(d.socketPath, d.dataDir, { XDG_STATE_HOME: path.join(d.dir, 'state') });
-  admin = await d.connectAs();
+  stateDir = path.join(daemon().dir, 'state', 'yello-cli');
 });
 
-afterAll(async () => {
-  await d?.cleanup();
-});
-
-async function pair() {
-  const p = await createPair(admin, d.socketPath);
-  ok(await admin.call('agents.setPolicy', { agentId: p.a.id, pii: 'off' }));
-  return { ...p, alice: cli.as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cli.as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
+/** A fresh pair (see useCli), alice's PII policy off. */
+async function pair(): Promise<CliPair> {
+  const p = await fixture.pair();
+  ok(await admin().call('agents.setPolicy', { agentId: p.a.id, pii: 'off' }));
+  return p;
 }
 
-const types = async (streamId: string) => (await readAll(admin, streamId)).map((r: { wrapper: { type: string } }) => r.wrapper.type);
-const state = async (streamId: string) => ok(await admin.call('streams.get', { streamId }));
+const types = async (streamId: string) => (await readAll(admin(), streamId)).map((r: { wrapper: { type: string } }) => r.wrapper.type);
+const state = async (streamId: string) => ok(await admin().call('streams.get', { streamId }));
 const mode = (p: string) => fs.statSync(p).mode & 0o777;
 
 function expectOneLine(r: CliResult, code: number, pattern: RegExp): void {
@@ -63,7 +56,7 @@ describe('send keeps one writer', () => {
 
   it('--state-dir puts the claim elsewhere', async () => {
     const p = await pair();
-    const own = path.join(d.dir, uniq('own-state'));
+    const own = path.join(daemon().dir, uniq('own-state'));
     await p.alice.ok(['--state-dir', own, 'send', p.chatId, 'hi']);
     await p.alice.ok(['--state-dir', own, 'send', p.chatId, 'again']);
     expect(await types(p.streamA)).toEqual(['chat.writer-fence', 'chat.message', 'chat.message']);
@@ -98,7 +91,7 @@ describe('send keeps one writer', () => {
   it('a claim released by the admin is claimed again with a note', async () => {
     const p = await pair();
     await p.alice.ok(['send', p.chatId, 'first']);
-    await cli.ok(['streams', 'release', p.streamA]);
+    await cli().ok(['streams', 'release', p.streamA]);
     const again = await p.alice.ok(['send', p.chatId, 'second']);
     expect(again.stderr).toMatch(/released or reset; claimed it again/);
     expect((await state(p.streamA)).writer).toMatchObject({ epoch: '2', active: true });
@@ -110,7 +103,7 @@ describe('send keeps one writer', () => {
     expect((await state(p.streamA)).writer).toMatchObject({ epoch: '1', active: false });
     await p.alice.ok(['send', p.chatId, 'back again']);
     expect((await state(p.streamA)).writer).toMatchObject({ epoch: '2', active: true });
-    const released = await p.alice.json(['streams', 'release', p.streamA]);
+    const released = await p.alice.json<Result<'streams.release'>>(['streams', 'release', p.streamA]);
     expect(released.writer).toMatchObject({ epoch: '2', active: false });
     const nothing = await p.alice.run(['streams', 'release', p.streamA]);
     expectOneLine(nothing, 1, /holds no claim/);
@@ -128,14 +121,14 @@ describe('checks before any claim', () => {
   it('the local size check agrees with the daemon: just under the limit is sent, just over is refused before any claim', async () => {
     const p = await pair();
     // The request line around a message: measure it with a tiny message, then fill up to the limit.
-    const small = await p.alice.json(['send', p.chatId, 'x', '--message-id', 'size-probe']);
+    const small = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'x', '--message-id', 'size-probe']);
     const overhead = Buffer.byteLength(JSON.stringify({
       jsonrpc: '2.0', id: 1, method: 'streams.append',
       params: { streamId: p.streamA, coordinatorToken: 'yello_ct_' + 'x'.repeat(43), generation: '1', expectedPosition: small.nextPosition, operationId: 'cli-00000000-0000-0000-0000-000000000000', records: [{ type: 'chat.message', messageId: 'size-fill', content: '' }] },
     }));
     const fits = 262_144 - overhead - 20; // the CLI counts a 16-digit request id
-    const sent = await p.alice.json(['send', p.chatId, '-', '--message-id', 'size-fill'], { input: 'y'.repeat(fits) });
-    expect(sent.records[0].wrapper.message.content).toHaveLength(fits);
+    const sent = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, '-', '--message-id', 'size-fill'], { input: 'y'.repeat(fits) });
+    expect(messageOf(sent.records[0]).content).toHaveLength(fits);
     const before = await state(p.streamA);
     const over = await p.alice.run(['send', p.chatId, '-', '--message-id', 'size-over'], { input: 'z'.repeat(262_144 - overhead + 1) });
     expectOneLine(over, 1, /too large/);
@@ -144,7 +137,7 @@ describe('checks before any claim', () => {
 
   it('without a writable state dir (a service user with no home) still sends: it claims, appends and releases, and says why', async () => {
     const p = await pair();
-    const r = await p.alice.run(['--state-dir', path.join(writeTokenFile(d.dir, uniq('a-file'), 'not a directory'), 'state'), 'send', p.chatId, 'from a homeless user']);
+    const r = await p.alice.run(['--state-dir', path.join(writeTokenFile(daemon().dir, uniq('a-file'), 'not a directory'), 'state'), 'send', p.chatId, 'from a homeless user']);
     expectExit(r, 0);
     expect(r.stderr).toMatch(/cannot keep the claim between commands .*this command claims and releases the stream/);
     expect(await types(p.streamA)).toEqual(['chat.writer-fence', 'chat.message']);

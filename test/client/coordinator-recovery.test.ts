@@ -15,27 +15,8 @@ import {
   YelloClient,
   type AppendResult,
 } from '../../src/client/index.js';
-import {
-  RecordingAdapter,
-  connectAdmin,
-  connectAgent,
-  createChat,
-  freeze,
-  makeCoordinator,
-  makeTempDir,
-  messageContents,
-  readStream,
-  rejectionOf,
-  settledWithin,
-  sleep,
-  startDaemon,
-  thaw,
-  uniqueName,
-  waitFor,
-  watchStates,
-  type Participant,
-  type TestChat,
-} from '../helpers/client-fixtures.js';
+import { RecordingAdapter, connectAdmin, connectAgent, createChat, freeze, makeCoordinator, makeTempDir, messageContents, readStream, rejectionOf, settledWithin, startDaemon, thaw, uniqueName, watchStates, type Participant, type TestChat } from '../helpers/client-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: YelloClient;

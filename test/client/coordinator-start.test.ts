@@ -5,9 +5,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
 import { Coordinator, MemoryCursorStore, type YelloClient } from '../../src/client/index.js';
-import {
-  RecordingAdapter, connectAdmin, connectAgent, createChat, makeCoordinator, sleep, startDaemon, waitFor, type Participant, type TestChat,
-} from '../helpers/client-fixtures.js';
+import { RecordingAdapter, connectAdmin, connectAgent, createChat, makeCoordinator, startDaemon, type Participant, type TestChat } from '../helpers/client-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: YelloClient;

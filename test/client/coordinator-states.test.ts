@@ -7,7 +7,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeDaemon, FAKE_LIMITS, type FakeRequest } from '../helpers/fake-daemon.js';
 import { ConnectionLostError, Coordinator, MemoryCursorStore, type CoordinatorState } from '../../src/client/index.js';
-import { makeTempDir, rejectionOf, waitFor } from '../helpers/client-fixtures.js';
+import { makeTempDir, rejectionOf } from '../helpers/client-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

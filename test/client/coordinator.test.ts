@@ -14,22 +14,8 @@ import {
   type ChatBatchNotification,
   type YelloClient,
 } from '../../src/client/index.js';
-import {
-  RecordingAdapter,
-  connectAdmin,
-  connectAgent,
-  createChat,
-  makeCoordinator,
-  messageContents,
-  readStream,
-  rejectionOf,
-  settledWithin,
-  sleep,
-  startDaemon,
-  waitFor,
-  watchStates,
-  type TestChat,
-} from '../helpers/client-fixtures.js';
+import { RecordingAdapter, connectAdmin, connectAgent, createChat, makeCoordinator, messageContents, readStream, rejectionOf, settledWithin, startDaemon, watchStates, type TestChat } from '../helpers/client-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: YelloClient;

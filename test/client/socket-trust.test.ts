@@ -10,7 +10,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeDaemon, helloThenHang } from '../helpers/fake-daemon.js';
 import { ConnectionLostError, Coordinator, MemoryCursorStore, UntrustedSocketError, YelloClient } from '../../src/client/index.js';
-import { makeTempDir, rejectionOf, waitFor } from '../helpers/client-fixtures.js';
+import { makeTempDir, rejectionOf } from '../helpers/client-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const HOSTILE = 1001;
 const TOKEN = 'yello_admin_secret-token-value';

@@ -27,20 +27,8 @@ import {
   type ChatBreakNotification,
   type HelloResult,
 } from '../../src/client/index.js';
-import {
-  connectAdmin,
-  connectAgent,
-  createChat,
-  freeze,
-  messageContents,
-  rejectionOf,
-  settledWithin,
-  sleep,
-  startDaemon,
-  uniqueName,
-  waitFor,
-  type TestChat,
-} from '../helpers/client-fixtures.js';
+import { connectAdmin, connectAgent, createChat, freeze, messageContents, rejectionOf, settledWithin, startDaemon, uniqueName, type TestChat } from '../helpers/client-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
 let admin: YelloClient;

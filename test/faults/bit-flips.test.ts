@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { AckLog, checkAcked, type IntegrityReport } from '../helpers/integrity-checker.js';
 import { messages, setupChat, type ReadingChat, type StreamWriter } from '../helpers/reading-fixtures.js';
-import { ok, uniq, type RpcResponse } from '../helpers/rpc-line-client.js';
+import { ok, uniq, type WireResponse, type Result } from '../helpers/wire-fixtures.js';
 import { Prng, intFromEnv, seedFrom } from '../reliability/lib/prng.js';
 
 const TRIALS = intFromEnv('FAULT_TRIALS', 1);
@@ -61,7 +61,7 @@ function writerOf(chats: ReadingChat[], streamId: string): StreamWriter {
 }
 
 /** One append as the stream's author at whatever position the daemon says is next. */
-async function probe(chats: ReadingChat[], streamId: string): Promise<RpcResponse> {
+async function probe(chats: ReadingChat[], streamId: string): Promise<WireResponse> {
   const w = writerOf(chats, streamId);
   const st = await w.client.call('streams.get', { streamId });
   return w.client.call('streams.append', {
@@ -98,7 +98,7 @@ async function restartAndCheck(l: Loaded): Promise<IntegrityReport | null> {
   }
   totals.lockedOut += locked.size;
   const admin = await l.d.connectAs();
-  const report = await checkAcked(admin, l.log.acked, (s) => (locked.has(s) ? Promise.resolve(null) : probe(l.chats, s)));
+  const report = await checkAcked(admin, l.log.acked, (s) => (locked.has(s) ? Promise.resolve(null) : (probe(l.chats, s) as Promise<WireResponse<Result<'streams.append'>>>)));
   totals.intact += report.intact;
   totals.reportedCorrupt += report.reportedCorrupt;
   totals.silentlyLost += report.violations.length;

@@ -8,7 +8,7 @@ import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
-import { ok } from '../helpers/rpc-line-client.js';
+import { ok } from '../helpers/wire-fixtures.js';
 import { encodeValue } from '../../src/daemon/value-codec.js';
 
 const daemons: DaemonProcess[] = [];

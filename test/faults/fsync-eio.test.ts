@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator, MemoryCursorStore, StorageFailureError, CoordinatorPausedError, type UncertainOutcome } from '../../src/client/index.js';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
 import { AckLog, checkAcked } from '../helpers/integrity-checker.js';
-import { messages, reconnectChat, setupChat, waitUntil } from '../helpers/reading-fixtures.js';
-import { ok, readAll, uniq } from '../helpers/rpc-line-client.js';
+import { messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
+import { ok, readAll, uniq, messageOf } from '../helpers/wire-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SHIM = `
 #define _GNU_SOURCE
@@ -112,10 +113,10 @@ describe.skipIf(!hasCc)('fsync fails with EIO (LD_PRELOAD shim)', () => {
         expect(queued.has(i), 'an append answered "not written" was written').toBe(true);
         committed++;
         expect(op.firstPosition).toBe(before);
-        expect(records.at(-1).wrapper.operationId).toBe(opIds[i]);
+        expect(records.at(-1)!.wrapper.operationId).toBe(opIds[i]);
       } else {
         expect(op).toMatchObject({ state: 'unknown', firstPosition: null, nextPosition: null, generation: null });
-        expect(records.at(-1).position).toBe(String(Number(before) - 1));
+        expect(records.at(-1)!.position).toBe(String(Number(before) - 1));
       }
     }
     console.log(`[fsync-eio] ${committed} of ${writers.length} appends answered STORAGE_FAILURE were on disk after the restart`);
@@ -153,10 +154,10 @@ describe.skipIf(!hasCc)('fsync fails with EIO (LD_PRELOAD shim)', () => {
     const admin2 = await d.connectAs();
     const op = ok(await admin2.call('operations.get', { streamId: chat.streamA, operationId: outcome.operationId }));
     expect(outcome.committed).toBe(op.state === 'committed');
-    await waitUntil(() => coordinator.state === 'running', 5_000, 'coordinator running again');
+    await waitFor(() => coordinator.state === 'running', 'coordinator running again', 5_000);
     const after = await coordinator.send('after the fault');
     // Nothing was resent: the stream holds the fault's message at most once.
-    const texts = (await readAll(admin2, chat.streamA)).filter((r) => r.wrapper.type === 'chat.message').map((r) => r.wrapper.message.content);
+    const texts = (await readAll(admin2, chat.streamA)).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
     expect(texts.filter((t) => t === 'during the fault')).toHaveLength(outcome.committed ? 1 : 0);
     expect(texts.at(-1)).toBe('after the fault');
     expect(after.duplicate).toBe(false);

@@ -6,8 +6,9 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
-import { ok } from '../helpers/rpc-line-client.js';
-import { setupChat, reconnectChat, messages, waitUntil } from '../helpers/reading-fixtures.js';
+import { ok } from '../helpers/wire-fixtures.js';
+import { setupChat, reconnectChat, messages, batchesOf, notificationsOf } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -115,13 +116,13 @@ describe('a corrupted record met by a follower catching up', () => {
     await reconnectChat(d, chat);
     const bob = chat.bob.client;
     const sub = ok(await bob.call('chats.follow', { chatId: chat.chatId, cursor: early.cursor }));
-    const mine = () => bob.notifications.filter((n) => n.params?.subscriptionId === sub.subscriptionId);
-    await waitUntil(() => mine().some((n) => n.method !== 'chats.batch'), 5_000, 'the subscription to end');
+    const mine = () => notificationsOf(bob, sub.subscriptionId);
+    await waitFor(() => mine().some((n) => n.method !== 'chats.batch'), 'the subscription to end', 5_000);
     const ending = mine().filter((n) => n.method !== 'chats.batch');
     expect(ending).toHaveLength(1);
     expect(ending[0]).toMatchObject({ method: 'chats.error', params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: chat.streamA, fromPosition: '3' } } } });
     // Everything before the damage was delivered, in order; nothing after it.
-    const delivered = mine().filter((n) => n.method === 'chats.batch' && n.params.streamId === chat.streamA).flatMap((n) => n.params.records.map((r: { position: string }) => r.position));
+    const delivered = batchesOf(bob, sub.subscriptionId).filter((b) => b.streamId === chat.streamA).flatMap((b) => b.records.map((r) => r.position));
     expect(delivered).toEqual(['1', '2']);
     expect(d.running).toBe(true);
     expect(ok(await (await d.connectAs()).call('daemon.status', {})).storage).toBe('ok');

@@ -93,25 +93,23 @@ export function expectExit(r: CliResult, code: number): CliResult {
   return r;
 }
 
-/** Parses stdout as one JSON document (throws with the run on failure). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function parseJson(r: CliResult): any {
+/** Parses stdout as one JSON document (throws with the run on failure); `T` is what the caller expects it to hold. */
+export function parseJson<T = unknown>(r: CliResult): T {
   try {
-    return JSON.parse(r.stdout);
+    return JSON.parse(r.stdout) as T;
   } catch (e) {
     throw new Error(`stdout is not one JSON document (${(e as Error).message})\n${describeRun(r)}`);
   }
 }
 
-/** Parses stdout as JSON lines (every non-empty line one document). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function parseJsonLines(text: string): any[] {
+/** Parses stdout as JSON lines (every non-empty line one document); `T` is what the caller expects each to hold. */
+export function parseJsonLines<T = unknown>(text: string): T[] {
   return text
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l, i) => {
       try {
-        return JSON.parse(l);
+        return JSON.parse(l) as T;
       } catch (e) {
         throw new Error(`line ${i + 1} is not JSON (${(e as Error).message}): ${l.slice(0, 300)}`);
       }
@@ -153,9 +151,8 @@ export class Cli {
   }
 
   /** Runs with `--json`, expects exit 0 and returns the parsed document. */
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  async json(args: string[], opts: CliOptions = {}): Promise<any> {
-    return parseJson(await this.ok([...args, '--json'], opts));
+  async json<T = unknown>(args: string[], opts: CliOptions = {}): Promise<T> {
+    return parseJson<T>(await this.ok([...args, '--json'], opts));
   }
 
   /** The same CLI acting as an agent (`--token-file`). */
@@ -183,9 +180,8 @@ export class AgentCli {
     return expectExit(await this.run(args, opts), 0);
   }
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  async json(args: string[], opts: CliOptions = {}): Promise<any> {
-    return parseJson(await this.ok([...args, '--json'], opts));
+  async json<T = unknown>(args: string[], opts: CliOptions = {}): Promise<T> {
+    return parseJson<T>(await this.ok([...args, '--json'], opts));
   }
 
   start(args: string[], opts: CliOptions = {}): LongRunningCli {

@@ -2,7 +2,8 @@
 // daemon-process.ts), agents and chats made through the public client API, a toy native
 // adapter that records what a Coordinator presents, and small waiting helpers.
 
-import { DaemonProcess, makeTempDir, sleep } from './daemon-process.js';
+import { DaemonProcess, makeTempDir } from './daemon-process.js';
+import { sleep } from './wait.js';
 import {
   Coordinator,
   MemoryCursorStore,
@@ -16,7 +17,7 @@ import {
   type UncertainOutcome,
 } from '../../src/client/index.js';
 
-export { makeTempDir, sleep };
+export { makeTempDir };
 
 let counter = 0;
 /** A unique id-safe string (`^[A-Za-z0-9_-]+$`). */
@@ -140,17 +141,6 @@ export function makeCoordinator(
     adapter: adapter ?? new RecordingAdapter(),
     cursorStore: cursorStore ?? new MemoryCursorStore(),
   });
-}
-
-/** Polls `fn` until it returns something truthy; fails with `what` after `timeoutMs`. */
-export async function waitFor<T>(fn: () => T | Promise<T>, what: string, timeoutMs = 10_000, everyMs = 10): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
 }
 
 /** Settles with `p`'s outcome, or with `'pending'` if it has not settled within `ms`. */

@@ -8,7 +8,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RpcLineClient, connectAs } from './rpc-line-client.js';
+import { connectAs, connectWire, type Wire } from './wire-fixtures.js';
+import { sleep } from './wait.js';
 
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(import.meta.dirname ?? path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -59,7 +60,7 @@ export class DaemonProcess {
   /** Resolves with the exit code/signal of the current run. */
   exited!: Promise<ExitInfo>;
   exitInfo: ExitInfo | null = null;
-  readonly #clients: RpcLineClient[] = [];
+  readonly #clients: Wire[] = [];
 
   private constructor(dir: string, opts: DaemonOptions, ownsDir: boolean) {
     this.dir = dir;
@@ -168,7 +169,7 @@ export class DaemonProcess {
       try {
         const token = (await fs.readFile(tokenFile, 'utf8')).trim();
         if (token) {
-          const c = await RpcLineClient.connect(this.socketPath, 1_000);
+          const c = await connectWire(this.socketPath, 1_000);
           try {
             const r = await c.hello(token);
             if (r.result) {
@@ -204,14 +205,14 @@ export class DaemonProcess {
   }
 
   /** A new raw connection (closed by cleanup()). */
-  async connect(): Promise<RpcLineClient> {
-    const c = await RpcLineClient.connect(this.socketPath);
+  async connect(): Promise<Wire> {
+    const c = await connectWire(this.socketPath);
     this.#clients.push(c);
     return c;
   }
 
   /** A new connection that has said hello with `token` (default: the admin token). */
-  async connectAs(token = this.adminToken): Promise<RpcLineClient> {
+  async connectAs(token = this.adminToken): Promise<Wire> {
     const c = await connectAs(this.socketPath, token);
     this.#clients.push(c);
     return c;
@@ -273,8 +274,4 @@ export class DaemonProcess {
     }
     if (this.ownsDir && existsSync(this.dir)) await fs.rm(this.dir, { recursive: true, force: true });
   }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }

@@ -26,16 +26,19 @@
 //     an operationId nobody invoked (no phantom writes).
 //
 // It talks to the daemon through anything with `call(method, params)` that resolves with the raw
-// JSON-RPC response (test/helpers/rpc-line-client.ts's RpcLineClient), and shares no code with src/.
+// JSON-RPC response (test/helpers/wire-fixtures.ts's Wire), and shares no code with src/ (it
+// takes the contract's types from src/shared, types only).
 
 import { isDeepStrictEqual } from 'node:util';
-import { clientMessageIdFor, sha256b64url, signedPayload, verifyEs256, type PublicJwk, type RpcResponse } from './rpc-line-client.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import type { MethodResults } from '../../src/shared/methods.js';
+import type { OperationInfo } from '../../src/shared/results.js';
+import type { ChatMessage, StoredRecord } from '../../src/shared/types.js';
+import type { ResultOf } from './wire-client.mjs';
+import { clientMessageIdFor, ok, sha256b64url, signedPayload, verifyEs256, type PublicJwk, type WireResponse } from './wire-fixtures.js';
 
 /** Anything that can send one JSON-RPC request and resolve with the raw response. */
 export interface RpcCaller {
-  call(method: string, params?: unknown, timeoutMs?: number): Promise<RpcResponse>;
+  call<M extends string>(method: M, params?: unknown, timeoutMs?: number): Promise<WireResponse<ResultOf<MethodResults, M>>>;
 }
 
 /** An input record of streams.append. */
@@ -61,7 +64,7 @@ export interface HistoryOp {
   records: AppendInput[];
   outcome: Outcome;
   /** For `ok`: what the daemon acknowledged. */
-  result?: { generation: string; firstPosition: string; nextPosition: string; records: any[]; duplicate?: boolean };
+  result?: { generation: string; firstPosition: string; nextPosition: string; records: StoredRecord[]; duplicate?: boolean };
   /** For `fail`: the error answered. */
   error?: { code: number; type?: string; message?: string };
   /** For `info`: why the outcome is unknown. */
@@ -116,10 +119,13 @@ function big(s: string): bigint {
   return BigInt(s);
 }
 
-function ok(resp: RpcResponse, what: string): any {
-  if (resp.error || resp.result === undefined) throw new Error(`${what} failed: ${JSON.stringify(resp.error ?? resp).slice(0, 500)}`);
-  return resp.result;
+/** A stored record as far as `observe` needs it to be one. */
+function isStoredRecord(v: unknown): v is StoredRecord {
+  return typeof v === 'object' && v !== null && typeof (v as { streamId?: unknown }).streamId === 'string';
 }
+
+/** A wrapper as read: the checker does not trust the daemon to send the shape the contract says. */
+type RecordWrapperSeen = StoredRecord['wrapper'];
 
 /** The chat's two agents, as chats.get tells them. */
 interface ChatInfo {
@@ -162,14 +168,14 @@ export class HistoryChecker {
   }
 
   /** The append was acknowledged with `result` (the streams.append result). */
-  ok(h: HistoryOp, result: any): void {
+  ok(h: HistoryOp, result: MethodResults['streams.append']): void {
     h.outcome = 'ok';
     h.result = { generation: result.generation, firstPosition: result.firstPosition, nextPosition: result.nextPosition, records: result.records, duplicate: result.duplicate };
-    for (const r of (result.records as any[]) ?? []) this.observe(r, `ack of ${h.operationId}`);
+    for (const r of result.records ?? []) this.observe(r, `ack of ${h.operationId}`);
   }
 
   /** The append was answered with an error: nothing may have been written. */
-  fail(h: HistoryOp, error: { code: number; message?: string; data?: any }): void {
+  fail(h: HistoryOp, error: { code: number; message?: string; data?: { type?: string } }): void {
     h.outcome = 'fail';
     h.error = { code: error.code, type: error.data?.type, message: error.message };
   }
@@ -181,8 +187,8 @@ export class HistoryChecker {
   }
 
   /** What the client learned about an `info` append from operations.get. */
-  resolve(h: HistoryOp, op: { state: string; firstPosition?: string; nextPosition?: string }): void {
-    h.resolution = op.state === 'committed' ? { committed: true, firstPosition: op.firstPosition, nextPosition: op.nextPosition } : { committed: false };
+  resolve(h: HistoryOp, op: { state: string; firstPosition?: string | null; nextPosition?: string | null }): void {
+    h.resolution = op.state === 'committed' ? { committed: true, firstPosition: op.firstPosition ?? undefined, nextPosition: op.nextPosition ?? undefined } : { committed: false };
   }
 
   /** Outcomes so far. */
@@ -209,8 +215,8 @@ export class HistoryChecker {
    * A stored record seen anywhere (read, follow, append result). The same position must never
    * hold another record; returns the problem if it does (also reported by the next check()).
    */
-  observe(record: any, source: string): string | null {
-    if (!record || typeof record !== 'object' || typeof record.streamId !== 'string') {
+  observe(record: unknown, source: string): string | null {
+    if (!isStoredRecord(record)) {
       const p = `${source}: not a stored record: ${JSON.stringify(record)?.slice(0, 200)}`;
       this.#pending.push(p);
       return p;
@@ -248,8 +254,8 @@ export class HistoryChecker {
     const ids = [...new Set(streamIds ?? this.ops.map((h) => h.streamId))].sort();
     const keys = ok(await rpc.call('keys.list', {}), 'keys.list').keys as PublicJwk[];
 
-    const states = new Map<string, any>();
-    const recordsOf = new Map<string, any[]>();
+    const states = new Map<string, MethodResults['streams.get']>();
+    const recordsOf = new Map<string, StoredRecord[]>();
     let records = 0;
     let messages = 0;
     let receipts = 0;
@@ -259,7 +265,7 @@ export class HistoryChecker {
     for (const streamId of ids) {
       const state = ok(await rpc.call('streams.get', { streamId }), `streams.get ${streamId}`);
       states.set(streamId, state);
-      const chat = await this.#chat(rpc, state.chatId as string);
+      const chat = await this.#chat(rpc, state.chatId);
       const rs = await readWhole(rpc, streamId, state.generation, state.firstPosition, state.nextPosition);
       recordsOf.set(streamId, rs);
       records += rs.length;
@@ -285,7 +291,7 @@ export class HistoryChecker {
       const lastReceipt = new Map<string, bigint>();
       for (const r of rs) {
         const where = `${streamId}@${r.generation}#${r.position}`;
-        const w = r.wrapper;
+        const w: RecordWrapperSeen | undefined = r.wrapper;
         if (!w || w.version !== 2 || w.chatId !== chat.chatId || w.authorAgentId !== state.authorAgentId) {
           problem(`${where}: bad wrapper header ${JSON.stringify(w)?.slice(0, 200)}`);
           continue;
@@ -300,7 +306,7 @@ export class HistoryChecker {
             if (ps.length === 0) this.#verified.add(where);
           }
           if (m.chatId !== chat.chatId || m.fromAgentId !== state.authorAgentId || m.toAgentId !== peerAgentId) problem(`${where}: message chat/from/to do not match the stream`);
-          const ts = m.signature?.createdAt as string;
+          const ts = m.signature?.createdAt;
           if (ts < lastCreatedAt) problem(`${where}: timestamp ${ts} goes backwards (previous ${lastCreatedAt})`);
           lastCreatedAt = ts;
         } else if (w.type === 'chat.receipt') {
@@ -318,7 +324,7 @@ export class HistoryChecker {
           if (w.operationId !== `fence.${w.fence.epoch}`) problem(`${where}: fence operationId ${w.operationId}`);
           lastEpoch = epoch;
         } else {
-          problem(`${where}: unknown record type ${String(w.type)}`);
+          problem(`${where}: unknown record type ${String((w as { type?: unknown }).type)}`);
         }
       }
       if (lastEpoch >= 0n && state.writer?.epoch !== lastEpoch.toString()) problem(`${streamId}: last fence epoch ${lastEpoch}, streams.get writer.epoch ${state.writer?.epoch}`);
@@ -330,22 +336,24 @@ export class HistoryChecker {
     // 2. Receipts against the peer stream: they acknowledge only what exists, and the latest
     //    one is what streams.get(peer).acknowledged says.
     for (const streamId of ids) {
-      const state = states.get(streamId);
+      const state = states.get(streamId)!;
       const chat = this.#chats.get(state.chatId)!;
       const peerAgentId = state.authorAgentId === chat.agentAId ? chat.agentBId : chat.agentAId;
       const peerStreamId = `${chat.chatId}:${peerAgentId}`;
       const peer = states.get(peerStreamId) ?? ok(await rpc.call('streams.get', { streamId: peerStreamId }), `streams.get ${peerStreamId}`);
       const rs = recordsOf.get(streamId)!.filter((r) => r.wrapper?.type === 'chat.receipt');
+      const receiptOf = (r: StoredRecord) => (r.wrapper.type === 'chat.receipt' ? r.wrapper.receipt : undefined);
       for (const r of rs) {
-        if (r.wrapper.receipt.peerGeneration === peer.generation && big(r.wrapper.receipt.nextPosition) > big(peer.nextPosition)) {
-          problem(`LOST: ${streamId}#${r.position} acknowledges ${peerStreamId} up to ${r.wrapper.receipt.nextPosition}, but that stream ends at ${peer.nextPosition}`);
+        const rc = receiptOf(r)!;
+        if (rc.peerGeneration === peer.generation && big(rc.nextPosition) > big(peer.nextPosition)) {
+          problem(`LOST: ${streamId}#${r.position} acknowledges ${peerStreamId} up to ${rc.nextPosition}, but that stream ends at ${peer.nextPosition}`);
         }
       }
-      const latest = rs.filter((r) => r.wrapper.receipt.peerGeneration === peer.generation).at(-1);
-      const acked = peer.acknowledged as { generation: string; nextPosition: string } | null;
+      const latest = rs.map(receiptOf).filter((rc) => rc!.peerGeneration === peer.generation).at(-1);
+      const acked = peer.acknowledged;
       if (latest) {
-        if (!acked || acked.generation !== peer.generation || acked.nextPosition !== latest.wrapper.receipt.nextPosition) {
-          problem(`${peerStreamId}: acknowledged is ${JSON.stringify(acked)}, the latest receipt in ${streamId} says ${latest.wrapper.receipt.nextPosition}`);
+        if (!acked || acked.generation !== peer.generation || acked.nextPosition !== latest.nextPosition) {
+          problem(`${peerStreamId}: acknowledged is ${JSON.stringify(acked)}, the latest receipt in ${streamId} says ${latest.nextPosition}`);
         }
       } else if (acked && acked.generation === peer.generation) {
         problem(`${peerStreamId}: acknowledged ${JSON.stringify(acked)} but ${streamId} holds no receipt for generation ${peer.generation}`);
@@ -353,10 +361,10 @@ export class HistoryChecker {
     }
 
     // 3. Operations consistent with records.
-    const groups = new Map<string, { streamId: string; records: any[] }>();
+    const groups = new Map<string, { streamId: string; records: StoredRecord[] }>();
     for (const streamId of ids) {
       for (const r of recordsOf.get(streamId)!) {
-        const opId = r.wrapper?.operationId as string;
+        const opId = r.wrapper?.operationId;
         if (r.wrapper?.type === 'chat.writer-fence') continue;
         const k = `${streamId} ${opId}`;
         let g = groups.get(k);
@@ -364,23 +372,23 @@ export class HistoryChecker {
         g.records.push(r);
       }
     }
-    const listed = new Map<string, any>();
+    const listed = new Map<string, OperationInfo>();
     for (const streamId of ids) {
       for (const op of await listOperations(rpc, streamId)) listed.set(`${streamId} ${op.operationId}`, op);
     }
     for (const [k, g] of groups) {
-      const first = big(g.records[0].position);
+      const first = big(g.records[0]!.position);
       g.records.forEach((r, i) => {
         if (big(r.position) !== first + BigInt(i)) problem(`${k}: records not at consecutive positions (${g.records.map((x) => x.position).join(',')})`);
         if (r.wrapper.recordIndex !== i) problem(`${k}: record at ${r.position} has recordIndex ${r.wrapper.recordIndex}, expected ${i}`);
       });
       const op = listed.get(k);
       const nextPos = (first + BigInt(g.records.length)).toString();
-      if (!op || op.state !== 'committed') problem(`${k}: records at ${g.records[0].position}..${nextPos} but operations.list does not list it committed (${JSON.stringify(op)})`);
-      else if (op.firstPosition !== g.records[0].position || op.nextPosition !== nextPos) {
-        problem(`${k}: operations.list says ${op.firstPosition}..${op.nextPosition}, records are at ${g.records[0].position}..${nextPos}`);
+      if (!op || op.state !== 'committed') problem(`${k}: records at ${g.records[0]!.position}..${nextPos} but operations.list does not list it committed (${JSON.stringify(op)})`);
+      else if (op.firstPosition !== g.records[0]!.position || op.nextPosition !== nextPos) {
+        problem(`${k}: operations.list says ${op.firstPosition}..${op.nextPosition}, records are at ${g.records[0]!.position}..${nextPos}`);
       }
-      if (this.#opts.strictOrigin && !this.#byOperation.has(k)) problem(`PHANTOM: ${k} is in the store (${g.records.length} records at ${g.records[0].position}) but was never invoked`);
+      if (this.#opts.strictOrigin && !this.#byOperation.has(k)) problem(`PHANTOM: ${k} is in the store (${g.records.length} records at ${g.records[0]!.position}) but was never invoked`);
     }
     for (const [k, op] of listed) {
       if (!groups.has(k)) problem(`${k}: operations.list says ${op.state} ${op.firstPosition}..${op.nextPosition} but no record carries it`);
@@ -403,12 +411,12 @@ export class HistoryChecker {
         };
         if (!g) lose(`acknowledged ${k} (${res.firstPosition}..${res.nextPosition}, cycle ${h.cycle}) has no records in the store`);
         else {
-          if (rs[0].position !== res.firstPosition || (big(rs[0].position) + BigInt(rs.length)).toString() !== res.nextPosition) {
-            lose(`acknowledged ${k} at ${res.firstPosition}..${res.nextPosition}, the store has it at ${rs[0].position}..+${rs.length}`);
+          if (rs[0]!.position !== res.firstPosition || (big(rs[0]!.position) + BigInt(rs.length)).toString() !== res.nextPosition) {
+            lose(`acknowledged ${k} at ${res.firstPosition}..${res.nextPosition}, the store has it at ${rs[0]!.position}..+${rs.length}`);
           }
           if (res.generation !== h.generation) problem(`${k}: acknowledged in generation ${res.generation}, asked for ${h.generation}`);
           if (!res.duplicate && res.firstPosition !== h.expectedPosition) problem(`${k}: acknowledged at ${res.firstPosition}, expectedPosition was ${h.expectedPosition}`);
-          res.records.forEach((ack: any, i: number) => {
+          res.records.forEach((ack, i) => {
             const stored = rs[i];
             if (!stored || canonicalJson(stored) !== canonicalJson(ack)) lose(`${k} record ${i}: acknowledged ${canonicalJson(ack).slice(0, 200)}, stored ${canonicalJson(stored)?.slice(0, 200)}`);
           });
@@ -416,18 +424,18 @@ export class HistoryChecker {
         }
         if (isLost) lost++;
       } else if (h.outcome === 'fail') {
-        if (g) problem(`${k} was answered with ${h.error?.type ?? h.error?.code} but committed at ${g.records[0].position}`);
+        if (g) problem(`${k} was answered with ${h.error?.type ?? h.error?.code} but committed at ${g.records[0]!.position}`);
       } else {
         // info / invoked: whole or absent.
         if (g) {
           if (g.records.length !== h.records.length) problem(`PARTIAL: ${k} of unknown outcome has ${g.records.length} of ${h.records.length} records`);
-          if (g.records[0].position !== h.expectedPosition) problem(`${k} of unknown outcome committed at ${g.records[0].position}, expectedPosition was ${h.expectedPosition}`);
+          if (g.records[0]!.position !== h.expectedPosition) problem(`${k} of unknown outcome committed at ${g.records[0]!.position}, expectedPosition was ${h.expectedPosition}`);
           for (const p of inputProblems(h, g.records, this.#opts.exactContent)) problem(`${k}: ${p}`);
         }
         if (h.resolution && h.resolution.committed !== Boolean(g)) {
           problem(`${k}: the client learned committed=${h.resolution.committed} from operations.get, the store says ${Boolean(g)}`);
         }
-        if (h.resolution?.committed && g && h.resolution.firstPosition !== g.records[0].position) problem(`${k}: operations.get told the client ${h.resolution.firstPosition}, store ${g.records[0].position}`);
+        if (h.resolution?.committed && g && h.resolution.firstPosition !== g.records[0]!.position) problem(`${k}: operations.get told the client ${h.resolution.firstPosition}, store ${g.records[0]!.position}`);
       }
       toConfirm.push(h);
     }
@@ -444,7 +452,7 @@ export class HistoryChecker {
           problem(`${k}: operations.get failed ${JSON.stringify(resp.error)}`);
           return;
         }
-        const op = resp.result;
+        const op = resp.result!;
         const g = groups.get(k);
         if (op.state === 'pending') {
           problem(`${k}: operations.get says pending while nothing is in flight`);
@@ -452,16 +460,16 @@ export class HistoryChecker {
         }
         if (op.state === 'committed') {
           if (!g) problem(`${k}: operations.get says committed (${op.firstPosition}..${op.nextPosition}) but no record carries it`);
-          else if (op.firstPosition !== g.records[0].position || op.nextPosition !== (big(g.records[0].position) + BigInt(g.records.length)).toString()) {
-            problem(`${k}: operations.get says ${op.firstPosition}..${op.nextPosition}, records at ${g.records[0].position}..+${g.records.length}`);
+          else if (op.firstPosition !== g.records[0]!.position || op.nextPosition !== (big(g.records[0]!.position) + BigInt(g.records.length)).toString()) {
+            problem(`${k}: operations.get says ${op.firstPosition}..${op.nextPosition}, records at ${g.records[0]!.position}..+${g.records.length}`);
           }
           if (op.generation !== h.generation) problem(`${k}: operations.get generation ${op.generation}, asked ${h.generation}`);
           if (h.outcome === 'fail') problem(`${k}: answered ${h.error?.type} but operations.get says committed`);
         } else if (op.state === 'unknown') {
-          if (g) problem(`${k}: operations.get says unknown but ${g.records.length} records carry it at ${g.records[0].position}`);
+          if (g) problem(`${k}: operations.get says unknown but ${g.records.length} records carry it at ${g.records[0]!.position}`);
           if (h.outcome === 'ok') problem(`LOST: acknowledged ${k} is unknown to operations.get`);
         } else {
-          problem(`${k}: operations.get state ${String(op.state)}`);
+          problem(`${k}: operations.get state ${String((op as { state?: unknown }).state)}`);
           return;
         }
         const before = this.#confirmed.get(k);
@@ -499,12 +507,12 @@ export class HistoryChecker {
 }
 
 /** Every record of `generation` from `first` to `next` (exclusive), paged. */
-export async function readWhole(rpc: RpcCaller, streamId: string, generation: string, first: string, next: string): Promise<any[]> {
-  const out: any[] = [];
+export async function readWhole(rpc: RpcCaller, streamId: string, generation: string, first: string, next: string): Promise<StoredRecord[]> {
+  const out: StoredRecord[] = [];
   let from = first;
   while (big(from) < big(next)) {
     const r = ok(await rpc.call('streams.read', { streamId, generation, fromPosition: from, limit: 1000 }), `streams.read ${streamId} from ${from}`);
-    const rs = r.records as any[];
+    const rs = r.records;
     if (rs.length === 0) throw new Error(`streams.read ${streamId} from ${from} returned nothing before nextPosition ${next}`);
     if (r.fromPosition !== from || big(r.nextPosition) !== big(from) + BigInt(rs.length)) {
       throw new Error(`streams.read ${streamId} from ${from}: batch says ${r.fromPosition}..${r.nextPosition} with ${rs.length} records`);
@@ -516,19 +524,19 @@ export async function readWhole(rpc: RpcCaller, streamId: string, generation: st
 }
 
 /** Every committed operation of a stream (operations.list, paged). */
-async function listOperations(rpc: RpcCaller, streamId: string): Promise<any[]> {
-  const out: any[] = [];
+async function listOperations(rpc: RpcCaller, streamId: string): Promise<OperationInfo[]> {
+  const out: OperationInfo[] = [];
   let cursor: string | undefined;
   for (;;) {
     const r = ok(await rpc.call('operations.list', cursor === undefined ? { streamId, limit: 500 } : { streamId, cursor, limit: 500 }), `operations.list ${streamId}`);
-    out.push(...(r.operations as any[]));
+    out.push(...r.operations);
     if (!r.nextCursor) return out;
     cursor = r.nextCursor;
   }
 }
 
 /** §5 checks of one stored message: contentSha256 and the ES256 signature against the key set. */
-export function messageProblemsOf(m: any, keys: PublicJwk[]): string[] {
+export function messageProblemsOf(m: ChatMessage | undefined, keys: PublicJwk[]): string[] {
   const problems: string[] = [];
   if (!m || typeof m !== 'object') return ['no message'];
   const sig = m.signature;
@@ -545,7 +553,7 @@ export function messageProblemsOf(m: any, keys: PublicJwk[]): string[] {
 }
 
 /** The stored records of an operation against what the client asked for. */
-function inputProblems(h: HistoryOp, stored: any[], exactContent: boolean): string[] {
+function inputProblems(h: HistoryOp, stored: StoredRecord[], exactContent: boolean): string[] {
   const problems: string[] = [];
   h.records.forEach((input, i) => {
     const r = stored[i];
@@ -555,10 +563,10 @@ function inputProblems(h: HistoryOp, stored: any[], exactContent: boolean): stri
       problems.push(`record ${i} is ${w.type}/${w.operationId}, asked ${input.type}/${h.operationId}`);
       return;
     }
-    if (input.type === 'chat.message') {
+    if (input.type === 'chat.message' && w.type === 'chat.message') {
       if (w.message.clientMessageId !== clientMessageIdFor(w.chatId, w.authorAgentId, input.messageId)) problems.push(`record ${i}: clientMessageId does not match messageId ${input.messageId}`);
       if (exactContent && w.message.content !== input.content) problems.push(`record ${i}: content differs from what was sent`);
-    } else {
+    } else if (input.type === 'chat.receipt' && w.type === 'chat.receipt') {
       const want = { peerStreamId: input.peerStreamId, peerGeneration: input.peerGeneration, nextPosition: input.nextPosition, batchId: input.batchId };
       if (!isDeepStrictEqual(w.receipt, want)) problems.push(`record ${i}: receipt ${JSON.stringify(w.receipt)} differs from ${JSON.stringify(want)}`);
     }

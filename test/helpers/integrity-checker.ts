@@ -4,11 +4,10 @@
 // silently absent, never overwritten, never reported as trimmed, and operations.get never
 // calls an acknowledged operation "unknown".
 //
-// It speaks only the wire (test/helpers/rpc-line-client.ts), like every integration helper.
+// It speaks only the wire (test/helpers/wire-fixtures.ts), like every integration helper.
 
-import { fetchKeys, messageProblems, ok, type RpcLineClient, type RpcResponse } from './rpc-line-client.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import type { AppendResult, StoredRecord } from '../../src/shared/types.js';
+import { fetchKeys, messageProblems, ok, type Wire, type WireResponse } from './wire-fixtures.js';
 
 /** An append the daemon acknowledged, as its result reported it. */
 export interface AckedAppend {
@@ -17,7 +16,7 @@ export interface AckedAppend {
   firstPosition: string;
   nextPosition: string;
   operationId: string;
-  records: any[];
+  records: StoredRecord[];
 }
 
 /** What one check found. */
@@ -37,7 +36,7 @@ export interface IntegrityReport {
 export class AckLog {
   readonly acked: AckedAppend[] = [];
 
-  record(resp: RpcResponse): void {
+  record(resp: WireResponse<AppendResult>): void {
     if (resp.result) {
       const r = resp.result;
       this.acked.push({ streamId: r.streamId, generation: r.generation, firstPosition: r.firstPosition, nextPosition: r.nextPosition, operationId: r.operationId, records: r.records });
@@ -45,7 +44,7 @@ export class AckLog {
   }
 }
 
-const isCorruptError = (resp: RpcResponse) => resp.error?.data?.type === 'STORAGE_FAILURE' && resp.error.data.reason === 'CORRUPT';
+const isCorruptError = (resp: WireResponse) => resp.error?.data?.type === 'STORAGE_FAILURE' && resp.error.data.reason === 'CORRUPT';
 
 /**
  * Check every acknowledged append over the wire. `appendProbe(streamId)` appends one more
@@ -53,13 +52,13 @@ const isCorruptError = (resp: RpcResponse) => resp.error?.data?.type === 'STORAG
  * writes would land on acknowledged positions.
  */
 export async function checkAcked(
-  admin: RpcLineClient,
+  admin: Wire,
   acked: AckedAppend[],
-  appendProbe?: (streamId: string) => Promise<RpcResponse | null>,
+  appendProbe?: (streamId: string) => Promise<WireResponse<AppendResult> | null>,
 ): Promise<IntegrityReport> {
   const violations: string[] = [];
   const status = ok(await admin.call('daemon.status', {}), 'daemon.status');
-  const listed = new Set<string>((status.integrity?.corruptStreams ?? []).map((s: any) => s.streamId as string));
+  const listed = new Set<string>((status.integrity?.corruptStreams ?? []).map((s) => s.streamId));
   const keys = await fetchKeys(admin);
   const byStream = new Map<string, AckedAppend[]>();
   for (const a of acked) byStream.set(a.streamId, [...(byStream.get(a.streamId) ?? []), a]);
@@ -68,13 +67,13 @@ export async function checkAcked(
 
   for (const [streamId, appends] of byStream) {
     // Read the stream from 0; stop at the first error and remember what it said.
-    const seen = new Map<string, any>();
-    let readError: RpcResponse | null = null;
+    const seen = new Map<string, StoredRecord>();
+    let readError: WireResponse | null = null;
     const generation = appends[0]!.generation;
     let from = '0';
     for (let i = 0; i < 10_000; i++) {
       const r = await admin.call('streams.read', { streamId, generation, fromPosition: from });
-      if (r.error) {
+      if (r.error || !r.result) {
         readError = r;
         break;
       }
@@ -85,7 +84,7 @@ export async function checkAcked(
     const corrupt = listed.has(streamId) || (readError !== null && isCorruptError(readError));
     if (readError && !isCorruptError(readError)) {
       const d = readError.error!.data;
-      violations.push(`${streamId}: read from ${from} answered ${d?.type}/${d?.reason ?? ''} instead of records or STORAGE_FAILURE/CORRUPT`);
+      violations.push(`${streamId}: read from ${from} answered ${d?.type}/${String(d?.reason ?? '')} instead of records or STORAGE_FAILURE/CORRUPT`);
     }
     for (const a of appends) {
       let whole = true;

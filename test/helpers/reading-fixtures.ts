@@ -1,22 +1,24 @@
 // Fixtures for the reading-side integration files (receipts, history, follow, retention).
 // Everything goes over the real socket through the raw line client; nothing here imports src/.
 
-import net from 'node:net';
 import { expect } from 'vitest';
-import { sleep, type DaemonProcess } from './daemon-process.js';
+import type { MethodResults } from '../../src/shared/methods.js';
+import type { ChatBatchNotification, ChatBreakNotification, StoredRecord } from '../../src/shared/types.js';
+import type { DaemonProcess } from './daemon-process.js';
 import {
-  RpcLineClient,
   claim,
   connectAs,
+  messageOf,
+  connectWire,
   createPair,
   ok,
   uniq,
-  type RpcNotification,
-  type RpcResponse,
   type TestPair,
-} from './rpc-line-client.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+  type Wire,
+  type WireErrorData,
+  type WireNotification,
+  type WireResponse,
+} from './wire-fixtures.js';
 
 // ---------------------------------------------------------------------------------------------
 // Error codes of §3.
@@ -36,22 +38,11 @@ export const CODES = {
 export type ErrorType = keyof typeof CODES;
 
 /** Asserts that `resp` is the JSON-RPC error `type` (code and data.type) and returns its data. */
-export function expectError(resp: RpcResponse, type: ErrorType, what = ''): any {
+export function expectError(resp: WireResponse, type: ErrorType, what = ''): WireErrorData {
   expect(resp.result, `${what} expected ${type}, got a result: ${JSON.stringify(resp.result)?.slice(0, 300)}`).toBeUndefined();
   expect(resp.error, `${what} expected ${type}`).toBeDefined();
   expect({ code: resp.error!.code, type: resp.error!.data?.type }, `${what} ${JSON.stringify(resp.error)}`).toEqual({ code: CODES[type], type });
-  return resp.error!.data;
-}
-
-/** Polls `fn` until it returns truthy, or fails with `what` after `timeoutMs`. */
-export async function waitUntil<T>(fn: () => T | Promise<T>, timeoutMs: number, what: string, everyMs = 10): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
+  return resp.error!.data ?? {};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -63,17 +54,19 @@ export function messages(prefix: string, n: number, pad = 0): { type: 'chat.mess
   return Array.from({ length: n }, (_, i) => ({ type: 'chat.message' as const, messageId: `${prefix}.${i}`, content: `message ${prefix} number ${i}${filler}` }));
 }
 
-export function receipt(peerStreamId: string, peerGeneration: string, nextPosition: string, batchId: string): any {
+export function receipt(peerStreamId: string, peerGeneration: string, nextPosition: string, batchId: string): ReceiptInput {
   return { type: 'chat.receipt', peerStreamId, peerGeneration, nextPosition, batchId };
 }
 
 /** The transcript order of §6: signature.createdAt, then fromAgentId, then position numerically. */
-export function transcriptCompare(a: any, b: any): number {
-  const ta = a.wrapper.message.signature.createdAt as string;
-  const tb = b.wrapper.message.signature.createdAt as string;
+export function transcriptCompare(a: StoredRecord, b: StoredRecord): number {
+  const ma = messageOf(a);
+  const mb = messageOf(b);
+  const ta = ma.signature.createdAt;
+  const tb = mb.signature.createdAt;
   if (ta !== tb) return ta < tb ? -1 : 1;
-  const fa = a.wrapper.message.fromAgentId as string;
-  const fb = b.wrapper.message.fromAgentId as string;
+  const fa = ma.fromAgentId;
+  const fb = mb.fromAgentId;
   if (fa !== fb) return fa < fb ? -1 : 1;
   const pa = BigInt(a.position);
   const pb = BigInt(b.position);
@@ -81,7 +74,7 @@ export function transcriptCompare(a: any, b: any): number {
 }
 
 /** A short identity of a stored record for equality checks. */
-export function recKey(r: any): string {
+export function recKey(r: StoredRecord): string {
   return `${r.streamId}@${r.generation}#${r.position}`;
 }
 
@@ -96,14 +89,14 @@ export function positions(from: bigint | string | number, to: bigint | string | 
 // A coordinator for one stream: claims it, tracks the position, and serializes its appends.
 
 export class StreamWriter {
-  client: RpcLineClient;
+  client: Wire;
   readonly streamId: string;
   token: string;
   generation: string;
   next: string;
   #chain: Promise<unknown> = Promise.resolve();
 
-  constructor(client: RpcLineClient, streamId: string, token: string, generation: string, next: string) {
+  constructor(client: Wire, streamId: string, token: string, generation: string, next: string) {
     this.client = client;
     this.streamId = streamId;
     this.token = token;
@@ -111,13 +104,13 @@ export class StreamWriter {
     this.next = next;
   }
 
-  static async claim(client: RpcLineClient, streamId: string, replace = false): Promise<StreamWriter> {
+  static async claim(client: Wire, streamId: string, replace = false): Promise<StreamWriter> {
     const c = await claim(client, streamId, replace);
-    return new StreamWriter(client, streamId, c.coordinatorToken as string, c.generation as string, c.nextPosition as string);
+    return new StreamWriter(client, streamId, c.coordinatorToken, c.generation, c.nextPosition);
   }
 
   /** Claims again (replace) and adopts the new token; appends a writer fence. */
-  async reclaim(): Promise<any> {
+  async reclaim(): Promise<MethodResults['streams.claim']> {
     const c = await claim(this.client, this.streamId, true);
     this.token = c.coordinatorToken;
     this.generation = c.generation;
@@ -126,8 +119,8 @@ export class StreamWriter {
   }
 
   /** Sends one append at the tracked position; resolves with the raw response; advances on success. */
-  tryAppend(records: unknown[], operationId = uniq('op'), timeoutMs = 20_000): Promise<RpcResponse> {
-    const run = async (): Promise<RpcResponse> => {
+  tryAppend(records: unknown[], operationId = uniq('op'), timeoutMs = 20_000): Promise<WireResponse<MethodResults['streams.append']>> {
+    const run = async (): Promise<WireResponse<MethodResults['streams.append']>> => {
       const r = await this.client.call(
         'streams.append',
         { streamId: this.streamId, coordinatorToken: this.token, generation: this.generation, expectedPosition: this.next, operationId, records },
@@ -142,12 +135,12 @@ export class StreamWriter {
   }
 
   /** Appends and requires success; resolves with the append result. */
-  async append(records: unknown[], operationId?: string): Promise<any> {
+  async append(records: unknown[], operationId?: string): Promise<MethodResults['streams.append']> {
     return ok(await this.tryAppend(records, operationId), `streams.append to ${this.streamId}`);
   }
 
   /** Appends `n` messages in one operation. */
-  send(prefix: string, n = 1, pad = 0): Promise<any> {
+  send(prefix: string, n = 1, pad = 0): Promise<MethodResults['streams.append']> {
     return this.append(messages(prefix, n, pad));
   }
 }
@@ -169,7 +162,7 @@ export interface ReadingChat {
   wb: StreamWriter;
 }
 
-export async function setupChat(daemon: DaemonProcess, admin: RpcLineClient, opts: { claim?: boolean } = {}): Promise<ReadingChat> {
+export async function setupChat(daemon: DaemonProcess, admin: Wire, opts: { claim?: boolean } = {}): Promise<ReadingChat> {
   const pair = await createPair(admin, daemon.socketPath);
   ok(await admin.call('agents.setPolicy', { agentId: pair.a.id, pii: 'off' }), 'agents.setPolicy');
   ok(await admin.call('agents.setPolicy', { agentId: pair.b.id, pii: 'off' }), 'agents.setPolicy');
@@ -187,25 +180,37 @@ export async function reconnectChat(daemon: DaemonProcess, chat: ReadingChat): P
   chat.wb.client = chat.bob.client;
 }
 
-export async function streamState(client: RpcLineClient, streamId: string): Promise<any> {
+export async function streamState(client: Wire, streamId: string): Promise<MethodResults['streams.get']> {
   return ok(await client.call('streams.get', { streamId }), `streams.get ${streamId}`);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Follow notifications.
 
-export function batchesOf(client: { notifications: RpcNotification[] }, subscriptionId: string): any[] {
-  return client.notifications.filter((n) => n.method === 'chats.batch' && n.params?.subscriptionId === subscriptionId).map((n) => n.params);
+/** Every notification of `subscriptionId`, in arrival order. */
+export function notificationsOf(client: { notifications: WireNotification[] }, subscriptionId: string): WireNotification[] {
+  return client.notifications.filter((n) => (n.params as { subscriptionId?: unknown } | undefined)?.subscriptionId === subscriptionId);
 }
 
-export function breaksOf(client: { notifications: RpcNotification[] }, subscriptionId: string): any[] {
-  return client.notifications.filter((n) => n.method === 'chats.break' && n.params?.subscriptionId === subscriptionId).map((n) => n.params);
+/** The params of every `method` notification of `subscriptionId` (the contract's §6.5 shapes). */
+function paramsOf<P>(client: { notifications: WireNotification[] }, method: string, subscriptionId: string): P[] {
+  return client.notifications
+    .filter((n) => n.method === method && (n.params as { subscriptionId?: unknown } | undefined)?.subscriptionId === subscriptionId)
+    .map((n) => n.params as P);
+}
+
+export function batchesOf(client: { notifications: WireNotification[] }, subscriptionId: string): ChatBatchNotification[] {
+  return paramsOf(client, 'chats.batch', subscriptionId);
+}
+
+export function breaksOf(client: { notifications: WireNotification[] }, subscriptionId: string): ChatBreakNotification[] {
+  return paramsOf(client, 'chats.break', subscriptionId);
 }
 
 /** The end a subscription reached on `streamId` (from its batches), or `start` if none. */
-export function reached(batches: any[], streamId: string, start: string): string {
+export function reached(batches: ChatBatchNotification[], streamId: string, start: string): string {
   const mine = batches.filter((b) => b.streamId === streamId);
-  return mine.length ? (mine.at(-1).nextPosition as string) : start;
+  return mine.at(-1)?.nextPosition ?? start;
 }
 
 /**
@@ -213,9 +218,9 @@ export function reached(batches: any[], streamId: string, start: string): string
  * each batch non-empty, its records at fromPosition.. consecutively, the next batch starting
  * where the previous ended. Returns the records.
  */
-export function expectContiguous(batches: any[], streamId: string, generation: string, from: string, to: string, what = ''): any[] {
+export function expectContiguous(batches: ChatBatchNotification[], streamId: string, generation: string, from: string, to: string, what = ''): StoredRecord[] {
   const mine = batches.filter((b) => b.streamId === streamId);
-  const records: any[] = [];
+  const records: StoredRecord[] = [];
   let at = BigInt(from);
   for (const b of mine) {
     const label = `${what} batch ${b.fromPosition}..${b.nextPosition} of ${streamId}`;
@@ -223,7 +228,7 @@ export function expectContiguous(batches: any[], streamId: string, generation: s
     expect(b.fromPosition, `${label}: gap or duplicate (expected to start at ${at})`).toBe(at.toString());
     expect(b.records.length, label).toBeGreaterThan(0);
     expect(BigInt(b.nextPosition) - BigInt(b.fromPosition), label).toBe(BigInt(b.records.length));
-    b.records.forEach((r: any, i: number) => {
+    b.records.forEach((r, i) => {
       expect(r.streamId).toBe(streamId);
       expect(r.generation).toBe(generation);
       expect(r.position).toBe((BigInt(b.fromPosition) + BigInt(i)).toString());
@@ -238,83 +243,36 @@ export function expectContiguous(batches: any[], streamId: string, generation: s
 }
 
 // ---------------------------------------------------------------------------------------------
-// A raw follower on its own net.Socket, for backpressure: it parses lines only while flowing,
-// and can stop reading the socket altogether with pause().
+// A follower that stops reading, for backpressure.
 
-export class RawFollower {
-  readonly socket: net.Socket;
-  readonly notifications: RpcNotification[] = [];
-  readonly responses = new Map<number, RpcResponse>();
-  bytesRead = 0;
-  #buf = '';
-  #id = 1;
-
-  private constructor(socket: net.Socket) {
-    this.socket = socket;
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => {
-      this.bytesRead += Buffer.byteLength(chunk);
-      this.#buf += chunk;
-      let nl: number;
-      while ((nl = this.#buf.indexOf('\n')) >= 0) {
-        const line = this.#buf.slice(0, nl);
-        this.#buf = this.#buf.slice(nl + 1);
-        if (!line.trim()) continue;
-        const msg = JSON.parse(line);
-        if (msg && typeof msg.method === 'string' && !('id' in msg)) this.notifications.push(msg);
-        else if (msg && typeof msg.id === 'number') this.responses.set(msg.id, msg);
-      }
-    });
-    socket.on('error', () => undefined);
-  }
-
-  static connect(socketPath: string): Promise<RawFollower> {
-    return new Promise((resolve, reject) => {
-      const s = net.connect(socketPath);
-      s.once('connect', () => resolve(new RawFollower(s)));
-      s.once('error', reject);
-    });
-  }
-
-  async call(method: string, params: unknown, timeoutMs = 10_000): Promise<RpcResponse> {
-    const id = this.#id++;
-    this.socket.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
-    return (await waitUntil(() => this.responses.get(id), timeoutMs, `response to ${method}`, 5))!;
-  }
-
-  /** Hello, follow, and (with `pause`) stop reading the socket right after the follow response. */
-  async follow(token: string, chatId: string, cursor?: string, pause = true): Promise<{ subscriptionId: string; cursor: string }> {
-    ok(await this.call('session.hello', { token }), 'session.hello');
-    const id = this.#id++;
-    const params = cursor === undefined ? { chatId } : { chatId, cursor };
-    // Pause from inside the data handler that delivers the response, so nothing after it is read.
-    const result = new Promise<any>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('no chats.follow response')), 10_000);
-      const onData = (): void => {
-        const r = this.responses.get(id);
-        if (!r) return;
-        clearTimeout(timer);
-        this.socket.removeListener('data', onData);
-        if (pause) this.socket.pause();
-        resolve(r);
-      };
-      this.socket.on('data', onData);
-    });
-    this.socket.write(JSON.stringify({ jsonrpc: '2.0', id, method: 'chats.follow', params }) + '\n');
-    return ok(await result, 'chats.follow');
-  }
-
-  pause(): void {
-    this.socket.pause();
-  }
-
-  resume(): void {
-    this.socket.resume();
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
+/**
+ * A fresh connection as `token` that follows `chatId` and stops reading its socket right as
+ * the follow response arrives, so nothing after it is read until `client.socket.resume()`;
+ * `client.bytesReceived` shows what it did read.
+ */
+export async function followPaused(socketPath: string, token: string, chatId: string, cursor?: string): Promise<{ client: Wire; subscriptionId: string; cursor: string }> {
+  const client = await connectWire(socketPath);
+  ok(await client.hello(token), 'session.hello');
+  const id = client.newId();
+  // Paused from the listener that sees the response, before anything after it is parsed.
+  const pause = (r: WireResponse): void => {
+    if (r.id !== id) return;
+    client.socket.pause();
+    client.off('response', pause);
+  };
+  client.on('response', pause);
+  const params = cursor === undefined ? { chatId } : { chatId, cursor };
+  const r = (await client.callRaw(id, JSON.stringify({ jsonrpc: '2.0', id, method: 'chats.follow', params }) + '\n', 10_000, 'chats.follow')) as WireResponse<MethodResults['chats.follow']>;
+  return { client, ...ok(r, 'chats.follow') };
 }
 
-export { connectAs, ok, uniq, sleep };
+/** A chat.receipt input record of streams.append. */
+export interface ReceiptInput {
+  type: 'chat.receipt';
+  peerStreamId: string;
+  peerGeneration: string;
+  nextPosition: string;
+  batchId: string;
+}
+
+export { connectAs, ok, uniq };

@@ -9,68 +9,63 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, uniq, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import { ok, uniq, type WireResponse } from '../helpers/wire-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 const MiB = 1_048_576;
 const MAX_CONNECTIONS = 12;
 const MAX_UNSENT = 2 * MiB;
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
+const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open', '--max-connections', String(MAX_CONNECTIONS), '--max-unsent-bytes', String(MAX_UNSENT)] });
 /** Every secret the log must never hold: tokens of all kinds and message contents. */
 const secrets: string[] = [];
 
-const auditLines = (event: string): any[] => daemon.logs().filter((l) => l.audit === event);
+/** A parsed log line of the daemon (pino JSON). */
+type LogLine = Record<string, unknown>;
+
+const auditLines = (event: string): LogLine[] => daemon().logs().filter((l) => l.audit === event);
 
 /** Lines of `event`, once at least `n` of them have reached the daemon's stdout. */
-async function awaitAudit(event: string, n = 1, from = () => daemon): Promise<any[]> {
-  await waitUntil(() => from().logs().filter((l) => l.audit === event).length >= n, 5_000, `${n} audit line(s) ${event}`).catch(() => undefined);
+async function awaitAudit(event: string, n = 1, from = () => daemon()): Promise<LogLine[]> {
+  await waitFor(() => from().logs().filter((l) => l.audit === event).length >= n, `${n} audit line(s) ${event}`, 5_000).catch(() => undefined);
   return from().logs().filter((l) => l.audit === event);
 }
 
 /** The one audit line of `event` whose fields include `match`. */
-async function expectAudit(event: string, match: Record<string, unknown>): Promise<any> {
+async function expectAudit(event: string, match: Record<string, unknown>): Promise<LogLine> {
   const matching = () => auditLines(event).filter((l) => Object.entries(match).every(([k, v]) => l[k] === v));
-  await waitUntil(() => matching().length > 0, 5_000, `audit ${event}`).catch(() => undefined);
+  await waitFor(() => matching().length > 0, `audit ${event}`, 5_000).catch(() => undefined);
   const lines = matching();
   expect(lines, `audit ${event} ${JSON.stringify(match)} in ${JSON.stringify(auditLines(event))}`).toHaveLength(1);
-  const line = lines[0];
+  const line = lines[0]!;
   expect(typeof line.conn, 'the connection id').toBe('number');
   return line;
 }
 
 async function createAgent(username: string): Promise<{ id: string; token: string }> {
-  const r = ok(await admin.call('agents.create', { username, name: username }), 'agents.create');
+  const r = ok(await admin().call('agents.create', { username, name: username }), 'agents.create');
   secrets.push(r.token);
   return { id: r.agent.id, token: r.token };
 }
 
 beforeAll(async () => {
-  daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', String(MAX_CONNECTIONS), '--max-unsent-bytes', String(MAX_UNSENT)] });
-  admin = await daemon.connectAs();
-  secrets.push(daemon.adminToken);
+  secrets.push(daemon().adminToken);
 }, 30_000);
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
 
 describe('admin actions', () => {
   it('each leaves one info line naming the action, the admin and the ids it touched', async () => {
     const alice = await createAgent(uniq('alice'));
     const bob = await createAgent(uniq('bob'));
-    ok(await admin.call('agents.setPolicy', { agentId: alice.id, pii: 'off' }));
-    ok(await admin.call('grants.add', { agentId: alice.id, peerAgentId: bob.id }));
-    ok(await admin.call('grants.remove', { agentId: alice.id, peerAgentId: bob.id }));
-    const opened = ok(await admin.call('chats.open', { agentAId: alice.id, agentBId: bob.id }));
-    const rotated = ok(await admin.call('agents.rotateToken', { agentId: bob.id }));
+    ok(await admin().call('agents.setPolicy', { agentId: alice.id, pii: 'off' }));
+    ok(await admin().call('grants.add', { agentId: alice.id, peerAgentId: bob.id }));
+    ok(await admin().call('grants.remove', { agentId: alice.id, peerAgentId: bob.id }));
+    const opened = ok(await admin().call('chats.open', { agentAId: alice.id, agentBId: bob.id }));
+    const rotated = ok(await admin().call('agents.rotateToken', { agentId: bob.id }));
     secrets.push(rotated.token);
-    const { kid } = ok(await admin.call('keys.rotate', {}));
+    const { kid } = ok(await admin().call('keys.rotate', {}));
     const streamId = `${opened.chat.id}:${alice.id}`;
-    const writer = await daemon.connectAs(alice.token);
+    const writer = await daemon().connectAs(alice.token);
     const claim = ok(await writer.call('streams.claim', { streamId }));
     secrets.push(claim.coordinatorToken);
     const content = `the eagle lands at dawn ${uniq('secret')}`;
@@ -79,10 +74,10 @@ describe('admin actions', () => {
       streamId, coordinatorToken: claim.coordinatorToken, generation: '1', expectedPosition: claim.nextPosition, operationId: uniq('op'),
       records: [{ type: 'chat.message', messageId: 'm1', content }],
     }));
-    ok(await admin.call('streams.release', { streamId }));
-    ok(await admin.call('streams.trim', { streamId, beforePosition: '1', force: true }));
-    ok(await admin.call('streams.reset', { streamId, reason: 'audit test' }));
-    ok(await admin.call('agents.disable', { agentId: bob.id }));
+    ok(await admin().call('streams.release', { streamId }));
+    ok(await admin().call('streams.trim', { streamId, beforePosition: '1', force: true }));
+    ok(await admin().call('streams.reset', { streamId, reason: 'audit test' }));
+    ok(await admin().call('agents.disable', { agentId: bob.id }));
 
     const by = { role: 'admin', agentId: null };
     const lines = await Promise.all([
@@ -101,13 +96,13 @@ describe('admin actions', () => {
     ]);
     for (const l of lines) expect(l.level, `${l.audit} is logged at info`).toBe(30);
     // The agent's own claim and append are not admin actions.
-    expect(daemon.logs().filter((l) => l.audit === 'streams.release' || l.audit === 'streams.claim')).toHaveLength(1);
+    expect(daemon().logs().filter((l) => l.audit === 'streams.release' || l.audit === 'streams.claim')).toHaveLength(1);
   });
 });
 
 describe('security events', () => {
   it('failed session.hello: one warn line per failure with the connection; then rate limiting, logged once per burst', async () => {
-    const c = await daemon.connect();
+    const c = await daemon().connect();
     const guesses = Array.from({ length: 5 }, (_, i) => `yello_agt_${uniq(`guess${i}`)}`);
     secrets.push(...guesses);
     const answers = [];
@@ -122,17 +117,17 @@ describe('security events', () => {
     }
     const limited = await awaitAudit('rate-limited');
     expect(limited, 'the second RATE_LIMITED of the burst is counted, not logged').toHaveLength(1);
-    expect(limited[0]).toMatchObject({ level: 40, method: 'session.hello', conn: failed[0].conn, count: 1, role: null, agentId: null });
-    expect(limited[0].retryAfterMs).toEqual(expect.any(Number));
+    expect(limited[0]).toMatchObject({ level: 40, method: 'session.hello', conn: failed[0]!.conn, count: 1, role: null, agentId: null });
+    expect(limited[0]!.retryAfterMs).toEqual(expect.any(Number));
     c.close();
   });
 
   it('a connection refused at the cap is logged', async () => {
     const held: net.Socket[] = [];
-    let refusedLine: any = null;
+    let refusedLine: WireResponse | null = null;
     try {
       for (let i = 0; i < MAX_CONNECTIONS + 2 && !refusedLine; i++) {
-        const s = net.connect(daemon.socketPath);
+        const s = net.connect(daemon().socketPath);
         s.on('error', () => undefined);
         held.push(s);
         await new Promise<void>((resolve) => {
@@ -147,7 +142,7 @@ describe('security events', () => {
             resolve(d);
           });
         });
-        if (line) refusedLine = JSON.parse(line);
+        if (line) refusedLine = JSON.parse(line) as WireResponse;
       }
     } finally {
       for (const s of held) s.destroy();
@@ -161,11 +156,11 @@ describe('security events', () => {
   it('a connection that leaves more than --max-unsent-bytes unread is closed, and the close is logged', async () => {
     const carol = await createAgent(uniq('carol'));
     const dave = await createAgent(uniq('dave'));
-    ok(await admin.call('agents.setPolicy', { agentId: carol.id, pii: 'off' }));
-    const chatId = ok(await admin.call('chats.open', { agentAId: carol.id, agentBId: dave.id })).chat.id as string;
+    ok(await admin().call('agents.setPolicy', { agentId: carol.id, pii: 'off' }));
+    const chatId = ok(await admin().call('chats.open', { agentAId: carol.id, agentBId: dave.id })).chat.id as string;
     const streamId = `${chatId}:${carol.id}`;
     // The slots the previous test held are freed as the daemon sees those sockets close.
-    const writer = (await waitUntil(() => daemon.connectAs(carol.token).catch(() => null), 5_000, 'a connection slot'))!;
+    const writer = (await waitFor(() => daemon().connectAs(carol.token).catch(() => null), 'a connection slot', 5_000))!;
     const claim = ok(await writer.call('streams.claim', { streamId }));
     secrets.push(claim.coordinatorToken);
     let next = claim.nextPosition as string;
@@ -178,7 +173,7 @@ describe('security events', () => {
       })).nextPosition;
     }
     writer.close();
-    const greedy = net.connect(daemon.socketPath);
+    const greedy = net.connect(daemon().socketPath);
     greedy.on('error', () => undefined);
     await new Promise((r) => greedy.once('connect', r));
     greedy.pause();
@@ -194,20 +189,20 @@ describe('security events', () => {
     await closed;
     expect(l).toHaveLength(1);
     expect(l[0]).toMatchObject({ level: 40, reason: 'UNSENT_OUTPUT', limit: MAX_UNSENT, role: 'agent', agentId: dave.id });
-    expect(l[0].unsentBytes).toBeGreaterThan(MAX_UNSENT);
-    expect(l[0].socketInode).toEqual(expect.any(Number));
+    expect(l[0]!.unsentBytes).toBeGreaterThan(MAX_UNSENT);
+    expect(l[0]!.socketInode).toEqual(expect.any(Number));
     // Nobody else noticed.
-    ok(await admin.call('daemon.status', {}));
+    ok(await admin().call('daemon.status', {}));
   });
 });
 
 describe('the log as a whole', () => {
   it('holds no token, no coordinator token and no message content anywhere', () => {
-    const text = daemon.stdoutLines.join('\n') + '\n' + daemon.stderr;
+    const text = daemon().stdoutLines.join('\n') + '\n' + daemon().stderr;
     expect(secrets.length).toBeGreaterThan(10);
     for (const secret of secrets) expect(text.includes(secret), `the log holds ${secret.slice(0, 24)}…`).toBe(false);
     // And every audit line is JSON with the stable fields.
-    for (const l of daemon.logs().filter((x) => 'audit' in x)) {
+    for (const l of daemon().logs().filter((x) => 'audit' in x)) {
       expect(typeof l.audit).toBe('string');
       expect(l.msg).toBe(`audit: ${l.audit}`);
     }
@@ -242,9 +237,9 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
         const closed = new Promise<void>((r) => s.once('close', () => r()));
         // A refusal comes unasked; an accepted connection says nothing until asked.
         await Promise.race([closed, new Promise((r) => s.once('connect', r))]);
-        await Promise.race([closed, waitUntil(() => data.includes('\n'), 300, 'a refusal').catch(() => undefined)]);
+        await Promise.race([closed, waitFor(() => data.includes('\n'), 'a refusal', 300).catch(() => undefined)]);
         if (!data && !s.destroyed) s.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'session.hello', params: { token: small.adminToken } }) + '\n');
-        await Promise.race([closed, waitUntil(() => data.includes('\n'), 5_000, 'a line').catch(() => undefined)]);
+        await Promise.race([closed, waitFor(() => data.includes('\n'), 'a line', 5_000).catch(() => undefined)]);
         await new Promise((r) => setTimeout(r, 50));
         const line = data.split('\n')[0] ?? '';
         const parsed = line ? JSON.parse(line) : null;
@@ -261,12 +256,12 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
     expect(counts.refused ?? 0).toBeGreaterThan(0);
     const l = await awaitAudit('connection.refused', 1, () => small);
     expect(l[0]).toMatchObject({ level: 40, reason: 'FILE_DESCRIPTORS', fdLimit: limit, count: 1 });
-    expect(l[0].fd).toEqual(expect.any(Number));
+    expect(l[0]!.fd).toEqual(expect.any(Number));
     // The daemon itself carries on, and once the clients left, connections are accepted again.
     ok(await keeper.call('daemon.status', {}));
-    await waitUntil(async () => {
+    await waitFor(async () => {
       const c = await small.connectAs().catch(() => null);
       return c !== null;
-    }, 5_000, 'a new connection after the flood');
+    }, 'a new connection after the flood', 5_000);
   });
 });

@@ -3,23 +3,10 @@
 // the daemon is SIGKILLed mid-flight, restarted, and every acknowledged append must be there,
 // exactly where it was acknowledged, signed, and reported committed by operations.get.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
-import {
-  RpcLineClient,
-  claim,
-  clientMessageIdFor,
-  connectAs,
-  createPair,
-  errorShapeProblems,
-  fetchKeys,
-  messageProblems,
-  ok,
-  readAll,
-  seenErrors,
-  uniq,
-  type TestPair,
-} from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type Wire, claim, clientMessageIdFor, connectAs, createPair, errorShapeProblems, fetchKeys, messageProblems, ok, readAll, seenErrors, uniq, type TestPair, messageOf } from '../helpers/wire-fixtures.js';
+import { sleep } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 const WRITERS = 4;
 const ROUNDS = 2;
@@ -50,23 +37,16 @@ interface Writer {
   unexpected: unknown[];
 }
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
+const { daemon, admin, restart } = useDaemon();
 const writers: Writer[] = [];
 
 beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
   for (let i = 0; i < WRITERS; i++) {
-    const pair = await createPair(admin, daemon.socketPath, { grants: 'a-to-b' });
+    const pair = await createPair(admin(), daemon().socketPath, { grants: 'a-to-b' });
     const c = await claim(pair.a.client, pair.streamA);
     writers.push({ index: i, pair, coordinatorToken: c.coordinatorToken, generation: c.generation, next: c.nextPosition, acked: [], uncertain: [], failed: [], unexpected: [] });
   }
 }, 60_000);
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
 
 let seq = 0;
 
@@ -75,7 +55,7 @@ let seq = 0;
  * With `errorsAllowed` (a graceful stop may fail in-flight appends, §2) an error answer ends the
  * loop and the operation must then never have committed.
  */
-async function runWriter(w: Writer, client: RpcLineClient, errorsAllowed: boolean): Promise<void> {
+async function runWriter(w: Writer, client: Wire, errorsAllowed: boolean): Promise<void> {
   for (;;) {
     const n = 1 + (seq % 3);
     const messages = Array.from({ length: n }, () => {
@@ -109,15 +89,15 @@ async function runWriter(w: Writer, client: RpcLineClient, errorsAllowed: boolea
       w.failed.push({ operationId, expectedPosition, messages });
       return;
     }
-    if (r.result.firstPosition !== expectedPosition) w.unexpected.push({ wrongPosition: r.result, expectedPosition });
-    w.acked.push({ operationId, firstPosition: r.result.firstPosition, nextPosition: r.result.nextPosition, messages });
-    w.next = r.result.nextPosition;
+    if (r.result!.firstPosition !== expectedPosition) w.unexpected.push({ wrongPosition: r.result, expectedPosition });
+    w.acked.push({ operationId, firstPosition: r.result!.firstPosition, nextPosition: r.result!.nextPosition, messages });
+    w.next = r.result!.nextPosition;
   }
 }
 
 /** Runs all writers, then stops the daemon with `stop` while appends are in flight, then restarts. */
 async function round(stop: () => Promise<void>, errorsAllowed: boolean, minAcksPerWriter: number): Promise<number> {
-  const clients = await Promise.all(writers.map((w) => connectAs(daemon.socketPath, w.pair.a.token)));
+  const clients = await Promise.all(writers.map((w) => connectAs(daemon().socketPath, w.pair.a.token)));
   const ackedBefore = totalAcked();
   const loops = writers.map((w, i) => runWriter(w, clients[i]!, errorsAllowed));
   // Let the writers get going, then stop while each has an append outstanding.
@@ -130,22 +110,21 @@ async function round(stop: () => Promise<void>, errorsAllowed: boolean, minAcksP
   for (const w of writers) expect(w.unexpected, `writer ${w.index}`).toEqual([]);
   expect(totalAcked() - ackedBefore).toBeGreaterThan(0);
 
-  await daemon.restart();
-  admin = await daemon.connectAs();
+  await restart();
   // Resume like a careful coordinator: resolve the uncertain operation with operations.get,
   // then continue from the stream's nextPosition with the same coordinator token.
   for (const w of writers) {
     const last = w.uncertain.at(-1);
     if (last) {
-      const op = ok(await admin.call('operations.get', { streamId: w.pair.streamA, operationId: last.operationId }));
+      const op = ok(await admin().call('operations.get', { streamId: w.pair.streamA, operationId: last.operationId }));
       expect(['committed', 'unknown'], `writer ${w.index} ${last.operationId}`).toContain(op.state);
       if (op.state === 'committed') {
         expect(op.firstPosition).toBe(last.expectedPosition);
-        w.acked.push({ operationId: last.operationId, firstPosition: op.firstPosition, nextPosition: op.nextPosition, messages: last.messages });
+        w.acked.push({ operationId: last.operationId, firstPosition: op.firstPosition!, nextPosition: op.nextPosition!, messages: last.messages });
         w.uncertain.pop();
       }
     }
-    w.next = ok(await admin.call('streams.get', { streamId: w.pair.streamA })).nextPosition;
+    w.next = ok(await admin().call('streams.get', { streamId: w.pair.streamA })).nextPosition;
   }
   return inFlight;
 }
@@ -156,16 +135,16 @@ function totalAcked(): number {
 
 /** Checks every writer's stream against what was acknowledged (§6 streams.append, operations.get). */
 async function verifyWriters(): Promise<void> {
-  const keys = await fetchKeys(admin);
+  const keys = await fetchKeys(admin());
   for (const w of writers) {
     const label = `writer ${w.index}`;
-    const state = ok(await admin.call('streams.get', { streamId: w.pair.streamA }));
+    const state = ok(await admin().call('streams.get', { streamId: w.pair.streamA }));
     expect(state.generation, label).toBe('1');
     const lastAcked = w.acked.at(-1)!;
     expect(BigInt(state.nextPosition), label).toBeGreaterThanOrEqual(BigInt(lastAcked.nextPosition));
 
     // Contiguous positions from firstPosition to nextPosition.
-    const records = await readAll(admin, w.pair.streamA);
+    const records = await readAll(admin(), w.pair.streamA);
     expect(records.map((r) => r.position), label).toEqual(
       Array.from({ length: Number(BigInt(state.nextPosition) - BigInt(state.firstPosition)) }, (_, i) => (BigInt(state.firstPosition) + BigInt(i)).toString()),
     );
@@ -176,16 +155,16 @@ async function verifyWriters(): Promise<void> {
       expect(BigInt(a.nextPosition) - BigInt(a.firstPosition), `${label} ${a.operationId}`).toBe(BigInt(a.messages.length));
       a.messages.forEach((m, i) => {
         const pos = (BigInt(a.firstPosition) + BigInt(i)).toString();
-        const rec = byPosition.get(pos);
+        const rec = byPosition.get(pos)!;
         expect(rec, `${label} missing ${a.operationId} at ${pos}`).toBeDefined();
         expect(rec.wrapper.type).toBe('chat.message');
         expect(rec.wrapper.operationId).toBe(a.operationId);
         expect(rec.wrapper.recordIndex).toBe(i);
-        expect(rec.wrapper.message.content).toBe(m.content);
-        expect(rec.wrapper.message.clientMessageId).toBe(clientMessageIdFor(w.pair.chatId, w.pair.a.id, m.messageId));
-        expect(messageProblems(rec.wrapper.message, keys, m.messageId), `${label} ${pos}`).toEqual([]);
+        expect(messageOf(rec).content).toBe(m.content);
+        expect(messageOf(rec).clientMessageId).toBe(clientMessageIdFor(w.pair.chatId, w.pair.a.id, m.messageId));
+        expect(messageProblems(messageOf(rec), keys, m.messageId), `${label} ${pos}`).toEqual([]);
       });
-      const op = ok(await admin.call('operations.get', { streamId: w.pair.streamA, operationId: a.operationId }));
+      const op = ok(await admin().call('operations.get', { streamId: w.pair.streamA, operationId: a.operationId }));
       expect(op, `${label} ${a.operationId}`).toMatchObject({ state: 'committed', generation: '1', firstPosition: a.firstPosition, nextPosition: a.nextPosition });
     }
 
@@ -194,19 +173,19 @@ async function verifyWriters(): Promise<void> {
     for (const rec of records) {
       if (rec.wrapper.type !== 'chat.message') continue;
       expect(sentOps.has(rec.wrapper.operationId), `${label} stray op ${rec.wrapper.operationId}`).toBe(true);
-      expect(messageProblems(rec.wrapper.message, keys), `${label} ${rec.position}`).toEqual([]);
+      expect(messageProblems(messageOf(rec), keys), `${label} ${rec.position}`).toEqual([]);
     }
 
     // Operations whose outcome stayed uncertain, or that were answered with an error, never
     // committed and left no records.
     for (const u of [...w.uncertain, ...w.failed]) {
-      const op = ok(await admin.call('operations.get', { streamId: w.pair.streamA, operationId: u.operationId }));
+      const op = ok(await admin().call('operations.get', { streamId: w.pair.streamA, operationId: u.operationId }));
       expect(op.state, `${label} ${u.operationId}`).toBe('unknown');
       expect(records.some((r) => r.wrapper.operationId === u.operationId)).toBe(false);
     }
 
     // The coordinator token still works after the restarts.
-    const client = await connectAs(daemon.socketPath, w.pair.a.token);
+    const client = await connectAs(daemon().socketPath, w.pair.a.token);
     const operationId = uniq('after-crash');
     const message = { messageId: uniq('after'), content: 'still here' };
     const after = await client.call('streams.append', {
@@ -218,8 +197,8 @@ async function verifyWriters(): Promise<void> {
       records: [{ type: 'chat.message', ...message }],
     });
     expect(after.error, label).toBeUndefined();
-    w.acked.push({ operationId, firstPosition: after.result.firstPosition, nextPosition: after.result.nextPosition, messages: [message] });
-    w.next = after.result.nextPosition;
+    w.acked.push({ operationId, firstPosition: after.result!.firstPosition, nextPosition: after.result!.nextPosition, messages: [message] });
+    w.next = after.result!.nextPosition;
     client.close();
   }
 }
@@ -228,7 +207,7 @@ describe('crash recovery', () => {
   it('keeps every acknowledged append across SIGKILL while appends are in flight', async () => {
     for (let r = 0; r < ROUNDS; r++) {
       const inFlight = await round(async () => {
-        const exit = await daemon.kill();
+        const exit = await daemon().kill();
         expect(exit.signal).toBe('SIGKILL');
       }, false, 12 + r * 5);
       // The kill really happened mid-append: writers had requests outstanding.
@@ -239,13 +218,13 @@ describe('crash recovery', () => {
 
   it('finishes or fails in-flight appends on SIGTERM, exits 0, and keeps every acknowledged one', async () => {
     await round(async () => {
-      expect(await daemon.stop(15_000)).toBe(0);
+      expect(await daemon().stop(15_000)).toBe(0);
     }, true, 8);
     await verifyWriters();
   }, 60_000);
 
   it('reports storage ok after recovery', async () => {
-    const status = ok(await admin.call('daemon.status', {}));
+    const status = ok(await admin().call('daemon.status', {}));
     expect(JSON.stringify(status)).not.toContain('read-only');
   });
 });

@@ -3,54 +3,33 @@
 // long backlog with a seamless switch to live, exact resume from any batch's cursor, limits,
 // and a reader that never reads its socket not holding anyone else up.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, createAgent, ok } from '../helpers/rpc-line-client.js';
-import {
-  RawFollower,
-  batchesOf,
-  expectContiguous,
-  expectError,
-  messages,
-  reached,
-  receipt,
-  setupChat,
-  waitUntil,
-  type ReadingChat,
-} from '../helpers/reading-fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { connectAs, createAgent, ok, messageOf, receiptOf, fenceOf, type WireNotification } from '../helpers/wire-fixtures.js';
+import { followPaused, batchesOf, expectContiguous, expectError, messages, reached, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
+const { daemon, admin } = useDaemon();
 
 /** Waits until subscription `sub` on `client` delivered both streams up to the writers' heads. */
-async function waitCaughtUp(client: { notifications: any[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
-  await waitUntil(
+async function waitCaughtUp(client: { notifications: WireNotification[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
+  await waitFor(
     () => {
       const b = batchesOf(client, sub);
       return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
     },
-    timeoutMs,
-    `subscription ${sub} to reach A=${c.wa.next} B=${c.wb.next}`,
+    `subscription ${sub} to reach A=${c.wa.next} B=${c.wb.next}`, timeoutMs,
   );
 }
 
 describe('chats.follow', () => {
   it('starts at the current ends without a cursor, then pushes every record type of both directions with a cursor after each batch', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('old-a', 3);
     await c.wb.send('old-b', 2);
     const starts = { a: c.wa.next, b: c.wb.next };
 
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       expect(sub).toMatchObject({ subscriptionId: expect.any(String), cursor: expect.any(String) });
@@ -76,13 +55,13 @@ describe('chats.follow', () => {
       const recB = expectContiguous(batches, c.streamB, '1', starts.b, c.wb.next, 'B');
       expect(recA.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.message', 'chat.writer-fence', 'chat.message']);
       expect(recB.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt', 'chat.message', 'chat.message']);
-      expect(recA[2].wrapper.fence).toMatchObject({ epoch: expect.any(String), replaced: true });
+      expect(fenceOf(recA[2])).toMatchObject({ epoch: expect.any(String), replaced: true });
       expect(JSON.stringify(recA[2])).not.toContain(c.wa.token);
-      expect(recB[1].wrapper.receipt).toEqual({ peerStreamId: c.streamA, peerGeneration: '1', nextPosition: shown.nextPosition, batchId: shown.batchId });
+      expect(receiptOf(recB[1])).toEqual({ peerStreamId: c.streamA, peerGeneration: '1', nextPosition: shown.nextPosition, batchId: shown.batchId });
 
       // The cursor of every batch resumes right after that batch (checked on a new connection).
-      const last = batches.at(-1);
-      const again = await connectAs(daemon.socketPath, c.alice.token);
+      const last = batches.at(-1)!;
+      const again = await connectAs(daemon().socketPath, c.alice.token);
       try {
         const sub2 = ok(await again.call('chats.follow', { chatId: c.chatId, cursor: last.cursor }));
         await c.wb.send('after', 1);
@@ -97,7 +76,7 @@ describe('chats.follow', () => {
   });
 
   it('catches up 10,000 records from a cursor at the start, then continues live with no gap or duplicate; resumes from any batch cursor', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const starts = { a: c.wa.next, b: c.wb.next };
     const probe = ok(await c.bob.client.call('chats.follow', { chatId: c.chatId }));
     ok(await c.bob.client.call('chats.unfollow', { subscriptionId: probe.subscriptionId }));
@@ -109,7 +88,7 @@ describe('chats.follow', () => {
     expect(ops.reduce((s, o) => s + o.n, 0)).toBe(10_000);
     await Promise.all(ops.map((o) => o.w.send(o.tag, o.n)));
 
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: startCursor }));
       // Live appends while the backlog is still being delivered.
@@ -123,21 +102,21 @@ describe('chats.follow', () => {
       const recA = expectContiguous(batches, c.streamA, '1', starts.a, c.wa.next, 'A');
       const recB = expectContiguous(batches, c.streamB, '1', starts.b, c.wb.next, 'B');
       expect(recA.length + recB.length).toBe(10_000 + 50);
-      expect(recA.at(-1).wrapper.message.content).toContain('live-a9');
+      expect(messageOf(recA.at(-1)).content).toContain('live-a9');
 
       // Resume on a new connection from a batch in the middle: the compound cursor holds both
       // directions' positions as of that batch.
       const k = Math.floor(batches.length / 2);
       const upTo = batches.slice(0, k + 1);
       const mid = { a: reached(upTo, c.streamA, starts.a), b: reached(upTo, c.streamB, starts.b) };
-      const lastCursor = batches.at(-1).cursor as string;
+      const lastCursor = batches.at(-1)!.cursor;
       const ends = { a: reached(batches, c.streamA, starts.a), b: reached(batches, c.streamB, starts.b) };
       follower.close();
 
       await Promise.all([c.wa.send('gone-a', 4), c.wb.send('gone-b', 4)]);
-      const resumed = await connectAs(daemon.socketPath, c.alice.token);
+      const resumed = await connectAs(daemon().socketPath, c.alice.token);
       try {
-        const s1 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: batches[k].cursor }));
+        const s1 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: batches[k]!.cursor }));
         const s2 = ok(await resumed.call('chats.follow', { chatId: c.chatId, cursor: lastCursor }));
         await waitCaughtUp(resumed, s1.subscriptionId, c, mid, 30_000);
         await waitCaughtUp(resumed, s2.subscriptionId, c, ends);
@@ -145,7 +124,7 @@ describe('chats.follow', () => {
         expectContiguous(batchesOf(resumed, s1.subscriptionId), c.streamB, '1', mid.b, c.wb.next, 'resume mid B');
         const tailA = expectContiguous(batchesOf(resumed, s2.subscriptionId), c.streamA, '1', ends.a, c.wa.next, 'resume last A');
         expectContiguous(batchesOf(resumed, s2.subscriptionId), c.streamB, '1', ends.b, c.wb.next, 'resume last B');
-        expect(tailA.map((r) => r.wrapper.message.content)).toEqual(messages('gone-a', 4).map((m) => m.content));
+        expect(tailA.map((r) => messageOf(r).content)).toEqual(messages('gone-a', 4).map((m) => m.content));
       } finally {
         resumed.close();
       }
@@ -155,19 +134,19 @@ describe('chats.follow', () => {
   }, 90_000);
 
   it('stops pushing after chats.unfollow; unknown subscription ids are NOT_FOUND', async () => {
-    const c = await setupChat(daemon, admin);
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const c = await setupChat(daemon(), admin());
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       const starts = { a: c.wa.next, b: c.wb.next };
       await c.wa.send('before-unfollow', 1);
-      await waitUntil(() => batchesOf(follower, sub.subscriptionId).length === 1, 5_000, 'first batch');
+      await waitFor(() => batchesOf(follower, sub.subscriptionId).length === 1, 'first batch', 5_000);
       ok(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
       await c.wa.send('after-unfollow', 2);
       await c.wb.send('after-unfollow-b', 2);
       await sleep(300);
       expect(batchesOf(follower, sub.subscriptionId)).toHaveLength(1);
-      expect(batchesOf(follower, sub.subscriptionId)[0].fromPosition).toBe(starts.a);
+      expect(batchesOf(follower, sub.subscriptionId)[0]!.fromPosition).toBe(starts.a);
 
       const again = expectError(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }), 'NOT_FOUND', 'second unfollow');
       expect(again).toMatchObject({ kind: expect.any(String) });
@@ -179,9 +158,9 @@ describe('chats.follow', () => {
   });
 
   it('allows at most 64 subscriptions per connection (RATE_LIMITED after that)', async () => {
-    const c = await setupChat(daemon, admin);
-    const conn = await connectAs(daemon.socketPath, c.bob.token);
-    const other = await connectAs(daemon.socketPath, c.bob.token);
+    const c = await setupChat(daemon(), admin());
+    const conn = await connectAs(daemon().socketPath, c.bob.token);
+    const other = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const subs: string[] = [];
       for (let i = 0; i < 64; i++) subs.push(ok(await conn.call('chats.follow', { chatId: c.chatId }), `follow ${i}`).subscriptionId);
@@ -194,7 +173,7 @@ describe('chats.follow', () => {
       ok(await conn.call('chats.follow', { chatId: c.chatId }));
       // All the live ones still deliver.
       await c.wa.send('fanout', 1);
-      await waitUntil(() => conn.notifications.filter((n) => n.method === 'chats.batch').length === 64, 5_000, '64 batches');
+      await waitFor(() => conn.notifications.filter((n) => n.method === 'chats.batch').length === 64, '64 batches', 5_000);
     } finally {
       conn.close();
       other.close();
@@ -202,8 +181,8 @@ describe('chats.follow', () => {
   });
 
   it('denies a non-participant agent', async () => {
-    const c = await setupChat(daemon, admin);
-    const outsider = await createAgent(admin, daemon.socketPath);
+    const c = await setupChat(daemon(), admin());
+    const outsider = await createAgent(admin(), daemon().socketPath);
     try {
       const data = expectError(await outsider.client.call('chats.follow', { chatId: c.chatId }), 'PERMISSION_DENIED');
       expect(typeof data.reason).toBe('string');
@@ -215,15 +194,14 @@ describe('chats.follow', () => {
   });
 
   it('never lets a connection that stops reading hold up other followers or the daemon (~20 MB of appends)', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const starts = { a: c.wa.next, b: c.wb.next };
-    const slow = await RawFollower.connect(daemon.socketPath);
-    const fast = await connectAs(daemon.socketPath, c.alice.token);
-    const status = await daemon.connectAs();
+    const { client: slow, ...slowSub } = await followPaused(daemon().socketPath, c.bob.token, c.chatId); // paused right after the response
+    const fast = await connectAs(daemon().socketPath, c.alice.token);
+    const status = await daemon().connectAs();
     try {
-      const slowSub = await slow.follow(c.bob.token, c.chatId); // paused right after the response
       const fastSub = ok(await fast.call('chats.follow', { chatId: c.chatId }));
-      const readBefore = slow.bytesRead;
+      const readBefore = slow.bytesReceived;
 
       // 90 operations of 64 records × ~3.5 KB ≈ 20 MB, both directions in parallel.
       const statusLatencies: number[] = [];
@@ -243,7 +221,7 @@ describe('chats.follow', () => {
           const t0 = Date.now();
           const target = w.next;
           // The fast follower sees each operation promptly.
-          await waitUntil(() => BigInt(reached(batchesOf(fast, fastSub.subscriptionId), w.streamId, '0')) >= BigInt(target), 10_000, `fast follower at ${target}`, 2);
+          await waitFor(() => BigInt(reached(batchesOf(fast, fastSub.subscriptionId), w.streamId, '0')) >= BigInt(target), `fast follower at ${target}`, 10_000, 2);
           lag.push(Date.now() - t0);
         }
       };
@@ -254,7 +232,7 @@ describe('chats.follow', () => {
       await prober;
 
       const fastBatches = batchesOf(fast, fastSub.subscriptionId);
-      const bytes = fastBatches.reduce((s, b) => s + b.records.reduce((t: number, r: any) => t + (r.wrapper.message?.content.length ?? 0), 0), 0);
+      const bytes = fastBatches.reduce((s, b) => s + b.records.reduce((t, r) => t + (r.wrapper.type === 'chat.message' ? r.wrapper.message.content.length : 0), 0), 0);
       expect(bytes).toBeGreaterThan(19_000_000);
       expectContiguous(fastBatches, c.streamA, '1', starts.a, c.wa.next, 'fast A');
       expectContiguous(fastBatches, c.streamB, '1', starts.b, c.wb.next, 'fast B');
@@ -266,15 +244,14 @@ describe('chats.follow', () => {
 
       // The slow reader got (almost) nothing while paused, and its connection is intact: once it
       // reads again it receives everything, in order, with nothing dropped.
-      expect(slow.bytesRead - readBefore).toBe(0);
-      slow.resume();
-      await waitUntil(
+      expect(slow.bytesReceived - readBefore).toBe(0);
+      slow.socket.resume();
+      await waitFor(
         () => {
           const b = batchesOf(slow, slowSub.subscriptionId);
           return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
         },
-        30_000,
-        'the slow reader to catch up after resuming',
+        'the slow reader to catch up after resuming', 30_000,
       );
       expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamA, '1', starts.a, c.wa.next, 'slow A');
       expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamB, '1', starts.b, c.wb.next, 'slow B');

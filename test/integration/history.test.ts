@@ -2,42 +2,30 @@
 // the live hand-off to chats.follow, opaque tamper-evident cursors that survive restarts, and
 // continuity breaks after reset and trim.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, createAgent, ok, readAll } from '../helpers/rpc-line-client.js';
-import {
-  batchesOf,
-  expectContiguous,
-  expectError,
-  receipt,
-  recKey,
-  reconnectChat,
-  reached,
-  setupChat,
-  streamState,
-  transcriptCompare,
-  waitUntil,
-  type ReadingChat,
-} from '../helpers/reading-fixtures.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { StoredRecord } from '../../src/shared/types.js';
+import { type Wire, connectAs, createAgent, ok, readAll, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { batchesOf, expectContiguous, expectError, receipt, recKey, reconnectChat, reached, setupChat, transcriptCompare, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
+const { daemon, admin, restart } = useDaemon();
 /** A chat whose two sides wrote concurrently, so timestamps collide. */
 let main: ReadingChat;
 /** Its transcript, computed independently from streams.read. */
-let expected: any[];
+let expected: StoredRecord[];
 /** Rounds in which both authors got the same createdAt. */
 let crossTies = 0;
 
 /** Every chat.message of both streams, in transcript order. */
-async function transcript(c: ReadingChat): Promise<any[]> {
-  const all = [...(await readAll(admin, c.streamA)), ...(await readAll(admin, c.streamB))];
+async function transcript(c: ReadingChat): Promise<StoredRecord[]> {
+  const all = [...(await readAll(admin(), c.streamA)), ...(await readAll(admin(), c.streamB))];
   return all.filter((r) => r.wrapper.type === 'chat.message').sort(transcriptCompare);
 }
 
 /** Pages through chats.history from a first call; returns the pages. */
-async function pageAll(client: RpcLineClient, params: Record<string, unknown>, between?: () => Promise<void>): Promise<any[]> {
-  const pages: any[] = [];
+async function pageAll(client: Wire, params: Record<string, unknown>, between?: () => Promise<void>): Promise<Result<'chats.history'>[]> {
+  const pages: Result<'chats.history'>[] = [];
   let r = ok(await client.call('chats.history', params), 'chats.history');
   pages.push(r);
   for (let i = 0; r.nextCursor !== null && i < 1000; i++) {
@@ -45,7 +33,7 @@ async function pageAll(client: RpcLineClient, params: Record<string, unknown>, b
     r = ok(await client.call('chats.history', { chatId: params.chatId, cursor: r.nextCursor, limit: params.limit }), 'chats.history page');
     pages.push(r);
   }
-  expect(pages.at(-1).nextCursor).toBeNull();
+  expect(pages.at(-1)!.nextCursor).toBeNull();
   return pages;
 }
 
@@ -55,15 +43,13 @@ function tamper(token: string): string {
 }
 
 beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-  main = await setupChat(daemon, admin);
+  main = await setupChat(daemon(), admin());
   // Both sides append fast and in parallel: 5 messages per operation (so one operation spans
   // positions like 6..10 with a single timestamp), 30 operations each.
   // Each round sends both appends at the same instant, so the daemon signs them back to back
   // and now and then within one millisecond. First a few 5-message operations (one operation
   // spans positions 6..10 under one timestamp), then small ones until enough ties were seen.
-  const stampsOf = (r: any): string[] => r.records.map((x: any) => x.wrapper.message.signature.createdAt);
+  const stampsOf = (r: Result<'streams.append'>): string[] => r.records.map((x) => messageOf(x).signature.createdAt);
   for (let i = 0; i < 4; i++) await Promise.all([main.wa.send(`a5-${i}`, 5), main.wb.send(`b5-${i}`, 5)]);
   const until = Date.now() + 10_000;
   for (let i = 0; (i < 100 || crossTies < 5) && i < 1500 && Date.now() < until; i++) {
@@ -76,10 +62,6 @@ beforeAll(async () => {
   expected = await transcript(main);
 }, 60_000);
 
-afterAll(async () => {
-  await daemon?.cleanup();
-});
-
 describe('chats.history order', () => {
   it('orders entries by signature.createdAt, then fromAgentId, then numeric position, across both streams', async () => {
     expect(expected.length).toBeGreaterThan(100);
@@ -87,15 +69,15 @@ describe('chats.history order', () => {
     // The setup really produced ties: across authors and within one author past a digit boundary.
     const stamps = new Map<string, Set<string>>();
     for (const r of expected) {
-      const t = r.wrapper.message.signature.createdAt;
-      stamps.set(t, (stamps.get(t) ?? new Set()).add(r.wrapper.message.fromAgentId));
+      const t = messageOf(r).signature.createdAt;
+      stamps.set(t, (stamps.get(t) ?? new Set()).add(messageOf(r).fromAgentId));
     }
     expect([...stamps.values()].some((s) => s.size === 2), 'both authors share a createdAt').toBe(true);
 
     const r = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, direction: 'forward', limit: 500 }));
     expect(r.nextCursor).toBeNull();
     expect(typeof r.liveCursor).toBe('string');
-    expect(r.entries.every((e: any) => e.wrapper.type === 'chat.message')).toBe(true);
+    expect(r.entries.every((e) => e.wrapper.type === 'chat.message')).toBe(true);
     expect(r.entries.map(recKey)).toEqual(expected.map(recKey));
     // Full stored records.
     expect(r.entries[0]).toMatchObject({ streamId: expect.any(String), generation: '1', position: expect.any(String), wrapper: { version: 2, chatId: main.chatId } });
@@ -118,14 +100,14 @@ describe('chats.history order', () => {
 
   it('pages forward from the oldest entry with nextCursor covering everything exactly once', async () => {
     const pages = await pageAll(main.bob.client, { chatId: main.chatId, direction: 'forward', limit: 37 });
-    expect(pages[0].entries.map(recKey)).toEqual(expected.slice(0, 37).map(recKey));
+    expect(pages[0]!.entries.map(recKey)).toEqual(expected.slice(0, 37).map(recKey));
     expect(pages.flatMap((p) => p.entries.map(recKey))).toEqual(expected.map(recKey));
   });
 
   it('is readable by admin and denied to a non-participant agent', async () => {
-    const r = ok(await admin.call('chats.history', { chatId: main.chatId, limit: 5 }));
+    const r = ok(await admin().call('chats.history', { chatId: main.chatId, limit: 5 }));
     expect(r.entries.map(recKey)).toEqual(expected.slice(-5).map(recKey));
-    const outsider = await createAgent(admin, daemon.socketPath);
+    const outsider = await createAgent(admin(), daemon().socketPath);
     try {
       expectError(await outsider.client.call('chats.history', { chatId: main.chatId }), 'PERMISSION_DENIED');
     } finally {
@@ -145,7 +127,7 @@ describe('chats.history order', () => {
 describe('chats.history snapshot and hand-off', () => {
   for (const direction of ['forward', 'backward'] as const) {
     it(`never shows records appended after the first call while paging ${direction}, and its liveCursor follows on exactly`, async () => {
-      const c = await setupChat(daemon, admin);
+      const c = await setupChat(daemon(), admin());
       for (let i = 0; i < 3; i++) await Promise.all([c.wa.send(`a${i}`, 4), c.wb.send(`b${i}`, 3)]);
       const snapshot = await transcript(c);
       const heads = { a: c.wa.next, b: c.wb.next };
@@ -160,19 +142,18 @@ describe('chats.history snapshot and hand-off', () => {
       const keys = (direction === 'forward' ? pages : [...pages].reverse()).flatMap((p) => p.entries.map(recKey));
       expect(keys).toEqual(snapshot.map(recKey));
       // Every page's liveCursor is the snapshot's end.
-      const follower = await connectAs(daemon.socketPath, c.bob.token);
+      const follower = await connectAs(daemon().socketPath, c.bob.token);
       try {
         const subs = [];
         for (const p of [pages[0], pages.at(-1)]) {
-          subs.push(ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: p.liveCursor })));
+          subs.push(ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: p!.liveCursor })));
         }
         await c.wb.append([receipt(c.streamA, '1', heads.a, ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0', limit: Number(heads.a) })).batchId)]);
         await c.wa.send('after-follow', 2);
         for (const sub of subs) {
-          await waitUntil(
+          await waitFor(
             () => reached(batchesOf(follower, sub.subscriptionId), c.streamA, heads.a) === c.wa.next && reached(batchesOf(follower, sub.subscriptionId), c.streamB, heads.b) === c.wb.next,
-            5_000,
-            'the follower to reach both heads',
+            'the follower to reach both heads', 5_000,
           );
           const batches = batchesOf(follower, sub.subscriptionId);
           const recA = expectContiguous(batches, c.streamA, '1', heads.a, c.wa.next, 'A');
@@ -193,7 +174,7 @@ describe('chats.history cursors', () => {
   it('rejects a tampered cursor with INVALID_PARAMS at path "cursor"', async () => {
     const r = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, limit: 10 }));
     expect(r.nextCursor).toEqual(expect.any(String));
-    for (const bad of [tamper(r.nextCursor), r.nextCursor.slice(0, -1), `${r.nextCursor}x`, 'not-a-cursor']) {
+    for (const bad of [tamper(r.nextCursor!), r.nextCursor!.slice(0, -1), `${r.nextCursor}x`, 'not-a-cursor']) {
       const data = expectError(await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: bad }), 'INVALID_PARAMS', bad);
       expect(data.path).toBe('cursor');
     }
@@ -212,13 +193,13 @@ describe('chats.history cursors', () => {
   });
 
   it('rejects a cursor made for another chat', async () => {
-    const other = await setupChat(daemon, admin);
+    const other = await setupChat(daemon(), admin());
     await other.wa.send('o', 5);
-    const r = ok(await admin.call('chats.history', { chatId: other.chatId, limit: 2 }));
+    const r = ok(await admin().call('chats.history', { chatId: other.chatId, limit: 2 }));
     expect(r.nextCursor).toEqual(expect.any(String));
-    const d1 = expectError(await admin.call('chats.history', { chatId: main.chatId, cursor: r.nextCursor }), 'INVALID_PARAMS', 'history cursor of another chat');
+    const d1 = expectError(await admin().call('chats.history', { chatId: main.chatId, cursor: r.nextCursor }), 'INVALID_PARAMS', 'history cursor of another chat');
     expect(d1.path).toBe('cursor');
-    const d2 = expectError(await admin.call('chats.follow', { chatId: main.chatId, cursor: r.liveCursor }), 'INVALID_PARAMS', 'live cursor of another chat');
+    const d2 = expectError(await admin().call('chats.follow', { chatId: main.chatId, cursor: r.liveCursor }), 'INVALID_PARAMS', 'live cursor of another chat');
     expect(d2.path).toBe('cursor');
   });
 });
@@ -231,9 +212,8 @@ describe('chats.history across restart, reset and trim', () => {
     const backSecond = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: back.nextCursor, limit: 25 }));
     const heads = { a: main.wa.next, b: main.wb.next };
 
-    await daemon.restart();
-    admin = await daemon.connectAs();
-    await reconnectChat(daemon, main);
+    await restart();
+    await reconnectChat(daemon(), main);
 
     const again = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: first.nextCursor, limit: 25 }));
     expect(again.entries.map(recKey)).toEqual(second.entries.map(recKey));
@@ -243,36 +223,37 @@ describe('chats.history across restart, reset and trim', () => {
 
     const sub = ok(await main.bob.client.call('chats.follow', { chatId: main.chatId, cursor: first.liveCursor }));
     await main.wa.send('after-restart', 2);
-    await waitUntil(() => reached(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, heads.a) === main.wa.next, 5_000, 'the post-restart batch');
+    await waitFor(() => reached(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, heads.a) === main.wa.next, 'the post-restart batch', 5_000);
     expectContiguous(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, '1', heads.a, main.wa.next);
     ok(await main.bob.client.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
   });
 
   it('answers an old cursor with CONTINUITY_BREAK GENERATION_CHANGED after streams.reset of one stream', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await Promise.all([c.wa.send('a', 10), c.wb.send('b', 10)]);
+    const cursors: Record<string, string | null> = {};
     for (const direction of ['forward', 'backward']) {
       const r = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction, limit: 5 }));
       expect(r.nextCursor).toEqual(expect.any(String));
-      (c as any)[direction] = r.nextCursor;
+      cursors[direction] = r.nextCursor;
     }
-    ok(await admin.call('streams.reset', { streamId: c.streamA, reason: 'test reset' }));
+    ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'test reset' }));
     for (const direction of ['forward', 'backward']) {
-      const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: (c as any)[direction] }), 'CONTINUITY_BREAK', direction);
+      const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: cursors[direction] }), 'CONTINUITY_BREAK', direction);
       expect(data).toMatchObject({ reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
     }
     // A new snapshot starts over on the new generation.
     const fresh = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, limit: 500 }));
-    expect(fresh.entries.every((e: any) => e.streamId === c.streamB)).toBe(true);
+    expect(fresh.entries.every((e) => e.streamId === c.streamB)).toBe(true);
     expect(fresh.entries).toHaveLength(10);
   });
 
   it('answers the next forward page with CONTINUITY_BREAK PREFIX_UNAVAILABLE after a forced trim of the snapshot range', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await Promise.all([c.wa.send('a', 20), c.wb.send('b', 20)]);
     const r = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction: 'forward', limit: 5 }));
     expect(r.nextCursor).toEqual(expect.any(String));
-    ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '15', force: true }));
+    ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '15', force: true }));
     const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: r.nextCursor }), 'CONTINUITY_BREAK');
     expect(data).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA });
     // Backward paging over a trimmed stream simply ends at the retained start.

@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
-import { RpcLineClient, claim, connectAs, createPair, errorShapeProblems, ok, seenErrors, uniq } from '../helpers/rpc-line-client.js';
+import { connectWire, claim, connectAs, createPair, errorShapeProblems, ok, seenErrors, uniq } from '../helpers/wire-fixtures.js';
 
 async function mode(p: string): Promise<number> {
   return (await fs.stat(p)).mode & 0o777;
@@ -28,11 +28,11 @@ async function leaveStaleSocket(socketPath: string): Promise<void> {
   await once(child, 'exit');
   expect((await fs.stat(socketPath)).isSocket()).toBe(true);
   // Nobody answers: connecting is refused.
-  await expect(RpcLineClient.connect(socketPath, 2_000)).rejects.toThrow();
+  await expect(connectWire(socketPath, 2_000)).rejects.toThrow();
 }
 
 async function helloWorks(socketPath: string, token: string): Promise<boolean> {
-  const c = await RpcLineClient.connect(socketPath, 2_000);
+  const c = await connectWire(socketPath, 2_000);
   try {
     return (await c.hello(token)).result?.role === 'admin';
   } finally {
@@ -86,7 +86,7 @@ describe('data dir and socket', () => {
     const admin2 = await d.connectAs();
     const got = ok(await admin2.call('agents.get', { agentId: created.agent.id }));
     expect((got.agent ?? got).username).toBe(username);
-    const agent = await RpcLineClient.connect(d.socketPath);
+    const agent = await connectWire(d.socketPath);
     expect((await agent.hello(created.token)).result?.agentId).toBe(created.agent.id);
     agent.close();
   });
@@ -243,7 +243,7 @@ describe('logs', () => {
     // A failed hello's token is a credential too (a typo of a real one, say).
     const guess = `guess-${uniq('token')}-ABCDEFGHIJKLMNOP`;
     secrets.push(guess);
-    const stranger = await RpcLineClient.connect(d.socketPath);
+    const stranger = await connectWire(d.socketPath);
     expect((await stranger.hello(guess)).error?.code).toBe(4001);
     stranger.close();
     expect(await d.stop()).toBe(0);

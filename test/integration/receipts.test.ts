@@ -3,35 +3,17 @@
 // receipt says, moving forward; nothing else ever acknowledges; a reply and its receipt commit
 // as one operation, also across SIGKILL.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, ok, readAll, uniq } from '../helpers/rpc-line-client.js';
-import {
-  StreamWriter,
-  batchesOf,
-  expectError,
-  messages,
-  receipt,
-  setupChat,
-  streamState,
-  waitUntil,
-  type ReadingChat,
-} from '../helpers/reading-fixtures.js';
+import { describe, expect, it } from 'vitest';
+import type { ChatReceipt, StoredRecord } from '../../src/shared/types.js';
+import { type Wire, connectAs, ok, readAll, uniq, receiptOf, type Result } from '../helpers/wire-fixtures.js';
+import { StreamWriter, batchesOf, expectError, messages, receipt, setupChat, streamState, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
+const { daemon, admin, restart } = useDaemon();
 
 /** bob reads alice's stream from `from` (limit optional) and returns the batch. */
-async function bobReads(c: ReadingChat, from: string, limit?: number): Promise<any> {
+async function bobReads(c: ReadingChat, from: string, limit?: number): Promise<Result<'streams.read'>> {
   const params: Record<string, unknown> = { streamId: c.streamA, generation: '1', fromPosition: from };
   if (limit !== undefined) params.limit = limit;
   return ok(await c.bob.client.call('streams.read', params), 'streams.read');
@@ -46,9 +28,9 @@ function tamper(token: string): string {
 
 describe('receipts', () => {
   it('acknowledges a batch bob read with streams.read; streams.get on the peer stream shows it', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('hello', 3);
-    expect((await streamState(admin, c.streamA)).acknowledged).toBeNull();
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
 
     const batch = await bobReads(c, '0');
     expect(typeof batch.batchId).toBe('string');
@@ -57,42 +39,42 @@ describe('receipts', () => {
     const res = await c.wb.append([receipt(c.streamA, '1', batch.nextPosition, batch.batchId)]);
     expect(res).toMatchObject({ firstPosition: before, nextPosition: (BigInt(before) + 1n).toString(), duplicate: false });
 
-    for (const viewer of [admin, c.alice.client, c.bob.client]) {
+    for (const viewer of [admin(), c.alice.client, c.bob.client]) {
       const st = await streamState(viewer, c.streamA);
       expect(st.acknowledged).toEqual({ generation: '1', nextPosition: batch.nextPosition });
     }
     // The receipt is a stored record of bob's stream, carrying exactly what was sent.
-    const stored = ok(await admin.call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: before }));
+    const stored = ok(await admin().call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: before }));
     expect(stored.records).toHaveLength(1);
-    expect(stored.records[0].wrapper).toMatchObject({
+    expect(stored.records[0]!.wrapper).toMatchObject({
       type: 'chat.receipt',
       authorAgentId: c.bob.id,
       recordIndex: 0,
       receipt: { peerStreamId: c.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId },
     });
     // bob's own stream is not acknowledged by his own receipt.
-    expect((await streamState(admin, c.streamB)).acknowledged).toBeNull();
+    expect((await streamState(admin(), c.streamB)).acknowledged).toBeNull();
   });
 
   it('rejects a forged batchId (one character changed) with INVALID_RECEIPT and a reason, writing nothing', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('forge', 2);
     const batch = await bobReads(c, '0');
     const before = c.wb.next;
     const data = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', batch.nextPosition, tamper(batch.batchId))]), 'INVALID_RECEIPT');
     expect(typeof data.reason).toBe('string');
-    expect(data.reason.length).toBeGreaterThan(0);
+    expect((data.reason as string).length).toBeGreaterThan(0);
     const data2 = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', batch.nextPosition, 'not-a-batch-id')]), 'INVALID_RECEIPT');
     expect(typeof data2.reason).toBe('string');
-    expect((await streamState(admin, c.streamB)).nextPosition).toBe(before);
-    expect((await streamState(admin, c.streamA)).acknowledged).toBeNull();
+    expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
   });
 
   it('rejects a batchId that was presented to another reader (admin, or alice herself)', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('other', 2);
     const end = c.wa.next;
-    const adminBatch = ok(await admin.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
+    const adminBatch = ok(await admin().call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
     const aliceBatch = ok(await c.alice.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
     expect(adminBatch.nextPosition).toBe(end);
     expect(aliceBatch.nextPosition).toBe(end);
@@ -100,15 +82,15 @@ describe('receipts', () => {
       const data = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', end, b.batchId)]), 'INVALID_RECEIPT', who);
       expect(typeof data.reason).toBe('string');
     }
-    expect((await streamState(admin, c.streamA)).acknowledged).toBeNull();
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
     // The same range read by bob himself is accepted.
     const own = await bobReads(c, '0');
     await c.wb.append([receipt(c.streamA, '1', end, own.batchId)]);
-    expect((await streamState(admin, c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: end });
+    expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: end });
   });
 
   it('rejects a receipt whose nextPosition is not the end of the presented batch', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('mid', 6);
     const batch = await bobReads(c, '0', 4);
     expect(batch.nextPosition).toBe('4');
@@ -119,13 +101,13 @@ describe('receipts', () => {
     // Wrong peer generation or peer stream with an otherwise good batch.
     expectError(await c.wb.tryAppend([receipt(c.streamA, '2', '4', batch.batchId)]), 'INVALID_RECEIPT', 'peerGeneration 2');
     expectError(await c.wb.tryAppend([receipt(c.streamB, '1', '4', batch.batchId)]), 'INVALID_RECEIPT', 'bob\'s own stream as peerStreamId');
-    expect((await streamState(admin, c.streamA)).acknowledged).toBeNull();
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
     await c.wb.append([receipt(c.streamA, '1', '4', batch.batchId)]);
-    expect((await streamState(admin, c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: '4' });
+    expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: '4' });
   });
 
   it('rejects a repeated receipt for the same batch, and one for an earlier batch (not moving forward)', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('rep', 6);
     const early = await bobReads(c, '0', 3);
     const later = await bobReads(c, '0');
@@ -142,64 +124,63 @@ describe('receipts', () => {
       'INVALID_RECEIPT',
       'duplicate receipt in one operation',
     );
-    expect((await streamState(admin, c.streamB)).nextPosition).toBe(before);
-    expect((await streamState(admin, c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: later.nextPosition });
+    expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: later.nextPosition });
   });
 
   it('accepts the batchId of a chats.batch notification', async () => {
-    const c = await setupChat(daemon, admin);
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const c = await setupChat(daemon(), admin());
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       await c.wa.send('pushed', 3);
       const end = c.wa.next;
-      const got = await waitUntil(
+      const got = await waitFor(
         () => batchesOf(follower, sub.subscriptionId).find((b) => b.streamId === c.streamA && b.nextPosition === end),
-        5_000,
-        'a chats.batch ending at alice\'s head',
+        'a chats.batch ending at alice\'s head', 5_000,
       );
       await c.wb.append([receipt(c.streamA, '1', got.nextPosition, got.batchId)]);
-      expect((await streamState(admin, c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: end });
+      expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: end });
     } finally {
       follower.close();
     }
   });
 
   it('never acknowledges on history reads, notifications, plain streams.read or unrelated sends', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('first', 2);
     const b1 = await bobReads(c, '0');
     await c.wb.append([receipt(c.streamA, '1', b1.nextPosition, b1.batchId)]);
     const acked = { generation: '1', nextPosition: b1.nextPosition };
 
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       await c.wa.send('second', 3);
       const end = c.wa.next;
-      await waitUntil(() => batchesOf(follower, sub.subscriptionId).some((b) => b.streamId === c.streamA && b.nextPosition === end), 5_000, 'the pushed batch');
+      await waitFor(() => batchesOf(follower, sub.subscriptionId).some((b) => b.streamId === c.streamA && b.nextPosition === end), 'the pushed batch', 5_000);
       ok(await c.bob.client.call('chats.history', { chatId: c.chatId }));
       ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction: 'forward', limit: 500 }));
       ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: b1.nextPosition }));
       await c.wb.send('unrelated', 2);
       await sleep(100);
-      for (const viewer of [admin, c.alice.client, c.bob.client]) {
+      for (const viewer of [admin(), c.alice.client, c.bob.client]) {
         expect((await streamState(viewer, c.streamA)).acknowledged).toEqual(acked);
       }
       // A fresh chat that was only read and followed stays unacknowledged.
-      const d = await setupChat(daemon, admin);
+      const d = await setupChat(daemon(), admin());
       await d.wa.send('x', 1);
       ok(await d.bob.client.call('chats.history', { chatId: d.chatId }));
       ok(await d.bob.client.call('streams.read', { streamId: d.streamA, generation: '1', fromPosition: '0' }));
       await d.wb.send('y', 1);
-      expect((await streamState(admin, d.streamA)).acknowledged).toBeNull();
+      expect((await streamState(admin(), d.streamA)).acknowledged).toBeNull();
     } finally {
       follower.close();
     }
   });
 
   it('commits a reply and its receipt as one operation at consecutive positions, or neither', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('question', 2);
     const batch = await bobReads(c, '0');
     const before = c.wb.next;
@@ -209,14 +190,14 @@ describe('receipts', () => {
     expect(res.nextPosition).toBe((BigInt(before) + 2n).toString());
     expect(res.records).toHaveLength(2);
 
-    const stored = ok(await admin.call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: before }));
-    expect(stored.records.map((r: any) => [r.position, r.wrapper.operationId, r.wrapper.recordIndex, r.wrapper.type])).toEqual([
+    const stored = ok(await admin().call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: before }));
+    expect(stored.records.map((r) => [r.position, r.wrapper.operationId, r.wrapper.recordIndex, r.wrapper.type])).toEqual([
       [before, operationId, 0, 'chat.message'],
       [(BigInt(before) + 1n).toString(), operationId, 1, 'chat.receipt'],
     ]);
-    const op = ok(await admin.call('operations.get', { streamId: c.streamB, operationId }));
+    const op = ok(await admin().call('operations.get', { streamId: c.streamB, operationId }));
     expect(op).toMatchObject({ state: 'committed', generation: '1', firstPosition: before, nextPosition: res.nextPosition });
-    expect((await streamState(admin, c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: batch.nextPosition });
+    expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: batch.nextPosition });
 
     // With a bad receipt the reply is not written either.
     await c.wa.send('question2', 1);
@@ -224,8 +205,8 @@ describe('receipts', () => {
     const mid = c.wb.next;
     const badOp = uniq('reply-bad');
     expectError(await c.wb.tryAppend([...messages('answer2', 3), receipt(c.streamA, '1', b2.nextPosition, b2.batchId.slice(0, -3) + 'AAA')], badOp), 'INVALID_RECEIPT');
-    expect((await streamState(admin, c.streamB)).nextPosition).toBe(mid);
-    expect(ok(await admin.call('operations.get', { streamId: c.streamB, operationId: badOp })).state).toBe('unknown');
+    expect((await streamState(admin(), c.streamB)).nextPosition).toBe(mid);
+    expect(ok(await admin().call('operations.get', { streamId: c.streamB, operationId: badOp })).state).toBe('unknown');
   });
 });
 
@@ -242,7 +223,7 @@ interface Load {
   stop: boolean;
 }
 
-async function runAlice(l: Load, client: RpcLineClient, w: StreamWriter): Promise<void> {
+async function runAlice(l: Load, client: Wire, w: StreamWriter): Promise<void> {
   let i = 0;
   while (!l.stop) {
     try {
@@ -256,14 +237,14 @@ async function runAlice(l: Load, client: RpcLineClient, w: StreamWriter): Promis
         l.errors.push(r.error);
         return;
       }
-      w.next = r.result.nextPosition;
+      w.next = r.result!.nextPosition;
     } catch {
       return; // connection lost
     }
   }
 }
 
-async function runBob(l: Load, client: RpcLineClient, w: StreamWriter): Promise<void> {
+async function runBob(l: Load, client: Wire, w: StreamWriter): Promise<void> {
   let from = '0';
   let i = 0;
   while (!l.stop) {
@@ -273,10 +254,10 @@ async function runBob(l: Load, client: RpcLineClient, w: StreamWriter): Promise<
         l.errors.push(b.error);
         return;
       }
-      if (b.result.records.length === 0) continue;
+      if (b.result!.records.length === 0) continue;
       const k = 1 + (i % 17);
       const operationId = `r-${i++}-${uniq('b')}`;
-      const records = [...messages(operationId, k, 100), receipt(l.chat.streamA, '1', b.result.nextPosition, b.result.batchId)];
+      const records = [...messages(operationId, k, 100), receipt(l.chat.streamA, '1', b.result!.nextPosition, b.result!.batchId)];
       l.bobOps.set(operationId, records.length);
       const r = await client.call('streams.append', {
         streamId: w.streamId, coordinatorToken: w.token, generation: w.generation, expectedPosition: w.next, operationId, records,
@@ -286,8 +267,8 @@ async function runBob(l: Load, client: RpcLineClient, w: StreamWriter): Promise<
         return;
       }
       l.ackedOps.add(operationId);
-      w.next = r.result.nextPosition;
-      from = b.result.nextPosition;
+      w.next = r.result!.nextPosition;
+      from = b.result!.nextPosition;
     } catch {
       return;
     }
@@ -298,80 +279,79 @@ describe('receipt atomicity under SIGKILL', () => {
   it('leaves every reply+receipt operation whole or absent after a crash mid-load', async () => {
     const CHATS = 4;
     const loads: Load[] = [];
-    for (let i = 0; i < CHATS; i++) loads.push({ chat: await setupChat(daemon, admin), bobOps: new Map(), aliceOps: new Map(), ackedOps: new Set(), errors: [], stop: false });
+    for (let i = 0; i < CHATS; i++) loads.push({ chat: await setupChat(daemon(), admin()), bobOps: new Map(), aliceOps: new Map(), ackedOps: new Set(), errors: [], stop: false });
     // A batch presented before the crash, acknowledged only after the restart.
-    const keep = await setupChat(daemon, admin);
+    const keep = await setupChat(daemon(), admin());
     await keep.wa.send('keep', 3);
     const keepBatch = ok(await keep.bob.client.call('streams.read', { streamId: keep.streamA, generation: '1', fromPosition: '0' }));
-    const clients = await Promise.all(loads.flatMap((l) => [connectAs(daemon.socketPath, l.chat.alice.token), connectAs(daemon.socketPath, l.chat.bob.token)]));
+    const clients = await Promise.all(loads.flatMap((l) => [connectAs(daemon().socketPath, l.chat.alice.token), connectAs(daemon().socketPath, l.chat.bob.token)]));
     const loops = loads.flatMap((l, i) => [runAlice(l, clients[2 * i]!, l.chat.wa), runBob(l, clients[2 * i + 1]!, l.chat.wb)]);
 
-    await waitUntil(() => loads.every((l) => l.ackedOps.size >= 25), 30_000, 'some acknowledged replies in every chat');
+    await waitFor(() => loads.every((l) => l.ackedOps.size >= 25), 'some acknowledged replies in every chat', 30_000);
     await sleep(150);
-    const exit = await daemon.kill();
+    const exit = await daemon().kill();
     expect(exit.signal).toBe('SIGKILL');
     for (const l of loads) l.stop = true;
     await Promise.all(loops);
     for (const l of loads) expect(l.errors).toEqual([]);
 
-    await daemon.restart();
-    admin = await daemon.connectAs();
-    keep.wb.client = await daemon.connectAs(keep.bob.token);
+    await restart();
+    keep.wb.client = await daemon().connectAs(keep.bob.token);
     await keep.wb.append([receipt(keep.streamA, '1', keepBatch.nextPosition, keepBatch.batchId)]);
-    expect((await streamState(admin, keep.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: keepBatch.nextPosition });
+    expect((await streamState(admin(), keep.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: keepBatch.nextPosition });
 
     for (const [n, l] of loads.entries()) {
       const label = `chat ${n}`;
-      const bRecords = await readAll(admin, l.chat.streamB);
-      const aRecords = await readAll(admin, l.chat.streamA);
+      const bRecords = await readAll(admin(), l.chat.streamB);
+      const aRecords = await readAll(admin(), l.chat.streamA);
       for (const [stream, recs] of [[l.chat.streamB, bRecords], [l.chat.streamA, aRecords]] as const) {
-        const st = await streamState(admin, stream);
+        const st = await streamState(admin(), stream);
         expect(recs.map((r) => r.position), `${label} ${stream} contiguous`).toEqual(
           Array.from({ length: Number(st.nextPosition) }, (_, i) => String(i)),
         );
       }
       // Group bob's records by operation: every operation whole, in order, at consecutive positions.
-      const byOp = new Map<string, any[]>();
+      const byOp = new Map<string, StoredRecord[]>();
       for (const r of bRecords) {
         const list = byOp.get(r.wrapper.operationId) ?? [];
         list.push(r);
         byOp.set(r.wrapper.operationId, list);
       }
-      let lastReceipt: any = null;
+      let lastReceipt: ChatReceipt | null = null;
       for (const [opId, recs] of byOp) {
-        if (recs[0].wrapper.type === 'chat.writer-fence') continue;
+        if (recs[0]!.wrapper.type === 'chat.writer-fence') continue;
         const sent = l.bobOps.get(opId);
         expect(sent, `${label} stray operation ${opId}`).toBeDefined();
         expect(recs.length, `${label} ${opId} records present`).toBe(sent);
         recs.forEach((r, i) => {
           expect(r.wrapper.recordIndex, `${label} ${opId}`).toBe(i);
-          expect(BigInt(r.position) - BigInt(recs[0].position)).toBe(BigInt(i));
+          expect(BigInt(r.position) - BigInt(recs[0]!.position)).toBe(BigInt(i));
         });
         // Every receipt's operation holds its reply messages; the receipt is last.
         expect(recs.slice(0, -1).every((r) => r.wrapper.type === 'chat.message'), `${label} ${opId} messages`).toBe(true);
-        expect(recs.at(-1).wrapper.type, `${label} ${opId} receipt`).toBe('chat.receipt');
-        lastReceipt = recs.at(-1).wrapper.receipt;
-        const op = ok(await admin.call('operations.get', { streamId: l.chat.streamB, operationId: opId }));
-        expect(op, `${label} ${opId}`).toMatchObject({ state: 'committed', firstPosition: recs[0].position, nextPosition: (BigInt(recs.at(-1).position) + 1n).toString() });
+        expect(recs.at(-1)!.wrapper.type, `${label} ${opId} receipt`).toBe('chat.receipt');
+        lastReceipt = receiptOf(recs.at(-1));
+        const op = ok(await admin().call('operations.get', { streamId: l.chat.streamB, operationId: opId }));
+        expect(op, `${label} ${opId}`).toMatchObject({ state: 'committed', firstPosition: recs[0]!.position, nextPosition: (BigInt(recs.at(-1)!.position) + 1n).toString() });
       }
       // Every acknowledged operation survived.
       for (const opId of l.ackedOps) expect(byOp.has(opId), `${label} acked ${opId} lost`).toBe(true);
       // Sent but absent operations are reported as never committed.
       for (const opId of l.bobOps.keys()) {
         if (byOp.has(opId)) continue;
-        expect(ok(await admin.call('operations.get', { streamId: l.chat.streamB, operationId: opId })).state, `${label} ${opId}`).toBe('unknown');
+        expect(ok(await admin().call('operations.get', { streamId: l.chat.streamB, operationId: opId })).state, `${label} ${opId}`).toBe('unknown');
       }
       // Alice's operations are whole too.
-      const aOps = new Map<string, any[]>();
+      const aOps = new Map<string, StoredRecord[]>();
       for (const r of aRecords) aOps.set(r.wrapper.operationId, [...(aOps.get(r.wrapper.operationId) ?? []), r]);
       for (const [opId, recs] of aOps) {
-        if (recs[0].wrapper.type === 'chat.writer-fence') continue;
+        if (recs[0]!.wrapper.type === 'chat.writer-fence') continue;
         expect(recs.length, `${label} alice ${opId} records present`).toBe(l.aliceOps.get(opId));
         expect(recs.map((r) => r.wrapper.recordIndex), `${label} alice ${opId}`).toEqual(recs.map((_, i) => i));
       }
       // acknowledged matches the last committed receipt.
       expect(lastReceipt, `${label} at least one receipt survived`).not.toBeNull();
-      expect((await streamState(admin, l.chat.streamA)).acknowledged, label).toEqual({ generation: '1', nextPosition: lastReceipt.nextPosition });
+      expect((await streamState(admin(), l.chat.streamA)).acknowledged, label).toEqual({ generation: '1', nextPosition: lastReceipt!.nextPosition });
     }
   }, 60_000);
 });

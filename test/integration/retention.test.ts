@@ -1,58 +1,37 @@
 // Retention and generations (§6 streams.trim, streams.reset, streams.read with waitMs) and how
 // readers see them: exact continuity or CONTINUITY_BREAK / chats.break, never a silent skip.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
-import { RpcLineClient, connectAs, ok } from '../helpers/rpc-line-client.js';
-import {
-  RawFollower,
-  StreamWriter,
-  batchesOf,
-  breaksOf,
-  expectContiguous,
-  expectError,
-  reached,
-  receipt,
-  setupChat,
-  streamState,
-  waitUntil,
-} from '../helpers/reading-fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { type Wire, connectAs, ok } from '../helpers/wire-fixtures.js';
+import { followPaused, StreamWriter, batchesOf, breaksOf, expectContiguous, expectError, reached, receipt, setupChat, streamState } from '../helpers/reading-fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
+const { daemon, admin } = useDaemon();
 
-beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
-
-function read(client: RpcLineClient, streamId: string, generation: string, fromPosition: string, extra: Record<string, unknown> = {}) {
+function read(client: Wire, streamId: string, generation: string, fromPosition: string, extra: Record<string, unknown> = {}) {
   return client.call('streams.read', { streamId, generation, fromPosition, ...extra }, 40_000);
 }
 
 describe('streams.trim', () => {
   it('refuses to trim past the peer\'s acknowledged position without force (UNACKNOWLEDGED), trims with force, then fails reads below', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('t', 10); // fence at 0, messages 1..10
     expect(c.wa.next).toBe('11');
 
-    const none = expectError(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '3' }), 'PERMISSION_DENIED', 'nothing acknowledged');
+    const none = expectError(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '3' }), 'PERMISSION_DENIED', 'nothing acknowledged');
     expect(none.reason).toBe('UNACKNOWLEDGED');
 
     const shown = ok(await read(c.bob.client, c.streamA, '1', '0', { limit: 5 }));
     expect(shown.nextPosition).toBe('5');
     await c.wb.append([receipt(c.streamA, '1', '5', shown.batchId)]);
 
-    expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '5' }))).toEqual({ firstPosition: '5' });
-    const past = expectError(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '8' }), 'PERMISSION_DENIED', 'past the receipt');
+    expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '5' }))).toEqual({ firstPosition: '5' });
+    const past = expectError(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8' }), 'PERMISSION_DENIED', 'past the receipt');
     expect(past.reason).toBe('UNACKNOWLEDGED');
-    expect((await streamState(admin, c.streamA)).firstPosition).toBe('5');
+    expect((await streamState(admin(), c.streamA)).firstPosition).toBe('5');
 
-    expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '8', force: true }))).toEqual({ firstPosition: '8' });
+    expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8', force: true }))).toEqual({ firstPosition: '8' });
     const st = await streamState(c.bob.client, c.streamA);
     expect(st).toMatchObject({ firstPosition: '8', nextPosition: '11', generation: '1' });
 
@@ -61,41 +40,40 @@ describe('streams.trim', () => {
       expect(data).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, expected: from, actual: '8' });
     }
     const rest = ok(await read(c.bob.client, c.streamA, '1', '8'));
-    expect(rest.records.map((r: any) => r.position)).toEqual(['8', '9', '10']);
+    expect(rest.records.map((r) => r.position)).toEqual(['8', '9', '10']);
     expect(rest.sealed).toBe(false);
     // Above nextPosition is a parameter error, not a break.
     expectError(await read(c.bob.client, c.streamA, '1', '12'), 'INVALID_PARAMS', 'above nextPosition');
   });
 
   it('ends a follower that stands below the trim with chats.break PREFIX_UNAVAILABLE; a caught-up follower continues', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const starts = { a: c.wa.next, b: c.wb.next };
-    const behind = await RawFollower.connect(daemon.socketPath);
-    const current = await connectAs(daemon.socketPath, c.bob.token);
+    const { client: behind, ...lagging } = await followPaused(daemon().socketPath, c.bob.token, c.chatId); // stops reading: falls behind
+    const current = await connectAs(daemon().socketPath, c.bob.token);
     try {
-      const lagging = await behind.follow(c.bob.token, c.chatId); // stops reading: falls behind
       const live = ok(await current.call('chats.follow', { chatId: c.chatId }));
       // ~4 MB, far more than the socket buffers hold, so the paused follower is left behind.
       for (let i = 0; i < 18; i++) await c.wa.send(`bulk${i}`, 64, 3_400);
       const end = c.wa.next;
-      await waitUntil(() => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end, 10_000, 'the live follower at the head');
+      await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end, 'the live follower at the head', 10_000);
 
-      expect(ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({ firstPosition: end });
-      behind.resume();
-      const brk = await waitUntil(() => breaksOf(behind, lagging.subscriptionId)[0], 15_000, 'chats.break');
+      expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({ firstPosition: end });
+      behind.socket.resume();
+      const brk = await waitFor(() => breaksOf(behind, lagging.subscriptionId)[0], 'chats.break', 15_000);
       expect(brk).toMatchObject({ subscriptionId: lagging.subscriptionId, reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, expected: expect.any(String), actual: end });
-      expect(BigInt(brk.expected)).toBeLessThan(BigInt(end));
+      expect(BigInt(brk.expected as string)).toBeLessThan(BigInt(end));
       // What it did get is exact, and stops where the break says it stood.
       await sleep(200);
       const got = batchesOf(behind, lagging.subscriptionId);
-      expectContiguous(got, c.streamA, '1', starts.a, brk.expected, 'lagging A');
+      expectContiguous(got, c.streamA, '1', starts.a, brk.expected as string, 'lagging A');
       // The break is the last word of that subscription.
       const nBefore = behind.notifications.length;
       await c.wa.send('after-trim', 2);
       await c.wb.send('after-trim-b', 2);
-      await waitUntil(() => reached(batchesOf(current, live.subscriptionId), c.streamB, starts.b) === c.wb.next, 5_000, 'the live follower to see B');
+      await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamB, starts.b) === c.wb.next, 'the live follower to see B', 5_000);
       await sleep(200);
-      expect(behind.notifications.slice(nBefore).filter((n) => n.params?.subscriptionId === lagging.subscriptionId)).toEqual([]);
+      expect(behind.notifications.slice(nBefore).filter((n) => (n.params as { subscriptionId?: string } | undefined)?.subscriptionId === lagging.subscriptionId)).toEqual([]);
       expect(breaksOf(behind, lagging.subscriptionId)).toHaveLength(1);
       expectError(await behind.call('chats.unfollow', { subscriptionId: lagging.subscriptionId }), 'NOT_FOUND', 'ended subscription');
 
@@ -109,12 +87,12 @@ describe('streams.trim', () => {
   }, 60_000);
 
   it('fails chats.follow with a cursor below the trim with CONTINUITY_BREAK PREFIX_UNAVAILABLE', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const probe = ok(await c.bob.client.call('chats.follow', { chatId: c.chatId }));
     ok(await c.bob.client.call('chats.unfollow', { subscriptionId: probe.subscriptionId }));
     const history = ok(await c.bob.client.call('chats.history', { chatId: c.chatId }));
     await c.wa.send('x', 6);
-    ok(await admin.call('streams.trim', { streamId: c.streamA, beforePosition: '4', force: true }));
+    ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '4', force: true }));
     for (const cursor of [probe.cursor, history.liveCursor]) {
       const data = expectError(await c.bob.client.call('chats.follow', { chatId: c.chatId, cursor }), 'CONTINUITY_BREAK');
       expect(data).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, actual: '4' });
@@ -124,21 +102,21 @@ describe('streams.trim', () => {
 
 describe('streams.reset', () => {
   it('starts generation 2 at position 0, fences the writer, seals generation 1 readable, and breaks followers and old cursors', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('g1', 5);
     await c.wb.send('g1b', 2);
     const oldEnd = c.wa.next;
-    const follower = await connectAs(daemon.socketPath, c.bob.token);
+    const follower = await connectAs(daemon().socketPath, c.bob.token);
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       const history = ok(await c.bob.client.call('chats.history', { chatId: c.chatId, limit: 2 }));
 
-      ok(await admin.call('streams.reset', { streamId: c.streamA, reason: 'integration test' }));
+      ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'integration test' }));
       const st = await streamState(c.alice.client, c.streamA);
       expect(st).toMatchObject({ generation: '2', firstPosition: '0', nextPosition: '0' });
       expect(st.writer.active).toBe(false);
       // The other direction is untouched.
-      expect(await streamState(admin, c.streamB)).toMatchObject({ generation: '1', nextPosition: c.wb.next });
+      expect(await streamState(admin(), c.streamB)).toMatchObject({ generation: '1', nextPosition: c.wb.next });
 
       // The old coordinator token is fenced, whatever generation it names.
       for (const [generation, expectedPosition] of [['2', '0'], ['1', oldEnd]]) {
@@ -154,7 +132,7 @@ describe('streams.reset', () => {
       // Generation 1 stays readable, sealed; at its end too, and a long poll there does not wait.
       const old = ok(await read(c.bob.client, c.streamA, '1', '0'));
       expect(old).toMatchObject({ generation: '1', fromPosition: '0', nextPosition: oldEnd, sealed: true });
-      expect(old.records.map((r: any) => r.wrapper.type)).toEqual(['chat.writer-fence', ...Array(5).fill('chat.message')]);
+      expect(old.records.map((r) => r.wrapper.type)).toEqual(['chat.writer-fence', ...Array(5).fill('chat.message')]);
       const t0 = Date.now();
       const atEnd = ok(await read(c.bob.client, c.streamA, '1', oldEnd, { waitMs: 5_000 }));
       expect(atEnd).toMatchObject({ records: [], nextPosition: oldEnd, sealed: true });
@@ -164,7 +142,7 @@ describe('streams.reset', () => {
       expectError(await read(c.bob.client, c.streamA, '3', '0'), 'CONTINUITY_BREAK', 'a generation that does not exist yet');
 
       // The follower got chats.break and its subscription ended.
-      const brk = await waitUntil(() => breaksOf(follower, sub.subscriptionId)[0], 5_000, 'chats.break');
+      const brk = await waitFor(() => breaksOf(follower, sub.subscriptionId)[0], 'chats.break', 5_000);
       expect(brk).toMatchObject({ subscriptionId: sub.subscriptionId, reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
       await c.wb.send('after-reset', 1);
       await sleep(200);
@@ -183,7 +161,7 @@ describe('streams.reset', () => {
       const res = await w2.send('g2', 1);
       expect(res).toMatchObject({ generation: '2', firstPosition: '1', nextPosition: '2' });
       const g2 = ok(await read(c.bob.client, c.streamA, '2', '0'));
-      expect(g2.records.map((r: any) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message']);
+      expect(g2.records.map((r) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message']);
     } finally {
       follower.close();
     }
@@ -192,7 +170,7 @@ describe('streams.reset', () => {
 
 describe('streams.read waitMs', () => {
   it('returns a long poll as soon as a record is appended', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const from = c.wa.next;
     const t0 = Date.now();
     const pending = read(c.bob.client, c.streamA, '1', from, { waitMs: 10_000 });
@@ -207,7 +185,7 @@ describe('streams.read waitMs', () => {
   });
 
   it('returns an empty batch after waitMs when nothing comes', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     const from = c.wa.next;
     const t0 = Date.now();
     const r = ok(await read(c.bob.client, c.streamA, '1', from, { waitMs: 800 }));
@@ -223,7 +201,7 @@ describe('streams.read waitMs', () => {
   });
 
   it('rejects waitMs above 30000 with INVALID_PARAMS', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     for (const waitMs of [30_001, 60_000, -1]) {
       const data = expectError(await read(c.bob.client, c.streamA, '1', '0', { waitMs }), 'INVALID_PARAMS', `waitMs ${waitMs}`);
       expect(String(data.path)).toContain('waitMs');
@@ -233,7 +211,7 @@ describe('streams.read waitMs', () => {
 
 describe('retention is admin-only', () => {
   it('denies streams.trim and streams.reset to agents, even the author', async () => {
-    const c = await setupChat(daemon, admin);
+    const c = await setupChat(daemon(), admin());
     await c.wa.send('keep', 3);
     const shown = ok(await read(c.bob.client, c.streamA, '1', '0'));
     await c.wb.append([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
@@ -245,7 +223,7 @@ describe('retention is admin-only', () => {
       const d = expectError(await agent.client.call('streams.reset', { streamId: c.streamA, reason: 'nope' }), 'PERMISSION_DENIED', 'reset');
       expect(typeof d.reason).toBe('string');
     }
-    expect(await streamState(admin, c.streamA)).toMatchObject({ generation: '1', firstPosition: '0', nextPosition: c.wa.next });
+    expect(await streamState(admin(), c.streamA)).toMatchObject({ generation: '1', firstPosition: '0', nextPosition: c.wa.next });
     // The writer still holds the stream.
     await c.wa.send('still', 1);
   });

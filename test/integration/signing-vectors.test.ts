@@ -12,7 +12,7 @@ import {
   signedPayload,
   verifyEs256,
   type PublicJwk,
-} from '../helpers/rpc-line-client.js';
+} from '../helpers/wire-fixtures.js';
 import { loadSigningVectors } from '../helpers/signing-vectors.js';
 
 const file = loadSigningVectors();

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli, type CliResult } from '../helpers/cli-runner.js';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
-import { connectAs } from '../helpers/rpc-line-client.js';
+import { connectAs } from '../helpers/wire-fixtures.js';
 
 const HOSTILE = 1001;
 const EXIT_CONFIG = 78;

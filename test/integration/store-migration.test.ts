@@ -12,7 +12,7 @@ import { pino } from 'pino';
 import { migrateFormat, CURRENT_FORMAT, FORMAT_KEY } from '../../src/daemon/store-format.js';
 import { decodeValue, encodeValue } from '../../src/daemon/value-codec.js';
 import { DaemonProcess, makeTempDir, repoRoot } from '../helpers/daemon-process.js';
-import { ok, readAll } from '../helpers/rpc-line-client.js';
+import { ok, readAll } from '../helpers/wire-fixtures.js';
 
 const FIXTURE = path.join(repoRoot, 'test/fixtures/store-format1.tar.gz');
 let dir = '';
@@ -69,7 +69,7 @@ describe('a store written by yello 0.1.0', () => {
     expect(status.integrity).toEqual({ corruptStreams: [], walIncidents: [] });
     expect(status.counts).toMatchObject({ agents: 2, chats: 1, streams: 2 });
     // Writing continues at the head, under a new claim.
-    const own = streams.find((s: { authorAgentId: string }) => s.authorAgentId === chat.agentAId);
+    const own = streams.find((s: { authorAgentId: string }) => s.authorAgentId === chat.agentAId)!;
     const author = own.authorAgentId === chat.agentA.id ? chat.agentA.username : chat.agentB.username;
     const client = await d.connectAs(author === 'alice' ? tokens.alice : tokens.bob);
     const claim = ok(await client.call('streams.claim', { streamId: own.streamId, replace: true }));

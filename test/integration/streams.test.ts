@@ -1,48 +1,23 @@
 // streams.get / claim / release / append / read and operations.get / list (§4–§6) over the
 // real socket. Every chat.message read back in this file is verified independently (§5).
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
-import {
-  RpcLineClient,
-  claim,
-  clientMessageIdFor,
-  connectAs,
-  createAgent,
-  createPair,
-  errorShapeProblems,
-  fetchKeys,
-  listIn,
-  messageProblems,
-  ok,
-  seenErrors,
-  sha256b64url,
-  uniq,
-  type RpcResponse,
-  type TestPair,
-} from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { MethodResults } from '../../src/shared/methods.js';
+import type { StoredRecord } from '../../src/shared/types.js';
+import { type Wire, claim, clientMessageIdFor, connectAs, createAgent, createPair, errorShapeProblems, fetchKeys, listIn, messageProblems, ok, seenErrors, sha256b64url, uniq, type WireResponse, type TestPair, messageOf, receiptOf, fenceOf } from '../helpers/wire-fixtures.js';
+import { sleep } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 const MAX_APPEND = 262_144;
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
+const { daemon, admin, restart } = useDaemon();
 
 /** Every stored record read back in this file, with the messageId we sent when known. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const readBack: { record: any; messageId?: string }[] = [];
+const readBack: { record: StoredRecord; messageId?: string }[] = [];
 /** messageId by clientMessageId, for the final verification pass. */
 const sentMessageIds = new Map<string, string>();
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-  admin = await daemon.connectAs();
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
 
 interface Claim {
   streamId: string;
@@ -75,7 +50,7 @@ function remember(chatId: string, fromAgentId: string, records: RecordIn[]): voi
   for (const r of records) if (r.type === 'chat.message') sentMessageIds.set(clientMessageIdFor(chatId, fromAgentId, r.messageId), r.messageId);
 }
 
-async function append(client: RpcLineClient, c: Claim, expectedPosition: string, records: RecordIn[], operationId?: string): Promise<RpcResponse> {
+async function append(client: Wire, c: Claim, expectedPosition: string, records: RecordIn[], operationId?: string): Promise<WireResponse<MethodResults['streams.append']>> {
   const [chatId, author] = splitStreamId(c.streamId);
   remember(chatId, author, records);
   return client.call('streams.append', appendParams(c, expectedPosition, records, operationId));
@@ -86,18 +61,17 @@ function splitStreamId(streamId: string): [string, string] {
   return [streamId.slice(0, i), streamId.slice(i + 1)];
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function read(client: RpcLineClient, streamId: string, fromPosition = '0', extra: Record<string, unknown> = {}): Promise<any> {
+async function read(client: Wire, streamId: string, fromPosition = '0', extra: Record<string, unknown> = {}): Promise<MethodResults['streams.read']> {
   const r = ok(await client.call('streams.read', { streamId, generation: '1', fromPosition, ...extra }), 'streams.read');
   for (const record of r.records) readBack.push({ record });
   return r;
 }
 
 async function state(streamId: string): Promise<{ nextPosition: string; firstPosition: string; generation: string; writer: { epoch: string; active: boolean; claimedAt: string | null }; acknowledged: unknown }> {
-  return ok(await admin.call('streams.get', { streamId }), 'streams.get');
+  return ok(await admin().call('streams.get', { streamId }), 'streams.get');
 }
 
-function expectError(r: RpcResponse, code: number, type: string): void {
+function expectError(r: WireResponse, code: number, type: string): void {
   expect(r.result, JSON.stringify(r)).toBeUndefined();
   expect(r.error?.code, JSON.stringify(r.error)).toBe(code);
   expect(r.error?.data?.type).toBe(type);
@@ -109,8 +83,8 @@ function inc(pos: string, by = 1): string {
 
 describe('streams.get', () => {
   it('returns the StreamState shape to participants and admin', async () => {
-    const pair = await createPair(admin, daemon.socketPath);
-    for (const c of [pair.a.client, pair.b.client, admin]) {
+    const pair = await createPair(admin(), daemon().socketPath);
+    for (const c of [pair.a.client, pair.b.client, admin()]) {
       const s = ok(await c.call('streams.get', { streamId: pair.streamA }));
       expect(s).toMatchObject({
         streamId: pair.streamA,
@@ -127,10 +101,10 @@ describe('streams.get', () => {
   });
 
   it('answers a missing stream with NOT_FOUND kind stream, and an outsider with PERMISSION_DENIED', async () => {
-    const pair = await createPair(admin, daemon.socketPath);
-    const outsider = await createAgent(admin, daemon.socketPath);
+    const pair = await createPair(admin(), daemon().socketPath);
+    const outsider = await createAgent(admin(), daemon().socketPath);
     const missing = `${pair.chatId}:agt_MMMMMMMMMMMMMMMMMMMMMMMMMM`;
-    const r = await admin.call('streams.get', { streamId: missing });
+    const r = await admin().call('streams.get', { streamId: missing });
     expectError(r, 4004, 'NOT_FOUND');
     expect(r.error?.data).toMatchObject({ kind: 'stream', id: missing });
     expectError(await outsider.client.call('streams.get', { streamId: pair.streamA }), 4003, 'PERMISSION_DENIED');
@@ -140,7 +114,7 @@ describe('streams.get', () => {
 describe('streams.claim', () => {
   let pair: TestPair;
   beforeAll(async () => {
-    pair = await createPair(admin, daemon.socketPath);
+    pair = await createPair(admin(), daemon().socketPath);
   });
 
   it('claims a fresh stream and appends a writer-fence record that never holds the token', async () => {
@@ -153,12 +127,12 @@ describe('streams.claim', () => {
     expect(s.writer).toMatchObject({ epoch: c.epoch, active: true, claimedAt: expect.stringMatching(RFC3339_MS) });
     expect(BigInt(c.nextPosition)).toBeGreaterThanOrEqual(1n);
     const r = await read(pair.b.client, pair.streamA, '0');
-    const fence = r.records.at(-1);
+    const fence = r.records.at(-1)!;
     expect(fence.position).toBe(inc(c.nextPosition, -1));
     expect(fence.streamId).toBe(pair.streamA);
     expect(fence.generation).toBe('1');
     expect(fence.wrapper).toMatchObject({ version: 2, chatId: pair.chatId, authorAgentId: pair.a.id, type: 'chat.writer-fence', recordIndex: 0 });
-    expect(fence.wrapper.fence).toMatchObject({ epoch: c.epoch, claimedAt: expect.stringMatching(RFC3339_MS), replaced: false });
+    expect(fenceOf(fence)).toMatchObject({ epoch: c.epoch, claimedAt: expect.stringMatching(RFC3339_MS), replaced: false });
     expect(JSON.stringify(r)).not.toContain(c.coordinatorToken);
   });
 
@@ -181,9 +155,9 @@ describe('streams.claim', () => {
     expect(r.error?.data).toMatchObject({ streamId: pair.streamA, epoch: newer.epoch });
     expect((await state(pair.streamA)).nextPosition).toBe(newer.nextPosition);
     // The replacing claim wrote a fence with replaced:true and its reason.
-    const last = (await read(admin, pair.streamA, inc(newer.nextPosition, -1))).records[0];
+    const last = (await read(admin(), pair.streamA, inc(newer.nextPosition, -1))).records[0]!;
     expect(last.wrapper.type).toBe('chat.writer-fence');
-    expect(last.wrapper.fence).toMatchObject({ epoch: newer.epoch, replaced: true });
+    expect(fenceOf(last)).toMatchObject({ epoch: newer.epoch, replaced: true });
     // The new token works.
     ok(await append(pair.a.client, newer, newer.nextPosition, [msg(uniq('m'), 'from the new writer')]));
   });
@@ -199,7 +173,7 @@ describe('streams.claim', () => {
   });
 
   it('keeps tokens, fences, operations, messageIds and presented batches across a daemon restart', async () => {
-    const fresh = await createPair(admin, daemon.socketPath);
+    const fresh = await createPair(admin(), daemon().socketPath);
     const fenced = (await claim(fresh.a.client, fresh.streamA)) as Claim;
     const c = (await claim(fresh.a.client, fresh.streamA, true)) as Claim;
     const messageId = uniq('before-restart');
@@ -209,22 +183,21 @@ describe('streams.claim', () => {
     const bClaim = (await claim(fresh.b.client, fresh.streamB)) as Claim;
     const batch = await read(fresh.b.client, fresh.streamA, '0');
 
-    await daemon.restart();
-    admin = await daemon.connectAs();
-    const a = await connectAs(daemon.socketPath, fresh.a.token);
-    const b = await connectAs(daemon.socketPath, fresh.b.token);
+    await restart();
+    const a = await connectAs(daemon().socketPath, fresh.a.token);
+    const b = await connectAs(daemon().socketPath, fresh.b.token);
     try {
       // The current token still works; the fenced one is still fenced.
       expectError(await append(a, fenced, committed.nextPosition, [msg(uniq('m'), 'stale')]), 4090, 'FENCED');
       const r = await append(a, c, committed.nextPosition, [msg(uniq('m'), 'after restart')]);
       expect(r.error).toBeUndefined();
-      expect(r.result.firstPosition).toBe(committed.nextPosition);
+      expect(r.result!.firstPosition).toBe(committed.nextPosition);
       expectError(await a.call('streams.claim', { streamId: fresh.streamA }), 4092, 'WRITER_ACTIVE');
       // The committed operation replays as a duplicate; its messageId is still taken.
       const replay = ok(await a.call('streams.append', params));
       expect(replay.duplicate).toBe(true);
       expect(replay.records).toEqual(committed.records);
-      const dup = await append(a, c, r.result.nextPosition, [msg(messageId, 'again')]);
+      const dup = await append(a, c, r.result!.nextPosition, [msg(messageId, 'again')]);
       expectError(dup, 4094, 'DUPLICATE_MESSAGE');
       expect(dup.error?.data?.position).toBe(committed.firstPosition);
       // A batch presented before the restart can still be acknowledged after it.
@@ -236,14 +209,14 @@ describe('streams.claim', () => {
       a.close();
       b.close();
       // Clients of the earlier run are gone; reconnect the shared pair for later tests.
-      pair.a.client = await connectAs(daemon.socketPath, pair.a.token);
-      pair.b.client = await connectAs(daemon.socketPath, pair.b.token);
+      pair.a.client = await connectAs(daemon().socketPath, pair.a.token);
+      pair.b.client = await connectAs(daemon().socketPath, pair.b.token);
     }
   });
 
   it('two concurrent replacing claims: both get distinct epochs and only the later one stays current', async () => {
-    const fresh = await createPair(admin, daemon.socketPath);
-    const second = await connectAs(daemon.socketPath, fresh.a.token);
+    const fresh = await createPair(admin(), daemon().socketPath);
+    const second = await connectAs(daemon().socketPath, fresh.a.token);
     try {
       const [x, y] = (await Promise.all([claim(fresh.a.client, fresh.streamA, true), claim(second, fresh.streamA, true)])) as Claim[];
       expect(x!.epoch).not.toBe(y!.epoch);
@@ -260,7 +233,7 @@ describe('streams.claim', () => {
 
 describe('streams.release', () => {
   it('frees the stream: the released token is FENCED and a claim without replace succeeds', async () => {
-    const pair = await createPair(admin, daemon.socketPath);
+    const pair = await createPair(admin(), daemon().socketPath);
     const c = (await claim(pair.a.client, pair.streamA)) as Claim;
     ok(await pair.a.client.call('streams.release', { streamId: pair.streamA, coordinatorToken: c.coordinatorToken }));
     const s = await state(pair.streamA);
@@ -273,16 +246,16 @@ describe('streams.release', () => {
   });
 
   it('admin form {streamId} releases whoever holds the stream', async () => {
-    const pair = await createPair(admin, daemon.socketPath);
+    const pair = await createPair(admin(), daemon().socketPath);
     const c = (await claim(pair.a.client, pair.streamA)) as Claim;
-    ok(await admin.call('streams.release', { streamId: pair.streamA }));
+    ok(await admin().call('streams.release', { streamId: pair.streamA }));
     expect((await state(pair.streamA)).writer.active).toBe(false);
     expectError(await append(pair.a.client, c, (await state(pair.streamA)).nextPosition, [msg(uniq('m'), 'x')]), 4090, 'FENCED');
     await claim(pair.a.client, pair.streamA);
   });
 
   it('is author or admin only', async () => {
-    const pair = await createPair(admin, daemon.socketPath);
+    const pair = await createPair(admin(), daemon().socketPath);
     const c = (await claim(pair.a.client, pair.streamA)) as Claim;
     const r = await pair.b.client.call('streams.release', { streamId: pair.streamA, coordinatorToken: c.coordinatorToken });
     expectError(r, 4003, 'PERMISSION_DENIED');
@@ -296,7 +269,7 @@ describe('streams.append', () => {
   let next: string;
 
   beforeAll(async () => {
-    pair = await createPair(admin, daemon.socketPath);
+    pair = await createPair(admin(), daemon().socketPath);
     c = (await claim(pair.a.client, pair.streamA)) as Claim;
     next = c.nextPosition;
   });
@@ -315,20 +288,20 @@ describe('streams.append', () => {
       redactions: [],
     });
     expect(r.records).toHaveLength(3);
-    const keys = await fetchKeys(admin);
-    r.records.forEach((rec: { position: string; wrapper: { recordIndex: number; operationId: string; message: unknown } }, i: number) => {
+    const keys = await fetchKeys(admin());
+    r.records.forEach((rec, i) => {
       expect(rec.position).toBe(inc(next, i));
       expect(rec.wrapper.recordIndex).toBe(i);
       expect(rec.wrapper.operationId).toBe(opId);
-      expect(messageProblems(rec.wrapper.message as never, keys, records[i]!.type === 'chat.message' ? records[i]!.messageId : undefined)).toEqual([]);
+      expect(messageProblems(messageOf(rec), keys, records[i]!.type === 'chat.message' ? records[i]!.messageId : undefined)).toEqual([]);
     });
 
     const back = await read(pair.b.client, pair.streamA, next);
     expect(back.records).toHaveLength(3);
     expect(back.records).toEqual(r.records);
-    back.records.forEach((rec: { wrapper: { message: { content: string; chatId: string; fromAgentId: string; toAgentId: string; clientMessageId: string; contentSha256: string } } }, i: number) => {
+    back.records.forEach((rec, i) => {
       const sent = records[i] as { messageId: string; content: string };
-      expect(rec.wrapper.message).toMatchObject({
+      expect(messageOf(rec)).toMatchObject({
         chatId: pair.chatId,
         fromAgentId: pair.a.id,
         toAgentId: pair.b.id,
@@ -343,8 +316,8 @@ describe('streams.append', () => {
 
   it('keeps signature timestamps non-decreasing within the stream', async () => {
     for (let i = 0; i < 3; i++) next = ok(await append(pair.a.client, c, next, [msg(uniq('t'), `tick ${i}`)])).nextPosition;
-    const all = await read(admin, pair.streamA, '0');
-    const times = all.records.filter((r: { wrapper: { type: string } }) => r.wrapper.type === 'chat.message').map((r: { wrapper: { message: { signature: { createdAt: string } } } }) => r.wrapper.message.signature.createdAt);
+    const all = await read(admin(), pair.streamA, '0');
+    const times = all.records.filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).signature.createdAt);
     expect([...times].sort()).toEqual(times);
   });
 
@@ -396,10 +369,10 @@ describe('streams.append', () => {
 
     it('accepts a request line of exactly 262,144 bytes', async () => {
       const line = lineOfSize('big-3', MAX_APPEND, next, uniq('op-edge'));
-      const r = await pair.a.client.callRaw('big-3', line + '\n');
+      const r = await pair.a.client.callRaw<MethodResults['streams.append']>('big-3', line + '\n');
       expect(r.error, JSON.stringify(r.error)).toBeUndefined();
-      expect(r.result.firstPosition).toBe(next);
-      next = r.result.nextPosition;
+      expect(r.result!.firstPosition).toBe(next);
+      next = r.result!.nextPosition;
     });
   });
 
@@ -440,11 +413,11 @@ describe('streams.append', () => {
       const params = appendParams(c, next, [msg(messageId, 'PLACEHOLDER')]);
       remember(pair.chatId, pair.a.id, [msg(messageId, '')]);
       const line = JSON.stringify({ jsonrpc: '2.0', id, method: 'streams.append', params }).replace('PLACEHOLDER', 'rocket \\ud83d\\ude80');
-      const r = await pair.a.client.callRaw(id, line + '\n');
+      const r = await pair.a.client.callRaw<MethodResults['streams.append']>(id, line + '\n');
       expect(r.error).toBeUndefined();
       const back = await read(pair.b.client, pair.streamA, next);
-      expect(back.records[0].wrapper.message.content).toBe('rocket 🚀');
-      next = r.result.nextPosition;
+      expect(messageOf(back.records[0]).content).toBe('rocket 🚀');
+      next = r.result!.nextPosition;
     });
 
     for (const [label, value] of [
@@ -585,14 +558,14 @@ describe('streams.append', () => {
       next = first.nextPosition;
       const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
       const fromB = ok(await append(pair.b.client, bClaim, bClaim.nextPosition, [msg(messageId, 'from b')]));
-      expect(fromB.records[0].wrapper.message.clientMessageId).toBe(clientMessageIdFor(pair.chatId, pair.b.id, messageId));
-      expect(fromB.records[0].wrapper.message.clientMessageId).not.toBe(first.records[0].wrapper.message.clientMessageId);
+      expect(messageOf(fromB.records[0]).clientMessageId).toBe(clientMessageIdFor(pair.chatId, pair.b.id, messageId));
+      expect(messageOf(fromB.records[0]).clientMessageId).not.toBe(messageOf(first.records[0]).clientMessageId);
     });
   });
 
   describe('concurrency', () => {
     it('two concurrent appends at one expectedPosition: exactly one wins, the other POSITION_MISMATCH', async () => {
-      const second = await connectAs(daemon.socketPath, pair.a.token);
+      const second = await connectAs(daemon().socketPath, pair.a.token);
       try {
         const [r1, r2] = await Promise.all([
           append(pair.a.client, c, next, [msg(uniq('race'), 'racer one')]),
@@ -603,8 +576,8 @@ describe('streams.append', () => {
         expect(wins).toHaveLength(1);
         expect(losses).toHaveLength(1);
         expectError(losses[0]!, 4091, 'POSITION_MISMATCH');
-        expect(losses[0]!.error?.data).toMatchObject({ nextPosition: wins[0]!.result.nextPosition, generation: '1' });
-        next = wins[0]!.result.nextPosition;
+        expect(losses[0]!.error?.data).toMatchObject({ nextPosition: wins[0]!.result!.nextPosition, generation: '1' });
+        next = wins[0]!.result!.nextPosition;
         expect((await state(pair.streamA)).nextPosition).toBe(next);
       } finally {
         second.close();
@@ -612,16 +585,16 @@ describe('streams.append', () => {
     });
 
     it('eight concurrent appends at one expectedPosition on eight connections: exactly one wins', async () => {
-      const clients = await Promise.all(Array.from({ length: 8 }, () => connectAs(daemon.socketPath, pair.a.token)));
+      const clients = await Promise.all(Array.from({ length: 8 }, () => connectAs(daemon().socketPath, pair.a.token)));
       try {
         const results = await Promise.all(clients.map((cl, i) => append(cl, c, next, [msg(uniq(`race8-${i}`), `racer ${i}`)])));
         const wins = results.filter((r) => r.result);
         expect(wins).toHaveLength(1);
         for (const r of results.filter((x) => x.error)) {
           expectError(r, 4091, 'POSITION_MISMATCH');
-          expect(r.error?.data?.nextPosition).toBe(wins[0]!.result.nextPosition);
+          expect(r.error?.data?.nextPosition).toBe(wins[0]!.result!.nextPosition);
         }
-        next = wins[0]!.result.nextPosition;
+        next = wins[0]!.result!.nextPosition;
         expect((await state(pair.streamA)).nextPosition).toBe(next);
       } finally {
         for (const cl of clients) cl.close();
@@ -649,8 +622,8 @@ describe('streams.append', () => {
       const messageId = uniq('reply');
       const r = ok(await append(pair.b.client, bClaim, bClaim.nextPosition, [msg(messageId, 'got it'), receipt]));
       expect(r.records).toHaveLength(2);
-      expect(r.records[1].wrapper.type).toBe('chat.receipt');
-      expect(r.records[1].wrapper.receipt).toEqual({ peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId });
+      expect(r.records[1]!.wrapper.type).toBe('chat.receipt');
+      expect(receiptOf(r.records[1])).toEqual({ peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId });
       const s = await state(pair.streamA);
       expect(s.acknowledged).toEqual({ generation: '1', nextPosition: batch.nextPosition });
 
@@ -691,7 +664,7 @@ describe('streams.append', () => {
     it('rejects a batch that was presented to someone else', async () => {
       const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
       const acked = (await state(pair.streamA)).acknowledged as { nextPosition: string };
-      const adminBatch = await read(admin, pair.streamA, acked.nextPosition, { limit: 1 });
+      const adminBatch = await read(admin(), pair.streamA, acked.nextPosition, { limit: 1 });
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
         { type: 'chat.receipt', peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: adminBatch.nextPosition, batchId: adminBatch.batchId },
       ]);
@@ -708,14 +681,14 @@ describe('streams.append', () => {
     });
 
     it('rejects an append without a grant with PERMISSION_DENIED', async () => {
-      const p = await createPair(admin, daemon.socketPath, { grants: 'a-to-b' });
+      const p = await createPair(admin(), daemon().socketPath, { grants: 'a-to-b' });
       const bc = (await claim(p.b.client, p.streamB)) as Claim;
       const r = await append(p.b.client, bc, bc.nextPosition, [msg(uniq('m'), 'no grant')]);
       expectError(r, 4003, 'PERMISSION_DENIED');
     });
 
     it('rejects admin, who is not the author, with PERMISSION_DENIED', async () => {
-      const r = await admin.call('streams.append', appendParams(c, next, [msg(uniq('m'), 'admin')]));
+      const r = await admin().call('streams.append', appendParams(c, next, [msg(uniq('m'), 'admin')]));
       expectError(r, 4003, 'PERMISSION_DENIED');
     });
   });
@@ -726,48 +699,48 @@ describe('streams.append', () => {
       const r = ok(await append(pair.a.client, c, next, records));
       expect(r.redactions).toEqual([{ recordIndex: 1, kind: expect.any(String), count: 1 }]);
       const back = await read(pair.b.client, pair.streamA, next);
-      const content = back.records[1].wrapper.message.content as string;
+      const content = messageOf(back.records[1]).content as string;
       expect(content).toContain('[REDACTED:');
       expect(content).not.toContain('alice.smith@example.com');
       expect(content.startsWith('write to ')).toBe(true);
-      expect(back.records[0].wrapper.message.content).toBe('nothing to see');
-      expect(messageProblems(back.records[1].wrapper.message, await fetchKeys(admin), records[1]!.type === 'chat.message' ? records[1]!.messageId : '')).toEqual([]);
+      expect(messageOf(back.records[0]).content).toBe('nothing to see');
+      expect(messageProblems(messageOf(back.records[1]), await fetchKeys(admin()), records[1]!.type === 'chat.message' ? records[1]!.messageId : '')).toEqual([]);
       next = r.nextPosition;
     });
 
     it('counts every match of a kind in one record', async () => {
       const r = ok(await append(pair.a.client, c, next, [msg(uniq('pii2'), 'cc erin@example.com and frank@example.com')]));
       expect(r.redactions).toEqual([{ recordIndex: 0, kind: expect.any(String), count: 2 }]);
-      const content = r.records[0].wrapper.message.content as string;
+      const content = messageOf(r.records[0]).content as string;
       expect(content.match(/\[REDACTED:[A-Z_]+\]/g)).toHaveLength(2);
       expect(content).not.toContain('@example.com');
       next = r.nextPosition;
     });
 
     it('rejects with POLICY_REJECTED 4220 and kinds when the policy is reject, writing nothing', async () => {
-      ok(await admin.call('agents.setPolicy', { agentId: pair.a.id, pii: 'reject' }));
+      ok(await admin().call('agents.setPolicy', { agentId: pair.a.id, pii: 'reject' }));
       try {
         const r = await append(pair.a.client, c, next, [msg(uniq('m'), 'fine'), msg(uniq('m'), 'mail bob@example.org')]);
         expectError(r, 4220, 'POLICY_REJECTED');
         expect(Array.isArray(r.error?.data?.kinds)).toBe(true);
-        expect(r.error?.data?.kinds.length).toBeGreaterThan(0);
+        expect((r.error?.data?.kinds as unknown[]).length).toBeGreaterThan(0);
         expect((await state(pair.streamA)).nextPosition).toBe(next);
         expect(JSON.stringify(r.error)).not.toContain('bob@example.org');
       } finally {
-        ok(await admin.call('agents.setPolicy', { agentId: pair.a.id, pii: 'redact' }));
+        ok(await admin().call('agents.setPolicy', { agentId: pair.a.id, pii: 'redact' }));
       }
     });
 
     it('stores content untouched when the policy is off', async () => {
-      ok(await admin.call('agents.setPolicy', { agentId: pair.a.id, pii: 'off' }));
+      ok(await admin().call('agents.setPolicy', { agentId: pair.a.id, pii: 'off' }));
       try {
         const r = ok(await append(pair.a.client, c, next, [msg(uniq('m'), 'carol@example.net')]));
         expect(r.redactions).toEqual([]);
         const back = await read(pair.b.client, pair.streamA, next);
-        expect(back.records[0].wrapper.message.content).toBe('carol@example.net');
+        expect(messageOf(back.records[0]).content).toBe('carol@example.net');
         next = r.nextPosition;
       } finally {
-        ok(await admin.call('agents.setPolicy', { agentId: pair.a.id, pii: 'redact' }));
+        ok(await admin().call('agents.setPolicy', { agentId: pair.a.id, pii: 'redact' }));
       }
     });
   });
@@ -777,7 +750,7 @@ describe('streams.append', () => {
     let pc: Claim;
     let pnext: string;
     beforeAll(async () => {
-      p = await createPair(admin, daemon.socketPath);
+      p = await createPair(admin(), daemon().socketPath);
       pc = (await claim(p.a.client, p.streamA)) as Claim;
       pnext = pc.nextPosition;
     });
@@ -824,7 +797,7 @@ describe('streams.append', () => {
     });
 
     it('position before grant, grant before receipts', async () => {
-      ok(await admin.call('grants.remove', { agentId: p.a.id, peerAgentId: p.b.id }));
+      ok(await admin().call('grants.remove', { agentId: p.a.id, peerAgentId: p.b.id }));
       try {
         const wrongPos = await append(p.a.client, pc, inc(pnext, 3), [msg(uniq('m'), 'x')]);
         expectError(wrongPos, 4091, 'POSITION_MISMATCH');
@@ -833,7 +806,7 @@ describe('streams.append', () => {
         ]);
         expectError(badReceipt, 4003, 'PERMISSION_DENIED');
       } finally {
-        ok(await admin.call('grants.add', { agentId: p.a.id, peerAgentId: p.b.id }));
+        ok(await admin().call('grants.add', { agentId: p.a.id, peerAgentId: p.b.id }));
       }
     });
 
@@ -846,13 +819,13 @@ describe('streams.append', () => {
         { type: 'chat.receipt', peerStreamId: p.streamB, peerGeneration: '1', nextPosition: '1', batchId: 'nonsense' },
       ]);
       expectError(r, 4095, 'INVALID_RECEIPT');
-      ok(await admin.call('agents.setPolicy', { agentId: p.a.id, pii: 'reject' }));
+      ok(await admin().call('agents.setPolicy', { agentId: p.a.id, pii: 'reject' }));
       try {
         const dup = await append(p.a.client, pc, pnext, [msg(messageId, 'now with dave@example.com')]);
         expectError(dup, 4094, 'DUPLICATE_MESSAGE');
         expect(dup.error?.data?.position).toBe(first.firstPosition);
       } finally {
-        ok(await admin.call('agents.setPolicy', { agentId: p.a.id, pii: 'redact' }));
+        ok(await admin().call('agents.setPolicy', { agentId: p.a.id, pii: 'redact' }));
       }
       expect((await state(p.streamA)).nextPosition).toBe(pnext);
     });
@@ -864,14 +837,14 @@ describe('streams.read', () => {
   let c: Claim;
   let end: string;
   beforeAll(async () => {
-    pair = await createPair(admin, daemon.socketPath);
+    pair = await createPair(admin(), daemon().socketPath);
     c = (await claim(pair.a.client, pair.streamA)) as Claim;
     const r = ok(await append(pair.a.client, c, c.nextPosition, [msg('r1', 'one'), msg('r2', 'two'), msg('r3', 'three')]));
     end = r.nextPosition;
   });
 
   it('returns records, a batchId and sealed:false to the author, the peer and admin', async () => {
-    for (const client of [pair.a.client, pair.b.client, admin]) {
+    for (const client of [pair.a.client, pair.b.client, admin()]) {
       const r = await read(client, pair.streamA, '0');
       expect(r).toMatchObject({ streamId: pair.streamA, generation: '1', fromPosition: '0', nextPosition: end, sealed: false });
       expect(typeof r.batchId).toBe('string');
@@ -889,7 +862,7 @@ describe('streams.read', () => {
   });
 
   it('returns at most 1000 records by default', async () => {
-    const p = await createPair(admin, daemon.socketPath);
+    const p = await createPair(admin(), daemon().socketPath);
     const pc = (await claim(p.a.client, p.streamA)) as Claim;
     let pos = pc.nextPosition;
     for (let i = 0; i < 17; i++) {
@@ -927,16 +900,16 @@ describe('streams.read', () => {
 
   it('answers a missing stream with CONTINUITY_BREAK STREAM_MISSING', async () => {
     const missing = `${pair.chatId}:agt_WWWWWWWWWWWWWWWWWWWWWWWWWW`;
-    const r = await admin.call('streams.read', { streamId: missing, generation: '1', fromPosition: '0' });
+    const r = await admin().call('streams.read', { streamId: missing, generation: '1', fromPosition: '0' });
     expectError(r, 4100, 'CONTINUITY_BREAK');
     expect(r.error?.data).toMatchObject({ reason: 'STREAM_MISSING', streamId: missing });
   });
 
   it('answers fromPosition below firstPosition (after a trim) with CONTINUITY_BREAK PREFIX_UNAVAILABLE', async () => {
-    const p = await createPair(admin, daemon.socketPath);
+    const p = await createPair(admin(), daemon().socketPath);
     const pc = (await claim(p.a.client, p.streamA)) as Claim;
     const r = ok(await append(p.a.client, pc, pc.nextPosition, [msg('t1', 'one'), msg('t2', 'two')]));
-    const trimmed = ok(await admin.call('streams.trim', { streamId: p.streamA, beforePosition: inc(r.nextPosition, -1), force: true }));
+    const trimmed = ok(await admin().call('streams.trim', { streamId: p.streamA, beforePosition: inc(r.nextPosition, -1), force: true }));
     expect(trimmed.firstPosition).toBe(inc(r.nextPosition, -1));
     const below = await p.b.client.call('streams.read', { streamId: p.streamA, generation: '1', fromPosition: '0' });
     expectError(below, 4100, 'CONTINUITY_BREAK');
@@ -946,7 +919,7 @@ describe('streams.read', () => {
   });
 
   it('is for participants and admin only', async () => {
-    const outsider = await createAgent(admin, daemon.socketPath);
+    const outsider = await createAgent(admin(), daemon().socketPath);
     const r = await outsider.client.call('streams.read', { streamId: pair.streamA, generation: '1', fromPosition: '0' });
     expectError(r, 4003, 'PERMISSION_DENIED');
   });
@@ -959,9 +932,9 @@ describe('streams.read', () => {
     const got = ok(await pending);
     expect(Date.now() - started).toBeLessThan(8_000);
     expect(got.records).toHaveLength(1);
-    expect(got.records[0].position).toBe(end);
-    expect(got.records[0].wrapper.message.content).toBe('four');
-    readBack.push({ record: got.records[0] });
+    expect(got.records[0]!.position).toBe(end);
+    expect(messageOf(got.records[0]).content).toBe('four');
+    readBack.push({ record: got.records[0]! });
     end = r.nextPosition;
   });
 
@@ -977,14 +950,14 @@ describe('operations.get', () => {
   let pair: TestPair;
   let c: Claim;
   beforeAll(async () => {
-    pair = await createPair(admin, daemon.socketPath);
+    pair = await createPair(admin(), daemon().socketPath);
     c = (await claim(pair.a.client, pair.streamA)) as Claim;
   });
 
   it('reports a committed operation with its positions, time and digest', async () => {
     const opId = uniq('op-get');
     const r = ok(await append(pair.a.client, c, c.nextPosition, [msg(uniq('m'), 'a'), msg(uniq('m'), 'b')], opId));
-    for (const client of [pair.a.client, admin]) {
+    for (const client of [pair.a.client, admin()]) {
       const op = ok(await client.call('operations.get', { streamId: pair.streamA, operationId: opId }));
       expect(op).toMatchObject({
         state: 'committed',
@@ -1009,19 +982,19 @@ describe('operations.get', () => {
 
   it('answers NOT_FOUND only for a missing stream', async () => {
     const missing = `${pair.chatId}:agt_VVVVVVVVVVVVVVVVVVVVVVVVVV`;
-    const r = await admin.call('operations.get', { streamId: missing, operationId: 'whatever' });
+    const r = await admin().call('operations.get', { streamId: missing, operationId: 'whatever' });
     expectError(r, 4004, 'NOT_FOUND');
     expect(r.error?.data).toMatchObject({ kind: 'stream', id: missing });
   });
 
   it('rejects a malformed operationId with INVALID_PARAMS', async () => {
-    expectError(await admin.call('operations.get', { streamId: pair.streamA, operationId: 'not ok' }), -32602, 'INVALID_PARAMS');
+    expectError(await admin().call('operations.get', { streamId: pair.streamA, operationId: 'not ok' }), -32602, 'INVALID_PARAMS');
   });
 });
 
 describe('operations.list', () => {
   it("lists the stream's committed operations, paging with a cursor", async () => {
-    const pair = await createPair(admin, daemon.socketPath);
+    const pair = await createPair(admin(), daemon().socketPath);
     const c = (await claim(pair.a.client, pair.streamA)) as Claim;
     let pos = c.nextPosition;
     const opIds: string[] = [];
@@ -1030,7 +1003,7 @@ describe('operations.list', () => {
       pos = ok(await append(pair.a.client, c, pos, [msg(uniq('m'), `n${i}`)], opId)).nextPosition;
       opIds.push(opId);
     }
-    const all = ok(await admin.call('operations.list', { streamId: pair.streamA }));
+    const all = ok(await admin().call('operations.list', { streamId: pair.streamA }));
     const listed = listIn(all, 'operations') as { operationId: string }[];
     for (const id of opIds) expect(listed.map((o) => o.operationId)).toContain(id);
 
@@ -1049,20 +1022,20 @@ describe('operations.list', () => {
   });
 
   it('answers a missing stream with NOT_FOUND and an outsider with PERMISSION_DENIED', async () => {
-    const pair = await createPair(admin, daemon.socketPath);
-    const outsider = await createAgent(admin, daemon.socketPath);
-    expectError(await admin.call('operations.list', { streamId: `${pair.chatId}:agt_UUUUUUUUUUUUUUUUUUUUUUUUUU` }), 4004, 'NOT_FOUND');
+    const pair = await createPair(admin(), daemon().socketPath);
+    const outsider = await createAgent(admin(), daemon().socketPath);
+    expectError(await admin().call('operations.list', { streamId: `${pair.chatId}:agt_UUUUUUUUUUUUUUUUUUUUUUUUUU` }), 4004, 'NOT_FOUND');
     expectError(await outsider.client.call('operations.list', { streamId: pair.streamA }), 4003, 'PERMISSION_DENIED');
   });
 });
 
 describe('signatures', () => {
   it('every chat.message read back in this file verifies against keys.list', async () => {
-    const keys = await fetchKeys(admin);
+    const keys = await fetchKeys(admin());
     const messages = readBack.filter((x) => x.record.wrapper?.type === 'chat.message');
     expect(messages.length).toBeGreaterThan(20);
     for (const { record } of messages) {
-      const m = record.wrapper.message;
+      const m = messageOf(record);
       const messageId = sentMessageIds.get(m.clientMessageId);
       expect(messageId, `unknown clientMessageId ${m.clientMessageId}`).toBeDefined();
       expect(messageProblems(m, keys, messageId), `${record.streamId}@${record.position}`).toEqual([]);

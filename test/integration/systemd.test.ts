@@ -8,7 +8,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readlinkSync
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
-import { connectAs } from '../helpers/rpc-line-client.js';
+import { connectAs } from '../helpers/wire-fixtures.js';
 
 const unitDir = process.env.YELLO_SYSTEMD_DIR ? path.resolve(process.env.YELLO_SYSTEMD_DIR) : path.join(repoRoot, 'systemd');
 const seccompExec = path.join(repoRoot, 'test/helpers/unit-seccomp-exec.py');

@@ -1,9 +1,9 @@
 // docs/protocol.md §3 over the real socket: framing, JSON-RPC errors, line limits, batches, and the
 // rule that nothing but session.hello works before a hello.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { RpcLineClient, errorShapeProblems, seenErrors, uniq, type RpcResponse } from '../helpers/rpc-line-client.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type Wire, errorShapeProblems, seenErrors, uniq, type WireResponse } from '../helpers/wire-fixtures.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 /** Every RPC method named in §6. */
 const METHODS = [
@@ -39,20 +39,12 @@ const METHODS = [
 
 const MiB = 1024 * 1024;
 
-let daemon: DaemonProcess;
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start();
-});
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
+const { daemon } = useDaemon();
 
 describe('session.hello', () => {
   it('answers the admin token with role admin, protocol, limits and signing key', async () => {
-    const c = await daemon.connect();
-    const r = await c.hello(daemon.adminToken);
+    const c = await daemon().connect();
+    const r = await c.hello(daemon().adminToken);
     expect(r.error).toBeUndefined();
     expect(r.jsonrpc).toBe('2.0');
     expect(r.result).toMatchObject({
@@ -65,29 +57,29 @@ describe('session.hello', () => {
   });
 
   it('answers an agent token with role agent and the agent id', async () => {
-    const admin = await daemon.connectAs();
-    const created = (await admin.call('agents.create', { username: uniq('hello'), name: 'Hello' })).result;
-    const c = await daemon.connect();
+    const admin = await daemon().connectAs();
+    const created = (await admin.call('agents.create', { username: uniq('hello'), name: 'Hello' })).result!;
+    const c = await daemon().connect();
     const r = await c.hello(created.token);
     expect(r.error).toBeUndefined();
     expect(r.result).toMatchObject({ role: 'agent', agentId: created.agent.id, protocol: 'yello.chat.v1' });
   });
 
   it('rejects a bad token with UNAUTHENTICATED 4001 and keeps the connection unauthenticated', async () => {
-    const c = await daemon.connect();
+    const c = await daemon().connect();
     const r = await c.hello('not-a-real-token');
     expect(r.error?.code).toBe(4001);
     expect(r.error?.data?.type).toBe('UNAUTHENTICATED');
     const after = await c.call('daemon.status', {});
     expect(after.error?.code).toBe(4001);
     // A later good hello on the same connection still works.
-    const good = await c.hello(daemon.adminToken);
+    const good = await c.hello(daemon().adminToken);
     expect(good.result?.role).toBe('admin');
   });
 
   it('slows down repeated failed hellos with RATE_LIMITED 4290 and retryAfterMs', async () => {
-    const c = await daemon.connect();
-    let limited: RpcResponse | undefined;
+    const c = await daemon().connect();
+    let limited: WireResponse | undefined;
     for (let i = 0; i < 12 && !limited; i++) {
       const r = await c.hello(`guess-${i}`);
       if (r.error?.code === 4290) limited = r;
@@ -97,21 +89,21 @@ describe('session.hello', () => {
     expect(typeof limited?.error?.data?.retryAfterMs).toBe('number');
     expect(limited?.error?.data?.retryAfterMs).toBeGreaterThan(0);
     // Other connections are unaffected.
-    const other = await daemon.connect();
-    expect((await other.hello(daemon.adminToken)).result?.role).toBe('admin');
+    const other = await daemon().connect();
+    expect((await other.hello(daemon().adminToken)).result?.role).toBe('admin');
   });
 
   it('rejects a hello without a token as INVALID_PARAMS or UNAUTHENTICATED', async () => {
-    const c = await daemon.connect();
+    const c = await daemon().connect();
     const r = await c.call('session.hello', {});
     expect([-32602, 4001]).toContain(r.error?.code);
   });
 });
 
 describe('every method before session.hello', () => {
-  let c: RpcLineClient;
+  let c: Wire;
   beforeAll(async () => {
-    c = await daemon.connect();
+    c = await daemon().connect();
   });
 
   for (const method of METHODS) {
@@ -125,9 +117,9 @@ describe('every method before session.hello', () => {
 });
 
 describe('wire framing and JSON-RPC errors', () => {
-  let c: RpcLineClient;
+  let c: Wire;
   beforeAll(async () => {
-    c = await daemon.connectAs();
+    c = await daemon().connectAs();
   });
 
   it('answers unparseable JSON with -32700 and id null, and the connection survives', async () => {
@@ -199,20 +191,20 @@ describe('wire framing and JSON-RPC errors', () => {
   });
 
   it('answers an oversize line before hello with REQUEST_TOO_LARGE, and hello still works after it', async () => {
-    const fresh = await daemon.connect();
+    const fresh = await daemon().connect();
     fresh.sendRaw(JSON.stringify({ jsonrpc: '2.0', id: 'pre', method: 'session.hello', params: { token: 'x'.repeat(MiB + 10) } }) + '\n');
     const r = await fresh.nextOrphan(20_000);
     expect(r.id).toBeNull();
     expect(r.error?.code).toBe(4013);
-    expect((await fresh.hello(daemon.adminToken)).result?.role).toBe('admin');
+    expect((await fresh.hello(daemon().adminToken)).result?.role).toBe('admin');
   });
 
   it('answers 200 pipelined requests on one connection, each matched by id', async () => {
-    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? c.call('daemon.status', {}) : c.call('keys.list', {}))));
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? c.call('daemon.status', {}) : c.call('keys.list', {})) as Promise<WireResponse<{ keys?: unknown; version?: unknown }>>));
     results.forEach((r, i) => {
       expect(r.error).toBeUndefined();
-      if (i % 2 === 0) expect(r.result.keys).toBeDefined();
-      else expect(r.result.version).toBeDefined();
+      if (i % 2 === 0) expect(r.result!.keys).toBeDefined();
+      else expect(r.result!.version).toBeDefined();
     });
   });
 
@@ -229,7 +221,7 @@ describe('wire framing and JSON-RPC errors', () => {
     expect(ids).toHaveLength(3);
     const [first, second, third] = ids.map((id) => byId.get(id)!);
     expect(first!.result).toBeDefined();
-    expect(second!.result?.keys).toBeDefined();
+    expect((second!.result as { keys?: unknown } | undefined)?.keys).toBeDefined();
     expect(third!.error?.code).toBe(-32601);
   });
 
@@ -244,7 +236,7 @@ describe('wire framing and JSON-RPC errors', () => {
     const p1 = c.callRaw('w1', '{"jsonrpc":"2.0","id":"w1","method":"daemon.status","params":{}}\n{"jsonrpc":"2.0","id":"w2","method":"keys.list","params":{}}\n');
     const p2 = c.callRaw('w2', '');
     expect((await p1).result).toBeDefined();
-    expect((await p2).result?.keys).toBeDefined();
+    expect(((await p2).result as { keys?: unknown } | undefined)?.keys).toBeDefined();
     const p3 = c.callRaw('w3', '{"jsonrpc":"2.0","id":"w3",');
     c.sendRaw('"method":"daemon.status","params":{}}\n');
     expect((await p3).result).toBeDefined();

@@ -8,8 +8,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readStream } from '../helpers/client-fixtures.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
-import { McpWorld, text } from './mcp-fixtures.js';
+import { McpWorld, text, presentedBatch } from './mcp-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
 beforeAll(async () => {
@@ -37,7 +37,7 @@ describe('yello mcp: a conversation between two agents', () => {
     const sent = await alice.ok('send', { chatId: chat.chatId, text: 'hello bob' });
     expect(sent).toMatchObject({ chatId: chat.chatId, streamId: chat.alice.streamId, acknowledged: null });
 
-    const first = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })).batch;
+    const first = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(first).toMatchObject({ streamId: chat.alice.streamId, generation: '1', fromPosition: '0' });
     expect(messagesOf(first)).toEqual(['hello bob']);
     // Not acknowledged: the same batch again, flagged as repeated.
@@ -59,8 +59,8 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(await bob.ok('read_new', { chatId: chat.chatId })).toMatchObject({ batch: null, repeated: false });
 
     // Alice hears about it (a logging notification), reads it, acknowledges it.
-    await waitUntil(() => alice.notifications.some((n) => n.method === 'notifications/message' && n.params.data?.event === 'peer-wrote' && n.params.data.chatId === chat.chatId), 10_000, 'peer-wrote notification');
-    const toAlice = (await alice.ok('read_new', { chatId: chat.chatId })).batch;
+    await waitFor(() => alice.notifications.some((n) => n.method === 'notifications/message' && n.params.data?.event === 'peer-wrote' && n.params.data.chatId === chat.chatId), 'peer-wrote notification', 10_000);
+    const toAlice = presentedBatch(await alice.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(toAlice)).toEqual(['hi alice']);
     expect(toAlice.records.find((r: { type: string }) => r.type === 'receipt')).toMatchObject({ authorAgentId: chat.bob.id, acknowledgedBefore: first.nextPosition });
     const ack = await alice.ok('acknowledge', { chatId: chat.chatId, batchId: toAlice.batchId });
@@ -77,7 +77,7 @@ describe('yello mcp: a conversation between two agents', () => {
     for (const t of ['one', 'two', 'three']) await alice.ok('send', { chatId: chat.chatId, text: t });
 
     const bob1 = await world.serve(chat.bobToken);
-    const b1 = (await bob1.ok('read_new', { chatId: chat.chatId })).batch;
+    const b1 = presentedBatch(await bob1.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(b1)).toEqual(['one', 'two', 'three']);
     await bob1.ok('acknowledge', { chatId: chat.chatId, batchId: b1.batchId });
     for (const t of ['four', 'five']) await alice.ok('send', { chatId: chat.chatId, text: t });
@@ -93,7 +93,7 @@ describe('yello mcp: a conversation between two agents', () => {
     const opened = await bob2.ok('open_chat', { peer: chat.alice.username });
     expect(opened.session.next).toEqual({ generation: '1', position: b1.nextPosition });
     expect(opened.pendingRecords).toBe(2);
-    const b2 = (await bob2.ok('read_new', { chatId: chat.chatId })).batch;
+    const b2 = presentedBatch(await bob2.ok('read_new', { chatId: chat.chatId }));
     expect(b2.fromPosition).toBe(b1.nextPosition);
     expect(messagesOf(b2)).toEqual(['four', 'five']);
   });
@@ -109,7 +109,7 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(templates.resourceTemplates.map((t) => t.uriTemplate)).toContain('yello://chats/{chatId}/transcript');
     await bob.client.subscribeResource({ uri });
     await alice.ok('send', { chatId: chat.chatId, text: 'ping' });
-    await waitUntil(() => bob.notifications.some((n) => n.method === 'notifications/resources/updated' && n.params.uri === uri), 10_000, 'resources/updated');
+    await waitFor(() => bob.notifications.some((n) => n.method === 'notifications/resources/updated' && n.params.uri === uri), 'resources/updated', 10_000);
     const res = await bob.client.readResource({ uri });
     expect((res.contents[0] as { text: string }).text).toMatch(/alice.* → .*bob.*: ping/);
     await expect(bob.client.subscribeResource({ uri: 'yello://chats/not a chat/transcript' })).rejects.toThrow(/not a yello transcript URI/);
@@ -122,9 +122,9 @@ describe('yello mcp: a conversation between two agents', () => {
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'Shall we verify this? ✓ «unicode» and\nnew lines' });
     for (let turn = 0; turn < 3; turn++) {
-      const toBob = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })).batch;
+      const toBob = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
       await bob.ok('send', { chatId: chat.chatId, text: `bob turn ${turn}`, acknowledge: true });
-      const toAlice = await waitUntil(async () => (await alice.ok('read_new', { chatId: chat.chatId })).batch, 10_000, 'bob reply');
+      const toAlice = await waitFor(async () => (await alice.ok('read_new', { chatId: chat.chatId })).batch, 'bob reply', 10_000);
       expect(messagesOf(toAlice)).toContain(`bob turn ${turn}`);
       await alice.ok('send', { chatId: chat.chatId, text: `alice turn ${turn}`, acknowledge: true });
       expect(toBob).not.toBeNull();
@@ -133,7 +133,7 @@ describe('yello mcp: a conversation between two agents', () => {
     const jwks = path.join(world.dir, 'jwks.json');
     await world.cli.ok(['chats', 'export', chat.chatId, '--out', out]);
     fs.writeFileSync(jwks, (await world.cli.ok(['keys', 'list', '--json'])).stdout);
-    const verified = await world.cli.json(['verify', out, '--jwks', jwks]);
+    const verified = await world.cli.json<{ problems: unknown[]; messages: number }>(['verify', out, '--jwks', jwks]);
     expect(verified.problems).toEqual([]);
     expect(verified.messages).toBe(7);
     const exported = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));

@@ -4,9 +4,10 @@
 // peer stream. Each is checked against the daemon's own state.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
 import { freeze, messageContents, readStream, thaw } from '../helpers/client-fixtures.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
-import { McpWorld, type McpAgent } from './mcp-fixtures.js';
+import { McpWorld, type McpAgent, presentedBatch } from './mcp-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
 beforeAll(async () => {
@@ -24,11 +25,11 @@ afterAll(async () => {
 const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) => batch.records.filter((r) => r.type === 'message').map((r) => r.content);
 
 /** Polls a tool until it succeeds (a daemon coming back); returns its structured content. */
-async function eventually(agent: McpAgent, tool: string, args: Record<string, unknown>, what: string): Promise<any> {
-  return waitUntil(async () => {
+async function eventually<T extends ToolName>(agent: McpAgent, tool: T, args: Record<string, unknown>, what: string): Promise<ToolOutput<T>> {
+  return waitFor(async () => {
     const r = await agent.call(tool, args);
-    return r.isError ? null : r.structuredContent;
-  }, 20_000, what, 100);
+    return r.isError ? null : (r.structuredContent as ToolOutput<T>);
+  }, what, 20_000, 100);
 }
 
 describe('yello mcp across a daemon restart', () => {
@@ -39,7 +40,7 @@ describe('yello mcp across a daemon restart', () => {
     await alice.ok('open_chat', { peer: chat.bob.username });
     await bob.ok('open_chat', { peer: chat.alice.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the restart' });
-    const before = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const before = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(before)).toEqual(['before the restart']);
 
     await world.daemon.restart();
@@ -48,13 +49,13 @@ describe('yello mcp across a daemon restart', () => {
     // The presented batch survives the restart (batch ids do), and so do the claims.
     const sent = await alice.ok('send', { chatId: chat.chatId, text: 'after the restart' });
     await bob.ok('acknowledge', { chatId: chat.chatId, batchId: before.batchId });
-    const after = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })).batch;
+    const after = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(messagesOf(after)).toEqual(['after the restart']);
     expect(after.fromPosition).toBe(before.nextPosition);
     await bob.ok('send', { chatId: chat.chatId, text: 'got it', acknowledge: true });
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
     // Live notifications resume too: alice's coordinator follows again after the restart.
-    await waitUntil(() => alice.notifications.some((n) => n.params?.data?.event === 'peer-wrote'), 10_000, 'peer-wrote after restart');
+    await waitFor(() => alice.notifications.some((n) => n.params?.data?.event === 'peer-wrote'), 'peer-wrote after restart', 10_000);
   });
 });
 
@@ -83,11 +84,11 @@ describe('yello mcp: one writer per agent and chat', () => {
     // It does not claim back on its own, even when asked to open the chat again.
     expect((await first.fail('open_chat', { peer: chat.bob.username })).type).toBe('FENCED');
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken.session.epoch);
-    await waitUntil(() => first.notifications.some((n) => n.params?.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'), 10_000, 'chat-stopped notification');
+    await waitFor(() => first.notifications.some((n) => n.params?.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'), 'chat-stopped notification', 10_000);
 
     await third.ok('send', { chatId: chat.chatId, text: 'from the third server' });
     expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['from the first server', 'from the third server']);
-    const toBob = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const toBob = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(toBob)).toEqual(['from the first server', 'from the third server']);
   });
 });
@@ -148,7 +149,7 @@ describe('yello mcp: appends of unknown outcome', () => {
     const bob = await world.serve(chat.bobToken, ['--call-timeout-ms', '1500']);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'please acknowledge' });
-    const batch = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const batch = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     freeze(world.daemon);
     let uncertain;
     try {
@@ -170,7 +171,7 @@ describe('yello mcp: continuity breaks', () => {
     const bob = await world.serve(chat.bobToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the reset' });
-    const presented = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    const presented = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(presented)).toEqual(['before the reset']);
 
     await world.admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'test: rewrite history' });
@@ -183,7 +184,7 @@ describe('yello mcp: continuity breaks', () => {
     expect(broken.action).toMatch(/--resume-after-break/);
     expect((await bob.fail('acknowledge', { chatId: chat.chatId, batchId: presented.batchId })).type).toBe('CONTINUITY_BREAK');
     expect((await bob.fail('send', { chatId: chat.chatId, text: 'must not be stored' })).type).toBe('CONTINUITY_BREAK');
-    await waitUntil(() => bob.notifications.some((n) => n.params?.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK'), 10_000, 'chat-stopped');
+    await waitFor(() => bob.notifications.some((n) => n.params?.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK'), 'chat-stopped', 10_000);
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toBeNull();
     expect(messageContents(await readStream(world.admin, chat.bob.streamId))).toEqual([]);
     // Alice's own stream was reset: her session stopped as well, and wrote nothing.
@@ -202,7 +203,7 @@ describe('yello mcp: continuity breaks', () => {
     await alice2.ok('open_chat', { peer: chat.bob.username });
     await alice2.ok('send', { chatId: chat.chatId, text: 'in generation 2' });
     const bob3 = await world.serve(chat.bobToken, ['--replace', '--resume-after-break']);
-    const next = (await bob3.ok('read_new', { chatId: chat.chatId })).batch;
+    const next = presentedBatch(await bob3.ok('read_new', { chatId: chat.chatId }));
     expect(next).toMatchObject({ generation: '2', fromPosition: '0' });
     expect(messagesOf(next)).toEqual(['in generation 2']);
     await bob3.ok('send', { chatId: chat.chatId, text: 'continuing', acknowledge: true });

@@ -9,24 +9,24 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { expect } from 'vitest';
 import type { YelloClient } from '../../src/client/index.js';
+import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
 import { connectAdmin, createChat, makeTempDir, startDaemon, type TestChat } from '../helpers/client-fixtures.js';
 import { Cli, yelloBin } from '../helpers/cli-runner.js';
 import { repoRoot, type DaemonProcess } from '../helpers/daemon-process.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
 
 /** What a tool error carries for programs (`_meta["yello/error"]`). */
 export interface ToolErrorMeta {
   type: string;
   message: string;
   action: string;
-  data: Record<string, any>;
+  data: Record<string, unknown>;
 }
 
 /** One notification the server sent, as the client received it. */
 export interface ReceivedNotification {
   method: string;
-  params: any;
+  /** As sent: logging messages carry `data`, resource updates `uri`. */
+  params: { data?: Record<string, unknown>; uri?: string; [key: string]: unknown };
 }
 
 /** Writes `token` to a 0600 file and returns its path. */
@@ -64,7 +64,7 @@ export class McpAgent {
     const agent = new McpAgent(client, transport);
     transport.stderr?.on('data', (chunk: Buffer) => (agent.stderr += chunk.toString('utf8')));
     client.fallbackNotificationHandler = async (n) => {
-      agent.notifications.push({ method: n.method, params: n.params });
+      agent.notifications.push({ method: n.method, params: (n.params ?? {}) as ReceivedNotification['params'] });
     };
     await client.connect(transport);
     return agent;
@@ -81,11 +81,11 @@ export class McpAgent {
   }
 
   /** Calls a tool that must succeed; returns its `structuredContent`. */
-  async ok(name: string, args: Record<string, unknown> = {}): Promise<any> {
+  async ok<T extends ToolName>(name: T, args: Record<string, unknown> = {}): Promise<ToolOutput<T>> {
     const r = await this.call(name, args);
     expect(r.isError, `${name} failed: ${text(r)}\nserver stderr (tail): ${this.stderr.slice(-3000)}`).toBeFalsy();
     expect(text(r).length).toBeGreaterThan(0);
-    return r.structuredContent;
+    return r.structuredContent as ToolOutput<T>;
   }
 
   /** Calls a tool that must answer a tool error; returns the error's meta and text. */
@@ -97,10 +97,10 @@ export class McpAgent {
   }
 
   /** Parsed stderr log lines of the server. */
-  logs(): Array<Record<string, any>> {
+  logs(): Array<Record<string, unknown>> {
     return this.stderr.split('\n').filter((l) => l.trim()).map((l) => {
       try {
-        return JSON.parse(l) as Record<string, any>;
+        return JSON.parse(l) as Record<string, unknown>;
       } catch {
         return { __unparsed: l };
       }
@@ -111,6 +111,12 @@ export class McpAgent {
   async close(): Promise<void> {
     await this.client.close().catch(() => undefined);
   }
+}
+
+/** The batch a `read_new` presented; fails when it presented nothing. */
+export function presentedBatch(out: ToolOutput<'read_new'>): NonNullable<ToolOutput<'read_new'>['batch']> {
+  expect(out.batch, `read_new presented nothing: ${JSON.stringify(out)}`).not.toBeNull();
+  return out.batch!;
 }
 
 /** The text content of a tool result. */

@@ -13,8 +13,8 @@ import { paramSchemas } from '../../src/shared/schemas.js';
 import { createChat } from '../helpers/client-fixtures.js';
 import { cliEnv, yelloBin } from '../helpers/cli-runner.js';
 import { repoRoot } from '../helpers/daemon-process.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
-import { McpWorld, tokenFile, type McpAgent } from './mcp-fixtures.js';
+import { McpWorld, tokenFile, type McpAgent, presentedBatch } from './mcp-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
 beforeAll(async () => {
@@ -117,7 +117,7 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     await reject(alice, 'send', { chatId: 'chat_missing', text: 'x' });
 
     // read_new
-    const batch = (await bob.ok('read_new', { chatId, limit: 10, maxBytes: 100_000, waitMs: 0 })).batch;
+    const batch = presentedBatch(await bob.ok('read_new', { chatId, limit: 10, maxBytes: 100_000, waitMs: 0 }));
     expect(batch.records.map((r: { type: string }) => r.type)).toEqual(['fence', 'message']);
     await reject(bob, 'read_new', { chatId: 'bad id!' });
     await reject(bob, 'read_new', { chatId, limit: 0 });
@@ -190,13 +190,13 @@ describe('yello mcp: stdout', () => {
     const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
     const send = (msg: object) => child.stdin.write(JSON.stringify({ jsonrpc: '2.0', ...msg }) + '\n');
     send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
-    await waitUntil(() => stdout.includes('"id":1'), 10_000, 'initialize answer');
+    await waitFor(() => stdout.includes('"id":1'), 'initialize answer', 10_000);
     send({ method: 'notifications/initialized' });
     send({ id: 2, method: 'tools/call', params: { name: 'open_chat', arguments: { peer: chat.bob.username } } });
     send({ id: 3, method: 'tools/call', params: { name: 'send', arguments: { chatId: chat.chatId, text: 'hello' } } });
     send({ id: 4, method: 'tools/call', params: { name: 'read_new', arguments: { chatId: 'chat_missing' } } });
     send({ id: 5, method: 'no/such/method' });
-    await waitUntil(() => ['"id":2', '"id":3', '"id":4', '"id":5'].every((s) => stdout.includes(s)), 10_000, 'answers');
+    await waitFor(() => ['"id":2', '"id":3', '"id":4', '"id":5'].every((s) => stdout.includes(s)), 'answers', 10_000);
     child.stdin.end();
     expect(await exited).toBe(0);
     const lines = stdout.split('\n').filter((l) => l !== '');

@@ -16,12 +16,12 @@
 
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { DaemonProcess, repoRoot, sleep } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient, type RpcResponse } from '../helpers/rpc-line-client.js';
+import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
+import type { ChatBatchNotification } from '../../src/shared/types.js';
+import { ok, type Result, type Wire, type WireResponse } from '../helpers/wire-fixtures.js';
 import { HistoryChecker, type AppendInput, type CheckReport, type HistoryOp } from '../helpers/history-checker.js';
 import { Prng, intFromEnv, seedFrom } from './lib/prng.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import { sleep } from '../helpers/wait.js';
 
 const CYCLES = intFromEnv('CRASH_CYCLES', 20);
 const SEED = seedFrom('CRASH_SEED');
@@ -54,12 +54,12 @@ interface Writer {
   unknown: HistoryOp | null;
   /** A replace-claim whose answer was lost: streams.get tells whether it committed. */
   claimUnknown: boolean;
-  client: RpcLineClient | null;
+  client: Wire | null;
   seq: number;
 }
 
 interface Follower {
-  client: RpcLineClient;
+  client: Wire;
   /** subscriptionId → chatId, for this cycle's subscriptions. */
   subs: Map<string, string>;
   /** Notifications already processed (index into client.notifications). */
@@ -105,7 +105,7 @@ function contentFor(w: Writer, tag: string, large: boolean): string {
   return parts.join('');
 }
 
-function errText(resp: RpcResponse): string {
+function errText(resp: WireResponse): string {
   return JSON.stringify(resp.error ?? resp).slice(0, 300);
 }
 
@@ -118,7 +118,7 @@ async function runWriter(w: Writer): Promise<void> {
     const tag = `c${checker.cycle}-s${w.seq}`;
     if (w.rng.chance(0.03)) {
       // Take over from myself under load: a kill may leave the claim's outcome unknown.
-      let r: RpcResponse;
+      let r: WireResponse<Result<'streams.claim'>>;
       try {
         r = await client.call('streams.claim', { streamId: w.streamId, replace: true, reason: `under load ${tag}` }, 20_000);
       } catch {
@@ -130,16 +130,16 @@ async function runWriter(w: Writer): Promise<void> {
         return;
       }
       stats.reclaims++;
-      if (r.result.nextPosition !== (BigInt(w.next) + 1n).toString()) problems.push(`${w.name}: claim under load at ${r.result.nextPosition}, expected ${w.next} + 1`);
-      w.coordinatorToken = r.result.coordinatorToken;
-      w.epoch = r.result.epoch;
-      w.next = r.result.nextPosition;
+      if (r.result!.nextPosition !== (BigInt(w.next) + 1n).toString()) problems.push(`${w.name}: claim under load at ${r.result!.nextPosition}, expected ${w.next} + 1`);
+      w.coordinatorToken = r.result!.coordinatorToken;
+      w.epoch = r.result!.epoch;
+      w.next = r.result!.nextPosition;
       continue;
     }
     let receipt: AppendInput | null = null;
     if (w.rng.chance(0.35)) {
       // Reply + receipt: read the peer stream from where my last receipt ended.
-      let r: RpcResponse;
+      let r: WireResponse<Result<'streams.read'>>;
       try {
         r = await client.call('streams.read', { streamId: w.peerStreamId, generation: w.peerGeneration, fromPosition: w.ackedPeer, limit: w.rng.range(1, 20) }, 20_000);
       } catch {
@@ -149,9 +149,9 @@ async function runWriter(w: Writer): Promise<void> {
         problems.push(`${w.name}: streams.read of ${w.peerStreamId} from ${w.ackedPeer} failed: ${errText(r)}`);
         return;
       }
-      for (const rec of r.result.records) checker.observe(rec, `${w.name} read`);
-      if (r.result.records.length > 0) {
-        receipt = { type: 'chat.receipt', peerStreamId: w.peerStreamId, peerGeneration: r.result.generation, nextPosition: r.result.nextPosition, batchId: r.result.batchId };
+      for (const rec of r.result!.records) checker.observe(rec, `${w.name} read`);
+      if (r.result!.records.length > 0) {
+        receipt = { type: 'chat.receipt', peerStreamId: w.peerStreamId, peerGeneration: r.result!.generation, nextPosition: r.result!.nextPosition, batchId: r.result!.batchId };
       }
     }
     const records: AppendInput[] = [];
@@ -163,7 +163,7 @@ async function runWriter(w: Writer): Promise<void> {
     if (receipt) records.push(receipt);
     const operationId = `${w.name}-${tag}`;
     const h = checker.invoke(w.name, { streamId: w.streamId, generation: w.generation, expectedPosition: w.next, operationId, records });
-    let resp: RpcResponse;
+    let resp: WireResponse<Result<'streams.append'>>;
     try {
       resp = await client.call(
         'streams.append',
@@ -186,9 +186,9 @@ async function runWriter(w: Writer): Promise<void> {
       }
       return;
     }
-    checker.ok(h, resp.result);
-    if (resp.result.firstPosition !== w.next) problems.push(`${w.name}: ${operationId} acknowledged at ${resp.result.firstPosition}, expected ${w.next}`);
-    w.next = resp.result.nextPosition;
+    checker.ok(h, resp.result!);
+    if (resp.result!.firstPosition !== w.next) problems.push(`${w.name}: ${operationId} acknowledged at ${resp.result!.firstPosition}, expected ${w.next}`);
+    w.next = resp.result!.nextPosition;
     if (receipt && receipt.type === 'chat.receipt') w.ackedPeer = receipt.nextPosition;
   }
 }
@@ -199,7 +199,7 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
   w.client = client;
   if (w.unknown) {
     const h = w.unknown;
-    let op: any;
+    let op: Result<'operations.get'>;
     for (let i = 0; ; i++) {
       op = ok(await client.call('operations.get', { streamId: w.streamId, operationId: h.operationId }), `operations.get ${h.operationId}`);
       if (op.state !== 'pending' || i > 200) break;
@@ -211,7 +211,7 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
     else problems.push(`${w.name}: operations.get ${h.operationId} after restart: ${JSON.stringify(op)}`);
     const st = ok(await client.call('streams.get', { streamId: w.streamId }), 'streams.get');
     // The unknown append was this writer's last: the stream ends right after it, or where it would have started.
-    const want = op.state === 'committed' ? op.nextPosition : h.expectedPosition;
+    const want = op.state === 'committed' ? op.nextPosition! : h.expectedPosition;
     if (st.nextPosition !== want) problems.push(`${w.name}: after ${h.operationId} (${op.state}) the stream ends at ${st.nextPosition}, expected ${want}`);
     if (op.state === 'committed' && op.firstPosition !== h.expectedPosition) problems.push(`${w.name}: ${h.operationId} committed at ${op.firstPosition}, sent with expectedPosition ${h.expectedPosition}`);
     if (op.state === 'committed') {
@@ -270,9 +270,9 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
       if (r.error.data?.type === 'FENCED') stats.fencedProbes++;
       else problems.push(`${w.name}: append with a replaced token answered ${errText(r)}, expected FENCED`);
     } else {
-      checker.ok(h, r.result);
-      w.next = r.result.nextPosition;
-      problems.push(`${w.name}: append with a replaced token was ACCEPTED at ${r.result.firstPosition}`);
+      checker.ok(h, r.result!);
+      w.next = r.result!.nextPosition;
+      problems.push(`${w.name}: append with a replaced token was ACCEPTED at ${r.result!.firstPosition}`);
     }
   }
 }
@@ -287,9 +287,9 @@ async function startFollower(d: DaemonProcess, chatIds: string[], streamsOf: Map
       problems.push(`follower: chats.follow ${chatId} from its last cursor failed: ${errText(r)}`);
       continue;
     }
-    f.subs.set(r.result.subscriptionId, chatId);
+    f.subs.set(r.result!.subscriptionId, chatId);
     if (cursor === undefined) {
-      chatCursors.set(chatId, r.result.cursor);
+      chatCursors.set(chatId, r.result!.cursor);
       // Without a cursor it starts at the current ends (nothing writes during setup).
       for (const s of streamsOf.get(chatId)!) {
         const st = ok(await client.call('streams.get', { streamId: s }), 'streams.get');
@@ -305,8 +305,9 @@ function checkFollower(f: Follower): void {
   const ns = f.client.notifications;
   for (; f.processed < ns.length; f.processed++) {
     const n = ns[f.processed]!;
-    const p = n.params;
-    const chatId = f.subs.get(p?.subscriptionId);
+    const p = n.params as ChatBatchNotification | undefined;
+    if (p === undefined) continue;
+    const chatId = f.subs.get(p.subscriptionId);
     if (chatId === undefined) continue;
     if (n.method === 'chats.break') {
       problems.push(`follower: chats.break ${JSON.stringify(p)}`);
@@ -324,7 +325,7 @@ function checkFollower(f: Follower): void {
     if (p.fromPosition !== exp.next) problems.push(`${label}: expected to start at ${exp.next} (gap or duplicate)`);
     if (!Array.isArray(p.records) || p.records.length === 0) problems.push(`${label}: empty batch`);
     else if (BigInt(p.nextPosition) - BigInt(p.fromPosition) !== BigInt(p.records.length)) problems.push(`${label}: ${p.records.length} records`);
-    (p.records as any[]).forEach((r, i) => {
+    p.records.forEach((r, i) => {
       const want = (BigInt(p.fromPosition) + BigInt(i)).toString();
       if (r.position !== want || r.streamId !== p.streamId || r.generation !== p.generation) problems.push(`${label}: record ${i} is ${r.streamId}@${r.generation}#${r.position}`);
       checker.observe(r, `follower cycle ${checker.cycle}`);

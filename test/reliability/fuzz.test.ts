@@ -16,12 +16,11 @@ import fs from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { paramSchemas } from '../../src/shared/schemas.js';
-import { DaemonProcess, sleep } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { DaemonProcess } from '../helpers/daemon-process.js';
+import { ok, type Result, type Wire, type WireError, type WireResponse } from '../helpers/wire-fixtures.js';
 import { WireProbe, errorProblems } from './lib/wire-probe.js';
 import { intFromEnv } from './lib/prng.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import { sleep } from '../helpers/wait.js';
 
 const METHODS = Object.keys(paramSchemas);
 const RUNS = intFromEnv('FUZZ_RUNS', 300);
@@ -170,10 +169,15 @@ function plausible(key: string, world: World): fc.Arbitrary<unknown> {
   }
 }
 
+/** The keys of `method`'s params schema (every method's schema is a zod object). */
+function schemaKeys(method: string): string[] {
+  return Object.keys((paramSchemas as unknown as Record<string, { shape: Record<string, unknown> }>)[method]!.shape);
+}
+
 /** Params for `method`: not an object at all, or its own keys with wrong or plausible values, maybe an extra key. */
 function paramsFor(method: string, world: World): fc.Arbitrary<unknown> {
-  const shape = (paramSchemas as any)[method].shape as Record<string, unknown>;
-  const keys = Object.keys(shape);
+  const shape = schemaKeys(method);
+  const keys = shape;
   const model: Record<string, fc.Arbitrary<unknown>> = {};
   for (const k of keys) model[k] = fc.oneof(wrongValue, plausible(k, world));
   const own = fc.record(model, { requiredKeys: [] });
@@ -213,7 +217,7 @@ function elementArb(world: World): fc.Arbitrary<Element> {
 }
 
 /** Builds the message of an element on `probe`, and what to assert about its answer. */
-function build(probe: WireProbe, e: Element): { message: unknown; id?: string | number; expect?: (r: any) => string | null } {
+function build(probe: WireProbe, e: Element): { message: unknown; id?: string | number; expect?: (r: WireResponse) => string | null } {
   switch (e.kind) {
     case 'good': {
       const m = probe.request(e.method, {});
@@ -281,7 +285,7 @@ async function helloProbe(probe: WireProbe, token: string): Promise<void> {
 
 describe('fuzz over the wire: never a crash, exactly one well-formed answer per request', () => {
   let daemon: DaemonProcess;
-  let admin: RpcLineClient;
+  let admin: Wire;
   let world: World;
   let fzToken = '';
   let probes: { unauth: WireProbe; admin: WireProbe; agent: WireProbe };
@@ -477,7 +481,7 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
         async (method, size, unit, which) => {
           count('huge');
           const p = probes[which];
-          const keys = Object.keys((paramSchemas as any)[method].shape);
+          const keys = schemaKeys(method);
           const key = keys[0] ?? 'huge';
           const m = p.request(method, { [key]: unit.repeat(Math.ceil(size / unit.length)) });
           const line = JSON.stringify(m);
@@ -537,8 +541,8 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
       const r = await p.settle();
       expect(p.takeProblems()).toEqual([]);
       expect(r, p.name).toBeDefined();
-      if (p.name === 'unauth') expect(r.error?.data?.type).toBe('UNAUTHENTICATED');
-      else expect(r.result?.storage).toBe('ok');
+      if (p.name === 'unauth') expect(r!.error?.data?.type).toBe('UNAUTHENTICATED');
+      else expect((r!.result as Result<'daemon.status'> | undefined)?.storage).toBe('ok');
     }
     expect(daemon.running).toBe(true);
     const logs = daemon.logs();
@@ -602,7 +606,7 @@ function vmRssMb(pid: number): number {
 }
 
 /** Times one daemon.status round trip on a hello'd connection. */
-async function statusLatency(c: RpcLineClient, timeoutMs = 5_000): Promise<number> {
+async function statusLatency(c: Wire, timeoutMs = 5_000): Promise<number> {
   const t = Date.now();
   const r = await c.call('daemon.status', {}, timeoutMs);
   ok(r, 'daemon.status');
@@ -611,7 +615,7 @@ async function statusLatency(c: RpcLineClient, timeoutMs = 5_000): Promise<numbe
 
 describe('floods against a daemon with --max-connections 20', () => {
   let daemon: DaemonProcess;
-  let admin: RpcLineClient;
+  let admin: Wire;
 
   beforeAll(async () => {
     daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', '20'] });
@@ -757,19 +761,19 @@ describe('floods against a daemon with --max-connections 20', () => {
     count('hello-brute-force');
     await sleep(1_100); // a fresh global window
     const c = await daemon.connect();
-    const answers: any[] = [];
+    const answers: (WireError | undefined)[] = [];
     for (let i = 0; i < 6; i++) answers.push((await c.call('session.hello', { token: `yello_agt_guess${i}` })).error);
     const types = answers.map((e) => e?.data?.type);
     console.log(`[fuzz] hello brute force on one connection: ${types.join(', ')}`);
     expect(types.slice(0, 3)).toEqual(['UNAUTHENTICATED', 'UNAUTHENTICATED', 'UNAUTHENTICATED']);
     expect(types.slice(3)).toEqual(['RATE_LIMITED', 'RATE_LIMITED', 'RATE_LIMITED']);
     for (const e of answers.slice(3)) {
-      expect(e.code).toBe(4290);
-      expect(e.data.retryAfterMs).toBeGreaterThan(0);
-      expect(e.data.retryAfterMs).toBeLessThanOrEqual(30_000);
+      expect(e!.code).toBe(4290);
+      expect(e!.data!.retryAfterMs).toBeGreaterThan(0);
+      expect(e!.data!.retryAfterMs).toBeLessThanOrEqual(30_000);
     }
     // After waiting as told, one more failure doubles the wait.
-    const first = answers[3].data.retryAfterMs as number;
+    const first = answers[3]!.data!.retryAfterMs as number;
     await sleep(first + 50);
     expect((await c.call('session.hello', { token: 'yello_agt_again' })).error?.data?.type).toBe('UNAUTHENTICATED');
     const second = (await c.call('session.hello', { token: 'yello_agt_again2' })).error;

@@ -4,9 +4,11 @@
 import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { HistoryChecker, type AppendInput, type RpcCaller } from '../helpers/history-checker.js';
-import { clientMessageIdFor, jwkThumbprint, signedPayload, type RpcResponse } from '../helpers/rpc-line-client.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import type { MethodResults } from '../../src/shared/methods.js';
+import type { OperationInfo } from '../../src/shared/results.js';
+import type { ChatMessage, RecordWrapper, StoredRecord, StreamState } from '../../src/shared/types.js';
+import type { ResultOf } from '../helpers/wire-client.mjs';
+import { clientMessageIdFor, jwkThumbprint, signedPayload, type WireResponse } from '../helpers/wire-fixtures.js';
 
 const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const jwk = publicKey.export({ format: 'jwk' }) as { kty: string; crv: string; x: string; y: string };
@@ -19,23 +21,35 @@ const B = 'agt_B';
 const SA = `${CHAT}:${A}`;
 const SB = `${CHAT}:${B}`;
 
+/** A record wrapper without the header #push fills in. */
+type WrapperBody = RecordWrapper extends infer W ? (W extends RecordWrapper ? Omit<W, 'version' | 'chatId' | 'authorAgentId' | 'operationId' | 'recordIndex'> : never) : never;
+
+/** The message of the stored record at `index` of `streamId` (for tampering with it). */
+function messageAt(store: FakeStore, streamId: string, index: number): ChatMessage {
+  const w = store.records.get(streamId)![index]!.wrapper;
+  if (w.type !== 'chat.message') throw new Error(`record ${index} of ${streamId} is a ${w.type}`);
+  return w.message;
+}
+
 /** A tiny in-memory stand-in for the daemon's read side. */
 class FakeStore implements RpcCaller {
-  readonly records = new Map<string, any[]>([
+  readonly records = new Map<string, StoredRecord[]>([
     [SA, []],
     [SB, []],
   ]);
-  readonly ops = new Map<string, any>();
+  readonly ops = new Map<string, OperationInfo>();
   epoch = new Map<string, string>([
     [SA, '0'],
     [SB, '0'],
   ]);
   /** Overrides for operations.get answers. */
-  readonly opOverride = new Map<string, any>();
+  readonly opOverride = new Map<string, Pick<OperationInfo, 'operationId' | 'state'>>();
   clock = 0;
 
-  async call(method: string, params: any = {}): Promise<RpcResponse> {
-    const result = (r: unknown): RpcResponse => ({ jsonrpc: '2.0', id: 1, result: r });
+  async call<M extends string>(method: M, p: unknown = {}): Promise<WireResponse<ResultOf<MethodResults, M>>> {
+    type Answer = WireResponse<ResultOf<MethodResults, M>>;
+    const params = p as { streamId: string; fromPosition: string; operationId: string };
+    const result = (r: unknown): Answer => ({ jsonrpc: '2.0', id: 1, result: r as ResultOf<MethodResults, M> });
     switch (method) {
       case 'keys.list':
         return result({ keys: [{ ...jwk, kid, alg: 'ES256', use: 'sig', status: 'active' }] });
@@ -60,34 +74,37 @@ class FakeStore implements RpcCaller {
     }
   }
 
-  state(streamId: string): any {
+  state(streamId: string): StreamState {
     const rs = this.records.get(streamId)!;
     const peer = streamId === SA ? SB : SA;
     const receipts = this.records.get(peer)!.filter((r) => r.wrapper.type === 'chat.receipt');
     const last = receipts.at(-1);
     return {
       streamId, chatId: CHAT, authorAgentId: streamId === SA ? A : B, generation: '1',
-      firstPosition: rs.length ? rs[0].position : '0', nextPosition: String(rs.length ? Number(rs.at(-1).position) + 1 : 0),
-      acknowledged: last ? { generation: '1', nextPosition: last.wrapper.receipt.nextPosition } : null,
-      writer: { epoch: this.epoch.get(streamId), claimedAt: '', active: true },
+      firstPosition: rs[0]?.position ?? '0', nextPosition: String(rs.length ? Number(rs.at(-1)!.position) + 1 : 0),
+      acknowledged: last?.wrapper.type === 'chat.receipt' ? { generation: '1', nextPosition: last.wrapper.receipt.nextPosition } : null,
+      writer: { epoch: this.epoch.get(streamId)!, claimedAt: '', active: true },
     };
   }
 
-  #push(streamId: string, operationId: string, index: number, body: any): any {
+  #push(streamId: string, operationId: string, index: number, body: WrapperBody): StoredRecord {
     const rs = this.records.get(streamId)!;
     const author = streamId === SA ? A : B;
-    const r = { streamId, generation: '1', position: String(rs.length), wrapper: { version: 2, chatId: CHAT, authorAgentId: author, operationId, recordIndex: index, ...body } };
+    const r: StoredRecord = { streamId, generation: '1', position: String(rs.length), wrapper: { version: 2, chatId: CHAT, authorAgentId: author, operationId, recordIndex: index, ...body } };
     rs.push(r);
     return r;
   }
 
   /** Commits an append the way the daemon would, and returns the append result. */
-  append(streamId: string, operationId: string, records: AppendInput[]): any {
+  append(streamId: string, operationId: string, records: AppendInput[]): MethodResults['streams.append'] {
     const author = streamId === SA ? A : B;
     const to = author === A ? B : A;
     const first = this.records.get(streamId)!.length;
     const stored = records.map((input, i) => {
-      if (input.type === 'chat.receipt') return this.#push(streamId, operationId, i, { type: 'chat.receipt', receipt: { ...input, type: undefined } });
+      if (input.type === 'chat.receipt') {
+        const { type: _type, ...receipt } = input;
+        return this.#push(streamId, operationId, i, { type: 'chat.receipt', receipt });
+      }
       const createdAt = new Date(Date.UTC(2026, 0, 1, 0, 0, 0, this.clock++)).toISOString();
       const contentSha256 = b64(createHash('sha256').update(input.content, 'utf8').digest());
       const payload = signedPayload({ chatId: CHAT, fromAgentId: author, toAgentId: to, createdAt, contentSha256 });
@@ -97,10 +114,10 @@ class FakeStore implements RpcCaller {
         message: { chatId: CHAT, fromAgentId: author, toAgentId: to, clientMessageId: clientMessageIdFor(CHAT, author, input.messageId), content: input.content, contentSha256, signature: { kid, alg: 'ES256', value, createdAt } },
       });
     });
-    for (const r of stored) if (r.wrapper.type === 'chat.receipt') delete r.wrapper.receipt.type;
-    const op = { operationId, state: 'committed', generation: '1', firstPosition: String(first), nextPosition: String(first + records.length), committedAt: '', requestDigest: 'd' };
-    this.ops.set(`${streamId} ${operationId}`, op);
-    return { streamId, generation: '1', operationId, firstPosition: op.firstPosition, nextPosition: op.nextPosition, records: structuredClone(stored), duplicate: false, redactions: [] };
+    const firstPosition = String(first);
+    const nextPosition = String(first + records.length);
+    this.ops.set(`${streamId} ${operationId}`, { operationId, state: 'committed', generation: '1', firstPosition, nextPosition, committedAt: '', requestDigest: 'd' });
+    return { streamId, generation: '1', operationId, firstPosition, nextPosition, records: structuredClone(stored), duplicate: false, redactions: [] };
   }
 
   fence(streamId: string, epoch: string): void {
@@ -146,7 +163,7 @@ describe('history checker (against a synthetic store)', () => {
 
   it('catches altered content of an acknowledged record (and its signature no longer verifying)', async () => {
     const { store, checker } = scenario();
-    store.records.get(SA)![1].wrapper.message.content = 'something else';
+    messageAt(store, SA, 1).content = 'something else';
     const report = await checker.check(store);
     expect(report.lost).toBe(1);
     expect(report.problems.join('\n')).toMatch(/contentSha256 does not match/);
@@ -154,7 +171,7 @@ describe('history checker (against a synthetic store)', () => {
 
   it('catches a bad signature', async () => {
     const { store, checker } = scenario();
-    const sig = store.records.get(SB)![1].wrapper.message.signature;
+    const sig = messageAt(store, SB, 1).signature;
     sig.value = sig.value.slice(0, -4) + (sig.value.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     const report = await checker.check(store);
     expect(report.problems.join('\n')).toMatch(/signature does not verify/);
@@ -187,7 +204,7 @@ describe('history checker (against a synthetic store)', () => {
 
   it('catches a gap in positions', async () => {
     const { store, checker } = scenario();
-    store.records.get(SA)![3].position = '4';
+    store.records.get(SA)![3]!.position = '4';
     const report = await checker.check(store);
     expect(report.problems.join('\n')).toMatch(/gap or duplicate/);
   });

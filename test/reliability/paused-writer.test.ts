@@ -7,23 +7,18 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess, repoRoot, sleep } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { repoRoot } from '../helpers/daemon-process.js';
+import { readFileSync } from 'node:fs';
+import { ok, type Result } from '../helpers/wire-fixtures.js';
 import { HistoryChecker, readWhole, type AppendInput } from '../helpers/history-checker.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import { waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 const FIXTURE = path.join(repoRoot, 'test/reliability/fixtures/writer.mjs');
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
+const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open'] });
 let child: ChildProcess | null = null;
-
-beforeAll(async () => {
-  daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
-  admin = await daemon.connectAs();
-}, 30_000);
 
 afterEach(async () => {
   // Only the child this test started, by its pid.
@@ -36,18 +31,29 @@ afterEach(async () => {
   child = null;
 });
 
-afterAll(async () => {
-  await daemon?.cleanup();
-});
+/** One JSON line of fixtures/writer.mjs (`result` when ok, `error` when not). */
+interface WriterLine {
+  event: 'claimed' | 'send' | 'result' | 'state' | 'unhandled';
+  seq: number;
+  operationId?: string;
+  /** send (raw mode): what it asked for. */
+  generation?: string;
+  expectedPosition?: string;
+  records?: AppendInput[];
+  ok?: boolean;
+  result?: Result<'streams.append'>;
+  error?: { type: string | null; code: number | null; data: { type?: string; epoch?: string; streamId?: string } | null; message: string };
+  state?: string;
+}
 
 interface WriterProcess {
   proc: ChildProcess;
-  lines: any[];
+  lines: WriterLine[];
   stderr: string;
 }
 
 function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator'): WriterProcess {
-  const proc = spawn(process.execPath, [FIXTURE, '--socket', daemon.socketPath, '--token', token, '--chat', chatId, '--mode', mode, '--interval', '50', '--prefix', 'old'], {
+  const proc = spawn(process.execPath, [FIXTURE, '--socket', daemon().socketPath, '--token', token, '--chat', chatId, '--mode', mode, '--interval', '50', '--prefix', 'old'], {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -61,7 +67,7 @@ function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator')
     while ((nl = partial.indexOf('\n')) >= 0) {
       const line = partial.slice(0, nl);
       partial = partial.slice(nl + 1);
-      if (line.trim()) w.lines.push(JSON.parse(line));
+      if (line.trim()) w.lines.push(JSON.parse(line) as WriterLine);
     }
   });
   proc.stderr!.setEncoding('utf8');
@@ -69,15 +75,21 @@ function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator')
   return w;
 }
 
-async function waitFor<T>(fn: () => T, what: string, w: WriterProcess, timeoutMs = 15_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v) return v as NonNullable<T>;
-    if (w.proc.exitCode !== null) throw new Error(`writer exited (${w.proc.exitCode}) while waiting for ${what}: ${w.stderr} ${JSON.stringify(w.lines.slice(-5))}`);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; writer said ${JSON.stringify(w.lines.slice(-5))} ${w.stderr}`);
-    await sleep(10);
-  }
+/** waitFor, failing at once (with what it said) if the writer exits first. */
+function waitForWriter<T>(fn: () => T, what: string, w: WriterProcess, timeoutMs = 15_000): Promise<NonNullable<T>> {
+  return waitFor(
+    () => {
+      if (w.proc.exitCode !== null) throw new Error(`writer exited (${w.proc.exitCode}) while waiting for ${what}: ${w.stderr} ${JSON.stringify(w.lines.slice(-5))}`);
+      return fn();
+    },
+    `${what}; writer said ${JSON.stringify(w.lines.slice(-5))} ${w.stderr}`,
+    timeoutMs,
+  );
+}
+
+/** Whether `pid` is stopped (state T in /proc/<pid>/stat). */
+function isStopped(pid: number): boolean {
+  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('T') ?? false;
 }
 
 const results = (w: WriterProcess) => w.lines.filter((l) => l.event === 'result');
@@ -86,10 +98,10 @@ const sends = (w: WriterProcess) => w.lines.filter((l) => l.event === 'send');
 /** Two agents (PII policy off) and their chat; returns the author's token and stream. */
 async function setupChat(): Promise<{ token: string; agentId: string; chatId: string; streamId: string }> {
   const tag = Math.random().toString(36).slice(2, 8);
-  const a = ok(await admin.call('agents.create', { username: `paused-a-${tag}`, name: 'Paused A' }));
-  const b = ok(await admin.call('agents.create', { username: `paused-b-${tag}`, name: 'Paused B' }));
-  for (const x of [a, b]) ok(await admin.call('agents.setPolicy', { agentId: x.agent.id, pii: 'off' }));
-  const chat = ok(await admin.call('chats.open', { agentAId: a.agent.id, agentBId: b.agent.id })).chat;
+  const a = ok(await admin().call('agents.create', { username: `paused-a-${tag}`, name: 'Paused A' }));
+  const b = ok(await admin().call('agents.create', { username: `paused-b-${tag}`, name: 'Paused B' }));
+  for (const x of [a, b]) ok(await admin().call('agents.setPolicy', { agentId: x.agent.id, pii: 'off' }));
+  const chat = ok(await admin().call('chats.open', { agentAId: a.agent.id, agentBId: b.agent.id })).chat;
   return { token: a.token, agentId: a.agent.id, chatId: chat.id, streamId: `${chat.id}:${a.agent.id}` };
 }
 
@@ -98,13 +110,15 @@ async function setupChat(): Promise<{ token: string; agentId: string; chatId: st
  * let it keep trying. Returns what the checks need.
  */
 async function freezeReplaceThaw(w: WriterProcess, token: string, streamId: string, checker: HistoryChecker | null) {
-  await waitFor(() => results(w).filter((r) => r.ok).length >= 5, 'five acknowledged appends of the old writer', w);
+  await waitForWriter(() => results(w).filter((r) => r.ok).length >= 5, 'five acknowledged appends of the old writer', w);
   process.kill(w.proc.pid!, 'SIGSTOP');
-  // Let the pipe drain: every line the frozen writer wrote is read before we count.
-  await sleep(250);
+  await waitFor(() => isStopped(w.proc.pid!), 'the writer to stop');
+  // Its stdout is a pipe, written synchronously, so every line it wrote is in the pipe now; one
+  // turn of the event loop (its poll phase) reads them before we count.
+  await new Promise((r) => setImmediate(r));
   const sentBeforeStop = sends(w).length;
 
-  const me = await daemon.connectAs(token);
+  const me = await daemon().connectAs(token);
   const claim = ok(await me.call('streams.claim', { streamId, replace: true, reason: 'paused writer test' }), 'streams.claim replace');
   const fencePosition = (BigInt(claim.nextPosition) - 1n).toString();
   let next = claim.nextPosition as string;
@@ -123,11 +137,11 @@ async function freezeReplaceThaw(w: WriterProcess, token: string, streamId: stri
   await appendNew(1);
 
   process.kill(w.proc.pid!, 'SIGCONT');
-  await waitFor(() => results(w).filter((r) => r.seq > sentBeforeStop).length >= 8, 'eight answers to the thawed writer', w);
+  await waitForWriter(() => results(w).filter((r) => r.seq > sentBeforeStop).length >= 8, 'eight answers to the thawed writer', w);
   // The new coordinator keeps working while the old one spins.
   await appendNew(1);
   await appendNew(3);
-  await waitFor(() => results(w).filter((r) => r.seq > sentBeforeStop).length >= 12, 'more answers to the thawed writer', w);
+  await waitForWriter(() => results(w).filter((r) => r.seq > sentBeforeStop).length >= 12, 'more answers to the thawed writer', w);
   process.kill(w.proc.pid!, 'SIGKILL');
   await new Promise((r) => (w.proc.exitCode !== null || w.proc.signalCode !== null ? r(null) : w.proc.once('exit', r)));
   return { sentBeforeStop, claim, fencePosition, newOps, next };
@@ -145,26 +159,26 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
     expect(after.length).toBeGreaterThanOrEqual(12);
     for (const r of after) {
       expect(r.ok, `old append ${r.operationId} after SIGCONT: ${JSON.stringify(r)}`).toBe(false);
-      expect({ type: r.error.type, code: r.error.code, epoch: r.error.data?.epoch, streamId: r.error.data?.streamId }).toEqual({ type: 'FENCED', code: 4090, epoch: claim.epoch, streamId });
+      expect({ type: r.error!.type, code: r.error!.code, epoch: r.error!.data?.epoch, streamId: r.error!.data?.streamId }).toEqual({ type: 'FENCED', code: 4090, epoch: claim.epoch, streamId });
     }
 
     // The history: the old writer's appends (sent before the freeze, acknowledged or not) and the new ones.
     for (const s of sends(w)) {
-      const h = checker.invoke('old', { streamId, generation: s.generation, expectedPosition: s.expectedPosition, operationId: s.operationId, records: s.records });
+      const h = checker.invoke('old', { streamId, generation: s.generation!, expectedPosition: s.expectedPosition!, operationId: s.operationId!, records: s.records! });
       const r = results(w).find((x) => x.seq === s.seq);
       if (!r) checker.info(h, 'no answer before the writer was killed');
-      else if (r.ok) checker.ok(h, r.result);
-      else checker.fail(h, { code: r.error.code, message: r.error.message, data: r.error.data });
+      else if (r.ok) checker.ok(h, r.result!);
+      else checker.fail(h, { code: r.error!.code!, message: r.error!.message, data: r.error!.data ?? undefined });
     }
-    const report = await checker.check(admin, [streamId]);
+    const report = await checker.check(admin(), [streamId]);
     expect(report.problems).toEqual([]);
     expect(report.lost).toBe(0);
 
     // Read the stream: the new fence, then only the new coordinator's operations.
-    const st = ok(await admin.call('streams.get', { streamId }));
+    const st = ok(await admin().call('streams.get', { streamId }));
     expect(st.nextPosition).toBe(next);
     expect(st.writer).toMatchObject({ epoch: claim.epoch, active: true });
-    const records = await readWhole(admin, streamId, st.generation, st.firstPosition, st.nextPosition);
+    const records = await readWhole(admin(), streamId, st.generation, st.firstPosition, st.nextPosition);
     const fence = records.find((r) => r.position === fencePosition);
     expect(fence?.wrapper).toMatchObject({ type: 'chat.writer-fence', operationId: `fence.${claim.epoch}`, fence: { epoch: claim.epoch, replaced: true } });
     const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
@@ -183,12 +197,12 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
     const after = results(w).filter((r) => r.seq > sentBeforeStop);
     for (const r of after) {
       expect(r.ok, `old coordinator send ${r.seq} after SIGCONT: ${JSON.stringify(r)}`).toBe(false);
-      expect(r.error.type, JSON.stringify(r)).toBe('FENCED');
+      expect(r.error!.type, JSON.stringify(r)).toBe('FENCED');
     }
     expect(w.lines.some((l) => l.event === 'state' && l.state === 'fenced')).toBe(true);
 
-    const st = ok(await admin.call('streams.get', { streamId }));
-    const records = await readWhole(admin, streamId, st.generation, st.firstPosition, st.nextPosition);
+    const st = ok(await admin().call('streams.get', { streamId }));
+    const records = await readWhole(admin(), streamId, st.generation, st.firstPosition, st.nextPosition);
     expect(records.find((r) => r.position === fencePosition)?.wrapper).toMatchObject({ type: 'chat.writer-fence', fence: { epoch: claim.epoch, replaced: true } });
     const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
     expect([...new Set(laterOps)]).toEqual(newOps);
@@ -197,8 +211,8 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
     expect(acked.length).toBeGreaterThanOrEqual(5);
     for (const r of acked) {
       const stored = records.filter((x) => x.wrapper.operationId === r.operationId);
-      expect(stored.map((x) => x.position)).toEqual([r.result.firstPosition]);
-      expect(BigInt(r.result.firstPosition) < BigInt(fencePosition)).toBe(true);
+      expect(stored.map((x) => x.position)).toEqual([r.result!.firstPosition]);
+      expect(BigInt(r.result!.firstPosition) < BigInt(fencePosition)).toBe(true);
     }
   }, 60_000);
 });

@@ -15,13 +15,12 @@
 // ~130 MB: the bounds above fail by gigabytes, not by a margin, on a daemon that lacks them.
 
 import fs from 'node:fs';
-import net from 'node:net';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, type RpcLineClient } from '../helpers/rpc-line-client.js';
-import { setupChat, waitUntil, type ReadingChat } from '../helpers/reading-fixtures.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { MethodResults } from '../../src/shared/methods.js';
+import { WireClient, ok, type Wire, type WireResponse } from '../helpers/wire-fixtures.js';
+import { setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 
 const MiB = 1_048_576;
 const RECORDS = 520;
@@ -32,8 +31,7 @@ const STATUS_MEDIAN_MS = 50;
 /** How long each scenario watches the daemon after the unread requests went out. */
 const WATCH_MS = 4_000;
 
-let daemon: DaemonProcess;
-let admin: RpcLineClient;
+const { daemon, admin, restart } = useDaemon({ extraArgs: ['--policy', 'open'] });
 let chat: ReadingChat;
 /** A compound cursor at the chat's start (before the big records). */
 let startCursor: string;
@@ -48,67 +46,34 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)] ?? NaN;
 }
 
-/** A raw socket that sends lines and never reads (until `readAll`). */
-class UnreadClient {
-  readonly socket: net.Socket;
-  #buf = '';
-  readonly lines: any[] = [];
-  bytesRead = 0;
+/** What a raw connection reads: answers to hand-written requests, and notifications. */
+type Line = WireResponse<MethodResults['chats.history']> & { method?: string };
 
-  private constructor(socket: net.Socket) {
-    this.socket = socket;
-    socket.on('error', () => undefined);
-  }
-
-  static async connect(path: string): Promise<UnreadClient> {
-    const s = net.connect(path);
-    await new Promise<void>((resolve, reject) => {
-      s.once('connect', () => resolve());
-      s.once('error', reject);
-    });
-    s.pause();
-    return new UnreadClient(s);
-  }
-
-  send(values: unknown[]): void {
-    this.socket.write(values.map((v) => JSON.stringify(v) + '\n').join(''));
-  }
-
-  /** Start reading: parse every line from now on. */
-  readAll(): void {
-    this.socket.setEncoding('utf8');
-    this.socket.on('data', (chunk: string) => {
-      this.bytesRead += Buffer.byteLength(chunk);
-      this.#buf += chunk;
-      let nl: number;
-      while ((nl = this.#buf.indexOf('\n')) >= 0) {
-        const line = this.#buf.slice(0, nl);
-        this.#buf = this.#buf.slice(nl + 1);
-        if (line.trim()) this.lines.push(JSON.parse(line));
-      }
-    });
-    this.socket.resume();
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
+/**
+ * A raw connection that sends lines and reads nothing until `socket.resume()`; from then on
+ * every message it reads lands in `lines`, in order.
+ */
+async function unreadClient(socketPath: string): Promise<{ client: Wire; lines: Line[]; send(values: unknown[]): void }> {
+  const client = await WireClient.connect<MethodResults>(socketPath, { paused: true });
+  const lines: Line[] = [];
+  client.on('message', (m) => lines.push(m as Line));
+  return { client, lines, send: (values) => client.sendRaw(values.map((v) => JSON.stringify(v) + '\n').join('')) };
 }
 
 /**
  * Watches the daemon for WATCH_MS: peak RSS, and `daemon.status` round trips on `other`
  * (a hello'd connection of its own). Returns the peak and the latencies.
  */
-async function watch(other: RpcLineClient): Promise<{ peakMb: number; latencies: number[] }> {
-  const pid = daemon.pid!;
+async function watch(other: Wire): Promise<{ peakMb: number; latencies: number[] }> {
+  const pid = daemon().pid!;
   let peakMb = vmRssMb(pid);
   const latencies: number[] = [];
   const deadline = Date.now() + WATCH_MS;
   const sampler = setInterval(() => {
-    if (daemon.running) peakMb = Math.max(peakMb, vmRssMb(pid));
+    if (daemon().running) peakMb = Math.max(peakMb, vmRssMb(pid));
   }, 20);
   try {
-    while (Date.now() < deadline && daemon.running) {
+    while (Date.now() < deadline && daemon().running) {
       const t = performance.now();
       ok(await other.call('daemon.status', {}, 15_000), 'daemon.status');
       latencies.push(performance.now() - t);
@@ -122,9 +87,7 @@ async function watch(other: RpcLineClient): Promise<{ peakMb: number; latencies:
 }
 
 beforeAll(async () => {
-  daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
-  admin = await daemon.connectAs();
-  chat = await setupChat(daemon, admin);
+  chat = await setupChat(daemon(), admin());
   startCursor = ok(await chat.bob.client.call('chats.follow', { chatId: chat.chatId }), 'chats.follow').cursor;
   const filler = 'lorem ipsum dolor sit amet, consectetur adipiscing elit '.repeat(Math.ceil(CONTENT_CHARS / 56)).slice(0, CONTENT_CHARS);
   // 16 appends in flight at consecutive positions (the daemon admits a connection's requests in
@@ -149,19 +112,14 @@ beforeAll(async () => {
 // Each scenario starts from a freshly started daemon on the same store, so one scenario's heap
 // growth is not the next one's baseline.
 beforeEach(async () => {
-  await daemon.restart();
-  admin = await daemon.connectAs();
+  await restart();
 }, 30_000);
-
-afterAll(async () => {
-  await daemon?.cleanup();
-});
 
 describe('one connection that asks for much more than it reads', () => {
   it(`64 stalled chats.follow from the start of ${RECORDS} records of ~256 KiB: RSS < ${RSS_LIMIT_MB} MB, daemon.status elsewhere stays fast`, async () => {
-    const baseline = vmRssMb(daemon.pid!);
-    const other = await daemon.connectAs();
-    const greedy = await UnreadClient.connect(daemon.socketPath);
+    const baseline = vmRssMb(daemon().pid!);
+    const other = await daemon().connectAs();
+    const greedy = await unreadClient(daemon().socketPath);
     greedy.send([
       { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: chat.bob.token } },
       ...Array.from({ length: 64 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.follow', params: { chatId: chat.chatId, cursor: startCursor } })),
@@ -171,22 +129,22 @@ describe('one connection that asks for much more than it reads', () => {
       `[resources] 64 stalled followers: RSS ${baseline.toFixed(0)} MB → peak ${peakMb.toFixed(0)} MB; daemon.status elsewhere: ` +
         `median ${median(latencies).toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms over ${latencies.length} calls`,
     );
-    expect(daemon.running, 'the daemon survived').toBe(true);
+    expect(daemon().running, 'the daemon survived').toBe(true);
     expect(peakMb, 'peak RSS of the daemon').toBeLessThan(RSS_LIMIT_MB);
     expect(median(latencies), 'median daemon.status latency on another connection').toBeLessThan(STATUS_MEDIAN_MS);
     expect(Math.max(...latencies), 'worst daemon.status latency on another connection').toBeLessThan(1_000);
 
     // The stalled client is slow, not gone: once it reads, its deliveries resume where they paused.
-    greedy.readAll();
-    await waitUntil(() => greedy.lines.filter((l) => l.method === 'chats.batch').length >= 8, 30_000, 'deliveries after the client reads');
-    expect(greedy.socket.destroyed, 'the connection stayed open').toBe(false);
-    greedy.close();
+    greedy.client.socket.resume();
+    await waitFor(() => greedy.lines.filter((l) => l.method === 'chats.batch').length >= 8, 'deliveries after the client reads', 30_000);
+    expect(greedy.client.socket.destroyed, 'the connection stayed open').toBe(false);
+    greedy.client.close();
   }, 120_000);
 
   it(`16 pipelined chats.history {limit: 500} never read: RSS < ${RSS_LIMIT_MB} MB; each page is cut at 1 MiB of records`, async () => {
-    const baseline = vmRssMb(daemon.pid!);
-    const other = await daemon.connectAs();
-    const greedy = await UnreadClient.connect(daemon.socketPath);
+    const baseline = vmRssMb(daemon().pid!);
+    const other = await daemon().connectAs();
+    const greedy = await unreadClient(daemon().socketPath);
     greedy.send([
       { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: chat.bob.token } },
       ...Array.from({ length: 16 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.history', params: { chatId: chat.chatId, limit: 500 } })),
@@ -196,44 +154,44 @@ describe('one connection that asks for much more than it reads', () => {
       `[resources] 16 pipelined chats.history {limit: 500} unread: RSS ${baseline.toFixed(0)} MB → peak ${peakMb.toFixed(0)} MB; daemon.status elsewhere: ` +
         `median ${median(latencies).toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms`,
     );
-    expect(daemon.running, 'the daemon survived').toBe(true);
+    expect(daemon().running, 'the daemon survived').toBe(true);
     expect(peakMb, 'peak RSS of the daemon').toBeLessThan(RSS_LIMIT_MB);
     expect(median(latencies), 'median daemon.status latency on another connection').toBeLessThan(STATUS_MEDIAN_MS);
 
-    greedy.readAll();
-    await waitUntil(() => greedy.lines.filter((l) => typeof l.id === 'number' && l.id >= 1).length === 16, 30_000, 'the 16 history answers');
+    greedy.client.socket.resume();
+    await waitFor(() => greedy.lines.filter((l) => typeof l.id === 'number' && l.id >= 1).length === 16, 'the 16 history answers', 30_000);
     for (const answer of greedy.lines.filter((l) => typeof l.id === 'number' && l.id >= 1)) {
-      const entries = ok(answer, 'chats.history').entries as any[];
+      const entries = ok(answer, 'chats.history').entries;
       expect(entries.length, 'a page always holds at least one record').toBeGreaterThanOrEqual(1);
       const bytes = entries.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e)), 0);
       const last = Buffer.byteLength(JSON.stringify(entries.at(-1)));
       // Cut once the budget is reached: everything before the last record is under 1 MiB.
       expect(bytes - last, 'page bytes before its last record').toBeLessThan(MiB);
-      expect(answer.result.nextCursor, 'a page cut by bytes continues').not.toBeNull();
+      expect(answer.result?.nextCursor, 'a page cut by bytes continues').not.toBeNull();
     }
-    greedy.close();
+    greedy.client.close();
   }, 120_000);
 
   it('a 1 MiB batch of invalid requests before session.hello gets one small error, and others are not stalled', async () => {
-    const other = await daemon.connectAs();
-    const anon = await UnreadClient.connect(daemon.socketPath);
-    anon.readAll();
+    const other = await daemon().connectAs();
+    const anon = await unreadClient(daemon().socketPath);
+    anon.client.socket.resume();
     const line = '[' + Array.from({ length: 524_000 }, () => '0').join(',') + ']';
     expect(line.length).toBeLessThan(MiB);
     const t = performance.now();
-    anon.socket.write(line + '\n');
-    await waitUntil(() => anon.lines.length >= 1, 10_000, 'the answer to the batch');
+    anon.client.sendRaw(line + '\n');
+    await waitFor(() => anon.lines.length >= 1, 'the answer to the batch', 10_000);
     const elapsed = performance.now() - t;
     const status = performance.now();
     ok(await other.call('daemon.status', {}), 'daemon.status');
     const statusMs = performance.now() - status;
     // Anything more that was coming has arrived by the time a sentinel on the same connection is answered.
-    anon.socket.write(JSON.stringify({ jsonrpc: '2.0', id: 'sentinel', method: 'daemon.status' }) + '\n');
-    await waitUntil(() => anon.lines.some((l) => l.id === 'sentinel'), 10_000, 'the sentinel');
-    console.log(`[resources] 1 MiB [0,0,…] before hello: ${anon.bytesRead} bytes back in ${elapsed.toFixed(0)} ms; daemon.status elsewhere ${statusMs.toFixed(1)} ms`);
-    expect(anon.lines[0].id).toBeNull();
-    expect(anon.lines[0].error?.code).toBe(-32600);
-    expect(anon.bytesRead, 'bytes answered for the batch line and the sentinel').toBeLessThan(4_096);
-    anon.close();
+    anon.client.sendRaw(JSON.stringify({ jsonrpc: '2.0', id: 'sentinel', method: 'daemon.status' }) + '\n');
+    await waitFor(() => anon.lines.some((l) => l.id === 'sentinel'), 'the sentinel', 10_000);
+    console.log(`[resources] 1 MiB [0,0,…] before hello: ${anon.client.bytesReceived} bytes back in ${elapsed.toFixed(0)} ms; daemon.status elsewhere ${statusMs.toFixed(1)} ms`);
+    expect(anon.lines[0]!.id).toBeNull();
+    expect(anon.lines[0]!.error?.code).toBe(-32600);
+    expect(anon.client.bytesReceived, 'bytes answered for the batch line and the sentinel').toBeLessThan(4_096);
+    anon.client.close();
   });
 });

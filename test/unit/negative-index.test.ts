@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ScalableBloom } from '../../src/daemon/negative-index.js';
 import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const open: InProcessStore[] = [];
 afterEach(async () => {
@@ -47,7 +47,7 @@ describe('appends with the negative index', () => {
     const head = s.streams.get(w.alice, w.streamId);
     // A fresh append builds the index; then probe ids that exist.
     await s.streams.append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(head.nextPosition), operationId: 'op-fresh', records: [{ type: 'chat.message', messageId: 'fresh', content: 'fresh' }] });
-    await waitUntil(() => s.streams.negativeIndexReady(w.streamId), 5_000, 'the index to be built');
+    await waitFor(() => s.streams.negativeIndexReady(w.streamId), 'the index to be built', 5_000);
     const replay = await s.streams.append(w.alice, {
       streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(first.firstPosition!), operationId: first.operationId,
       records: [{ type: 'chat.message', messageId: 'n-0', content: 'n 0' }],

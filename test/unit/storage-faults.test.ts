@@ -12,7 +12,7 @@ import { encodeValue } from '../../src/daemon/value-codec.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import type { StreamTail } from '../../src/daemon/record-layout.js';
 import { appendMessages, chatWithWriter, openInProcess, RecordingConnection, type InProcessStore } from '../helpers/in-process-store.js';
-import { waitUntil } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const open: InProcessStore[] = [];
 afterEach(async () => {
@@ -94,9 +94,9 @@ describe('Storage', () => {
     for (let i = 0; i < 1100; i++) {
       await storage.write([{ type: 'put', key: `test/${i}`, value: i }], [{ streamId: `chat_x:agt_${i}`, generation: 1, position: 0 }]);
     }
-    await waitUntil(() => storage.stats.checkpoints >= 1, 10_000, 'a checkpoint');
+    await waitFor(() => storage.stats.checkpoints >= 1, 'a checkpoint', 10_000);
     await storage.write([{ type: 'put', key: 'test/after', value: 1 }], [{ streamId: 'chat_x:agt_after', generation: 1, position: 5 }]);
-    await waitUntil(() => readFileSync(path.join(s.dir, 'wal-guard'), 'utf8').includes('agt_after'), 5_000, 'the later touch recorded');
+    await waitFor(() => readFileSync(path.join(s.dir, 'wal-guard'), 'utf8').includes('agt_after'), 'the later touch recorded', 5_000);
     const lines = readFileSync(path.join(s.dir, 'wal-guard'), 'utf8').trim().split('\n');
     expect(lines.length).toBeLessThan(200);
     expect(lines.some((l) => l.endsWith('chat_x:agt_after 1 5'))).toBe(true);
@@ -207,7 +207,7 @@ describe('Subscriptions', () => {
       };
       const conn = new RecordingConnection();
       s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
-      await waitUntil(() => conn.notifications.length > 0, 5_000, 'a notification');
+      await waitFor(() => conn.notifications.length > 0, 'a notification', 5_000);
       await new Promise((r) => setTimeout(r, 50));
       expect(conn.notifications).toHaveLength(1);
       expect(conn.notifications[0]).toMatchObject({ method: 'chats.error', params: { error: { code: -32603, data: { type: 'INTERNAL' } } } });
@@ -228,11 +228,11 @@ describe('Subscriptions', () => {
     };
     const conn2 = new RecordingConnection();
     s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn2);
-    await waitUntil(() => conn2.notifications.length > 0, 5_000, 'a notification');
+    await waitFor(() => conn2.notifications.length > 0, 'a notification', 5_000);
     expect(conn2.notifications[0]).toMatchObject({ method: 'chats.error', params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: w.streamId } } } });
     // The first subscription (at the ends) is told too: the stream was marked under it.
     conn.drain();
-    await waitUntil(() => conn.notifications.some((n) => n.method === 'chats.error'), 5_000, 'chats.error for the live follower');
+    await waitFor(() => conn.notifications.some((n) => n.method === 'chats.error'), 'chats.error for the live follower', 5_000);
     expect(conn.notifications.filter((n) => n.method === 'chats.break')).toEqual([]);
   });
 
@@ -245,7 +245,7 @@ describe('Subscriptions', () => {
     conn.congested = true;
     s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
     await s.streams.trim(w.streamId, 3, true);
-    await waitUntil(() => conn.notifications.length > 0, 5_000, 'a notification');
+    await waitFor(() => conn.notifications.length > 0, 'a notification', 5_000);
     expect(conn.notifications[0]).toMatchObject({ method: 'chats.break', params: { reason: 'PREFIX_UNAVAILABLE', streamId: w.streamId } });
   });
 });

@@ -14,12 +14,12 @@
 // `settle()` waits until everything owed has arrived (a daemon.status sentinel shows the
 // connection still answers), and `problems` lists every violation: a missing, duplicate or
 // unexpected answer, a line that is not JSON, or an answer that is not well-formed.
+//
+// The connection itself is the shared raw client (test/helpers/wire-client.mjs), keeping
+// nothing: the probe reads every message it parses.
 
-import net from 'node:net';
 import { ERROR_CODES } from '../../../src/shared/errors.js';
-import { errorShapeProblems } from '../../helpers/rpc-line-client.js';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
+import { WireClient, errorShapeProblems, type WireError, type WireResponse } from '../../helpers/wire-fixtures.js';
 
 const APPLICATION_CODES = new Map<number, string>(Object.entries(ERROR_CODES).map(([type, code]) => [code, type]));
 const PROTOCOL_CODES = new Set([-32700, -32600, -32601]);
@@ -57,7 +57,7 @@ export interface ProbeOptions {
 }
 
 export class WireProbe {
-  readonly socket: net.Socket;
+  readonly client: WireClient;
   readonly name: string;
   readonly problems: string[] = [];
   /** Every id we expect exactly one answer for, and how many answers it got. */
@@ -66,7 +66,6 @@ export class WireProbe {
   #owedArrays = 0;
   #gotNull = 0;
   #gotArrays = 0;
-  #buffer: Buffer = Buffer.alloc(0);
   #closed = false;
   #nextId = 1;
   readonly #maxLineBytes: number;
@@ -74,30 +73,29 @@ export class WireProbe {
   /** Requests sent, lines sent, answers received (for the run count). */
   stats = { lines: 0, requests: 0, answers: 0, notifications: 0 };
   readonly #waiters: Array<() => void> = [];
-  readonly results = new Map<string | number, any>();
+  readonly results = new Map<string | number, WireResponse>();
 
-  private constructor(socket: net.Socket, name: string, opts: ProbeOptions) {
-    this.socket = socket;
+  private constructor(client: WireClient, name: string, opts: ProbeOptions) {
+    this.client = client;
     this.name = name;
     this.#maxLineBytes = opts.maxLineBytes ?? 1_048_576;
     this.#settleTimeoutMs = opts.settleTimeoutMs ?? 15_000;
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
-    socket.on('close', () => {
+    client.on('message', (msg) => {
+      this.#onMessage(msg);
+      this.#wake();
+    });
+    client.on('garbage', (line) => {
+      this.problems.push(`${this.name}: the daemon sent a line that is not JSON: ${line.slice(0, 200)}`);
+      this.#wake();
+    });
+    client.on('close', () => {
       this.#closed = true;
       this.#wake();
     });
-    socket.on('error', () => undefined);
   }
 
-  static connect(socketPath: string, name = 'probe', opts: ProbeOptions = {}): Promise<WireProbe> {
-    return new Promise((resolve, reject) => {
-      const s = net.connect(socketPath);
-      s.once('connect', () => {
-        s.removeListener('error', reject);
-        resolve(new WireProbe(s, name, opts));
-      });
-      s.once('error', reject);
-    });
+  static async connect(socketPath: string, name = 'probe', opts: ProbeOptions = {}): Promise<WireProbe> {
+    return new WireProbe(await WireClient.connect(socketPath, { keep: false }), name, opts);
   }
 
   get closed(): boolean {
@@ -122,7 +120,7 @@ export class WireProbe {
   sendBytes(data: Buffer | string): void {
     const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     this.#book(buf);
-    this.socket.write(buf);
+    this.client.sendRaw(buf);
   }
 
   /** Sends one value as one line. */
@@ -138,7 +136,7 @@ export class WireProbe {
     let at = 0;
     for (const p of [...points, buf.length]) {
       if (p <= at) continue;
-      this.socket.write(buf.subarray(at, p));
+      this.client.sendRaw(buf.subarray(at, p));
       at = p;
       await new Promise((r) => setTimeout(r, pauseMs));
     }
@@ -185,16 +183,16 @@ export class WireProbe {
         this.#owedNull++;
         return;
       }
-      let any = false;
+      let owesSome = false;
       for (const m of value) {
         const o = owedFor(m);
         if (o.kind === 'none') continue;
-        any = true;
+        owesSome = true;
         this.stats.requests++;
         if (o.kind === 'id') this.#oweId(o.id);
         else this.#owedArrayNull++;
       }
-      if (any) this.#owedArrays++;
+      if (owesSome) this.#owedArrays++;
       return;
     }
     const o = owedFor(value);
@@ -211,26 +209,7 @@ export class WireProbe {
     this.#owedIds.set(id, 0);
   }
 
-  #onData(chunk: Buffer): void {
-    this.#buffer = this.#buffer.length ? Buffer.concat([this.#buffer, chunk]) : chunk;
-    let nl: number;
-    while ((nl = this.#buffer.indexOf(0x0a)) >= 0) {
-      const line = this.#buffer.subarray(0, nl).toString('utf8');
-      this.#buffer = this.#buffer.subarray(nl + 1);
-      if (line.trim() === '') continue;
-      this.#onLine(line);
-    }
-    this.#wake();
-  }
-
-  #onLine(line: string): void {
-    let msg: any;
-    try {
-      msg = JSON.parse(line);
-    } catch {
-      this.problems.push(`${this.name}: the daemon sent a line that is not JSON: ${line.slice(0, 200)}`);
-      return;
-    }
+  #onMessage(msg: unknown): void {
     if (Array.isArray(msg)) {
       this.#gotArrays++;
       if (msg.length === 0) this.problems.push(`${this.name}: empty batch answer`);
@@ -244,7 +223,7 @@ export class WireProbe {
     this.#onResponse(msg, false);
   }
 
-  #onResponse(r: any, inBatch: boolean): void {
+  #onResponse(r: unknown, inBatch: boolean): void {
     this.stats.answers++;
     const where = `${this.name}: answer ${JSON.stringify(r)?.slice(0, 300)}`;
     if (!isObject(r)) {
@@ -271,7 +250,7 @@ export class WireProbe {
     }
     if (n >= 1) this.problems.push(`${where}: id ${String(id)} answered ${n + 1} times`);
     this.#owedIds.set(id, n + 1);
-    this.results.set(id, r);
+    this.results.set(id, r as WireResponse);
   }
 
   #wake(): void {
@@ -300,7 +279,7 @@ export class WireProbe {
    * Sends a daemon.status sentinel and waits until it and everything owed so far have arrived.
    * Returns the sentinel's answer (an error is fine on an unauthenticated connection).
    */
-  async settle(timeoutMs = this.#settleTimeoutMs): Promise<any> {
+  async settle(timeoutMs = this.#settleTimeoutMs): Promise<WireResponse | undefined> {
     const sentinel = this.request('daemon.status', {});
     this.sendValue(sentinel);
     const deadline = Date.now() + timeoutMs;
@@ -342,21 +321,22 @@ export class WireProbe {
   }
 
   close(): void {
-    this.socket.destroy();
+    this.client.close();
   }
 }
 
 /** What is wrong with one JSON-RPC error object (empty when it is well-formed). */
-export function errorProblems(e: any): string[] {
+export function errorProblems(e: unknown): string[] {
   if (!isObject(e)) return ['error is not an object'];
-  const problems = errorShapeProblems(e as any);
+  const problems = errorShapeProblems(e as unknown as WireError);
   const code = e.code as number;
-  const type = (e.data as any)?.type;
+  const data = isObject(e.data) ? e.data : undefined;
+  const type = data?.type as string | undefined;
   if (code === ERROR_CODES.INTERNAL) problems.push(`INTERNAL error (a daemon bug): ${JSON.stringify(e).slice(0, 300)}`);
   else if (APPLICATION_CODES.has(code)) {
     if (type !== APPLICATION_CODES.get(code)) problems.push(`code ${code} with data.type ${String(type)} (registry says ${APPLICATION_CODES.get(code)})`);
-    if (type === 'INVALID_PARAMS' && (typeof (e.data as any).path !== 'string' || typeof (e.data as any).reason !== 'string')) problems.push('INVALID_PARAMS without path/reason');
-    if (type === 'RATE_LIMITED' && typeof (e.data as any).retryAfterMs !== 'number') problems.push('RATE_LIMITED without retryAfterMs');
+    if (type === 'INVALID_PARAMS' && (typeof data?.path !== 'string' || typeof data?.reason !== 'string')) problems.push('INVALID_PARAMS without path/reason');
+    if (type === 'RATE_LIMITED' && typeof data?.retryAfterMs !== 'number') problems.push('RATE_LIMITED without retryAfterMs');
   } else if (!PROTOCOL_CODES.has(code)) {
     problems.push(`code ${code} is neither a JSON-RPC code nor in the registry`);
   } else if (type !== undefined && !Object.hasOwn(ERROR_CODES, type)) {
