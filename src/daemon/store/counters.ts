@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { K, prefixEnd } from './keys.js';
+import { K, prefixEnd } from './key-layout.js';
 import { StreamTables } from './stream-tables.js';
 import type { Storage, WriteOp } from './storage.js';
 

@@ -1,6 +1,6 @@
-import { errors } from '../shared/errors.js';
-import type { StoredRecord } from '../shared/types.js';
-import { K } from './keys.js';
+import { errors } from '../../shared/errors.js';
+import type { StoredRecord } from '../../shared/types.js';
+import { K } from './key-layout.js';
 import {
   compactOperation, compactRecord, expandOperation, expandRecord, type CompactOperation, type CompactRecord, type RecordPlace, type StoredOperation,
   type StreamTail,

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Caller } from './caller.js';
+import type { Caller } from '../caller.js';
 
 /** Admin actions that leave one `info` line each (docs/security.md "Audit log"). */
 export type AuditAction =

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { K, prefixEnd } from './keys.js';
+import { K, prefixEnd } from './key-layout.js';
 import type { CorruptMark, Integrity } from './integrity.js';
 import type { OpenedStore } from './store-open.js';
 import type { StreamMeta } from './stream-meta.js';

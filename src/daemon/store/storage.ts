@@ -1,7 +1,7 @@
 import { ClassicLevel } from 'classic-level';
 import type { Logger } from 'pino';
-import { errors, YelloError } from '../shared/errors.js';
-import { locateKey } from './keys.js';
+import { errors, YelloError } from '../../shared/errors.js';
+import { locateKey } from './key-layout.js';
 import { decodeValue, encodeValue } from './value-codec.js';
 import type { Touch, WalGuard } from './wal-guard.js';
 

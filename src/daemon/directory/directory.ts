@@ -1,14 +1,14 @@
-import { errors } from '../shared/errors.js';
-import { makeStreamId } from '../shared/ids.js';
-import type { Grant } from '../shared/results.js';
-import type { Agent, AgentSummary, Chat, PiiMode } from '../shared/types.js';
-import type { TokenCodec } from './batch-codec.js';
-import type { Caller } from './caller.js';
-import type { Counters } from './counters.js';
-import { K, prefixEnd } from './keys.js';
-import type { Storage, WriteOp } from './storage.js';
-import { hashToken, newToken, randomId, safeEqual } from './tokens.js';
-import { newStreamMeta, streamMetaOp } from './stream-meta.js';
+import { errors } from '../../shared/errors.js';
+import { makeStreamId } from '../../shared/ids.js';
+import type { Grant } from '../../shared/results.js';
+import type { Agent, AgentSummary, Chat, PiiMode } from '../../shared/types.js';
+import type { TokenCodec } from '../crypto/batch-codec.js';
+import type { Caller } from '../caller.js';
+import type { Counters } from '../store/counters.js';
+import { K, prefixEnd } from '../store/key-layout.js';
+import type { Storage, WriteOp } from '../store/storage.js';
+import { hashToken, newToken, randomId, safeEqual } from '../crypto/tokens.js';
+import { newStreamMeta, streamMetaOp } from '../store/stream-meta.js';
 
 /** An agent row as stored: the public agent plus its token hash. */
 interface AgentRow extends Agent {

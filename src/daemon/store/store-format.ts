@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { crc32 } from 'node:zlib';
 import type { Db } from './storage.js';
-import type { StoredRecord } from '../shared/types.js';
-import { K } from './keys.js';
+import type { StoredRecord } from '../../shared/types.js';
+import { K } from './key-layout.js';
 import { compactOperation, compactRecord, type StoredOperation } from './record-layout.js';
 import type { StreamMeta } from './stream-meta.js';
 import { placeOf, tailOf } from './stream-tables.js';

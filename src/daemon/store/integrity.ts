@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { errors, type YelloError } from '../shared/errors.js';
-import { formatDecimal } from '../shared/ids.js';
-import type { CorruptStream } from '../shared/types.js';
-import { K, prefixEnd } from './keys.js';
+import { errors, type YelloError } from '../../shared/errors.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { CorruptStream } from '../../shared/types.js';
+import { K, prefixEnd } from './key-layout.js';
 import type { Storage } from './storage.js';
 
 /**

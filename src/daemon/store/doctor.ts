@@ -1,9 +1,9 @@
-import { contentSha256 } from '../shared/message-signing.js';
-import { formatDecimal } from '../shared/ids.js';
-import type { DoctorProblem, DoctorReport, StoredRecord } from '../shared/types.js';
+import { contentSha256 } from '../../shared/message-signing.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { DoctorProblem, DoctorReport, StoredRecord } from '../../shared/types.js';
 import type { Integrity } from './integrity.js';
-import { K, locateKey, prefixEnd } from './keys.js';
-import type { Signer } from './signer.js';
+import { K, locateKey, prefixEnd } from './key-layout.js';
+import type { Signer } from '../crypto/signer.js';
 import type { Storage } from './storage.js';
 import type { StreamMeta } from './stream-meta.js';
 import { expandOperation, expandRecord, storedClientMessageId, type CompactOperation, type CompactRecord, type StoredOperation } from './record-layout.js';

@@ -1,6 +1,6 @@
 import { EXIT_CODES } from './exit-codes.js';
-import { StartupError } from './socket-server.js';
-import { StoreFormatError } from './store-format.js';
+import { StartupError } from '../rpc/socket-server.js';
+import { StoreFormatError } from '../store/store-format.js';
 
 /** errno codes and the phrase people know them by. */
 const ERRNO: Record<string, { text: string; exit: number }> = {

@@ -1,29 +1,29 @@
-import { errors, YelloError } from '../shared/errors.js';
-import { formatDecimal, parseDecimal, splitStreamId } from '../shared/ids.js';
-import { clientMessageId, contentSha256, messagePayload, sha256Base64url } from '../shared/message-signing.js';
-import type { OperationInfo } from '../shared/results.js';
-import type { AppendResult, MessageSignature, ReadBatch, Redaction, StoredRecord, StreamState } from '../shared/types.js';
-import type { TokenCodec } from './batch-codec.js';
-import type { AppendRequest, ClaimRequest, ReadRequest, ReleaseRequest } from './requests.js';
-import type { Caller } from './caller.js';
-import type { Counters } from './counters.js';
-import { Directory } from './directory.js';
-import type { Integrity } from './integrity.js';
-import { K, prefixEnd } from './keys.js';
-import { PAGE_BYTES } from './limits.js';
-import { applyPiiPolicy } from './pii-policy.js';
-import type { Signer } from './signer.js';
-import type { Storage, WriteOp } from './storage.js';
-import { cloneMeta, newStreamMeta, publicStreamState, type StreamMeta } from './stream-meta.js';
-import { hashToken, newToken } from './tokens.js';
-import type { Touch } from './wal-guard.js';
-import type { StoredOperation } from './record-layout.js';
-import { placeOf, StreamTables, type StreamIdentity } from './stream-tables.js';
+import { errors, YelloError } from '../../shared/errors.js';
+import { formatDecimal, parseDecimal, splitStreamId } from '../../shared/ids.js';
+import { clientMessageId, contentSha256, messagePayload, sha256Base64url } from '../../shared/message-signing.js';
+import type { OperationInfo } from '../../shared/results.js';
+import type { AppendResult, MessageSignature, ReadBatch, Redaction, StoredRecord, StreamState } from '../../shared/types.js';
+import type { TokenCodec } from '../crypto/batch-codec.js';
+import type { AppendRequest, ClaimRequest, ReadRequest, ReleaseRequest } from '../requests.js';
+import type { Caller } from '../caller.js';
+import type { Counters } from '../store/counters.js';
+import { Directory } from '../directory/directory.js';
+import type { Integrity } from '../store/integrity.js';
+import { K, prefixEnd } from '../store/key-layout.js';
+import { PAGE_BYTES } from '../limits.js';
+import { applyPiiPolicy } from '../pii/pii-policy.js';
+import type { Signer } from '../crypto/signer.js';
+import type { Storage, WriteOp } from '../store/storage.js';
+import { cloneMeta, newStreamMeta, publicStreamState, type StreamMeta } from '../store/stream-meta.js';
+import { hashToken, newToken } from '../crypto/tokens.js';
+import type { Touch } from '../store/wal-guard.js';
+import type { StoredOperation } from '../store/record-layout.js';
+import { placeOf, StreamTables, type StreamIdentity } from '../store/stream-tables.js';
 import { StreamNegativeIndex } from './negative-index.js';
-import type { SignBatcher } from './sign-batcher.js';
-import { expandRecord, type CompactRecord } from './record-layout.js';
+import type { SignBatcher } from '../crypto/sign-batcher.js';
+import { expandRecord, type CompactRecord } from '../store/record-layout.js';
 
-export type { StoredOperation } from './record-layout.js';
+export type { StoredOperation } from '../store/record-layout.js';
 
 /** A committed range of one stream, handed to subscribers in commit order. */
 export interface CommittedRange {

@@ -1,11 +1,11 @@
 import type { Socket } from 'node:net';
 import type { JSONRPCRequest, JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
-import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, YelloError } from '../shared/errors.js';
-import { MAX_APPEND_REQUEST_BYTES } from '../shared/paths.js';
+import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, YelloError } from '../../shared/errors.js';
+import { MAX_APPEND_REQUEST_BYTES } from '../../shared/paths.js';
 import type { Audit, PeerInfo } from './audit.js';
-import type { Caller } from './caller.js';
-import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, OUTPUT_WINDOW, PAGE_BYTES, WRITE_HIGH_WATER } from './limits.js';
+import type { Caller } from '../caller.js';
+import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, OUTPUT_WINDOW, PAGE_BYTES, WRITE_HIGH_WATER } from '../limits.js';
 import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
 import { socketFd, socketInode } from './socket-fd.js';
 

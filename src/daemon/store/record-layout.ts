@@ -1,5 +1,5 @@
-import { formatDecimal } from '../shared/ids.js';
-import type { Redaction, StoredRecord } from '../shared/types.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { Redaction, StoredRecord } from '../../shared/types.js';
 
 /**
  * The stored (compact) form of records, operations and stream tails. A record's key already

@@ -1,12 +1,12 @@
-import { errors } from '../shared/errors.js';
-import { formatDecimal, parseDecimal } from '../shared/ids.js';
-import type { ReadBatch, StoredRecord } from '../shared/types.js';
-import type { TokenCodec } from './batch-codec.js';
-import type { Caller } from './caller.js';
-import { Directory } from './directory.js';
-import { PAGE_BYTES } from './limits.js';
-import type { HistoryRequest, WaitingReadRequest } from './requests.js';
-import type { StreamMeta } from './stream-meta.js';
+import { errors } from '../../shared/errors.js';
+import { formatDecimal, parseDecimal } from '../../shared/ids.js';
+import type { ReadBatch, StoredRecord } from '../../shared/types.js';
+import type { TokenCodec } from '../crypto/batch-codec.js';
+import type { Caller } from '../caller.js';
+import { Directory } from '../directory/directory.js';
+import { PAGE_BYTES } from '../limits.js';
+import type { HistoryRequest, WaitingReadRequest } from '../requests.js';
+import type { StreamMeta } from '../store/stream-meta.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
 
 /** A compound (live) cursor: per stream of the chat, the generation and next position. */

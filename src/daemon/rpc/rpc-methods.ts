@@ -1,22 +1,22 @@
-import { errors } from '../shared/errors.js';
-import { parseDecimal } from '../shared/ids.js';
+import { errors } from '../../shared/errors.js';
+import { parseDecimal } from '../../shared/ids.js';
 import type { Audit } from './audit.js';
-import type { Caller } from './caller.js';
-import { streamCheckpoint } from './checkpoints.js';
-import type { Counters } from './counters.js';
-import { Directory } from './directory.js';
+import type { Caller } from '../caller.js';
+import { streamCheckpoint } from '../streams/checkpoints.js';
+import type { Counters } from '../store/counters.js';
+import { Directory } from '../directory/directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
-import type { Integrity } from './integrity.js';
-import type { WalIncident } from './recovery-check.js';
+import type { Integrity } from '../store/integrity.js';
+import type { WalIncident } from '../store/recovery-check.js';
 import type { CallContext, Handlers } from './rpc-server.js';
-import type { Signer } from './signer.js';
-import type { Storage } from './storage.js';
-import type { StreamStore } from './stream-store.js';
-import type { ChatReader } from './chat-reader.js';
-import type { Subscriptions } from './subscriptions.js';
-import { buildOpenRpc } from '../shared/openrpc.js';
-import { checkStore } from './doctor.js';
-import { PAGE_BYTES } from './limits.js';
+import type { Signer } from '../crypto/signer.js';
+import type { Storage } from '../store/storage.js';
+import type { StreamStore } from '../streams/stream-store.js';
+import type { ChatReader } from '../streams/chat-reader.js';
+import type { Subscriptions } from '../streams/subscriptions.js';
+import { buildOpenRpc } from '../../shared/openrpc.js';
+import { checkStore } from '../store/doctor.js';
+import { PAGE_BYTES } from '../limits.js';
 
 /** Everything the handlers use. */
 export interface Services {

@@ -1,6 +1,6 @@
-import { formatDecimal } from '../shared/ids.js';
-import type { StreamState } from '../shared/types.js';
-import { K } from './keys.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { StreamState } from '../../shared/types.js';
+import { K } from './key-layout.js';
 import type { WriteOp } from './storage.js';
 
 /** A sealed earlier generation: still readable, never written again. */

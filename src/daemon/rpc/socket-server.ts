@@ -2,11 +2,11 @@ import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { errors } from '../shared/errors.js';
-import { ownedDirectoryProblem } from '../shared/socket-trust.js';
+import { errors } from '../../shared/errors.js';
+import { ownedDirectoryProblem } from '../../shared/socket-trust.js';
 import type { Audit, AuditFields } from './audit.js';
 import { Connection } from './connection.js';
-import { EXIT_CODES } from './exit-codes.js';
+import { EXIT_CODES } from '../runtime/exit-codes.js';
 import type { RpcServer } from './rpc-server.js';
 import { openFileLimit, socketFd, socketInode } from './socket-fd.js';
 

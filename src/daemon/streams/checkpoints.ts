@@ -1,10 +1,10 @@
-import { ChainDigest, CHECKPOINT_TYPE, type CheckpointFields } from '../shared/checkpoint.js';
-import { errors } from '../shared/errors.js';
-import { formatDecimal } from '../shared/ids.js';
-import type { Checkpoint } from '../shared/types.js';
-import type { Caller } from './caller.js';
-import type { CheckpointRequest } from './requests.js';
-import type { Signer } from './signer.js';
+import { ChainDigest, CHECKPOINT_TYPE, type CheckpointFields } from '../../shared/checkpoint.js';
+import { errors } from '../../shared/errors.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { Checkpoint } from '../../shared/types.js';
+import type { Caller } from '../caller.js';
+import type { CheckpointRequest } from '../requests.js';
+import type { Signer } from '../crypto/signer.js';
 import type { StreamStore } from './stream-store.js';
 
 /** Records hashed per storage read, so a long stream is digested page by page, never all at once. */

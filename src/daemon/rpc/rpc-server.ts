@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { JSONRPCServer, type JSONRPCRequest, type JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
-import { errors, YelloError } from '../shared/errors.js';
-import type { MethodDescriptor } from '../shared/method-descriptor.js';
-import { methods, type MethodName, type Params, type Result } from '../shared/methods.js';
-import { describeIssue } from '../shared/schemas.js';
+import { errors, YelloError } from '../../shared/errors.js';
+import type { MethodDescriptor } from '../../shared/method-descriptor.js';
+import { methods, type MethodName, type Params, type Result } from '../../shared/methods.js';
+import { describeIssue } from '../../shared/schemas.js';
 import type { PeerInfo } from './audit.js';
-import type { Caller } from './caller.js';
+import type { Caller } from '../caller.js';
 
 /** What a handler learns about the connection it serves. */
 export interface CallContext {

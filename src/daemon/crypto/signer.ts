@@ -1,10 +1,10 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { checkpointPayload, type CheckpointFields } from '../shared/checkpoint.js';
-import { messagePayload, type SignedFields } from '../shared/message-signing.js';
-import type { CheckpointSignature, Jwks, MessageSignature, PublicJwk } from '../shared/types.js';
-import { ensureDir, writeFileDurable } from './files.js';
+import { checkpointPayload, type CheckpointFields } from '../../shared/checkpoint.js';
+import { messagePayload, type SignedFields } from '../../shared/message-signing.js';
+import type { CheckpointSignature, Jwks, MessageSignature, PublicJwk } from '../../shared/types.js';
+import { ensureDir, writeFileDurable } from '../runtime/files.js';
 
 interface StoredKey {
   kid: string;

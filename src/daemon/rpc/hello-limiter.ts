@@ -1,4 +1,4 @@
-import { errors } from '../shared/errors.js';
+import { errors } from '../../shared/errors.js';
 
 /**
  * Slows down token guessing: each connection may fail `session.hello` a few times, then must

@@ -1,16 +1,16 @@
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { errors, YelloError } from '../shared/errors.js';
-import { formatDecimal } from '../shared/ids.js';
-import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord } from '../shared/types.js';
-import type { Caller } from './caller.js';
+import { errors, YelloError } from '../../shared/errors.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord } from '../../shared/types.js';
+import type { Caller } from '../caller.js';
 import type { ChatReader } from './chat-reader.js';
-import { Directory } from './directory.js';
-import type { CorruptMark, Integrity } from './integrity.js';
-import type { FollowRequest } from './requests.js';
-import type { ConnectionHandle } from './rpc-server.js';
+import { Directory } from '../directory/directory.js';
+import type { CorruptMark, Integrity } from '../store/integrity.js';
+import type { FollowRequest } from '../requests.js';
+import type { ConnectionHandle } from '../rpc/rpc-server.js';
 import type { CommittedRange, StreamStore } from './stream-store.js';
-import { randomId } from './tokens.js';
+import { randomId } from '../crypto/tokens.js';
 
 /** Subscriptions one connection may hold at once. */
 export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 64;

@@ -4,11 +4,11 @@
  */
 import { findPii, findPiiFull } from './pii-detectors.js';
 import type { PiiKind } from './pii-detectors.js';
-import type { PiiMode } from '../shared/types.js';
+import type { PiiMode } from '../../shared/types.js';
 
 export type { PiiKind, PiiMatch } from './pii-detectors.js';
 
-export type { PiiMode } from '../shared/types.js';
+export type { PiiMode } from '../../shared/types.js';
 
 /**
  * Result of applying a policy. `found` holds one entry per detected kind, sorted by kind
