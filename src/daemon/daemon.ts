@@ -14,7 +14,7 @@ import { Counters } from './store/counters.js';
 import { Directory } from './directory/directory.js';
 import { Signer } from './crypto/signer.js';
 import { SignBatcher } from './crypto/sign-batcher.js';
-import { TokenCodec } from './crypto/batch-codec.js';
+import { TokenCodec } from './crypto/token-codec.js';
 import { StreamStore } from './streams/stream-store.js';
 import { ChatReader } from './streams/chat-reader.js';
 import { Subscriptions } from './streams/subscriptions.js';

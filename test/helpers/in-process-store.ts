@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
-import { TokenCodec } from '../../src/daemon/crypto/batch-codec.js';
+import { TokenCodec } from '../../src/daemon/crypto/token-codec.js';
 import type { Caller } from '../../src/daemon/caller.js';
 import { ChatReader } from '../../src/daemon/streams/chat-reader.js';
 import { Counters } from '../../src/daemon/store/counters.js';

@@ -1,5 +1,4 @@
-import { createHmac } from 'node:crypto';
-import { safeEqual } from './tokens.js';
+import type { TokenCodec } from './token-codec.js';
 
 /** What a batchId binds: who was shown which range of which stream generation. */
 export interface BatchBinding {
@@ -10,48 +9,17 @@ export interface BatchBinding {
   nextPosition: number;
 }
 
-/**
- * Opaque, HMAC-protected tokens (batch ids, cursors). The body is base64url JSON so a token
- * is self-contained and survives restarts; the MAC (key in `secret.key`, domain-separated
- * per kind) makes any change detectable.
- */
-export class TokenCodec {
-  readonly #key: Buffer;
+const BATCH_KIND = 'batch';
 
-  constructor(key: Buffer) {
-    this.#key = key;
-  }
+/** The batchId of a presented range: a receipt must quote one to acknowledge it. */
+export function sealBatchId(codec: TokenCodec, b: BatchBinding): string {
+  return codec.seal(BATCH_KIND, [b.reader, b.streamId, b.generation, b.fromPosition, b.nextPosition]);
+}
 
-  #mac(kind: string, body: string): string {
-    return createHmac('sha256', this.#key).update(`${kind}\n${body}`).digest('base64url').slice(0, 32);
-  }
-
-  seal(kind: string, value: unknown): string {
-    const body = Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
-    return `${body}.${this.#mac(kind, body)}`;
-  }
-
-  /** The sealed value, or null when the token is malformed, of another kind, or tampered with. */
-  open<T>(kind: string, token: string): T | null {
-    const dot = token.indexOf('.');
-    if (dot <= 0) return null;
-    const body = token.slice(0, dot);
-    if (!safeEqual(token.slice(dot + 1), this.#mac(kind, body))) return null;
-    try {
-      return JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as T;
-    } catch {
-      return null;
-    }
-  }
-
-  batchId(b: BatchBinding): string {
-    return this.seal('batch', [b.reader, b.streamId, b.generation, b.fromPosition, b.nextPosition]);
-  }
-
-  openBatchId(token: string): BatchBinding | null {
-    const v = this.open<unknown>('batch', token);
-    if (!Array.isArray(v) || v.length !== 5) return null;
-    const [reader, streamId, generation, fromPosition, nextPosition] = v as [string, string, number, number, number];
-    return { reader, streamId, generation, fromPosition, nextPosition };
-  }
+/** The binding of a batchId this daemon issued, or null when it is not one. */
+export function openBatchId(codec: TokenCodec, token: string): BatchBinding | null {
+  const v = codec.open<unknown>(BATCH_KIND, token);
+  if (!Array.isArray(v) || v.length !== 5) return null;
+  const [reader, streamId, generation, fromPosition, nextPosition] = v as [string, string, number, number, number];
+  return { reader, streamId, generation, fromPosition, nextPosition };
 }

@@ -2,7 +2,7 @@ import { errors } from '../../shared/errors.js';
 import { makeStreamId } from '../../shared/ids.js';
 import type { Grant } from '../../shared/results.js';
 import type { Agent, AgentSummary, Chat, PiiMode } from '../../shared/types.js';
-import type { TokenCodec } from '../crypto/batch-codec.js';
+import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Caller } from '../caller.js';
 import type { Counters } from '../store/counters.js';
 import { K, prefixEnd } from '../store/key-layout.js';

@@ -1,7 +1,7 @@
 import { errors } from '../../shared/errors.js';
 import { formatDecimal, parseDecimal } from '../../shared/ids.js';
 import type { ReadBatch, StoredRecord } from '../../shared/types.js';
-import type { TokenCodec } from '../crypto/batch-codec.js';
+import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Caller } from '../caller.js';
 import { Directory } from '../directory/directory.js';
 import { PAGE_BYTES } from '../limits.js';

@@ -3,7 +3,8 @@ import { formatDecimal, parseDecimal, splitStreamId } from '../../shared/ids.js'
 import { clientMessageId, contentSha256, messagePayload, sha256Base64url } from '../../shared/message-signing.js';
 import type { OperationInfo } from '../../shared/results.js';
 import type { AppendResult, MessageSignature, ReadBatch, Redaction, StoredRecord, StreamState } from '../../shared/types.js';
-import type { TokenCodec } from '../crypto/batch-codec.js';
+import { openBatchId, sealBatchId } from '../crypto/batch-codec.js';
+import type { TokenCodec } from '../crypto/token-codec.js';
 import type { AppendRequest, ClaimRequest, ReadRequest, ReleaseRequest } from '../requests.js';
 import type { Caller } from '../caller.js';
 import type { Counters } from '../store/counters.js';
@@ -468,7 +469,7 @@ export class StreamStore {
     for (const r of records) {
       if (r.type !== 'chat.receipt') continue;
       if (r.peerStreamId !== peerStreamId) throw errors.invalidReceipt('WRONG_STREAM');
-      const batch = this.#codec.openBatchId(r.batchId);
+      const batch = openBatchId(this.#codec, r.batchId);
       if (!batch) throw errors.invalidReceipt('UNKNOWN_BATCH');
       const reader = caller.role === 'agent' ? caller.agentId : 'admin';
       if (batch.reader !== reader || batch.streamId !== r.peerStreamId) throw errors.invalidReceipt('NOT_PRESENTED');
@@ -579,7 +580,7 @@ export class StreamStore {
 
   /** Mint the batchId of a presented range. */
   batchId(caller: Caller, streamId: string, generation: number, from: number, next: number): string {
-    return this.#codec.batchId({ reader: caller.role === 'agent' ? caller.agentId : 'admin', streamId, generation, fromPosition: from, nextPosition: next });
+    return sealBatchId(this.#codec, { reader: caller.role === 'agent' ? caller.agentId : 'admin', streamId, generation, fromPosition: from, nextPosition: next });
   }
 
   /**
