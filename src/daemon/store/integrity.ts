@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { errors, type YelloError } from '../../shared/errors.js';
+import { errors, YelloError } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
 import type { CorruptStream } from '../../shared/types.js';
 import { K, prefixEnd } from './key-layout.js';
@@ -26,6 +26,11 @@ export interface CorruptMark {
 export type CorruptStreamInfo = CorruptStream;
 
 const UNKNOWN_GENERATION = 0;
+
+/** Whether `err` is a STORAGE_FAILURE with reason CORRUPT: a value failed its check, or a mark covers it. */
+export function isCorrupt(err: unknown): err is YelloError {
+  return err instanceof YelloError && err.details.reason === 'CORRUPT';
+}
 
 /** Corruption marks: found at startup, by the head check, or by a read; listed in `daemon.status`. */
 export class Integrity {

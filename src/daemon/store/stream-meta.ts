@@ -1,4 +1,4 @@
-import { formatDecimal } from '../../shared/ids.js';
+import { formatDecimal, makeStreamId } from '../../shared/ids.js';
 import type { StreamState } from '../../shared/types.js';
 import { K } from './key-layout.js';
 import type { WriteOp } from './storage.js';
@@ -35,7 +35,7 @@ export interface StreamMeta {
 
 export function newStreamMeta(chatId: string, authorAgentId: string, peerAgentId: string, createdAt: string): StreamMeta {
   return {
-    streamId: `${chatId}:${authorAgentId}`, chatId, authorAgentId, peerAgentId, createdAt,
+    streamId: makeStreamId(chatId, authorAgentId), chatId, authorAgentId, peerAgentId, createdAt,
     generation: 1, firstPosition: 0, nextPosition: 0, lastCreatedAt: null,
     writer: { epoch: 0, claimedAt: null, active: false, tokenHash: null },
     receipt: null, sealed: [],
@@ -44,6 +44,11 @@ export function newStreamMeta(chatId: string, authorAgentId: string, peerAgentId
 
 export function streamMetaOp(meta: StreamMeta): WriteOp {
   return { type: 'put', key: K.stream(meta.streamId), value: meta };
+}
+
+/** The stream the peer writes in the same chat. */
+export function peerStreamIdOf(meta: Pick<StreamMeta, 'chatId' | 'peerAgentId'>): string {
+  return makeStreamId(meta.chatId, meta.peerAgentId);
 }
 
 /** A copy safe to mutate (on the append path, so no structuredClone). */

@@ -7,7 +7,9 @@ import { Directory } from '../directory/directory.js';
 import { PAGE_BYTES } from '../limits.js';
 import type { HistoryRequest, WaitingReadRequest } from '../requests.js';
 import type { StreamMeta } from '../store/stream-meta.js';
-import type { CommittedRange, StreamStore } from './stream-store.js';
+import type { CommittedRange } from './heads.js';
+import type { SizedRecord } from './stream-reader.js';
+import type { StreamStore } from './stream-store.js';
 
 /** A compound (live) cursor: per stream of the chat, the generation and next position. */
 export interface LiveCursor {
@@ -30,9 +32,10 @@ const HISTORY_KIND = 'history';
 const LIVE_KIND = 'live';
 
 /**
- * Read paths over committed data: `streams.read` (with long poll), `chats.history` snapshot
- * paging and the cursor codecs that `chats.follow` shares. Every path fails closed: a missing
- * stream, another generation or a trimmed range is a CONTINUITY_BREAK, never a skip.
+ * The read paths of a chat, on top of one stream's reads (stream-reader.ts): the long poll of
+ * `streams.read`, `chats.history` snapshot paging over both streams, and the live cursors that
+ * `chats.follow` shares. Every path fails closed: a missing stream, another generation or a
+ * trimmed range is a CONTINUITY_BREAK, never a skip.
  */
 export class ChatReader {
   readonly #streams: StreamStore;
@@ -109,16 +112,6 @@ export class ChatReader {
       streams[id] = { generation: entry[0], position: entry[1] };
     }
     return { chatId, streams };
-  }
-
-  /** Check a cursor position against the current stream: exact continuity or CONTINUITY_BREAK. */
-  checkContinuity(streamId: string, generation: number, position: number): StreamMeta {
-    const meta = this.#streams.continuingMeta(streamId);
-    if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
-    if (position < meta.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(position), formatDecimal(meta.firstPosition));
-    this.#streams.assertReadable(streamId, generation, position);
-    if (position > meta.nextPosition) throw errors.invalidParams('cursor', `the cursor is beyond the end of ${streamId}`);
-    return meta;
   }
 
   // ---- history --------------------------------------------------------------------------
@@ -217,7 +210,6 @@ export class ChatReader {
   }
 }
 
-type SizedRecord = { record: StoredRecord; bytes: number };
 type HistorySide = { messages: SizedRecord[]; exhausted: boolean; end: number };
 type Side = { side: 0 | 1; record: StoredRecord };
 

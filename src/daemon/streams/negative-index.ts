@@ -1,3 +1,7 @@
+import { K, prefixEnd } from '../store/key-layout.js';
+import type { Storage } from '../store/storage.js';
+import type { StreamMeta } from '../store/stream-meta.js';
+
 /**
  * A scalable Bloom filter of strings: `mightHave` never answers false for a string that was
  * added (no false negatives), and answers true for one that was not with a small probability.
@@ -92,5 +96,44 @@ export class StreamNegativeIndex {
   /** Whether the clientMessageId may exist in `generation` (false: certainly not). */
   mayHaveMessage(generation: number, clientMessageId: string): boolean {
     return !this.ready || this.messages(generation).mightHave(clientMessageId);
+  }
+}
+
+/** The negative index of each stream appended to in this process; dropped when the store fails. */
+export class NegativeIndexes {
+  readonly #storage: Storage;
+  readonly #byStream = new Map<string, StreamNegativeIndex>();
+
+  constructor(storage: Storage) {
+    this.#storage = storage;
+    storage.onFailure(() => this.#byStream.clear());
+  }
+
+  /** Whether the stream's index is built. */
+  ready(streamId: string): boolean {
+    return this.#byStream.get(streamId)?.ready === true;
+  }
+
+  /**
+   * The negative index of a stream, started on its first append in this process: until the
+   * keys-only scan has filled it, every lookup reads LevelDB.
+   */
+  of(meta: StreamMeta): StreamNegativeIndex {
+    const index = this.#byStream.get(meta.streamId);
+    if (index) return index;
+    const fresh = new StreamNegativeIndex();
+    this.#byStream.set(meta.streamId, fresh);
+    const ops = K.operationsPrefix(meta.streamId);
+    const messages = K.messageIdsPrefix(meta.streamId, meta.generation);
+    void (async () => {
+      for await (const key of this.#storage.keys({ gte: ops, lt: prefixEnd(ops) })) fresh.operations.add(key.slice(ops.length));
+      for await (const key of this.#storage.keys({ gte: messages, lt: prefixEnd(messages) })) {
+        fresh.messages(meta.generation).add(key.slice(messages.length));
+      }
+      fresh.ready = true;
+    })().catch(() => {
+      // Not ready stays not ready: every lookup keeps reading LevelDB, which is always correct.
+    });
+    return fresh;
   }
 }

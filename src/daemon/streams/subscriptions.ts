@@ -9,7 +9,8 @@ import { Directory } from '../directory/directory.js';
 import type { CorruptMark, Integrity } from '../store/integrity.js';
 import type { FollowRequest } from '../requests.js';
 import type { ConnectionHandle } from '../rpc/rpc-server.js';
-import type { CommittedRange, StreamStore } from './stream-store.js';
+import type { CommittedRange } from './heads.js';
+import type { StreamStore } from './stream-store.js';
 import { randomId } from '../crypto/tokens.js';
 
 /** Subscriptions one connection may hold at once. */
@@ -89,7 +90,7 @@ export class Subscriptions {
       const c = this.#reader.openLiveCursor(chat.id, p.cursor, streamIds);
       for (const id of streamIds) {
         const at = c.streams[id]!;
-        this.#reader.checkContinuity(id, at.generation, at.position);
+        this.#streams.checkContinuity(id, at.generation, at.position);
         cursors.set(id, { generation: at.generation, position: at.position });
       }
     } else {
@@ -99,7 +100,7 @@ export class Subscriptions {
         if (p.from === 'acknowledged' && caller.role === 'agent' && meta.authorAgentId !== caller.agentId) {
           position = this.#acknowledgedStart(chat.id, caller.agentId, meta.generation);
           // Unacknowledged records that were trimmed away are a break, never a skip.
-          this.#reader.checkContinuity(id, meta.generation, position);
+          this.#streams.checkContinuity(id, meta.generation, position);
         }
         cursors.set(id, { generation: meta.generation, position });
       }
@@ -183,7 +184,7 @@ export class Subscriptions {
     for (const sub of [...subs]) {
       const c = sub.cursors.get(streamId)!;
       try {
-        this.#reader.checkContinuity(streamId, c.generation, c.position);
+        this.#streams.checkContinuity(streamId, c.generation, c.position);
       } catch (err) {
         this.#stop(sub, err);
       }
@@ -281,7 +282,7 @@ export class Subscriptions {
       }
       const streamId = sub.dirty.values().next().value as string;
       const c = sub.cursors.get(streamId)!;
-      const meta = this.#reader.checkContinuity(streamId, c.generation, c.position);
+      const meta = this.#streams.checkContinuity(streamId, c.generation, c.position);
       const end = Math.min(meta.nextPosition, this.#streams.readLimit(streamId, c.generation));
       if (c.position >= end) {
         sub.dirty.delete(streamId);
