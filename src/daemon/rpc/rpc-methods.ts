@@ -4,7 +4,8 @@ import type { Audit } from './audit.js';
 import type { Caller } from '../caller.js';
 import { streamCheckpoint } from '../streams/checkpoints.js';
 import type { Counters } from '../store/counters.js';
-import { Directory } from '../directory/directory.js';
+import { chatStreamIds } from '../directory/chats.js';
+import type { Directory } from '../directory/directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
 import type { Integrity } from '../store/integrity.js';
 import type { WalIncident } from '../store/recovery-check.js';
@@ -141,7 +142,7 @@ export function createHandlers(s: Services): Handlers {
     },
     'chats.get': (p, caller) => {
       const chat = s.directory.readableChat(caller, p.chatId);
-      const [a, b] = Directory.streamIds(chat);
+      const [a, b] = chatStreamIds(chat);
       const state = (id: string) => {
         const meta = s.streams.committedMeta(id);
         if (!meta) throw errors.notFound('stream', id);

@@ -12,6 +12,11 @@ import type { Touch, WalGuard } from './wal-guard.js';
  */
 export type WriteOp = { type: 'put'; key: string; value: unknown } | { type: 'del'; key: string };
 
+/** The put of `value` at `key`. */
+export function put(key: string, value: unknown): WriteOp {
+  return { type: 'put', key, value };
+}
+
 /** A key range of a scan. */
 export interface Range {
   gte?: string;

@@ -3,7 +3,8 @@ import { formatDecimal, parseDecimal } from '../../shared/ids.js';
 import type { ReadBatch, StoredRecord } from '../../shared/types.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Caller } from '../caller.js';
-import { Directory } from '../directory/directory.js';
+import { chatStreamIds } from '../directory/chats.js';
+import type { Directory } from '../directory/directory.js';
 import { PAGE_BYTES } from '../limits.js';
 import type { HistoryRequest, WaitingReadRequest } from '../requests.js';
 import type { StreamMeta } from '../store/stream-meta.js';
@@ -123,7 +124,7 @@ export class ChatReader {
    */
   async history(caller: Caller, p: HistoryRequest, maxBytes = PAGE_BYTES): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
     const chat = this.#directory.readableChat(caller, p.chatId);
-    const ids = Directory.streamIds(chat);
+    const ids = chatStreamIds(chat);
     const limit = p.limit;
     let cur: HistoryCursor;
     if (p.cursor === undefined) {

@@ -1,7 +1,8 @@
 import { errors } from '../../shared/errors.js';
 import { formatDecimal, splitStreamId } from '../../shared/ids.js';
 import type { StoredRecord, StreamState } from '../../shared/types.js';
-import { Directory } from '../directory/directory.js';
+import { peerOf } from '../directory/chats.js';
+import type { Directory } from '../directory/directory.js';
 import type { Counters } from '../store/counters.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
 import { K, prefixEnd } from '../store/key-layout.js';
@@ -114,7 +115,7 @@ export class Retention {
     const parts = splitStreamId(streamId);
     if (!parts) throw errors.notFound('stream', streamId);
     const chat = this.#directory.chat(parts.chatId);
-    const peer = Directory.peerOf(chat, parts.authorAgentId);
+    const peer = peerOf(chat, parts.authorAgentId);
     const meta = newStreamMeta(chat.id, parts.authorAgentId, peer, chat.createdAt);
     const gens = new Map<number, { first: number; next: number }>();
     let epoch = 0;

@@ -5,7 +5,8 @@ import { formatDecimal } from '../../shared/ids.js';
 import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import type { ChatReader } from './chat-reader.js';
-import { Directory } from '../directory/directory.js';
+import { chatStreamIds } from '../directory/chats.js';
+import type { Directory } from '../directory/directory.js';
 import type { CorruptMark, Integrity } from '../store/integrity.js';
 import type { FollowRequest } from '../requests.js';
 import type { ConnectionHandle } from '../rpc/rpc-server.js';
@@ -78,7 +79,7 @@ export class Subscriptions {
 
   follow(caller: Caller, p: FollowRequest, connection: ConnectionHandle): { subscriptionId: string; cursor: string } {
     const chat = this.#directory.readableChat(caller, p.chatId);
-    const streamIds = Directory.streamIds(chat);
+    const streamIds = chatStreamIds(chat);
     const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
     if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION) throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
     if (p.from !== undefined && p.cursor !== undefined) throw errors.invalidParams('from', 'give either a cursor or from, not both');
