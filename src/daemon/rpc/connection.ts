@@ -1,15 +1,17 @@
 import type { Socket } from 'node:net';
-import type { JSONRPCRequest, JSONRPCResponse } from 'json-rpc-2.0';
+import type { JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
-import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, YelloError } from '../../shared/errors.js';
+import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from '../../shared/errors.js';
 import { MAX_APPEND_REQUEST_BYTES } from '../../shared/paths.js';
 import type { Audit, PeerInfo } from './audit.js';
 import type { Caller } from '../caller.js';
-import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, OUTPUT_WINDOW, PAGE_BYTES, WRITE_HIGH_WATER } from '../limits.js';
+import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, WRITE_HIGH_WATER } from '../limits.js';
 import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
+import { LineReader } from './line-reader.js';
+import { OutputBudget, Owed } from './output-budget.js';
+import { batchElementSize, errorResponse, invalidRequest, isId, isObject, isRequestShape, notRun } from './request-shape.js';
 import { socketFd, socketInode } from './socket-fd.js';
 
-const NEWLINE = 0x0a;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Requests in flight on one connection before we stop reading from it. */
 const MAX_IN_FLIGHT = 16;
@@ -25,19 +27,10 @@ export interface ConnectionOptions {
 }
 
 /**
- * What one request line is having made for it and has not yet written: the page a handler is
- * filling and, for a batch, the answers held until the whole array goes out. Both count against
- * OUTPUT_WINDOW until the line's answer is written.
- */
-interface Owed {
-  page: number;
-  answered: number;
-}
-
-/**
- * One client connection: newline-delimited JSON-RPC framing, the line and append size caps,
- * request shape checks the library does not do safely, batch limits, write backpressure, the
- * page budget its pending answers share, and the hard cap on what it leaves unread.
+ * One client connection: newline-delimited JSON-RPC framing (line-reader.ts), the line and
+ * append size caps, request shape checks the library does not do safely (request-shape.ts),
+ * batch limits, write backpressure, the page budget its pending answers share
+ * (output-budget.ts), and the hard cap on what it leaves unread.
  */
 export class Connection implements ConnectionHandle {
   readonly id = nextConnectionId++;
@@ -49,14 +42,9 @@ export class Connection implements ConnectionHandle {
   readonly #maxUnsentBytes: number;
   readonly peer: PeerInfo;
   #caller: Caller | null = null;
-  #input: Buffer[] = [];
-  #inputOffset = 0;
-  #chunks: Buffer[] = [];
-  #chunkBytes = 0;
-  #discarding = false;
+  readonly #lines: LineReader;
   #inFlight = 0;
-  /** Bytes of pages being made and batch answers being held (see `Owed`). */
-  #owedBytes = 0;
+  readonly #budget: OutputBudget;
   #closed = false;
   #closeListeners: Array<() => void> = [];
   #drainListeners: Array<() => void> = [];
@@ -67,6 +55,8 @@ export class Connection implements ConnectionHandle {
     this.#log = log;
     this.#audit = opts.audit;
     this.#maxLineBytes = opts.maxLineBytes;
+    this.#lines = new LineReader(opts.maxLineBytes);
+    this.#budget = new OutputBudget(() => socket.writableLength);
     this.#maxUnsentBytes = opts.maxUnsentBytes;
     // Taken now: once the socket closes, its fd number may belong to another one.
     this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
@@ -136,25 +126,6 @@ export class Connection implements ConnectionHandle {
     this.#socket.destroy();
   }
 
-  /**
-   * The page budget of one answer in the making: what OUTPUT_WINDOW has left after the unsent
-   * output and the other answers being made, at most PAGE_BYTES, at least 1 (one record).
-   * Asking again replaces the earlier reservation of the same request line.
-   */
-  #pageBytes(owed: Owed): number {
-    const room = OUTPUT_WINDOW - this.#socket.writableLength - (this.#owedBytes - owed.page);
-    const budget = Math.max(1, Math.min(PAGE_BYTES, room));
-    this.#owedBytes += budget - owed.page;
-    owed.page = budget;
-    return budget;
-  }
-
-  #release(owed: Owed): void {
-    this.#owedBytes -= owed.page + owed.answered;
-    owed.page = 0;
-    owed.answered = 0;
-  }
-
   /** A call context per request line: the session is the connection's, the page budget the line's. */
   #contextFor(owed: Owed): CallContext {
     const conn = this;
@@ -163,7 +134,7 @@ export class Connection implements ConnectionHandle {
         return conn.#caller;
       },
       connection: this,
-      pageBytes: () => this.#pageBytes(owed),
+      pageBytes: () => this.#budget.page(owed),
     };
   }
 
@@ -174,7 +145,7 @@ export class Connection implements ConnectionHandle {
    * cannot make the daemon do (and buffer) unbounded work for it.
    */
   #onData(chunk: Buffer): void {
-    this.#input.push(chunk);
+    this.#lines.push(chunk);
     this.#pumpInput();
   }
 
@@ -183,43 +154,15 @@ export class Connection implements ConnectionHandle {
   }
 
   #pumpInput(): void {
-    while (this.#input.length > 0 && !this.#closed) {
+    while (this.#lines.pending && !this.#closed) {
       if (this.#blocked()) {
         this.#socket.pause();
         return;
       }
-      const chunk = this.#input[0]!;
-      const nl = chunk.indexOf(NEWLINE, this.#inputOffset);
-      const end = nl === -1 ? chunk.length : nl;
-      if (!this.#discarding) {
-        const piece = chunk.subarray(this.#inputOffset, end);
-        this.#chunkBytes += piece.length;
-        if (this.#chunkBytes > this.#maxLineBytes) {
-          // Answer at once, then drop the rest of this line: the connection stays usable.
-          this.#discarding = true;
-          this.#chunks = [];
-          this.#sendError(null, errors.tooLarge(this.#maxLineBytes, this.#chunkBytes));
-        } else if (piece.length > 0) {
-          this.#chunks.push(piece);
-        }
-      }
-      if (nl === -1) {
-        this.#input.shift();
-        this.#inputOffset = 0;
-        continue;
-      }
-      this.#inputOffset = nl + 1;
-      if (this.#inputOffset >= chunk.length) {
-        this.#input.shift();
-        this.#inputOffset = 0;
-      }
-      if (!this.#discarding && this.#chunkBytes > 0) {
-        const line = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#chunkBytes);
-        this.#handleLineSafely(line);
-      }
-      this.#chunks = [];
-      this.#chunkBytes = 0;
-      this.#discarding = false;
+      const event = this.#lines.next();
+      // A line over the cap is answered at once; the rest of it is dropped.
+      if (event && 'tooLarge' in event) this.#sendRaw(errorResponse(null, errors.tooLarge(this.#maxLineBytes, event.tooLarge)));
+      else if (event) this.#handleLineSafely(event.line);
     }
     if (!this.#closed) this.#socket.resume();
   }
@@ -262,12 +205,12 @@ export class Connection implements ConnectionHandle {
   }
 
   async #runOne(message: unknown, size: number): Promise<void> {
-    const owed: Owed = { page: 0, answered: 0 };
+    const owed = new Owed();
     try {
       const r = await this.#handleMessage(message, size, this.#contextFor(owed));
       if (r) this.#sendRaw(r);
     } finally {
-      this.#release(owed);
+      this.#budget.release(owed);
     }
   }
 
@@ -277,7 +220,7 @@ export class Connection implements ConnectionHandle {
    * answer is REQUEST_TOO_LARGE. The client sends those again, knowing none of them happened.
    */
   async #runBatch(elements: unknown[]): Promise<void> {
-    const owed: Owed = { page: 0, answered: 0 };
+    const owed = new Owed();
     const ctx = this.#contextFor(owed);
     const answers: string[] = [];
     try {
@@ -287,14 +230,12 @@ export class Connection implements ConnectionHandle {
         const r = owed.answered >= BATCH_ANSWER_BYTES ? notRun(m, owed.answered) : await this.#handleMessage(m, batchElementSize(m), ctx);
         const answer = r === null ? null : JSON.stringify(r);
         const bytes = answer === null ? 0 : Buffer.byteLength(answer, 'utf8');
-        this.#owedBytes += bytes - owed.page;
-        owed.answered += bytes;
-        owed.page = 0;
+        this.#budget.answered(owed, bytes);
         if (answer !== null) answers.push(answer);
       }
       if (answers.length > 0) this.#write(`[${answers.join(',')}]`);
     } finally {
-      this.#release(owed);
+      this.#budget.release(owed);
     }
   }
 
@@ -330,10 +271,6 @@ export class Connection implements ConnectionHandle {
     return r;
   }
 
-  #sendError(id: null, e: YelloError): void {
-    this.#sendRaw(errorResponse(id, e));
-  }
-
   #sendRaw(value: unknown): void {
     this.#write(JSON.stringify(value));
   }
@@ -348,54 +285,9 @@ export class Connection implements ConnectionHandle {
     if (this.#closed) return;
     this.#closed = true;
     // Work not started for a client that left is dropped, not done.
-    this.#input = [];
+    this.#lines.clear();
     for (const l of this.#closeListeners.splice(0)) l();
     this.#drainListeners = [];
   }
 }
 
-/**
- * The serialized size of one batch element, for the append cap. Only appends need it, and a
- * value too deep to serialize is answered as an invalid request rather than crashing.
- */
-function batchElementSize(m: unknown): number {
-  if (!isObject(m) || m.method !== 'streams.append') return 0;
-  try {
-    return Buffer.byteLength(JSON.stringify(m), 'utf8');
-  } catch {
-    return Number.MAX_SAFE_INTEGER;
-  }
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function isId(v: unknown): v is string | number | null {
-  return typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || v === null;
-}
-
-function isRequestShape(v: unknown): v is JSONRPCRequest {
-  if (!isObject(v)) return false;
-  if (v.jsonrpc !== '2.0' || typeof v.method !== 'string') return false;
-  if ('id' in v && !isId(v.id)) return false;
-  if ('params' in v && v.params !== undefined && typeof v.params !== 'object') return false;
-  if ('result' in v || 'error' in v) return false;
-  return true;
-}
-
-function errorResponse(id: string | number | null, e: YelloError): JSONRPCResponse {
-  return { jsonrpc: '2.0', id, error: { code: e.code, message: e.message, data: e.toData() } };
-}
-
-/** The answer owed by a batch element that was not run because the batch's answers reached their budget. */
-function notRun(m: unknown, answered: number): JSONRPCResponse | null {
-  if (!isRequestShape(m)) return invalidRequest(isObject(m) && isId(m.id) ? m.id : null);
-  if (m.id === undefined) return null;
-  const e = new YelloError('REQUEST_TOO_LARGE', `not run: the answers of this batch already hold ${answered} bytes (budget ${BATCH_ANSWER_BYTES}); send it again`, { limit: BATCH_ANSWER_BYTES, size: answered });
-  return errorResponse(m.id, e);
-}
-
-function invalidRequest(id: string | number | null): JSONRPCResponse {
-  return { jsonrpc: '2.0', id, error: { code: JSONRPC_INVALID_REQUEST, message: 'Invalid Request: not a JSON-RPC 2.0 request object' } };
-}

@@ -1,8 +1,7 @@
-import { ClassicLevel } from 'classic-level';
 import type { Logger } from 'pino';
-import { errors, YelloError } from '../../shared/errors.js';
-import { locateKey } from './key-layout.js';
-import { decodeValue, encodeValue } from './value-codec.js';
+import { errors, type YelloError } from '../../shared/errors.js';
+import { encodeValue } from './value-codec.js';
+import { VerifiedReads, type Db, type Range } from './verified-reads.js';
 import type { Touch, WalGuard } from './wal-guard.js';
 
 /**
@@ -15,15 +14,6 @@ export type WriteOp = { type: 'put'; key: string; value: unknown } | { type: 'de
 /** The put of `value` at `key`. */
 export function put(key: string, value: unknown): WriteOp {
   return { type: 'put', key, value };
-}
-
-/** A key range of a scan. */
-export interface Range {
-  gte?: string;
-  gt?: string;
-  lt: string;
-  reverse?: boolean;
-  limit?: number;
 }
 
 /** An op as admitted: the put's JSON is serialized once, at admission. */
@@ -65,9 +55,6 @@ const MAX_GROUP_WRITES = 256;
 /** A key past every table (`~` sorts after the letters): compacting it only flushes the memtable. */
 const CHECKPOINT_KEY = '~checkpoint';
 
-/** The LevelDB handle type Storage wraps. */
-export type Db = ClassicLevel<string, string>;
-
 /**
  * LevelDB with checksummed values, group commit and an overlay of admitted-but-unsynced writes.
  *
@@ -85,6 +72,7 @@ export type Db = ClassicLevel<string, string>;
  */
 export class Storage {
   readonly #db: Db;
+  readonly #reads: VerifiedReads;
   readonly #log: Logger;
   readonly #guard: WalGuard | null;
   #overlay = new Map<string, { json: string | undefined; lazy?: (() => unknown) | undefined; owner: PendingWrite }>();
@@ -106,6 +94,7 @@ export class Storage {
 
   constructor(db: Db, log: Logger, options: { guard?: WalGuard | null; injectFailure?: (() => boolean) | null } = {}) {
     this.#db = db;
+    this.#reads = new VerifiedReads(db);
     this.#log = log;
     this.#guard = options.guard ?? null;
     this.#injectFailure = options.injectFailure ?? null;
@@ -115,13 +104,7 @@ export class Storage {
 
   /** A committed value, verified, or undefined when absent (read paths). */
   get<T>(key: string): T | undefined {
-    let raw: string | undefined;
-    try {
-      raw = this.#db.getSync(key);
-    } catch (err) {
-      throw readFailure(key, err);
-    }
-    return raw === undefined ? undefined : (decode(key, raw) as T);
+    return this.#reads.get<T>(key);
   }
 
   /** A value as admitted: pending writes first, then committed state (write path only). */
@@ -145,88 +128,24 @@ export class Storage {
     return this.#inDoubt.has(key);
   }
 
-  /** Committed entries of a range, each verified; `bytes` is the stored size of the value. */
-  async *entries<T>(range: Range): AsyncGenerator<{ key: string; value: T; bytes: number }> {
-    const it = this.#db.iterator(range);
-    try {
-      for (;;) {
-        let entry: [string, string] | undefined;
-        try {
-          entry = await it.next();
-        } catch (err) {
-          throw readFailure(range.gte ?? range.gt ?? range.lt, err);
-        }
-        if (entry === undefined) return;
-        const [key, raw] = entry;
-        yield { key, value: decode(key, raw) as T, bytes: raw.length };
-      }
-    } finally {
-      await it.close();
-    }
+  /** Committed entries of a range, each verified (verified-reads.ts). */
+  entries<T>(range: Range): AsyncGenerator<{ key: string; value: T; bytes: number }> {
+    return this.#reads.entries<T>(range);
   }
 
-  /**
-   * Committed entries of a range for scans that must go on past damage (the doctor, head
-   * rebuilds): a value that fails its check comes back as `error` instead of ending the scan.
-   * An error LevelDB raises while iterating still ends it.
-   */
-  async *entriesChecked<T>(range: Range): AsyncGenerator<{ key: string; value: T | undefined; error: YelloError | null; bytes: number }> {
-    const it = this.#db.iterator(range);
-    try {
-      for (;;) {
-        let entry: [string, string] | undefined;
-        try {
-          entry = await it.next();
-        } catch (err) {
-          throw readFailure(range.gte ?? range.gt ?? range.lt, err);
-        }
-        if (entry === undefined) return;
-        const [key, raw] = entry;
-        let value: T | undefined;
-        let error: YelloError | null = null;
-        try {
-          value = decode(key, raw) as T;
-        } catch (err) {
-          if (!(err instanceof YelloError)) throw err;
-          error = err;
-        }
-        yield { key, value, error, bytes: raw.length };
-      }
-    } finally {
-      await it.close();
-    }
+  /** Committed entries of a range; a value that fails its check comes back as `error` (verified-reads.ts). */
+  entriesChecked<T>(range: Range): AsyncGenerator<{ key: string; value: T | undefined; error: YelloError | null; bytes: number }> {
+    return this.#reads.entriesChecked<T>(range);
   }
 
-  /**
-   * Committed keys of a range, without their values (so without checksums: for indexes that
-   * only ever speed up a lookup the real read confirms).
-   */
-  async *keys(range: Range): AsyncGenerator<string> {
-    const it = this.#db.keys(range);
-    try {
-      for (;;) {
-        let key: string | undefined;
-        try {
-          key = await it.next();
-        } catch (err) {
-          throw readFailure(range.gte ?? range.gt ?? range.lt, err);
-        }
-        if (key === undefined) return;
-        yield key;
-      }
-    } finally {
-      await it.close();
-    }
+  /** Committed keys of a range, without their values (verified-reads.ts). */
+  keys(range: Range): AsyncGenerator<string> {
+    return this.#reads.keys(range);
   }
 
   /** The last committed key of a range (one seek), or undefined. */
-  async lastKey(range: { gte: string; lt: string }): Promise<string | undefined> {
-    try {
-      const keys = await this.#db.keys({ ...range, reverse: true, limit: 1 }).all();
-      return keys[0];
-    } catch (err) {
-      throw readFailure(range.gte, err);
-    }
+  lastKey(range: { gte: string; lt: string }): Promise<string | undefined> {
+    return this.#reads.lastKey(range);
   }
 
   // ---- writes ---------------------------------------------------------------------------
@@ -384,28 +303,4 @@ export class Storage {
     await this.#guard?.close();
     await this.#db.close();
   }
-}
-
-function decode(key: string, raw: string): unknown {
-  const json = decodeValue(key, raw);
-  if (json !== null) {
-    try {
-      return JSON.parse(json);
-    } catch {
-      /* a checksum collision over garbage: report it as corrupt below */
-    }
-  }
-  throw corruptKey(key, 'checksum mismatch');
-}
-
-/** A read error from LevelDB itself (a damaged table block): corrupt data at `key`. */
-function readFailure(key: string, err: unknown): YelloError {
-  if (err instanceof YelloError) return err;
-  const e = err as { code?: string; message?: string };
-  return corruptKey(key, `LevelDB could not read it (${e.code ?? 'error'}: ${e.message ?? String(err)})`);
-}
-
-function corruptKey(key: string, detail: string): YelloError {
-  const where = locateKey(key);
-  return errors.corrupt({ key, streamId: where.streamId, generation: where.generation, fromPosition: where.position, detail });
 }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { crc32 } from 'node:zlib';
-import type { Db } from './storage.js';
+import type { Db } from './verified-reads.js';
 import type { StoredRecord } from '../../shared/types.js';
 import { K } from './key-layout.js';
 import { compactOperation, compactRecord, type StoredOperation } from './record-layout.js';

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import type { Logger } from 'pino';
 import { migrateFormat } from './store-format.js';
-import { Storage, type Db } from './storage.js';
+import { Storage } from './storage.js';
+import type { Db } from './verified-reads.js';
 import { WalGuard, type GuardContents } from './wal-guard.js';
 
 /** What LevelDB said it dropped from its write-ahead log while recovering it at open. */

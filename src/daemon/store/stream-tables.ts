@@ -5,7 +5,8 @@ import {
   compactOperation, compactRecord, expandOperation, expandRecord, type CompactOperation, type CompactRecord, type RecordPlace, type StoredOperation,
   type StreamTail,
 } from './record-layout.js';
-import type { Range, Storage, WriteOp } from './storage.js';
+import type { Storage, WriteOp } from './storage.js';
+import type { Range } from './verified-reads.js';
 import type { StreamMeta } from './stream-meta.js';
 
 /** The place of a record of `meta`'s stream (chat, author and peer come from the head). */
