@@ -117,7 +117,7 @@ export function baselineKey() {
  * up to `limit` records (one per stream), JSON-decoded and merged by createdAt, first `limit`.
  * `from` is per stream: null = backward from the end, a number = forward from that position.
  * Records are stored compact (store format 2: `['m', operationId, recordIndex, clientMessageId,
- * content, contentSha256, kid, signature, createdAt]` for a message, src/daemon/record-layout.ts)
+ * content, contentSha256, kid, signature, createdAt]` for a message, src/daemon/store/record-layout.ts)
  * or, exceptionally, as full records; both are read, neither is expanded (the floor skips that).
  */
 export async function rawHistoryPage(db, streamIds, from, limit) {

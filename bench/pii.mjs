@@ -1,5 +1,5 @@
 // Micro-benchmark of the outbound PII policy with and without its prefilter
-// (src/daemon/pii-detectors.ts, "Prefilter triggers"), in one process and one run.
+// (src/daemon/pii/pii-detectors.ts, "Prefilter triggers"), in one process and one run.
 //
 //   npm run build && node bench/pii.mjs
 //
@@ -18,8 +18,8 @@
 
 import os from 'node:os';
 import { Bench } from 'tinybench';
-import { mayContainPii } from '../dist/daemon/pii-detectors.js';
-import { applyPiiPolicy } from '../dist/daemon/pii-policy.js';
+import { mayContainPii } from '../dist/daemon/pii/pii-detectors.js';
+import { applyPiiPolicy } from '../dist/daemon/pii/pii-policy.js';
 import { fmt, median, table } from './lib.mjs';
 
 const TIME_MS = Number(process.env.PII_BENCH_TIME ?? 500);

@@ -16,8 +16,8 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   }
   // Loaded here so other commands do not pay for LevelDB and pino at startup.
   const { startDaemon } = await import('../daemon/daemon.js');
-  const { StartupError } = await import('../daemon/socket-server.js');
-  const { EXIT_CODES } = await import('../daemon/exit-codes.js');
+  const { StartupError } = await import('../daemon/rpc/socket-server.js');
+  const { EXIT_CODES } = await import('../daemon/runtime/exit-codes.js');
   // A stop asked for while starting (systemd, a quick Ctrl-C) is honoured once the store is
   // open, instead of killing the process halfway through opening it.
   let stopRequested = false;

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
 import { ok } from '../helpers/wire-fixtures.js';
-import { encodeValue } from '../../src/daemon/value-codec.js';
+import { encodeValue } from '../../src/daemon/store/value-codec.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {

@@ -7,7 +7,7 @@ import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { EXIT_CODES } from '../../src/daemon/exit-codes.js';
+import { EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
 import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -100,7 +100,7 @@ describe('startup failures', () => {
     const script = path.join(dir, 'guard.mjs');
     writeFileSync(script, `
       import { pino } from '${path.join(repoRoot, 'node_modules/pino/pino.js')}';
-      import { installProcessGuards } from '${path.join(repoRoot, 'dist/daemon/process-guards.js')}';
+      import { installProcessGuards } from '${path.join(repoRoot, 'dist/daemon/runtime/process-guards.js')}';
       installProcessGuards(pino({ base: null }));
       Promise.reject(new Error('nobody handled me'));
       setTimeout(() => {}, 5000);

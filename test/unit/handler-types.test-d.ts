@@ -1,13 +1,13 @@
-// Type-level tests of the daemon's handler table (src/daemon/rpc-server.ts `Handler<M>`):
+// Type-level tests of the daemon's handler table (src/daemon/rpc/rpc-server.ts `Handler<M>`):
 // a handler must return its method's result type, the type the client's calls resolve to, so
 // an answer that drifts from the client's types fails `npm run typecheck` (tsc -p test).
 
 import { expectTypeOf } from 'vitest';
 import type { YelloClient } from '../../src/client/index.js';
-import type { ChatReader } from '../../src/daemon/chat-reader.js';
-import type { streamCheckpoint } from '../../src/daemon/checkpoints.js';
-import type { Handler } from '../../src/daemon/rpc-server.js';
-import type { StreamStore } from '../../src/daemon/stream-store.js';
+import type { ChatReader } from '../../src/daemon/streams/chat-reader.js';
+import type { streamCheckpoint } from '../../src/daemon/streams/checkpoints.js';
+import type { Handler } from '../../src/daemon/rpc/rpc-server.js';
+import type { StreamStore } from '../../src/daemon/streams/stream-store.js';
 import type { Result } from '../../src/shared/methods.js';
 import type { StreamState } from '../../src/shared/types.js';
 

@@ -3,7 +3,7 @@
 
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ScalableBloom } from '../../src/daemon/negative-index.js';
+import { ScalableBloom } from '../../src/daemon/streams/negative-index.js';
 import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 

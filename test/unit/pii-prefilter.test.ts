@@ -1,4 +1,4 @@
-// The PII prefilter (src/daemon/pii-detectors.ts, "Prefilter triggers"): `findPii` skips every
+// The PII prefilter (src/daemon/pii/pii-detectors.ts, "Prefilter triggers"): `findPii` skips every
 // detector whose trigger does not occur in the text, and returns [] at once when none does.
 // That is only correct if each trigger is a necessary condition of its detector. These tests
 // try to break that in the direction that would leak data: a detector that can match text in
@@ -24,9 +24,9 @@ import {
   luhnOk,
   mayContainPii,
   traceDetectors,
-} from '../../src/daemon/pii-detectors.js';
-import type { PiiKind } from '../../src/daemon/pii-detectors.js';
-import { applyPiiPolicy } from '../../src/daemon/pii-policy.js';
+} from '../../src/daemon/pii/pii-detectors.js';
+import type { PiiKind } from '../../src/daemon/pii/pii-detectors.js';
+import { applyPiiPolicy } from '../../src/daemon/pii/pii-policy.js';
 
 const SCALE = Number(process.env.PII_PREFILTER_RUNS ?? '1');
 const SEED = process.env.FC_SEED !== undefined ? Number(process.env.FC_SEED) : undefined;

@@ -1,9 +1,9 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
-import { findPii, ibanChecksumOk, luhnOk } from '../../src/daemon/pii-detectors.js';
-import type { PiiKind, PiiMatch } from '../../src/daemon/pii-detectors.js';
-import { applyPiiPolicy, redactionMarker } from '../../src/daemon/pii-policy.js';
-import type { PiiMode } from '../../src/daemon/pii-policy.js';
+import { findPii, ibanChecksumOk, luhnOk } from '../../src/daemon/pii/pii-detectors.js';
+import type { PiiKind, PiiMatch } from '../../src/daemon/pii/pii-detectors.js';
+import { applyPiiPolicy, redactionMarker } from '../../src/daemon/pii/pii-policy.js';
+import type { PiiMode } from '../../src/daemon/pii/pii-policy.js';
 
 /** Matches rendered as `KIND:text` so failures show what was found, not just offsets. */
 function show(text: string): string[] {

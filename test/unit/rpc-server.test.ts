@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { paramSchemas, type MethodName } from '../../src/shared/schemas.js';
-import { RpcServer, type CallContext, type Handlers } from '../../src/daemon/rpc-server.js';
+import { RpcServer, type CallContext, type Handlers } from '../../src/daemon/rpc/rpc-server.js';
 import { errors } from '../../src/shared/errors.js';
 
 /** Every handler answers `ok`; `daemon.status` throws what the test plants. */

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SignBatcher } from '../../src/daemon/sign-batcher.js';
-import { Signer } from '../../src/daemon/signer.js';
+import { SignBatcher } from '../../src/daemon/crypto/sign-batcher.js';
+import { Signer } from '../../src/daemon/crypto/signer.js';
 import { silentLog } from '../helpers/in-process-store.js';
 
 const dirs: string[] = [];
@@ -24,7 +24,7 @@ function setup(options: ConstructorParameters<typeof SignBatcher>[2] = {}) {
   dirs.push(dir);
   const signer = new Signer(path.join(dir, 'keys'));
   // The built worker: vitest runs the TS sources, the worker thread needs JavaScript.
-  const batcher = new SignBatcher(signer, silentLog, { workerUrl: pathToFileURL(path.resolve('dist/daemon/sign-worker.js')), ...options });
+  const batcher = new SignBatcher(signer, silentLog, { workerUrl: pathToFileURL(path.resolve('dist/daemon/crypto/sign-worker.js')), ...options });
   batchers.push(batcher);
   const jwk = signer.jwks().keys[0]!;
   const key = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y }, format: 'jwk' });

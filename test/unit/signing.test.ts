@@ -2,7 +2,7 @@ import { createPrivateKey, createPublicKey, verify } from 'node:crypto';
 import { calculateJwkThumbprint } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { clientMessageId, contentSha256, messagePayload } from '../../src/shared/message-signing.js';
-import { jwkThumbprint, signPayload } from '../../src/daemon/signer.js';
+import { jwkThumbprint, signPayload } from '../../src/daemon/crypto/signer.js';
 import { loadSigningVectors } from '../helpers/signing-vectors.js';
 
 const file = loadSigningVectors();

@@ -7,10 +7,10 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it } from 'vitest';
 import { YelloError } from '../../src/shared/errors.js';
-import { K } from '../../src/daemon/keys.js';
-import { encodeValue } from '../../src/daemon/value-codec.js';
+import { K } from '../../src/daemon/store/key-layout.js';
+import { encodeValue } from '../../src/daemon/store/value-codec.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
-import type { StreamTail } from '../../src/daemon/record-layout.js';
+import type { StreamTail } from '../../src/daemon/store/record-layout.js';
 import { appendMessages, chatWithWriter, openInProcess, RecordingConnection, type InProcessStore } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { EXIT_CODES, PERMANENT_EXIT_CODES } from '../../src/daemon/exit-codes.js';
+import { EXIT_CODES, PERMANENT_EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
 
 const unitDir = process.env.YELLO_SYSTEMD_DIR ? path.resolve(process.env.YELLO_SYSTEMD_DIR) : path.resolve(import.meta.dirname, '../../systemd');
 const service = readFileSync(path.join(unitDir, 'yellod.service'), 'utf8');

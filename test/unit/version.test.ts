@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { VERSION } from '../../src/daemon/version.js';
+import { VERSION } from '../../src/daemon/runtime/version.js';
 
 describe('daemon version', () => {
   it('is the version package.json declares (one place to bump)', () => {

@@ -1,0 +1,130 @@
+import { errors } from '../../shared/errors.js';
+import { makeStreamId } from '../../shared/ids.js';
+import type { Chat } from '../../shared/types.js';
+import type { Caller } from '../caller.js';
+import { randomId } from '../crypto/tokens.js';
+import type { TokenCodec } from '../crypto/token-codec.js';
+import type { Counters } from '../store/counters.js';
+import { K, prefixEnd } from '../store/key-layout.js';
+import { put, type Storage } from '../store/storage.js';
+import { newStreamMeta, streamMetaOp } from '../store/stream-meta.js';
+import type { Agents } from './agents.js';
+import type { Grants } from './grants.js';
+
+/** A chat row as stored; the expanded agents are joined on read. */
+export interface ChatRow {
+  id: string;
+  agentAId: string;
+  agentBId: string;
+  createdAt: string;
+}
+
+const CHATS_CURSOR_KIND = 'chats';
+
+/**
+ * Chats: one per pair of agents, created with both of its stream heads in one batch. The pair
+ * key is checked and admitted synchronously, so two opens of one pair cannot both create it.
+ */
+export class Chats {
+  readonly #storage: Storage;
+  readonly #counters: Counters;
+  readonly #codec: TokenCodec;
+  readonly #agents: Agents;
+  readonly #grants: Grants;
+
+  constructor(storage: Storage, counters: Counters, codec: TokenCodec, agents: Agents, grants: Grants) {
+    this.#storage = storage;
+    this.#counters = counters;
+    this.#codec = codec;
+    this.#agents = agents;
+    this.#grants = grants;
+  }
+
+  /** Create-or-find the chat of a pair. Race-free: the pair key is checked and admitted synchronously. */
+  async open(caller: Caller, first: string, second: string): Promise<{ chat: Chat; created: boolean }> {
+    this.#storage.assertWritable();
+    if (first === second) throw errors.invalidParams(caller.role === 'agent' ? 'peerAgentId' : 'agentBId', 'a chat joins two different agents');
+    const a = this.#agents.require(first);
+    const b = this.#agents.require(second);
+    if (caller.role === 'agent') {
+      if (b.disabled) throw errors.permissionDenied('PEER_DISABLED', `agent ${b.id} is disabled`);
+      if (!this.#grants.maySend(a.id, b.id)) throw errors.permissionDenied('NO_GRANT', `no grant lets ${a.id} chat with ${b.id}`);
+    }
+    const [agentAId, agentBId] = a.id < b.id ? [a.id, b.id] : [b.id, a.id];
+    const pairKey = K.pair(agentAId, agentBId);
+    const existing = this.#storage.getAdmitted<string>(pairKey);
+    if (existing !== undefined) {
+      await this.#storage.durable(pairKey);
+      return { chat: this.get(existing), created: false };
+    }
+    const row: ChatRow = { id: randomId('chat_'), agentAId, agentBId, createdAt: new Date().toISOString() };
+    const metaA = newStreamMeta(row.id, agentAId, agentBId, row.createdAt);
+    const metaB = newStreamMeta(row.id, agentBId, agentAId, row.createdAt);
+    this.#counters.chats++;
+    this.#counters.streams += 2;
+    const ops = [
+      put(K.chat(row.id), row),
+      put(pairKey, row.id),
+      put(K.member(agentAId, row.id), ''),
+      put(K.member(agentBId, row.id), ''),
+      streamMetaOp(metaA),
+      streamMetaOp(metaB),
+      this.#counters.op(),
+    ];
+    await this.#storage.write(ops, [metaA, metaB].map((m) => ({ streamId: m.streamId, generation: m.generation, position: 0 })));
+    return { chat: this.#expand(row), created: true };
+  }
+
+  /** The stored chat row (committed), without expanding its agents. */
+  row(chatId: string): ChatRow | undefined {
+    return this.#storage.get<ChatRow>(K.chat(chatId));
+  }
+
+  /** A committed chat, expanded, or NOT_FOUND. */
+  get(chatId: string): Chat {
+    const row = this.row(chatId);
+    if (!row) throw errors.notFound('chat', chatId);
+    return this.#expand(row);
+  }
+
+  /** The chat if the caller may read it: participants and admin. Others get NOT_FOUND or PERMISSION_DENIED. */
+  readable(caller: Caller, chatId: string): Chat {
+    const chat = this.get(chatId);
+    if (caller.role === 'agent' && chat.agentAId !== caller.agentId && chat.agentBId !== caller.agentId) {
+      throw errors.permissionDenied('NOT_PARTICIPANT', `agent ${caller.agentId} is not a participant of ${chatId}`);
+    }
+    return chat;
+  }
+
+  /** `chats.list`: the admin sees every chat, an agent its own; `cursor` continues after the last one. */
+  async list(caller: Caller, cursor: string | undefined, limit: number): Promise<{ chats: Chat[]; nextCursor: string | null }> {
+    const prefix = caller.role === 'admin' ? K.chatsPrefix : K.membersPrefix(caller.agentId);
+    const ids: string[] = [];
+    let start: { gte: string } | { gt: string } = { gte: prefix };
+    if (cursor !== undefined) {
+      const after = this.#codec.open<string>(CHATS_CURSOR_KIND, cursor);
+      if (typeof after !== 'string') throw errors.invalidParams('cursor', 'not a chats.list cursor issued by this daemon');
+      start = { gt: prefix + after };
+    }
+    // Values are read too: their checksum covers the key, so a damaged key is caught here.
+    for await (const { key } of this.#storage.entries<unknown>({ ...start, lt: prefixEnd(prefix), limit: limit + 1 })) ids.push(key.slice(prefix.length));
+    const more = ids.length > limit;
+    const page = ids.slice(0, limit);
+    const last = page[page.length - 1];
+    return { chats: page.map((id) => this.get(id)), nextCursor: more && last !== undefined ? this.#codec.seal(CHATS_CURSOR_KIND, last) : null };
+  }
+
+  #expand(row: ChatRow): Chat {
+    return { ...row, agentA: this.#agents.summary(row.agentAId), agentB: this.#agents.summary(row.agentBId) };
+  }
+}
+
+/** The peer of `agentId` in `chat`. */
+export function peerOf(chat: { agentAId: string; agentBId: string }, agentId: string): string {
+  return chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
+}
+
+/** Both stream ids of a chat: agent A's, then agent B's. */
+export function chatStreamIds(chat: { id: string; agentAId: string; agentBId: string }): [string, string] {
+  return [makeStreamId(chat.id, chat.agentAId), makeStreamId(chat.id, chat.agentBId)];
+}

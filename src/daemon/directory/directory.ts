@@ -1,0 +1,131 @@
+import type { Grant } from '../../shared/results.js';
+import type { Agent, Chat, PiiMode } from '../../shared/types.js';
+import type { Caller } from '../caller.js';
+import type { TokenCodec } from '../crypto/token-codec.js';
+import type { Counters } from '../store/counters.js';
+import type { Storage } from '../store/storage.js';
+import { Agents } from './agents.js';
+import { Chats, type ChatRow } from './chats.js';
+import { Grants, type ChatPolicy } from './grants.js';
+import { Sessions } from './sessions.js';
+
+export type { ChatRow } from './chats.js';
+
+/**
+ * Who exists, who may talk to whom, and which pair shares which chat: the directory's API,
+ * routing each call to sessions.ts (tokens to callers), agents.ts, grants.ts (and what they
+ * permit) or chats.ts. Every mutation is admitted synchronously (so uniqueness checks cannot
+ * race) and answered only once durable.
+ */
+export class Directory {
+  readonly policy: ChatPolicy;
+  readonly #sessions: Sessions;
+  readonly #agents: Agents;
+  readonly #grants: Grants;
+  readonly #chats: Chats;
+
+  constructor(storage: Storage, counters: Counters, codec: TokenCodec, adminToken: string, policy: ChatPolicy) {
+    this.policy = policy;
+    this.#agents = new Agents(storage, counters);
+    this.#sessions = new Sessions(storage, this.#agents, adminToken);
+    this.#grants = new Grants(storage, this.#agents, policy);
+    this.#chats = new Chats(storage, counters, codec, this.#agents, this.#grants);
+  }
+
+  // ---- sessions (sessions.ts) -----------------------------------------------------------
+
+  /** Map a token to a caller, or null. */
+  authenticate(token: string): Caller | null {
+    return this.#sessions.authenticate(token);
+  }
+
+  /** Whether a session's token is still its agent's current one, and the agent enabled. */
+  stillValid(caller: Caller): boolean {
+    return this.#sessions.stillValid(caller);
+  }
+
+  // ---- agents (agents.ts) ---------------------------------------------------------------
+
+  agent(agentId: string): Agent {
+    return this.#agents.get(agentId);
+  }
+
+  agentByUsername(username: string): Agent {
+    return this.#agents.byUsername(username);
+  }
+
+  createAgent(username: string, name: string, image: string | undefined): Promise<{ agent: Agent; token: string }> {
+    return this.#agents.create(username, name, image);
+  }
+
+  listAgents(): Promise<Agent[]> {
+    return this.#agents.list();
+  }
+
+  rotateToken(agentId: string): Promise<{ token: string }> {
+    return this.#agents.rotateToken(agentId);
+  }
+
+  disableAgent(agentId: string): Promise<Agent> {
+    return this.#agents.disable(agentId);
+  }
+
+  setPolicy(agentId: string, pii: PiiMode): Promise<Agent> {
+    return this.#agents.setPolicy(agentId, pii);
+  }
+
+  /** The sender's PII mode at admission time. */
+  piiMode(agentId: string): PiiMode {
+    return this.#agents.piiMode(agentId);
+  }
+
+  // ---- grants (grants.ts) ---------------------------------------------------------------
+
+  addGrant(agentId: string, peerAgentId: string): Promise<Grant> {
+    return this.#grants.add(agentId, peerAgentId);
+  }
+
+  removeGrant(agentId: string, peerAgentId: string): Promise<boolean> {
+    return this.#grants.remove(agentId, peerAgentId);
+  }
+
+  listGrants(agentId: string | undefined): Promise<Grant[]> {
+    return this.#grants.list(agentId);
+  }
+
+  /** Whether `agentId` may open a chat with, or send to, `peerAgentId` now. */
+  maySend(agentId: string, peerAgentId: string): boolean {
+    return this.#grants.maySend(agentId, peerAgentId);
+  }
+
+  /** `chats.permissions`. */
+  permissions(chat: Chat) {
+    return this.#grants.permissions(chat);
+  }
+
+  // ---- chats (chats.ts) -----------------------------------------------------------------
+
+  /** Create-or-find the chat of a pair. */
+  openChat(caller: Caller, first: string, second: string): Promise<{ chat: Chat; created: boolean }> {
+    return this.#chats.open(caller, first, second);
+  }
+
+  /** The stored chat row (committed), without expanding its agents. */
+  chatRow(chatId: string): ChatRow | undefined {
+    return this.#chats.row(chatId);
+  }
+
+  /** A committed chat, expanded, or NOT_FOUND. */
+  chat(chatId: string): Chat {
+    return this.#chats.get(chatId);
+  }
+
+  /** The chat if the caller may read it: participants and admin. */
+  readableChat(caller: Caller, chatId: string): Chat {
+    return this.#chats.readable(caller, chatId);
+  }
+
+  listChats(caller: Caller, cursor: string | undefined, limit: number): Promise<{ chats: Chat[]; nextCursor: string | null }> {
+    return this.#chats.list(caller, cursor, limit);
+  }
+}

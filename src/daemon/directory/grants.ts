@@ -1,0 +1,95 @@
+import { errors } from '../../shared/errors.js';
+import type { Grant } from '../../shared/results.js';
+import type { Chat } from '../../shared/types.js';
+import { K, prefixEnd } from '../store/key-layout.js';
+import { put, type Storage } from '../store/storage.js';
+import type { Agents } from './agents.js';
+
+/** Who may talk to whom: `open`, anyone; `grants`, only pairs an admin granted. */
+export type ChatPolicy = 'grants' | 'open';
+
+/**
+ * Grants, one per direction, and what they allow. Lookups read the admitted state, so a
+ * revocation applies to the very next append.
+ */
+export class Grants {
+  readonly #storage: Storage;
+  readonly #agents: Agents;
+  readonly policy: ChatPolicy;
+  /** Committed grants (null: known absent) by key. */
+  readonly #cache = new Map<string, Grant | null>();
+
+  constructor(storage: Storage, agents: Agents, policy: ChatPolicy) {
+    this.#storage = storage;
+    this.#agents = agents;
+    this.policy = policy;
+  }
+
+  async add(agentId: string, peerAgentId: string): Promise<Grant> {
+    this.#storage.assertWritable();
+    this.#agents.require(agentId);
+    this.#agents.require(peerAgentId);
+    if (agentId === peerAgentId) throw errors.invalidParams('peerAgentId', 'an agent cannot be granted a chat with itself');
+    const key = K.grant(agentId, peerAgentId);
+    const existing = this.#storage.getAdmitted<Grant>(key);
+    if (existing !== undefined) {
+      await this.#storage.durable(key);
+      return existing;
+    }
+    const grant: Grant = { agentId, peerAgentId, grantedAt: new Date().toISOString() };
+    await this.#storage.write([put(key, grant)]);
+    this.#cache.set(key, grant);
+    return grant;
+  }
+
+  async remove(agentId: string, peerAgentId: string): Promise<boolean> {
+    this.#storage.assertWritable();
+    this.#agents.require(agentId);
+    this.#agents.require(peerAgentId);
+    const key = K.grant(agentId, peerAgentId);
+    if (this.#storage.getAdmitted(key) === undefined) return false;
+    await this.#storage.write([{ type: 'del', key }]);
+    this.#cache.set(key, null);
+    return true;
+  }
+
+  async list(agentId: string | undefined): Promise<Grant[]> {
+    const prefix = K.grantsPrefix(agentId);
+    const out: Grant[] = [];
+    for await (const { value } of this.#storage.entries<Grant>({ gte: prefix, lt: prefixEnd(prefix) })) out.push(value);
+    return out;
+  }
+
+  /** The grant letting `agentId` talk to `peerAgentId` (admitted state: revocation applies to the next append). */
+  get(agentId: string, peerAgentId: string): Grant | null {
+    const key = K.grant(agentId, peerAgentId);
+    if (!this.#storage.hasPending(key)) {
+      const cached = this.#cache.get(key);
+      if (cached !== undefined) return cached;
+    }
+    const grant = this.#storage.getAdmitted<Grant>(key) ?? null;
+    if (!this.#storage.hasPending(key)) this.#cache.set(key, grant);
+    return grant;
+  }
+
+  /** Whether `agentId` may open a chat with, or send to, `peerAgentId` now. */
+  maySend(agentId: string, peerAgentId: string): boolean {
+    return this.policy === 'open' || this.get(agentId, peerAgentId) !== null;
+  }
+
+  /** `chats.permissions`: what each participant may do in `chat` now, and why. */
+  permissions(chat: Chat) {
+    const participant = (agentId: string, peerId: string) => {
+      const row = this.#agents.row(agentId, false);
+      const enabled = !!row && !row.disabled;
+      const grant = this.get(agentId, peerId);
+      const canSend = enabled && (this.policy === 'open' || grant !== null);
+      return { agentId, canRead: enabled, canSend, canClaim: enabled, grant: grant ? { grantedAt: grant.grantedAt } : null };
+    };
+    return {
+      chatId: chat.id,
+      policy: this.policy,
+      participants: [participant(chat.agentAId, chat.agentBId), participant(chat.agentBId, chat.agentAId)],
+    };
+  }
+}

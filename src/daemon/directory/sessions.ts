@@ -1,0 +1,39 @@
+import type { Caller } from '../caller.js';
+import { hashToken, safeEqual } from '../crypto/tokens.js';
+import { K } from '../store/key-layout.js';
+import type { Storage } from '../store/storage.js';
+import type { Agents } from './agents.js';
+
+/**
+ * Who a bearer token is: the admin (compared in constant time) or an agent, found by the hash
+ * of its token. A session lasts only while that token stays the agent's current one.
+ */
+export class Sessions {
+  readonly #storage: Storage;
+  readonly #agents: Agents;
+  readonly #adminToken: string;
+
+  constructor(storage: Storage, agents: Agents, adminToken: string) {
+    this.#storage = storage;
+    this.#agents = agents;
+    this.#adminToken = adminToken;
+  }
+
+  /** Map a token to a caller, or null. Agent tokens are looked up by hash. */
+  authenticate(token: string): Caller | null {
+    if (safeEqual(token, this.#adminToken)) return { role: 'admin' };
+    const tokenHash = hashToken(token);
+    const agentId = this.#storage.get<string>(K.token(tokenHash));
+    if (agentId === undefined) return null;
+    const agent = this.#agents.row(agentId, false);
+    if (!agent || agent.disabled || agent.tokenHash !== tokenHash) return null;
+    return { role: 'agent', agentId, tokenHash };
+  }
+
+  /** A session stays valid only while its token is the agent's current one and it is enabled. */
+  stillValid(caller: Caller): boolean {
+    if (caller.role === 'admin') return true;
+    const agent = this.#agents.row(caller.agentId, false);
+    return !!agent && !agent.disabled && agent.tokenHash === caller.tokenHash;
+  }
+}

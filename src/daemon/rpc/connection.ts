@@ -1,0 +1,293 @@
+import type { Socket } from 'node:net';
+import type { JSONRPCResponse } from 'json-rpc-2.0';
+import type { Logger } from 'pino';
+import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from '../../shared/errors.js';
+import { MAX_APPEND_REQUEST_BYTES } from '../../shared/paths.js';
+import type { Audit, PeerInfo } from './audit.js';
+import type { Caller } from '../caller.js';
+import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, WRITE_HIGH_WATER } from '../limits.js';
+import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
+import { LineReader } from './line-reader.js';
+import { OutputBudget, Owed } from './output-budget.js';
+import { batchElementSize, errorResponse, invalidRequest, isId, isObject, isRequestShape, notRun } from './request-shape.js';
+import { socketFd, socketInode } from './socket-fd.js';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** Requests in flight on one connection before we stop reading from it. */
+const MAX_IN_FLIGHT = 16;
+
+let nextConnectionId = 1;
+
+/** How a connection is bounded. */
+export interface ConnectionOptions {
+  maxLineBytes: number;
+  /** Hard cap on unsent output: past it after a write, the connection is closed and audited. */
+  maxUnsentBytes: number;
+  audit: Audit;
+}
+
+/**
+ * One client connection: newline-delimited JSON-RPC framing (line-reader.ts), the line and
+ * append size caps, request shape checks the library does not do safely (request-shape.ts),
+ * batch limits, write backpressure, the page budget its pending answers share
+ * (output-budget.ts), and the hard cap on what it leaves unread.
+ */
+export class Connection implements ConnectionHandle {
+  readonly id = nextConnectionId++;
+  readonly #socket: Socket;
+  readonly #rpc: RpcServer;
+  readonly #log: Logger;
+  readonly #audit: Audit;
+  readonly #maxLineBytes: number;
+  readonly #maxUnsentBytes: number;
+  readonly peer: PeerInfo;
+  #caller: Caller | null = null;
+  readonly #lines: LineReader;
+  #inFlight = 0;
+  readonly #budget: OutputBudget;
+  #closed = false;
+  #closeListeners: Array<() => void> = [];
+  #drainListeners: Array<() => void> = [];
+
+  constructor(socket: Socket, rpc: RpcServer, log: Logger, opts: ConnectionOptions) {
+    this.#socket = socket;
+    this.#rpc = rpc;
+    this.#log = log;
+    this.#audit = opts.audit;
+    this.#maxLineBytes = opts.maxLineBytes;
+    this.#lines = new LineReader(opts.maxLineBytes);
+    this.#budget = new OutputBudget(() => socket.writableLength);
+    this.#maxUnsentBytes = opts.maxUnsentBytes;
+    // Taken now: once the socket closes, its fd number may belong to another one.
+    this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('drain', () => this.#onDrain());
+    socket.on('error', (err) => this.#log.debug({ conn: this.id, err: err.message }, 'connection error'));
+    socket.on('close', () => this.#onClose());
+  }
+
+  get caller(): Caller | null {
+    return this.#caller;
+  }
+
+  setCaller(caller: Caller): void {
+    this.#caller = caller;
+  }
+
+  onClose(listener: () => void): void {
+    if (this.#closed) listener();
+    else this.#closeListeners.push(listener);
+  }
+
+  /** Called once the socket buffer has drained below the high-water mark. */
+  onDrain(listener: () => void): void {
+    this.#drainListeners.push(listener);
+  }
+
+  /** True when more output should wait: the peer is not reading fast enough. */
+  get congested(): boolean {
+    return this.#socket.writableLength >= WRITE_HIGH_WATER;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  notify(method: string, params: unknown): void {
+    this.#write(JSON.stringify({ jsonrpc: '2.0', method, params }));
+  }
+
+  /** Stop accepting requests and end the socket once pending writes are flushed. */
+  end(): void {
+    this.#socket.end();
+  }
+
+  destroy(): void {
+    this.#socket.destroy();
+  }
+
+  #write(line: string): void {
+    if (this.#closed || this.#socket.destroyed) return;
+    this.#socket.write(line + '\n');
+    const unsent = this.#socket.writableLength;
+    if (unsent > this.#maxUnsentBytes) this.#closeForUnsent(unsent);
+  }
+
+  /**
+   * The last resort behind backpressure and page budgets: a client that has left this much
+   * unread is cut off, so no connection can make the daemon hold output without bound.
+   */
+  #closeForUnsent(unsent: number): void {
+    const caller = this.#caller;
+    this.#audit.security('connection.closed', {
+      ...this.peer, reason: 'UNSENT_OUTPUT', unsentBytes: unsent, limit: this.#maxUnsentBytes,
+      role: caller?.role ?? null, agentId: caller?.role === 'agent' ? caller.agentId : null,
+    });
+    this.#socket.destroy();
+  }
+
+  /** A call context per request line: the session is the connection's, the page budget the line's. */
+  #contextFor(owed: Owed): CallContext {
+    const conn = this;
+    return {
+      get caller() {
+        return conn.#caller;
+      },
+      connection: this,
+      pageBytes: () => this.#budget.page(owed),
+    };
+  }
+
+  /**
+   * Input is queued and parsed only while the connection may take more work: at most
+   * MAX_IN_FLIGHT requests running and the output buffer under its high-water mark. Otherwise
+   * the socket is paused and the rest waits here, so a client that does not read its answers
+   * cannot make the daemon do (and buffer) unbounded work for it.
+   */
+  #onData(chunk: Buffer): void {
+    this.#lines.push(chunk);
+    this.#pumpInput();
+  }
+
+  #blocked(): boolean {
+    return this.#inFlight >= MAX_IN_FLIGHT || this.congested;
+  }
+
+  #pumpInput(): void {
+    while (this.#lines.pending && !this.#closed) {
+      if (this.#blocked()) {
+        this.#socket.pause();
+        return;
+      }
+      const event = this.#lines.next();
+      // A line over the cap is answered at once; the rest of it is dropped.
+      if (event && 'tooLarge' in event) this.#sendRaw(errorResponse(null, errors.tooLarge(this.#maxLineBytes, event.tooLarge)));
+      else if (event) this.#handleLineSafely(event.line);
+    }
+    if (!this.#closed) this.#socket.resume();
+  }
+
+  /** Nothing a line contains may escape as an exception: answer INTERNAL and carry on. */
+  #handleLineSafely(line: Buffer): void {
+    try {
+      this.#handleLine(line);
+    } catch (err) {
+      this.#log.error({ conn: this.id, err: (err as Error)?.message }, 'line handling failed');
+      this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_INVALID_REQUEST, message: 'Invalid Request' } });
+    }
+  }
+
+  #handleLine(line: Buffer): void {
+    let text: string;
+    let message: unknown;
+    try {
+      text = utf8.decode(line);
+      message = JSON.parse(text);
+    } catch {
+      this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_PARSE_ERROR, message: 'Parse error: not UTF-8 JSON' } });
+      return;
+    }
+    if (Array.isArray(message)) {
+      if (message.length === 0) {
+        this.#sendRaw(invalidRequest(null));
+        return;
+      }
+      // Before a session, one line may cost only a few KiB of errors (no amplification).
+      const max = this.#caller ? MAX_BATCH_ELEMENTS : MAX_BATCH_ELEMENTS_UNAUTHENTICATED;
+      if (message.length > max) {
+        this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_INVALID_REQUEST, message: `Invalid Request: a batch of ${message.length} requests; at most ${max}${this.#caller ? '' : ' before session.hello'}` } });
+        return;
+      }
+      this.#track(this.#runBatch(message));
+      return;
+    }
+    this.#track(this.#runOne(message, line.length));
+  }
+
+  async #runOne(message: unknown, size: number): Promise<void> {
+    const owed = new Owed();
+    try {
+      const r = await this.#handleMessage(message, size, this.#contextFor(owed));
+      if (r) this.#sendRaw(r);
+    } finally {
+      this.#budget.release(owed);
+    }
+  }
+
+  /**
+   * A batch runs its elements in order, one at a time, so its answer can be bounded: once the
+   * answers so far reach BATCH_ANSWER_BYTES, the remaining elements are not run and each owed
+   * answer is REQUEST_TOO_LARGE. The client sends those again, knowing none of them happened.
+   */
+  async #runBatch(elements: unknown[]): Promise<void> {
+    const owed = new Owed();
+    const ctx = this.#contextFor(owed);
+    const answers: string[] = [];
+    try {
+      for (const m of elements) {
+        // Work not started for a client that left is dropped, not done.
+        if (this.#closed) return;
+        const r = owed.answered >= BATCH_ANSWER_BYTES ? notRun(m, owed.answered) : await this.#handleMessage(m, batchElementSize(m), ctx);
+        const answer = r === null ? null : JSON.stringify(r);
+        const bytes = answer === null ? 0 : Buffer.byteLength(answer, 'utf8');
+        this.#budget.answered(owed, bytes);
+        if (answer !== null) answers.push(answer);
+      }
+      if (answers.length > 0) this.#write(`[${answers.join(',')}]`);
+    } finally {
+      this.#budget.release(owed);
+    }
+  }
+
+  #track(work: Promise<unknown>): void {
+    this.#inFlight++;
+    work
+      .catch((err: unknown) => this.#log.error({ conn: this.id, err: (err as Error)?.message }, 'request handling failed'))
+      .finally(() => {
+        this.#inFlight--;
+        if (!this.#closed) this.#pumpInput();
+      });
+  }
+
+  async #handleMessage(message: unknown, size: number, ctx: CallContext): Promise<JSONRPCResponse | null> {
+    if (!isRequestShape(message)) {
+      const id = isObject(message) && isId(message.id) ? message.id : null;
+      return invalidRequest(id);
+    }
+    // The append cap is on the raw request bytes and comes before every other check (§3, §6).
+    if (message.method === 'streams.append' && size > MAX_APPEND_REQUEST_BYTES) {
+      if (message.id === undefined) return null;
+      return errorResponse(message.id, errors.tooLarge(MAX_APPEND_REQUEST_BYTES, size));
+    }
+    const r = await this.#rpc.receive(message, ctx);
+    const data = r?.error?.data as { type?: unknown; retryAfterMs?: unknown } | undefined;
+    if (data?.type === 'RATE_LIMITED') {
+      const caller = this.#caller;
+      this.#audit.burst('rate-limited', message.method, {
+        ...this.peer, method: message.method, retryAfterMs: typeof data.retryAfterMs === 'number' ? data.retryAfterMs : null,
+        role: caller?.role ?? null, agentId: caller?.role === 'agent' ? caller.agentId : null,
+      });
+    }
+    return r;
+  }
+
+  #sendRaw(value: unknown): void {
+    this.#write(JSON.stringify(value));
+  }
+
+  #onDrain(): void {
+    this.#pumpInput();
+    const listeners = this.#drainListeners.splice(0);
+    for (const l of listeners) l();
+  }
+
+  #onClose(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    // Work not started for a client that left is dropped, not done.
+    this.#lines.clear();
+    for (const l of this.#closeListeners.splice(0)) l();
+    this.#drainListeners = [];
+  }
+}
+

@@ -1,0 +1,194 @@
+import { errors } from '../../shared/errors.js';
+import { parseDecimal } from '../../shared/ids.js';
+import type { Audit } from './audit.js';
+import type { Caller } from '../caller.js';
+import { streamCheckpoint } from '../streams/checkpoints.js';
+import type { Counters } from '../store/counters.js';
+import { chatStreamIds } from '../directory/chats.js';
+import type { Directory } from '../directory/directory.js';
+import type { HelloLimiter } from './hello-limiter.js';
+import type { Integrity } from '../store/integrity.js';
+import type { WalIncident } from '../store/recovery-check.js';
+import type { CallContext, Handlers } from './rpc-server.js';
+import type { Signer } from '../crypto/signer.js';
+import type { Storage } from '../store/storage.js';
+import type { StreamStore } from '../streams/stream-store.js';
+import type { ChatReader } from '../streams/chat-reader.js';
+import type { Subscriptions } from '../streams/subscriptions.js';
+import { buildOpenRpc } from '../../shared/openrpc.js';
+import { checkStore } from '../store/doctor.js';
+import { PAGE_BYTES } from '../limits.js';
+
+/** Everything the handlers use. */
+export interface Services {
+  version: string;
+  startedAt: number;
+  maxLineBytes: number;
+  maxAppendRequestBytes: number;
+  storage: Storage;
+  directory: Directory;
+  streams: StreamStore;
+  reader: ChatReader;
+  subscriptions: Subscriptions;
+  signer: Signer;
+  counters: Counters;
+  helloLimiter: HelloLimiter;
+  integrity: Integrity;
+  audit: Audit;
+  walIncidents: () => WalIncident[];
+}
+
+const agentIdOf = (caller: Caller) => (caller.role === 'agent' ? caller.agentId : null);
+/** The page budget of this request (PAGE_BYTES outside a real connection). */
+const pageBytes = (ctx: CallContext) => () => ctx.pageBytes?.() ?? PAGE_BYTES;
+const peerOf = (ctx: CallContext) => ctx.connection.peer ?? { conn: ctx.connection.id, socketInode: null };
+
+/**
+ * The handlers: thin adapters from validated wire params to services. This is where wire
+ * becomes domain: decimal positions and generations turn into numbers and defaults are
+ * applied, so the services below take plain typed values (src/daemon/requests.ts).
+ */
+export function createHandlers(s: Services): Handlers {
+  return {
+    'session.hello': (p, _caller, ctx) => {
+      const connId = ctx.connection.id;
+      s.helloLimiter.check(connId);
+      const caller = s.directory.authenticate(p.token);
+      if (!caller) {
+        s.helloLimiter.failed(connId);
+        s.audit.security('session.hello.failed', { ...peerOf(ctx) });
+        throw errors.unauthenticated('unknown, rotated or disabled token');
+      }
+      s.helloLimiter.succeeded(connId);
+      ctx.connection.setCaller(caller);
+      return {
+        role: caller.role,
+        agentId: caller.role === 'agent' ? caller.agentId : null,
+        protocol: 'yello.chat.v1',
+        daemon: { version: s.version },
+        limits: { maxAppendRequestBytes: s.maxAppendRequestBytes, maxLineBytes: s.maxLineBytes },
+        signing: { kid: s.signer.kid, alg: 'ES256' },
+      };
+    },
+    'daemon.status': () => ({
+      version: s.version,
+      uptimeMs: Date.now() - s.startedAt,
+      counts: s.counters.snapshot(),
+      storage: s.storage.readOnly ? 'read-only' : 'ok',
+      commits: { ...s.storage.stats },
+      kid: s.signer.kid,
+      policy: s.directory.policy,
+      integrity: {
+        corruptStreams: s.integrity.list(),
+        walIncidents: s.walIncidents().map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
+      },
+    }),
+    'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
+    'keys.list': () => s.signer.jwks(),
+    'keys.rotate': (_p, caller, ctx) => {
+      const kid = s.signer.rotate();
+      s.audit.action('keys.rotate', caller, peerOf(ctx), { kid });
+      return { kid };
+    },
+
+    'agents.create': async (p, caller, ctx) => {
+      const r = await s.directory.createAgent(p.username, p.name, p.image);
+      s.audit.action('agents.create', caller, peerOf(ctx), { target: r.agent.id, username: r.agent.username });
+      return r;
+    },
+    'agents.list': async () => ({ agents: await s.directory.listAgents() }),
+    'agents.get': (p) => ({ agent: p.agentId !== undefined ? s.directory.agent(p.agentId) : s.directory.agentByUsername(p.username!) }),
+    'agents.rotateToken': async (p, caller, ctx) => {
+      const r = await s.directory.rotateToken(p.agentId);
+      s.audit.action('agents.rotateToken', caller, peerOf(ctx), { target: p.agentId });
+      return r;
+    },
+    'agents.disable': async (p, caller, ctx) => {
+      const agent = await s.directory.disableAgent(p.agentId);
+      s.audit.action('agents.disable', caller, peerOf(ctx), { target: p.agentId });
+      return { agent };
+    },
+    'agents.setPolicy': async (p, caller, ctx) => {
+      const agent = await s.directory.setPolicy(p.agentId, p.pii);
+      s.audit.action('agents.setPolicy', caller, peerOf(ctx), { target: p.agentId, pii: p.pii });
+      return { agent };
+    },
+
+    'grants.add': async (p, caller, ctx) => {
+      const grant = await s.directory.addGrant(p.agentId, p.peerAgentId);
+      s.audit.action('grants.add', caller, peerOf(ctx), { target: p.agentId, peer: p.peerAgentId });
+      return { grant };
+    },
+    'grants.remove': async (p, caller, ctx) => {
+      const removed = await s.directory.removeGrant(p.agentId, p.peerAgentId);
+      s.audit.action('grants.remove', caller, peerOf(ctx), { target: p.agentId, peer: p.peerAgentId, removed });
+      return { removed };
+    },
+    'grants.list': async (p, caller) => {
+      const own = agentIdOf(caller);
+      if (own !== null && p.agentId !== undefined && p.agentId !== own) throw errors.permissionDenied('NOT_OWN', 'agents may list only their own grants');
+      return { grants: await s.directory.listGrants(own ?? p.agentId) };
+    },
+
+    'chats.open': async (p, caller, ctx) => {
+      if (caller.role === 'agent') {
+        if (p.peerAgentId === undefined) throw errors.invalidParams('peerAgentId', 'agents open a chat with {peerAgentId}');
+        return s.directory.openChat(caller, caller.agentId, p.peerAgentId);
+      }
+      if (p.agentAId === undefined || p.agentBId === undefined) throw errors.invalidParams('agentAId', 'admin opens a chat with {agentAId, agentBId}');
+      const r = await s.directory.openChat(caller, p.agentAId, p.agentBId);
+      s.audit.action('chats.open', caller, peerOf(ctx), { chatId: r.chat.id, agentAId: r.chat.agentAId, agentBId: r.chat.agentBId, created: r.created });
+      return r;
+    },
+    'chats.get': (p, caller) => {
+      const chat = s.directory.readableChat(caller, p.chatId);
+      const [a, b] = chatStreamIds(chat);
+      const state = (id: string) => {
+        const meta = s.streams.committedMeta(id);
+        if (!meta) throw errors.notFound('stream', id);
+        return s.streams.state(meta);
+      };
+      return { chat, streams: [state(a), state(b)] };
+    },
+    'chats.list': (p, caller) => s.directory.listChats(caller, p.cursor, p.limit ?? 100),
+    'chats.permissions': (p, caller) => s.directory.permissions(s.directory.readableChat(caller, p.chatId)),
+    'chats.history': (p, caller, ctx) => s.reader.history(caller, { ...p, limit: p.limit ?? 50 }, pageBytes(ctx)()),
+    'chats.follow': (p, caller, ctx) => s.subscriptions.follow(caller, p, ctx.connection),
+    'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
+
+    'streams.get': (p, caller) => s.streams.get(caller, p.streamId),
+    'streams.claim': (p, caller) => s.streams.claim(caller, { streamId: p.streamId, replace: p.replace === true, reason: p.reason }),
+    'streams.release': async (p, caller, ctx) => {
+      const state = await s.streams.release(caller, p);
+      if (caller.role === 'admin') s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
+      return state;
+    },
+    'streams.append': (p, caller) =>
+      s.streams.append(caller, { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) }),
+    'streams.read': (p, caller, ctx) =>
+      s.reader.read(caller, {
+        streamId: p.streamId, generation: parseDecimal(p.generation), fromPosition: parseDecimal(p.fromPosition),
+        limit: p.limit ?? 1000, maxBytes: p.maxBytes ?? PAGE_BYTES, waitMs: p.waitMs ?? 0,
+      }, pageBytes(ctx)),
+    'streams.checkpoint': (p, caller) =>
+      streamCheckpoint(s.streams, s.signer, caller, {
+        streamId: p.streamId, generation: parseDecimal(p.generation),
+        fromPosition: p.fromPosition === undefined ? undefined : parseDecimal(p.fromPosition),
+        nextPosition: p.nextPosition === undefined ? undefined : parseDecimal(p.nextPosition),
+      }),
+    'streams.trim': async (p, caller, ctx) => {
+      const r = await s.streams.trim(p.streamId, parseDecimal(p.beforePosition), p.force === true);
+      s.audit.action('streams.trim', caller, peerOf(ctx), { streamId: p.streamId, beforePosition: p.beforePosition, force: p.force === true, firstPosition: r.firstPosition });
+      return r;
+    },
+    'streams.reset': async (p, caller, ctx) => {
+      const state = await s.streams.reset(p.streamId, p.reason);
+      s.audit.action('streams.reset', caller, peerOf(ctx), { streamId: p.streamId, generation: state.generation });
+      return state;
+    },
+
+    'operations.get': (p, caller) => s.streams.operation(caller, p.streamId, p.operationId),
+    'operations.list': (p, caller) => s.streams.operations(caller, p.streamId, p.cursor, p.limit ?? 100),
+    'rpc.discover': () => buildOpenRpc(s.version),
+  };
+}

@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { JSONRPCServer, type JSONRPCRequest, type JSONRPCResponse } from 'json-rpc-2.0';
+import type { Logger } from 'pino';
+import { errors, YelloError } from '../../shared/errors.js';
+import type { MethodDescriptor } from '../../shared/method-descriptor.js';
+import { methods, type MethodName, type Params, type Result } from '../../shared/methods.js';
+import { describeIssue } from '../../shared/schemas.js';
+import type { PeerInfo } from './audit.js';
+import type { Caller } from '../caller.js';
+
+/** What a handler learns about the connection it serves. */
+export interface CallContext {
+  /** Fixed by a successful `session.hello`. */
+  caller: Caller | null;
+  /** Connection-scoped state the session and subscription handlers use. */
+  readonly connection: ConnectionHandle;
+  /**
+   * The byte budget for a page this request is about to read (`chats.history`, `streams.read`):
+   * what the connection's output window has left, at most PAGE_BYTES, at least 1 (one record).
+   * Absent outside a real connection: PAGE_BYTES.
+   */
+  pageBytes?(): number;
+}
+
+/** The connection operations handlers may use. */
+export interface ConnectionHandle {
+  readonly id: number;
+  /** Who is on the other end, as far as the daemon can tell (for the audit log). */
+  readonly peer?: PeerInfo;
+  setCaller(caller: Caller): void;
+  notify(method: string, params: unknown): void;
+  onClose(listener: () => void): void;
+  /** True while the client is not reading fast enough; deliveries wait for `onDrain`. */
+  readonly congested: boolean;
+  onDrain(listener: () => void): void;
+}
+
+/**
+ * A validated handler: typed params, authenticated caller (null only for public methods). It
+ * returns the method's result type, so an answer that differs from what the client's types
+ * promise does not compile.
+ */
+export type Handler<M extends MethodName> = (params: Params<M>, caller: Caller, ctx: CallContext) => Result<M> | Promise<Result<M>>;
+/** Handlers for every method. */
+export type Handlers = { [M in MethodName]: Handler<M> };
+
+/**
+ * JSON-RPC dispatch over `json-rpc-2.0`, with the library's defaults replaced where they would
+ * leak: its error listener (console) and its error mapper (any thrown message, code 0). Every
+ * method goes through one gate: session, role, params schema, then the handler.
+ */
+export class RpcServer {
+  readonly #server = new JSONRPCServer<CallContext>({ errorListener: () => {} });
+  readonly #log: Logger;
+  readonly #sessionValid: (caller: Caller) => boolean;
+
+  constructor(handlers: Handlers, log: Logger, sessionValid: (caller: Caller) => boolean) {
+    this.#log = log;
+    this.#sessionValid = sessionValid;
+    this.#server.mapErrorToJSONRPCErrorResponse = (id, error) => this.#mapError(id, error);
+    for (const method of Object.values(methods) as MethodDescriptor[]) {
+      const handler = handlers[method.name as MethodName] as (params: unknown, caller: Caller, ctx: CallContext) => unknown;
+      this.#server.addMethod(method.name, (params, ctx) => this.#invoke(method, handler, params, ctx));
+    }
+  }
+
+  /** Dispatch one request object (already shape-checked by the connection). */
+  receive(request: JSONRPCRequest, ctx: CallContext): PromiseLike<JSONRPCResponse | null> {
+    return this.#server.receive(request, ctx);
+  }
+
+  #invoke(method: MethodDescriptor, handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown, rawParams: unknown, ctx: CallContext): unknown {
+    const { name, access } = method;
+    const caller = ctx.caller;
+    if (access !== 'public') {
+      if (!caller) throw errors.unauthenticated();
+      if (!this.#sessionValid(caller)) throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
+      if (access === 'admin' && caller.role !== 'admin') throw errors.permissionDenied('ADMIN_ONLY', `${name} is admin-only`);
+      if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
+    }
+    if (Array.isArray(rawParams)) throw errors.invalidParams('', 'params must be an object (by-name)');
+    const parsed = method.params.safeParse(rawParams ?? {});
+    if (!parsed.success) {
+      const { path, reason } = describeIssue(parsed.error.issues[0]!);
+      throw errors.invalidParams(path, reason);
+    }
+    return handler(parsed.data, caller as Caller, ctx);
+  }
+
+  #mapError(id: JSONRPCRequest['id'], error: unknown): JSONRPCResponse & { error: object } {
+    if (error instanceof YelloError) {
+      return { jsonrpc: '2.0', id: id ?? null, error: { code: error.code, message: error.message, data: error.toData() } };
+    }
+    const correlationId = randomUUID();
+    const e = error as { message?: string; stack?: string; code?: string };
+    this.#log.error({ correlationId, err: { message: e?.message, code: e?.code, stack: e?.stack } }, 'internal error');
+    const mapped = errors.internal(correlationId);
+    return { jsonrpc: '2.0', id: id ?? null, error: { code: mapped.code, message: mapped.message, data: mapped.toData() } };
+  }
+}

@@ -1,0 +1,295 @@
+import { contentSha256 } from '../../shared/message-signing.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { DoctorProblem, DoctorReport, StoredRecord } from '../../shared/types.js';
+import type { Integrity } from './integrity.js';
+import { K, locateKey, prefixEnd } from './key-layout.js';
+import type { Signer } from '../crypto/signer.js';
+import type { Storage } from './storage.js';
+import type { StreamMeta } from './stream-meta.js';
+import { expandOperation, expandRecord, storedClientMessageId, type CompactOperation, type CompactRecord, type StoredOperation } from './record-layout.js';
+import { placeOf, StreamTables, type StreamIdentity } from './stream-tables.js';
+
+interface StreamScan {
+  meta: StreamMeta | undefined;
+  generation: number;
+  /** Next position expected in the generation being scanned, or null before its first record. */
+  expect: number | null;
+  firstSeen: number | null;
+  /** The operation the last record belongs to, to check the records that follow it. */
+  op: { id: string; next: number; index: number } | null;
+  lastCreatedAt: string | null;
+  /** First problem position per generation (for the mark). */
+  damage: Map<number, number>;
+}
+
+/**
+ * A full scan of the store, for `yello doctor`: every value's checksum; every stream's records
+ * against its head (contiguity, no records past the head or in unknown generations, each record
+ * where its key says); every message's contentSha256 and signature; operations against their
+ * records and log; the message-id, token, username, pair and member indexes against the rows
+ * they point to. Streams with problems are marked corrupt (unless `mark` is false), so the
+ * daemon stops writing there until someone resets them. Reads the whole store once, in key
+ * order, with point reads for cross-checks: memory stays O(streams).
+ */
+export async function checkStore(storage: Storage, integrity: Integrity, signer: Signer, options: { mark?: boolean } = {}): Promise<DoctorReport> {
+  const problems: DoctorProblem[] = [];
+  const counts = { values: 0, agents: 0, chats: 0, streams: 0, records: 0, messages: 0, operations: 0 };
+  const problem = (kind: string, key: string | null, detail: string, where: Partial<Pick<DoctorProblem, 'streamId' | 'generation' | 'position'>> = {}) => {
+    const loc = key ? locateKey(key) : { streamId: null, generation: null, position: null };
+    problems.push({ kind, key, streamId: where.streamId ?? loc.streamId, generation: where.generation ?? loc.generation, position: where.position ?? loc.position, detail });
+  };
+
+  // Heads first (one per stream), so records can be checked against them in one pass.
+  const scans = new Map<string, StreamScan>();
+  const tables = new StreamTables(storage);
+  for await (const { key } of storage.entriesChecked<unknown>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
+    const streamId = key.slice(K.streamsPrefix.length);
+    let meta: StreamMeta | undefined;
+    try {
+      meta = tables.head(streamId, false);
+    } catch (err) {
+      problem('head', key, `the stream head fails its check (${String((err as { details?: { detail?: string } }).details?.detail ?? err)})`, { streamId });
+    }
+    scans.set(streamId, { meta, generation: -1, expect: null, firstSeen: null, op: null, lastCreatedAt: null, damage: new Map() });
+  }
+  const damage = (streamId: string, generation: number, position: number) => {
+    const scan = scans.get(streamId);
+    if (!scan) return;
+    const prev = scan.damage.get(generation);
+    if (prev === undefined || position < prev) scan.damage.set(generation, position);
+  };
+
+  let current: { streamId: string; scan: StreamScan } | null = null;
+  const finishGeneration = () => {
+    if (!current) return;
+    const { streamId, scan } = current;
+    const meta = scan.meta;
+    if (meta && scan.generation >= 0) {
+      const bounds = scan.generation === meta.generation ? { first: meta.firstPosition, next: meta.nextPosition } : sealedBounds(meta, scan.generation);
+      const last = scan.expect === null ? null : scan.expect - 1;
+      if (!bounds) {
+        problem('record', null, `records of generation ${scan.generation}, which the head does not know`, { streamId, generation: formatDecimal(scan.generation) });
+        damage(streamId, scan.generation, scan.firstSeen ?? 0);
+      } else if (last === null || last < bounds.next - 1) {
+        if (bounds.next > bounds.first) {
+          const from = last === null ? bounds.first : Math.max(bounds.first, last + 1);
+          problem('record', null, `records ${from}..${bounds.next - 1} are missing (the head says the generation ends at ${bounds.next})`, { streamId, generation: formatDecimal(scan.generation), position: formatDecimal(from) });
+          damage(streamId, scan.generation, from);
+        }
+      }
+    }
+  };
+
+  for await (const { key, value, error } of storage.entriesChecked<unknown>({ lt: '\uffff' })) {
+    counts.values++;
+    const table = key.slice(0, key.indexOf('/'));
+    if (error) {
+      problem('checksum', key, 'the value fails its checksum');
+      const loc = locateKey(key);
+      if (loc.streamId && loc.generation !== null) damage(loc.streamId, Number(loc.generation), Number(loc.position ?? 0));
+      continue;
+    }
+    switch (table) {
+      case 'a':
+        counts.agents++;
+        checkAgent(storage, key, value as { id: string; username: string; tokenHash: string }, problem);
+        break;
+      case 'c':
+        counts.chats++;
+        checkChat(storage, key, value as { id: string; agentAId: string; agentBId: string }, problem);
+        break;
+      case 's':
+        counts.streams++;
+        break;
+      case 'o':
+        counts.operations++;
+        checkOperation(storage, key, expandOperation(key.slice(key.lastIndexOf('/') + 1), value as CompactOperation), problem);
+        break;
+      case 'x':
+        checkMessageIndex(storage, key, value as string, problem);
+        break;
+      case 'r': {
+        counts.records++;
+        const loc = locateKey(key);
+        const streamId = loc.streamId!;
+        const generation = Number(loc.generation);
+        const position = Number(loc.position);
+        if (!current || current.streamId !== streamId || current.scan.generation !== generation) {
+          finishGeneration();
+          let scan = scans.get(streamId);
+          if (!scan) {
+            problem('record', key, 'a record of a stream that has no head');
+            scan = { meta: undefined, generation, expect: null, firstSeen: null, op: null, lastCreatedAt: null, damage: new Map() };
+            scans.set(streamId, scan);
+          }
+          Object.assign(scan, { generation, expect: null, firstSeen: position, op: null, lastCreatedAt: null });
+          current = { streamId, scan };
+        }
+        const identity = current.scan.meta ?? identityFromChat(storage, streamId);
+        let record: StoredRecord;
+        try {
+          record = expandRecord(value as CompactRecord | StoredRecord, placeOf(identity, generation, position));
+        } catch {
+          problem('record', key, 'the stored record has an unknown shape');
+          damage(streamId, generation, position);
+          break;
+        }
+        if (checkRecord(tables, signer, key, record, streamId, generation, position, current.scan, problem, counts)) damage(streamId, generation, position);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  finishGeneration();
+
+  for (const [streamId, scan] of scans) {
+    if (!scan.meta) continue;
+    const { meta } = scan;
+    // The record scan already found missing tails; a head past its records with no record at all:
+    if (meta.nextPosition > meta.firstPosition && storage.get(K.record(streamId, meta.generation, meta.nextPosition - 1)) === undefined && !scan.damage.has(meta.generation)) {
+      problem('head', K.stream(streamId), `the head says records end at ${meta.nextPosition}, but the generation has none there`, { streamId, generation: formatDecimal(meta.generation) });
+      damage(streamId, meta.generation, meta.nextPosition - 1);
+    }
+    const chat = storage.get<{ agentAId: string; agentBId: string }>(K.chat(meta.chatId));
+    if (!chat || (chat.agentAId !== meta.authorAgentId && chat.agentBId !== meta.authorAgentId)) {
+      problem('directory', K.stream(streamId), `the stream's chat ${meta.chatId} is missing or does not include ${meta.authorAgentId}`, { streamId });
+    }
+  }
+
+  if (options.mark !== false) {
+    // A head that is unreadable or missing: no generation of the stream can be trusted.
+    for (const p of problems) {
+      if (p.kind === 'head' && p.streamId && (!scans.get(p.streamId)?.meta)) {
+        integrity.mark({ streamId: p.streamId, generation: null, fromPosition: 0, detail: `yello doctor: ${p.detail}` });
+      }
+    }
+    for (const [streamId, scan] of scans) {
+      for (const [generation, position] of scan.damage) {
+        const detail = problems.find((p) => p.streamId === streamId && p.generation === formatDecimal(generation))?.detail ?? 'yello doctor found damage';
+        integrity.mark({ streamId, generation, fromPosition: position, detail: `yello doctor: ${detail}` });
+      }
+    }
+  }
+  return { checkedAt: new Date().toISOString(), counts, problems, corruptStreams: integrity.list() };
+}
+
+type Report = (kind: string, key: string | null, detail: string, where?: Partial<Pick<DoctorProblem, 'streamId' | 'generation' | 'position'>>) => void;
+
+function sealedBounds(meta: StreamMeta, generation: number): { first: number; next: number } | null {
+  const s = meta.sealed.find((g) => g.generation === generation);
+  return s ? { first: s.firstPosition, next: s.nextPosition } : null;
+}
+
+/** A point read that reports a value failing its checksum instead of throwing. */
+function tryGet<T>(storage: Storage, key: string): T | undefined | 'corrupt' {
+  try {
+    return storage.get<T>(key);
+  } catch {
+    return 'corrupt';
+  }
+}
+
+/** One record: where its key says, contiguous, covered by its operation, signed. True when damaged. */
+function checkRecord(
+  tables: StreamTables, signer: Signer, key: string, record: StoredRecord, streamId: string, generation: number, position: number,
+  scan: StreamScan, problem: Report, counts: { messages: number },
+): boolean {
+  const where = { streamId, generation: formatDecimal(generation), position: formatDecimal(position) };
+  let damaged = false;
+  const bad = (detail: string) => {
+    problem('record', key, detail, where);
+    damaged = true;
+  };
+  if (record.streamId !== streamId || record.generation !== formatDecimal(generation) || record.position !== formatDecimal(position)) {
+    bad(`the record names ${record.streamId} generation ${record.generation} position ${record.position}`);
+  }
+  if (scan.expect !== null && position !== scan.expect) {
+    // Named at the first missing position: that is where readers will stop.
+    problem('record', null, `positions ${scan.expect}..${position - 1} are missing`, { ...where, position: formatDecimal(scan.expect) });
+    scan.damage.set(generation, Math.min(scan.damage.get(generation) ?? Infinity, scan.expect));
+  }
+  scan.expect = position + 1;
+  const meta = scan.meta;
+  if (meta) {
+    if (generation === meta.generation && position >= meta.nextPosition) bad(`a record at or past the head (${meta.nextPosition})`);
+    const sealed = sealedBounds(meta, generation);
+    if (sealed && position >= sealed.next) bad(`a record past the sealed generation's end (${sealed.next})`);
+  }
+  const w = record.wrapper;
+  if (!w || w.chatId !== streamId.slice(0, streamId.indexOf(':')) || w.authorAgentId !== streamId.slice(streamId.indexOf(':') + 1)) bad('the wrapper names another chat or author');
+  if (w?.type === 'chat.message') {
+    counts.messages++;
+    const m = w.message;
+    if (contentSha256(m.content) !== m.contentSha256) bad('contentSha256 does not match the content');
+    else if (!signer.verifyMessage({ chatId: m.chatId, fromAgentId: m.fromAgentId, toAgentId: m.toAgentId, createdAt: m.signature.createdAt, contentSha256: m.contentSha256 }, m.signature)) {
+      bad(`the signature does not verify (kid ${m.signature.kid})`);
+    }
+    if (scan.lastCreatedAt !== null && m.signature.createdAt < scan.lastCreatedAt) bad('createdAt goes backwards');
+    scan.lastCreatedAt = m.signature.createdAt;
+  }
+  if (w && w.type !== 'chat.writer-fence') {
+    if (w.recordIndex === 0) {
+      let op: StoredOperation | undefined | 'corrupt';
+      try {
+        op = tables.operation(streamId, w.operationId);
+      } catch {
+        op = 'corrupt';
+      }
+      if (op === 'corrupt' || op === undefined || op.generation !== generation || op.firstPosition !== position) {
+        bad(`operation ${w.operationId} is missing or does not start here`);
+        scan.op = null;
+      } else {
+        scan.op = { id: w.operationId, next: op.nextPosition, index: 0 };
+      }
+    } else if (!scan.op || scan.op.id !== w.operationId || w.recordIndex !== scan.op.index + 1) {
+      bad(`record ${w.recordIndex} of operation ${w.operationId} does not follow its operation's records`);
+    } else {
+      scan.op.index = w.recordIndex;
+    }
+    if (scan.op && position >= scan.op.next) bad(`the record lies past its operation's end (${scan.op.next})`);
+  } else {
+    scan.op = null;
+  }
+  return damaged;
+}
+
+function checkOperation(storage: Storage, key: string, op: StoredOperation, problem: Report): void {
+  const streamId = key.slice(2, key.lastIndexOf('/'));
+  const logged = tryGet<string>(storage, K.opLog(streamId, op.generation, op.firstPosition));
+  if (logged !== op.operationId) problem('operation', key, `the operation log has no entry for ${op.operationId} at ${op.firstPosition}`, { streamId, generation: formatDecimal(op.generation), position: formatDecimal(op.firstPosition) });
+}
+
+function checkMessageIndex(storage: Storage, key: string, position: string, problem: Report): void {
+  const parts = key.split('/');
+  const streamId = parts[1]!;
+  const generation = Number(parts[2]);
+  const record = tryGet<CompactRecord | StoredRecord>(storage, K.record(streamId, generation, Number(position)));
+  // A trimmed record takes its message id's record with it; only a record that is there must match.
+  if (record === 'corrupt' || (record !== undefined && storedClientMessageId(record) !== parts[3])) {
+    problem('index', key, `the message-id index points at position ${position}, which holds another record`, { streamId, generation: formatDecimal(generation), position });
+  }
+}
+
+function checkAgent(storage: Storage, key: string, agent: { id: string; username: string; tokenHash: string }, problem: Report): void {
+  if (tryGet<string>(storage, K.username(agent.username)) !== agent.id) problem('directory', key, `the username index does not lead to agent ${agent.id}`);
+  if (tryGet<string>(storage, K.token(agent.tokenHash)) !== agent.id) problem('directory', key, `the token index does not lead to agent ${agent.id}: its token cannot authenticate (rotate it)`);
+}
+
+function checkChat(storage: Storage, key: string, chat: { id: string; agentAId: string; agentBId: string }, problem: Report): void {
+  if (tryGet<string>(storage, K.pair(chat.agentAId, chat.agentBId)) !== chat.id) problem('directory', key, `the pair index does not lead to chat ${chat.id}`);
+  for (const agentId of [chat.agentAId, chat.agentBId]) {
+    if (tryGet<unknown>(storage, K.member(agentId, chat.id)) === undefined) problem('directory', key, `chat ${chat.id} is missing from ${agentId}'s chat list`);
+    if (tryGet<unknown>(storage, K.stream(`${chat.id}:${agentId}`)) === undefined) problem('head', K.stream(`${chat.id}:${agentId}`), 'the stream head is missing, though its chat exists', { streamId: `${chat.id}:${agentId}` });
+  }
+}
+
+/** Chat, author and peer of a stream whose head is unreadable, from its chat row. */
+function identityFromChat(storage: Storage, streamId: string): StreamIdentity {
+  const i = streamId.indexOf(':');
+  const chatId = streamId.slice(0, i);
+  const authorAgentId = streamId.slice(i + 1);
+  const chat = tryGet<{ agentAId: string; agentBId: string }>(storage, K.chat(chatId));
+  const peerAgentId = chat && chat !== 'corrupt' ? (chat.agentAId === authorAgentId ? chat.agentBId : chat.agentAId) : '';
+  return { streamId, chatId, authorAgentId, peerAgentId };
+}

@@ -1,0 +1,21 @@
+import type { TokenCodec } from '../crypto/token-codec.js';
+import type { Directory } from '../directory/directory.js';
+import type { Counters } from '../store/counters.js';
+import type { Integrity } from '../store/integrity.js';
+import type { Storage } from '../store/storage.js';
+import type { StreamTables } from '../store/stream-tables.js';
+import type { StreamHeads } from './heads.js';
+
+/**
+ * What the parts of the stream store share: the heads (the only mutable state, and the one way
+ * to change it) and the services below them. Built once by `StreamStore`.
+ */
+export interface StreamContext {
+  storage: Storage;
+  heads: StreamHeads;
+  tables: StreamTables;
+  integrity: Integrity;
+  directory: Directory;
+  counters: Counters;
+  codec: TokenCodec;
+}

@@ -1,0 +1,108 @@
+import { errors } from '../../shared/errors.js';
+import { formatDecimal } from '../../shared/ids.js';
+import type { StoredRecord, StreamState } from '../../shared/types.js';
+import type { Caller } from '../caller.js';
+import { hashToken, newToken } from '../crypto/tokens.js';
+import type { ClaimRequest, ReleaseRequest } from '../requests.js';
+import type { Counters } from '../store/counters.js';
+import { K } from '../store/key-layout.js';
+import type { Storage } from '../store/storage.js';
+import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
+import { assertAuthor } from './access.js';
+import type { StreamContext } from './context.js';
+import type { StreamHeads } from './heads.js';
+
+const COORDINATOR_TOKEN_PREFIX = 'yello_ct_';
+
+/** What `streams.claim` answers: the writer's new epoch and the token its appends carry. */
+export interface Claim {
+  streamId: string;
+  generation: string;
+  epoch: string;
+  coordinatorToken: string;
+  nextPosition: string;
+}
+
+/**
+ * Writer fencing: one coordinator writes a stream at a time. A claim moves the writer epoch on,
+ * records a `chat.writer-fence` in the stream and issues a new coordinator token; appends
+ * carrying an older token are FENCED (`tokenCurrent`).
+ */
+export class Fencing {
+  readonly #storage: Storage;
+  readonly #heads: StreamHeads;
+  readonly #counters: Counters;
+
+  constructor({ storage, heads, counters }: StreamContext) {
+    this.#storage = storage;
+    this.#heads = heads;
+    this.#counters = counters;
+  }
+
+  /** `streams.claim`. */
+  async claim(caller: Caller, p: ClaimRequest): Promise<Claim> {
+    this.#storage.assertWritable();
+    assertAuthor(caller, p.streamId);
+    const meta = this.#heads.writable(p.streamId);
+    if (meta.writer.active && !p.replace) {
+      throw errors.writerActive(formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '');
+    }
+    const next = cloneMeta(meta);
+    const epoch = meta.writer.epoch + 1;
+    const claimedAt = nextTimestamp(next);
+    const token = `${COORDINATOR_TOKEN_PREFIX}${newToken('')}`;
+    const position = next.nextPosition;
+    const fence = { epoch: formatDecimal(epoch), claimedAt, replaced: meta.writer.active, ...(p.reason !== undefined ? { reason: p.reason } : {}) };
+    const record: StoredRecord = {
+      streamId: p.streamId, generation: formatDecimal(next.generation), position: formatDecimal(position),
+      wrapper: {
+        version: 2, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: `fence.${epoch}`, recordIndex: 0,
+        type: 'chat.writer-fence', fence,
+      },
+    };
+    next.writer = { epoch, claimedAt, active: true, tokenHash: hashToken(token) };
+    next.nextPosition = position + 1;
+    this.#counters.records++;
+    await this.#heads.commit(next, [this.#counters.op()], {
+      generation: next.generation, fromPosition: position, nextPosition: position + 1, records: [record],
+    });
+    return {
+      streamId: p.streamId, generation: formatDecimal(next.generation), epoch: formatDecimal(epoch), coordinatorToken: token,
+      nextPosition: formatDecimal(next.nextPosition),
+    };
+  }
+
+  /** `streams.release`: the author with its current token, or the admin. */
+  async release(caller: Caller, p: ReleaseRequest): Promise<StreamState> {
+    this.#storage.assertWritable();
+    if (caller.role === 'agent') {
+      assertAuthor(caller, p.streamId);
+      if (p.coordinatorToken === undefined) throw errors.invalidParams('coordinatorToken', 'the author releases with its coordinator token');
+    }
+    const meta = this.#heads.writable(p.streamId);
+    if (caller.role === 'agent' && !tokenCurrent(meta, p.coordinatorToken!)) {
+      throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
+    }
+    if (meta.writer.active) {
+      const next = cloneMeta(meta);
+      next.writer = { ...next.writer, active: false, tokenHash: null };
+      await this.#heads.commit(next, []);
+      return this.#heads.state(next);
+    }
+    await this.#storage.durable(K.stream(p.streamId));
+    return this.#heads.state(meta);
+  }
+}
+
+/** Whether `token` is the coordinator token of the stream's active writer. */
+export function tokenCurrent(meta: StreamMeta, token: string): boolean {
+  return meta.writer.active && meta.writer.tokenHash !== null && meta.writer.tokenHash === hashToken(token);
+}
+
+/** Non-decreasing RFC 3339 timestamp for the next record of `meta` (mutates lastCreatedAt). */
+export function nextTimestamp(meta: StreamMeta): string {
+  const now = new Date().toISOString();
+  const ts = meta.lastCreatedAt !== null && meta.lastCreatedAt > now ? meta.lastCreatedAt : now;
+  meta.lastCreatedAt = ts;
+  return ts;
+}
