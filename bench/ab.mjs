@@ -16,8 +16,21 @@ import { existsSync, lstatSync, mkdtempSync, realpathSync, rmSync, symlinkSync, 
 import os from 'node:os';
 import path from 'node:path';
 import {
-  Daemon, PushProbe, cleanupAll, closedLoop, envCounts, envNumber, fmt, makeTempDir, median, nowMs, percentile, removeTempDir, repoRoot,
-  setupCoordinator, table,
+  Daemon,
+  PushProbe,
+  cleanupAll,
+  closedLoop,
+  envCounts,
+  envNumber,
+  fmt,
+  makeTempDir,
+  median,
+  nowMs,
+  percentile,
+  removeTempDir,
+  repoRoot,
+  setupCoordinator,
+  table,
 } from './lib.mjs';
 
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -32,7 +45,9 @@ const cfg = {
   json: process.env.BENCH_JSON ?? null,
 };
 if (!cfg.ref && !cfg.prebuilt) {
-  process.stderr.write('bench/ab.mjs: set BENCH_AB_REF=<git ref> (the unchanged code, e.g. the merge base), or BENCH_AB_DIR=<a built checkout>\n');
+  process.stderr.write(
+    'bench/ab.mjs: set BENCH_AB_REF=<git ref> (the unchanged code, e.g. the merge base), or BENCH_AB_DIR=<a built checkout>\n',
+  );
   process.exit(2);
 }
 
@@ -157,11 +172,22 @@ function report(a, b) {
     const perRound = as.map((x, i) => bs[i] / x);
     const better = perRound.filter((q) => (higherIsBetter(metric) ? q > 1 : q < 1)).length;
     const show = metric.startsWith('appends/s') || metric.includes('µs') ? fmt.int : fmt.ms;
-    return [metric, show(median(as)), show(median(bs)), fmt.ratio(median(bs) / median(as)), fmt.ratio(Math.min(...perRound)), fmt.ratio(Math.max(...perRound)), `${better}/${perRound.length}`];
+    return [
+      metric,
+      show(median(as)),
+      show(median(bs)),
+      fmt.ratio(median(bs) / median(as)),
+      fmt.ratio(Math.min(...perRound)),
+      fmt.ratio(Math.max(...perRound)),
+      `${better}/${perRound.length}`,
+    ];
   });
   const cpu = os.cpus();
   return [
-    `yello A/B — ${new Date().toISOString()} — node ${process.version}, ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}${QUICK ? ' — QUICK MODE' : ''}`,
+    `yello A/B — ${new Date().toISOString()} — node ${process.version}, ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}${QUICK ? ' — QUICK MODE' : ''}`,
     `A = ${a.label}`,
     `B = ${b.label}`,
     `${cfg.rounds} rounds; per round and side: ${cfg.seconds}s closed loop at each of ${cfg.concurrency.join('/')} coordinators (1 chat.message per append), then ${cfg.pushAppends} appends one at a time for push latency; A and B alternate at each measurement (A first in odd rounds, B first in even rounds)`,
@@ -178,7 +204,9 @@ function report(a, b) {
 
 async function main() {
   log(`config ${JSON.stringify(cfg)}`);
-  const aBuild = cfg.prebuilt ? { dir: path.resolve(cfg.prebuilt), label: `prebuilt checkout ${path.resolve(cfg.prebuilt)}` } : buildRef(cfg.ref);
+  const aBuild = cfg.prebuilt
+    ? { dir: path.resolve(cfg.prebuilt), label: `prebuilt checkout ${path.resolve(cfg.prebuilt)}` }
+    : buildRef(cfg.ref);
   const sides = [];
   try {
     sides.push(await startSide('A', aBuild.dir, aBuild.label));
@@ -198,11 +226,17 @@ async function main() {
       for (const side of sides) {
         const x = rounds.get(side);
         side.rounds.push(x);
-        log(`round ${r}/${cfg.rounds} ${side.name}: ${cfg.concurrency.map((c) => `${fmt.int(x[`appends/s @${c}`])}/s @${c}`).join(', ')}; cpu ${fmt.int(x[`cpu µs/append @${top}`])} µs/append @${top}; push p50 ${fmt.ms(x['push p50 ms'])} ms`);
+        log(
+          `round ${r}/${cfg.rounds} ${side.name}: ${cfg.concurrency.map((c) => `${fmt.int(x[`appends/s @${c}`])}/s @${c}`).join(', ')}; cpu ${fmt.int(x[`cpu µs/append @${top}`])} µs/append @${top}; push p50 ${fmt.ms(x['push p50 ms'])} ms`,
+        );
       }
     }
     process.stdout.write(report(a, b) + '\n');
-    if (cfg.json) writeFileSync(cfg.json, JSON.stringify({ config: cfg, A: { label: a.label, rounds: a.rounds }, B: { label: b.label, rounds: b.rounds } }, null, 2));
+    if (cfg.json)
+      writeFileSync(
+        cfg.json,
+        JSON.stringify({ config: cfg, A: { label: a.label, rounds: a.rounds }, B: { label: b.label, rounds: b.rounds } }, null, 2),
+      );
   } finally {
     for (const side of sides) await stopSide(side);
     removeWorktree();

@@ -89,14 +89,34 @@ export async function runBaselineAppends(store, key, { writers: ws, total, maxMs
         const text = content(position.toString(36));
         const sha = contentSha256(text);
         const createdAt = new Date().toISOString();
-        const value = sign('sha256', Buffer.from(messagePayload({ chatId: w.chatId, fromAgentId: w.from, toAgentId: w.to, createdAt, contentSha256: sha }), 'utf8'), {
-          key, dsaEncoding: 'ieee-p1363',
-        }).toString('base64url');
+        const value = sign(
+          'sha256',
+          Buffer.from(messagePayload({ chatId: w.chatId, fromAgentId: w.from, toAgentId: w.to, createdAt, contentSha256: sha }), 'utf8'),
+          {
+            key,
+            dsaEncoding: 'ieee-p1363',
+          },
+        ).toString('base64url');
         const record = {
-          streamId: w.streamId, generation: '1', position: String(position),
+          streamId: w.streamId,
+          generation: '1',
+          position: String(position),
           wrapper: {
-            version: 2, chatId: w.chatId, authorAgentId: w.from, operationId: `op-${position}`, recordIndex: 0, type: 'chat.message',
-            message: { chatId: w.chatId, fromAgentId: w.from, toAgentId: w.to, clientMessageId: sha, content: text, contentSha256: sha, signature: { kid: 'bench', alg: 'ES256', value, createdAt } },
+            version: 2,
+            chatId: w.chatId,
+            authorAgentId: w.from,
+            operationId: `op-${position}`,
+            recordIndex: 0,
+            type: 'chat.message',
+            message: {
+              chatId: w.chatId,
+              fromAgentId: w.from,
+              toAgentId: w.to,
+              clientMessageId: sha,
+              content: text,
+              contentSha256: sha,
+              signature: { kid: 'bench', alg: 'ES256', value, createdAt },
+            },
           },
         };
         await store.write([{ type: 'put', key: `r/${w.streamId}/${pad(1)}/${pad(position)}`, value: JSON.stringify(record) }]);
@@ -105,7 +125,13 @@ export async function runBaselineAppends(store, key, { writers: ws, total, maxMs
     }),
   );
   const seconds = (nowMs() - t0) / 1000;
-  return { appends: latencies.length, seconds, perSecond: latencies.length / seconds, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) };
+  return {
+    appends: latencies.length,
+    seconds,
+    perSecond: latencies.length / seconds,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+  };
 }
 
 export function baselineKey() {
@@ -124,9 +150,10 @@ export async function rawHistoryPage(db, streamIds, from, limit) {
   const sides = await Promise.all(
     streamIds.map(async (id, i) => {
       const prefix = `r/${id}/${pad(1)}/`;
-      const opts = from[i] === null
-        ? { gte: prefix, lt: prefix.slice(0, -1) + '0', reverse: true, limit }
-        : { gte: prefix + pad(from[i]), lt: prefix.slice(0, -1) + '0', limit };
+      const opts =
+        from[i] === null
+          ? { gte: prefix, lt: prefix.slice(0, -1) + '0', reverse: true, limit }
+          : { gte: prefix + pad(from[i]), lt: prefix.slice(0, -1) + '0', limit };
       const author = id.slice(id.indexOf(':') + 1);
       const rows = await db.iterator(opts).all();
       return rows.map(([k, v]) => messageOf(JSON.parse(v.slice(8)), author, Number(k.slice(k.lastIndexOf('/') + 1)))).filter(Boolean);

@@ -21,8 +21,13 @@ let sent = 0;
 /** One client: `append()` sends one message and resolves when the daemon answered it. */
 async function startCoordinator(socketPath, { token, chatId }) {
   const coordinator = new Coordinator({
-    token, chatId, socketPath, replace: true, callTimeoutMs: 30_000,
-    adapter: { present() {} }, cursorStore: new MemoryCursorStore(),
+    token,
+    chatId,
+    socketPath,
+    replace: true,
+    callTimeoutMs: 30_000,
+    adapter: { present() {} },
+    cursorStore: new MemoryCursorStore(),
   });
   await coordinator.start();
   return { append: () => coordinator.send(content((sent++).toString(36))), stop: () => coordinator.stop() };

@@ -48,7 +48,10 @@ export function envNumber(name, dflt) {
 
 /** A comma-separated list of positive integers from the environment (e.g. client counts). */
 export function envCounts(name, dflt) {
-  const list = (process.env[name] ?? dflt).split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
+  const list = (process.env[name] ?? dflt)
+    .split(',')
+    .map((s) => Number(s.trim()))
+    .filter((n) => Number.isInteger(n) && n > 0);
   if (list.length === 0) throw new Error(`${name} lists no positive integers`);
   return list;
 }
@@ -138,7 +141,11 @@ export const THREAD_GROUP_NOTES = {
 let runtimeThreads = null;
 /** Threads a bare `node` has before it runs any JavaScript (main + V8 platform + helpers). */
 export function nodeRuntimeThreadCount() {
-  runtimeThreads ??= Number(execFileSync(process.execPath, ['-e', "process.stdout.write(String(require('fs').readdirSync('/proc/self/task').length))"], { encoding: 'utf8' }));
+  runtimeThreads ??= Number(
+    execFileSync(process.execPath, ['-e', "process.stdout.write(String(require('fs').readdirSync('/proc/self/task').length))"], {
+      encoding: 'utf8',
+    }),
+  );
   return runtimeThreads;
 }
 
@@ -203,7 +210,11 @@ export function threadDelta(before, after) {
 export function perAppendByGroup(delta, appends, seconds) {
   const us = {};
   for (const [g, v] of Object.entries(delta)) us[g] = (v.ms * 1000) / appends;
-  return { us, threads: Object.fromEntries(Object.entries(delta).map(([g, v]) => [g, v.threads])), mainBusy: (delta.main?.ms ?? 0) / (seconds * 1000) };
+  return {
+    us,
+    threads: Object.fromEntries(Object.entries(delta).map(([g, v]) => [g, v.threads])),
+    mainBusy: (delta.main?.ms ?? 0) / (seconds * 1000),
+  };
 }
 
 /** Medians over rounds of perAppendByGroup results (a group missing from a round counts 0). */
@@ -336,7 +347,11 @@ export class PipelineServer {
   }
 
   async start() {
-    const child = trackChild(spawn(process.execPath, [path.join(repoRoot, 'bench', 'pipeline-server.mjs'), this.socketPath, this.dbDir], { stdio: ['ignore', 'pipe', 'inherit'] }));
+    const child = trackChild(
+      spawn(process.execPath, [path.join(repoRoot, 'bench', 'pipeline-server.mjs'), this.socketPath, this.dbDir], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      }),
+    );
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', resolve));
     await new Promise((resolve, reject) => {
@@ -346,9 +361,15 @@ export class PipelineServer {
   }
 
   coordinators(n) {
-    return Promise.all(Array.from({ length: n }, async (_, i) => ({
-      conn: await openConn(this.socketPath, 'bench'), streamId: `chat_p${i}:agt_p${i}`, coordinatorToken: 'bench', generation: '1', next: 0,
-    })));
+    return Promise.all(
+      Array.from({ length: n }, async (_, i) => ({
+        conn: await openConn(this.socketPath, 'bench'),
+        streamId: `chat_p${i}:agt_p${i}`,
+        coordinatorToken: 'bench',
+        generation: '1',
+        next: 0,
+      })),
+    );
   }
 
   async stop() {
@@ -378,8 +399,14 @@ export async function setupCoordinator(daemon, admin, username, peerId) {
   const streamId = `${chat.id}:${agent.id}`;
   const claim = await conn.request('streams.claim', { streamId });
   return {
-    agentId: agent.id, token, conn, chatId: chat.id, streamId,
-    coordinatorToken: claim.coordinatorToken, generation: claim.generation, next: Number(claim.nextPosition),
+    agentId: agent.id,
+    token,
+    conn,
+    chatId: chat.id,
+    streamId,
+    coordinatorToken: claim.coordinatorToken,
+    generation: claim.generation,
+    next: Number(claim.nextPosition),
   };
 }
 
@@ -388,8 +415,12 @@ export function appendParams(co, at, n) {
   const records = [];
   for (let i = 0; i < n; i++) records.push({ type: 'chat.message', messageId: `m-${at + i}`, content: content((at + i).toString(36)) });
   return {
-    streamId: co.streamId, coordinatorToken: co.coordinatorToken, generation: co.generation,
-    expectedPosition: String(at), operationId: `op-${at}`, records,
+    streamId: co.streamId,
+    coordinatorToken: co.coordinatorToken,
+    generation: co.generation,
+    expectedPosition: String(at),
+    operationId: `op-${at}`,
+    records,
   };
 }
 
@@ -425,8 +456,13 @@ export async function closedLoop(cos, seconds, serverPid = null) {
   const secs = (nowMs() - t0) / 1000;
   const n = latencies.length;
   return {
-    appends: n, seconds: secs, perSecond: n / secs, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99),
-    serverCpuUs: serverPid ? ((cpuMs(serverPid) - cpu0) * 1000) / n : null, clientCpuUs: ((selfCpuMs() - self0) * 1000) / n,
+    appends: n,
+    seconds: secs,
+    perSecond: n / secs,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    serverCpuUs: serverPid ? ((cpuMs(serverPid) - cpu0) * 1000) / n : null,
+    clientCpuUs: ((selfCpuMs() - self0) * 1000) / n,
     server: serverPid ? perAppendByGroup(threadDelta(threads0, threadSnapshot(serverPid)), n, secs) : null,
   };
 }
@@ -499,7 +535,11 @@ export class PushProbe {
 export function table(title, header, rows, leftColumns = 1) {
   const cells = [header, ...rows].map((r) => r.map((c) => String(c)));
   const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  const line = (r) => r.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  const line = (r) =>
+    r
+      .map((c, i) => (i < leftColumns ? c.padEnd(widths[i]) : c.padStart(widths[i])))
+      .join('  ')
+      .trimEnd();
   const out = [title, line(cells[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)];
   return out.join('\n');
 }

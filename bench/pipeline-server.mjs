@@ -27,10 +27,21 @@ rpc.addMethod('streams.append', async (p) => {
   const ops = p.records.map((r, i) => {
     const contentSha256 = createHash('sha256').update(r.content, 'utf8').digest('base64url');
     const createdAt = new Date().toISOString();
-    const value = sign('sha256', Buffer.from(messagePayload({ chatId, fromAgentId, toAgentId: 'peer', createdAt, contentSha256 }), 'utf8'), {
-      key: privateKey, dsaEncoding: 'ieee-p1363',
-    }).toString('base64url');
-    const record = { streamId: p.streamId, position: String(first + i), content: r.content, contentSha256, signature: { alg: 'ES256', value, createdAt } };
+    const value = sign(
+      'sha256',
+      Buffer.from(messagePayload({ chatId, fromAgentId, toAgentId: 'peer', createdAt, contentSha256 }), 'utf8'),
+      {
+        key: privateKey,
+        dsaEncoding: 'ieee-p1363',
+      },
+    ).toString('base64url');
+    const record = {
+      streamId: p.streamId,
+      position: String(first + i),
+      content: r.content,
+      contentSha256,
+      signature: { alg: 'ES256', value, createdAt },
+    };
     return { type: 'put', key: `r/${p.streamId}/${pad(first + i)}`, value: JSON.stringify(record) };
   });
   await store.write(ops);

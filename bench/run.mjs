@@ -16,9 +16,35 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { BASELINE_GROUP, GroupCommitStore, baselineKey, makeWriters, rawHistoryPage, runBaselineAppends } from './baseline.mjs';
 import {
-  Daemon, PipelineServer, PushProbe, THREAD_GROUPS, THREAD_GROUP_NOTES, appendParams, cleanupAll, connectConn, closedLoop, content, envCounts as counts, envNumber as num, fmt, makeTempDir, openConn,
-  median, medianByGroup, nowMs, perAppendByGroup, percentile, removeTempDir, repoRoot, rssKiB, setupCoordinator, sleep, table, threadDelta,
-  threadSnapshot, trackChild,
+  Daemon,
+  PipelineServer,
+  PushProbe,
+  THREAD_GROUPS,
+  THREAD_GROUP_NOTES,
+  appendParams,
+  cleanupAll,
+  connectConn,
+  closedLoop,
+  content,
+  envCounts as counts,
+  envNumber as num,
+  fmt,
+  makeTempDir,
+  openConn,
+  median,
+  medianByGroup,
+  nowMs,
+  perAppendByGroup,
+  percentile,
+  removeTempDir,
+  repoRoot,
+  rssKiB,
+  setupCoordinator,
+  sleep,
+  table,
+  threadDelta,
+  threadSnapshot,
+  trackChild,
 } from './lib.mjs';
 
 // ---- configuration ----------------------------------------------------------------------
@@ -42,7 +68,12 @@ const cfg = {
   followerConnections: Math.round(num('BENCH_FOLLOWER_CONNECTIONS', 16)),
   startupRounds: Math.max(1, Math.round(num('BENCH_STARTUP_ROUNDS', 3))),
   json: process.env.BENCH_JSON ?? null,
-  only: new Set((process.env.BENCH_ONLY ?? 'a,f,c,d2,d,e').split(',').map((x) => x.trim()).filter(Boolean)),
+  only: new Set(
+    (process.env.BENCH_ONLY ?? 'a,f,c,d2,d,e')
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  ),
 };
 const SECTIONS = ['a', 'f', 'c', 'd2', 'd', 'e'];
 for (const s of cfg.only) if (!SECTIONS.includes(s)) throw new Error(`BENCH_ONLY: unknown section ${s} (${SECTIONS.join(', ')})`);
@@ -50,7 +81,9 @@ const MAX_SUBS_PER_CONNECTION = 64;
 const HISTORY_LIMIT = 50;
 const SCAN_LIMIT = 500;
 if (Math.ceil(cfg.followers / cfg.followerConnections) > MAX_SUBS_PER_CONNECTION) {
-  throw new Error(`BENCH_FOLLOWERS / BENCH_FOLLOWER_CONNECTIONS must be at most ${MAX_SUBS_PER_CONNECTION} (the daemon's per-connection cap)`);
+  throw new Error(
+    `BENCH_FOLLOWERS / BENCH_FOLLOWER_CONNECTIONS must be at most ${MAX_SUBS_PER_CONNECTION} (the daemon's per-connection cap)`,
+  );
 }
 const historySizes = (() => {
   const sizes = [1_000, 100_000, 1_000_000].filter((s) => s <= cfg.maxRecords);
@@ -101,19 +134,30 @@ async function benchAppends(daemon, admin) {
     for (let r = 1; r <= cfg.rounds; r++) {
       for (const c of cfg.concurrency) {
         const d = await closedLoop(cos.slice(0, c), cfg.seconds, daemon.pid);
-        const b = await runBaselineAppends(store, key, { writers: writers.slice(0, c), total: d.appends, maxMs: Math.max(30_000, cfg.seconds * 10_000) });
+        const b = await runBaselineAppends(store, key, {
+          writers: writers.slice(0, c),
+          total: d.appends,
+          maxMs: Math.max(30_000, cfg.seconds * 10_000),
+        });
         const p = await closedLoop(pipeCos.slice(0, c), cfg.seconds, pipeline.pid);
         perC.get(c).daemon.push(d);
         perC.get(c).baseline.push(b);
         perC.get(c).pipeline.push(p);
-        log(`(a) round ${r}/${cfg.rounds} c=${c}: daemon ${fmt.int(d.perSecond)}/s p50 ${fmt.ms(d.p50)} p99 ${fmt.ms(d.p99)} cpu ${fmt.int(d.serverCpuUs)} µs | baseline ${fmt.int(b.perSecond)}/s p50 ${fmt.ms(b.p50)} (${b.appends} appends) | pipeline ${fmt.int(p.perSecond)}/s p50 ${fmt.ms(p.p50)} cpu ${fmt.int(p.serverCpuUs)} µs`);
+        log(
+          `(a) round ${r}/${cfg.rounds} c=${c}: daemon ${fmt.int(d.perSecond)}/s p50 ${fmt.ms(d.p50)} p99 ${fmt.ms(d.p99)} cpu ${fmt.int(d.serverCpuUs)} µs | baseline ${fmt.int(b.perSecond)}/s p50 ${fmt.ms(b.p50)} (${b.appends} appends) | pipeline ${fmt.int(p.perSecond)}/s p50 ${fmt.ms(p.p50)} cpu ${fmt.int(p.serverCpuUs)} µs`,
+        );
       }
     }
     for (const c of cfg.concurrency) {
       const { daemon: ds, baseline: bs, pipeline: ps } = perC.get(c);
       const m = (xs, k) => median(xs.map((x) => x[k]));
       const loop = (xs) => ({
-        perSecond: m(xs, 'perSecond'), p50: m(xs, 'p50'), p99: m(xs, 'p99'), appends: m(xs, 'appends'), serverCpuUs: m(xs, 'serverCpuUs'), clientCpuUs: m(xs, 'clientCpuUs'),
+        perSecond: m(xs, 'perSecond'),
+        p50: m(xs, 'p50'),
+        p99: m(xs, 'p99'),
+        appends: m(xs, 'appends'),
+        serverCpuUs: m(xs, 'serverCpuUs'),
+        clientCpuUs: m(xs, 'clientCpuUs'),
         server: medianByGroup(xs.map((x) => x.server)),
       });
       results.a.push({
@@ -176,16 +220,18 @@ async function benchClientLibrary(daemon, admin) {
   const { agent: sink } = await admin.request('agents.create', { username: 'client-sink', name: 'Client sink' });
   log(`(f) creating 2 × ${maxC} agents with a chat each (raw and Coordinator clients)`);
   const makeClients = (prefix) =>
-    Promise.all(Array.from({ length: maxC }, async (_, i) => {
-      const { agent, token } = await admin.request('agents.create', { username: `${prefix}${i}`, name: `${prefix}${i}` });
-      const conn = await openConn(daemon.socketPath, token);
-      try {
-        const { chat } = await conn.request('chats.open', { peerAgentId: sink.id });
-        return { agentId: agent.id, token, chatId: chat.id };
-      } finally {
-        conn.close();
-      }
-    }));
+    Promise.all(
+      Array.from({ length: maxC }, async (_, i) => {
+        const { agent, token } = await admin.request('agents.create', { username: `${prefix}${i}`, name: `${prefix}${i}` });
+        const conn = await openConn(daemon.socketPath, token);
+        try {
+          const { chat } = await conn.request('chats.open', { peerAgentId: sink.id });
+          return { agentId: agent.id, token, chatId: chat.id };
+        } finally {
+          conn.close();
+        }
+      }),
+    );
   const pools = { raw: await makeClients('fraw'), coordinator: await makeClients('fcoord') };
   for (const c of cfg.clientConcurrency) {
     const loads = {};
@@ -201,15 +247,24 @@ async function benchClientLibrary(daemon, admin) {
         for (const mode of CLIENT_MODES) {
           const x = await clientRound(loads[mode], daemon.pid, cfg.seconds);
           rounds[mode].push(x);
-          log(`(f) round ${r}/${cfg.rounds} c=${c} ${mode}: ${fmt.int(x.perSecond)}/s p50 ${fmt.ms(x.p50)} p99 ${fmt.ms(x.p99)}, client ${fmt.int(sum(x.client.us))} µs/append (main busy ${x.client.mainBusy.toFixed(2)}), daemon ${fmt.int(sum(x.daemon.us))} µs/append`);
+          log(
+            `(f) round ${r}/${cfg.rounds} c=${c} ${mode}: ${fmt.int(x.perSecond)}/s p50 ${fmt.ms(x.p50)} p99 ${fmt.ms(x.p99)}, client ${fmt.int(sum(x.client.us))} µs/append (main busy ${x.client.mainBusy.toFixed(2)}), daemon ${fmt.int(sum(x.daemon.us))} µs/append`,
+          );
         }
       }
       for (const mode of CLIENT_MODES) {
         const xs = rounds[mode];
         const m = (k) => median(xs.map((x) => x[k]));
         results.f.push({
-          concurrency: c, mode, perSecond: m('perSecond'), p50: m('p50'), p99: m('p99'), appends: m('appends'),
-          client: medianByGroup(xs.map((x) => x.client)), daemon: medianByGroup(xs.map((x) => x.daemon)), rounds: xs,
+          concurrency: c,
+          mode,
+          perSecond: m('perSecond'),
+          p50: m('p50'),
+          p99: m('p99'),
+          appends: m('appends'),
+          client: medianByGroup(xs.map((x) => x.client)),
+          daemon: medianByGroup(xs.map((x) => x.daemon)),
+          rounds: xs,
         });
       }
     } finally {
@@ -229,7 +284,13 @@ async function benchPush(daemon, admin) {
   try {
     await probe.run(warm);
     const { push, rtt } = await probe.run(cfg.pushAppends);
-    results.c = { appends: push.length, pushP50: percentile(push, 0.5), pushP99: percentile(push, 0.99), rttP50: percentile(rtt, 0.5), rttP99: percentile(rtt, 0.99) };
+    results.c = {
+      appends: push.length,
+      pushP50: percentile(push, 0.5),
+      pushP99: percentile(push, 0.99),
+      rttP50: percentile(rtt, 0.5),
+      rttP99: percentile(rtt, 0.99),
+    };
   } finally {
     probe.close();
   }
@@ -292,8 +353,14 @@ async function benchHistory(daemon, admin) {
   const connB = await openConn(daemon.socketPath, tokenB);
   const claimB = await connB.request('streams.claim', { streamId: `${a.chatId}:${b.id}` });
   const bco = {
-    agentId: b.id, token: tokenB, conn: connB, chatId: a.chatId, streamId: `${a.chatId}:${b.id}`,
-    coordinatorToken: claimB.coordinatorToken, generation: claimB.generation, next: Number(claimB.nextPosition),
+    agentId: b.id,
+    token: tokenB,
+    conn: connB,
+    chatId: a.chatId,
+    streamId: `${a.chatId}:${b.id}`,
+    coordinatorToken: claimB.coordinatorToken,
+    generation: claimB.generation,
+    next: Number(claimB.nextPosition),
   };
   const hs = { chatId: a.chatId, writers: [a, bco], streamIds: [a.streamId, bco.streamId].sort(), reader: null };
   for (const co of hs.writers) Object.assign(co, { msgs: 0, issuedMsgs: 0, issuedNext: co.next });
@@ -313,7 +380,9 @@ async function benchHistory(daemon, admin) {
     const buildRate = (built - before) / buildSecs;
     log(`(d) ${fmt.int(built)} messages (${fmt.int(buildRate)} records/s while building)`);
     if (built < size) {
-      results.notes.push(`(d) the build stopped at ${built} messages (BENCH_BUILD_MAX_SECONDS=${cfg.buildMaxSeconds}); larger sizes skipped`);
+      results.notes.push(
+        `(d) the build stopped at ${built} messages (BENCH_BUILD_MAX_SECONDS=${cfg.buildMaxSeconds}); larger sizes skipped`,
+      );
     }
     // Let LevelDB's background compaction of the fresh writes settle before timing reads.
     await sleep(cfg.settleSeconds * 1000);
@@ -382,14 +451,24 @@ async function benchHistory(daemon, admin) {
     const restartMs = await daemon.start();
     await connectHistoryClients(daemon, hs);
     const row = {
-      size, built, buildRecordsPerSecond: buildRate,
-      backwardP50: percentile(backward, 0.5), backwardP99: percentile(backward, 0.99),
-      forwardMidP50: percentile(forward, 0.5), forwardMidP99: percentile(forward, 0.99),
-      rawBackwardP50: percentile(rawBackward, 0.5), rawForwardP50: percentile(rawForward, 0.5),
-      scanRecordsPerSecond: seen / scanSecs, scanCalls, restartMs, pages: backward.length,
+      size,
+      built,
+      buildRecordsPerSecond: buildRate,
+      backwardP50: percentile(backward, 0.5),
+      backwardP99: percentile(backward, 0.99),
+      forwardMidP50: percentile(forward, 0.5),
+      forwardMidP99: percentile(forward, 0.99),
+      rawBackwardP50: percentile(rawBackward, 0.5),
+      rawForwardP50: percentile(rawForward, 0.5),
+      scanRecordsPerSecond: seen / scanSecs,
+      scanCalls,
+      restartMs,
+      pages: backward.length,
     };
     results.d.push(row);
-    log(`(d) ${fmt.int(built)}: backward p50 ${fmt.ms(row.backwardP50)} ms, forward-mid p50 ${fmt.ms(row.forwardMidP50)} ms, raw ${fmt.ms(row.rawBackwardP50)}/${fmt.ms(row.rawForwardP50)} ms, restart ${fmt.ms(restartMs)} ms`);
+    log(
+      `(d) ${fmt.int(built)}: backward p50 ${fmt.ms(row.backwardP50)} ms, forward-mid p50 ${fmt.ms(row.forwardMidP50)} ms, raw ${fmt.ms(row.rawBackwardP50)}/${fmt.ms(row.rawForwardP50)} ms, restart ${fmt.ms(restartMs)} ms`,
+    );
     if (built < size) break;
   }
   closeHistoryClients(hs);
@@ -400,12 +479,16 @@ async function benchHistory(daemon, admin) {
 
 function spawnMinimal(socketPath, dbDir) {
   const t0 = nowMs();
-  const child = trackChild(spawn(process.execPath, [path.join(repoRoot, 'bench', 'minimal-server.mjs'), socketPath, dbDir], { stdio: ['ignore', 'ignore', 'pipe'] }));
+  const child = trackChild(
+    spawn(process.execPath, [path.join(repoRoot, 'bench', 'minimal-server.mjs'), socketPath, dbDir], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    }),
+  );
   let err = '';
   child.stderr.setEncoding('utf8').on('data', (c) => (err = (err + c).slice(-4000)));
   const exited = new Promise((resolve) => child.once('exit', resolve));
   return (async () => {
-    for (const deadline = t0 + 30_000; ; ) {
+    for (const deadline = t0 + 30_000; ;) {
       if (child.exitCode !== null) throw new Error(`minimal server exited: ${err}`);
       if (nowMs() > deadline) throw new Error('minimal server not ready in 30 s');
       if (existsSync(socketPath)) {
@@ -450,7 +533,10 @@ async function benchStartup(daemon) {
   }
   await daemon.start();
   results.e = {
-    startupMs: median(startup), rssKiB: median(rss), minimalStartupMs: median(minStartup), minimalRssKiB: median(minRss),
+    startupMs: median(startup),
+    rssKiB: median(rss),
+    minimalStartupMs: median(minStartup),
+    minimalRssKiB: median(minRss),
     samples: { startup, rss, minStartup, minRss },
   };
 }
@@ -461,18 +547,32 @@ async function benchFollowers(daemon) {
   const perConn = Array.from({ length: nConn }, (_, i) => Math.floor(cfg.followers / nConn) + (i < cfg.followers % nConn ? 1 : 0));
   const nPeers = Math.max(...perConn);
   log(`(e) ${cfg.followers} idle followers: ${nConn} follower agents × up to ${nPeers} chats, one connection each`);
-  const followers = await Promise.all(Array.from({ length: nConn }, (_, i) => admin.request('agents.create', { username: `follower${i}`, name: `Follower ${i}` })));
-  const peers = await Promise.all(Array.from({ length: nPeers }, (_, j) => admin.request('agents.create', { username: `peer${j}`, name: `Peer ${j}` })));
+  const followers = await Promise.all(
+    Array.from({ length: nConn }, (_, i) => admin.request('agents.create', { username: `follower${i}`, name: `Follower ${i}` })),
+  );
+  const peers = await Promise.all(
+    Array.from({ length: nPeers }, (_, j) => admin.request('agents.create', { username: `peer${j}`, name: `Peer ${j}` })),
+  );
   admin.close();
   const conns = await Promise.all(followers.map((f) => openConn(daemon.socketPath, f.token)));
   try {
-    const chats = await Promise.all(conns.map((conn, i) => Promise.all(peers.slice(0, perConn[i]).map((p) => conn.request('chats.open', { peerAgentId: p.agent.id }).then((r) => r.chat.id)))));
+    const chats = await Promise.all(
+      conns.map((conn, i) =>
+        Promise.all(peers.slice(0, perConn[i]).map((p) => conn.request('chats.open', { peerAgentId: p.agent.id }).then((r) => r.chat.id))),
+      ),
+    );
     await sleep(1000);
     const before = daemon.rss();
     await Promise.all(conns.map((conn, i) => Promise.all(chats[i].map((chatId) => conn.request('chats.follow', { chatId })))));
     await sleep(2000);
     const after = daemon.rss();
-    results.e.followers = { count: cfg.followers, connections: nConn, rssBeforeKiB: before, rssAfterKiB: after, perFollowerKiB: (after - before) / cfg.followers };
+    results.e.followers = {
+      count: cfg.followers,
+      connections: nConn,
+      rssBeforeKiB: before,
+      rssAfterKiB: after,
+      perFollowerKiB: (after - before) / cfg.followers,
+    };
   } finally {
     for (const c of conns) c.close();
   }
@@ -496,10 +596,33 @@ async function benchRedis() {
   }
   const dir = makeTempDir('ybr-');
   const sock = path.join(dir, 'r.sock');
-  const server = trackChild(spawn('redis-server', ['--port', '0', '--unixsocket', sock, '--unixsocketperm', '700', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--loglevel', 'warning'], { stdio: 'ignore' }));
+  const server = trackChild(
+    spawn(
+      'redis-server',
+      [
+        '--port',
+        '0',
+        '--unixsocket',
+        sock,
+        '--unixsocketperm',
+        '700',
+        '--dir',
+        dir,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+        '--save',
+        '',
+        '--loglevel',
+        'warning',
+      ],
+      { stdio: 'ignore' },
+    ),
+  );
   const exited = new Promise((resolve) => server.once('exit', resolve));
   try {
-    for (const deadline = nowMs() + 10_000; !existsSync(sock); ) {
+    for (const deadline = nowMs() + 10_000; !existsSync(sock);) {
       if (server.exitCode !== null || nowMs() > deadline) throw new Error('redis-server did not start');
       await sleep(20);
     }
@@ -510,16 +633,45 @@ async function benchRedis() {
       const n = Math.max(1000, Math.round(a?.daemon.appends ?? 1000));
       const rounds = [];
       for (let r = 0; r < cfg.rounds; r++) {
-        const out = execFileSync('redis-benchmark', ['-s', sock, '-c', String(c), '-n', String(n), '-r', String(c), '--csv', 'XADD', 'bench:__rand_int__', '*', 'content', content('redis')], {
-          encoding: 'utf8', timeout: 600_000,
-        });
-        const lines = out.trim().split('\n').map((l) => l.split(',').map((f) => f.replace(/^"|"$/g, '')));
+        const out = execFileSync(
+          'redis-benchmark',
+          [
+            '-s',
+            sock,
+            '-c',
+            String(c),
+            '-n',
+            String(n),
+            '-r',
+            String(c),
+            '--csv',
+            'XADD',
+            'bench:__rand_int__',
+            '*',
+            'content',
+            content('redis'),
+          ],
+          {
+            encoding: 'utf8',
+            timeout: 600_000,
+          },
+        );
+        const lines = out
+          .trim()
+          .split('\n')
+          .map((l) => l.split(',').map((f) => f.replace(/^"|"$/g, '')));
         const header = lines.find((l) => l[0] === 'test') ?? ['test', 'rps'];
         const data = lines.filter((l) => l[0] !== 'test').at(-1);
         const col = (name) => (header.indexOf(name) >= 0 ? Number(data[header.indexOf(name)]) : NaN);
         rounds.push({ perSecond: col('rps'), p50: col('p50_latency_ms'), p99: col('p99_latency_ms') });
       }
-      rows.push({ concurrency: c, perSecond: median(rounds.map((x) => x.perSecond)), p50: median(rounds.map((x) => x.p50)), p99: median(rounds.map((x) => x.p99)), n });
+      rows.push({
+        concurrency: c,
+        perSecond: median(rounds.map((x) => x.perSecond)),
+        p50: median(rounds.map((x) => x.p50)),
+        p99: median(rounds.map((x) => x.p99)),
+        n,
+      });
     }
     results.redis = { rows };
   } catch (err) {
@@ -536,41 +688,78 @@ async function benchRedis() {
 function report() {
   const lines = [];
   const cpu = os.cpus();
-  lines.push(`yello bench — ${new Date().toISOString()} — node ${process.version}, ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB${cfg.quick ? ' — QUICK MODE' : ''}`);
-  lines.push(`ratio = daemon / baseline. Throughput: below 1x means slower than the baseline. Latency, time and RSS: above 1x means slower / bigger.`);
+  lines.push(
+    `yello bench — ${new Date().toISOString()} — node ${process.version}, ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB${cfg.quick ? ' — QUICK MODE' : ''}`,
+  );
+  lines.push(
+    `ratio = daemon / baseline. Throughput: below 1x means slower than the baseline. Latency, time and RSS: above 1x means slower / bigger.`,
+  );
   lines.push('');
   const rows = results.a.map((r) => [
-    r.concurrency, fmt.int(r.daemon.perSecond), fmt.ms(r.daemon.p50), fmt.ms(r.daemon.p99),
-    fmt.int(r.baseline.perSecond), fmt.ms(r.baseline.p50), fmt.ms(r.baseline.p99),
-    fmt.ratio(r.daemon.perSecond / r.baseline.perSecond), fmt.ratio(r.daemon.p50 / r.baseline.p50), fmt.ratio(r.daemon.p99 / r.baseline.p99),
+    r.concurrency,
+    fmt.int(r.daemon.perSecond),
+    fmt.ms(r.daemon.p50),
+    fmt.ms(r.daemon.p99),
+    fmt.int(r.baseline.perSecond),
+    fmt.ms(r.baseline.p50),
+    fmt.ms(r.baseline.p99),
+    fmt.ratio(r.daemon.perSecond / r.baseline.perSecond),
+    fmt.ratio(r.daemon.p50 / r.baseline.p50),
+    fmt.ratio(r.daemon.p99 / r.baseline.p99),
   ]);
   if (results.redis?.rows) {
     for (const x of results.redis.rows) {
       const base = results.a.find((r) => r.concurrency === x.concurrency)?.baseline;
-      rows.push([`redis ${x.concurrency}`, fmt.int(x.perSecond), fmt.ms(x.p50), fmt.ms(x.p99), fmt.int(base?.perSecond), fmt.ms(base?.p50), fmt.ms(base?.p99),
-        fmt.ratio(x.perSecond / base?.perSecond), fmt.ratio(x.p50 / base?.p50), fmt.ratio(x.p99 / base?.p99)]);
+      rows.push([
+        `redis ${x.concurrency}`,
+        fmt.int(x.perSecond),
+        fmt.ms(x.p50),
+        fmt.ms(x.p99),
+        fmt.int(base?.perSecond),
+        fmt.ms(base?.p50),
+        fmt.ms(base?.p99),
+        fmt.ratio(x.perSecond / base?.perSecond),
+        fmt.ratio(x.p50 / base?.p50),
+        fmt.ratio(x.p99 / base?.p99),
+      ]);
     }
   }
   if (results.a.length || results.redis) {
-    lines.push(table(
-      `(a) durable appends, 1 chat.message (~100 B) per append — median of ${cfg.rounds} rounds × ${cfg.seconds}s after ${cfg.warmupSeconds}s warm-up; (b) in-process baseline (SHA-256 + ES256 + grouped sync batch ≤${BASELINE_GROUP}), same append count`,
-      ['coordinators', 'appends/s', 'p50 ms', 'p99 ms', 'base appends/s', 'base p50', 'base p99', 'ratio/s', 'ratio p50', 'ratio p99'],
-      rows,
-    ));
-    if (results.redis) lines.push(results.redis.skipped ? `(d2) Redis Streams peer: skipped — ${results.redis.skipped}` : '(d2) rows "redis N": Redis Streams XADD, appendonly yes, appendfsync always, N clients, same append count');
+    lines.push(
+      table(
+        `(a) durable appends, 1 chat.message (~100 B) per append — median of ${cfg.rounds} rounds × ${cfg.seconds}s after ${cfg.warmupSeconds}s warm-up; (b) in-process baseline (SHA-256 + ES256 + grouped sync batch ≤${BASELINE_GROUP}), same append count`,
+        ['coordinators', 'appends/s', 'p50 ms', 'p99 ms', 'base appends/s', 'base p50', 'base p99', 'ratio/s', 'ratio p50', 'ratio p99'],
+        rows,
+      ),
+    );
+    if (results.redis)
+      lines.push(
+        results.redis.skipped
+          ? `(d2) Redis Streams peer: skipped — ${results.redis.skipped}`
+          : '(d2) rows "redis N": Redis Streams XADD, appendonly yes, appendfsync always, N clients, same append count',
+      );
     lines.push('');
   }
   if (results.a.some((r) => r.pipeline)) {
     const rows = results.a.filter((r) => r.pipeline);
-    lines.push(table(
-      `(a') the same closed loops against the issue's straightforward pipeline (bench/pipeline-server.mjs: json-rpc-2.0 → SHA-256 → ES256 → grouped sync batch → reply), right after the daemon in each round; ratio = daemon ÷ pipeline`,
-      ['coordinators', 'daemon/s', 'pipe/s', 'ratio/s', 'daemon p50', 'pipe p50', 'ratio p50', 'daemon p99', 'pipe p99', 'ratio p99'],
-      rows.map((r) => [
-        r.concurrency, fmt.int(r.daemon.perSecond), fmt.int(r.pipeline.perSecond), fmt.ratio(r.daemon.perSecond / r.pipeline.perSecond),
-        fmt.ms(r.daemon.p50), fmt.ms(r.pipeline.p50), fmt.ratio(r.daemon.p50 / r.pipeline.p50),
-        fmt.ms(r.daemon.p99), fmt.ms(r.pipeline.p99), fmt.ratio(r.daemon.p99 / r.pipeline.p99),
-      ]),
-    ));
+    lines.push(
+      table(
+        `(a') the same closed loops against the issue's straightforward pipeline (bench/pipeline-server.mjs: json-rpc-2.0 → SHA-256 → ES256 → grouped sync batch → reply), right after the daemon in each round; ratio = daemon ÷ pipeline`,
+        ['coordinators', 'daemon/s', 'pipe/s', 'ratio/s', 'daemon p50', 'pipe p50', 'ratio p50', 'daemon p99', 'pipe p99', 'ratio p99'],
+        rows.map((r) => [
+          r.concurrency,
+          fmt.int(r.daemon.perSecond),
+          fmt.int(r.pipeline.perSecond),
+          fmt.ratio(r.daemon.perSecond / r.pipeline.perSecond),
+          fmt.ms(r.daemon.p50),
+          fmt.ms(r.pipeline.p50),
+          fmt.ratio(r.daemon.p50 / r.pipeline.p50),
+          fmt.ms(r.daemon.p99),
+          fmt.ms(r.pipeline.p99),
+          fmt.ratio(r.daemon.p99 / r.pipeline.p99),
+        ]),
+      ),
+    );
     lines.push('');
     lines.push(cpuTable(rows));
     lines.push('');
@@ -581,28 +770,67 @@ function report() {
   }
   if (results.c) {
     const base = results.a.find((r) => r.concurrency === 1)?.baseline ?? results.a[0]?.baseline;
-    lines.push(table(
-      `(c) append → follower push (chats.batch on another connection), ${results.c.appends} appends one at a time; baseline: in-process durable append at 1 writer`,
-      ['appends', 'push p50 ms', 'push p99 ms', 'append RTT p50', 'append RTT p99', 'base p50', 'base p99', 'ratio p50', 'ratio p99'],
-      [[results.c.appends, fmt.ms(results.c.pushP50), fmt.ms(results.c.pushP99), fmt.ms(results.c.rttP50), fmt.ms(results.c.rttP99), fmt.ms(base?.p50), fmt.ms(base?.p99),
-        fmt.ratio(results.c.pushP50 / base?.p50), fmt.ratio(results.c.pushP99 / base?.p99)]],
-    ));
+    lines.push(
+      table(
+        `(c) append → follower push (chats.batch on another connection), ${results.c.appends} appends one at a time; baseline: in-process durable append at 1 writer`,
+        ['appends', 'push p50 ms', 'push p99 ms', 'append RTT p50', 'append RTT p99', 'base p50', 'base p99', 'ratio p50', 'ratio p99'],
+        [
+          [
+            results.c.appends,
+            fmt.ms(results.c.pushP50),
+            fmt.ms(results.c.pushP99),
+            fmt.ms(results.c.rttP50),
+            fmt.ms(results.c.rttP99),
+            fmt.ms(base?.p50),
+            fmt.ms(base?.p99),
+            fmt.ratio(results.c.pushP50 / base?.p50),
+            fmt.ratio(results.c.pushP99 / base?.p99),
+          ],
+        ],
+      ),
+    );
     lines.push('');
   }
   if (results.d.length) {
-    lines.push(table(
-      `(d) chats.history, limit ${HISTORY_LIMIT}, p50 of ${cfg.pages} calls; baseline: raw LevelDB range reads of the same page on the same store (daemon stopped)`,
-      ['messages', 'backward p50 ms', 'fwd-mid p50 ms', 'base bwd ms', 'base fwd ms', 'ratio bwd', 'ratio fwd', 'bwd p99 ms', 'fwd p99 ms', 'scan rec/s', 'build rec/s', 'restart ms'],
-      results.d.map((r) => [
-        fmt.int(r.built), fmt.ms(r.backwardP50), fmt.ms(r.forwardMidP50), fmt.ms(r.rawBackwardP50), fmt.ms(r.rawForwardP50),
-        fmt.ratio(r.backwardP50 / r.rawBackwardP50), fmt.ratio(r.forwardMidP50 / r.rawForwardP50), fmt.ms(r.backwardP99), fmt.ms(r.forwardMidP99),
-        fmt.int(r.scanRecordsPerSecond), fmt.int(r.buildRecordsPerSecond), fmt.ms(r.restartMs),
-      ]),
-    ));
+    lines.push(
+      table(
+        `(d) chats.history, limit ${HISTORY_LIMIT}, p50 of ${cfg.pages} calls; baseline: raw LevelDB range reads of the same page on the same store (daemon stopped)`,
+        [
+          'messages',
+          'backward p50 ms',
+          'fwd-mid p50 ms',
+          'base bwd ms',
+          'base fwd ms',
+          'ratio bwd',
+          'ratio fwd',
+          'bwd p99 ms',
+          'fwd p99 ms',
+          'scan rec/s',
+          'build rec/s',
+          'restart ms',
+        ],
+        results.d.map((r) => [
+          fmt.int(r.built),
+          fmt.ms(r.backwardP50),
+          fmt.ms(r.forwardMidP50),
+          fmt.ms(r.rawBackwardP50),
+          fmt.ms(r.rawForwardP50),
+          fmt.ratio(r.backwardP50 / r.rawBackwardP50),
+          fmt.ratio(r.forwardMidP50 / r.rawForwardP50),
+          fmt.ms(r.backwardP99),
+          fmt.ms(r.forwardMidP99),
+          fmt.int(r.scanRecordsPerSecond),
+          fmt.int(r.buildRecordsPerSecond),
+          fmt.ms(r.restartMs),
+        ]),
+      ),
+    );
     const first = results.d[0];
     const last = results.d.at(-1);
     if (results.d.length > 1) {
-      lines.push(`flatness: backward p50 ${fmt.ratio(last.backwardP50 / first.backwardP50)}, forward-mid p50 ${fmt.ratio(last.forwardMidP50 / first.forwardMidP50)} at ${fmt.int(last.built)} vs ${fmt.int(first.built)} messages (1x = flat)`);
+      lines.push(
+        `flatness: backward p50 ${fmt.ratio(last.backwardP50 / first.backwardP50)}, forward-mid p50 ${fmt.ratio(last.forwardMidP50 / first.forwardMidP50)} at ${fmt.int(last.built)} vs ${fmt.int(first.built)} messages (1x = flat)`,
+      );
     }
     lines.push(`build: ${fmt.int(last.built)} messages in ${fmt.int(results.dBuildSeconds)} s`);
     lines.push('');
@@ -611,18 +839,30 @@ function report() {
     const e = results.e;
     const size = fmt.int(results.d.at(-1)?.built ?? 0);
     const erows = [
-      [`startup ms (spawn → hello), ${size} msgs`, fmt.ms(e.startupMs), fmt.ms(e.minimalStartupMs), fmt.ratio(e.startupMs / e.minimalStartupMs)],
+      [
+        `startup ms (spawn → hello), ${size} msgs`,
+        fmt.ms(e.startupMs),
+        fmt.ms(e.minimalStartupMs),
+        fmt.ratio(e.startupMs / e.minimalStartupMs),
+      ],
       [`RSS MiB idle, ${size} msgs`, fmt.mib(e.rssKiB), fmt.mib(e.minimalRssKiB), fmt.ratio(e.rssKiB / e.minimalRssKiB)],
     ];
     if (e.followers) {
-      erows.push([`RSS MiB, ${e.followers.count} idle followers / ${e.followers.connections} conns`, fmt.mib(e.followers.rssAfterKiB), fmt.mib(e.followers.rssBeforeKiB), fmt.ratio(e.followers.rssAfterKiB / e.followers.rssBeforeKiB)]);
+      erows.push([
+        `RSS MiB, ${e.followers.count} idle followers / ${e.followers.connections} conns`,
+        fmt.mib(e.followers.rssAfterKiB),
+        fmt.mib(e.followers.rssBeforeKiB),
+        fmt.ratio(e.followers.rssAfterKiB / e.followers.rssBeforeKiB),
+      ]);
       erows.push(['  per follower KiB', e.followers.perFollowerKiB.toFixed(1), '', '']);
     }
-    lines.push(table(
-      `(e) startup and RSS, median of ${cfg.startupRounds}; baseline: a bare node process opening the same LevelDB and answering on a Unix socket (followers row: same daemon before the follows)`,
-      ['measure', 'daemon', 'baseline', 'ratio'],
-      erows,
-    ));
+    lines.push(
+      table(
+        `(e) startup and RSS, median of ${cfg.startupRounds}; baseline: a bare node process opening the same LevelDB and answering on a Unix socket (followers row: same daemon before the follows)`,
+        ['measure', 'daemon', 'baseline', 'ratio'],
+        erows,
+      ),
+    );
     lines.push('');
   }
   if (results.a.length || results.c || results.d.length || results.e) {
@@ -648,12 +888,21 @@ function cpuTable(rows) {
   const ceiling = (total, client) => (cores * 1e6) / (total + client);
   const out = [];
   for (const r of rows) {
-    for (const [name, x] of [['daemon', r.daemon], ['pipeline', r.pipeline]]) {
+    for (const [name, x] of [
+      ['daemon', r.daemon],
+      ['pipeline', r.pipeline],
+    ]) {
       const cpu = x.server;
       if (!cpu) continue;
       out.push([
-        name === 'daemon' ? r.concurrency : '', name, ...groups.map((g) => fmt.int(cpu.us[g] ?? 0)), fmt.int(sum(cpu.us)), cpu.mainBusy.toFixed(2),
-        fmt.int(x.clientCpuUs), fmt.int(ceiling(sum(cpu.us), x.clientCpuUs)), threadCounts(cpu, groups),
+        name === 'daemon' ? r.concurrency : '',
+        name,
+        ...groups.map((g) => fmt.int(cpu.us[g] ?? 0)),
+        fmt.int(sum(cpu.us)),
+        cpu.mainBusy.toFixed(2),
+        fmt.int(x.clientCpuUs),
+        fmt.int(ceiling(sum(cpu.us), x.clientCpuUs)),
+        threadCounts(cpu, groups),
       ]);
     }
   }
@@ -672,20 +921,43 @@ function cpuTable(rows) {
 function clientTable() {
   const groups = groupsOf(results.f.map((r) => r.client));
   const rows = results.f.map((r) => [
-    r.concurrency, r.mode === 'raw' ? 'raw wire client' : 'Coordinator', fmt.int(r.perSecond), fmt.ms(r.p50), fmt.ms(r.p99),
-    fmt.int(sum(r.client.us)), ...groups.map((g) => fmt.int(r.client.us[g] ?? 0)), r.client.mainBusy.toFixed(2), fmt.int(sum(r.daemon.us)), r.daemon.mainBusy.toFixed(2),
+    r.concurrency,
+    r.mode === 'raw' ? 'raw wire client' : 'Coordinator',
+    fmt.int(r.perSecond),
+    fmt.ms(r.p50),
+    fmt.ms(r.p99),
+    fmt.int(sum(r.client.us)),
+    ...groups.map((g) => fmt.int(r.client.us[g] ?? 0)),
+    r.client.mainBusy.toFixed(2),
+    fmt.int(sum(r.daemon.us)),
+    r.daemon.mainBusy.toFixed(2),
   ]);
-  const verdicts = results.f.filter((r) => r.mode === 'coordinator').map((r) => {
-    const raw = results.f.find((x) => x.mode === 'raw' && x.concurrency === r.concurrency);
-    const limit = r.client.mainBusy >= CLIENT_LIMIT_BUSY && r.client.mainBusy >= r.daemon.mainBusy;
-    return `at ${r.concurrency}: Coordinator ${fmt.int(sum(r.client.us))} µs/append vs raw ${fmt.int(sum(raw?.client.us))} (${fmt.ratio(sum(r.client.us) / sum(raw?.client.us))}), `
-      + `appends/s ${fmt.ratio(r.perSecond / raw?.perSecond)} of raw; client main busy ${r.client.mainBusy.toFixed(2)}, daemon main busy ${r.daemon.mainBusy.toFixed(2)} → `
-      + (limit ? 'the CLIENT LIBRARY is the limit here' : 'the client library is not the limit');
-  });
+  const verdicts = results.f
+    .filter((r) => r.mode === 'coordinator')
+    .map((r) => {
+      const raw = results.f.find((x) => x.mode === 'raw' && x.concurrency === r.concurrency);
+      const limit = r.client.mainBusy >= CLIENT_LIMIT_BUSY && r.client.mainBusy >= r.daemon.mainBusy;
+      return (
+        `at ${r.concurrency}: Coordinator ${fmt.int(sum(r.client.us))} µs/append vs raw ${fmt.int(sum(raw?.client.us))} (${fmt.ratio(sum(r.client.us) / sum(raw?.client.us))}), ` +
+        `appends/s ${fmt.ratio(r.perSecond / raw?.perSecond)} of raw; client main busy ${r.client.mainBusy.toFixed(2)}, daemon main busy ${r.daemon.mainBusy.toFixed(2)} → ` +
+        (limit ? 'the CLIENT LIBRARY is the limit here' : 'the client library is not the limit')
+      );
+    });
   return [
     table(
       `(f) load from the client library, in a child process (bench/client-load.mjs): raw wire client = the bare NDJSON client of (a); Coordinator = dist/client Coordinator.send(text), which also follows its chat (the daemon pushes each own append back to it); CPU µs per append from /proc of the client process and the daemon, median of ${cfg.rounds} rounds × ${cfg.seconds}s`,
-      ['clients', 'client', 'appends/s', 'p50 ms', 'p99 ms', 'client µs', ...groups.map((g) => `client ${g} µs`), 'client main busy', 'daemon µs', 'daemon main busy'],
+      [
+        'clients',
+        'client',
+        'appends/s',
+        'p50 ms',
+        'p99 ms',
+        'client µs',
+        ...groups.map((g) => `client ${g} µs`),
+        'client main busy',
+        'daemon µs',
+        'daemon main busy',
+      ],
       rows,
     ),
     `verdict (client library is the limit when its main thread is ≥ ${CLIENT_LIMIT_BUSY} busy and busier than the daemon's):`,
@@ -710,19 +982,40 @@ function targetCheck() {
 
   const a64 = at(64);
   const tput = a64 ? a64.daemon.perSecond / a64.pipeline.perSecond : NaN;
-  rows.push(['appends/s vs pipeline at 64 clients', a64 ? `${fmt.ratio(tput)} (${fmt.int(a64.daemon.perSecond)} / ${fmt.int(a64.pipeline.perSecond)} per s)` : 'not run', '≥ 1.20x', status(a64 ? tput >= 1.2 : null)]);
+  rows.push([
+    'appends/s vs pipeline at 64 clients',
+    a64 ? `${fmt.ratio(tput)} (${fmt.int(a64.daemon.perSecond)} / ${fmt.int(a64.pipeline.perSecond)} per s)` : 'not run',
+    '≥ 1.20x',
+    status(a64 ? tput >= 1.2 : null),
+  ]);
   if (a64 && tput < 1.2) {
-    why.push(`appends/s at 64: daemon ${fmt.int(sum(a64.daemon.server?.us))} µs CPU per append (main thread ${fmt.int(mainUs(a64.daemon))} µs, busy ${a64.daemon.server?.mainBusy.toFixed(2)}) vs pipeline ${fmt.int(sum(a64.pipeline.server?.us))} µs (main ${fmt.int(mainUs(a64.pipeline))} µs, busy ${a64.pipeline.server?.mainBusy.toFixed(2)}): see (a'') and the profile recipe in bench/README.md`);
+    why.push(
+      `appends/s at 64: daemon ${fmt.int(sum(a64.daemon.server?.us))} µs CPU per append (main thread ${fmt.int(mainUs(a64.daemon))} µs, busy ${a64.daemon.server?.mainBusy.toFixed(2)}) vs pipeline ${fmt.int(sum(a64.pipeline.server?.us))} µs (main ${fmt.int(mainUs(a64.pipeline))} µs, busy ${a64.pipeline.server?.mainBusy.toFixed(2)}): see (a'') and the profile recipe in bench/README.md`,
+    );
   }
   const a1 = at(1);
-  rows.push(['single-client p50 vs pipeline', a1 ? `${fmt.ms(a1.daemon.p50)} ms vs ${fmt.ms(a1.pipeline.p50)} ms (${fmt.ratio(a1.daemon.p50 / a1.pipeline.p50)})` : 'not run', "≤ the pipeline's (1.00x)", status(a1 ? a1.daemon.p50 <= a1.pipeline.p50 : null)]);
+  rows.push([
+    'single-client p50 vs pipeline',
+    a1 ? `${fmt.ms(a1.daemon.p50)} ms vs ${fmt.ms(a1.pipeline.p50)} ms (${fmt.ratio(a1.daemon.p50 / a1.pipeline.p50)})` : 'not run',
+    "≤ the pipeline's (1.00x)",
+    status(a1 ? a1.daemon.p50 <= a1.pipeline.p50 : null),
+  ]);
   if (a1 && a1.daemon.p50 > a1.pipeline.p50) {
-    why.push(`p50 at 1: daemon main thread ${fmt.int(mainUs(a1.daemon))} µs per append vs pipeline ${fmt.int(mainUs(a1.pipeline))} µs, libuv pool ${fmt.int(a1.daemon.server?.us['libuv pool'])} vs ${fmt.int(a1.pipeline.server?.us['libuv pool'])} µs: see (a'') and the profile recipe in bench/README.md`);
+    why.push(
+      `p50 at 1: daemon main thread ${fmt.int(mainUs(a1.daemon))} µs per append vs pipeline ${fmt.int(mainUs(a1.pipeline))} µs, libuv pool ${fmt.int(a1.daemon.server?.us['libuv pool'])} vs ${fmt.int(a1.pipeline.server?.us['libuv pool'])} µs: see (a'') and the profile recipe in bench/README.md`,
+    );
   }
   const c = results.c;
-  rows.push(['append→push p50 vs append p50', c ? `${fmt.ms(c.pushP50)} ms vs ${fmt.ms(c.rttP50)} ms (${fmt.ratio(c.pushP50 / c.rttP50)})` : 'not run', '≤ 1.20x', status(c ? c.pushP50 <= 1.2 * c.rttP50 : null)]);
+  rows.push([
+    'append→push p50 vs append p50',
+    c ? `${fmt.ms(c.pushP50)} ms vs ${fmt.ms(c.rttP50)} ms (${fmt.ratio(c.pushP50 / c.rttP50)})` : 'not run',
+    '≤ 1.20x',
+    status(c ? c.pushP50 <= 1.2 * c.rttP50 : null),
+  ]);
   if (c && c.pushP50 > 1.2 * c.rttP50) {
-    why.push(`push: p50 ${fmt.ms(c.pushP50)} ms, p99 ${fmt.ms(c.pushP99)} ms after the append's send, whose own answer took ${fmt.ms(c.rttP50)} ms: the push leaves later than the answer; see (c)`);
+    why.push(
+      `push: p50 ${fmt.ms(c.pushP50)} ms, p99 ${fmt.ms(c.pushP99)} ms after the append's send, whose own answer took ${fmt.ms(c.rttP50)} ms: the push leaves later than the answer; see (c)`,
+    );
   }
 
   const d = results.d;
@@ -732,10 +1025,18 @@ function targetCheck() {
     const bwd = last.backwardP50 / first.backwardP50;
     const fwd = last.forwardMidP50 / first.forwardMidP50;
     const small = last.built < ONE_MILLION;
-    if (small) footnotes.push(`history measured up to ${fmt.int(last.built)} records, not 1M (BENCH_MAX_RECORDS / quick mode): indicative only`);
-    rows.push([`history page p50 flat, ${fmt.int(first.built)} → ${fmt.int(last.built)}`, `backward ${fmt.ratio(bwd)}, forward-mid ${fmt.ratio(fwd)}`, `both ≤ ${fmt.ratio(FLAT_MAX)} at 1M`, status(bwd <= FLAT_MAX && fwd <= FLAT_MAX) + (small ? '*' : '')]);
+    if (small)
+      footnotes.push(`history measured up to ${fmt.int(last.built)} records, not 1M (BENCH_MAX_RECORDS / quick mode): indicative only`);
+    rows.push([
+      `history page p50 flat, ${fmt.int(first.built)} → ${fmt.int(last.built)}`,
+      `backward ${fmt.ratio(bwd)}, forward-mid ${fmt.ratio(fwd)}`,
+      `both ≤ ${fmt.ratio(FLAT_MAX)} at 1M`,
+      status(bwd <= FLAT_MAX && fwd <= FLAT_MAX) + (small ? '*' : ''),
+    ]);
     if (bwd > FLAT_MAX || fwd > FLAT_MAX) {
-      why.push(`history: raw LevelDB pages ${fmt.ms(first.rawBackwardP50)} → ${fmt.ms(last.rawBackwardP50)} ms (backward), ${fmt.ms(first.rawForwardP50)} → ${fmt.ms(last.rawForwardP50)} ms (forward) on the same stores: if these grew too, LevelDB did; see (d)`);
+      why.push(
+        `history: raw LevelDB pages ${fmt.ms(first.rawBackwardP50)} → ${fmt.ms(last.rawBackwardP50)} ms (backward), ${fmt.ms(first.rawForwardP50)} → ${fmt.ms(last.rawForwardP50)} ms (forward) on the same stores: if these grew too, LevelDB did; see (d)`,
+      );
     }
   } else {
     rows.push(['history page p50 flat to 1M', d.length ? 'one size only' : 'not run', `both ≤ ${fmt.ratio(FLAT_MAX)} at 1M`, 'n/a']);
@@ -745,18 +1046,35 @@ function targetCheck() {
   const smallE = e && size < ONE_MILLION;
   if (smallE) footnotes.push(`startup and RSS measured on a ${fmt.int(size)}-record data dir, not 1M: indicative only`);
   const mb = (kib) => `${((kib * 1024) / 1e6).toFixed(1)} MB`;
-  rows.push([`startup at ${e ? fmt.int(size) : '1M'} records`, e ? `${fmt.ms(e.startupMs)} ms` : 'not run', '≤ 500 ms at 1M', e ? status(e.startupMs <= 500) + (smallE ? '*' : '') : 'n/a']);
+  rows.push([
+    `startup at ${e ? fmt.int(size) : '1M'} records`,
+    e ? `${fmt.ms(e.startupMs)} ms` : 'not run',
+    '≤ 500 ms at 1M',
+    e ? status(e.startupMs <= 500) + (smallE ? '*' : '') : 'n/a',
+  ]);
   if (e && e.startupMs > 500) {
-    why.push(`startup: a bare node opening the same LevelDB takes ${fmt.ms(e.minimalStartupMs)} ms here, so the daemon's own share is ${fmt.ms(e.startupMs - e.minimalStartupMs)} ms; see (e), and profile a start with node --cpu-prof`);
+    why.push(
+      `startup: a bare node opening the same LevelDB takes ${fmt.ms(e.minimalStartupMs)} ms here, so the daemon's own share is ${fmt.ms(e.startupMs - e.minimalStartupMs)} ms; see (e), and profile a start with node --cpu-prof`,
+    );
   }
   // 80 MB taken as 80 × 10^6 bytes (= 76.3 MiB), the stricter reading.
-  rows.push(['idle RSS', e ? mb(e.rssKiB) : 'not run', '≤ 80 MB (10^6 B)', e ? status(e.rssKiB * 1024 <= 80e6) + (smallE ? '*' : '') : 'n/a']);
+  rows.push([
+    'idle RSS',
+    e ? mb(e.rssKiB) : 'not run',
+    '≤ 80 MB (10^6 B)',
+    e ? status(e.rssKiB * 1024 <= 80e6) + (smallE ? '*' : '') : 'n/a',
+  ]);
   if (e && e.rssKiB * 1024 > 80e6) {
     why.push(`RSS: a bare node with the same LevelDB open holds ${mb(e.minimalRssKiB)}; see (e)`);
   }
 
   return [
-    table(`target check (the performance issue's targets, from this run${cfg.quick ? ', QUICK MODE: not figures' : ''})`, ['target', 'measured', 'threshold', 'status'], rows, 4),
+    table(
+      `target check (the performance issue's targets, from this run${cfg.quick ? ', QUICK MODE: not figures' : ''})`,
+      ['target', 'measured', 'threshold', 'status'],
+      rows,
+      4,
+    ),
     ...footnotes.map((f) => `* ${f}`),
     ...(why.length ? ['why (not met):', ...why.map((w) => `  ${w}`)] : []),
   ].join('\n');

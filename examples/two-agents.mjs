@@ -9,7 +9,7 @@ import { YelloClient, Coordinator, MemoryCursorStore, verifyRecord } from '../di
 const socketPath = process.env.YELLO_SOCKET;
 const dataDir = process.env.YELLO_DATA_DIR;
 if (!socketPath || !dataDir) {
-  console.error('set YELLO_SOCKET and YELLO_DATA_DIR (the daemon\'s --socket and --data-dir)');
+  console.error("set YELLO_SOCKET and YELLO_DATA_DIR (the daemon's --socket and --data-dir)");
   process.exit(2);
 }
 const admin = await YelloClient.connect({ socketPath, token: readFileSync(join(dataDir, 'admin.token'), 'utf8').trim() });
@@ -26,7 +26,10 @@ const finished = new Promise((r) => (done = r));
 
 // Bob answers every message he is shown, acknowledging it in the same append.
 const bobCoordinator = new Coordinator({
-  socketPath, token: bob.token, chatId: chat.id, cursorStore: new MemoryCursorStore(),
+  socketPath,
+  token: bob.token,
+  chatId: chat.id,
+  cursorStore: new MemoryCursorStore(),
   adapter: {
     async present(batch) {
       for (const r of batch.records) {
@@ -39,7 +42,10 @@ const bobCoordinator = new Coordinator({
 });
 // Alice reads Bob's answers and acknowledges them explicitly.
 const aliceCoordinator = new Coordinator({
-  socketPath, token: alice.token, chatId: chat.id, cursorStore: new MemoryCursorStore(),
+  socketPath,
+  token: alice.token,
+  chatId: chat.id,
+  cursorStore: new MemoryCursorStore(),
   adapter: {
     async present(batch) {
       for (const r of batch.records) if (r.wrapper.type === 'chat.message') received.alice.push(r.wrapper.message.content);

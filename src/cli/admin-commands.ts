@@ -7,10 +7,15 @@ import { readSecretFile, SecretFileSink } from './secret-files.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
 type A<T = object> = GlobalArgs & T;
-const out = (args: GlobalArgs, value: unknown, human: () => void) => { args.json ? printJson(value) : human(); };
+const out = (args: GlobalArgs, value: unknown, human: () => void) => {
+  args.json ? printJson(value) : human();
+};
 const agentRow = (a: Agent) => ({ id: a.id, username: a.username, name: a.name, pii: a.pii, disabled: a.disabled, created: a.createdAt });
 const streamRow = (s: StreamState) => ({
-  stream: s.streamId, generation: s.generation, first: s.firstPosition, next: s.nextPosition,
+  stream: s.streamId,
+  generation: s.generation,
+  first: s.firstPosition,
+  next: s.nextPosition,
   acknowledged: s.acknowledged ? `${s.acknowledged.generation}/${s.acknowledged.nextPosition}` : '-',
   writer: s.writer.active ? `epoch ${s.writer.epoch}` : `free (epoch ${s.writer.epoch})`,
 });
@@ -35,14 +40,20 @@ async function withTokenOut<T extends { token: string }>(file: string | undefine
 /** Options that would put a coordinator token on the command line (visible in `ps`): refused. */
 export function coordinatorTokenOptions<T>(z: Argv<T>): Argv<T> {
   return z
-    .option('coordinator-token-file', { type: 'string', describe: 'file holding a coordinator token (from `streams claim`), or - for stdin' })
+    .option('coordinator-token-file', {
+      type: 'string',
+      describe: 'file holding a coordinator token (from `streams claim`), or - for stdin',
+    })
     .option('coordinator-token', { type: 'string', hidden: true });
 }
 
 /** The coordinator token of `--coordinator-token-file`, if given; `--coordinator-token T` is a usage error. */
 export function coordinatorTokenArg(args: { 'coordinator-token'?: string; 'coordinator-token-file'?: string }): string | null {
   if (args['coordinator-token'] !== undefined) {
-    throw new CliError('--coordinator-token puts a secret on the command line, where `ps` shows it; use --coordinator-token-file FILE (or - to read it from stdin)', EXIT.usage);
+    throw new CliError(
+      '--coordinator-token puts a secret on the command line, where `ps` shows it; use --coordinator-token-file FILE (or - to read it from stdin)',
+      EXIT.usage,
+    );
   }
   const file = args['coordinator-token-file'];
   if (file === undefined) return null;
@@ -57,105 +68,203 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       await withClient(connectAny(args), async (c) => {
         const s = await c.call('daemon.status', {});
         out(args, s, () => {
-          printObject({ version: s.version, uptime: `${Math.round(s.uptimeMs / 1000)} s`, storage: s.storage, policy: s.policy, kid: s.kid, ...s.counts });
-          for (const i of s.integrity.walIncidents) process.stdout.write(`log loss ${i.detectedAt}: LevelDB dropped ${i.bytes} bytes of its write-ahead log; ${i.streams} stream generations marked corrupt\n`);
+          printObject({
+            version: s.version,
+            uptime: `${Math.round(s.uptimeMs / 1000)} s`,
+            storage: s.storage,
+            policy: s.policy,
+            kid: s.kid,
+            ...s.counts,
+          });
+          for (const i of s.integrity.walIncidents)
+            process.stdout.write(
+              `log loss ${i.detectedAt}: LevelDB dropped ${i.bytes} bytes of its write-ahead log; ${i.streams} stream generations marked corrupt\n`,
+            );
           if (s.integrity.corruptStreams.length > 0) {
             process.stdout.write(`corrupt streams (${s.integrity.corruptStreams.length}; see yello doctor and docs/reliability.md):\n`);
-            printTable(s.integrity.corruptStreams.map((m) => ({ stream: m.streamId, generation: m.generation ?? 'all', from: m.fromPosition, detail: m.detail })));
+            printTable(
+              s.integrity.corruptStreams.map((m) => ({
+                stream: m.streamId,
+                generation: m.generation ?? 'all',
+                from: m.fromPosition,
+                detail: m.detail,
+              })),
+            );
           }
         });
       });
     })
     .command('agents', 'Manage agents (admin)', (yy: Argv<GlobalArgs>) =>
       yy
-        .command('add <username>', 'Create an agent; prints its token once', (z: Argv<GlobalArgs>) => z
-          .positional('username', { type: 'string', demandOption: true })
-          .option('name', { type: 'string', describe: 'display name (default: the username)' })
-          .option('image', { type: 'string', describe: 'image URL' })
-          .option('token-out', { type: 'string', describe: 'write the token to this new file (mode 0600) instead of printing it; an existing file is refused' })
-          .option('force', { type: 'boolean', default: false, describe: 'with --token-out: replace an existing file (by a new one, atomically)' })
-          .example('$0 agents add alice --name Alice --token-out alice.token', ''),
-        async (args: A<{ username: string; name?: string; image?: string; 'token-out'?: string; force: boolean }>) => {
-          await withClient(connectAdmin(args), async (c) => {
-            const r = await withTokenOut(args['token-out'], args.force, () =>
-              c.call('agents.create', { username: args.username, name: args.name ?? args.username, ...(args.image ? { image: args.image } : {}) }));
-            const shown = args['token-out'] ? { agent: r.agent, tokenFile: args['token-out'] } : r;
-            out(args, shown, () => {
-              printObject(agentRow(r.agent));
-              if (args['token-out']) process.stdout.write(`token written to ${args['token-out']} (0600)\n`);
-              else process.stdout.write(`token     ${r.token}\n(shown once: store it now)\n`);
+        .command(
+          'add <username>',
+          'Create an agent; prints its token once',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('username', { type: 'string', demandOption: true })
+              .option('name', { type: 'string', describe: 'display name (default: the username)' })
+              .option('image', { type: 'string', describe: 'image URL' })
+              .option('token-out', {
+                type: 'string',
+                describe: 'write the token to this new file (mode 0600) instead of printing it; an existing file is refused',
+              })
+              .option('force', {
+                type: 'boolean',
+                default: false,
+                describe: 'with --token-out: replace an existing file (by a new one, atomically)',
+              })
+              .example('$0 agents add alice --name Alice --token-out alice.token', ''),
+          async (args: A<{ username: string; name?: string; image?: string; 'token-out'?: string; force: boolean }>) => {
+            await withClient(connectAdmin(args), async (c) => {
+              const r = await withTokenOut(args['token-out'], args.force, () =>
+                c.call('agents.create', {
+                  username: args.username,
+                  name: args.name ?? args.username,
+                  ...(args.image ? { image: args.image } : {}),
+                }),
+              );
+              const shown = args['token-out'] ? { agent: r.agent, tokenFile: args['token-out'] } : r;
+              out(args, shown, () => {
+                printObject(agentRow(r.agent));
+                if (args['token-out']) process.stdout.write(`token written to ${args['token-out']} (0600)\n`);
+                else process.stdout.write(`token     ${r.token}\n(shown once: store it now)\n`);
+              });
             });
-          });
-        })
+          },
+        )
         .command('list', 'List agents', {}, async (args: A) => {
           await withClient(connectAny(args), async (c) => {
             const r = await c.call('agents.list', {});
-            out(args, r, () => { printTable(r.agents.map(agentRow)); });
+            out(args, r, () => {
+              printTable(r.agents.map(agentRow));
+            });
           });
         })
-        .command('show <agent>', 'Show one agent (id or username)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }), async (args: A<{ agent: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = await c.call('agents.get', { agentId: await resolveAgentId(c, args.agent) });
-            out(args, r, () => { printObject(agentRow(r.agent)); });
-          });
-        })
-        .command('rotate-token <agent>', 'Issue a new token; the old one stops working at once', (z: Argv<GlobalArgs>) => z
-          .positional('agent', { type: 'string', demandOption: true })
-          .option('token-out', { type: 'string', describe: 'write the token to this new file (0600); an existing file is refused' })
-          .option('force', { type: 'boolean', default: false, describe: 'with --token-out: replace an existing file (by a new one, atomically)' }),
-        async (args: A<{ agent: string; 'token-out'?: string; force: boolean }>) => {
-          await withClient(connectAdmin(args), async (c) => {
-            const agentId = await resolveAgentId(c, args.agent);
-            const r = await withTokenOut(args['token-out'], args.force, () => c.call('agents.rotateToken', { agentId }));
-            out(args, args['token-out'] ? { tokenFile: args['token-out'] } : r, () =>
-              process.stdout.write(args['token-out'] ? `token written to ${args['token-out']} (0600)\n` : `token  ${r.token}\n(shown once)\n`));
-          });
-        })
-        .command('disable <agent>', 'Disable an agent (its token stops working)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }), async (args: A<{ agent: string }>) => {
-          await withClient(connectAdmin(args), async (c) => {
-            const r = await c.call('agents.disable', { agentId: await resolveAgentId(c, args.agent) });
-            out(args, r, () => { printObject(agentRow(r.agent)); });
-          });
-        })
-        .command('policy <agent> <pii>', 'Set the outbound PII policy: off, redact or reject', (z: Argv<GlobalArgs>) => z
-          .positional('agent', { type: 'string', demandOption: true })
-          .positional('pii', { type: 'string', choices: ['off', 'redact', 'reject'] as const, demandOption: true }),
-        async (args: A<{ agent: string; pii: 'off' | 'redact' | 'reject' }>) => {
-          await withClient(connectAdmin(args), async (c) => {
-            const r = await c.call('agents.setPolicy', { agentId: await resolveAgentId(c, args.agent), pii: args.pii });
-            out(args, r, () => { printObject(agentRow(r.agent)); });
-          });
-        })
-        .demandCommand(1, 'name an agents subcommand'))
+        .command(
+          'show <agent>',
+          'Show one agent (id or username)',
+          (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }),
+          async (args: A<{ agent: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r = await c.call('agents.get', { agentId: await resolveAgentId(c, args.agent) });
+              out(args, r, () => {
+                printObject(agentRow(r.agent));
+              });
+            });
+          },
+        )
+        .command(
+          'rotate-token <agent>',
+          'Issue a new token; the old one stops working at once',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('agent', { type: 'string', demandOption: true })
+              .option('token-out', { type: 'string', describe: 'write the token to this new file (0600); an existing file is refused' })
+              .option('force', {
+                type: 'boolean',
+                default: false,
+                describe: 'with --token-out: replace an existing file (by a new one, atomically)',
+              }),
+          async (args: A<{ agent: string; 'token-out'?: string; force: boolean }>) => {
+            await withClient(connectAdmin(args), async (c) => {
+              const agentId = await resolveAgentId(c, args.agent);
+              const r = await withTokenOut(args['token-out'], args.force, () => c.call('agents.rotateToken', { agentId }));
+              out(args, args['token-out'] ? { tokenFile: args['token-out'] } : r, () =>
+                process.stdout.write(
+                  args['token-out'] ? `token written to ${args['token-out']} (0600)\n` : `token  ${r.token}\n(shown once)\n`,
+                ),
+              );
+            });
+          },
+        )
+        .command(
+          'disable <agent>',
+          'Disable an agent (its token stops working)',
+          (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }),
+          async (args: A<{ agent: string }>) => {
+            await withClient(connectAdmin(args), async (c) => {
+              const r = await c.call('agents.disable', { agentId: await resolveAgentId(c, args.agent) });
+              out(args, r, () => {
+                printObject(agentRow(r.agent));
+              });
+            });
+          },
+        )
+        .command(
+          'policy <agent> <pii>',
+          'Set the outbound PII policy: off, redact or reject',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('agent', { type: 'string', demandOption: true })
+              .positional('pii', { type: 'string', choices: ['off', 'redact', 'reject'] as const, demandOption: true }),
+          async (args: A<{ agent: string; pii: 'off' | 'redact' | 'reject' }>) => {
+            await withClient(connectAdmin(args), async (c) => {
+              const r = await c.call('agents.setPolicy', { agentId: await resolveAgentId(c, args.agent), pii: args.pii });
+              out(args, r, () => {
+                printObject(agentRow(r.agent));
+              });
+            });
+          },
+        )
+        .demandCommand(1, 'name an agents subcommand'),
+    )
     .command('grants', 'Manage grants (who may chat with whom)', (yy: Argv<GlobalArgs>) =>
       yy
-        .command('add <agent> <peer>', 'Let <agent> open a chat with and send to <peer>', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }).positional('peer', { type: 'string', demandOption: true }),
+        .command(
+          'add <agent> <peer>',
+          'Let <agent> open a chat with and send to <peer>',
+          (z: Argv<GlobalArgs>) =>
+            z.positional('agent', { type: 'string', demandOption: true }).positional('peer', { type: 'string', demandOption: true }),
           async (args: A<{ agent: string; peer: string }>) => {
             await withClient(connectAdmin(args), async (c) => {
-              const r = await c.call('grants.add', { agentId: await resolveAgentId(c, args.agent), peerAgentId: await resolveAgentId(c, args.peer) });
-              out(args, r, () => { printObject(r.grant as unknown as Record<string, unknown>); });
+              const r = await c.call('grants.add', {
+                agentId: await resolveAgentId(c, args.agent),
+                peerAgentId: await resolveAgentId(c, args.peer),
+              });
+              out(args, r, () => {
+                printObject(r.grant as unknown as Record<string, unknown>);
+              });
             });
-          })
-        .command(['rm <agent> <peer>', 'remove'], 'Revoke a grant (applies to the next append)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string', demandOption: true }).positional('peer', { type: 'string', demandOption: true }),
+          },
+        )
+        .command(
+          ['rm <agent> <peer>', 'remove'],
+          'Revoke a grant (applies to the next append)',
+          (z: Argv<GlobalArgs>) =>
+            z.positional('agent', { type: 'string', demandOption: true }).positional('peer', { type: 'string', demandOption: true }),
           async (args: A<{ agent: string; peer: string }>) => {
             await withClient(connectAdmin(args), async (c) => {
-              const r = await c.call('grants.remove', { agentId: await resolveAgentId(c, args.agent), peerAgentId: await resolveAgentId(c, args.peer) });
+              const r = await c.call('grants.remove', {
+                agentId: await resolveAgentId(c, args.agent),
+                peerAgentId: await resolveAgentId(c, args.peer),
+              });
               out(args, r, () => process.stdout.write(r.removed ? 'removed\n' : 'no such grant\n'));
             });
-          })
-        .command('list [agent]', 'List grants (an agent sees its own)', (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string' }), async (args: A<{ agent?: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = await c.call('grants.list', args.agent ? { agentId: await resolveAgentId(c, args.agent) } : {});
-            out(args, r, () => { printTable(r.grants as unknown as Array<Record<string, unknown>>, ['agentId', 'peerAgentId', 'grantedAt']); });
-          });
-        })
-        .demandCommand(1, 'name a grants subcommand'))
+          },
+        )
+        .command(
+          'list [agent]',
+          'List grants (an agent sees its own)',
+          (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string' }),
+          async (args: A<{ agent?: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r = await c.call('grants.list', args.agent ? { agentId: await resolveAgentId(c, args.agent) } : {});
+              out(args, r, () => {
+                printTable(r.grants as unknown as Array<Record<string, unknown>>, ['agentId', 'peerAgentId', 'grantedAt']);
+              });
+            });
+          },
+        )
+        .demandCommand(1, 'name a grants subcommand'),
+    )
     .command('keys', 'Signing keys', (yy: Argv<GlobalArgs>) =>
       yy
         .command('list', 'The JWKS (use --json for a file `verify` can read)', {}, async (args: A) => {
           await withClient(connectAny(args), async (c) => {
             const r = await c.call('keys.list', {});
-            out(args, r, () => { printTable(r.keys.map((k) => ({ kid: k.kid, status: k.status, created: k.createdAt }))); });
+            out(args, r, () => {
+              printTable(r.keys.map((k) => ({ kid: k.kid, status: k.status, created: k.createdAt })));
+            });
           });
         })
         .command('rotate', 'Generate a new signing key (admin)', {}, async (args: A) => {
@@ -164,79 +273,146 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             out(args, r, () => process.stdout.write(`active kid ${r.kid}\n`));
           });
         })
-        .demandCommand(1, 'name a keys subcommand'))
+        .demandCommand(1, 'name a keys subcommand'),
+    )
     .command('streams', 'Inspect and administer streams', (yy: Argv<GlobalArgs>) =>
       yy
-        .command('show <streamId>', 'Stream state', (z: Argv<GlobalArgs>) => z.positional('streamId', { type: 'string', demandOption: true }), async (args: A<{ streamId: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = await c.call('streams.get', { streamId: args.streamId });
-            out(args, r, () => { printObject(streamRow(r)); });
-          });
-        })
-        .command('claim <streamId>', 'Claim your outbound stream; prints the coordinator token', (z: Argv<GlobalArgs>) => z
-          .positional('streamId', { type: 'string', demandOption: true })
-          .option('replace', { type: 'boolean', default: false, describe: 'take over from a live coordinator' })
-          .option('reason', { type: 'string' }),
-        async (args: A<{ streamId: string; replace: boolean; reason?: string }>) => {
-          await withClient(connectAgent(args), async (c) => {
-            const r = await c.call('streams.claim', { streamId: args.streamId, replace: args.replace, ...(args.reason ? { reason: args.reason } : {}) });
-            out(args, r, () => { printObject(r); });
-          });
-        })
-        .command('release <streamId>', "Release the writer claim: an agent releases the claim `send`/`ack` keep (or --coordinator-token-file's); admin releases any", (z: Argv<GlobalArgs>) => coordinatorTokenOptions(z
-          .positional('streamId', { type: 'string', demandOption: true })),
-        async (args: A<{ streamId: string; 'coordinator-token'?: string; 'coordinator-token-file'?: string }>) => {
-          const token = coordinatorTokenArg(args);
-          await withClient(connectAny(args), async (c) => {
-            let r;
-            if (c.session.role === 'admin') r = await c.call('streams.release', { streamId: args.streamId, ...(token ? { coordinatorToken: token } : {}) });
-            else r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), args.streamId).release(token ?? undefined);
-            out(args, r, () => { printObject(streamRow(r)); });
-          });
-        })
-        .command('trim <streamId> <beforePosition>', 'Drop records below a position (admin)', (z: Argv<GlobalArgs>) => z
-          .positional('streamId', { type: 'string', demandOption: true })
-          .positional('beforePosition', { type: 'string', demandOption: true })
-          .option('force', { type: 'boolean', default: false, describe: 'trim past what the peer acknowledged' }),
-        async (args: A<{ streamId: string; beforePosition: string; force: boolean }>) => {
-          await withClient(connectAdmin(args), async (c) => {
-            const r = await c.call('streams.trim', { streamId: args.streamId, beforePosition: args.beforePosition, force: args.force });
-            out(args, r, () => process.stdout.write(`firstPosition ${r.firstPosition}\n`));
-          });
-        })
-        .command('reset <streamId>', 'Start a new generation at position 0 (admin); readers must intervene', (z: Argv<GlobalArgs>) => z
-          .positional('streamId', { type: 'string', demandOption: true })
-          .option('reason', { type: 'string', demandOption: true }),
-        async (args: A<{ streamId: string; reason: string }>) => {
-          await withClient(connectAdmin(args), async (c) => {
-            const r = await c.call('streams.reset', { streamId: args.streamId, reason: args.reason });
-            out(args, r, () => { printObject(streamRow(r)); });
-          });
-        })
-        .demandCommand(1, 'name a streams subcommand'))
+        .command(
+          'show <streamId>',
+          'Stream state',
+          (z: Argv<GlobalArgs>) => z.positional('streamId', { type: 'string', demandOption: true }),
+          async (args: A<{ streamId: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r = await c.call('streams.get', { streamId: args.streamId });
+              out(args, r, () => {
+                printObject(streamRow(r));
+              });
+            });
+          },
+        )
+        .command(
+          'claim <streamId>',
+          'Claim your outbound stream; prints the coordinator token',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('streamId', { type: 'string', demandOption: true })
+              .option('replace', { type: 'boolean', default: false, describe: 'take over from a live coordinator' })
+              .option('reason', { type: 'string' }),
+          async (args: A<{ streamId: string; replace: boolean; reason?: string }>) => {
+            await withClient(connectAgent(args), async (c) => {
+              const r = await c.call('streams.claim', {
+                streamId: args.streamId,
+                replace: args.replace,
+                ...(args.reason ? { reason: args.reason } : {}),
+              });
+              out(args, r, () => {
+                printObject(r);
+              });
+            });
+          },
+        )
+        .command(
+          'release <streamId>',
+          "Release the writer claim: an agent releases the claim `send`/`ack` keep (or --coordinator-token-file's); admin releases any",
+          (z: Argv<GlobalArgs>) => coordinatorTokenOptions(z.positional('streamId', { type: 'string', demandOption: true })),
+          async (args: A<{ streamId: string; 'coordinator-token'?: string; 'coordinator-token-file'?: string }>) => {
+            const token = coordinatorTokenArg(args);
+            await withClient(connectAny(args), async (c) => {
+              let r;
+              if (c.session.role === 'admin')
+                r = await c.call('streams.release', { streamId: args.streamId, ...(token ? { coordinatorToken: token } : {}) });
+              else
+                r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), args.streamId).release(
+                  token ?? undefined,
+                );
+              out(args, r, () => {
+                printObject(streamRow(r));
+              });
+            });
+          },
+        )
+        .command(
+          'trim <streamId> <beforePosition>',
+          'Drop records below a position (admin)',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('streamId', { type: 'string', demandOption: true })
+              .positional('beforePosition', { type: 'string', demandOption: true })
+              .option('force', { type: 'boolean', default: false, describe: 'trim past what the peer acknowledged' }),
+          async (args: A<{ streamId: string; beforePosition: string; force: boolean }>) => {
+            await withClient(connectAdmin(args), async (c) => {
+              const r = await c.call('streams.trim', { streamId: args.streamId, beforePosition: args.beforePosition, force: args.force });
+              out(args, r, () => process.stdout.write(`firstPosition ${r.firstPosition}\n`));
+            });
+          },
+        )
+        .command(
+          'reset <streamId>',
+          'Start a new generation at position 0 (admin); readers must intervene',
+          (z: Argv<GlobalArgs>) =>
+            z.positional('streamId', { type: 'string', demandOption: true }).option('reason', { type: 'string', demandOption: true }),
+          async (args: A<{ streamId: string; reason: string }>) => {
+            await withClient(connectAdmin(args), async (c) => {
+              const r = await c.call('streams.reset', { streamId: args.streamId, reason: args.reason });
+              out(args, r, () => {
+                printObject(streamRow(r));
+              });
+            });
+          },
+        )
+        .demandCommand(1, 'name a streams subcommand'),
+    )
     .command('ops', 'Operations (append outcomes)', (yy: Argv<GlobalArgs>) =>
       yy
-        .command('show <streamId> <operationId>', 'Whether an operation committed, and where', (z: Argv<GlobalArgs>) => z.positional('streamId', { type: 'string', demandOption: true }).positional('operationId', { type: 'string', demandOption: true }),
+        .command(
+          'show <streamId> <operationId>',
+          'Whether an operation committed, and where',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('streamId', { type: 'string', demandOption: true })
+              .positional('operationId', { type: 'string', demandOption: true }),
           async (args: A<{ streamId: string; operationId: string }>) => {
             await withClient(connectAny(args), async (c) => {
               const r = await c.call('operations.get', { streamId: args.streamId, operationId: args.operationId });
-              out(args, r, () => { printObject(r as unknown as Record<string, unknown>); });
+              out(args, r, () => {
+                printObject(r as unknown as Record<string, unknown>);
+              });
             });
-          })
-        .command('list <streamId>', 'Committed operations of a stream', (z: Argv<GlobalArgs>) => z
-          .positional('streamId', { type: 'string', demandOption: true })
-          .option('limit', { type: 'number', default: 100 })
-          .option('cursor', { type: 'string' }),
-        async (args: A<{ streamId: string; limit: number; cursor?: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = await c.call('operations.list', { streamId: args.streamId, limit: args.limit, ...(args.cursor ? { cursor: args.cursor } : {}) });
-            out(args, r, () => {
-              printTable(r.operations.map((o) => ({ operation: o.operationId, state: o.state, generation: o.generation, first: o.firstPosition, next: o.nextPosition, committed: o.committedAt })));
-              if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+          },
+        )
+        .command(
+          'list <streamId>',
+          'Committed operations of a stream',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('streamId', { type: 'string', demandOption: true })
+              .option('limit', { type: 'number', default: 100 })
+              .option('cursor', { type: 'string' }),
+          async (args: A<{ streamId: string; limit: number; cursor?: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r = await c.call('operations.list', {
+                streamId: args.streamId,
+                limit: args.limit,
+                ...(args.cursor ? { cursor: args.cursor } : {}),
+              });
+              out(args, r, () => {
+                printTable(
+                  r.operations.map((o) => ({
+                    operation: o.operationId,
+                    state: o.state,
+                    generation: o.generation,
+                    first: o.firstPosition,
+                    next: o.nextPosition,
+                    committed: o.committedAt,
+                  })),
+                );
+                if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+              });
             });
-          });
-        })
-        .demandCommand(1, 'name an ops subcommand'));
+          },
+        )
+        .demandCommand(1, 'name an ops subcommand'),
+    );
 }
 
 export { CliError, EXIT };

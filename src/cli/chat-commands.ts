@@ -8,83 +8,143 @@ import { printJson, printObject, printTable } from './output.js';
 import { sendCommands } from './send-commands.js';
 
 type A<T = object> = GlobalArgs & T;
-const out = (args: GlobalArgs, value: unknown, human: () => void) => { args.json ? printJson(value) : human(); };
+const out = (args: GlobalArgs, value: unknown, human: () => void) => {
+  args.json ? printJson(value) : human();
+};
 
 export { formatRecord };
 
 /** chats …, send, ack. */
 export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
-  return sendCommands(y
-    .command('chats', 'Open, list, read and follow chats', (yy: Argv<GlobalArgs>) =>
+  return sendCommands(
+    y.command('chats', 'Open, list, read and follow chats', (yy: Argv<GlobalArgs>) =>
       followCommands(yy)
-        .command('open <peer>', 'Open (or find) the chat with <peer> (agent); admin: --with <agent>', (z: Argv<GlobalArgs>) => z
-          .positional('peer', { type: 'string', demandOption: true })
-          .option('with', { type: 'string', describe: 'admin: the other agent of the pair' }),
-        async (args: A<{ peer: string; with?: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = c.session.role === 'admin'
-              ? await c.call('chats.open', { agentAId: await resolveAgentId(c, args.peer), agentBId: await resolveAgentId(c, args.with ?? '') })
-              : await c.call('chats.open', { peerAgentId: await resolveAgentId(c, args.peer) });
-            out(args, r, () => process.stdout.write(`${r.chat.id}${r.created ? ' (created)' : ''}\n`));
-          });
-        })
-        .command('list', "The caller's chats (all for admin)", (z: Argv<GlobalArgs>) => z.option('limit', { type: 'number', default: 100 }).option('cursor', { type: 'string' }), async (args: A<{ limit: number; cursor?: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = await c.call('chats.list', { limit: args.limit, ...(args.cursor ? { cursor: args.cursor } : {}) });
-            out(args, r, () => {
-              printTable(r.chats.map((ch) => ({ chat: ch.id, a: ch.agentA.username, b: ch.agentB.username, created: ch.createdAt })));
-              if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+        .command(
+          'open <peer>',
+          'Open (or find) the chat with <peer> (agent); admin: --with <agent>',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('peer', { type: 'string', demandOption: true })
+              .option('with', { type: 'string', describe: 'admin: the other agent of the pair' }),
+          async (args: A<{ peer: string; with?: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r =
+                c.session.role === 'admin'
+                  ? await c.call('chats.open', {
+                      agentAId: await resolveAgentId(c, args.peer),
+                      agentBId: await resolveAgentId(c, args.with ?? ''),
+                    })
+                  : await c.call('chats.open', { peerAgentId: await resolveAgentId(c, args.peer) });
+              out(args, r, () => process.stdout.write(`${r.chat.id}${r.created ? ' (created)' : ''}\n`));
             });
-          });
-        })
-        .command('show <chatId>', 'A chat and its two streams', (z: Argv<GlobalArgs>) => z.positional('chatId', { type: 'string', demandOption: true }), async (args: A<{ chatId: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = await getChat(c, args.chatId);
-            out(args, r, () => {
-              printObject({ chat: r.chat.id, a: `${r.chat.agentA.username} (${r.chat.agentAId})`, b: `${r.chat.agentB.username} (${r.chat.agentBId})`, created: r.chat.createdAt });
-              printTable(r.streams.map((s) => ({ stream: s.streamId, generation: s.generation, first: s.firstPosition, next: s.nextPosition, acknowledged: s.acknowledged ? s.acknowledged.nextPosition : '-', writer: s.writer.active ? `epoch ${s.writer.epoch}` : 'free' })));
+          },
+        )
+        .command(
+          'list',
+          "The caller's chats (all for admin)",
+          (z: Argv<GlobalArgs>) => z.option('limit', { type: 'number', default: 100 }).option('cursor', { type: 'string' }),
+          async (args: A<{ limit: number; cursor?: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r = await c.call('chats.list', { limit: args.limit, ...(args.cursor ? { cursor: args.cursor } : {}) });
+              out(args, r, () => {
+                printTable(r.chats.map((ch) => ({ chat: ch.id, a: ch.agentA.username, b: ch.agentB.username, created: ch.createdAt })));
+                if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+              });
             });
-          });
-        })
-        .command('permissions <chatId>', 'Who may read, send and claim, and their grants', (z: Argv<GlobalArgs>) => z.positional('chatId', { type: 'string', demandOption: true }), async (args: A<{ chatId: string }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const r = await c.call('chats.permissions', { chatId: args.chatId });
-            out(args, r, () => {
-              process.stdout.write(`policy ${r.policy}\n`);
-              printTable(r.participants.map((p) => ({ agent: p.agentId, read: p.canRead, send: p.canSend, claim: p.canClaim, granted: p.grant?.grantedAt ?? '-' })));
+          },
+        )
+        .command(
+          'show <chatId>',
+          'A chat and its two streams',
+          (z: Argv<GlobalArgs>) => z.positional('chatId', { type: 'string', demandOption: true }),
+          async (args: A<{ chatId: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r = await getChat(c, args.chatId);
+              out(args, r, () => {
+                printObject({
+                  chat: r.chat.id,
+                  a: `${r.chat.agentA.username} (${r.chat.agentAId})`,
+                  b: `${r.chat.agentB.username} (${r.chat.agentBId})`,
+                  created: r.chat.createdAt,
+                });
+                printTable(
+                  r.streams.map((s) => ({
+                    stream: s.streamId,
+                    generation: s.generation,
+                    first: s.firstPosition,
+                    next: s.nextPosition,
+                    acknowledged: s.acknowledged ? s.acknowledged.nextPosition : '-',
+                    writer: s.writer.active ? `epoch ${s.writer.epoch}` : 'free',
+                  })),
+                );
+              });
             });
-          });
-        })
-        .command('history <chatId>', 'The transcript (messages of both directions)', (z: Argv<GlobalArgs>) => z
-          .positional('chatId', { type: 'string', demandOption: true })
-          .option('limit', { type: 'number', default: 50 })
-          .option('direction', { choices: ['backward', 'forward'] as const })
-          .option('cursor', { type: 'string' })
-          .option('all', { type: 'boolean', default: false, describe: 'page through the whole snapshot' }),
-        async (args: A<{ chatId: string; limit: number; direction?: 'backward' | 'forward'; cursor?: string; all: boolean }>) => {
-          await withClient(connectAny(args), async (c) => {
-            const { chat } = await getChat(c, args.chatId);
-            let cursor = args.cursor;
-            const direction = args.direction;
-            const all: StoredRecord[] = [];
-            for (;;) {
-              const r = await c.call('chats.history', { chatId: args.chatId, limit: args.limit, ...(cursor ? { cursor } : {}), ...(direction && !cursor ? { direction } : {}) });
-              // Backward pages come newest page first; keep the transcript ascending overall.
-              if ((direction ?? 'backward') === 'backward' && !args.cursor) all.unshift(...r.entries);
-              else all.push(...r.entries);
-              if (!args.all || !r.nextCursor) {
-                if (args.json) printJson({ entries: all, nextCursor: r.nextCursor, liveCursor: r.liveCursor });
-                else {
-                  for (const e of all) process.stdout.write(formatRecord(e, chat) + '\n');
-                  if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
-                  process.stdout.write(`live cursor: ${r.liveCursor}\n`);
+          },
+        )
+        .command(
+          'permissions <chatId>',
+          'Who may read, send and claim, and their grants',
+          (z: Argv<GlobalArgs>) => z.positional('chatId', { type: 'string', demandOption: true }),
+          async (args: A<{ chatId: string }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const r = await c.call('chats.permissions', { chatId: args.chatId });
+              out(args, r, () => {
+                process.stdout.write(`policy ${r.policy}\n`);
+                printTable(
+                  r.participants.map((p) => ({
+                    agent: p.agentId,
+                    read: p.canRead,
+                    send: p.canSend,
+                    claim: p.canClaim,
+                    granted: p.grant?.grantedAt ?? '-',
+                  })),
+                );
+              });
+            });
+          },
+        )
+        .command(
+          'history <chatId>',
+          'The transcript (messages of both directions)',
+          (z: Argv<GlobalArgs>) =>
+            z
+              .positional('chatId', { type: 'string', demandOption: true })
+              .option('limit', { type: 'number', default: 50 })
+              .option('direction', { choices: ['backward', 'forward'] as const })
+              .option('cursor', { type: 'string' })
+              .option('all', { type: 'boolean', default: false, describe: 'page through the whole snapshot' }),
+          async (args: A<{ chatId: string; limit: number; direction?: 'backward' | 'forward'; cursor?: string; all: boolean }>) => {
+            await withClient(connectAny(args), async (c) => {
+              const { chat } = await getChat(c, args.chatId);
+              let cursor = args.cursor;
+              const direction = args.direction;
+              const all: StoredRecord[] = [];
+              for (;;) {
+                const r = await c.call('chats.history', {
+                  chatId: args.chatId,
+                  limit: args.limit,
+                  ...(cursor ? { cursor } : {}),
+                  ...(direction && !cursor ? { direction } : {}),
+                });
+                // Backward pages come newest page first; keep the transcript ascending overall.
+                if ((direction ?? 'backward') === 'backward' && !args.cursor) all.unshift(...r.entries);
+                else all.push(...r.entries);
+                if (!args.all || !r.nextCursor) {
+                  if (args.json) printJson({ entries: all, nextCursor: r.nextCursor, liveCursor: r.liveCursor });
+                  else {
+                    for (const e of all) process.stdout.write(formatRecord(e, chat) + '\n');
+                    if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+                    process.stdout.write(`live cursor: ${r.liveCursor}\n`);
+                  }
+                  return;
                 }
-                return;
+                cursor = r.nextCursor;
               }
-              cursor = r.nextCursor;
-            }
-          });
-        })
+            });
+          },
+        )
         .command(exportCommand)
-        .demandCommand(1, 'name a chats subcommand')));
+        .demandCommand(1, 'name a chats subcommand'),
+    ),
+  );
 }

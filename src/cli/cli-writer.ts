@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import {
-  ConnectionLostError, FencedError, TimeoutError, WriterActiveError, type AppendResult, type ParamsIn, type StreamState, type YelloClient,
+  ConnectionLostError,
+  FencedError,
+  TimeoutError,
+  WriterActiveError,
+  type AppendResult,
+  type ParamsIn,
+  type StreamState,
+  type YelloClient,
 } from '../client/index.js';
 import { CliError, EXIT } from './output.js';
 import type { WriterStore } from './writer-state.js';
@@ -51,8 +58,12 @@ export class CliWriter {
     let token = this.#store.load(this.#socket, this.#agentId, this.streamId)?.coordinatorToken ?? null;
     // Without a kept token a claim comes first, and its fence moves the append one position on.
     this.#checkSize({
-      streamId: this.streamId, coordinatorToken: token ?? TOKEN_PLACEHOLDER, generation: state.generation,
-      expectedPosition: token ? state.nextPosition : (BigInt(state.nextPosition) + 1n).toString(), operationId, records,
+      streamId: this.streamId,
+      coordinatorToken: token ?? TOKEN_PLACEHOLDER,
+      generation: state.generation,
+      expectedPosition: token ? state.nextPosition : (BigInt(state.nextPosition) + 1n).toString(),
+      operationId,
+      records,
     });
     let result: AppendResult | null = null;
     let wasFenced = false;
@@ -74,14 +85,19 @@ export class CliWriter {
       result = await this.#appendWith(token, claim.generation, claim.nextPosition, operationId, records);
     }
     if (opts.release) await this.release(token!);
-    else if (this.#oneShot) await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: token! }).catch(() => {});
+    else if (this.#oneShot)
+      await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: token! }).catch(() => {});
     return result;
   }
 
   /** Release the stream with `token` (default: the stored one) and forget it. */
   async release(token?: string): Promise<StreamState> {
     const t = token ?? this.#store.load(this.#socket, this.#agentId, this.streamId)?.coordinatorToken;
-    if (!t) throw new CliError(`this CLI holds no claim on ${this.streamId} (see --state-dir); pass --coordinator-token-file to release another claim`, EXIT.error);
+    if (!t)
+      throw new CliError(
+        `this CLI holds no claim on ${this.streamId} (see --state-dir); pass --coordinator-token-file to release another claim`,
+        EXIT.error,
+      );
     try {
       return await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: t });
     } finally {
@@ -99,7 +115,10 @@ export class CliWriter {
     const limit = this.#client.session.limits.maxAppendRequestBytes;
     const size = appendRequestBytes(params);
     if (size > limit) {
-      throw new CliError(`the message is too large: the append request would be ${size} bytes, over the daemon's limit of ${limit} bytes (nothing was sent)`, EXIT.error);
+      throw new CliError(
+        `the message is too large: the append request would be ${size} bytes, over the daemon's limit of ${limit} bytes (nothing was sent)`,
+        EXIT.error,
+      );
     }
   }
 
@@ -110,34 +129,64 @@ export class CliWriter {
   async #claim(state: StreamState, replace: boolean, wasFenced: boolean) {
     const other = state.writer.active;
     if (other && wasFenced && !replace) {
-      throw new CliError(`the stream ${this.streamId} was claimed by another coordinator (epoch ${state.writer.epoch}) since this CLI last wrote to it; pass --replace to take it over`, EXIT.fenced);
+      throw new CliError(
+        `the stream ${this.streamId} was claimed by another coordinator (epoch ${state.writer.epoch}) since this CLI last wrote to it; pass --replace to take it over`,
+        EXIT.fenced,
+      );
     }
     let claim;
     try {
       claim = await this.#client.call('streams.claim', { streamId: this.streamId, replace, reason: 'yello cli' });
     } catch (err) {
-      if (err instanceof WriterActiveError) throw new CliError(`a coordinator holds ${this.streamId}; pass --replace to take over`, EXIT.error);
+      if (err instanceof WriterActiveError)
+        throw new CliError(`a coordinator holds ${this.streamId}; pass --replace to take over`, EXIT.error);
       throw err;
     }
-    if (other && replace) process.stderr.write(`yello: the stream was claimed by another coordinator; took it over (epoch ${claim.epoch})\n`);
-    else if (wasFenced) process.stderr.write(`yello: this CLI's claim on ${this.streamId} was released or reset; claimed it again (epoch ${claim.epoch})\n`);
+    if (other && replace)
+      process.stderr.write(`yello: the stream was claimed by another coordinator; took it over (epoch ${claim.epoch})\n`);
+    else if (wasFenced)
+      process.stderr.write(`yello: this CLI's claim on ${this.streamId} was released or reset; claimed it again (epoch ${claim.epoch})\n`);
     try {
-      this.#store.save({ socket: this.#socket, agentId: this.#agentId, streamId: this.streamId, coordinatorToken: claim.coordinatorToken, epoch: claim.epoch });
+      this.#store.save({
+        socket: this.#socket,
+        agentId: this.#agentId,
+        streamId: this.streamId,
+        coordinatorToken: claim.coordinatorToken,
+        epoch: claim.epoch,
+      });
     } catch (err) {
       // No writable state dir (a service user without a home, say): still send, the old way.
       this.#oneShot = true;
       const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-      process.stderr.write(`yello: cannot keep the claim between commands (${reason} in the CLI state dir; pass --state-dir): this command claims and releases the stream\n`);
+      process.stderr.write(
+        `yello: cannot keep the claim between commands (${reason} in the CLI state dir; pass --state-dir): this command claims and releases the stream\n`,
+      );
     }
     return claim;
   }
 
-  async #appendWith(coordinatorToken: string, generation: string, expectedPosition: string, operationId: string, records: Records): Promise<AppendResult> {
+  async #appendWith(
+    coordinatorToken: string,
+    generation: string,
+    expectedPosition: string,
+    operationId: string,
+    records: Records,
+  ): Promise<AppendResult> {
     try {
-      return await this.#client.call('streams.append', { streamId: this.streamId, coordinatorToken, generation, expectedPosition, operationId, records });
+      return await this.#client.call('streams.append', {
+        streamId: this.streamId,
+        coordinatorToken,
+        generation,
+        expectedPosition,
+        operationId,
+        records,
+      });
     } catch (err) {
       if ((err instanceof ConnectionLostError && err.outcomeUnknown) || err instanceof TimeoutError) {
-        throw new CliError(`the answer to the append was lost; whether it committed is unknown: check with \`yello ops show ${this.streamId} ${operationId}\` before sending again (or resend with the same --message-id)`, EXIT.error);
+        throw new CliError(
+          `the answer to the append was lost; whether it committed is unknown: check with \`yello ops show ${this.streamId} ${operationId}\` before sending again (or resend with the same --message-id)`,
+          EXIT.error,
+        );
       }
       throw err;
     }

@@ -40,7 +40,10 @@ export function adminTokenPath(args: GlobalArgs): string {
 export function adminToken(args: GlobalArgs): string {
   const path = adminTokenPath(args);
   if (!existsSync(path)) {
-    throw new CliError(`no admin token at ${path}: pass --data-dir or --admin-token-file (or $YELLO_DATA_DIR), or an agent token with --token-file / $YELLO_TOKEN`, EXIT.usage);
+    throw new CliError(
+      `no admin token at ${path}: pass --data-dir or --admin-token-file (or $YELLO_DATA_DIR), or an agent token with --token-file / $YELLO_TOKEN`,
+      EXIT.usage,
+    );
   }
   try {
     return readFileSync(path, 'utf8').trim();
@@ -60,9 +63,15 @@ async function connect(args: GlobalArgs, token: string, source: { admin: string 
   } catch (err) {
     if (!(err instanceof UnauthenticatedError)) throw err;
     if ('admin' in source) {
-      throw new CliError(`UNAUTHENTICATED: the daemon at ${socket} did not accept the admin token read from ${source.admin}; point at that daemon's data dir with --data-dir or $YELLO_DATA_DIR, or at its admin.token with --admin-token-file`, EXIT.error);
+      throw new CliError(
+        `UNAUTHENTICATED: the daemon at ${socket} did not accept the admin token read from ${source.admin}; point at that daemon's data dir with --data-dir or $YELLO_DATA_DIR, or at its admin.token with --admin-token-file`,
+        EXIT.error,
+      );
     }
-    throw new CliError(`UNAUTHENTICATED: the daemon at ${socket} did not accept the agent token from ${source.agent} (unknown, rotated or disabled, or another daemon's; see --socket / $YELLO_SOCKET)`, EXIT.error);
+    throw new CliError(
+      `UNAUTHENTICATED: the daemon at ${socket} did not accept the agent token from ${source.agent} (unknown, rotated or disabled, or another daemon's; see --socket / $YELLO_SOCKET)`,
+      EXIT.error,
+    );
   }
 }
 

@@ -26,7 +26,8 @@ function readCursorFile(path: string, flag: string): string | null {
  * run in a loop with `--cursor-in F --cursor-out F`.
  */
 export function startCursor(args: CursorArgs): string | null {
-  if (args.cursor !== undefined && args['cursor-in'] !== undefined) throw new CliError('give --cursor or --cursor-in, not both', EXIT.usage);
+  if (args.cursor !== undefined && args['cursor-in'] !== undefined)
+    throw new CliError('give --cursor or --cursor-in, not both', EXIT.usage);
   if (args['cursor-in'] !== undefined) {
     if (!existsSync(args['cursor-in'])) {
       process.stderr.write(`yello: no cursor in ${args['cursor-in']} yet; starting without one\n`);

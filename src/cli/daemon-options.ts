@@ -11,14 +11,30 @@ export interface DaemonOption {
 }
 
 export const DAEMON_OPTIONS = {
-  socket: { type: 'string', describe: 'Unix socket path (default: $YELLO_SOCKET, systemd socket, $XDG_RUNTIME_DIR/yello/yello.sock, /tmp/yello-$UID/yello.sock)' },
-  'data-dir': { type: 'string', describe: 'data directory (default: $YELLO_DATA_DIR, $STATE_DIRECTORY, $XDG_STATE_HOME/yello, ~/.local/state/yello)' },
-  'log-level': { type: 'string', default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], describe: 'pino log level (JSON lines on stdout)' },
+  socket: {
+    type: 'string',
+    describe: 'Unix socket path (default: $YELLO_SOCKET, systemd socket, $XDG_RUNTIME_DIR/yello/yello.sock, /tmp/yello-$UID/yello.sock)',
+  },
+  'data-dir': {
+    type: 'string',
+    describe: 'data directory (default: $YELLO_DATA_DIR, $STATE_DIRECTORY, $XDG_STATE_HOME/yello, ~/.local/state/yello)',
+  },
+  'log-level': {
+    type: 'string',
+    default: 'info',
+    choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'],
+    describe: 'pino log level (JSON lines on stdout)',
+  },
   'socket-mode': { type: 'string', default: '0660', describe: 'octal mode of the socket file' },
   'max-line-bytes': { type: 'number', default: DEFAULT_MAX_LINE_BYTES, describe: 'longest accepted request line' },
   'max-connections': { type: 'number', default: 2048, describe: 'concurrent connections before new ones are refused with RATE_LIMITED' },
   'max-unsent-bytes': { type: 'number', default: 16_777_216, describe: 'output one connection may leave unread before it is closed' },
-  policy: { type: 'string', choices: ['grants', 'open'], default: 'grants', describe: 'grants: chats and sends need a grant; open: every agent may chat with every other' },
+  policy: {
+    type: 'string',
+    choices: ['grants', 'open'],
+    default: 'grants',
+    describe: 'grants: chats and sends need a grant; open: every agent may chat with every other',
+  },
   'fault-fail-sync-file': { type: 'string', hidden: true, describe: 'tests only: once this file exists, synced writes fail' },
 } as const satisfies Record<string, DaemonOption>;
 

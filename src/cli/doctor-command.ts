@@ -17,9 +17,15 @@ export function doctorCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
     'Check the whole store: checksums, heads against records, signatures, operations, indexes (admin; daemon stopped, or through the running daemon)',
     (z: Argv<GlobalArgs>) =>
       z
-        .option('mark', { type: 'boolean', default: true, describe: 'mark damaged streams corrupt so nothing is written over them (--no-mark: only report)' })
-        .example('$0 doctor --data-dir /var/lib/yello', 'check a stopped daemon\'s store')
-        .epilogue('Exit codes: 0 no problems, 1 problems found (listed), 2 usage. docs/reliability.md says what to do with a corrupt stream.'),
+        .option('mark', {
+          type: 'boolean',
+          default: true,
+          describe: 'mark damaged streams corrupt so nothing is written over them (--no-mark: only report)',
+        })
+        .example('$0 doctor --data-dir /var/lib/yello', "check a stopped daemon's store")
+        .epilogue(
+          'Exit codes: 0 no problems, 1 problems found (listed), 2 usage. docs/reliability.md says what to do with a corrupt stream.',
+        ),
     async (args: GlobalArgs & { mark: boolean }) => {
       const report = await offline(args).catch(async (err: unknown) => {
         if ((err as { code?: string }).code !== 'LEVEL_LOCKED') throw err;
@@ -50,14 +56,32 @@ async function offline(args: GlobalArgs & { mark: boolean }): Promise<DoctorRepo
 
 function printReport(r: DoctorReport): void {
   const c = r.counts;
-  process.stdout.write(`checked ${c.values} values: ${c.agents} agents, ${c.chats} chats, ${c.streams} streams, ${c.records} records (${c.messages} messages), ${c.operations} operations\n`);
+  process.stdout.write(
+    `checked ${c.values} values: ${c.agents} agents, ${c.chats} chats, ${c.streams} streams, ${c.records} records (${c.messages} messages), ${c.operations} operations\n`,
+  );
   if (r.problems.length === 0) process.stdout.write('no problems found\n');
   else {
     process.stdout.write(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'}:\n`);
-    printTable(r.problems.map((p) => ({ kind: p.kind, stream: p.streamId ?? '-', generation: p.generation ?? '-', position: p.position ?? '-', detail: p.detail })));
+    printTable(
+      r.problems.map((p) => ({
+        kind: p.kind,
+        stream: p.streamId ?? '-',
+        generation: p.generation ?? '-',
+        position: p.position ?? '-',
+        detail: p.detail,
+      })),
+    );
   }
   if (r.corruptStreams.length > 0) {
     process.stdout.write('streams marked corrupt (reads stop at fromPosition; writes are refused until `yello streams reset`):\n');
-    printTable(r.corruptStreams.map((m) => ({ stream: m.streamId, generation: m.generation ?? 'all', from: m.fromPosition, since: m.detectedAt, detail: m.detail })));
+    printTable(
+      r.corruptStreams.map((m) => ({
+        stream: m.streamId,
+        generation: m.generation ?? 'all',
+        from: m.fromPosition,
+        since: m.detectedAt,
+        detail: m.detail,
+      })),
+    );
   }
 }

@@ -1,7 +1,15 @@
 import { createWriteStream } from 'node:fs';
 import type { Writable } from 'node:stream';
 import type { Argv, CommandModule } from 'yargs';
-import { ContinuityBreakError, InvalidParamsError, RemoteError, type Checkpoint, type StoredRecord, type StreamState, type YelloClient } from '../client/index.js';
+import {
+  ContinuityBreakError,
+  InvalidParamsError,
+  RemoteError,
+  type Checkpoint,
+  type StoredRecord,
+  type StreamState,
+  type YelloClient,
+} from '../client/index.js';
 import { ChainDigest } from '../shared/checkpoint.js';
 import { connectAny, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT } from './output.js';
@@ -23,7 +31,8 @@ export type ExportItem = { record: StoredRecord } | { checkpoint: Checkpoint } |
  */
 const CHECKPOINT_TIMEOUT_MS = 10 * 60_000;
 
-const isCorrupt = (err: unknown): err is RemoteError => err instanceof RemoteError && err.type === 'STORAGE_FAILURE' && err.data.reason === 'CORRUPT';
+const isCorrupt = (err: unknown): err is RemoteError =>
+  err instanceof RemoteError && err.type === 'STORAGE_FAILURE' && err.data.reason === 'CORRUPT';
 
 /**
  * Every retained record of a chat (docs/protocol.md §5.9), stream by stream, generation by
@@ -55,7 +64,9 @@ export async function* exportChat(c: YelloClient, chatId: string): AsyncGenerato
         from = batch.nextPosition;
       }
       if (digest.digest() !== checkpoint.chainDigest) {
-        throw new CliError(`${s.streamId} generation ${generation}: the records read do not hash to the daemon's checkpoint of them; export again`);
+        throw new CliError(
+          `${s.streamId} generation ${generation}: the records read do not hash to the daemon's checkpoint of them; export again`,
+        );
       }
       yield { checkpoint };
     }
@@ -97,9 +108,10 @@ type ExportArgs = GlobalArgs & { chatId: string; out?: string };
 export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
   command: 'export <chatId>',
   describe: 'Write every retained record as JSON lines, each stream generation closed by a daemon-signed checkpoint (for `verify`)',
-  builder: (z: Argv<GlobalArgs>) => z
-    .positional('chatId', { type: 'string', demandOption: true })
-    .option('out', { type: 'string', describe: 'file to write (default stdout)' }),
+  builder: (z: Argv<GlobalArgs>) =>
+    z
+      .positional('chatId', { type: 'string', demandOption: true })
+      .option('out', { type: 'string', describe: 'file to write (default stdout)' }),
   handler: async (args: ExportArgs) => {
     await withClient(connectAny(args), async (c) => {
       const sink = args.out ? createWriteStream(args.out) : process.stdout;
@@ -121,11 +133,18 @@ export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
         }
       }
       if (args.out) {
-        await new Promise<void>((res, rej) => (sink as ReturnType<typeof createWriteStream>).end((err?: Error | null) => { err ? rej(err) : res(); }));
+        await new Promise<void>((res, rej) =>
+          (sink as ReturnType<typeof createWriteStream>).end((err?: Error | null) => {
+            err ? rej(err) : res();
+          }),
+        );
         process.stderr.write(`${records} records and ${checkpoints} checkpoints written to ${args.out}\n`);
       }
       if (damaged.length > 0) {
-        throw new CliError(`the export is incomplete: ${damaged.length} stream generation${damaged.length === 1 ? ' is' : 's are'} damaged (see yello status)`, EXIT.error);
+        throw new CliError(
+          `the export is incomplete: ${damaged.length} stream generation${damaged.length === 1 ? ' is' : 's are'} damaged (see yello status)`,
+          EXIT.error,
+        );
       }
     });
   },

@@ -1,7 +1,17 @@
 import type { Argv } from 'yargs';
 import {
-  ConnectionLostError, ContinuityBreakError, Coordinator, FencedError, remoteError, StorageFailureError, YelloClientError,
-  type Chat, type ChatBatchNotification, type PeerBatch, type StoredRecord, type YelloClient,
+  ConnectionLostError,
+  ContinuityBreakError,
+  Coordinator,
+  FencedError,
+  remoteError,
+  StorageFailureError,
+  YelloClientError,
+  type Chat,
+  type ChatBatchNotification,
+  type PeerBatch,
+  type StoredRecord,
+  type YelloClient,
 } from '../client/index.js';
 import { ERROR_CODES } from '../shared/errors.js';
 import { CliWriter } from './cli-writer.js';
@@ -21,23 +31,47 @@ const RECONNECT_MAX_MS = 5_000;
 /** `chats follow` and `chats read`. */
 export function followCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
   return y
-    .command('follow <chatId>', 'Live view of a chat: an agent first sees what it has not acknowledged yet; --ack acknowledges each batch shown', (z: Argv<GlobalArgs>) => z
-      .positional('chatId', { type: 'string', demandOption: true })
-      .option('cursor', { type: 'string', describe: 'resume from a compound cursor, given as the token or a file holding it' })
-      .option('cursor-in', { type: 'string', describe: 'resume from the cursor in this file (a missing file: start as without a cursor)' })
-      .option('cursor-out', { type: 'string', describe: 'after each batch, write its cursor to this file (0600, atomically)' })
-      .option('from-end', { type: 'boolean', default: false, describe: 'without a cursor: start at the current ends (default for an agent: where its last receipt left off)' })
-      .option('ack', { type: 'boolean', default: false, describe: 'acknowledge peer batches once shown (runs a coordinator that claims your stream)' })
-      .option('replace', { type: 'boolean', default: false, describe: 'with --ack: take over from a live coordinator' })
-      .example('$0 --token-file bob.token chats follow chat_… --ack', '')
-      .example('$0 --token-file bob.token chats follow chat_… --cursor-in bob.cursor --cursor-out bob.cursor', 'resume where the last run stopped'),
-    (args: FollowArgs) => (args.ack ? followWithAck(args) : follow(args)))
-    .command('read <chatId>', "Print the peer's messages you have not acknowledged yet, once; --ack acknowledges them", (z: Argv<GlobalArgs>) => z
-      .positional('chatId', { type: 'string', demandOption: true })
-      .option('ack', { type: 'boolean', default: false, describe: 'acknowledge what was shown (appends a receipt to your stream)' })
-      .option('replace', { type: 'boolean', default: false, describe: 'with --ack: take over from a live coordinator' })
-      .example('$0 --token-file bob.token chats read chat_… --ack', ''),
-    (args: ReadArgs) => read(args));
+    .command(
+      'follow <chatId>',
+      'Live view of a chat: an agent first sees what it has not acknowledged yet; --ack acknowledges each batch shown',
+      (z: Argv<GlobalArgs>) =>
+        z
+          .positional('chatId', { type: 'string', demandOption: true })
+          .option('cursor', { type: 'string', describe: 'resume from a compound cursor, given as the token or a file holding it' })
+          .option('cursor-in', {
+            type: 'string',
+            describe: 'resume from the cursor in this file (a missing file: start as without a cursor)',
+          })
+          .option('cursor-out', { type: 'string', describe: 'after each batch, write its cursor to this file (0600, atomically)' })
+          .option('from-end', {
+            type: 'boolean',
+            default: false,
+            describe: 'without a cursor: start at the current ends (default for an agent: where its last receipt left off)',
+          })
+          .option('ack', {
+            type: 'boolean',
+            default: false,
+            describe: 'acknowledge peer batches once shown (runs a coordinator that claims your stream)',
+          })
+          .option('replace', { type: 'boolean', default: false, describe: 'with --ack: take over from a live coordinator' })
+          .example('$0 --token-file bob.token chats follow chat_… --ack', '')
+          .example(
+            '$0 --token-file bob.token chats follow chat_… --cursor-in bob.cursor --cursor-out bob.cursor',
+            'resume where the last run stopped',
+          ),
+      (args: FollowArgs) => (args.ack ? followWithAck(args) : follow(args)),
+    )
+    .command(
+      'read <chatId>',
+      "Print the peer's messages you have not acknowledged yet, once; --ack acknowledges them",
+      (z: Argv<GlobalArgs>) =>
+        z
+          .positional('chatId', { type: 'string', demandOption: true })
+          .option('ack', { type: 'boolean', default: false, describe: 'acknowledge what was shown (appends a receipt to your stream)' })
+          .option('replace', { type: 'boolean', default: false, describe: 'with --ack: take over from a live coordinator' })
+          .example('$0 --token-file bob.token chats read chat_… --ack', ''),
+      (args: ReadArgs) => read(args),
+    );
 }
 
 function show(args: GlobalArgs, chat: Chat, b: ChatBatchNotification): void {
@@ -80,18 +114,24 @@ async function follow(args: FollowArgs): Promise<void> {
         continue;
       }
       client = c;
-      if (ended) { c.close(); return; }
+      if (ended) {
+        c.close();
+        return;
+      }
       try {
         if (chat === null) chat = (await getChat(c, args.chatId)).chat;
         // Listen before following: the first batches may arrive in the same read as the answer.
         const notifications = c.notifications();
         const start = cursor.current
           ? { cursor: cursor.current }
-          : c.session.role === 'agent' && !args['from-end'] ? { from: 'acknowledged' as const } : {};
+          : c.session.role === 'agent' && !args['from-end']
+            ? { from: 'acknowledged' as const }
+            : {};
         const sub = await c.call('chats.follow', { chatId: args.chatId, ...start });
         if (!cursor.current) cursor.set(sub.cursor);
         if (attempt > 0) process.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current}\n`);
-        else if (!args.json) process.stderr.write(`following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username}); Ctrl-C to stop\n`);
+        else if (!args.json)
+          process.stderr.write(`following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username}); Ctrl-C to stop\n`);
         attempt = 0;
         for await (const n of notifications) {
           if (n.params.subscriptionId !== sub.subscriptionId) continue;
@@ -100,7 +140,11 @@ async function follow(args: FollowArgs): Promise<void> {
             cursor.set(n.params.cursor);
           } else if (n.method === 'chats.break') {
             if (args.json) printJson(n.params);
-            throw new ContinuityBreakError({ code: ERROR_CODES.CONTINUITY_BREAK, message: 'subscription ended', data: { type: 'CONTINUITY_BREAK', ...n.params } });
+            throw new ContinuityBreakError({
+              code: ERROR_CODES.CONTINUITY_BREAK,
+              message: 'subscription ended',
+              data: { type: 'CONTINUITY_BREAK', ...n.params },
+            });
           } else {
             throw remoteError(n.params.error);
           }
@@ -146,7 +190,12 @@ async function followWithAck(args: FollowArgs): Promise<void> {
   let uncertain: PeerBatch | null = null;
   let resolving = false;
   const coordinator: Coordinator = new Coordinator({
-    token, chatId: args.chatId, cursorStore: cursor, socketPath: socket, replace: args.replace, reason: 'yello chats follow --ack',
+    token,
+    chatId: args.chatId,
+    cursorStore: cursor,
+    socketPath: socket,
+    replace: args.replace,
+    reason: 'yello chats follow --ack',
     start: args['from-end'] ? 'end' : 'acknowledged',
     reconnect: { minDelayMs: RECONNECT_MIN_MS, maxDelayMs: RECONNECT_MAX_MS },
     adapter: {
@@ -197,7 +246,8 @@ async function followWithAck(args: FollowArgs): Promise<void> {
   };
   coordinator.on('state', ({ state, previous }) => {
     if (state === 'reconnecting') process.stderr.write('yello: the connection to yellod was lost; reconnecting\n');
-    if (state === 'running' && previous === 'reconnecting') process.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`);
+    if (state === 'running' && previous === 'reconnecting')
+      process.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`);
     if (state === 'running' && pending) {
       void flushAck().catch((err: unknown) => process.stderr.write(`yello: could not acknowledge: ${(err as Error).message}\n`));
     }
@@ -209,7 +259,10 @@ async function followWithAck(args: FollowArgs): Promise<void> {
     cursor.printResumeHint();
   });
   await coordinator.start();
-  if (!args.json) process.stderr.write(`following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username}) as ${coordinator.agentId === chat.agentAId ? chat.agentA.username : chat.agentB.username}, acknowledging what is shown; Ctrl-C to stop\n`);
+  if (!args.json)
+    process.stderr.write(
+      `following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username}) as ${coordinator.agentId === chat.agentAId ? chat.agentA.username : chat.agentB.username}, acknowledging what is shown; Ctrl-C to stop\n`,
+    );
   try {
     await coordinator.done;
   } catch (err) {
@@ -238,7 +291,7 @@ async function read(args: ReadArgs): Promise<void> {
     const acked = state.acknowledged?.generation === state.generation ? state.acknowledged.nextPosition : '0';
     const records: StoredRecord[] = [];
     let last: { batchId: string; nextPosition: string } | null = null;
-    for (let from = acked; BigInt(from) < BigInt(state.nextPosition); ) {
+    for (let from = acked; BigInt(from) < BigInt(state.nextPosition);) {
       const b = await c.call('streams.read', { streamId: peer, generation: state.generation, fromPosition: from });
       if (b.records.length === 0) break;
       records.push(...b.records);
@@ -248,13 +301,29 @@ async function read(args: ReadArgs): Promise<void> {
     let acknowledged: { generation: string; nextPosition: string } | null = null;
     if (args.ack && last) {
       await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).append(
-        [{ type: 'chat.receipt', peerStreamId: peer, peerGeneration: state.generation, nextPosition: last.nextPosition, batchId: last.batchId }],
+        [
+          {
+            type: 'chat.receipt',
+            peerStreamId: peer,
+            peerGeneration: state.generation,
+            nextPosition: last.nextPosition,
+            batchId: last.batchId,
+          },
+        ],
         { replace: args.replace, release: false },
       );
       acknowledged = { generation: state.generation, nextPosition: last.nextPosition };
     }
     if (args.json) {
-      printJson({ chatId: chat.id, streamId: peer, generation: state.generation, fromPosition: acked, nextPosition: last?.nextPosition ?? acked, records, acknowledged });
+      printJson({
+        chatId: chat.id,
+        streamId: peer,
+        generation: state.generation,
+        fromPosition: acked,
+        nextPosition: last?.nextPosition ?? acked,
+        records,
+        acknowledged,
+      });
       return;
     }
     for (const r of records) process.stdout.write(formatRecord(r, chat) + '\n');

@@ -27,7 +27,8 @@ function mcpToken(args: GlobalArgs): { token: string; tokenFile: string | null }
     return { token, tokenFile: resolve(file) };
   }
   const token = process.env.YELLO_TOKEN?.trim();
-  if (!token) throw new CliError('yello mcp acts as an agent: pass --token-file FILE, or set $YELLO_TOKEN_FILE or $YELLO_TOKEN', EXIT.usage);
+  if (!token)
+    throw new CliError('yello mcp acts as an agent: pass --token-file FILE, or set $YELLO_TOKEN_FILE or $YELLO_TOKEN', EXIT.usage);
   return { token, tokenFile: null };
 }
 
@@ -36,29 +37,70 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
   return y.command(
     'mcp',
     'Serve the Model Context Protocol on stdio for one agent (tools: read_new, acknowledge, send, …); see docs/mcp.md',
-    (z: Argv<GlobalArgs>) => z
-      .option('replace', { type: 'boolean', default: false, describe: 'take over chats whose stream another coordinator holds (that one is fenced)' })
-      .option('resume-after-break', { type: 'boolean', default: false, describe: 'a person\'s decision after a continuity break: start such chats at what the peer stream retains' })
-      .option('call-timeout-ms', { type: 'number', describe: 'per-call timeout towards the daemon; an append that times out has an unknown outcome (default 10000)' })
-      .option('log-level', { choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], default: 'info', describe: 'stderr log level' })
-      .option('print-config', { type: 'boolean', default: false, describe: 'print the {"mcpServers": …} JSON for MCP clients (paths, never the token) and exit' })
-      .example('$0 --token-file alice.token mcp --print-config', 'configuration for an MCP client')
-      .example('YELLO_TOKEN_FILE=alice.token $0 mcp', 'what the MCP client runs'),
+    (z: Argv<GlobalArgs>) =>
+      z
+        .option('replace', {
+          type: 'boolean',
+          default: false,
+          describe: 'take over chats whose stream another coordinator holds (that one is fenced)',
+        })
+        .option('resume-after-break', {
+          type: 'boolean',
+          default: false,
+          describe: "a person's decision after a continuity break: start such chats at what the peer stream retains",
+        })
+        .option('call-timeout-ms', {
+          type: 'number',
+          describe: 'per-call timeout towards the daemon; an append that times out has an unknown outcome (default 10000)',
+        })
+        .option('log-level', {
+          choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'],
+          default: 'info',
+          describe: 'stderr log level',
+        })
+        .option('print-config', {
+          type: 'boolean',
+          default: false,
+          describe: 'print the {"mcpServers": …} JSON for MCP clients (paths, never the token) and exit',
+        })
+        .example('$0 --token-file alice.token mcp --print-config', 'configuration for an MCP client')
+        .example('YELLO_TOKEN_FILE=alice.token $0 mcp', 'what the MCP client runs'),
     async (args: McpArgs) => {
       const timeout = args['call-timeout-ms'];
-      if (timeout !== undefined && (!Number.isInteger(timeout) || timeout <= 0)) throw new CliError('--call-timeout-ms must be a positive integer', EXIT.usage);
+      if (timeout !== undefined && (!Number.isInteger(timeout) || timeout <= 0))
+        throw new CliError('--call-timeout-ms must be a positive integer', EXIT.usage);
       const { token, tokenFile } = mcpToken(args);
       const socket = resolve(socketPath(args));
       if (args['print-config']) {
-        if (!tokenFile) throw new CliError('--print-config names a token file and never the token: pass --token-file FILE or set $YELLO_TOKEN_FILE', EXIT.usage);
+        if (!tokenFile)
+          throw new CliError(
+            '--print-config names a token file and never the token: pass --token-file FILE or set $YELLO_TOKEN_FILE',
+            EXIT.usage,
+          );
         const { mcpClientConfig } = await import('../mcp/config.js');
         const binPath = fileURLToPath(new URL('../../bin/yello', import.meta.url));
-        process.stdout.write(JSON.stringify(mcpClientConfig({ nodePath: process.execPath, binPath, socketPath: socket, tokenFile, ...(timeout !== undefined ? { callTimeoutMs: timeout } : {}) }), null, 2) + '\n');
+        process.stdout.write(
+          JSON.stringify(
+            mcpClientConfig({
+              nodePath: process.execPath,
+              binPath,
+              socketPath: socket,
+              tokenFile,
+              ...(timeout !== undefined ? { callTimeoutMs: timeout } : {}),
+            }),
+            null,
+            2,
+          ) + '\n',
+        );
         return;
       }
       const { runMcpServer } = await import('../mcp/server.js');
       const code = await runMcpServer({
-        token, socketPath: socket, replace: args.replace, resumeAfterBreak: args['resume-after-break'], logLevel: args['log-level'],
+        token,
+        socketPath: socket,
+        replace: args.replace,
+        resumeAfterBreak: args['resume-after-break'],
+        logLevel: args['log-level'],
         ...(timeout !== undefined ? { callTimeoutMs: timeout } : {}),
       });
       // Coordinators' reconnect timers must not keep a finished server alive.

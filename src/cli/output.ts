@@ -5,7 +5,10 @@ export const EXIT = { ok: 0, error: 1, usage: 2, continuity: 3, fenced: 4 } as c
 
 /** A CLI failure with its exit code; printed as one line, never a stack. */
 export class CliError extends Error {
-  constructor(message: string, readonly exitCode: number = EXIT.error) {
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT.error,
+  ) {
     super(message);
   }
 }
@@ -19,7 +22,11 @@ export function printTable(rows: Array<Record<string, unknown>>, columns?: strin
   const cols = columns ?? Object.keys(rows[0]!);
   const cell = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
   const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd() + '\n';
+  const line = (values: string[]) =>
+    values
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd() + '\n';
   process.stdout.write(line(cols.map((c) => c.toUpperCase())));
   for (const r of rows) process.stdout.write(line(cols.map((c) => cell(r[c]))));
 }
@@ -28,7 +35,9 @@ export function printTable(rows: Array<Record<string, unknown>>, columns?: strin
 export function printObject(obj: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(obj).map((k) => k.length));
   for (const [k, v] of Object.entries(obj)) {
-    process.stdout.write(`${k.padEnd(width)}  ${v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v)}\n`);
+    process.stdout.write(
+      `${k.padEnd(width)}  ${v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v)}\n`,
+    );
   }
 }
 
@@ -44,11 +53,15 @@ export function reportError(err: unknown): number {
     return err.exitCode;
   }
   if (err instanceof ContinuityBreakError) {
-    process.stderr.write(`yello: continuity break (${err.reason}) on ${String(err.data.streamId)}: expected ${JSON.stringify(err.data.expected)}, actual ${JSON.stringify(err.data.actual)}; this needs intervention\n`);
+    process.stderr.write(
+      `yello: continuity break (${err.reason}) on ${String(err.data.streamId)}: expected ${JSON.stringify(err.data.expected)}, actual ${JSON.stringify(err.data.actual)}; this needs intervention\n`,
+    );
     return EXIT.continuity;
   }
   if (err instanceof FencedError) {
-    process.stderr.write(`yello: fenced: the coordinator token is no longer current for ${String(err.data.streamId)} (stream epoch ${String(err.data.epoch)}); it was replaced, released or reset\n`);
+    process.stderr.write(
+      `yello: fenced: the coordinator token is no longer current for ${String(err.data.streamId)} (stream epoch ${String(err.data.epoch)}); it was replaced, released or reset\n`,
+    );
     return EXIT.fenced;
   }
   if (err instanceof NotFoundError && err.data.kind === 'chat') {
@@ -56,7 +69,10 @@ export function reportError(err: unknown): number {
     return EXIT.error;
   }
   if (err instanceof RemoteError) {
-    const details = Object.entries(err.data).filter(([k]) => k !== 'type').map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(' ');
+    const details = Object.entries(err.data)
+      .filter(([k]) => k !== 'type')
+      .map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+      .join(' ');
     process.stderr.write(`yello: ${err.type}: ${err.message}${details ? ` (${details})` : ''}\n`);
     return EXIT.error;
   }

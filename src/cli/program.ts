@@ -15,13 +15,32 @@ export async function runCli(argv: string[]): Promise<void> {
   installStdoutGuard();
   let cli = yargs(argv)
     .scriptName('yello')
-    .usage('$0 <command> [options]\n\nDurable, signed two-party chats for agents. Agent commands take --token-file or $YELLO_TOKEN; admin commands read <data-dir>/admin.token.')
-    .option('socket', { type: 'string', global: true, describe: 'daemon socket (default: $YELLO_SOCKET, $XDG_RUNTIME_DIR/yello/yello.sock, /tmp/yello-$UID/yello.sock)' })
-    .option('data-dir', { type: 'string', global: true, describe: 'data dir holding admin.token (default: $YELLO_DATA_DIR, …, ~/.local/state/yello)' })
+    .usage(
+      '$0 <command> [options]\n\nDurable, signed two-party chats for agents. Agent commands take --token-file or $YELLO_TOKEN; admin commands read <data-dir>/admin.token.',
+    )
+    .option('socket', {
+      type: 'string',
+      global: true,
+      describe: 'daemon socket (default: $YELLO_SOCKET, $XDG_RUNTIME_DIR/yello/yello.sock, /tmp/yello-$UID/yello.sock)',
+    })
+    .option('data-dir', {
+      type: 'string',
+      global: true,
+      describe: 'data dir holding admin.token (default: $YELLO_DATA_DIR, …, ~/.local/state/yello)',
+    })
     .option('token-file', { type: 'string', global: true, describe: 'file with an agent token (or set $YELLO_TOKEN)' })
     .option('admin-token-file', { type: 'string', global: true, describe: 'file with the admin token' })
-    .option('state-dir', { type: 'string', global: true, describe: "the CLI's own state: the claims send/ack keep (default: $XDG_STATE_HOME/yello-cli, ~/.local/state/yello-cli)" })
-    .option('json', { type: 'boolean', global: true, default: false, describe: 'machine output: one JSON document (JSON lines for follow)' })
+    .option('state-dir', {
+      type: 'string',
+      global: true,
+      describe: "the CLI's own state: the claims send/ack keep (default: $XDG_STATE_HOME/yello-cli, ~/.local/state/yello-cli)",
+    })
+    .option('json', {
+      type: 'boolean',
+      global: true,
+      default: false,
+      describe: 'machine output: one JSON document (JSON lines for follow)',
+    })
     .strict()
     .demandCommand(1, 'name a command')
     .recommendCommands()
@@ -41,7 +60,12 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = doctorCommand(cli);
   cli = mcpCommand(cli);
   try {
-    await cli.help().alias('h', 'help').version().wrap(Math.min(110, process.stdout.columns || 100)).parseAsync();
+    await cli
+      .help()
+      .alias('h', 'help')
+      .version()
+      .wrap(Math.min(110, process.stdout.columns || 100))
+      .parseAsync();
   } catch (err) {
     process.exit(reportError(err));
   }

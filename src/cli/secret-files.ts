@@ -15,7 +15,7 @@ function openExclusive(path: string): number {
 
 function writeAllAndSync(fd: number, content: string): void {
   const bytes = Buffer.from(content, 'utf8');
-  for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+  for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
   fsyncSync(fd);
 }
 
@@ -90,7 +90,11 @@ export class SecretFileSink {
       return new SecretFileSink(path, openExclusive(tmp), tmp);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') throw new CliError(`${flag} ${path} already exists; refusing to write a secret into a file that may not be yours (pass --force to replace it with a new file)`, EXIT.usage);
+      if (code === 'EEXIST')
+        throw new CliError(
+          `${flag} ${path} already exists; refusing to write a secret into a file that may not be yours (pass --force to replace it with a new file)`,
+          EXIT.usage,
+        );
       throw new CliError(`cannot create ${flag} ${path}: ${(err as Error).message}`, EXIT.usage);
     }
   }

@@ -8,7 +8,16 @@ import { CliError, EXIT, printJson } from './output.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
 type A<T = object> = GlobalArgs & T;
-type SendArgs = A<{ chatId: string; text: string[]; 'message-id'?: string; replace: boolean; release: boolean; lossy: boolean; 'coordinator-token'?: string; 'coordinator-token-file'?: string }>;
+type SendArgs = A<{
+  chatId: string;
+  text: string[];
+  'message-id'?: string;
+  replace: boolean;
+  release: boolean;
+  lossy: boolean;
+  'coordinator-token'?: string;
+  'coordinator-token-file'?: string;
+}>;
 
 const fromStdin = (text: string[]) => text.length === 0 || (text.length === 1 && text[0] === '-');
 
@@ -29,80 +38,135 @@ async function readText(text: string[], lossy: boolean): Promise<string> {
     try {
       decoded = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
     } catch {
-      throw new CliError('stdin is not valid UTF-8; nothing was sent (fix the input, or pass --lossy to send it with each bad byte replaced by U+FFFD)', EXIT.usage);
+      throw new CliError(
+        'stdin is not valid UTF-8; nothing was sent (fix the input, or pass --lossy to send it with each bad byte replaced by U+FFFD)',
+        EXIT.usage,
+      );
     }
   }
   return decoded.replace(/\n$/, '');
 }
 
 /** Append under a claim the caller holds and manages itself (`--coordinator-token-file`). */
-async function appendWithToken(c: YelloClient, streamId: string, records: ParamsIn<'streams.append'>['records'], coordinatorToken: string): Promise<AppendResult> {
+async function appendWithToken(
+  c: YelloClient,
+  streamId: string,
+  records: ParamsIn<'streams.append'>['records'],
+  coordinatorToken: string,
+): Promise<AppendResult> {
   const state = await c.call('streams.get', { streamId });
-  const params = { streamId, coordinatorToken, generation: state.generation, expectedPosition: state.nextPosition, operationId: `cli-${randomUUID()}`, records };
+  const params = {
+    streamId,
+    coordinatorToken,
+    generation: state.generation,
+    expectedPosition: state.nextPosition,
+    operationId: `cli-${randomUUID()}`,
+    records,
+  };
   const limit = c.session.limits.maxAppendRequestBytes;
-  if (appendRequestBytes(params) > limit) throw new CliError(`the message is too large: the append request would be ${appendRequestBytes(params)} bytes, over the daemon's limit of ${limit} bytes (nothing was sent)`, EXIT.error);
+  if (appendRequestBytes(params) > limit)
+    throw new CliError(
+      `the message is too large: the append request would be ${appendRequestBytes(params)} bytes, over the daemon's limit of ${limit} bytes (nothing was sent)`,
+      EXIT.error,
+    );
   return c.call('streams.append', params);
 }
 
 /** send, ack. */
 export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
   return y
-    .command('send <chatId> <text..>', 'Send a message as the writer of your stream (kept between commands, see --state-dir); text "-" reads stdin', (z: Argv<GlobalArgs>) => coordinatorTokenOptions(z
-      .positional('chatId', { type: 'string', demandOption: true })
-      .positional('text', { type: 'string', array: true, demandOption: true })
-      .option('message-id', { type: 'string', describe: 'your id for the message (idempotency); default random' })
-      .option('replace', { type: 'boolean', default: false, describe: 'take over from another coordinator holding your stream' })
-      .option('release', { type: 'boolean', default: false, describe: 'give the stream up after sending (the next send claims it again)' })
-      .option('lossy', { type: 'boolean', default: false, describe: 'with "-": send stdin that is not valid UTF-8, bad bytes replaced by U+FFFD' }))
-      .example('$0 --token-file alice.token send chat_… "hello, bob"', '')
-      .example('$0 --json streams claim chat_…:agt_… | jq -r .coordinatorToken > my.ct; $0 send chat_… hi --coordinator-token-file my.ct', 'send under a claim you hold'),
-    async (args: SendArgs) => {
-      if ((args['coordinator-token-file'] === '-' || args['coordinator-token-file'] === '') && fromStdin(args.text)) throw new CliError('stdin cannot be both the text and --coordinator-token-file', EXIT.usage);
-      const token = coordinatorTokenArg(args);
-      const text = await readText(args.text, args.lossy);
-      await withClient(connectAgent(args), async (c) => {
-        const { chat } = await getChat(c, args.chatId);
-        const { own } = streamsOf(chat, c.session.agentId!);
-        const records = [{ type: 'chat.message' as const, messageId: args['message-id'] ?? randomUUID(), content: text }];
-        const r = token
-          ? await appendWithToken(c, own, records, token)
-          : await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).append(records, { replace: args.replace, release: args.release });
-        if (args.json) printJson(r);
-        else {
-          process.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
-          for (const red of r.redactions) process.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
-        }
-      });
-    })
-    .command('ack <chatId>', 'Acknowledge everything the peer has sent so far (appends a receipt)', (z: Argv<GlobalArgs>) => z
-      .positional('chatId', { type: 'string', demandOption: true })
-      .option('replace', { type: 'boolean', default: false, describe: 'take over from another coordinator holding your stream' }),
-    async (args: A<{ chatId: string; replace: boolean }>) => {
-      await withClient(connectAgent(args), async (c) => {
-        const { chat } = await getChat(c, args.chatId);
-        const { own, peer: peerStreamId } = streamsOf(chat, c.session.agentId!);
-        const peer = await c.call('streams.get', { streamId: peerStreamId });
-        // An explicit "mark everything read": what was trimmed before it was acknowledged is
-        // acknowledged too, as the person asked.
-        let from = peer.acknowledged && peer.acknowledged.generation === peer.generation ? peer.acknowledged.nextPosition : peer.firstPosition;
-        if (BigInt(from) < BigInt(peer.firstPosition)) from = peer.firstPosition;
-        let last: { batchId: string; nextPosition: string } | null = null;
-        while (BigInt(from) < BigInt(peer.nextPosition)) {
-          const b = await c.call('streams.read', { streamId: peerStreamId, generation: peer.generation, fromPosition: from });
-          last = b;
-          from = b.nextPosition;
-        }
-        if (!last) {
-          if (args.json) printJson({ acknowledged: null });
-          else process.stdout.write('nothing new to acknowledge\n');
-          return;
-        }
-        const r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).append(
-          [{ type: 'chat.receipt', peerStreamId, peerGeneration: peer.generation, nextPosition: last.nextPosition, batchId: last.batchId }],
-          { replace: args.replace, release: false },
-        );
-        if (args.json) printJson(r);
-        else process.stdout.write(`acknowledged ${peerStreamId} before position ${last.nextPosition}\n`);
-      });
-    });
+    .command(
+      'send <chatId> <text..>',
+      'Send a message as the writer of your stream (kept between commands, see --state-dir); text "-" reads stdin',
+      (z: Argv<GlobalArgs>) =>
+        coordinatorTokenOptions(
+          z
+            .positional('chatId', { type: 'string', demandOption: true })
+            .positional('text', { type: 'string', array: true, demandOption: true })
+            .option('message-id', { type: 'string', describe: 'your id for the message (idempotency); default random' })
+            .option('replace', { type: 'boolean', default: false, describe: 'take over from another coordinator holding your stream' })
+            .option('release', {
+              type: 'boolean',
+              default: false,
+              describe: 'give the stream up after sending (the next send claims it again)',
+            })
+            .option('lossy', {
+              type: 'boolean',
+              default: false,
+              describe: 'with "-": send stdin that is not valid UTF-8, bad bytes replaced by U+FFFD',
+            }),
+        )
+          .example('$0 --token-file alice.token send chat_… "hello, bob"', '')
+          .example(
+            '$0 --json streams claim chat_…:agt_… | jq -r .coordinatorToken > my.ct; $0 send chat_… hi --coordinator-token-file my.ct',
+            'send under a claim you hold',
+          ),
+      async (args: SendArgs) => {
+        if ((args['coordinator-token-file'] === '-' || args['coordinator-token-file'] === '') && fromStdin(args.text))
+          throw new CliError('stdin cannot be both the text and --coordinator-token-file', EXIT.usage);
+        const token = coordinatorTokenArg(args);
+        const text = await readText(args.text, args.lossy);
+        await withClient(connectAgent(args), async (c) => {
+          const { chat } = await getChat(c, args.chatId);
+          const { own } = streamsOf(chat, c.session.agentId!);
+          const records = [{ type: 'chat.message' as const, messageId: args['message-id'] ?? randomUUID(), content: text }];
+          const r = token
+            ? await appendWithToken(c, own, records, token)
+            : await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).append(records, {
+                replace: args.replace,
+                release: args.release,
+              });
+          if (args.json) printJson(r);
+          else {
+            process.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
+            for (const red of r.redactions) process.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
+          }
+        });
+      },
+    )
+    .command(
+      'ack <chatId>',
+      'Acknowledge everything the peer has sent so far (appends a receipt)',
+      (z: Argv<GlobalArgs>) =>
+        z
+          .positional('chatId', { type: 'string', demandOption: true })
+          .option('replace', { type: 'boolean', default: false, describe: 'take over from another coordinator holding your stream' }),
+      async (args: A<{ chatId: string; replace: boolean }>) => {
+        await withClient(connectAgent(args), async (c) => {
+          const { chat } = await getChat(c, args.chatId);
+          const { own, peer: peerStreamId } = streamsOf(chat, c.session.agentId!);
+          const peer = await c.call('streams.get', { streamId: peerStreamId });
+          // An explicit "mark everything read": what was trimmed before it was acknowledged is
+          // acknowledged too, as the person asked.
+          let from =
+            peer.acknowledged && peer.acknowledged.generation === peer.generation ? peer.acknowledged.nextPosition : peer.firstPosition;
+          if (BigInt(from) < BigInt(peer.firstPosition)) from = peer.firstPosition;
+          let last: { batchId: string; nextPosition: string } | null = null;
+          while (BigInt(from) < BigInt(peer.nextPosition)) {
+            const b = await c.call('streams.read', { streamId: peerStreamId, generation: peer.generation, fromPosition: from });
+            last = b;
+            from = b.nextPosition;
+          }
+          if (!last) {
+            if (args.json) printJson({ acknowledged: null });
+            else process.stdout.write('nothing new to acknowledge\n');
+            return;
+          }
+          const r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).append(
+            [
+              {
+                type: 'chat.receipt',
+                peerStreamId,
+                peerGeneration: peer.generation,
+                nextPosition: last.nextPosition,
+                batchId: last.batchId,
+              },
+            ],
+            { replace: args.replace, release: false },
+          );
+          if (args.json) printJson(r);
+          else process.stdout.write(`acknowledged ${peerStreamId} before position ${last.nextPosition}\n`);
+        });
+      },
+    );
 }

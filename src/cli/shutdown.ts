@@ -41,6 +41,10 @@ export function installStdoutGuard(): void {
 
 /** SIGINT and SIGTERM end a long-running command cleanly with exit 0. */
 export function exitCleanlyOnSignals(): void {
-  process.once('SIGINT', () => { shutdown(0); });
-  process.once('SIGTERM', () => { shutdown(0); });
+  process.once('SIGINT', () => {
+    shutdown(0);
+  });
+  process.once('SIGTERM', () => {
+    shutdown(0);
+  });
 }

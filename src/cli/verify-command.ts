@@ -6,37 +6,46 @@ import type { GlobalArgs } from './context.js';
 import { CliError, EXIT, printJson } from './output.js';
 
 export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
-  return y.command('verify <file>', 'Verify an export offline: signatures of messages and checkpoints, hashes, and that each stream generation is exactly its checkpoint\'s range (docs/protocol.md §5.9)', (z: Argv<GlobalArgs>) => z
-    .positional('file', { type: 'string', demandOption: true, describe: 'JSON lines from `chats export` ("-" for stdin)' })
-    .option('jwks', { type: 'string', demandOption: true, describe: 'JWKS file from `keys list --json`' })
-    .example('$0 chats export chat_… > chat.jsonl && $0 keys list --json > jwks.json && $0 verify chat.jsonl --jwks jwks.json', ''),
-  async (args: GlobalArgs & { file: string; jwks: string }) => {
-    let jwks: Jwks;
-    try {
-      jwks = JSON.parse(readFileSync(args.jwks, 'utf8')) as Jwks;
-    } catch (err) {
-      throw new CliError(`cannot read input: ${(err as Error).message}`, EXIT.usage);
-    }
-    if (!Array.isArray(jwks?.keys)) throw new CliError(`${args.jwks} is not a JWKS ({"keys": [...]})`, EXIT.usage);
-    // yargs turns a lone "-" positional into ''.
-    const stdin = args.file === '-' || args.file === '';
-    const input = stdin ? process.stdin : createReadStream(args.file, 'utf8');
-    const verifier = new ExportVerifier(jwks);
-    try {
-      // Line by line: an export of a long chat is never held in memory whole.
-      for await (const line of createInterface({ input, crlfDelay: Infinity })) verifier.line(line);
-    } catch (err) {
-      throw new CliError(`cannot read input: ${(err as Error).message}`, EXIT.usage);
-    }
-    const result = verifier.result();
-    if (args.json) printJson(result);
-    else {
-      for (const p of result.problems) {
-        process.stdout.write(`line ${p.line}: ${p.streamId ?? '?'} generation ${p.generation ?? '?'} position ${p.position ?? '-'}: ${p.kind}: ${p.problem}\n`);
+  return y.command(
+    'verify <file>',
+    "Verify an export offline: signatures of messages and checkpoints, hashes, and that each stream generation is exactly its checkpoint's range (docs/protocol.md §5.9)",
+    (z: Argv<GlobalArgs>) =>
+      z
+        .positional('file', { type: 'string', demandOption: true, describe: 'JSON lines from `chats export` ("-" for stdin)' })
+        .option('jwks', { type: 'string', demandOption: true, describe: 'JWKS file from `keys list --json`' })
+        .example('$0 chats export chat_… > chat.jsonl && $0 keys list --json > jwks.json && $0 verify chat.jsonl --jwks jwks.json', ''),
+    async (args: GlobalArgs & { file: string; jwks: string }) => {
+      let jwks: Jwks;
+      try {
+        jwks = JSON.parse(readFileSync(args.jwks, 'utf8')) as Jwks;
+      } catch (err) {
+        throw new CliError(`cannot read input: ${(err as Error).message}`, EXIT.usage);
       }
-      const n = result.problems.length;
-      process.stdout.write(`${result.records} records, ${result.messages} messages, ${result.checkpoints} checkpoints checked, ${n} problem${n === 1 ? '' : 's'}\n`);
-    }
-    if (result.problems.length > 0) process.exitCode = EXIT.error;
-  });
+      if (!Array.isArray(jwks?.keys)) throw new CliError(`${args.jwks} is not a JWKS ({"keys": [...]})`, EXIT.usage);
+      // yargs turns a lone "-" positional into ''.
+      const stdin = args.file === '-' || args.file === '';
+      const input = stdin ? process.stdin : createReadStream(args.file, 'utf8');
+      const verifier = new ExportVerifier(jwks);
+      try {
+        // Line by line: an export of a long chat is never held in memory whole.
+        for await (const line of createInterface({ input, crlfDelay: Infinity })) verifier.line(line);
+      } catch (err) {
+        throw new CliError(`cannot read input: ${(err as Error).message}`, EXIT.usage);
+      }
+      const result = verifier.result();
+      if (args.json) printJson(result);
+      else {
+        for (const p of result.problems) {
+          process.stdout.write(
+            `line ${p.line}: ${p.streamId ?? '?'} generation ${p.generation ?? '?'} position ${p.position ?? '-'}: ${p.kind}: ${p.problem}\n`,
+          );
+        }
+        const n = result.problems.length;
+        process.stdout.write(
+          `${result.records} records, ${result.messages} messages, ${result.checkpoints} checkpoints checked, ${n} problem${n === 1 ? '' : 's'}\n`,
+        );
+      }
+      if (result.problems.length > 0) process.exitCode = EXIT.error;
+    },
+  );
 }

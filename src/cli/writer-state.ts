@@ -47,7 +47,10 @@ export class WriterStore {
   }
 
   #file(socket: string, agentId: string, streamId: string): string {
-    const key = createHash('sha256').update(`${resolve(socket)}\n${agentId}\n${streamId}`).digest('hex').slice(0, 32);
+    const key = createHash('sha256')
+      .update(`${resolve(socket)}\n${agentId}\n${streamId}`)
+      .digest('hex')
+      .slice(0, 32);
     return join(this.#dir, `writer-${key}.json`);
   }
 
@@ -63,7 +66,13 @@ export class WriterStore {
     }
     try {
       const v = JSON.parse(text) as Partial<HeldClaim>;
-      if (v.socket === resolve(socket) && v.agentId === agentId && v.streamId === streamId && typeof v.coordinatorToken === 'string' && typeof v.epoch === 'string') {
+      if (
+        v.socket === resolve(socket) &&
+        v.agentId === agentId &&
+        v.streamId === streamId &&
+        typeof v.coordinatorToken === 'string' &&
+        typeof v.epoch === 'string'
+      ) {
         return v as HeldClaim;
       }
     } catch {
@@ -74,7 +83,10 @@ export class WriterStore {
 
   save(claim: HeldClaim): void {
     this.#ensureDir();
-    writeFileAtomic(this.#file(claim.socket, claim.agentId, claim.streamId), JSON.stringify({ ...claim, socket: resolve(claim.socket) }) + '\n');
+    writeFileAtomic(
+      this.#file(claim.socket, claim.agentId, claim.streamId),
+      JSON.stringify({ ...claim, socket: resolve(claim.socket) }) + '\n',
+    );
   }
 
   delete(socket: string, agentId: string, streamId: string): void {

@@ -3,7 +3,12 @@ import { Backoff } from './backoff.js';
 import { clientOf, failureOf, isTerminal, stateOf, uncertainOf, type Phase } from './coordinator-phase.js';
 import type { CoordinatorEvents, CoordinatorOptions, CoordinatorState, PeerBatch, UncertainOutcome } from './coordinator-types.js';
 import {
-  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, FencedError, LineTooLargeError, YelloClientError,
+  ConnectionLostError,
+  ContinuityBreakError,
+  CoordinatorPausedError,
+  FencedError,
+  LineTooLargeError,
+  YelloClientError,
 } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
 import { Outbox, type WritableStream } from './outbox.js';
@@ -49,8 +54,12 @@ export class Coordinator {
       client: () => clientOf(this.#phase),
       stopped: () => isTerminal(this.#phase),
       own: () => this.#own,
-      fail: (err) => { this.#fail(err); },
-      presented: (batch) => { this.#listeners.emit('presented', batch); },
+      fail: (err) => {
+        this.#fail(err);
+      },
+      presented: (batch) => {
+        this.#listeners.emit('presented', batch);
+      },
     });
     this.#outbox = new Outbox({
       adapter: this.#opts.adapter,
@@ -58,9 +67,15 @@ export class Coordinator {
       appendVia: () => this.#appendVia(),
       uncertain: () => uncertainOf(this.#phase),
       askVia: () => this.#askVia(),
-      pause: (operationId, error) => { this.#pause(operationId, error); },
-      resume: () => { this.#resume(); },
-      fail: (err) => { this.#fail(err); },
+      pause: (operationId, error) => {
+        this.#pause(operationId, error);
+      },
+      resume: () => {
+        this.#resume();
+      },
+      fail: (err) => {
+        this.#fail(err);
+      },
     });
   }
 
@@ -129,9 +144,16 @@ export class Coordinator {
       const streamId = `${chat.id}:${agentId}`;
       Object.assign(this.#own, { streamId, peerStreamId: `${chat.id}:${peer}` });
       const claim = await client.call('streams.claim', {
-        streamId, replace: this.#opts.replace === true, ...(this.#opts.reason !== undefined ? { reason: this.#opts.reason } : {}),
+        streamId,
+        replace: this.#opts.replace === true,
+        ...(this.#opts.reason !== undefined ? { reason: this.#opts.reason } : {}),
       });
-      Object.assign(this.#own, { token: claim.coordinatorToken, epoch: claim.epoch, generation: claim.generation, nextPosition: claim.nextPosition });
+      Object.assign(this.#own, {
+        token: claim.coordinatorToken,
+        epoch: claim.epoch,
+        generation: claim.generation,
+        nextPosition: claim.nextPosition,
+      });
       await this.#feed.follow(client);
       // Something that arrived with the follow's answer (a break, a line over the cap) may
       // already have stopped it: a terminal phase is never left.
@@ -174,10 +196,23 @@ export class Coordinator {
 
   async #connect(): Promise<YelloClient> {
     const { token, callTimeoutMs, socketPath, maxInboundLineBytes, verifySocket } = this.#opts;
-    const client = await YelloClient.connect({ token, callTimeoutMs, socketPath, maxInboundLineBytes, verifySocket, clientName: 'yello-coordinator' });
-    client.on('chats.batch', (b) => { this.#feed.onBatch(b); });
-    client.on('chats.break', (b) => { this.#feed.onBreak(b); });
-    client.on('chats.error', (e) => { this.#feed.onError(e); });
+    const client = await YelloClient.connect({
+      token,
+      callTimeoutMs,
+      socketPath,
+      maxInboundLineBytes,
+      verifySocket,
+      clientName: 'yello-coordinator',
+    });
+    client.on('chats.batch', (b) => {
+      this.#feed.onBatch(b);
+    });
+    client.on('chats.break', (b) => {
+      this.#feed.onBreak(b);
+    });
+    client.on('chats.error', (e) => {
+      this.#feed.onError(e);
+    });
     client.on('disconnected', (err) => {
       if (clientOf(this.#phase) !== client) return;
       // Re-following would bring the same over-size line again, forever: a human raises the cap.
@@ -192,7 +227,10 @@ export class Coordinator {
     const from = this.#phase;
     if (isTerminal(from)) return;
     const client = clientOf(from);
-    this.#enter({ type: err instanceof FencedError ? 'fenced' : 'needs-intervention', error: err, client, operationId: uncertainOf(from) }, { error: err });
+    this.#enter(
+      { type: err instanceof FencedError ? 'fenced' : 'needs-intervention', error: err, client, operationId: uncertainOf(from) },
+      { error: err },
+    );
     this.#listeners.emit('error', err);
     const subscriptionId = this.#feed.subscriptionId;
     if (client?.connected && subscriptionId) void client.call('chats.unfollow', { subscriptionId }).catch(() => {});
@@ -211,7 +249,10 @@ export class Coordinator {
     if (from.type !== 'running' && from.type !== 'paused') return;
     this.#feed.reset();
     this.#enter({ type: 'reconnecting', attempt: 0, client: null, operationId: uncertainOf(from) });
-    const backoff = new Backoff({ minDelayMs: this.#opts.reconnect?.minDelayMs ?? 50, maxDelayMs: this.#opts.reconnect?.maxDelayMs ?? 2000 });
+    const backoff = new Backoff({
+      minDelayMs: this.#opts.reconnect?.minDelayMs ?? 50,
+      maxDelayMs: this.#opts.reconnect?.maxDelayMs ?? 2000,
+    });
     for (let step = backoff.next(); step; step = backoff.next()) {
       await sleep(step.delayMs);
       const outcome = await this.#redial(step.attempt).catch((err: unknown) => {
@@ -278,7 +319,8 @@ export class Coordinator {
     if (failure) throw failure;
     const pending = uncertainOf(phase);
     if (pending !== null) throw new CoordinatorPausedError(pending);
-    if (phase.type !== 'running') throw new YelloClientError('BAD_STATE', `cannot append in state ${this.state}`, { transient: phase.type === 'reconnecting' });
+    if (phase.type !== 'running')
+      throw new YelloClientError('BAD_STATE', `cannot append in state ${this.state}`, { transient: phase.type === 'reconnecting' });
     return phase.client;
   }
 
@@ -294,9 +336,12 @@ export class Coordinator {
     const p = this.#phase;
     // The connection may already be gone (reconnecting), or the coordinator stopped meanwhile:
     // the operation is recorded either way, and a terminal phase stays terminal.
-    const next: Phase = p.type === 'running' ? { type: 'paused', client: p.client, operationId }
-      : p.type === 'reconnecting' || isTerminal(p) ? { ...p, operationId }
-        : p;
+    const next: Phase =
+      p.type === 'running'
+        ? { type: 'paused', client: p.client, operationId }
+        : p.type === 'reconnecting' || isTerminal(p)
+          ? { ...p, operationId }
+          : p;
     this.#enter(next, { error, operationId });
   }
 

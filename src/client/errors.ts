@@ -18,8 +18,15 @@ export interface RpcErrorObject {
  *   does not allow, was given an admin token, or its adapter threw while presenting.
  */
 export type ClientErrorType =
-  | 'CONNECTION_LOST' | 'LINE_TOO_LARGE' | 'TIMEOUT' | 'UNTRUSTED_SOCKET' | 'PAUSED' | 'VERIFICATION_FAILED'
-  | 'BAD_STATE' | 'BAD_TOKEN' | 'ADAPTER_FAILED';
+  | 'CONNECTION_LOST'
+  | 'LINE_TOO_LARGE'
+  | 'TIMEOUT'
+  | 'UNTRUSTED_SOCKET'
+  | 'PAUSED'
+  | 'VERIFICATION_FAILED'
+  | 'BAD_STATE'
+  | 'BAD_TOKEN'
+  | 'ADAPTER_FAILED';
 
 /** Every `type` this client knows: the protocol's `data.type` strings (§3) and the client's own. */
 export type YelloErrorType = ErrorType | ClientErrorType;
@@ -184,7 +191,12 @@ export class ConnectionLostError extends YelloClientError {
   declare readonly type: 'CONNECTION_LOST' | 'LINE_TOO_LARGE';
   /** True when the request had been written before the loss. */
   readonly outcomeUnknown: boolean;
-  constructor(message: string, outcomeUnknown: boolean, cause?: unknown, options?: { type?: 'CONNECTION_LOST' | 'LINE_TOO_LARGE'; transient?: boolean }) {
+  constructor(
+    message: string,
+    outcomeUnknown: boolean,
+    cause?: unknown,
+    options?: { type?: 'CONNECTION_LOST' | 'LINE_TOO_LARGE'; transient?: boolean },
+  ) {
     super(options?.type ?? 'CONNECTION_LOST', message, { cause, transient: options?.transient ?? true });
     this.outcomeUnknown = outcomeUnknown;
   }
@@ -205,7 +217,8 @@ export class LineTooLargeError extends ConnectionLostError {
   readonly size: number;
   constructor(limit: number, size: number, outcomeUnknown: boolean) {
     super(`yellod sent a line of more than ${limit} bytes (maxInboundLineBytes); the connection was closed`, outcomeUnknown, undefined, {
-      type: 'LINE_TOO_LARGE', transient: false,
+      type: 'LINE_TOO_LARGE',
+      transient: false,
     });
     this.limit = limit;
     this.size = size;
@@ -259,7 +272,10 @@ export class TimeoutError extends YelloClientError {
  */
 export class UntrustedSocketError extends YelloClientError {
   declare readonly type: 'UNTRUSTED_SOCKET';
-  constructor(readonly path: string, readonly reason: string) {
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+  ) {
     super('UNTRUSTED_SOCKET', `refusing to send a token to ${path}: ${reason}`);
   }
 }
@@ -275,7 +291,10 @@ export class CoordinatorPausedError extends YelloClientError {
 /** A record failed offline verification. */
 export class VerificationError extends YelloClientError {
   declare readonly type: 'VERIFICATION_FAILED';
-  constructor(message: string, readonly position: string | null) {
+  constructor(
+    message: string,
+    readonly position: string | null,
+  ) {
     super('VERIFICATION_FAILED', message);
   }
 }
@@ -289,6 +308,16 @@ export function fencedError(streamId: string, epoch: string, message: string): F
 }
 
 /** A `ContinuityBreakError` the client concludes itself, shaped as the daemon's (§3.5). */
-export function continuityBreakError(reason: ContinuityReason, streamId: string, expected: unknown, actual: unknown, message: string): ContinuityBreakError {
-  return new ContinuityBreakError({ code: ERROR_CODES.CONTINUITY_BREAK, message, data: { type: 'CONTINUITY_BREAK', reason, streamId, expected, actual } });
+export function continuityBreakError(
+  reason: ContinuityReason,
+  streamId: string,
+  expected: unknown,
+  actual: unknown,
+  message: string,
+): ContinuityBreakError {
+  return new ContinuityBreakError({
+    code: ERROR_CODES.CONTINUITY_BREAK,
+    message,
+    data: { type: 'CONTINUITY_BREAK', reason, streamId, expected, actual },
+  });
 }

@@ -5,22 +5,71 @@
 export { YelloClient, defaultSocketPath, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_INBOUND_LINE_BYTES } from './yello-client.js';
 export type { ConnectOptions, CallOptions, ClientEvents, ClientNotification, NotificationIterator, RpcMethods } from './yello-client.js';
 export { Coordinator } from './coordinator.js';
-export type { CoordinatorOptions, CoordinatorState, CoordinatorEvents, NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator-types.js';
+export type {
+  CoordinatorOptions,
+  CoordinatorState,
+  CoordinatorEvents,
+  NativeAdapter,
+  PeerBatch,
+  UncertainOutcome,
+} from './coordinator-types.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';
 export type { CursorStore } from './cursor-store.js';
 export { verifyCheckpoint, verifyRecord } from './verify.js';
 export { ExportVerifier, verifyExport } from './verify-export.js';
 export type { ExportGeneration, ExportProblem, ExportProblemKind, ExportVerification } from './verify-export.js';
 export {
-  YelloClientError, RemoteError, FencedError, PositionMismatchError, ContinuityBreakError, InvalidParamsError, UnauthenticatedError,
-  PermissionDeniedError, NotFoundError, RequestTooLargeError, WriterActiveError, OperationConflictError, DuplicateMessageError,
-  InvalidReceiptError, PolicyRejectedError, RateLimitedError, StorageFailureError, InternalError, ConnectionLostError, TimeoutError,
-  LineTooLargeError, UntrustedSocketError, CoordinatorPausedError, VerificationError, remoteError,
+  YelloClientError,
+  RemoteError,
+  FencedError,
+  PositionMismatchError,
+  ContinuityBreakError,
+  InvalidParamsError,
+  UnauthenticatedError,
+  PermissionDeniedError,
+  NotFoundError,
+  RequestTooLargeError,
+  WriterActiveError,
+  OperationConflictError,
+  DuplicateMessageError,
+  InvalidReceiptError,
+  PolicyRejectedError,
+  RateLimitedError,
+  StorageFailureError,
+  InternalError,
+  ConnectionLostError,
+  TimeoutError,
+  LineTooLargeError,
+  UntrustedSocketError,
+  CoordinatorPausedError,
+  VerificationError,
+  remoteError,
 } from './errors.js';
 export type { ClientErrorType, RpcErrorObject, TimedOutRequest, YelloErrorType } from './errors.js';
 export type {
-  Agent, AgentSummary, Chat, Checkpoint, CheckpointSignature, ChatMessage, ChatReceipt, WriterFence, StoredRecord, StreamState, Jwks, PublicJwk, ReadBatch,
-  ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, AppendResult, Redaction, PiiMode, Role, DoctorReport, DoctorProblem, CorruptStream,
+  Agent,
+  AgentSummary,
+  Chat,
+  Checkpoint,
+  CheckpointSignature,
+  ChatMessage,
+  ChatReceipt,
+  WriterFence,
+  StoredRecord,
+  StreamState,
+  Jwks,
+  PublicJwk,
+  ReadBatch,
+  ChatBatchNotification,
+  ChatBreakNotification,
+  ChatErrorNotification,
+  AppendResult,
+  Redaction,
+  PiiMode,
+  Role,
+  DoctorReport,
+  DoctorProblem,
+  CorruptStream,
 } from '../shared/types.js';
 export type { HelloResult, OperationInfo, Grant } from '../shared/results.js';
 export type { MethodName, MethodResults, ParamsIn } from '../shared/methods.js';

@@ -9,7 +9,10 @@ const NEWLINE = 0x0a;
 
 /** Thrown by {@link LineSplitter.push} when a line grows past its cap. */
 export class LineOverflow extends Error {
-  constructor(readonly limit: number, readonly size: number) {
+  constructor(
+    readonly limit: number,
+    readonly size: number,
+  ) {
     super(`a line from yellod exceeded ${limit} bytes (${size} bytes so far)`);
   }
 }

@@ -68,7 +68,12 @@ export class Outbox {
       const own = this.#host.own();
       try {
         const result = await client.call('streams.append', {
-          streamId: own.streamId, coordinatorToken: own.token, generation: own.generation, expectedPosition: own.nextPosition, operationId, records,
+          streamId: own.streamId,
+          coordinatorToken: own.token,
+          generation: own.generation,
+          expectedPosition: own.nextPosition,
+          operationId,
+          records,
         });
         own.nextPosition = result.nextPosition;
         return result;
@@ -97,7 +102,9 @@ export class Outbox {
     const own = this.#host.own();
     for (;;) {
       const client = this.#host.askVia();
-      const found = client ? await lookUpOperation(client, own.streamId, operationId) : await new Promise<null>((r) => setTimeout(r, 50, null));
+      const found = client
+        ? await lookUpOperation(client, own.streamId, operationId)
+        : await new Promise<null>((r) => setTimeout(r, 50, null));
       if (!found) continue;
       const { operation, head } = found;
       if (head.writer.epoch !== own.epoch || !head.writer.active) {
@@ -115,5 +122,11 @@ export class Outbox {
 }
 
 function receiptFor(batch: PeerBatch) {
-  return { type: 'chat.receipt' as const, peerStreamId: batch.streamId, peerGeneration: batch.generation, nextPosition: batch.nextPosition, batchId: batch.batchId };
+  return {
+    type: 'chat.receipt' as const,
+    peerStreamId: batch.streamId,
+    peerGeneration: batch.generation,
+    nextPosition: batch.nextPosition,
+    batchId: batch.batchId,
+  };
 }

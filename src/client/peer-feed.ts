@@ -25,7 +25,8 @@ export interface FeedHost {
 }
 
 /** A notification that arrived while a chats.follow call was in flight. */
-type Early = { kind: 'batch'; n: ChatBatchNotification } | { kind: 'break'; n: ChatBreakNotification } | { kind: 'error'; n: ChatErrorNotification };
+type Early =
+  { kind: 'batch'; n: ChatBatchNotification } | { kind: 'break'; n: ChatBreakNotification } | { kind: 'error'; n: ChatErrorNotification };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -99,9 +100,11 @@ export class PeerFeed {
     }
     if (batch.subscriptionId !== this.#subscriptionId || this.#host.stopped()) return;
     this.#queue.push(batch);
-    this.#processing = this.#processing.then(() => this.#drain()).catch((err: unknown) => {
-      this.#host.fail(err as Error);
-    });
+    this.#processing = this.#processing
+      .then(() => this.#drain())
+      .catch((err: unknown) => {
+        this.#host.fail(err as Error);
+      });
   }
 
   /** A `chats.break`: the read cannot continue exactly; a person must intervene. */
@@ -160,7 +163,13 @@ export class PeerFeed {
       try {
         await adapter.present(batch);
       } catch (err) {
-        this.#host.fail(new YelloClientError('ADAPTER_FAILED', `the adapter failed to present batch ${batch.fromPosition}..${batch.nextPosition}: ${(err as Error).message}`, { cause: err }));
+        this.#host.fail(
+          new YelloClientError(
+            'ADAPTER_FAILED',
+            `the adapter failed to present batch ${batch.fromPosition}..${batch.nextPosition}: ${(err as Error).message}`,
+            { cause: err },
+          ),
+        );
         return;
       }
       await cursorStore.save(chatId, batch.cursor);

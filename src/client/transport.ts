@@ -1,7 +1,13 @@
 import { createConnection, type Socket } from 'node:net';
 import { ERROR_CODES } from '../shared/errors.js';
 import {
-  ConnectionLostError, LineTooLargeError, RequestTooLargeError, TimeoutError, remoteError, type RpcErrorObject, type TimedOutRequest,
+  ConnectionLostError,
+  LineTooLargeError,
+  RequestTooLargeError,
+  TimeoutError,
+  remoteError,
+  type RpcErrorObject,
+  type TimedOutRequest,
 } from './errors.js';
 import { LineOverflow, LineSplitter } from './line-splitter.js';
 import { assertTrustedSocket } from './socket-check.js';
@@ -47,10 +53,18 @@ export class LineTransport {
 
   private constructor(socket: Socket, maxInboundLineBytes: number) {
     this.#socket = socket;
-    this.#splitter = new LineSplitter(maxInboundLineBytes, (line) => { this.#onLine(line); });
-    socket.on('data', (chunk: Buffer) => { this.#onData(chunk); });
-    socket.on('close', () => { this.#onClose(new ConnectionLostError('the connection to yellod closed', true)); });
-    socket.on('error', (err) => { this.#onClose(new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err)); });
+    this.#splitter = new LineSplitter(maxInboundLineBytes, (line) => {
+      this.#onLine(line);
+    });
+    socket.on('data', (chunk: Buffer) => {
+      this.#onData(chunk);
+    });
+    socket.on('close', () => {
+      this.#onClose(new ConnectionLostError('the connection to yellod closed', true));
+    });
+    socket.on('error', (err) => {
+      this.#onClose(new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err));
+    });
   }
 
   /**
@@ -62,7 +76,9 @@ export class LineTransport {
     if (options.verifySocket !== false) await assertTrustedSocket(path);
     return new Promise((resolve, reject) => {
       const socket = createConnection(path);
-      const onError = (err: Error) => { reject(new ConnectionLostError(`cannot connect to yellod at ${path}: ${err.message}`, false, err)); };
+      const onError = (err: Error) => {
+        reject(new ConnectionLostError(`cannot connect to yellod at ${path}: ${err.message}`, false, err));
+      };
       socket.once('connect', () => {
         socket.removeListener('error', onError);
         resolve(new LineTransport(socket, options.maxInboundLineBytes));
@@ -98,10 +114,13 @@ export class LineTransport {
     const tooLarge = this.#overLimit(method, bytes.length - 1);
     if (tooLarge) return Promise.reject(tooLarge);
     return new Promise((resolve, reject) => {
-      const timer = timeoutMs === undefined || timeoutMs <= 0 || timeoutMs === Infinity ? undefined : setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new TimeoutError(method, timeoutMs, requestFacts(id, params)));
-      }, timeoutMs);
+      const timer =
+        timeoutMs === undefined || timeoutMs <= 0 || timeoutMs === Infinity
+          ? undefined
+          : setTimeout(() => {
+              this.#pending.delete(id);
+              reject(new TimeoutError(method, timeoutMs, requestFacts(id, params)));
+            }, timeoutMs);
       this.#pending.set(id, { method, resolve, reject, timer });
       this.#socket.write(bytes);
     });
@@ -116,15 +135,21 @@ export class LineTransport {
   #overLimit(method: string, size: number): RequestTooLargeError | null {
     const limits = this.limits;
     if (!limits) return null;
-    const limit = size > limits.maxLineBytes ? limits.maxLineBytes
-      : method === 'streams.append' && size > limits.maxAppendRequestBytes ? limits.maxAppendRequestBytes
-        : null;
+    const limit =
+      size > limits.maxLineBytes
+        ? limits.maxLineBytes
+        : method === 'streams.append' && size > limits.maxAppendRequestBytes
+          ? limits.maxAppendRequestBytes
+          : null;
     if (limit === null) return null;
-    return new RequestTooLargeError({
-      code: ERROR_CODES.REQUEST_TOO_LARGE,
-      message: `${method} request of ${size} bytes exceeds the limit of ${limit}; it was not sent`,
-      data: { type: 'REQUEST_TOO_LARGE', limit, size },
-    }, { sent: false });
+    return new RequestTooLargeError(
+      {
+        code: ERROR_CODES.REQUEST_TOO_LARGE,
+        message: `${method} request of ${size} bytes exceeds the limit of ${limit}; it was not sent`,
+        data: { type: 'REQUEST_TOO_LARGE', limit, size },
+      },
+      { sent: false },
+    );
   }
 
   #onData(chunk: Buffer): void {

@@ -18,7 +18,11 @@ export function isOutcomeUnknown(err: unknown): boolean {
  * head as it stands after it (`streams.get`). Null while it cannot tell yet: the question got
  * no answer (ask again), or the operation is still pending its sync (ask again shortly).
  */
-export async function lookUpOperation(client: YelloClient, streamId: string, operationId: string): Promise<{ operation: OperationInfo; head: StreamState } | null> {
+export async function lookUpOperation(
+  client: YelloClient,
+  streamId: string,
+  operationId: string,
+): Promise<{ operation: OperationInfo; head: StreamState } | null> {
   let operation: OperationInfo;
   try {
     operation = await client.call('operations.get', { streamId, operationId });

@@ -30,9 +30,25 @@ import { checkpointFailure, KeyRing, messageFailure } from './verify.js';
  *   whole range, so this problem names the range; the other checks name positions where they can.
  */
 export type ExportProblemKind =
-  | 'NOT_JSON' | 'NOT_A_RECORD' | 'CONTENT_HASH' | 'SIGNATURE' | 'UNKNOWN_KID' | 'WRONG_STREAM' | 'POSITION' | 'CREATED_AT_ORDER'
-  | 'REPLAY' | 'CLIENT_MESSAGE_ID' | 'OPERATION' | 'RECEIPT' | 'AFTER_CHECKPOINT' | 'NO_CHECKPOINT' | 'MISSING_STREAM' | 'EMPTY'
-  | 'CHECKPOINT_INVALID' | 'CHECKPOINT_SIGNATURE' | 'CHAIN_DIGEST';
+  | 'NOT_JSON'
+  | 'NOT_A_RECORD'
+  | 'CONTENT_HASH'
+  | 'SIGNATURE'
+  | 'UNKNOWN_KID'
+  | 'WRONG_STREAM'
+  | 'POSITION'
+  | 'CREATED_AT_ORDER'
+  | 'REPLAY'
+  | 'CLIENT_MESSAGE_ID'
+  | 'OPERATION'
+  | 'RECEIPT'
+  | 'AFTER_CHECKPOINT'
+  | 'NO_CHECKPOINT'
+  | 'MISSING_STREAM'
+  | 'EMPTY'
+  | 'CHECKPOINT_INVALID'
+  | 'CHECKPOINT_SIGNATURE'
+  | 'CHAIN_DIGEST';
 
 /** One problem of an export, with where it is: 1-based line (0 for the export as a whole), stream, generation and position when known. */
 export interface ExportProblem {
@@ -103,9 +119,20 @@ function isStoredRecord(v: Record<string, unknown>): v is Record<string, unknown
   if (!isString(w.chatId) || !isString(w.authorAgentId) || !isString(w.operationId) || !Number.isSafeInteger(w.recordIndex)) return false;
   if (w.type === 'chat.message') {
     const m = w.message;
-    return isObject(m) && isString(m.chatId) && isString(m.fromAgentId) && isString(m.toAgentId) && isString(m.clientMessageId)
-      && isString(m.content) && isString(m.contentSha256) && isObject(m.signature) && isString(m.signature.kid)
-      && isString(m.signature.alg) && isString(m.signature.value) && isString(m.signature.createdAt);
+    return (
+      isObject(m) &&
+      isString(m.chatId) &&
+      isString(m.fromAgentId) &&
+      isString(m.toAgentId) &&
+      isString(m.clientMessageId) &&
+      isString(m.content) &&
+      isString(m.contentSha256) &&
+      isObject(m.signature) &&
+      isString(m.signature.kid) &&
+      isString(m.signature.alg) &&
+      isString(m.signature.value) &&
+      isString(m.signature.createdAt)
+    );
   }
   if (w.type === 'chat.receipt') {
     const r = w.receipt;
@@ -119,9 +146,21 @@ function isStoredRecord(v: Record<string, unknown>): v is Record<string, unknown
 function isCheckpoint(v: unknown): v is Checkpoint {
   if (!isObject(v) || v.type !== CHECKPOINT_TYPE) return false;
   const s = v.signature;
-  return isString(v.streamId) && isString(v.chatId) && isString(v.authorAgentId) && isDecimal(v.generation) && isDecimal(v.firstPosition)
-    && isDecimal(v.nextPosition) && isDecimal(v.recordCount) && isString(v.chainDigest) && isString(v.createdAt)
-    && isObject(s) && isString(s.kid) && isString(s.alg) && isString(s.value);
+  return (
+    isString(v.streamId) &&
+    isString(v.chatId) &&
+    isString(v.authorAgentId) &&
+    isDecimal(v.generation) &&
+    isDecimal(v.firstPosition) &&
+    isDecimal(v.nextPosition) &&
+    isDecimal(v.recordCount) &&
+    isString(v.chainDigest) &&
+    isString(v.createdAt) &&
+    isObject(s) &&
+    isString(s.kid) &&
+    isString(s.alg) &&
+    isString(s.value)
+  );
 }
 
 /**
@@ -166,7 +205,12 @@ export class ExportVerifier {
     if (isObject(value) && 'checkpoint' in value) {
       if (Object.keys(value).length !== 1 || !isCheckpoint(value.checkpoint)) {
         const c = isObject(value.checkpoint) ? value.checkpoint : {};
-        const at = { line, streamId: isString(c.streamId) ? c.streamId : null, generation: isString(c.generation) ? c.generation : null, position: null };
+        const at = {
+          line,
+          streamId: isString(c.streamId) ? c.streamId : null,
+          generation: isString(c.generation) ? c.generation : null,
+          position: null,
+        };
         this.#report(at, 'CHECKPOINT_INVALID', `not a ${CHECKPOINT_TYPE} checkpoint line`);
         return;
       }
@@ -175,7 +219,16 @@ export class ExportVerifier {
     }
     if (!isObject(value) || !isStoredRecord(value)) {
       const r = isObject(value) ? value : {};
-      this.#report({ line, streamId: isString(r.streamId) ? r.streamId : null, generation: isString(r.generation) ? r.generation : null, position: isString(r.position) ? r.position : null }, 'NOT_A_RECORD', 'not a stored record');
+      this.#report(
+        {
+          line,
+          streamId: isString(r.streamId) ? r.streamId : null,
+          generation: isString(r.generation) ? r.generation : null,
+          position: isString(r.position) ? r.position : null,
+        },
+        'NOT_A_RECORD',
+        'not a stored record',
+      );
       return;
     }
     this.#record(line, value);
@@ -186,20 +239,33 @@ export class ExportVerifier {
     if (this.#result) return this.#result;
     for (const g of this.#groups.values()) {
       if (g.checkpoint === null && g.count > 0) {
-        this.#report({ line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${g.first}` }, 'NO_CHECKPOINT',
-          'no checkpoint for this stream generation: completeness and order not provable (an export from before checkpoints? export it again)');
+        this.#report(
+          { line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${g.first}` },
+          'NO_CHECKPOINT',
+          'no checkpoint for this stream generation: completeness and order not provable (an export from before checkpoints? export it again)',
+        );
       }
     }
     this.#checkPeers();
     if (this.#records === 0 && this.#checkpoints === 0 && this.#problems.length === 0) {
-      this.#report({ line: 0, streamId: null, generation: null, position: null }, 'EMPTY', 'the export holds no records and no checkpoints');
+      this.#report(
+        { line: 0, streamId: null, generation: null, position: null },
+        'EMPTY',
+        'the export holds no records and no checkpoints',
+      );
     }
     const generations = [...this.#groups.values()].map((g): ExportGeneration => ({
-      streamId: g.streamId, generation: g.generation,
-      firstPosition: g.first === null ? null : `${g.first}`, nextPosition: g.last === null ? null : `${g.last + 1n}`, records: g.count,
+      streamId: g.streamId,
+      generation: g.generation,
+      firstPosition: g.first === null ? null : `${g.first}`,
+      nextPosition: g.last === null ? null : `${g.last + 1n}`,
+      records: g.count,
       checkpoint: g.checkpoint && {
-        line: g.checkpoint.line, firstPosition: g.checkpoint.value.firstPosition, nextPosition: g.checkpoint.value.nextPosition,
-        createdAt: g.checkpoint.value.createdAt, kid: g.checkpoint.value.signature.kid,
+        line: g.checkpoint.line,
+        firstPosition: g.checkpoint.value.firstPosition,
+        nextPosition: g.checkpoint.value.nextPosition,
+        createdAt: g.checkpoint.value.createdAt,
+        kid: g.checkpoint.value.signature.kid,
       },
     }));
     const problems = [...this.#problems].sort((a, b) => a.line - b.line);
@@ -216,8 +282,19 @@ export class ExportVerifier {
     let g = this.#groups.get(key);
     if (!g) {
       g = {
-        streamId, generation, firstLine: line, first: null, last: null, count: 0, digest: new ChainDigest(), positionProblems: 0,
-        lastCreatedAt: null, lastOp: null, clientMessageIds: new Map(), lastReceipt: null, checkpoint: null,
+        streamId,
+        generation,
+        firstLine: line,
+        first: null,
+        last: null,
+        count: 0,
+        digest: new ChainDigest(),
+        positionProblems: 0,
+        lastCreatedAt: null,
+        lastOp: null,
+        clientMessageIds: new Map(),
+        lastReceipt: null,
+        checkpoint: null,
       };
       this.#groups.set(key, g);
     }
@@ -233,7 +310,11 @@ export class ExportVerifier {
     }
     if (this.#chat === null) this.#chat = { chatId: parts.chatId, line: at.line };
     else if (parts.chatId !== this.#chat.chatId) {
-      this.#report(at, 'WRONG_STREAM', `belongs to chat ${parts.chatId}, but the export is of chat ${this.#chat.chatId} (line ${this.#chat.line})`);
+      this.#report(
+        at,
+        'WRONG_STREAM',
+        `belongs to chat ${parts.chatId}, but the export is of chat ${this.#chat.chatId} (line ${this.#chat.line})`,
+      );
       return null;
     }
     if (!this.#peers.has(parts.authorAgentId)) {
@@ -264,13 +345,21 @@ export class ExportVerifier {
       if (w.type === 'chat.message') {
         const m = w.message;
         if (m.chatId !== parts.chatId || m.fromAgentId !== parts.authorAgentId || m.toAgentId === parts.authorAgentId) {
-          this.#report(at, 'WRONG_STREAM', `the message is from ${m.fromAgentId} to ${m.toAgentId} in ${m.chatId}, which is not a message of stream ${r.streamId}`);
+          this.#report(
+            at,
+            'WRONG_STREAM',
+            `the message is from ${m.fromAgentId} to ${m.toAgentId} in ${m.chatId}, which is not a message of stream ${r.streamId}`,
+          );
         } else this.#namesPeer(parts.authorAgentId, m.toAgentId, at);
       }
       if (w.type === 'chat.receipt') {
         const peer = splitStreamId(w.receipt.peerStreamId);
         if (!peer || peer.chatId !== parts.chatId || peer.authorAgentId === parts.authorAgentId) {
-          this.#report(at, 'RECEIPT', `the receipt acknowledges ${w.receipt.peerStreamId}, which is not the other stream of chat ${parts.chatId}`);
+          this.#report(
+            at,
+            'RECEIPT',
+            `the receipt acknowledges ${w.receipt.peerStreamId}, which is not the other stream of chat ${parts.chatId}`,
+          );
         } else this.#namesPeer(parts.authorAgentId, peer.authorAgentId, at);
       }
     }
@@ -285,7 +374,11 @@ export class ExportVerifier {
     const pos = BigInt(r.position);
     if (g.last !== null && pos !== g.last + 1n) {
       g.positionProblems++;
-      this.#report(at, 'POSITION', pos <= g.last ? `position repeats or goes back (after ${g.last})` : `gap: positions ${g.last + 1n}..${pos - 1n} missing`);
+      this.#report(
+        at,
+        'POSITION',
+        pos <= g.last ? `position repeats or goes back (after ${g.last})` : `gap: positions ${g.last + 1n}..${pos - 1n} missing`,
+      );
     }
     if (g.first === null) {
       g.first = pos;
@@ -308,9 +401,17 @@ export class ExportVerifier {
     if (seen) {
       if (!seen.reported) {
         seen.reported = true;
-        this.#report(seen.at, 'REPLAY', `the same signature appears again at line ${at.line} (position ${at.position} of ${at.streamId}): a message may appear once`);
+        this.#report(
+          seen.at,
+          'REPLAY',
+          `the same signature appears again at line ${at.line} (position ${at.position} of ${at.streamId}): a message may appear once`,
+        );
       }
-      this.#report(at, 'REPLAY', `the same signature as line ${seen.at.line} (position ${seen.at.position} of ${seen.at.streamId}): a message may appear once`);
+      this.#report(
+        at,
+        'REPLAY',
+        `the same signature as line ${seen.at.line} (position ${seen.at.position} of ${seen.at.streamId}): a message may appear once`,
+      );
     } else this.#signatures.set(m.signature.value, { at, reported: false });
     if (g.checkpoint !== null) return;
     const createdAt = m.signature.createdAt;
@@ -324,7 +425,8 @@ export class ExportVerifier {
       this.#report(at, 'CLIENT_MESSAGE_ID', 'clientMessageId is not 43 characters of base64url');
     } else {
       const earlier = g.clientMessageIds.get(m.clientMessageId);
-      if (earlier !== undefined) this.#report(at, 'CLIENT_MESSAGE_ID', `clientMessageId already used at position ${earlier} of this generation`);
+      if (earlier !== undefined)
+        this.#report(at, 'CLIENT_MESSAGE_ID', `clientMessageId already used at position ${earlier} of this generation`);
       else g.clientMessageIds.set(m.clientMessageId, at.position!);
     }
   }
@@ -338,7 +440,11 @@ export class ExportVerifier {
   #operation(at: Where, g: Group, r: StoredRecord, pos: bigint, contiguous: boolean): void {
     const w = r.wrapper;
     if (w.type === 'chat.writer-fence' && (w.operationId !== `fence.${w.fence.epoch}` || w.recordIndex !== 0)) {
-      this.#report(at, 'OPERATION', `a fence of epoch ${w.fence.epoch} must be record 0 of operation fence.${w.fence.epoch}, not record ${w.recordIndex} of ${w.operationId}`);
+      this.#report(
+        at,
+        'OPERATION',
+        `a fence of epoch ${w.fence.epoch} must be record 0 of operation fence.${w.fence.epoch}, not record ${w.recordIndex} of ${w.operationId}`,
+      );
     }
     const prev = g.lastOp;
     const continues = contiguous && prev !== null && prev.operationId === w.operationId;
@@ -359,13 +465,20 @@ export class ExportVerifier {
   /** Receipts of a stream generation move forward: a later peer generation, or a higher position in the same one. */
   #receipt(at: Where, g: Group, rc: ChatReceipt): void {
     if (!isDecimal(rc.peerGeneration) || !isDecimal(rc.nextPosition)) {
-      this.#report(at, 'RECEIPT', 'the receipt\'s peerGeneration and nextPosition must be canonical decimals');
+      this.#report(at, 'RECEIPT', "the receipt's peerGeneration and nextPosition must be canonical decimals");
       return;
     }
     const cur = { peerGeneration: BigInt(rc.peerGeneration), nextPosition: BigInt(rc.nextPosition) };
     const last = g.lastReceipt;
-    if (last && (cur.peerGeneration < last.peerGeneration || (cur.peerGeneration === last.peerGeneration && cur.nextPosition <= last.nextPosition))) {
-      this.#report(at, 'RECEIPT', `the receipt (generation ${cur.peerGeneration}, nextPosition ${cur.nextPosition}) does not move forward from the one before it (generation ${last.peerGeneration}, nextPosition ${last.nextPosition})`);
+    if (
+      last &&
+      (cur.peerGeneration < last.peerGeneration || (cur.peerGeneration === last.peerGeneration && cur.nextPosition <= last.nextPosition))
+    ) {
+      this.#report(
+        at,
+        'RECEIPT',
+        `the receipt (generation ${cur.peerGeneration}, nextPosition ${cur.nextPosition}) does not move forward from the one before it (generation ${last.peerGeneration}, nextPosition ${last.nextPosition})`,
+      );
     }
     g.lastReceipt = cur;
   }
@@ -373,15 +486,21 @@ export class ExportVerifier {
   #checkpoint(line: number, c: Checkpoint): void {
     this.#checkpoints++;
     const at: Where = { line, streamId: c.streamId, generation: c.generation, position: null };
-    if (`${c.chatId}:${c.authorAgentId}` !== c.streamId) this.#report(at, 'CHECKPOINT_INVALID', `chatId ${c.chatId} and authorAgentId ${c.authorAgentId} do not make its streamId`);
+    if (`${c.chatId}:${c.authorAgentId}` !== c.streamId)
+      this.#report(at, 'CHECKPOINT_INVALID', `chatId ${c.chatId} and authorAgentId ${c.authorAgentId} do not make its streamId`);
     this.#member(at, c.streamId);
     const first = BigInt(c.firstPosition);
     const next = BigInt(c.nextPosition);
     if (next < first || BigInt(c.recordCount) !== next - first) {
-      this.#report(at, 'CHECKPOINT_INVALID', `recordCount ${c.recordCount} is not nextPosition ${c.nextPosition} - firstPosition ${c.firstPosition}`);
+      this.#report(
+        at,
+        'CHECKPOINT_INVALID',
+        `recordCount ${c.recordCount} is not nextPosition ${c.nextPosition} - firstPosition ${c.firstPosition}`,
+      );
     }
     const failure = checkpointFailure(c, this.#keys);
-    if (failure) this.#report(at, failure.kind === 'UNKNOWN_KID' ? 'UNKNOWN_KID' : 'CHECKPOINT_SIGNATURE', `checkpoint: ${failure.problem}`);
+    if (failure)
+      this.#report(at, failure.kind === 'UNKNOWN_KID' ? 'UNKNOWN_KID' : 'CHECKPOINT_SIGNATURE', `checkpoint: ${failure.problem}`);
 
     const g = this.#group(c.streamId, c.generation, line);
     if (g.checkpoint !== null) {
@@ -392,25 +511,43 @@ export class ExportVerifier {
     const covered = next > first ? `positions ${range(first, next - 1n)}` : 'no positions';
     if (g.first === null || g.last === null) {
       if (next > first) {
-        this.#report({ ...at, position: `${first}` }, 'POSITION', `positions ${range(first, next - 1n)} missing: the checkpoint covers ${c.recordCount} records, the export has none`);
+        this.#report(
+          { ...at, position: `${first}` },
+          'POSITION',
+          `positions ${range(first, next - 1n)} missing: the checkpoint covers ${c.recordCount} records, the export has none`,
+        );
       }
     } else {
       const end = g.last + 1n;
       let reported = g.positionProblems;
       if (g.first > first) {
-        this.#report({ line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${first}` }, 'POSITION',
-          `positions ${range(first, g.first - 1n)} missing at the start: the checkpoint (line ${line}) covers ${covered}`);
+        this.#report(
+          { line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${first}` },
+          'POSITION',
+          `positions ${range(first, g.first - 1n)} missing at the start: the checkpoint (line ${line}) covers ${covered}`,
+        );
         reported++;
       } else if (g.first < first) {
-        this.#report({ line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${g.first}` }, 'POSITION',
-          `records from position ${g.first} lie before the checkpoint's range (line ${line}: ${covered})`);
+        this.#report(
+          { line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${g.first}` },
+          'POSITION',
+          `records from position ${g.first} lie before the checkpoint's range (line ${line}: ${covered})`,
+        );
         reported++;
       }
       if (end < next) {
-        this.#report({ ...at, position: `${end}` }, 'POSITION', `positions ${range(end, next - 1n)} missing at the end: the checkpoint covers ${covered}`);
+        this.#report(
+          { ...at, position: `${end}` },
+          'POSITION',
+          `positions ${range(end, next - 1n)} missing at the end: the checkpoint covers ${covered}`,
+        );
         reported++;
       } else if (end > next) {
-        this.#report({ ...at, position: `${next}` }, 'POSITION', `records continue past the checkpoint's nextPosition ${next} (to ${g.last})`);
+        this.#report(
+          { ...at, position: `${next}` },
+          'POSITION',
+          `records continue past the checkpoint's nextPosition ${next} (to ${g.last})`,
+        );
         reported++;
       }
       if (reported === 0 && BigInt(g.count) !== next - first) {
@@ -418,7 +555,11 @@ export class ExportVerifier {
       }
     }
     if (g.digest.digest() !== c.chainDigest) {
-      this.#report(at, 'CHAIN_DIGEST', `the ${g.count} records of this stream generation do not hash to the checkpoint's chainDigest (${covered}): a record was changed, swapped, replaced or renumbered`);
+      this.#report(
+        at,
+        'CHAIN_DIGEST',
+        `the ${g.count} records of this stream generation do not hash to the checkpoint's chainDigest (${covered}): a record was changed, swapped, replaced or renumbered`,
+      );
     }
   }
 

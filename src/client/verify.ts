@@ -50,9 +50,18 @@ export function signatureFailure(keys: KeyRing, sig: { kid: string; alg: string;
 }
 
 /** A message's own checks: contentSha256 matches the content, and the signature verifies. */
-export function messageFailure(m: Extract<StoredRecord['wrapper'], { type: 'chat.message' }>['message'], keys: KeyRing): CheckFailure | null {
+export function messageFailure(
+  m: Extract<StoredRecord['wrapper'], { type: 'chat.message' }>['message'],
+  keys: KeyRing,
+): CheckFailure | null {
   if (contentSha256(m.content) !== m.contentSha256) return { kind: 'CONTENT_HASH', problem: 'contentSha256 does not match the content' };
-  const payload = messagePayload({ chatId: m.chatId, fromAgentId: m.fromAgentId, toAgentId: m.toAgentId, createdAt: m.signature.createdAt, contentSha256: m.contentSha256 });
+  const payload = messagePayload({
+    chatId: m.chatId,
+    fromAgentId: m.fromAgentId,
+    toAgentId: m.toAgentId,
+    createdAt: m.signature.createdAt,
+    contentSha256: m.contentSha256,
+  });
   return signatureFailure(keys, m.signature, payload);
 }
 
@@ -72,8 +81,10 @@ export function verifyRecord(record: StoredRecord, jwks: Jwks): void {
   if (w.type !== 'chat.message') return;
   const m = w.message;
   const where = record.position ?? null;
-  if (contentSha256(m.content) !== m.contentSha256) throw new VerificationError(`position ${where}: contentSha256 does not match the content`, where);
-  if (m.chatId !== w.chatId || m.fromAgentId !== w.authorAgentId) throw new VerificationError(`position ${where}: message does not match its wrapper`, where);
+  if (contentSha256(m.content) !== m.contentSha256)
+    throw new VerificationError(`position ${where}: contentSha256 does not match the content`, where);
+  if (m.chatId !== w.chatId || m.fromAgentId !== w.authorAgentId)
+    throw new VerificationError(`position ${where}: message does not match its wrapper`, where);
   const failure = messageFailure(m, new KeyRing(jwks));
   if (failure) throw new VerificationError(`position ${where}: ${failure.problem}`, where);
 }
@@ -88,5 +99,6 @@ export function verifyCheckpoint(checkpoint: Checkpoint, jwks: Jwks): void {
     throw new VerificationError(`checkpoint of ${checkpoint.streamId}: chatId and authorAgentId do not make its streamId`, null);
   }
   const failure = checkpointFailure(checkpoint, new KeyRing(jwks));
-  if (failure) throw new VerificationError(`checkpoint of ${checkpoint.streamId} generation ${checkpoint.generation}: ${failure.problem}`, null);
+  if (failure)
+    throw new VerificationError(`checkpoint of ${checkpoint.streamId} generation ${checkpoint.generation}: ${failure.problem}`, null);
 }

@@ -83,7 +83,6 @@ export interface ClientEvents {
   reconnected: HelloResult;
 }
 
-
 /** The iterator `notifications()` returns; `return()` stops listening. */
 export type NotificationIterator = AsyncIterableIterator<ClientNotification> & {
   return(value?: unknown): Promise<IteratorResult<ClientNotification>>;
@@ -204,12 +203,27 @@ export class YelloClient {
       w?.();
     };
     const offs = [
-      this.on('chats.batch', (params) => { queue.push({ method: 'chats.batch', params }); signal(); }),
-      this.on('chats.break', (params) => { queue.push({ method: 'chats.break', params }); signal(); }),
-      this.on('chats.error', (params) => { queue.push({ method: 'chats.error', params }); signal(); }),
-      this.on('disconnected', () => { done = true; signal(); }),
+      this.on('chats.batch', (params) => {
+        queue.push({ method: 'chats.batch', params });
+        signal();
+      }),
+      this.on('chats.break', (params) => {
+        queue.push({ method: 'chats.break', params });
+        signal();
+      }),
+      this.on('chats.error', (params) => {
+        queue.push({ method: 'chats.error', params });
+        signal();
+      }),
+      this.on('disconnected', () => {
+        done = true;
+        signal();
+      }),
     ];
-    const onClosed = () => { done = true; signal(); };
+    const onClosed = () => {
+      done = true;
+      signal();
+    };
     this.#onClosed.add(onClosed);
     offs.push(() => this.#onClosed.delete(onClosed));
     const finish = (): IteratorResult<ClientNotification> => {
@@ -246,7 +260,12 @@ export class YelloClient {
 
   async #reconnect(): Promise<void> {
     const cfg = typeof this.#options.reconnect === 'object' ? this.#options.reconnect : {};
-    const backoff = new Backoff({ minDelayMs: cfg.minDelayMs ?? 100, maxDelayMs: cfg.maxDelayMs ?? 5000, maxAttempts: cfg.maxAttempts, jitter: true });
+    const backoff = new Backoff({
+      minDelayMs: cfg.minDelayMs ?? 100,
+      maxDelayMs: cfg.maxDelayMs ?? 5000,
+      maxAttempts: cfg.maxAttempts,
+      jitter: true,
+    });
     for (let step = backoff.next(); step && !this.#closed; step = backoff.next()) {
       this.#listeners.emit('reconnecting', step);
       await new Promise((r) => setTimeout(r, step.delayMs));

@@ -46,7 +46,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   const dbDir = join(config.dataDir, 'db');
   let store: OpenedStore;
   try {
-    store = await openStore(config.dataDir, log, { injectFailure: config.faultFailSyncFile ? () => existsSync(config.faultFailSyncFile!) : null });
+    store = await openStore(config.dataDir, log, {
+      injectFailure: config.faultFailSyncFile ? () => existsSync(config.faultFailSyncFile!) : null,
+    });
   } catch (err) {
     throw startupFailure(err, `open the store ${dbDir}`);
   }
@@ -60,7 +62,10 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       await integrity.load();
       await applyRecoveryReport(store, integrity, log);
       adminToken = readOrCreate(join(config.dataDir, 'admin.token'), () => newToken('yello_admin_'));
-      secret = Buffer.from(readOrCreate(join(config.dataDir, 'secret.key'), () => randomBytes(32).toString('base64url')), 'base64url');
+      secret = Buffer.from(
+        readOrCreate(join(config.dataDir, 'secret.key'), () => randomBytes(32).toString('base64url')),
+        'base64url',
+      );
       signer = new Signer(join(config.dataDir, 'keys'));
     } catch (err) {
       throw startupFailure(err, `prepare the data dir ${config.dataDir}`);
@@ -75,8 +80,21 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const helloLimiter = new HelloLimiter();
     const audit = new Audit(log);
     const handlers = createHandlers({
-      version: VERSION, startedAt: Date.now(), maxLineBytes: config.maxLineBytes, maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
-      storage, directory, streams, reader, subscriptions, signer, counters, helloLimiter, integrity, audit, walIncidents: () => walIncidents(store),
+      version: VERSION,
+      startedAt: Date.now(),
+      maxLineBytes: config.maxLineBytes,
+      maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
+      storage,
+      directory,
+      streams,
+      reader,
+      subscriptions,
+      signer,
+      counters,
+      helloLimiter,
+      integrity,
+      audit,
+      walIncidents: () => walIncidents(store),
     });
     const rpc = new RpcServer(handlers, log, (caller) => directory.stillValid(caller));
     const server = new SocketServer(rpc, log, {
@@ -96,10 +114,15 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     } catch (err) {
       throw startupFailure(err, `listen on ${config.socketPath ?? 'the socket passed by systemd'}`);
     }
-    log.info({ socket: config.socketPath ?? 'systemd:fd3', dataDir: config.dataDir, kid: signer.kid, policy: config.policy, version: VERSION }, 'yellod ready');
+    log.info(
+      { socket: config.socketPath ?? 'systemd:fd3', dataDir: config.dataDir, kid: signer.kid, policy: config.policy, version: VERSION },
+      'yellod ready',
+    );
     // Every head is checked against its records on first use; this sweep does the rest in the
     // background so `yello status` lists what is corrupt without waiting for traffic.
-    const sweep = streams.reconcileAll().catch((err: unknown) => log.error({ err: { message: (err as Error)?.message } }, 'head check sweep failed'));
+    const sweep = streams
+      .reconcileAll()
+      .catch((err: unknown) => log.error({ err: { message: (err as Error)?.message } }, 'head check sweep failed'));
 
     let stopping: Promise<void> | null = null;
     return {
@@ -133,11 +156,18 @@ function prepareDataDir(dataDir: string): void {
   try {
     const st = lstatSync(dataDir, { throwIfNoEntry: false });
     if (st) {
-      if (st.isSymbolicLink() && !statSync(dataDir).isDirectory()) throw new StartupError(`cannot use the data dir ${dataDir}: it is a symbolic link to something that is not a directory`, EXIT_CODES.config);
+      if (st.isSymbolicLink() && !statSync(dataDir).isDirectory())
+        throw new StartupError(
+          `cannot use the data dir ${dataDir}: it is a symbolic link to something that is not a directory`,
+          EXIT_CODES.config,
+        );
       const uid = process.getuid?.();
       const owner = statSync(dataDir).uid;
       if (uid !== undefined && owner !== uid) {
-        throw new StartupError(`cannot use the data dir ${dataDir}: it is owned by uid ${owner}, not by this daemon's uid ${uid}`, EXIT_CODES.config);
+        throw new StartupError(
+          `cannot use the data dir ${dataDir}: it is owned by uid ${owner}, not by this daemon's uid ${uid}`,
+          EXIT_CODES.config,
+        );
       }
     }
     ensureDir(dataDir, 0o700);

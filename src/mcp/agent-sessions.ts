@@ -47,7 +47,11 @@ export class AgentSessions {
     const client: YelloClient = await this.link.client();
     const s = client.session;
     if (s.role !== 'agent' || !s.agentId) {
-      throw new ToolFailure('BAD_TOKEN', 'yello mcp acts as an agent, but its token is the admin token', 'Start it with an agent token file (yello agents add … --token-out FILE).');
+      throw new ToolFailure(
+        'BAD_TOKEN',
+        'yello mcp acts as an agent, but its token is the admin token',
+        'Start it with an agent token file (yello agents add … --token-out FILE).',
+      );
     }
     return { ...s, agentId: s.agentId };
   }
@@ -95,19 +99,23 @@ export class AgentSessions {
 
   async #start(chatId: string): Promise<ChatSession> {
     const { agentId } = await this.hello();
-    const session = await ChatSession.start({
-      token: this.#opts.token,
-      socketPath: this.#opts.socketPath,
-      link: this.link,
-      replace: this.#opts.replace,
-      resumeAfterBreak: this.#opts.resumeAfterBreak,
-      settleMs: this.#opts.settleMs ?? 15_000,
-      log: this.#opts.log,
-      onPeerWrote: this.#opts.onPeerWrote,
-      onStopped: this.#opts.onStopped,
-      ...(this.#opts.callTimeoutMs !== undefined ? { callTimeoutMs: this.#opts.callTimeoutMs } : {}),
-      ...(this.#opts.reconnect ? { reconnect: this.#opts.reconnect } : {}),
-    }, chatId, agentId);
+    const session = await ChatSession.start(
+      {
+        token: this.#opts.token,
+        socketPath: this.#opts.socketPath,
+        link: this.link,
+        replace: this.#opts.replace,
+        resumeAfterBreak: this.#opts.resumeAfterBreak,
+        settleMs: this.#opts.settleMs ?? 15_000,
+        log: this.#opts.log,
+        onPeerWrote: this.#opts.onPeerWrote,
+        onStopped: this.#opts.onStopped,
+        ...(this.#opts.callTimeoutMs !== undefined ? { callTimeoutMs: this.#opts.callTimeoutMs } : {}),
+        ...(this.#opts.reconnect ? { reconnect: this.#opts.reconnect } : {}),
+      },
+      chatId,
+      agentId,
+    );
     if (this.#closed) {
       await session.stop();
       throw new ToolFailure('STOPPED', 'the MCP server is shutting down', 'Start it again.');

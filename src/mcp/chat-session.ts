@@ -1,6 +1,16 @@
 import {
-  ContinuityBreakError, Coordinator, CoordinatorPausedError, FencedError, MemoryCursorStore, YelloClientError,
-  type AppendResult, type Chat, type OperationInfo, type PeerBatch, type ReadBatch, type StreamState,
+  ContinuityBreakError,
+  Coordinator,
+  CoordinatorPausedError,
+  FencedError,
+  MemoryCursorStore,
+  YelloClientError,
+  type AppendResult,
+  type Chat,
+  type OperationInfo,
+  type PeerBatch,
+  type ReadBatch,
+  type StreamState,
 } from '../client/index.js';
 import type { DaemonLink } from './daemon-link.js';
 import type { McpLog } from './log.js';
@@ -44,7 +54,15 @@ interface PendingAppend {
 async function within<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => { reject(timeout()); }, ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(() => {
+            reject(timeout());
+          }, ms)),
+      ),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -54,7 +72,16 @@ const big = (s: string) => BigInt(s);
 
 /** A presented read batch in the shape the coordinator acknowledges. */
 function asPeerBatch(b: ReadBatch): PeerBatch {
-  return { subscriptionId: '', cursor: '', batchId: b.batchId, streamId: b.streamId, generation: b.generation, fromPosition: b.fromPosition, nextPosition: b.nextPosition, records: b.records };
+  return {
+    subscriptionId: '',
+    cursor: '',
+    batchId: b.batchId,
+    streamId: b.streamId,
+    generation: b.generation,
+    fromPosition: b.fromPosition,
+    nextPosition: b.nextPosition,
+    records: b.records,
+  };
 }
 
 /**
@@ -102,7 +129,11 @@ export class ChatSession {
       cursorStore: new MemoryCursorStore(),
       ...(opts.callTimeoutMs !== undefined ? { callTimeoutMs: opts.callTimeoutMs } : {}),
       ...(opts.reconnect ? { reconnect: opts.reconnect } : {}),
-      adapter: { present: (batch) => { this.#onLiveBatch(batch); } },
+      adapter: {
+        present: (batch) => {
+          this.#onLiveBatch(batch);
+        },
+      },
     });
     this.#coordinator.on('state', (e) => {
       if ((e.state === 'fenced' || e.state === 'needs-intervention') && !this.#terminal) {
@@ -119,7 +150,7 @@ export class ChatSession {
     return new ToolFailure(
       'CHAT_STOPPED',
       `the daemon stopped delivering chat ${this.chatId} (${type}: ${error?.message ?? 'no detail'}); this server presents and sends nothing more in it`,
-      'A person must look before the agent goes on: `yello status` (its integrity section) and the daemon\'s log. Then restart `yello mcp` (with --replace if the old claim is still held).',
+      "A person must look before the agent goes on: `yello status` (its integrity section) and the daemon's log. Then restart `yello mcp` (with --replace if the old claim is still held).",
       { ...((error as { data?: Record<string, unknown> } | undefined)?.data ?? {}), chatId: this.chatId, cause: type },
       { cause: error },
     );
@@ -162,7 +193,10 @@ export class ChatSession {
         data: { type: 'CONTINUITY_BREAK', reason, streamId: peer.streamId, expected, actual },
       });
       if (!this.#opts.resumeAfterBreak) throw err;
-      this.#opts.log.warn({ chatId: this.chatId, reason, expected, actual, from: peer.firstPosition }, 'resuming after a continuity break (--resume-after-break)');
+      this.#opts.log.warn(
+        { chatId: this.chatId, reason, expected, actual, from: peer.firstPosition },
+        'resuming after a continuity break (--resume-after-break)',
+      );
       return { generation: peer.generation, position: peer.firstPosition };
     };
     if (ack.generation === peer.generation) {
@@ -215,7 +249,13 @@ export class ChatSession {
   /** Throws the reason this session stopped (fenced, break, shutdown), if it did. */
   assertUsable(): void {
     if (this.#terminal) throw this.#terminal;
-    if (this.#coordinator.state === 'stopped') throw new ToolFailure('STOPPED', `the session of chat ${this.chatId} has stopped (the server is shutting down)`, 'Start the MCP server again.', { chatId: this.chatId });
+    if (this.#coordinator.state === 'stopped')
+      throw new ToolFailure(
+        'STOPPED',
+        `the session of chat ${this.chatId} has stopped (the server is shutting down)`,
+        'Start the MCP server again.',
+        { chatId: this.chatId },
+      );
   }
 
   /** Stop for good: a fence or break found by this class rather than by the coordinator. */
@@ -244,7 +284,8 @@ export class ChatSession {
     this.#wake();
     // Fences and receipts still get presented (a receipt must cover a contiguous range) but are no news.
     const messages = batch.records.filter((r) => r.wrapper.type === 'chat.message').length;
-    if (messages > 0) this.#opts.onPeerWrote({ chatId: this.chatId, generation: batch.generation, nextPosition: batch.nextPosition, messages });
+    if (messages > 0)
+      this.#opts.onPeerWrote({ chatId: this.chatId, generation: batch.generation, nextPosition: batch.nextPosition, messages });
   }
 
   #wake(): void {
@@ -280,13 +321,43 @@ export class ChatSession {
     const own = streams.find((s) => s.streamId === this.streamId)!;
     const peer = streams.find((s) => s.streamId === this.peerStreamId)!;
     if (own.writer.epoch !== this.#coordinator.epoch || !own.writer.active) {
-      return this.#fail(new FencedError({ code: 4090, message: `stream ${this.streamId} is now held by epoch ${own.writer.epoch}`, data: { type: 'FENCED', streamId: this.streamId, epoch: own.writer.epoch } }));
+      return this.#fail(
+        new FencedError({
+          code: 4090,
+          message: `stream ${this.streamId} is now held by epoch ${own.writer.epoch}`,
+          data: { type: 'FENCED', streamId: this.streamId, epoch: own.writer.epoch },
+        }),
+      );
     }
     if (own.generation !== this.#ownGeneration) {
-      return this.#fail(new ContinuityBreakError({ code: 4100, message: 'own stream reset', data: { type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: own.streamId, expected: this.#ownGeneration, actual: own.generation } }));
+      return this.#fail(
+        new ContinuityBreakError({
+          code: 4100,
+          message: 'own stream reset',
+          data: {
+            type: 'CONTINUITY_BREAK',
+            reason: 'GENERATION_CHANGED',
+            streamId: own.streamId,
+            expected: this.#ownGeneration,
+            actual: own.generation,
+          },
+        }),
+      );
     }
     if (peer.generation !== this.#next.generation) {
-      return this.#fail(new ContinuityBreakError({ code: 4100, message: 'peer stream reset', data: { type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: peer.streamId, expected: this.#next.generation, actual: peer.generation } }));
+      return this.#fail(
+        new ContinuityBreakError({
+          code: 4100,
+          message: 'peer stream reset',
+          data: {
+            type: 'CONTINUITY_BREAK',
+            reason: 'GENERATION_CHANGED',
+            streamId: peer.streamId,
+            expected: this.#next.generation,
+            actual: peer.generation,
+          },
+        }),
+      );
     }
     return peer;
   }
@@ -296,7 +367,11 @@ export class ChatSession {
    * not acknowledged, else a new read from the last acknowledged position. With `waitMs`, waits
    * for the peer when there is nothing new.
    */
-  async readNew(options: { limit: number; maxBytes: number; waitMs: number }): Promise<{ batch: ReadBatch | null; repeated: boolean; more: boolean }> {
+  async readNew(options: {
+    limit: number;
+    maxBytes: number;
+    waitMs: number;
+  }): Promise<{ batch: ReadBatch | null; repeated: boolean; more: boolean }> {
     const first = await this.#exclusive(() => this.#presentNext(options));
     if (first.batch || options.waitMs <= 0) return first;
     await this.#waitForPeer(options.waitMs);
@@ -306,19 +381,36 @@ export class ChatSession {
   async #presentNext(options: { limit: number; maxBytes: number }): Promise<{ batch: ReadBatch | null; repeated: boolean; more: boolean }> {
     this.assertUsable();
     const peer = await this.#check();
-    if (this.#presented) return { batch: this.#presented, repeated: true, more: big(peer.nextPosition) > big(this.#presented.nextPosition) };
+    if (this.#presented)
+      return { batch: this.#presented, repeated: true, more: big(peer.nextPosition) > big(this.#presented.nextPosition) };
     if (big(peer.nextPosition) <= big(this.#next.position)) return { batch: null, repeated: false, more: false };
     let batch: ReadBatch;
     try {
       batch = await this.#opts.link.call('streams.read', {
-        streamId: this.peerStreamId, generation: this.#next.generation, fromPosition: this.#next.position, limit: options.limit, maxBytes: options.maxBytes,
+        streamId: this.peerStreamId,
+        generation: this.#next.generation,
+        fromPosition: this.#next.position,
+        limit: options.limit,
+        maxBytes: options.maxBytes,
       });
     } catch (err) {
       if (err instanceof ContinuityBreakError) return this.#fail(err);
       throw err;
     }
     if (batch.sealed) {
-      return this.#fail(new ContinuityBreakError({ code: 4100, message: 'peer stream reset', data: { type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: this.peerStreamId, expected: this.#next.generation, actual: null } }));
+      return this.#fail(
+        new ContinuityBreakError({
+          code: 4100,
+          message: 'peer stream reset',
+          data: {
+            type: 'CONTINUITY_BREAK',
+            reason: 'GENERATION_CHANGED',
+            streamId: this.peerStreamId,
+            expected: this.#next.generation,
+            actual: null,
+          },
+        }),
+      );
     }
     if (batch.records.length === 0) return { batch: null, repeated: false, more: false };
     this.#presented = batch;
@@ -328,7 +420,12 @@ export class ChatSession {
   #requirePresented(batchId: string | undefined): ReadBatch {
     const presented = this.#presented;
     if (!presented) {
-      throw new ToolFailure('NOTHING_PRESENTED', `nothing is presented in chat ${this.chatId}, so there is nothing to acknowledge`, 'Call read_new first, then acknowledge the batchId it returns.', { chatId: this.chatId });
+      throw new ToolFailure(
+        'NOTHING_PRESENTED',
+        `nothing is presented in chat ${this.chatId}, so there is nothing to acknowledge`,
+        'Call read_new first, then acknowledge the batchId it returns.',
+        { chatId: this.chatId },
+      );
     }
     if (batchId !== undefined && batchId !== presented.batchId) {
       throw new ToolFailure(
@@ -352,7 +449,8 @@ export class ChatSession {
   /** Wait (nothing written yet) while the coordinator reconnects after a loss or a daemon restart. */
   async #whenWritable(): Promise<void> {
     const deadline = Date.now() + this.#opts.settleMs;
-    while (this.#coordinator.state === 'reconnecting' && !this.#terminal && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    while (this.#coordinator.state === 'reconnecting' && !this.#terminal && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
   }
 
   async #append(kind: PendingAppend['kind'], batch: ReadBatch | null, run: () => Promise<AppendResult>): Promise<AppendResult> {
@@ -389,19 +487,31 @@ export class ChatSession {
   }
 
   /** A message; with `acknowledge`, the message and the receipt of the presented batch in one atomic append. */
-  async send(input: { text: string; messageId?: string; acknowledge?: boolean; batchId?: string }): Promise<{ result: AppendResult; acknowledged: ReadBatch | null }> {
+  async send(input: {
+    text: string;
+    messageId?: string;
+    acknowledge?: boolean;
+    batchId?: string;
+  }): Promise<{ result: AppendResult; acknowledged: ReadBatch | null }> {
     const options = input.messageId !== undefined ? { messageId: input.messageId } : {};
     if (input.acknowledge) {
       return this.#exclusive(async () => {
         this.assertUsable();
         const batch = this.#requirePresented(input.batchId);
-        const result = await this.#append('reply', batch, () => this.#coordinator.reply(input.text, { ack: asPeerBatch(batch), ...options }));
+        const result = await this.#append('reply', batch, () =>
+          this.#coordinator.reply(input.text, { ack: asPeerBatch(batch), ...options }),
+        );
         this.#advance(batch);
         return { result, acknowledged: batch };
       });
     }
     if (input.batchId !== undefined) {
-      throw new ToolFailure('INVALID_PARAMS', 'batchId is only used together with acknowledge: true; nothing was sent', 'Pass acknowledge: true to reply and acknowledge, or leave batchId out.', { path: 'batchId' });
+      throw new ToolFailure(
+        'INVALID_PARAMS',
+        'batchId is only used together with acknowledge: true; nothing was sent',
+        'Pass acknowledge: true to reply and acknowledge, or leave batchId out.',
+        { path: 'batchId' },
+      );
     }
     const result = await this.#append('send', null, () => this.#coordinator.send(input.text, options));
     return { result, acknowledged: null };
@@ -411,21 +521,39 @@ export class ChatSession {
    * Settle the append of unknown outcome (the coordinator asks `operations.get`; nothing is
    * resent), or report any operation of the agent's stream in this chat.
    */
-  async operationStatus(operationId: string | undefined): Promise<{ operation: OperationInfo | null; committed: boolean | null; resolved: boolean; kind: PendingAppend['kind'] | null; paused: boolean }> {
+  async operationStatus(
+    operationId: string | undefined,
+  ): Promise<{
+    operation: OperationInfo | null;
+    committed: boolean | null;
+    resolved: boolean;
+    kind: PendingAppend['kind'] | null;
+    paused: boolean;
+  }> {
     const pending = this.#coordinator.uncertainOperationId;
     if (pending && !this.#terminal && (operationId === undefined || operationId === pending)) {
-      this.#resolving ??= this.#untilVisible(pending).then(() => this.#coordinator.resolveUncertain()).finally(() => {
-        this.#resolving = null;
-      });
-      const outcome = await within(this.#resolving, this.#opts.settleMs, () => new ToolFailure(
-        'TIMEOUT',
-        `the daemon has not answered about operation ${pending} within ${this.#opts.settleMs} ms; its outcome is still unknown`,
-        'Call operation_status again in a moment (the daemon may be restarting or stopped). Appends in this chat stay refused until it is settled.',
-        { chatId: this.chatId, operationId: pending },
-      ));
+      this.#resolving ??= this.#untilVisible(pending)
+        .then(() => this.#coordinator.resolveUncertain())
+        .finally(() => {
+          this.#resolving = null;
+        });
+      const outcome = await within(
+        this.#resolving,
+        this.#opts.settleMs,
+        () =>
+          new ToolFailure(
+            'TIMEOUT',
+            `the daemon has not answered about operation ${pending} within ${this.#opts.settleMs} ms; its outcome is still unknown`,
+            'Call operation_status again in a moment (the daemon may be restarting or stopped). Appends in this chat stay refused until it is settled.',
+            { chatId: this.chatId, operationId: pending },
+          ),
+      );
       const settled = this.#pending?.operationId === pending ? this.#pending : null;
       this.#pending = null;
-      if (outcome.committed && settled?.batch) await this.#exclusive(async () => { this.#advance(settled.batch!); });
+      if (outcome.committed && settled?.batch)
+        await this.#exclusive(async () => {
+          this.#advance(settled.batch!);
+        });
       this.#opts.log.info({ chatId: this.chatId, operationId: pending, committed: outcome.committed }, 'append of unknown outcome settled');
       return { operation: outcome.operation, committed: outcome.committed, resolved: true, kind: settled?.kind ?? null, paused: false };
     }

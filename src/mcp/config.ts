@@ -8,7 +8,13 @@ export interface McpClientConfig {
  * yello program, the socket and the token file. It names the token file and never contains the
  * token, so the snippet can be pasted, shared and committed without leaking a credential.
  */
-export function mcpClientConfig(o: { nodePath: string; binPath: string; socketPath: string; tokenFile: string; callTimeoutMs?: number }): McpClientConfig {
+export function mcpClientConfig(o: {
+  nodePath: string;
+  binPath: string;
+  socketPath: string;
+  tokenFile: string;
+  callTimeoutMs?: number;
+}): McpClientConfig {
   return {
     mcpServers: {
       yello: {

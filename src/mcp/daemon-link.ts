@@ -2,8 +2,16 @@ import { ConnectionLostError, YelloClient, type MethodResults, type ParamsIn } f
 
 /** Methods the link may retry after a connection loss: reads, and the create-or-find `chats.open`. */
 export type RetryableMethod =
-  | 'agents.get' | 'chats.get' | 'chats.list' | 'chats.open' | 'chats.permissions' | 'chats.history'
-  | 'streams.get' | 'streams.read' | 'operations.get' | 'keys.list';
+  | 'agents.get'
+  | 'chats.get'
+  | 'chats.list'
+  | 'chats.open'
+  | 'chats.permissions'
+  | 'chats.history'
+  | 'streams.get'
+  | 'streams.read'
+  | 'operations.get'
+  | 'keys.list';
 
 /** Options of a {@link DaemonLink}. */
 export interface DaemonLinkOptions {
@@ -64,7 +72,7 @@ export class DaemonLink {
     for (let attempt = 0; ; attempt++) {
       try {
         const client = await this.client();
-        return await client.call(method, params) as MethodResults[M];
+        return (await client.call(method, params)) as MethodResults[M];
       } catch (err) {
         if (!(err instanceof ConnectionLostError) || this.#closed || Date.now() >= deadline) throw err;
         await new Promise((r) => setTimeout(r, Math.min(1000, 50 * 2 ** attempt)));

@@ -12,7 +12,10 @@ export function createMcpLogger(level: string): Logger {
     {
       level,
       base: { service: 'yello-mcp', pid: process.pid },
-      redact: { paths: ['token', '*.token', 'coordinatorToken', '*.coordinatorToken', 'content', '*.content', 'text', '*.text', 'params'], censor: '[redacted]' },
+      redact: {
+        paths: ['token', '*.token', 'coordinatorToken', '*.coordinatorToken', 'content', '*.content', 'text', '*.text', 'params'],
+        censor: '[redacted]',
+      },
     },
     pino.destination({ dest: 2, sync: true }),
   );

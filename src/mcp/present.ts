@@ -5,8 +5,10 @@ import type { PresentedRecord, TranscriptMessage } from './tool-schemas.js';
 export function presentRecord(r: StoredRecord): PresentedRecord {
   const w = r.wrapper;
   const base = { position: r.position, authorAgentId: w.authorAgentId };
-  if (w.type === 'chat.message') return { ...base, type: 'message', createdAt: w.message.signature.createdAt, content: w.message.content, acknowledgedBefore: null };
-  if (w.type === 'chat.receipt') return { ...base, type: 'receipt', createdAt: null, content: null, acknowledgedBefore: w.receipt.nextPosition };
+  if (w.type === 'chat.message')
+    return { ...base, type: 'message', createdAt: w.message.signature.createdAt, content: w.message.content, acknowledgedBefore: null };
+  if (w.type === 'chat.receipt')
+    return { ...base, type: 'receipt', createdAt: null, content: null, acknowledgedBefore: w.receipt.nextPosition };
   return { ...base, type: 'fence', createdAt: w.fence.claimedAt, content: null, acknowledgedBefore: null };
 }
 
@@ -14,7 +16,15 @@ export function presentRecord(r: StoredRecord): PresentedRecord {
 export function transcriptMessage(r: StoredRecord): TranscriptMessage | null {
   if (r.wrapper.type !== 'chat.message') return null;
   const m = r.wrapper.message;
-  return { streamId: r.streamId, generation: r.generation, position: r.position, fromAgentId: m.fromAgentId, toAgentId: m.toAgentId, createdAt: m.signature.createdAt, content: m.content };
+  return {
+    streamId: r.streamId,
+    generation: r.generation,
+    position: r.position,
+    fromAgentId: m.fromAgentId,
+    toAgentId: m.toAgentId,
+    createdAt: m.signature.createdAt,
+    content: m.content,
+  };
 }
 
 /** Usernames of a chat's two agents, for text meant for the model. */
@@ -27,8 +37,10 @@ export function batchLines(batch: ReadBatch, chat: Chat): string[] {
   const name = namer(chat);
   return batch.records.map((r) => {
     const w = r.wrapper;
-    if (w.type === 'chat.message') return `#${r.position} ${w.message.signature.createdAt} ${name(w.message.fromAgentId)}: ${w.message.content}`;
-    if (w.type === 'chat.receipt') return `#${r.position} (${name(w.authorAgentId)} acknowledged your messages before #${w.receipt.nextPosition})`;
+    if (w.type === 'chat.message')
+      return `#${r.position} ${w.message.signature.createdAt} ${name(w.message.fromAgentId)}: ${w.message.content}`;
+    if (w.type === 'chat.receipt')
+      return `#${r.position} (${name(w.authorAgentId)} acknowledged your messages before #${w.receipt.nextPosition})`;
     return `#${r.position} (${name(w.authorAgentId)} started writing from a new session, epoch ${w.fence.epoch})`;
   });
 }

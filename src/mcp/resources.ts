@@ -25,7 +25,9 @@ export function chatIdOfUri(uri: string): string | null {
 function asMcpError(err: unknown, agent: AgentSessions, chatId: string): McpError {
   const info = describeError(err, { chatId, socketPath: agent.link.socketPath });
   const internal = info.type === 'CONNECTION_LOST' || info.type === 'TIMEOUT' || info.type === 'INTERNAL';
-  return new McpError(internal ? ErrorCode.InternalError : ErrorCode.InvalidParams, `${info.type}: ${info.message}. ${info.action}`, { 'yello/error': info });
+  return new McpError(internal ? ErrorCode.InternalError : ErrorCode.InvalidParams, `${info.type}: ${info.message}. ${info.action}`, {
+    'yello/error': info,
+  });
 }
 
 /**
@@ -41,7 +43,12 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
       return {
         resources: chats.map((c) => {
           const peer = c.agentAId === agentId ? c.agentB : c.agentA;
-          return { uri: transcriptUri(c.id), name: `chat with ${peer.username}`, description: `Transcript of ${c.id} with ${peer.name} (${peer.id})`, mimeType: 'text/plain' };
+          return {
+            uri: transcriptUri(c.id),
+            name: `chat with ${peer.username}`,
+            description: `Transcript of ${c.id} with ${peer.name} (${peer.id})`,
+            mimeType: 'text/plain',
+          };
         }),
       };
     },
@@ -49,7 +56,11 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
   server.registerResource(
     'transcript',
     template,
-    { title: 'Chat transcript', description: `The newest ${TRANSCRIPT_MESSAGES} messages of a chat, oldest first. Reading it acknowledges nothing.`, mimeType: 'text/plain' },
+    {
+      title: 'Chat transcript',
+      description: `The newest ${TRANSCRIPT_MESSAGES} messages of a chat, oldest first. Reading it acknowledges nothing.`,
+      mimeType: 'text/plain',
+    },
     async (uri, variables) => {
       const chatId = String(variables.chatId ?? '');
       if (!ID_PATTERN.test(chatId)) throw new McpError(ErrorCode.InvalidParams, `not a chat id: ${chatId}`);
@@ -57,7 +68,8 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
         const r = await agent.link.call('chats.history', { chatId, limit: TRANSCRIPT_MESSAGES, direction: 'backward' });
         const chat = agent.existing(chatId)?.chat ?? (await agent.link.call('chats.get', { chatId })).chat;
         const messages = r.entries.map(transcriptMessage).filter((m): m is TranscriptMessage => m !== null);
-        const text = (r.nextCursor ? `(older messages: the history tool with chatId ${chatId})\n` : '') + transcriptLines(messages, chat).join('\n');
+        const text =
+          (r.nextCursor ? `(older messages: the history tool with chatId ${chatId})\n` : '') + transcriptLines(messages, chat).join('\n');
         return { contents: [{ uri: uri.href, mimeType: 'text/plain', text }] };
       } catch (err) {
         throw asMcpError(err, agent, chatId);
@@ -67,7 +79,8 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
 
   server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
     const chatId = chatIdOfUri(request.params.uri);
-    if (!chatId) throw new McpError(ErrorCode.InvalidParams, `not a yello transcript URI: ${request.params.uri} (expected ${TRANSCRIPT_TEMPLATE})`);
+    if (!chatId)
+      throw new McpError(ErrorCode.InvalidParams, `not a yello transcript URI: ${request.params.uri} (expected ${TRANSCRIPT_TEMPLATE})`);
     try {
       const session = await agent.session(chatId);
       session.assertUsable();

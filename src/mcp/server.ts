@@ -43,12 +43,20 @@ function packageVersion(): string {
 export async function runMcpServer(options: McpServerOptions): Promise<number> {
   const log = createMcpLogger(options.logLevel);
   // Anything printed to stdout would corrupt the MCP channel: route stray console output to stderr.
-  console.log = console.info = console.debug = (...args: unknown[]) => { console.error(...args); };
+  console.log =
+    console.info =
+    console.debug =
+      (...args: unknown[]) => {
+        console.error(...args);
+      };
 
   const subscriptions = new Set<string>();
   let mcp: McpServer | null = null;
   const notify = (params: Parameters<McpServer['server']['sendLoggingMessage']>[0]) => {
-    if (mcp?.isConnected()) void mcp.server.sendLoggingMessage(params).catch((err: Error) => { log.debug({ err: err.message }, 'logging notification not sent'); });
+    if (mcp?.isConnected())
+      void mcp.server.sendLoggingMessage(params).catch((err: Error) => {
+        log.debug({ err: err.message }, 'logging notification not sent');
+      });
   };
   const agent = new AgentSessions({
     token: options.token,
@@ -60,12 +68,20 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
     onPeerWrote: ({ chatId, generation, nextPosition, messages }) => {
       const uri = transcriptUri(chatId);
       if (subscriptions.has(uri) && mcp?.isConnected()) void mcp.server.sendResourceUpdated({ uri }).catch(() => {});
-      notify({ level: 'info', logger: 'yello', data: { event: 'peer-wrote', chatId, uri, messages, generation, nextPosition, hint: `call read_new with chatId ${chatId}` } });
+      notify({
+        level: 'info',
+        logger: 'yello',
+        data: { event: 'peer-wrote', chatId, uri, messages, generation, nextPosition, hint: `call read_new with chatId ${chatId}` },
+      });
     },
     onStopped: ({ chatId, error }) => {
       const info = describeError(error, { chatId, socketPath: options.socketPath });
       log.warn({ chatId, type: info.type }, 'chat session stopped; a person must act');
-      notify({ level: 'error', logger: 'yello', data: { event: 'chat-stopped', chatId, type: info.type, message: info.message, action: info.action } });
+      notify({
+        level: 'error',
+        logger: 'yello',
+        data: { event: 'chat-stopped', chatId, type: info.type, message: info.message, action: info.action },
+      });
     },
   });
 
@@ -92,11 +108,21 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
 
   const transport = new StdioServerTransport();
   const ended = new Promise<string>((resolve) => {
-    process.stdin.once('end', () => { resolve('stdin closed'); });
-    process.stdout.once('error', (err) => { resolve(`stdout failed: ${err.message}`); });
-    process.once('SIGTERM', () => { resolve('SIGTERM'); });
-    process.once('SIGINT', () => { resolve('SIGINT'); });
-    transport.onclose = () => { resolve('transport closed'); };
+    process.stdin.once('end', () => {
+      resolve('stdin closed');
+    });
+    process.stdout.once('error', (err) => {
+      resolve(`stdout failed: ${err.message}`);
+    });
+    process.once('SIGTERM', () => {
+      resolve('SIGTERM');
+    });
+    process.once('SIGINT', () => {
+      resolve('SIGINT');
+    });
+    transport.onclose = () => {
+      resolve('transport closed');
+    };
   });
   await mcp.connect(transport);
   log.info({}, 'serving MCP on stdio');

@@ -1,7 +1,21 @@
 import {
-  ConnectionLostError, ContinuityBreakError, CoordinatorPausedError, DuplicateMessageError, FencedError, InvalidParamsError, InvalidReceiptError,
-  NotFoundError, PermissionDeniedError, PolicyRejectedError, RateLimitedError, RemoteError, StorageFailureError, TimeoutError,
-  UnauthenticatedError, WriterActiveError, YelloClientError,
+  ConnectionLostError,
+  ContinuityBreakError,
+  CoordinatorPausedError,
+  DuplicateMessageError,
+  FencedError,
+  InvalidParamsError,
+  InvalidReceiptError,
+  NotFoundError,
+  PermissionDeniedError,
+  PolicyRejectedError,
+  RateLimitedError,
+  RemoteError,
+  StorageFailureError,
+  TimeoutError,
+  UnauthenticatedError,
+  WriterActiveError,
+  YelloClientError,
 } from '../client/index.js';
 
 /**
@@ -11,7 +25,13 @@ import {
  * it is not a `YelloClientError`.
  */
 export class ToolFailure extends Error {
-  constructor(readonly type: string, message: string, readonly action: string, readonly data: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+  constructor(
+    readonly type: string,
+    message: string,
+    readonly action: string,
+    readonly data: Record<string, unknown> = {},
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'ToolFailure';
   }
@@ -33,7 +53,8 @@ function fencedInfo(chatId: string, err: { data: Record<string, unknown> }): Too
   return {
     type: 'FENCED',
     message: `replaced by another coordinator: your stream ${String(err.data.streamId ?? `${chatId}:…`)} is now held by writer epoch ${String(err.data.epoch ?? '?')} (another \`yello mcp --replace\`, \`yello chats follow --ack --replace\`, \`yello send --replace\`, or an admin reset or release); this server writes nothing more in chat ${chatId}`,
-    action: 'Stop using this chat here. A person decides which process speaks for this agent: keep the other one, or stop it and restart this server with --replace to take the stream back.',
+    action:
+      'Stop using this chat here. A person decides which process speaks for this agent: keep the other one, or stop it and restart this server with --replace to take the stream back.',
     data: { ...err.data, chatId },
   };
 }
@@ -41,11 +62,12 @@ function fencedInfo(chatId: string, err: { data: Record<string, unknown> }): Too
 /** The continuity-break explanation, for a break seen live or at the start of a session. */
 function breakInfo(chatId: string, err: ContinuityBreakError): ToolErrorInfo {
   const { streamId, expected, actual } = err.data;
-  const what = err.reason === 'GENERATION_CHANGED'
-    ? `an admin reset ${String(streamId)}: generation ${JSON.stringify(expected)} was sealed and ${JSON.stringify(actual)} started, so messages may have been removed or rewritten`
-    : err.reason === 'PREFIX_UNAVAILABLE'
-      ? `records of ${String(streamId)} from position ${JSON.stringify(expected)} were trimmed before they were acknowledged (retained from ${JSON.stringify(actual)})`
-      : `the stream ${String(streamId)} no longer exists`;
+  const what =
+    err.reason === 'GENERATION_CHANGED'
+      ? `an admin reset ${String(streamId)}: generation ${JSON.stringify(expected)} was sealed and ${JSON.stringify(actual)} started, so messages may have been removed or rewritten`
+      : err.reason === 'PREFIX_UNAVAILABLE'
+        ? `records of ${String(streamId)} from position ${JSON.stringify(expected)} were trimmed before they were acknowledged (retained from ${JSON.stringify(actual)})`
+        : `the stream ${String(streamId)} no longer exists`;
   return {
     type: 'CONTINUITY_BREAK',
     message: `continuity break (${err.reason}) in chat ${chatId}: ${what}. This server presents and sends nothing more in this chat`,
@@ -64,7 +86,8 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
     return {
       type: 'WRITER_ACTIVE',
       message: `another coordinator holds your stream in chat ${chatId} (writer epoch ${String(err.data.epoch)}, claimed at ${String(err.data.claimedAt)}): most likely another \`yello mcp\` or \`yello chats follow --ack\` for the same agent`,
-      action: 'Only one process may write for an agent in a chat. A person stops the other one, or restarts this server with --replace to take over (the other one is then fenced).',
+      action:
+        'Only one process may write for an agent in a chat. A person stops the other one, or restarts this server with --replace to take over (the other one is then fenced).',
       data: { ...err.data, chatId },
     };
   }
@@ -88,43 +111,98 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
     };
   }
   if (err instanceof PolicyRejectedError) {
-    return { type: 'POLICY_REJECTED', message: `your outbound PII policy rejected the text (kinds: ${JSON.stringify(err.data.kinds)}); nothing was sent`, action: 'Remove those details from the text and send again.', data: err.data };
+    return {
+      type: 'POLICY_REJECTED',
+      message: `your outbound PII policy rejected the text (kinds: ${JSON.stringify(err.data.kinds)}); nothing was sent`,
+      action: 'Remove those details from the text and send again.',
+      data: err.data,
+    };
   }
   if (err instanceof DuplicateMessageError) {
-    return { type: 'DUPLICATE_MESSAGE', message: `a message with this messageId is already stored at position ${String(err.data.position)}; nothing was sent`, action: 'That message was already sent: do not send it again. Use another messageId for a different message.', data: err.data };
+    return {
+      type: 'DUPLICATE_MESSAGE',
+      message: `a message with this messageId is already stored at position ${String(err.data.position)}; nothing was sent`,
+      action: 'That message was already sent: do not send it again. Use another messageId for a different message.',
+      data: err.data,
+    };
   }
   if (err instanceof InvalidReceiptError) {
-    return { type: 'INVALID_RECEIPT', message: `the daemon refused the receipt (${String(err.data.reason)}): ${err.message}`, action: 'Call read_new and acknowledge the batch it presents.', data: err.data };
+    return {
+      type: 'INVALID_RECEIPT',
+      message: `the daemon refused the receipt (${String(err.data.reason)}): ${err.message}`,
+      action: 'Call read_new and acknowledge the batch it presents.',
+      data: err.data,
+    };
   }
   if (err instanceof PermissionDeniedError) {
     const reason = String(err.data.reason ?? '');
-    const action = reason === 'NO_GRANT'
-      ? 'A person must grant it: `yello grants add <you> <peer>` (or run the daemon with --policy open).'
-      : reason === 'NOT_PARTICIPANT' ? 'This is not one of your chats: list_chats shows yours.' : 'This agent may not do that.';
+    const action =
+      reason === 'NO_GRANT'
+        ? 'A person must grant it: `yello grants add <you> <peer>` (or run the daemon with --policy open).'
+        : reason === 'NOT_PARTICIPANT'
+          ? 'This is not one of your chats: list_chats shows yours.'
+          : 'This agent may not do that.';
     return { type: 'PERMISSION_DENIED', message: `${err.message} (${reason})`, action, data: err.data };
   }
   if (err instanceof NotFoundError) {
-    return { type: 'NOT_FOUND', message: `no such ${String(err.data.kind ?? 'thing')}: ${String(err.data.id ?? '')}`, action: 'Check the id: list_chats lists your chats; open_chat takes an agent id or a username.', data: err.data };
+    return {
+      type: 'NOT_FOUND',
+      message: `no such ${String(err.data.kind ?? 'thing')}: ${String(err.data.id ?? '')}`,
+      action: 'Check the id: list_chats lists your chats; open_chat takes an agent id or a username.',
+      data: err.data,
+    };
   }
   if (err instanceof InvalidParamsError) {
-    return { type: 'INVALID_PARAMS', message: `${err.path || 'params'}: ${String(err.data.reason ?? err.message)}`, action: 'Fix that parameter and call again.', data: err.data };
+    return {
+      type: 'INVALID_PARAMS',
+      message: `${err.path || 'params'}: ${String(err.data.reason ?? err.message)}`,
+      action: 'Fix that parameter and call again.',
+      data: err.data,
+    };
   }
   if (err instanceof UnauthenticatedError) {
-    return { type: 'UNAUTHENTICATED', message: 'the daemon no longer accepts this server\'s agent token (rotated, or the agent was disabled)', action: 'A person must give this server a valid token file and restart it.', data: {} };
+    return {
+      type: 'UNAUTHENTICATED',
+      message: "the daemon no longer accepts this server's agent token (rotated, or the agent was disabled)",
+      action: 'A person must give this server a valid token file and restart it.',
+      data: {},
+    };
   }
   if (err instanceof RateLimitedError) {
     return { type: 'RATE_LIMITED', message: err.message, action: `Try again after ${String(err.data.retryAfterMs)} ms.`, data: err.data };
   }
-  if (err instanceof RemoteError) return { type: err.type, message: err.message, action: 'See docs/mcp.md for this error type.', data: err.data };
+  if (err instanceof RemoteError)
+    return { type: err.type, message: err.message, action: 'See docs/mcp.md for this error type.', data: err.data };
   if (err instanceof ConnectionLostError) {
-    return { type: 'CONNECTION_LOST', message: `cannot reach yellod at ${context.socketPath}: ${err.message}`, action: 'Nothing was written. Check that the daemon runs (`yello status`), then try again.', data: {} };
+    return {
+      type: 'CONNECTION_LOST',
+      message: `cannot reach yellod at ${context.socketPath}: ${err.message}`,
+      action: 'Nothing was written. Check that the daemon runs (`yello status`), then try again.',
+      data: {},
+    };
   }
   if (err instanceof TimeoutError) {
-    return { type: 'TIMEOUT', message: err.message, action: 'The daemon did not answer in time (busy or stopped). Nothing was written by this call; try again.', data: {} };
+    return {
+      type: 'TIMEOUT',
+      message: err.message,
+      action: 'The daemon did not answer in time (busy or stopped). Nothing was written by this call; try again.',
+      data: {},
+    };
   }
   if (err instanceof YelloClientError && err.type === 'BAD_STATE' && err.transient) {
-    return { type: 'RECONNECTING', message: `the connection for chat ${chatId} is being re-established`, action: 'Nothing was written; try again in a moment.', data: { chatId } };
+    return {
+      type: 'RECONNECTING',
+      message: `the connection for chat ${chatId} is being re-established`,
+      action: 'Nothing was written; try again in a moment.',
+      data: { chatId },
+    };
   }
-  if (err instanceof YelloClientError) return { type: err.type, message: err.message, action: 'See docs/mcp.md for this error type.', data: {} };
-  return { type: 'INTERNAL', message: err instanceof Error ? err.message : String(err), action: 'This is a bug in yello mcp; its stderr log has details.', data: {} };
+  if (err instanceof YelloClientError)
+    return { type: err.type, message: err.message, action: 'See docs/mcp.md for this error type.', data: {} };
+  return {
+    type: 'INTERNAL',
+    message: err instanceof Error ? err.message : String(err),
+    action: 'This is a bug in yello mcp; its stderr log has details.',
+    data: {},
+  };
 }

@@ -37,9 +37,13 @@ export const toolInputs = {
   send: z.strictObject({
     chatId,
     text: appendMessageSchema.shape.content.describe('the message text'),
-    messageId: optional(appendMessageSchema.shape.messageId).describe('your own id for this message; sending the same id twice is refused as a duplicate (default: random)'),
+    messageId: optional(appendMessageSchema.shape.messageId).describe(
+      'your own id for this message; sending the same id twice is refused as a duplicate (default: random)',
+    ),
     acknowledge: optional(z.boolean()).describe('also acknowledge the batch read_new presented, in the same atomic append as the message'),
-    batchId: optional(appendReceiptSchema.shape.batchId).describe('with acknowledge: the presented batchId, checked before anything is written'),
+    batchId: optional(appendReceiptSchema.shape.batchId).describe(
+      'with acknowledge: the presented batchId, checked before anything is written',
+    ),
   }),
   history: z.strictObject({
     chatId,
@@ -50,7 +54,9 @@ export const toolInputs = {
   permissions: z.strictObject({ chatId: paramSchemas['chats.permissions'].shape.chatId.describe('the chat') }),
   operation_status: z.strictObject({
     chatId,
-    operationId: optional(paramSchemas['operations.get'].shape.operationId).describe('an operation of your stream in this chat; default: the send whose outcome is unknown'),
+    operationId: optional(paramSchemas['operations.get'].shape.operationId).describe(
+      'an operation of your stream in this chat; default: the send whose outcome is unknown',
+    ),
   }),
 } as const;
 
@@ -63,10 +69,12 @@ const agentRef = z.object({ agentId: z.string(), username: z.string(), name: z.s
 /** One record of a presented batch, reduced to what an agent reads. */
 export const presentedRecord = z.object({
   position: z.string().describe('position in the peer stream'),
-  type: z.enum(['message', 'receipt', 'fence']).describe('message; receipt: the peer acknowledged your messages; fence: the peer started a new writer session'),
+  type: z
+    .enum(['message', 'receipt', 'fence'])
+    .describe('message; receipt: the peer acknowledged your messages; fence: the peer started a new writer session'),
   authorAgentId: z.string(),
   createdAt: z.string().nullable().describe('message: its signed timestamp; fence: when the stream was claimed; receipt: null'),
-  content: z.string().nullable().describe('message text (after the sender\'s PII policy); null for receipts and fences'),
+  content: z.string().nullable().describe("message text (after the sender's PII policy); null for receipts and fences"),
   acknowledgedBefore: z.string().nullable().describe('receipt: the peer has processed your messages before this position of your stream'),
 });
 const transcriptMessage = z.object({
@@ -84,7 +92,9 @@ const sessionView = z.object({
   streamId: z.string(),
   peerStreamId: z.string(),
   epoch: z.string(),
-  next: z.object({ generation: z.string(), position: z.string() }).describe('where the next presentation starts in the peer stream (after your last receipt)'),
+  next: z
+    .object({ generation: z.string(), position: z.string() })
+    .describe('where the next presentation starts in the peer stream (after your last receipt)'),
   presentedBatchId: z.string().nullable().describe('the batch presented and not yet acknowledged'),
   uncertainOperationId: z.string().nullable().describe('while paused: the append whose outcome is unknown (see operation_status)'),
 });
@@ -113,14 +123,17 @@ export const toolOutputs = {
   }),
   read_new: z.object({
     chatId: z.string(),
-    batch: z.object({
-      batchId: z.string(),
-      streamId: z.string(),
-      generation: z.string(),
-      fromPosition: z.string(),
-      nextPosition: z.string(),
-      records: z.array(presentedRecord),
-    }).nullable().describe('the presented batch; null when nothing is new'),
+    batch: z
+      .object({
+        batchId: z.string(),
+        streamId: z.string(),
+        generation: z.string(),
+        fromPosition: z.string(),
+        nextPosition: z.string(),
+        records: z.array(presentedRecord),
+      })
+      .nullable()
+      .describe('the presented batch; null when nothing is new'),
     repeated: z.boolean().describe('the same batch as before: it has not been acknowledged yet'),
     more: z.boolean().describe('the peer stream holds records after this batch'),
   }),
@@ -137,19 +150,31 @@ export const toolOutputs = {
     operationId: z.string(),
     position: z.string().describe('position of the message in your stream'),
     nextPosition: z.string(),
-    redactions: z.array(z.object({ recordIndex: z.number(), kind: z.string(), count: z.number() })).describe('what your outbound PII policy replaced'),
+    redactions: z
+      .array(z.object({ recordIndex: z.number(), kind: z.string(), count: z.number() }))
+      .describe('what your outbound PII policy replaced'),
     acknowledged: acknowledgedView.nullable().describe('with acknowledge: the receipt appended in the same operation'),
   }),
   history: z.object({ chatId: z.string(), messages: z.array(transcriptMessage), nextCursor: z.string().nullable() }),
   permissions: z.object({
     chatId: z.string(),
     policy: z.enum(['grants', 'open']),
-    participants: z.array(z.object({ agentId: z.string(), canRead: z.boolean(), canSend: z.boolean(), canClaim: z.boolean(), grantedAt: z.string().nullable() })),
+    participants: z.array(
+      z.object({
+        agentId: z.string(),
+        canRead: z.boolean(),
+        canSend: z.boolean(),
+        canClaim: z.boolean(),
+        grantedAt: z.string().nullable(),
+      }),
+    ),
   }),
   operation_status: z.object({
     chatId: z.string(),
     operationId: z.string().nullable(),
-    state: z.enum(['committed', 'pending', 'unknown', 'none']).describe('committed: stored; unknown: not stored; pending: ask again; none: nothing asked about and nothing paused'),
+    state: z
+      .enum(['committed', 'pending', 'unknown', 'none'])
+      .describe('committed: stored; unknown: not stored; pending: ask again; none: nothing asked about and nothing paused'),
     committed: z.boolean().nullable().describe('whether the operation is stored (null while pending or none)'),
     generation: z.string().nullable(),
     firstPosition: z.string().nullable(),

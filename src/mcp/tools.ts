@@ -31,16 +31,28 @@ export function toolError(err: unknown, context: { chatId?: string; socketPath: 
 const peerOf = (chat: Chat, me: string) => (chat.agentAId === me ? chat.agentB : chat.agentA);
 const agentRef = (a: { id: string; username: string; name: string }) => ({ agentId: a.id, username: a.username, name: a.name });
 const batchView = (b: ReadBatch) => ({
-  batchId: b.batchId, streamId: b.streamId, generation: b.generation, fromPosition: b.fromPosition, nextPosition: b.nextPosition, records: b.records.map(presentRecord),
+  batchId: b.batchId,
+  streamId: b.streamId,
+  generation: b.generation,
+  fromPosition: b.fromPosition,
+  nextPosition: b.nextPosition,
+  records: b.records.map(presentRecord),
 });
-const defined = <T extends Record<string, unknown>>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+const defined = <T extends Record<string, unknown>>(o: T) =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 
 /** Register every tool of docs/mcp.md on `server`. */
 export function registerTools(server: McpServer, agent: AgentSessions, log: McpLog): void {
   const register = <T extends ToolName>(name: T, spec: ToolSpec<T>) => {
     server.registerTool(
       name,
-      { title: spec.title, description: spec.description, inputSchema: toolInputs[name], outputSchema: toolOutputs[name], annotations: spec.annotations },
+      {
+        title: spec.title,
+        description: spec.description,
+        inputSchema: toolInputs[name],
+        outputSchema: toolOutputs[name],
+        annotations: spec.annotations,
+      },
       (async (input: ToolInput<T>): Promise<CallToolResult> => {
         const chatId = (input as { chatId?: string }).chatId;
         try {
@@ -57,38 +69,57 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
 
   register('whoami', {
     title: 'Who am I',
-    description: 'Who this server speaks for (agent id, username, name), the daemon it talks to, and the chats this server has opened with their state.',
+    description:
+      'Who this server speaks for (agent id, username, name), the daemon it talks to, and the chats this server has opened with their state.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run() {
       const hello = await agent.hello();
       const me = await agent.me();
       const sessions = agent.all().map((s) => ({ chatId: s.chatId, state: s.state }));
       const structured = {
-        agentId: me.id, username: me.username, name: me.name, socket: agent.link.socketPath,
-        daemon: { version: hello.daemon.version, protocol: hello.protocol, kid: hello.signing.kid }, sessions,
+        agentId: me.id,
+        username: me.username,
+        name: me.name,
+        socket: agent.link.socketPath,
+        daemon: { version: hello.daemon.version, protocol: hello.protocol, kid: hello.signing.kid },
+        sessions,
       };
       const open = sessions.length ? sessions.map((s) => `${s.chatId} (${s.state})`).join(', ') : 'none yet';
-      return { text: `You are ${me.username} (${me.name}, ${me.id}) on yellod ${hello.daemon.version} at ${agent.link.socketPath}. Chats opened by this server: ${open}.`, structured };
+      return {
+        text: `You are ${me.username} (${me.name}, ${me.id}) on yellod ${hello.daemon.version} at ${agent.link.socketPath}. Chats opened by this server: ${open}.`,
+        structured,
+      };
     },
   });
 
   register('list_chats', {
     title: 'List chats',
-    description: 'Your chats, ordered by chat id, one page at a time: the other agent of each, and whether this server has a session for it.',
+    description:
+      'Your chats, ordered by chat id, one page at a time: the other agent of each, and whether this server has a session for it.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
       const { agentId } = await agent.hello();
       const r = await agent.link.call('chats.list', defined({ cursor: input.cursor, limit: input.limit }));
-      const chats = r.chats.map((c) => ({ chatId: c.id, peer: agentRef(peerOf(c, agentId)), createdAt: c.createdAt, session: agent.existing(c.id)?.state ?? null }));
-      const lines = chats.map((c) => `${c.chatId} with ${c.peer.username} (${c.peer.name}, ${c.peer.agentId})${c.session ? `, session ${c.session}` : ''}`);
-      const text = (lines.length ? lines.join('\n') : 'You have no chats yet: open_chat starts one.') + (r.nextCursor ? `\nMore: call list_chats with cursor ${r.nextCursor}` : '');
+      const chats = r.chats.map((c) => ({
+        chatId: c.id,
+        peer: agentRef(peerOf(c, agentId)),
+        createdAt: c.createdAt,
+        session: agent.existing(c.id)?.state ?? null,
+      }));
+      const lines = chats.map(
+        (c) => `${c.chatId} with ${c.peer.username} (${c.peer.name}, ${c.peer.agentId})${c.session ? `, session ${c.session}` : ''}`,
+      );
+      const text =
+        (lines.length ? lines.join('\n') : 'You have no chats yet: open_chat starts one.') +
+        (r.nextCursor ? `\nMore: call list_chats with cursor ${r.nextCursor}` : '');
       return { text, structured: { chats, nextCursor: r.nextCursor } };
     },
   });
 
   register('open_chat', {
     title: 'Open a chat',
-    description: 'Open (or find) your chat with another agent, named by agent id or username, and start this server\'s session for it: it becomes the one writer for you in that chat. Reports how many records wait since your last receipt. Reads and acknowledges nothing.',
+    description:
+      "Open (or find) your chat with another agent, named by agent id or username, and start this server's session for it: it becomes the one writer for you in that chat. Reports how many records wait since your last receipt. Reads and acknowledges nothing.",
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     async run(input) {
       const peer = await agent.resolveAgent(input.peer);
@@ -104,13 +135,22 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
 
   register('read_new', {
     title: 'Read new messages',
-    description: 'Show the next batch from the other agent that you have not acknowledged, starting after your last receipt. The same batch (same batchId) is shown again until you acknowledge it with acknowledge, or with send and acknowledge: true. Reading never acknowledges. waitMs waits for the peer when nothing is new.',
+    description:
+      'Show the next batch from the other agent that you have not acknowledged, starting after your last receipt. The same batch (same batchId) is shown again until you acknowledge it with acknowledge, or with send and acknowledge: true. Reading never acknowledges. waitMs waits for the peer when nothing is new.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
       const session = await agent.session(input.chatId);
-      const r = await session.readNew({ limit: input.limit ?? READ_DEFAULTS.limit, maxBytes: input.maxBytes ?? READ_DEFAULTS.maxBytes, waitMs: input.waitMs ?? READ_DEFAULTS.waitMs });
+      const r = await session.readNew({
+        limit: input.limit ?? READ_DEFAULTS.limit,
+        maxBytes: input.maxBytes ?? READ_DEFAULTS.maxBytes,
+        waitMs: input.waitMs ?? READ_DEFAULTS.waitMs,
+      });
       const peer = peerOf(session.chat, session.agentId).username;
-      if (!r.batch) return { text: `Nothing new from ${peer} in chat ${input.chatId}.`, structured: { chatId: input.chatId, batch: null, repeated: false, more: false } };
+      if (!r.batch)
+        return {
+          text: `Nothing new from ${peer} in chat ${input.chatId}.`,
+          structured: { chatId: input.chatId, batch: null, repeated: false, more: false },
+        };
       const text = [
         `Chat ${input.chatId}, from ${peer}, positions ${r.batch.fromPosition}..${r.batch.nextPosition} of ${r.batch.streamId}${r.repeated ? ' (shown before, not acknowledged yet)' : ''}:`,
         ...batchLines(r.batch, session.chat),
@@ -123,7 +163,8 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
 
   register('acknowledge', {
     title: 'Acknowledge',
-    description: 'Acknowledge the batch read_new presented (appends a receipt to your stream): the other agent then knows you have processed everything up to its end. Acknowledge only what you have processed.',
+    description:
+      'Acknowledge the batch read_new presented (appends a receipt to your stream): the other agent then knows you have processed everything up to its end. Acknowledge only what you have processed.',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     async run(input) {
       const session = await agent.session(input.chatId);
@@ -138,21 +179,36 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
 
   register('send', {
     title: 'Send a message',
-    description: 'Send a message to the other agent of a chat. With acknowledge: true the message and the receipt of the batch read_new presented are appended atomically (both or neither). If the outcome is unknown (OUTCOME_UNKNOWN), do not send again: call operation_status.',
+    description:
+      'Send a message to the other agent of a chat. With acknowledge: true the message and the receipt of the batch read_new presented are appended atomically (both or neither). If the outcome is unknown (OUTCOME_UNKNOWN), do not send again: call operation_status.',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     async run(input) {
       const session = await agent.session(input.chatId);
-      const { result, acknowledged } = await session.send(defined({ text: input.text, messageId: input.messageId, acknowledge: input.acknowledge, batchId: input.batchId }) as { text: string });
-      const ack = acknowledged ? { streamId: acknowledged.streamId, generation: acknowledged.generation, nextPosition: acknowledged.nextPosition } : null;
+      const { result, acknowledged } = await session.send(
+        defined({ text: input.text, messageId: input.messageId, acknowledge: input.acknowledge, batchId: input.batchId }) as {
+          text: string;
+        },
+      );
+      const ack = acknowledged
+        ? { streamId: acknowledged.streamId, generation: acknowledged.generation, nextPosition: acknowledged.nextPosition }
+        : null;
       const redacted = result.redactions.map((r) => `${r.count} × ${r.kind}`).join(', ');
-      const text = `Sent to ${peerOf(session.chat, session.agentId).username} at position ${result.firstPosition} of ${result.streamId} (operation ${result.operationId})`
-        + (ack ? `, acknowledging their records before position ${ack.nextPosition} in the same append` : '')
-        + (redacted ? `. Your PII policy redacted: ${redacted}` : '') + '.';
+      const text =
+        `Sent to ${peerOf(session.chat, session.agentId).username} at position ${result.firstPosition} of ${result.streamId} (operation ${result.operationId})` +
+        (ack ? `, acknowledging their records before position ${ack.nextPosition} in the same append` : '') +
+        (redacted ? `. Your PII policy redacted: ${redacted}` : '') +
+        '.';
       return {
         text,
         structured: {
-          chatId: input.chatId, streamId: result.streamId, generation: result.generation, operationId: result.operationId,
-          position: result.firstPosition, nextPosition: result.nextPosition, redactions: result.redactions, acknowledged: ack,
+          chatId: input.chatId,
+          streamId: result.streamId,
+          generation: result.generation,
+          operationId: result.operationId,
+          position: result.firstPosition,
+          nextPosition: result.nextPosition,
+          redactions: result.redactions,
+          acknowledged: ack,
         },
       };
     },
@@ -160,13 +216,19 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
 
   register('history', {
     title: 'Chat history',
-    description: 'The transcript of a chat (messages of both agents as stored and signed), one page at a time: backward (newest first, the default) or forward. Pages keep the snapshot of the first call. Reading history acknowledges nothing.',
+    description:
+      'The transcript of a chat (messages of both agents as stored and signed), one page at a time: backward (newest first, the default) or forward. Pages keep the snapshot of the first call. Reading history acknowledges nothing.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
-      const r = await agent.link.call('chats.history', defined({ chatId: input.chatId, cursor: input.cursor, limit: input.limit, direction: input.direction }) as { chatId: string });
+      const r = await agent.link.call(
+        'chats.history',
+        defined({ chatId: input.chatId, cursor: input.cursor, limit: input.limit, direction: input.direction }) as { chatId: string },
+      );
       const chat = agent.existing(input.chatId)?.chat ?? (await agent.link.call('chats.get', { chatId: input.chatId })).chat;
       const messages = r.entries.map(transcriptMessage).filter((m): m is TranscriptMessage => m !== null);
-      const text = (messages.length ? transcriptLines(messages, chat).join('\n') : 'No messages on this page.') + (r.nextCursor ? `\nMore: call history with cursor ${r.nextCursor}` : '');
+      const text =
+        (messages.length ? transcriptLines(messages, chat).join('\n') : 'No messages on this page.') +
+        (r.nextCursor ? `\nMore: call history with cursor ${r.nextCursor}` : '');
       return { text, structured: { chatId: input.chatId, messages, nextCursor: r.nextCursor } };
     },
   });
@@ -177,15 +239,25 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
       const r = await agent.link.call('chats.permissions', { chatId: input.chatId });
-      const participants = r.participants.map((p) => ({ agentId: p.agentId, canRead: p.canRead, canSend: p.canSend, canClaim: p.canClaim, grantedAt: p.grant?.grantedAt ?? null }));
-      const lines = participants.map((p) => `${p.agentId}: read ${p.canRead ? 'yes' : 'no'}, send ${p.canSend ? 'yes' : 'no'}, claim ${p.canClaim ? 'yes' : 'no'}, grant ${p.grantedAt ?? 'none'}`);
+      const participants = r.participants.map((p) => ({
+        agentId: p.agentId,
+        canRead: p.canRead,
+        canSend: p.canSend,
+        canClaim: p.canClaim,
+        grantedAt: p.grant?.grantedAt ?? null,
+      }));
+      const lines = participants.map(
+        (p) =>
+          `${p.agentId}: read ${p.canRead ? 'yes' : 'no'}, send ${p.canSend ? 'yes' : 'no'}, claim ${p.canClaim ? 'yes' : 'no'}, grant ${p.grantedAt ?? 'none'}`,
+      );
       return { text: [`Policy ${r.policy}.`, ...lines].join('\n'), structured: { chatId: r.chatId, policy: r.policy, participants } };
     },
   });
 
   register('operation_status', {
     title: 'Operation status',
-    description: 'Settle a send or acknowledge whose outcome is unknown (after OUTCOME_UNKNOWN or PAUSED): asks the daemon whether it was stored and lets this chat write again. Nothing is resent. With operationId, reports any operation of your stream in the chat.',
+    description:
+      'Settle a send or acknowledge whose outcome is unknown (after OUTCOME_UNKNOWN or PAUSED): asks the daemon whether it was stored and lets this chat write again. Nothing is resent. With operationId, reports any operation of your stream in the chat.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
       const session = agent.existing(input.chatId);
@@ -193,20 +265,39 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
       if (session) status = await session.operationStatus(input.operationId);
       else if (input.operationId) {
         const { agentId } = await agent.hello();
-        const operation = await agent.link.call('operations.get', { streamId: `${input.chatId}:${agentId}`, operationId: input.operationId });
-        status = { operation, committed: operation.state === 'committed' ? true : operation.state === 'unknown' ? false : null, resolved: false, kind: null, paused: false };
+        const operation = await agent.link.call('operations.get', {
+          streamId: `${input.chatId}:${agentId}`,
+          operationId: input.operationId,
+        });
+        status = {
+          operation,
+          committed: operation.state === 'committed' ? true : operation.state === 'unknown' ? false : null,
+          resolved: false,
+          kind: null,
+          paused: false,
+        };
       } else status = { operation: null, committed: null, resolved: false, kind: null, paused: false };
       const op = status.operation;
       const structured = {
-        chatId: input.chatId, operationId: op?.operationId ?? null, state: op?.state ?? ('none' as const), committed: status.committed,
-        generation: op?.generation ?? null, firstPosition: op?.firstPosition ?? null, nextPosition: op?.nextPosition ?? null, committedAt: op?.committedAt ?? null,
-        resolved: status.resolved, kind: status.kind, paused: status.paused,
+        chatId: input.chatId,
+        operationId: op?.operationId ?? null,
+        state: op?.state ?? ('none' as const),
+        committed: status.committed,
+        generation: op?.generation ?? null,
+        firstPosition: op?.firstPosition ?? null,
+        nextPosition: op?.nextPosition ?? null,
+        committedAt: op?.committedAt ?? null,
+        resolved: status.resolved,
+        kind: status.kind,
+        paused: status.paused,
       };
       let text: string;
       if (!op) text = `No append in chat ${input.chatId} has an unknown outcome; nothing is paused.`;
-      else if (op.state === 'committed') text = `Operation ${op.operationId} is stored at positions ${op.firstPosition}..${op.nextPosition} (generation ${op.generation}, ${op.committedAt}). Do not send it again.`;
+      else if (op.state === 'committed')
+        text = `Operation ${op.operationId} is stored at positions ${op.firstPosition}..${op.nextPosition} (generation ${op.generation}, ${op.committedAt}). Do not send it again.`;
       else if (op.state === 'pending') text = `Operation ${op.operationId} is admitted but not yet on disk; ask again in a moment.`;
-      else text = `Operation ${op.operationId} is not stored.${status.resolved ? ' Sending works again; send the message again if you still want it delivered.' : ''}`;
+      else
+        text = `Operation ${op.operationId} is not stored.${status.resolved ? ' Sending works again; send the message again if you still want it delivered.' : ''}`;
       if (status.resolved) text += ' This chat is no longer paused.';
       else if (status.paused) text += ' This chat is still paused: call operation_status without operationId to settle it.';
       return { text, structured };

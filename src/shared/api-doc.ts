@@ -17,13 +17,16 @@ function typeOf(schema: Record<string, unknown>): string {
   if (schema.type === 'array') return `(${typeOf((schema.items as Record<string, unknown>) ?? {})})[]`;
   if (schema.type === 'object' && schema.properties) {
     const req = new Set((schema.required as string[]) ?? []);
-    return `{${Object.entries(schema.properties as Record<string, Record<string, unknown>>).map(([k, v]) => `${k}${req.has(k) ? '' : '?'}: ${typeOf(v)}`).join(', ')}}`;
+    return `{${Object.entries(schema.properties as Record<string, Record<string, unknown>>)
+      .map(([k, v]) => `${k}${req.has(k) ? '' : '?'}: ${typeOf(v)}`)
+      .join(', ')}}`;
   }
   if (schema.type === 'null') return 'null';
   if (typeof schema.type === 'string') {
     const bits: string[] = [];
     if (schema.pattern) bits.push(`/${String(schema.pattern).replaceAll('|', '\\|')}/`);
-    if (schema.minimum !== undefined || schema.maximum !== undefined) bits.push(`${String(schema.minimum ?? '')}..${String(schema.maximum ?? '')}`);
+    if (schema.minimum !== undefined || schema.maximum !== undefined)
+      bits.push(`${String(schema.minimum ?? '')}..${String(schema.maximum ?? '')}`);
     if (schema.maxLength !== undefined) bits.push(`≤ ${String(schema.maxLength)} chars`);
     return bits.length ? `${schema.type} (${bits.join(', ')})` : schema.type;
   }

@@ -16,7 +16,9 @@ export function canonicalJson(value: unknown): string {
   if (typeof value === 'object') {
     const obj = value as Record<string, unknown>;
     // Default sort compares UTF-16 code units, which is what JCS asks for.
-    const names = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+    const names = Object.keys(obj)
+      .filter((k) => obj[k] !== undefined)
+      .sort();
     return `{${names.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
   }
   throw new TypeError(`canonical JSON has no form for a ${typeof value}`);

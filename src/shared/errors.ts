@@ -94,30 +94,50 @@ export class YelloError extends Error {
 
 /** Shorthand constructors keep call sites short and the details named as in §3. */
 export const errors = {
-  invalidParams: (path: string, reason: string) => new YelloError('INVALID_PARAMS', `invalid params at ${path || '(root)'}: ${reason}`, { path, reason }),
+  invalidParams: (path: string, reason: string) =>
+    new YelloError('INVALID_PARAMS', `invalid params at ${path || '(root)'}: ${reason}`, { path, reason }),
   unauthenticated: (message = 'call session.hello with a valid token first') => new YelloError('UNAUTHENTICATED', message),
-  permissionDenied: (reason: string, message?: string) => new YelloError('PERMISSION_DENIED', message ?? `permission denied: ${reason}`, { reason }),
+  permissionDenied: (reason: string, message?: string) =>
+    new YelloError('PERMISSION_DENIED', message ?? `permission denied: ${reason}`, { reason }),
   notFound: (kind: string, id: string) => new YelloError('NOT_FOUND', `no such ${kind}: ${id}`, { kind, id }),
-  tooLarge: (limit: number, size: number) => new YelloError('REQUEST_TOO_LARGE', `request of ${size} bytes exceeds the limit of ${limit}`, { limit, size }),
-  fenced: (streamId: string, epoch: string) => new YelloError('FENCED', `coordinator token is not current for ${streamId} (epoch ${epoch})`, { streamId, epoch }),
+  tooLarge: (limit: number, size: number) =>
+    new YelloError('REQUEST_TOO_LARGE', `request of ${size} bytes exceeds the limit of ${limit}`, { limit, size }),
+  fenced: (streamId: string, epoch: string) =>
+    new YelloError('FENCED', `coordinator token is not current for ${streamId} (epoch ${epoch})`, { streamId, epoch }),
   positionMismatch: (nextPosition: string, generation: string) =>
-    new YelloError('POSITION_MISMATCH', `expectedPosition does not match nextPosition ${nextPosition} of generation ${generation}`, { nextPosition, generation }),
+    new YelloError('POSITION_MISMATCH', `expectedPosition does not match nextPosition ${nextPosition} of generation ${generation}`, {
+      nextPosition,
+      generation,
+    }),
   writerActive: (epoch: string, claimedAt: string) =>
-    new YelloError('WRITER_ACTIVE', `a coordinator holds this stream since ${claimedAt} (epoch ${epoch}); claim with replace: true to take over`, { epoch, claimedAt }),
-  operationConflict: (operation: string) => new YelloError('OPERATION_CONFLICT', `operationId ${operation} was used for a different request`, { operation }),
-  duplicateMessage: (position: string) => new YelloError('DUPLICATE_MESSAGE', `messageId already stored at position ${position} of this generation`, { position }),
+    new YelloError(
+      'WRITER_ACTIVE',
+      `a coordinator holds this stream since ${claimedAt} (epoch ${epoch}); claim with replace: true to take over`,
+      { epoch, claimedAt },
+    ),
+  operationConflict: (operation: string) =>
+    new YelloError('OPERATION_CONFLICT', `operationId ${operation} was used for a different request`, { operation }),
+  duplicateMessage: (position: string) =>
+    new YelloError('DUPLICATE_MESSAGE', `messageId already stored at position ${position} of this generation`, { position }),
   invalidReceipt: (reason: string) => new YelloError('INVALID_RECEIPT', `invalid receipt: ${reason}`, { reason }),
   continuityBreak: (reason: ContinuityReason, streamId: string, expected: unknown, actual: unknown) =>
     new YelloError('CONTINUITY_BREAK', `cannot continue exactly on ${streamId}: ${reason}`, { reason, streamId, expected, actual }),
-  policyRejected: (kinds: string[]) => new YelloError('POLICY_REJECTED', `content matched the outbound PII policy: ${kinds.join(', ')}`, { kinds }),
-  rateLimited: (retryAfterMs: number, what: string) => new YelloError('RATE_LIMITED', `too many ${what}; retry after ${retryAfterMs} ms`, { retryAfterMs }),
+  policyRejected: (kinds: string[]) =>
+    new YelloError('POLICY_REJECTED', `content matched the outbound PII policy: ${kinds.join(', ')}`, { kinds }),
+  rateLimited: (retryAfterMs: number, what: string) =>
+    new YelloError('RATE_LIMITED', `too many ${what}; retry after ${retryAfterMs} ms`, { retryAfterMs }),
   storageFailure: (operationId: string | null, reason: Exclude<StorageFailureReason, 'CORRUPT'>, message: string) =>
     new YelloError('STORAGE_FAILURE', message, { operationId, reason, outcome: reason === 'WRITE_FAILED' ? 'unknown' : 'not-written' }),
   corrupt: (where: CorruptionDetails, operationId: string | null = null) => {
-    const at = where.streamId ? ` in ${where.streamId}${where.generation !== null ? ` generation ${where.generation}` : ''}${where.fromPosition !== null ? ` from position ${where.fromPosition}` : ''}` : '';
+    const at = where.streamId
+      ? ` in ${where.streamId}${where.generation !== null ? ` generation ${where.generation}` : ''}${where.fromPosition !== null ? ` from position ${where.fromPosition}` : ''}`
+      : '';
     const key = where.key ? ` (key ${where.key})` : '';
     return new YelloError('STORAGE_FAILURE', `stored data failed its integrity check${at}${key}: ${where.detail}; see yello doctor`, {
-      operationId, reason: 'CORRUPT', outcome: operationId === null ? null : 'not-written', ...where,
+      operationId,
+      reason: 'CORRUPT',
+      outcome: operationId === null ? null : 'not-written',
+      ...where,
     });
   },
   internal: (correlationId: string) => new YelloError('INTERNAL', `internal error (correlation id ${correlationId})`, { correlationId }),

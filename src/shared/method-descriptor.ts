@@ -27,7 +27,10 @@ export interface MethodSpec<Name extends string = string, Params extends ZodType
  * dispatcher, its handler types, the client's typed calls, the CLI (through the client) and
  * the OpenRPC document all derive from these descriptors.
  */
-export interface MethodDescriptor<Name extends string = string, Params extends ZodType = ZodType, Result = unknown> extends MethodSpec<Name, Params> {
+export interface MethodDescriptor<Name extends string = string, Params extends ZodType = ZodType, Result = unknown> extends MethodSpec<
+  Name,
+  Params
+> {
   readonly [RESULT_TYPE]?: Result;
 }
 
@@ -37,7 +40,8 @@ export interface MethodDescriptor<Name extends string = string, Params extends Z
  * `defineMethod<StreamState>()({ name: 'streams.get', params: …, access: 'authenticated', … })`.
  */
 export function defineMethod<Result>() {
-  return <const Name extends string, Params extends ZodType>(spec: MethodSpec<Name, Params>): MethodDescriptor<Name, Params, Result> => spec;
+  return <const Name extends string, Params extends ZodType>(spec: MethodSpec<Name, Params>): MethodDescriptor<Name, Params, Result> =>
+    spec;
 }
 
 /** The result type a descriptor carries. */

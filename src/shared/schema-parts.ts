@@ -13,16 +13,14 @@ const WELL_FORMED = 'must be well-formed Unicode (no lone surrogates)';
 /** Free text: any well-formed Unicode string. */
 export const text = (max: number) => z.string().max(max).refine(wellFormed, WELL_FORMED);
 /** A single-line label (names, reasons): no control line breaks. */
-export const label = (max: number) =>
-  text(max).refine((s) => !/[\r\n]/.test(s), 'must not contain a line break');
+export const label = (max: number) => text(max).refine((s) => !/[\r\n]/.test(s), 'must not contain a line break');
 /** Agent, chat, operation ids and usernames. */
 export const id = () => z.string().regex(ID_PATTERN, 'must match ^[A-Za-z0-9_-]{1,128}$');
 /** A canonical decimal position/generation/epoch string. */
 export const decimal = () =>
   z.string().regex(DECIMAL_PATTERN, 'must be a canonical decimal string such as "0" or "17" (no sign, no leading zeros)');
 /** `chatId:authorAgentId`. */
-export const streamIdSchema = () =>
-  z.string().regex(/^[A-Za-z0-9_-]{1,128}:[A-Za-z0-9_-]{1,128}$/, 'must be chatId:authorAgentId');
+export const streamIdSchema = () => z.string().regex(/^[A-Za-z0-9_-]{1,128}:[A-Za-z0-9_-]{1,128}$/, 'must be chatId:authorAgentId');
 /** An optional param: absent or `null` both mean unset, and become `undefined`. */
 export const opt = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
 /** An opaque cursor string. */

@@ -40,7 +40,21 @@ describe('help and completion', () => {
     ]);
     const [top, ...rest] = runs;
     expectExit(top!, 0);
-    for (const cmd of ['daemon', 'status', 'agents', 'grants', 'chats', 'send', 'ack', 'streams', 'ops', 'keys', 'verify', 'demo', 'completion']) {
+    for (const cmd of [
+      'daemon',
+      'status',
+      'agents',
+      'grants',
+      'chats',
+      'send',
+      'ack',
+      'streams',
+      'ops',
+      'keys',
+      'verify',
+      'demo',
+      'completion',
+    ]) {
       expect(top!.stdout).toMatch(new RegExp(`yello ${cmd}\\b`));
     }
     expect(top!.stdout).toContain('--json');
@@ -89,7 +103,9 @@ describe('help and completion', () => {
 
 describe('daemon', () => {
   it('a second daemon on the same data dir (and socket) exits 73 and leaves the first one serving', async () => {
-    const second = await runCli(['daemon', '--socket', daemon().socketPath, '--data-dir', daemon().dataDir, '--log-level', 'warn'], { timeoutMs: 15_000 });
+    const second = await runCli(['daemon', '--socket', daemon().socketPath, '--data-dir', daemon().dataDir, '--log-level', 'warn'], {
+      timeoutMs: 15_000,
+    });
     expectExit(second, 73);
     expect(second.stderr).toMatch(/lock/i);
     // The socket was not touched: the first daemon still answers.
@@ -123,7 +139,12 @@ describe('status', () => {
     expect(human.stdout).toMatch(/storage\s+ok/);
     expect(human.stdout).toMatch(/kid\s+[A-Za-z0-9_-]{43}/);
     const s = parseJson<Result<'daemon.status'>>(expectExit(json, 0));
-    expect(s).toMatchObject({ version: expect.any(String), uptimeMs: expect.any(Number), storage: 'ok', kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    expect(s).toMatchObject({
+      version: expect.any(String),
+      uptimeMs: expect.any(Number),
+      storage: 'ok',
+      kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
     for (const k of ['agents', 'chats', 'streams', 'records']) expect(typeof s.counts[k as keyof typeof s.counts]).toBe('number');
   });
 
@@ -133,7 +154,14 @@ describe('status', () => {
   });
 
   it('flags work instead of the environment (--socket, --data-dir, --admin-token-file)', async () => {
-    const r = await runCli(['--socket', daemon().socketPath, '--admin-token-file', path.join(daemon().dataDir, 'admin.token'), 'status', '--json']);
+    const r = await runCli([
+      '--socket',
+      daemon().socketPath,
+      '--admin-token-file',
+      path.join(daemon().dataDir, 'admin.token'),
+      'status',
+      '--json',
+    ]);
     expect(parseJson<Result<'daemon.status'>>(expectExit(r, 0)).storage).toBe('ok');
     const r2 = await runCli(['--socket', daemon().socketPath, '--data-dir', path.join(daemon().dir, 'empty'), 'status']);
     // No admin token there: a usage problem, one line.
@@ -169,7 +197,10 @@ describe('agents', () => {
     expect(bobOut.stdout).toMatch(/0600/);
     bobId = /\b(agt_[a-z0-9]{26})\b/.exec(bobOut.stdout)![1]!;
 
-    expect(carolJson).toMatchObject({ agent: { username: 'carol', name: 'Carol', id: expect.stringMatching(/^agt_/), image: null }, token: expect.stringMatching(/^yello_agt_/) });
+    expect(carolJson).toMatchObject({
+      agent: { username: 'carol', name: 'Carol', id: expect.stringMatching(/^agt_/), image: null },
+      token: expect.stringMatching(/^yello_agt_/),
+    });
 
     // --json with --token-out never puts the token on stdout.
     const daveFile = path.join(daemon().dir, 'dave.token');
@@ -180,7 +211,10 @@ describe('agents', () => {
     expect(mode(daveFile)).toBe(0o600);
 
     // The printed token works as an agent token; a taken username fails with one line.
-    const [who, dup] = await Promise.all([cli().as(alice.tokenFile).json<Result<'agents.get'>>(['agents', 'show', 'alice']), cli().run(['agents', 'add', 'alice'])]);
+    const [who, dup] = await Promise.all([
+      cli().as(alice.tokenFile).json<Result<'agents.get'>>(['agents', 'show', 'alice']),
+      cli().run(['agents', 'add', 'alice']),
+    ]);
     expect(who.agent.id).toBe(alice.id);
     expectOneLineError(dup, 1, /username/);
   });
@@ -191,7 +225,8 @@ describe('agents', () => {
     expect(human.stdout).toContain(alice.id);
     expect(Array.isArray(json.agents)).toBe(true);
     expect(json.agents.map((a: { username: string }) => a.username).sort()).toEqual(['alice', 'bob', 'carol', 'dave']);
-    for (const a of json.agents) expect(a).toMatchObject({ id: expect.stringMatching(/^agt_/), username: expect.any(String), name: expect.any(String) });
+    for (const a of json.agents)
+      expect(a).toMatchObject({ id: expect.stringMatching(/^agt_/), username: expect.any(String), name: expect.any(String) });
   });
 
   it('show by username and by id', async () => {
@@ -242,7 +277,10 @@ describe('agents', () => {
   });
 
   it('policy: human and --json', async () => {
-    const [human, json] = await Promise.all([cli().ok(['agents', 'policy', 'bob', 'reject']), cli().json<Result<'agents.setPolicy'>>(['agents', 'policy', 'carol', 'off'])]);
+    const [human, json] = await Promise.all([
+      cli().ok(['agents', 'policy', 'bob', 'reject']),
+      cli().json<Result<'agents.setPolicy'>>(['agents', 'policy', 'carol', 'off']),
+    ]);
     expect(human.stdout).toMatch(/pii\s+reject/);
     expect(json.agent).toMatchObject({ username: 'carol', pii: 'off' });
   });
@@ -250,14 +288,19 @@ describe('agents', () => {
   it('disable: the agent is marked disabled and its token stops working', async () => {
     const daveFile = path.join(daemon().dir, 'dave.token');
     expect((await cli().as(daveFile).run(['status'])).code).toBe(0);
-    const [json, human] = await Promise.all([cli().json<Result<'agents.disable'>>(['agents', 'disable', 'dave']), cli().ok(['agents', 'disable', 'carol'])]);
+    const [json, human] = await Promise.all([
+      cli().json<Result<'agents.disable'>>(['agents', 'disable', 'dave']),
+      cli().ok(['agents', 'disable', 'carol']),
+    ]);
     expect(json.agent).toMatchObject({ username: 'dave', disabled: true });
     expect(human.stdout).toMatch(/disabled\s+true/);
     expectOneLineError(await cli().as(daveFile).run(['status']), 1, /UNAUTHENTICATED/);
   });
 
   it('an admin command with only an agent token (no admin.token reachable) fails with one line', async () => {
-    const r = await cli().as(alice.tokenFile).run(['agents', 'add', 'mallory'], { env: { YELLO_DATA_DIR: path.join(daemon().dir, 'no-such-dir') } });
+    const r = await cli()
+      .as(alice.tokenFile)
+      .run(['agents', 'add', 'mallory'], { env: { YELLO_DATA_DIR: path.join(daemon().dir, 'no-such-dir') } });
     expect(r.code).not.toBe(0);
     expect(oneLineErrorProblems(r), r.stderr).toEqual([]);
     expect(r.stderr).toMatch(/admin/);
@@ -265,24 +308,35 @@ describe('agents', () => {
 
   describe('grants', () => {
     it('add, list (admin, per agent, as the agent), rm', async () => {
-      const [human, json] = await Promise.all([cli().ok(['grants', 'add', 'alice', 'bob']), cli().json<Result<'grants.add'>>(['grants', 'add', bobId, alice.id])]);
+      const [human, json] = await Promise.all([
+        cli().ok(['grants', 'add', 'alice', 'bob']),
+        cli().json<Result<'grants.add'>>(['grants', 'add', bobId, alice.id]),
+      ]);
       expect(human.stdout).toContain(alice.id);
       expect(human.stdout).toContain(bobId);
-      expect(json.grant).toMatchObject({ agentId: bobId, peerAgentId: alice.id, grantedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) });
+      expect(json.grant).toMatchObject({
+        agentId: bobId,
+        peerAgentId: alice.id,
+        grantedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      });
 
       const [all, forBob, asAlice] = await Promise.all([
         cli().json<Result<'grants.list'>>(['grants', 'list']),
         cli().json<Result<'grants.list'>>(['grants', 'list', 'bob']),
         cli().as(alice.tokenFile).ok(['grants', 'list']),
       ]);
-      const pairs = (g: { grants: { agentId: string; peerAgentId: string }[] }) => g.grants.map((x) => `${x.agentId}>${x.peerAgentId}`).sort();
+      const pairs = (g: { grants: { agentId: string; peerAgentId: string }[] }) =>
+        g.grants.map((x) => `${x.agentId}>${x.peerAgentId}`).sort();
       expect(pairs(all)).toEqual([`${alice.id}>${bobId}`, `${bobId}>${alice.id}`].sort());
       expect(pairs(forBob)).toEqual([`${bobId}>${alice.id}`]);
       // The agent sees only its own grants (human table).
       expect(asAlice.stdout).toMatch(new RegExp(`${alice.id}\\s+${bobId}`));
       expect(asAlice.stdout).not.toMatch(new RegExp(`${bobId}\\s+${alice.id}`));
 
-      const [rm, rmJson] = await Promise.all([cli().ok(['grants', 'rm', 'alice', 'bob']), cli().json<Result<'grants.remove'>>(['grants', 'rm', 'carol', 'bob'])]);
+      const [rm, rmJson] = await Promise.all([
+        cli().ok(['grants', 'rm', 'alice', 'bob']),
+        cli().json<Result<'grants.remove'>>(['grants', 'rm', 'carol', 'bob']),
+      ]);
       expect(rm.stdout).toMatch(/removed/);
       expect(rmJson).toEqual({ removed: false });
       const after = await cli().json<Result<'grants.list'>>(['grants', 'list']);
@@ -296,7 +350,14 @@ describe('keys list', () => {
     const [human, jwks] = await Promise.all([cli().ok(['keys', 'list']), cli().json<Result<'keys.list'>>(['keys', 'list'])]);
     expect(jwks.keys).toHaveLength(1);
     const k = jwks.keys[0]!;
-    expect(k).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig', status: 'active', kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    expect(k).toMatchObject({
+      kty: 'EC',
+      crv: 'P-256',
+      alg: 'ES256',
+      use: 'sig',
+      status: 'active',
+      kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
     expect(k).not.toHaveProperty('d');
     expect(human.stdout).toContain(k.kid);
     expect(human.stdout).toMatch(/active/);
@@ -307,7 +368,9 @@ describe('errors', () => {
   it('chats show of a missing chat: exit 1, exactly one line on stderr, no stack trace', async () => {
     const [admin, agent] = await Promise.all([
       cli().run(['chats', 'show', 'chat_doesnotexist']),
-      cli().run(['chats', 'show', 'chat_doesnotexist', '--json'], { env: { YELLO_TOKEN: fs.readFileSync(path.join(daemon().dir, 'bob-rotated.token'), 'utf8').trim() } }),
+      cli().run(['chats', 'show', 'chat_doesnotexist', '--json'], {
+        env: { YELLO_TOKEN: fs.readFileSync(path.join(daemon().dir, 'bob-rotated.token'), 'utf8').trim() },
+      }),
     ]);
     for (const r of [admin, agent]) {
       expectOneLineError(r, 1);

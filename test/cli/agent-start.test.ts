@@ -65,7 +65,14 @@ describe('chats read', () => {
     expect(await acknowledged(p.streamA)).toBeNull();
 
     const json = await p.bob.json<{ records: StoredRecord[] }>(['chats', 'read', p.chatId, '--ack']);
-    expect(json).toMatchObject({ chatId: p.chatId, streamId: p.streamA, generation: '1', fromPosition: '0', nextPosition: '3', acknowledged: { generation: '1', nextPosition: '3' } });
+    expect(json).toMatchObject({
+      chatId: p.chatId,
+      streamId: p.streamA,
+      generation: '1',
+      fromPosition: '0',
+      nextPosition: '3',
+      acknowledged: { generation: '1', nextPosition: '3' },
+    });
     expect(json.records.map((r) => r.wrapper.type)).toEqual(['chat.writer-fence', 'chat.message', 'chat.message']);
     expect(await acknowledged(p.streamA)).toEqual({ generation: '1', nextPosition: '3' });
 

@@ -48,7 +48,10 @@ describe('chats', () => {
     chatId = m![1]!;
     streamA = `${chatId}:${aliceId}`;
     streamB = `${chatId}:${bobId}`;
-    const [again, byAdmin] = await Promise.all([bob.json<Result<'chats.open'>>(['chats', 'open', aliceId]), cli().json<Result<'chats.open'>>(['chats', 'open', 'alice', '--with', 'bob'])]);
+    const [again, byAdmin] = await Promise.all([
+      bob.json<Result<'chats.open'>>(['chats', 'open', aliceId]),
+      cli().json<Result<'chats.open'>>(['chats', 'open', 'alice', '--with', 'bob']),
+    ]);
     for (const r of [again, byAdmin]) {
       expect(r.created).toBe(false);
       expect(r.chat).toMatchObject({ id: chatId, createdAt: expect.stringMatching(TS) });
@@ -77,7 +80,15 @@ describe('chats', () => {
     expect(showJ.chat.id).toBe(chatId);
     expect(showJ.streams).toHaveLength(2);
     expect(showJ.streams.map((s: { streamId: string }) => s.streamId).sort()).toEqual([streamA, streamB].sort());
-    for (const s of showJ.streams) expect(s).toMatchObject({ chatId, generation: '1', firstPosition: '0', nextPosition: '0', acknowledged: null, writer: { active: false } });
+    for (const s of showJ.streams)
+      expect(s).toMatchObject({
+        chatId,
+        generation: '1',
+        firstPosition: '0',
+        nextPosition: '0',
+        acknowledged: null,
+        writer: { active: false },
+      });
 
     expect(permH.stdout).toMatch(/grants/);
     expect(permH.stdout).toContain(aliceId);
@@ -99,7 +110,14 @@ describe('send', () => {
       bob.json<Result<'streams.append'>>(['send', chatId, 'fine, thanks']),
     ]);
     expect(human.stdout).toMatch(new RegExp(`sent at position \\d+ of ${streamA}`));
-    expect(fromBob).toMatchObject({ streamId: streamB, generation: '1', duplicate: false, redactions: [], firstPosition: expect.stringMatching(DEC), nextPosition: expect.stringMatching(DEC) });
+    expect(fromBob).toMatchObject({
+      streamId: streamB,
+      generation: '1',
+      duplicate: false,
+      redactions: [],
+      firstPosition: expect.stringMatching(DEC),
+      nextPosition: expect.stringMatching(DEC),
+    });
     expect(fromBob.operationId).toEqual(expect.any(String));
     expect(fromBob.records).toHaveLength(1);
     expect(messageOf(fromBob.records[0])).toMatchObject({ content: 'fine, thanks', fromAgentId: bobId, toAgentId: aliceId });
@@ -174,7 +192,15 @@ describe('ack and streams show', () => {
   it('ack appends a receipt; streams show of the peer stream then shows it acknowledged', async () => {
     const before = await cli().json<Result<'streams.get'>>(['streams', 'show', streamA]);
     // alice's CLI keeps its claim between sends: one fence (#0), epoch 1, still held.
-    expect(before).toMatchObject({ streamId: streamA, chatId, authorAgentId: aliceId, generation: '1', firstPosition: '0', acknowledged: null, writer: { epoch: '1', active: true } });
+    expect(before).toMatchObject({
+      streamId: streamA,
+      chatId,
+      authorAgentId: aliceId,
+      generation: '1',
+      firstPosition: '0',
+      acknowledged: null,
+      writer: { epoch: '1', active: true },
+    });
     const acked = await bob.ok(['ack', chatId]);
     expect(acked.stdout).toContain(`acknowledged ${streamA} before position ${before.nextPosition}`);
     const [json, human, nothing] = await Promise.all([
@@ -205,17 +231,29 @@ describe('streams claim | release and fencing', () => {
 
   it('a replaced coordinator token is fenced: send --coordinator-token-file exits 4; the current one works; release frees the stream', async () => {
     const first = await alice.json<Result<'streams.claim'>>(['streams', 'claim', streamA, '--replace']);
-    expect(first).toEqual({ streamId: streamA, generation: '1', epoch: expect.stringMatching(DEC), coordinatorToken: expect.stringMatching(/^yello_ct_/), nextPosition: expect.stringMatching(DEC) });
+    expect(first).toEqual({
+      streamId: streamA,
+      generation: '1',
+      epoch: expect.stringMatching(DEC),
+      coordinatorToken: expect.stringMatching(/^yello_ct_/),
+      nextPosition: expect.stringMatching(DEC),
+    });
     const second = await alice.json<Result<'streams.claim'>>(['streams', 'claim', streamA, '--replace']);
     expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(first.epoch));
     const firstFile = writeTokenFile(daemon().dir, 'first-ct', first.coordinatorToken);
     const secondFile = writeTokenFile(daemon().dir, 'second-ct', second.coordinatorToken);
     const fenced = await alice.run(['send', chatId, 'from the old coordinator', '--coordinator-token-file', firstFile]);
     expectOneLineError(fenced, 4, /fenced/i);
-    const sent = await alice.json<Result<'streams.append'>>(['send', chatId, 'from the current coordinator', '--coordinator-token-file', '-'], { input: second.coordinatorToken + '\n' });
+    const sent = await alice.json<Result<'streams.append'>>(
+      ['send', chatId, 'from the current coordinator', '--coordinator-token-file', '-'],
+      { input: second.coordinatorToken + '\n' },
+    );
     expect(messageOf(sent.records[0]).content).toBe('from the current coordinator');
     // Sending under a held claim leaves it held.
-    expect((await cli().json<Result<'streams.get'>>(['streams', 'show', streamA])).writer).toMatchObject({ epoch: second.epoch, active: true });
+    expect((await cli().json<Result<'streams.get'>>(['streams', 'show', streamA])).writer).toMatchObject({
+      epoch: second.epoch,
+      active: true,
+    });
     const released = await alice.ok(['streams', 'release', streamA, '--coordinator-token-file', secondFile]);
     expect(released.stdout).toMatch(/writer\s+free/);
     // Admin release needs no token; --json is the stream state.
@@ -237,7 +275,13 @@ describe('ops', () => {
       cli().json<Result<'operations.get'>>(['ops', 'show', streamB, 'never-used']),
     ]);
     expect(showH.stdout).toMatch(/state\s+committed/);
-    expect(showJ).toMatchObject({ state: 'committed', generation: '1', firstPosition: '1', nextPosition: '2', committedAt: expect.stringMatching(TS) });
+    expect(showJ).toMatchObject({
+      state: 'committed',
+      generation: '1',
+      firstPosition: '1',
+      nextPosition: '2',
+      committedAt: expect.stringMatching(TS),
+    });
     expect(listH.stdout).toContain(firstOpId);
     expect(listJ.nextCursor).toBeNull();
     expect(listJ.operations.length).toBeGreaterThanOrEqual(3);
@@ -253,7 +297,10 @@ describe('streams trim | reset and continuity breaks', () => {
     // bob acknowledged alice's stream up to its state at the ack; nobody acknowledged bob's.
     const refused = await cli().run(['streams', 'trim', streamB, '1']);
     expectOneLineError(refused, 1, /UNACKNOWLEDGED/);
-    const [human, forced] = await Promise.all([cli().ok(['streams', 'trim', streamA, '1']), cli().json<Result<'streams.trim'>>(['streams', 'trim', streamB, '1', '--force'])]);
+    const [human, forced] = await Promise.all([
+      cli().ok(['streams', 'trim', streamA, '1']),
+      cli().json<Result<'streams.trim'>>(['streams', 'trim', streamB, '1', '--force']),
+    ]);
     expect(human.stdout).toMatch(/firstPosition\s+1/);
     expect(forced).toEqual({ firstPosition: '1' });
     expect((await cli().json<Result<'streams.get'>>(['streams', 'show', streamB])).firstPosition).toBe('1');

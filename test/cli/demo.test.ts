@@ -12,12 +12,35 @@ const { daemon, cli } = useCli();
 
 /** Every method of docs/protocol.md §6. */
 const CONTRACT_METHODS = [
-  'session.hello', 'daemon.status', 'keys.list', 'keys.rotate',
-  'agents.create', 'agents.list', 'agents.get', 'agents.rotateToken', 'agents.disable', 'agents.setPolicy',
-  'grants.add', 'grants.remove', 'grants.list',
-  'chats.open', 'chats.get', 'chats.list', 'chats.permissions', 'chats.history', 'chats.follow', 'chats.unfollow',
-  'streams.get', 'streams.claim', 'streams.release', 'streams.append', 'streams.read', 'streams.trim', 'streams.reset',
-  'operations.get', 'operations.list',
+  'session.hello',
+  'daemon.status',
+  'keys.list',
+  'keys.rotate',
+  'agents.create',
+  'agents.list',
+  'agents.get',
+  'agents.rotateToken',
+  'agents.disable',
+  'agents.setPolicy',
+  'grants.add',
+  'grants.remove',
+  'grants.list',
+  'chats.open',
+  'chats.get',
+  'chats.list',
+  'chats.permissions',
+  'chats.history',
+  'chats.follow',
+  'chats.unfollow',
+  'streams.get',
+  'streams.claim',
+  'streams.release',
+  'streams.append',
+  'streams.read',
+  'streams.trim',
+  'streams.reset',
+  'operations.get',
+  'operations.list',
 ];
 
 describe('yello demo', () => {
@@ -42,7 +65,11 @@ describe('rpc.discover', () => {
     const c = await daemon().connect();
     const resp = await c.call('rpc.discover', {});
     expect(resp.error).toBeUndefined();
-    const doc = resp.result as { openrpc: string; info: unknown; methods: Array<{ name: string; params: unknown; result: unknown; summary?: string }> };
+    const doc = resp.result as {
+      openrpc: string;
+      info: unknown;
+      methods: Array<{ name: string; params: unknown; result: unknown; summary?: string }>;
+    };
     expect(doc.openrpc).toMatch(/^1\.\d+\.\d+$/);
     expect(doc.info).toMatchObject({ title: expect.any(String), version: expect.any(String) });
     const names: string[] = doc.methods.map((m) => m.name);

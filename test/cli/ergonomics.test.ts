@@ -34,7 +34,9 @@ async function pair(): Promise<CliPair> {
 function runWithClosedStdout(args: string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [yelloBin, ...args], {
-      cwd: repoRoot, env: cliEnv({ YELLO_SOCKET: daemon().socketPath, YELLO_DATA_DIR: daemon().dataDir }), stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: repoRoot,
+      env: cliEnv({ YELLO_SOCKET: daemon().socketPath, YELLO_DATA_DIR: daemon().dataDir }),
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout.destroy(); // like `| head -0`: the reader is gone
     let stderr = '';
@@ -50,7 +52,11 @@ describe('send -', () => {
     expectOneLine(r, 2, /not valid UTF-8.*--lossy/);
     expect(ok(await admin().call('streams.get', { streamId: p.streamA }))).toMatchObject({ nextPosition: '0', writer: { epoch: '0' } });
 
-    const lossy = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-', '--lossy', '--json'], Buffer.from([0x68, 0x69, 0x20, 0xff, 0x21]));
+    const lossy = await runBinary(
+      p.alice.tokenFile,
+      ['send', p.chatId, '-', '--lossy', '--json'],
+      Buffer.from([0x68, 0x69, 0x20, 0xff, 0x21]),
+    );
     expectExit(lossy, 0);
     expect(JSON.parse(lossy.stdout).records[0].wrapper.message.content).toBe('hi \uFFFD!');
     // Valid UTF-8, multi-byte included, goes through unchanged.
@@ -64,7 +70,9 @@ function runBinary(tokenFile: string, args: string[], input: Buffer): Promise<Cl
   return new Promise((resolve) => {
     const all = ['--token-file', tokenFile, ...args];
     const child = spawn(process.execPath, [yelloBin, ...all], {
-      cwd: repoRoot, env: cliEnv(cli().env()), stdio: ['pipe', 'pipe', 'pipe'],
+      cwd: repoRoot,
+      env: cliEnv(cli().env()),
+      stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';

@@ -13,10 +13,19 @@ import type { Checkpoint, StoredRecord } from '../../src/shared/types.js';
 import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
-import { createAgent, ok, readAll, verifyEs256, type PublicJwk, type Wire, type ExportLine, type WireResponse, type WireErrorData } from '../helpers/wire-fixtures.js';
+import {
+  createAgent,
+  ok,
+  readAll,
+  verifyEs256,
+  type PublicJwk,
+  type Wire,
+  type ExportLine,
+  type WireResponse,
+  type WireErrorData,
+} from '../helpers/wire-fixtures.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
-
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -34,7 +43,11 @@ function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v !== null && typeof v === 'object') {
     const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`;
+    return `{${Object.keys(o)
+      .filter((k) => o[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v);
 }
@@ -54,13 +67,17 @@ function checkpointProblems(c: Checkpoint, records: StoredRecord[], keys: Public
   if (c.type !== 'yello.checkpoint.v1') problems.push(`type ${c.type}`);
   if (`${c.chatId}:${c.authorAgentId}` !== c.streamId) problems.push('chatId:authorAgentId is not streamId');
   if (c.recordCount !== String(records.length)) problems.push(`recordCount ${c.recordCount}, records ${records.length}`);
-  if (records.length > 0 && (records[0]!.position !== c.firstPosition || String(BigInt(records.at(-1)!.position) + 1n) !== c.nextPosition)) {
+  if (
+    records.length > 0 &&
+    (records[0]!.position !== c.firstPosition || String(BigInt(records.at(-1)!.position) + 1n) !== c.nextPosition)
+  ) {
     problems.push(`range ${c.firstPosition}..${c.nextPosition}, records ${records[0]!.position}..${records.at(-1)!.position}`);
   }
   if (c.chainDigest !== digestOf(records)) problems.push('chainDigest differs');
   if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(c.createdAt)) problems.push(`createdAt ${c.createdAt}`);
   const key = keys.find((k) => k.kid === c.signature?.kid);
-  if (c.signature?.alg !== 'ES256' || !key || !verifyEs256(payloadOf(c), c.signature.value, key)) problems.push('signature does not verify');
+  if (c.signature?.alg !== 'ES256' || !key || !verifyEs256(payloadOf(c), c.signature.value, key))
+    problems.push('signature does not verify');
   return problems;
 }
 
@@ -90,17 +107,34 @@ describe('streams.checkpoint', () => {
     for (const client of [chat.alice.client, chat.bob.client, admin]) {
       const c = ok(await client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1' }));
       expect(checkpointProblems(c, records, keys)).toEqual([]);
-      expect(c).toMatchObject({ streamId: chat.streamA, chatId: chat.chatId, authorAgentId: chat.alice.id, generation: '1', firstPosition: '0', nextPosition: '5', recordCount: '5' });
+      expect(c).toMatchObject({
+        streamId: chat.streamA,
+        chatId: chat.chatId,
+        authorAgentId: chat.alice.id,
+        generation: '1',
+        firstPosition: '0',
+        nextPosition: '5',
+        recordCount: '5',
+      });
       expect(c.signature.kid).toBe(ok(await admin.call('daemon.status', {})).kid);
     }
-    const sub = ok(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '1', nextPosition: '4' }));
+    const sub = ok(
+      await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '1', nextPosition: '4' }),
+    );
     expect(checkpointProblems(sub, records.slice(1, 4), keys)).toEqual([]);
     const empty = ok(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '5' }));
-    expect(empty).toMatchObject({ firstPosition: '5', nextPosition: '5', recordCount: '0', chainDigest: createHash('sha256').digest('base64url') });
+    expect(empty).toMatchObject({
+      firstPosition: '5',
+      nextPosition: '5',
+      recordCount: '0',
+      chainDigest: createHash('sha256').digest('base64url'),
+    });
     expect(checkpointProblems(empty, [], keys)).toEqual([]);
 
     // The payload is what is signed: the same signature over another range does not verify.
-    expect(checkpointProblems({ ...sub, nextPosition: '5', recordCount: '4' }, records.slice(1, 5), keys)).toContain('signature does not verify');
+    expect(checkpointProblems({ ...sub, nextPosition: '5', recordCount: '4' }, records.slice(1, 5), keys)).toContain(
+      'signature does not verify',
+    );
   });
 
   it('refuses what it cannot vouch for exactly: other readers, unknown streams and generations, ranges beyond the end or below a trim', async () => {
@@ -109,24 +143,48 @@ describe('streams.checkpoint', () => {
     const chat = await setupChat(d, admin);
     await chat.wa.send('m', 4); // positions 0 (fence) .. 4
     const stranger = await createAgent(admin, d.socketPath);
-    expect(expectError(await stranger.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1' }), 'PERMISSION_DENIED').reason).toBe('NOT_PARTICIPANT');
+    expect(
+      expectError(await stranger.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1' }), 'PERMISSION_DENIED')
+        .reason,
+    ).toBe('NOT_PARTICIPANT');
     const c = chat.bob.client;
-    expect(expectError(await c.call('streams.checkpoint', { streamId: `${chat.chatId}:agt_nobody`, generation: '1' }), 'CONTINUITY_BREAK').reason).toBe('STREAM_MISSING');
-    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '2' }), 'CONTINUITY_BREAK')).toMatchObject({ reason: 'GENERATION_CHANGED', expected: '2', actual: '1' });
-    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', nextPosition: '6' }), 'INVALID_PARAMS').path).toBe('nextPosition');
-    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '3', nextPosition: '2' }), 'INVALID_PARAMS').path).toBe('fromPosition');
-    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '01' }), 'INVALID_PARAMS').path).toBe('generation');
-    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', chainDigest: 'x' }), 'INVALID_PARAMS').path).toBe('chainDigest');
+    expect(
+      expectError(await c.call('streams.checkpoint', { streamId: `${chat.chatId}:agt_nobody`, generation: '1' }), 'CONTINUITY_BREAK')
+        .reason,
+    ).toBe('STREAM_MISSING');
+    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '2' }), 'CONTINUITY_BREAK')).toMatchObject({
+      reason: 'GENERATION_CHANGED',
+      expected: '2',
+      actual: '1',
+    });
+    expect(
+      expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', nextPosition: '6' }), 'INVALID_PARAMS')
+        .path,
+    ).toBe('nextPosition');
+    expect(
+      expectError(
+        await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '3', nextPosition: '2' }),
+        'INVALID_PARAMS',
+      ).path,
+    ).toBe('fromPosition');
+    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '01' }), 'INVALID_PARAMS').path).toBe(
+      'generation',
+    );
+    expect(
+      expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', chainDigest: 'x' }), 'INVALID_PARAMS').path,
+    ).toBe('chainDigest');
 
     ok(await admin.call('streams.trim', { streamId: chat.streamA, beforePosition: '2', force: true }));
-    expect(expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '1' }), 'CONTINUITY_BREAK')).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', expected: '1', actual: '2' });
+    expect(
+      expectError(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '1' }), 'CONTINUITY_BREAK'),
+    ).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', expected: '1', actual: '2' });
     const keys = await jwksOf(admin);
     const retained = ok(await c.call('streams.checkpoint', { streamId: chat.streamA, generation: '1' }));
     expect(retained).toMatchObject({ firstPosition: '2', nextPosition: '5', recordCount: '3' });
     expect(checkpointProblems(retained, await readAll(c, chat.streamA), keys)).toEqual([]);
   });
 
-  it("a sealed generation keeps its bounds after a reset; the new one starts empty", async () => {
+  it('a sealed generation keeps its bounds after a reset; the new one starts empty', async () => {
     const d = await start();
     const admin = await d.connectAs();
     const chat = await setupChat(d, admin);
@@ -137,7 +195,12 @@ describe('streams.checkpoint', () => {
     const sealed = ok(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1' }));
     expect(sealed).toMatchObject({ generation: '1', firstPosition: '0', nextPosition: '3' });
     expect(checkpointProblems(sealed, sealedRecords, keys)).toEqual([]);
-    expect(ok(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '2' }))).toMatchObject({ generation: '2', firstPosition: '0', nextPosition: '0', recordCount: '0' });
+    expect(ok(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '2' }))).toMatchObject({
+      generation: '2',
+      firstPosition: '0',
+      nextPosition: '0',
+      recordCount: '0',
+    });
   });
 });
 
@@ -165,7 +228,10 @@ describe('a corrupt stream', () => {
     const below = ok(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', nextPosition: '3' }));
     expect(below).toMatchObject({ firstPosition: '0', nextPosition: '3', recordCount: '3' });
     // The mark now stands: a range reaching it is refused before anything is read.
-    expect(storageFailure(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '4' })).reason).toBe('CORRUPT');
+    expect(
+      storageFailure(await chat.bob.client.call('streams.checkpoint', { streamId: chat.streamA, generation: '1', fromPosition: '4' }))
+        .reason,
+    ).toBe('CORRUPT');
 
     const cli = new Cli(d.socketPath, d.dataDir);
     const jwksFile = path.join(d.dir, 'jwks.json');
@@ -175,11 +241,17 @@ describe('a corrupt stream', () => {
     expectExit(exp, 1);
     expect(exp.stderr).toContain(`${chat.streamA} generation 1 is exported only below position 3`);
     expect(exp.stderr).toMatch(/export is incomplete: 1 stream generation is damaged/);
-    const lines: ExportLine[] = fs.readFileSync(exportFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
+    const lines: ExportLine[] = fs
+      .readFileSync(exportFile, 'utf8')
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l));
     const ofA = lines.filter((l) => (l.checkpoint?.streamId ?? l.streamId) === chat.streamA);
     expect(ofA.filter((l) => l.wrapper).map((l) => l.position)).toEqual(['0', '1', '2']);
     expect(ofA.at(-1)!.checkpoint).toMatchObject({ firstPosition: '0', nextPosition: '3', recordCount: '3' });
-    expect(lines.filter((l) => l.checkpoint?.streamId === chat.streamB)).toEqual([expect.objectContaining({ checkpoint: expect.objectContaining({ nextPosition: '2' }) })]);
+    expect(lines.filter((l) => l.checkpoint?.streamId === chat.streamB)).toEqual([
+      expect.objectContaining({ checkpoint: expect.objectContaining({ nextPosition: '2' }) }),
+    ]);
 
     const v = await cli.run(['verify', exportFile, '--jwks', jwksFile, '--json']);
     expect(parseJson(expectExit(v, 0))).toMatchObject({ records: 5, checkpoints: 2, problems: [] });

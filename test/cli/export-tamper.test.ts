@@ -22,7 +22,10 @@ vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
 type Json = ExportLine;
 /** What `yello verify --json` reports. */
-type Report = { problems: Array<{ kind: string; streamId?: string; generation?: string; position?: string; line?: number }> } & Record<string, unknown>;
+type Report = { problems: Array<{ kind: string; streamId?: string; generation?: string; position?: string; line?: number }> } & Record<
+  string,
+  unknown
+>;
 
 const { daemon, admin, cli } = useCli();
 let chat: ReadingChat;
@@ -57,15 +60,23 @@ beforeAll(async () => {
 
   const exportFile = path.join(daemon().dir, 'chat.jsonl');
   jwksFile = path.join(daemon().dir, 'jwks.json');
-  const [exp, keys] = await Promise.all([cli().run(['chats', 'export', chat.chatId, '--out', exportFile]), cli().run(['keys', 'list', '--json'])]);
+  const [exp, keys] = await Promise.all([
+    cli().run(['chats', 'export', chat.chatId, '--out', exportFile]),
+    cli().run(['keys', 'list', '--json']),
+  ]);
   expectExit(exp, 0);
   fs.writeFileSync(jwksFile, expectExit(keys, 0).stdout);
-  exportLines = fs.readFileSync(exportFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Json);
+  exportLines = fs
+    .readFileSync(exportFile, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Json);
 });
 
 // ---- locating and editing lines of a parsed export -----------------------------------------
 
-const isRecord = (l: Json, streamId: string, generation: string) => l.wrapper !== undefined && l.streamId === streamId && l.generation === generation;
+const isRecord = (l: Json, streamId: string, generation: string) =>
+  l.wrapper !== undefined && l.streamId === streamId && l.generation === generation;
 const at = (ls: Json[], streamId: string, generation: string, position: string) =>
   ls.findIndex((l) => isRecord(l, streamId, generation) && l.position === position);
 const cpAt = (ls: Json[], streamId: string, generation: string) =>
@@ -285,8 +296,17 @@ describe('verify against a tampered export', () => {
     expect(kinds.filter((k) => k === 'chat.receipt')).toHaveLength(1);
     expect(kinds.filter((k) => k === 'chat.writer-fence')).toHaveLength(3);
     // One checkpoint after each stream generation's records.
-    expect(exportLines.filter((l) => l.checkpoint).map((l) => `${l.checkpoint!.streamId}/${l.checkpoint!.generation}`).sort()).toEqual([`${A}/1`, `${A}/2`, `${B}/1`].sort());
-    for (const [s, g, next] of [[A, '1', '5'], [A, '2', '3'], [B, '1', '5']] as const) {
+    expect(
+      exportLines
+        .filter((l) => l.checkpoint)
+        .map((l) => `${l.checkpoint!.streamId}/${l.checkpoint!.generation}`)
+        .sort(),
+    ).toEqual([`${A}/1`, `${A}/2`, `${B}/1`].sort());
+    for (const [s, g, next] of [
+      [A, '1', '5'],
+      [A, '2', '3'],
+      [B, '1', '5'],
+    ] as const) {
       const c = cp(exportLines, s, g);
       expect(c).toMatchObject({ firstPosition: '0', nextPosition: next, recordCount: next });
       expect(exportLines.slice(cpAt(exportLines, s, g) - Number(next), cpAt(exportLines, s, g)).every((l) => isRecord(l, s, g))).toBe(true);
@@ -314,7 +334,9 @@ describe('verify against a tampered export', () => {
     const { code, report } = await verify('legacy', legacy);
     expect(code).toBe(1);
     const noCheckpoint = report.problems.filter((p) => p.kind === 'NO_CHECKPOINT');
-    expect(noCheckpoint.map((p) => `${p.streamId}/${p.generation}#${p.position}`).sort()).toEqual([`${A}/1#0`, `${A}/2#0`, `${B}/1#0`].sort());
+    expect(noCheckpoint.map((p) => `${p.streamId}/${p.generation}#${p.position}`).sort()).toEqual(
+      [`${A}/1#0`, `${A}/2#0`, `${B}/1#0`].sort(),
+    );
     expect(report.problems).toHaveLength(3);
   });
 

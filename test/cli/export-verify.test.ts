@@ -90,7 +90,9 @@ describe('chats export | verify', () => {
     const recordLines = (text: string) => lines(text).filter((l) => !l.startsWith('{"checkpoint":'));
     expect(recordLines(toStdout.stdout)).toEqual(recordLines(exportText));
     const records: Rec[] = recordLines(exportText).map((l) => JSON.parse(l));
-    const checkpoints = lines(exportText).filter((l) => l.startsWith('{"checkpoint":')).map((l) => JSON.parse(l).checkpoint);
+    const checkpoints = lines(exportText)
+      .filter((l) => l.startsWith('{"checkpoint":'))
+      .map((l) => JSON.parse(l).checkpoint);
     expect(checkpoints).toHaveLength(2);
     expect(toFile.stderr).toContain(`${records.length} records and 2 checkpoints`);
     const types = records.map((r) => r.wrapper?.type);
@@ -132,7 +134,14 @@ describe('chats export | verify', () => {
     const t2 = [...ls];
     t2[sigIdx] = changeChar(ls[sigIdx]!, valueAt + 20, B64URL);
     // One deleted line with records of the same stream before and after it.
-    const delIdx = records.findIndex((r, i) => i > 0 && i < records.length - 1 && r.wrapper && records[i - 1]!.streamId! === r.streamId && records[i + 1]!.streamId! === r.streamId);
+    const delIdx = records.findIndex(
+      (r, i) =>
+        i > 0 &&
+        i < records.length - 1 &&
+        r.wrapper &&
+        records[i - 1]!.streamId! === r.streamId &&
+        records[i + 1]!.streamId! === r.streamId,
+    );
     expect(delIdx).toBeGreaterThan(0);
     const t3 = ls.filter((_, i) => i !== delIdx);
 
@@ -146,7 +155,13 @@ describe('chats export | verify', () => {
     const j = parseJson<{ problems: unknown[] }>(expectExit(r1json, 1));
     // The changed content, and the checkpoint's chain digest of that stream generation.
     expect(j.problems).toHaveLength(2);
-    expect(j.problems[0]).toMatchObject({ line: msgIdx + 1, streamId: records[msgIdx]!.streamId!, generation: '1', position: records[msgIdx]!.position!, kind: 'CONTENT_HASH' });
+    expect(j.problems[0]).toMatchObject({
+      line: msgIdx + 1,
+      streamId: records[msgIdx]!.streamId!,
+      generation: '1',
+      position: records[msgIdx]!.position!,
+      kind: 'CONTENT_HASH',
+    });
     expect(j.problems[1]).toMatchObject({ streamId: records[msgIdx]!.streamId!, generation: '1', kind: 'CHAIN_DIGEST' });
     expectReported(r2, sigIdx + 1, records[sigIdx]!.position!, /signature/i);
     // The gap is reported at the line after the deleted one (now line delIdx + 1), naming the missing position.

@@ -16,8 +16,11 @@ vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 const { daemon, admin, track, pair, restart } = useCli();
 type Batch = ChatBatchNotification;
-const contents = (batches: Batch[]) => batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
-
+const contents = (batches: Batch[]) =>
+  batches
+    .flatMap((b) => b.records)
+    .filter((r) => r.wrapper.type === 'chat.message')
+    .map((r) => messageOf(r).content);
 
 describe('chats follow survives a daemon restart', () => {
   it('reconnects, resumes from the last printed cursor without gaps or repeats, and prints the cursor on exit', async () => {
@@ -48,12 +51,20 @@ describe('chats follow survives a daemon restart', () => {
     const p = await pair();
     const f = track(p.bob.start(['chats', 'follow', p.chatId, '--ack']));
     const first = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'ack me before']);
-    await waitFor(async () => ok(await admin().call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition, 'the first receipt', 20_000);
+    await waitFor(
+      async () => ok(await admin().call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === first.nextPosition,
+      'the first receipt',
+      20_000,
+    );
     await restart();
     await f.waitForStderr(/reconnected; resuming from cursor/, 30_000);
     const second = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'ack me after']);
     await f.waitFor(() => f.lines.some((l) => l.includes('ack me after')), 'the message after the restart', 30_000);
-    await waitFor(async () => ok(await admin().call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition, 'the second receipt', 20_000);
+    await waitFor(
+      async () => ok(await admin().call('streams.get', { streamId: p.streamA })).acknowledged?.nextPosition === second.nextPosition,
+      'the second receipt',
+      20_000,
+    );
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout.split('\n').filter((l) => l.includes('ack me')).length).toBe(2);

@@ -62,7 +62,8 @@ describe('chats follow --json', () => {
     const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', cursor]));
     await bob.ok(['send', chatId, 'first from bob']);
     await bob.ok(['send', chatId, 'second from bob']);
-    const messageLines = () => parseJsonLines<Batch>(f.lines.join('\n')).filter((b) => b.records.some((r) => r.wrapper.type === 'chat.message'));
+    const messageLines = () =>
+      parseJsonLines<Batch>(f.lines.join('\n')).filter((b) => b.records.some((r) => r.wrapper.type === 'chat.message'));
     await f.waitFor(() => messageLines().length >= 2, 'two message batches');
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
@@ -70,13 +71,22 @@ describe('chats follow --json', () => {
     const batches = parseJsonLines<Batch>(res.stdout);
     // Every line is one batch: at least one record, one stream, positions in order.
     for (const b of batches) {
-      expect(b).toMatchObject({ subscriptionId: expect.any(String), batchId: expect.any(String), streamId: streamB, generation: '1', cursor: expect.any(String) });
+      expect(b).toMatchObject({
+        subscriptionId: expect.any(String),
+        batchId: expect.any(String),
+        streamId: streamB,
+        generation: '1',
+        cursor: expect.any(String),
+      });
       expect(b.records.length).toBeGreaterThan(0);
       expect(b.records[0]!.position).toBe(b.fromPosition);
       expect(String(BigInt(b.records.at(-1)!.position) + 1n)).toBe(b.nextPosition);
       for (const r of b.records) expect(r.streamId).toBe(b.streamId);
     }
-    const contents = batches.flatMap((b) => b.records).filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content);
+    const contents = batches
+      .flatMap((b) => b.records)
+      .filter((r) => r.wrapper.type === 'chat.message')
+      .map((r) => messageOf(r).content);
     expect(contents).toEqual(['first from bob', 'second from bob']);
     // The batches follow each other without gaps.
     for (let i = 1; i < batches.length; i++) expect(batches[i]!.fromPosition).toBe(batches[i - 1]!.nextPosition);

@@ -33,7 +33,9 @@ describe('npm start', () => {
   it('runs the daemon from a current dist/ without building, and SIGTERM to npm leaves no daemon behind', async () => {
     dir = await makeTempDir('yl-npm-');
     const npm = spawn('npm', ['start', '--', '--socket', path.join(dir, 'y.sock'), '--data-dir', path.join(dir, 'data')], {
-      cwd: repoRoot, env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: repoRoot,
+      env: cliEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';
@@ -41,13 +43,22 @@ describe('npm start', () => {
     npm.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
     const exited = new Promise<number | null>((r) => npm.on('close', (code) => r(code)));
 
-    const ready = await waitFor(() => stdout.split('\n').map((l) => {
-      try {
-        return JSON.parse(l) as { msg?: string; pid?: number };
-      } catch {
-        return null;
-      }
-    }).find((l) => l?.msg === 'yellod ready'), `yellod ready (stderr: ${stderr})`, 60_000, 50);
+    const ready = await waitFor(
+      () =>
+        stdout
+          .split('\n')
+          .map((l) => {
+            try {
+              return JSON.parse(l) as { msg?: string; pid?: number };
+            } catch {
+              return null;
+            }
+          })
+          .find((l) => l?.msg === 'yellod ready'),
+      `yellod ready (stderr: ${stderr})`,
+      60_000,
+      50,
+    );
     daemonPid = ready!.pid!;
     expect(stderr).not.toMatch(/building/);
 

@@ -28,7 +28,7 @@ function quickstartLines(): string[] {
  * for cleanup, and the (endless) follow run in the background until it printed the message.
  */
 function script(lines: string[], scratch: string): string {
-  const out = ['set -euo pipefail', 'DAEMON=', "trap '[ -n \"$DAEMON\" ] && kill $DAEMON; wait' EXIT"];
+  const out = ['set -euo pipefail', 'DAEMON=', 'trap \'[ -n "$DAEMON" ] && kill $DAEMON; wait\' EXIT'];
   for (const raw of lines) {
     const line = raw.replace(/\s+#\s.*$/, '').replaceAll(SCRATCH, scratch);
     if (/ daemon\b.*&$/.test(line)) out.push(line, 'DAEMON=$!');

@@ -113,20 +113,30 @@ describe('coordinator tokens stay off the command line', () => {
     const p = await createPair(admin(), daemon().socketPath);
     const tokenFile = writeTokenFile(daemon().dir, uniq('alice'), p.a.token);
     const c = await claim(p.a.client, p.streamA);
-    const child = spawn(process.execPath, [yelloBin, '--token-file', tokenFile, 'send', p.chatId, 'under a claim', '--coordinator-token-file', '-', '--json'], {
-      cwd: repoRoot, env: cliEnv({ YELLO_SOCKET: daemon().socketPath, XDG_STATE_HOME: path.join(daemon().dir, 'state') }), stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [yelloBin, '--token-file', tokenFile, 'send', p.chatId, 'under a claim', '--coordinator-token-file', '-', '--json'],
+      {
+        cwd: repoRoot,
+        env: cliEnv({ YELLO_SOCKET: daemon().socketPath, XDG_STATE_HOME: path.join(daemon().dir, 'state') }),
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
     let stdout = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
     const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
     // While it waits for stdin, its command line is what `ps` shows.
-    const cmdline = await waitFor(() => {
-      try {
-        return fs.readFileSync(`/proc/${child.pid}/cmdline`, 'utf8');
-      } catch {
-        return '';
-      }
-    }, 'the cmdline', 10_000);
+    const cmdline = await waitFor(
+      () => {
+        try {
+          return fs.readFileSync(`/proc/${child.pid}/cmdline`, 'utf8');
+        } catch {
+          return '';
+        }
+      },
+      'the cmdline',
+      10_000,
+    );
     expect(cmdline).toContain('--coordinator-token-file');
     expect(cmdline).not.toContain(c.coordinatorToken);
     child.stdin.end(c.coordinatorToken + '\n');

@@ -81,9 +81,12 @@ describe('send keeps one writer', () => {
     // And the takeover is the CLI's writer from now on: the next send adds no fence.
     await p.alice.ok(['send', p.chatId, 'and on']);
     expect(await types(p.streamA)).toEqual([
-      'chat.writer-fence', 'chat.message', // the CLI's claim, "first"
+      'chat.writer-fence',
+      'chat.message', // the CLI's claim, "first"
       'chat.writer-fence', // the other coordinator
-      'chat.writer-fence', 'chat.message', 'chat.message', // the takeover, "taken over", "and on"
+      'chat.writer-fence',
+      'chat.message',
+      'chat.message', // the takeover, "taken over", "and on"
     ]);
     expect((await state(p.streamA)).writer.epoch).toBe(after.writer.epoch);
   });
@@ -122,12 +125,25 @@ describe('checks before any claim', () => {
     const p = await pair();
     // The request line around a message: measure it with a tiny message, then fill up to the limit.
     const small = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, 'x', '--message-id', 'size-probe']);
-    const overhead = Buffer.byteLength(JSON.stringify({
-      jsonrpc: '2.0', id: 1, method: 'streams.append',
-      params: { streamId: p.streamA, coordinatorToken: 'yello_ct_' + 'x'.repeat(43), generation: '1', expectedPosition: small.nextPosition, operationId: 'cli-00000000-0000-0000-0000-000000000000', records: [{ type: 'chat.message', messageId: 'size-fill', content: '' }] },
-    }));
+    const overhead = Buffer.byteLength(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'streams.append',
+        params: {
+          streamId: p.streamA,
+          coordinatorToken: 'yello_ct_' + 'x'.repeat(43),
+          generation: '1',
+          expectedPosition: small.nextPosition,
+          operationId: 'cli-00000000-0000-0000-0000-000000000000',
+          records: [{ type: 'chat.message', messageId: 'size-fill', content: '' }],
+        },
+      }),
+    );
     const fits = 262_144 - overhead - 20; // the CLI counts a 16-digit request id
-    const sent = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, '-', '--message-id', 'size-fill'], { input: 'y'.repeat(fits) });
+    const sent = await p.alice.json<Result<'streams.append'>>(['send', p.chatId, '-', '--message-id', 'size-fill'], {
+      input: 'y'.repeat(fits),
+    });
     expect(messageOf(sent.records[0]).content).toHaveLength(fits);
     const before = await state(p.streamA);
     const over = await p.alice.run(['send', p.chatId, '-', '--message-id', 'size-over'], { input: 'z'.repeat(262_144 - overhead + 1) });
@@ -137,7 +153,13 @@ describe('checks before any claim', () => {
 
   it('without a writable state dir (a service user with no home) still sends: it claims, appends and releases, and says why', async () => {
     const p = await pair();
-    const r = await p.alice.run(['--state-dir', path.join(writeTokenFile(daemon().dir, uniq('a-file'), 'not a directory'), 'state'), 'send', p.chatId, 'from a homeless user']);
+    const r = await p.alice.run([
+      '--state-dir',
+      path.join(writeTokenFile(daemon().dir, uniq('a-file'), 'not a directory'), 'state'),
+      'send',
+      p.chatId,
+      'from a homeless user',
+    ]);
     expectExit(r, 0);
     expect(r.stderr).toMatch(/cannot keep the claim between commands .*this command claims and releases the stream/);
     expect(await types(p.streamA)).toEqual(['chat.writer-fence', 'chat.message']);

@@ -6,8 +6,12 @@ describe('Backoff', () => {
     const b = new Backoff({ minDelayMs: 50, maxDelayMs: 300 });
     const steps = Array.from({ length: 6 }, () => b.next());
     expect(steps).toEqual([
-      { attempt: 1, delayMs: 50 }, { attempt: 2, delayMs: 100 }, { attempt: 3, delayMs: 200 },
-      { attempt: 4, delayMs: 300 }, { attempt: 5, delayMs: 300 }, { attempt: 6, delayMs: 300 },
+      { attempt: 1, delayMs: 50 },
+      { attempt: 2, delayMs: 100 },
+      { attempt: 3, delayMs: 200 },
+      { attempt: 4, delayMs: 300 },
+      { attempt: 5, delayMs: 300 },
+      { attempt: 6, delayMs: 300 },
     ]);
     expect(b.attempt).toBe(6);
   });

@@ -23,7 +23,14 @@ import {
   type StoredRecord,
 } from '../../src/client/index.js';
 import {
-  connectAdmin, connectAgent, createChat, makeTempDir, rejectionOf, settledWithin, startDaemon, type TestChat,
+  connectAdmin,
+  connectAgent,
+  createChat,
+  makeTempDir,
+  rejectionOf,
+  settledWithin,
+  startDaemon,
+  type TestChat,
 } from '../helpers/client-fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -56,8 +63,14 @@ function flush(): Promise<void> {
 function track<T>(p: Promise<T>): { settled: () => boolean; result: Promise<unknown> } {
   let settled = false;
   const result = p.then(
-    (v) => { settled = true; return v; },
-    (e: unknown) => { settled = true; return e; },
+    (v) => {
+      settled = true;
+      return v;
+    },
+    (e: unknown) => {
+      settled = true;
+      return e;
+    },
   );
   return { settled: () => settled, result };
 }
@@ -68,14 +81,20 @@ async function untilReceived(fake: FakeDaemon, method: string): Promise<void> {
 }
 
 const appendParams = (content: string): ParamsIn<'streams.append'> => ({
-  streamId: 'chat_x:agt_y', coordinatorToken: 'tok', generation: '1', expectedPosition: '0', operationId: 'op-big',
+  streamId: 'chat_x:agt_y',
+  coordinatorToken: 'tok',
+  generation: '1',
+  expectedPosition: '0',
+  operationId: 'op-big',
   records: [{ type: 'chat.message', messageId: 'm1', content }],
 });
 
 describe('inbound framing', () => {
   it('parses a 32 MiB answer in time linear in its size (the growing-string reader took ~35 s)', async () => {
     const big = 'x'.repeat(32 * MiB);
-    const fake = await fakeDaemon((req) => (req.method === 'session.hello' ? helloAnswer(req) : { jsonrpc: '2.0', id: req.id, result: { big } }));
+    const fake = await fakeDaemon((req) =>
+      req.method === 'session.hello' ? helloAnswer(req) : { jsonrpc: '2.0', id: req.id, result: { big } },
+    );
     const client = await connect(fake);
     const started = Date.now();
     const status = (await client.call('daemon.status', {})) as unknown as { big: string };
@@ -113,16 +132,31 @@ describe('inbound framing', () => {
   });
 
   it('a Coordinator that meets an over-size line stops for intervention instead of re-following into it', async () => {
-    const agent = 'agt_a', peer = 'agt_b', chatId = 'chat_c';
+    const agent = 'agt_a',
+      peer = 'agt_b',
+      chatId = 'chat_c';
     const stream = (author: string) => ({
-      streamId: `${chatId}:${author}`, chatId, authorAgentId: author, generation: '1', firstPosition: '0', nextPosition: '0',
-      acknowledged: null, writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
+      streamId: `${chatId}:${author}`,
+      chatId,
+      authorAgentId: author,
+      generation: '1',
+      firstPosition: '0',
+      nextPosition: '0',
+      acknowledged: null,
+      writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
     });
     const fake = await fakeDaemon((req, socket) => {
       const ok = (result: unknown) => ({ jsonrpc: '2.0', id: req.id, result });
       switch (req.method) {
         case 'session.hello':
-          return ok({ role: 'agent', agentId: agent, protocol: 'yello.chat.v1', daemon: { version: 'fake' }, limits: FAKE_LIMITS, signing: { kid: 'k', alg: 'ES256' } });
+          return ok({
+            role: 'agent',
+            agentId: agent,
+            protocol: 'yello.chat.v1',
+            daemon: { version: 'fake' },
+            limits: FAKE_LIMITS,
+            signing: { kid: 'k', alg: 'ES256' },
+          });
         case 'chats.get':
           return ok({ chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] });
         case 'streams.claim':
@@ -136,8 +170,13 @@ describe('inbound framing', () => {
       }
     });
     const coord = new Coordinator({
-      token: 'yello_agent_fake', chatId, socketPath: fake.socketPath, adapter: { present: () => {} }, cursorStore: new MemoryCursorStore(),
-      maxInboundLineBytes: MiB, reconnect: { minDelayMs: 10, maxDelayMs: 10 },
+      token: 'yello_agent_fake',
+      chatId,
+      socketPath: fake.socketPath,
+      adapter: { present: () => {} },
+      cursorStore: new MemoryCursorStore(),
+      maxInboundLineBytes: MiB,
+      reconnect: { minDelayMs: 10, maxDelayMs: 10 },
     });
     cleanups.push(() => coord.stop({ release: false }));
     await coord.start().catch(() => {});
@@ -249,7 +288,13 @@ describe('call timeouts', () => {
 
 describe('request caps from session.hello', () => {
   it('refuses a streams.append over maxAppendRequestBytes before writing a byte; the connection stays usable', async () => {
-    const fake = await fakeDaemon((req) => (req.method === 'session.hello' ? helloAnswer(req) : req.method === 'daemon.status' ? { jsonrpc: '2.0', id: req.id, result: { ok: true } } : undefined));
+    const fake = await fakeDaemon((req) =>
+      req.method === 'session.hello'
+        ? helloAnswer(req)
+        : req.method === 'daemon.status'
+          ? { jsonrpc: '2.0', id: req.id, result: { ok: true } }
+          : undefined,
+    );
     const client = await connect(fake);
     const bytesAfterHello = fake.bytes;
     const params = appendParams('z'.repeat(300 * 1024));
@@ -285,7 +330,9 @@ describe('request caps from session.hello', () => {
   });
 
   it('refuses any request over maxLineBytes, counting UTF-8 bytes', async () => {
-    const fake = await fakeDaemon((req) => (req.method === 'session.hello' ? helloAnswer(req, { maxLineBytes: 4096, maxAppendRequestBytes: 2048 }) : undefined));
+    const fake = await fakeDaemon((req) =>
+      req.method === 'session.hello' ? helloAnswer(req, { maxLineBytes: 4096, maxAppendRequestBytes: 2048 }) : undefined,
+    );
     const client = await connect(fake, { callTimeoutMs: 50 });
     // 1,500 three-byte characters: 1,500 UTF-16 units, 4,500 bytes.
     const err = (await rejectionOf(client.rpc.agents.create({ username: 'u', name: '€'.repeat(1500) }))) as RequestTooLargeError;
@@ -323,21 +370,33 @@ describe('against the real daemon', () => {
     expect(alice.session.limits).toEqual({ maxLineBytes: 400_000, maxAppendRequestBytes: 262_144 });
     const before = await alice.rpc.streams.get({ streamId: chat.alice.streamId });
     const big = {
-      streamId: chat.alice.streamId, coordinatorToken: token, generation: before.generation, expectedPosition: before.nextPosition,
-      operationId: 'op-too-big', records: [{ type: 'chat.message' as const, messageId: 'big', content: 'b'.repeat(300_000) }],
+      streamId: chat.alice.streamId,
+      coordinatorToken: token,
+      generation: before.generation,
+      expectedPosition: before.nextPosition,
+      operationId: 'op-too-big',
+      records: [{ type: 'chat.message' as const, messageId: 'big', content: 'b'.repeat(300_000) }],
     };
     const err = (await rejectionOf(alice.rpc.streams.append(big))) as RequestTooLargeError;
     expect(err).toBeInstanceOf(RequestTooLargeError);
     expect(err.sent).toBe(false);
     expect(err.limit).toBe(262_144);
-    expect(await alice.rpc.operations.get({ streamId: chat.alice.streamId, operationId: 'op-too-big' })).toMatchObject({ state: 'unknown' });
+    expect(await alice.rpc.operations.get({ streamId: chat.alice.streamId, operationId: 'op-too-big' })).toMatchObject({
+      state: 'unknown',
+    });
     expect((await alice.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition).toBe(before.nextPosition);
-    const ok = await alice.rpc.streams.append({ ...big, operationId: 'op-small', records: [{ type: 'chat.message', messageId: 'small', content: 'small' }] });
+    const ok = await alice.rpc.streams.append({
+      ...big,
+      operationId: 'op-small',
+      records: [{ type: 'chat.message', messageId: 'small', content: 'small' }],
+    });
     expect(ok.firstPosition).toBe(before.nextPosition);
   });
 
-  it('refuses a request over the daemon\'s --max-line-bytes locally; the session stays usable', async () => {
-    const err = (await rejectionOf(admin.rpc.agents.create({ username: 'too-long-line', name: 'n'.repeat(450_000) }))) as RequestTooLargeError;
+  it("refuses a request over the daemon's --max-line-bytes locally; the session stays usable", async () => {
+    const err = (await rejectionOf(
+      admin.rpc.agents.create({ username: 'too-long-line', name: 'n'.repeat(450_000) }),
+    )) as RequestTooLargeError;
     expect(err).toBeInstanceOf(RequestTooLargeError);
     expect(err.sent).toBe(false);
     expect(err.limit).toBe(400_000);
@@ -348,7 +407,12 @@ describe('against the real daemon', () => {
     const poller = await connectAgent(daemon, chat.bob, { callTimeoutMs: 200 });
     try {
       const state = await poller.rpc.streams.get({ streamId: chat.alice.streamId });
-      const read = poller.rpc.streams.read({ streamId: chat.alice.streamId, generation: state.generation, fromPosition: state.nextPosition, waitMs: 800 });
+      const read = poller.rpc.streams.read({
+        streamId: chat.alice.streamId,
+        generation: state.generation,
+        fromPosition: state.nextPosition,
+        waitMs: 800,
+      });
       const outcome = await settledWithin(read, 5_000);
       expect(outcome.status).toBe('fulfilled');
     } finally {
@@ -363,8 +427,12 @@ describe('against the real daemon', () => {
       let next = state.nextPosition;
       for (let i = 0; i < 120; i++) {
         const r = await alice.rpc.streams.append({
-          streamId: chat.alice.streamId, coordinatorToken: token, generation: state.generation, expectedPosition: next,
-          operationId: `op-page-${i}`, records: [{ type: 'chat.message', messageId: `page-${i}`, content: `${i} `.padEnd(200 * 1024, 'p') }],
+          streamId: chat.alice.streamId,
+          coordinatorToken: token,
+          generation: state.generation,
+          expectedPosition: next,
+          operationId: `op-page-${i}`,
+          records: [{ type: 'chat.message', messageId: `page-${i}`, content: `${i} `.padEnd(200 * 1024, 'p') }],
         });
         next = r.nextPosition;
       }
@@ -376,7 +444,9 @@ describe('against the real daemon', () => {
       let cursor: string | undefined;
       let pages = 0;
       do {
-        const page = await bob.rpc.chats.history(cursor === undefined ? { chatId: chat.chatId, limit: 120, direction: 'backward' } : { chatId: chat.chatId, limit: 120, cursor });
+        const page = await bob.rpc.chats.history(
+          cursor === undefined ? { chatId: chat.chatId, limit: 120, direction: 'backward' } : { chatId: chat.chatId, limit: 120, cursor },
+        );
         pages++;
         expect(page.entries.filter(isBig).length).toBeLessThanOrEqual(6);
         entries.push(...page.entries);

@@ -15,7 +15,25 @@ import {
   YelloClient,
   type AppendResult,
 } from '../../src/client/index.js';
-import { RecordingAdapter, connectAdmin, connectAgent, createChat, freeze, makeCoordinator, makeTempDir, messageContents, readStream, rejectionOf, settledWithin, startDaemon, thaw, uniqueName, watchStates, type Participant, type TestChat } from '../helpers/client-fixtures.js';
+import {
+  RecordingAdapter,
+  connectAdmin,
+  connectAgent,
+  createChat,
+  freeze,
+  makeCoordinator,
+  makeTempDir,
+  messageContents,
+  readStream,
+  rejectionOf,
+  settledWithin,
+  startDaemon,
+  thaw,
+  uniqueName,
+  watchStates,
+  type Participant,
+  type TestChat,
+} from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
@@ -44,7 +62,17 @@ afterAll(async () => {
 
 /** Waits until the reconnecting admin client is usable again after a restart. */
 async function adminReady(): Promise<YelloClient> {
-  await waitFor(async () => admin.connected && (await admin.rpc.daemon.status({}).then(() => true, () => false)), 'the admin client to reconnect', 15_000, 50);
+  await waitFor(
+    async () =>
+      admin.connected &&
+      (await admin.rpc.daemon.status({}).then(
+        () => true,
+        () => false,
+      )),
+    'the admin client to reconnect',
+    15_000,
+    50,
+  );
   return admin;
 }
 
@@ -66,8 +94,12 @@ class Writer {
   }
   async send(content: string): Promise<AppendResult> {
     const res = await this.client.rpc.streams.append({
-      streamId: this.who.streamId, coordinatorToken: this.token, generation: '1', expectedPosition: this.next,
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId: uniqueName('m'), content }],
+      streamId: this.who.streamId,
+      coordinatorToken: this.token,
+      generation: '1',
+      expectedPosition: this.next,
+      operationId: uniqueName('op'),
+      records: [{ type: 'chat.message', messageId: uniqueName('m'), content }],
     });
     this.next = res.nextPosition;
     return res;
@@ -81,7 +113,10 @@ describe('Coordinator: resuming across a daemon SIGKILL', () => {
     const cursorFile = path.join(tempDir, 'bob-cursors.json');
     const seen = new RecordingAdapter({ delayMs: 15 }); // slow enough to have a backlog when the daemon dies
     const bob = makeCoordinator(daemon, chat, chat.bob, {
-      adapter: seen, cursorStore: new FileCursorStore(cursorFile), reconnect: { minDelayMs: 200, maxDelayMs: 600 }, start: 'end',
+      adapter: seen,
+      cursorStore: new FileCursorStore(cursorFile),
+      reconnect: { minDelayMs: 200, maxDelayMs: 600 },
+      start: 'end',
     });
     coordinators.push(bob);
     const log = watchStates(bob);

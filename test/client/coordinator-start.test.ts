@@ -5,7 +5,16 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
 import { Coordinator, MemoryCursorStore, type YelloClient } from '../../src/client/index.js';
-import { RecordingAdapter, connectAdmin, connectAgent, createChat, makeCoordinator, startDaemon, type Participant, type TestChat } from '../helpers/client-fixtures.js';
+import {
+  RecordingAdapter,
+  connectAdmin,
+  connectAgent,
+  createChat,
+  makeCoordinator,
+  startDaemon,
+  type Participant,
+  type TestChat,
+} from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
@@ -35,10 +44,16 @@ async function sendAs(chat: TestChat, who: Participant, texts: string[]): Promis
   const claim = await c.rpc.streams.claim({ streamId: who.streamId });
   let next = claim.nextPosition;
   for (const [i, content] of texts.entries()) {
-    next = (await c.rpc.streams.append({
-      streamId: who.streamId, coordinatorToken: claim.coordinatorToken, generation: claim.generation, expectedPosition: next,
-      operationId: `pre-${content.length}-${Date.now()}-${i}`, records: [{ type: 'chat.message', messageId: `pre-${Date.now()}-${i}-${Math.random().toString(36).slice(2)}`, content }],
-    })).nextPosition;
+    next = (
+      await c.rpc.streams.append({
+        streamId: who.streamId,
+        coordinatorToken: claim.coordinatorToken,
+        generation: claim.generation,
+        expectedPosition: next,
+        operationId: `pre-${content.length}-${Date.now()}-${i}`,
+        records: [{ type: 'chat.message', messageId: `pre-${Date.now()}-${i}-${Math.random().toString(36).slice(2)}`, content }],
+      })
+    ).nextPosition;
   }
   await c.rpc.streams.release({ streamId: who.streamId, coordinatorToken: claim.coordinatorToken });
 }

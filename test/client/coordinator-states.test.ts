@@ -15,16 +15,31 @@ afterEach(async () => {
   for (const f of cleanups.splice(0).reverse()) await f();
 });
 
-const agent = 'agt_a', peer = 'agt_b', chatId = 'chat_c';
+const agent = 'agt_a',
+  peer = 'agt_b',
+  chatId = 'chat_c';
 const stream = (author: string) => ({
-  streamId: `${chatId}:${author}`, chatId, authorAgentId: author, generation: '1', firstPosition: '0', nextPosition: '1',
-  acknowledged: null, writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
+  streamId: `${chatId}:${author}`,
+  chatId,
+  authorAgentId: author,
+  generation: '1',
+  firstPosition: '0',
+  nextPosition: '1',
+  acknowledged: null,
+  writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
 });
 
 /** A daemon that lets the coordinator start, answers everything else with {}, and never answers an append. */
 function appendHangs(req: FakeRequest): unknown {
   const results: Record<string, unknown> = {
-    'session.hello': { role: 'agent', agentId: agent, protocol: 'yello.chat.v1', daemon: { version: 'fake' }, limits: FAKE_LIMITS, signing: { kid: 'k', alg: 'ES256' } },
+    'session.hello': {
+      role: 'agent',
+      agentId: agent,
+      protocol: 'yello.chat.v1',
+      daemon: { version: 'fake' },
+      limits: FAKE_LIMITS,
+      signing: { kid: 'k', alg: 'ES256' },
+    },
     'chats.get': { chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] },
     'streams.claim': { streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' },
     'chats.follow': { subscriptionId: 'sub', cursor: 'c0' },
@@ -39,7 +54,13 @@ describe('Coordinator states', () => {
     cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
     const fake = await FakeDaemon.start(path.join(dir, 'fake.sock'), appendHangs);
     cleanups.push(() => fake.close());
-    const coord = new Coordinator({ token: 'yello_agent_fake', chatId, socketPath: fake.socketPath, adapter: { present: () => {} }, cursorStore: new MemoryCursorStore() });
+    const coord = new Coordinator({
+      token: 'yello_agent_fake',
+      chatId,
+      socketPath: fake.socketPath,
+      adapter: { present: () => {} },
+      cursorStore: new MemoryCursorStore(),
+    });
     cleanups.push(() => coord.stop({ release: false }));
     const states: CoordinatorState[] = [];
     coord.on('state', (e) => states.push(e.state));

@@ -14,7 +14,20 @@ import {
   type ChatBatchNotification,
   type YelloClient,
 } from '../../src/client/index.js';
-import { RecordingAdapter, connectAdmin, connectAgent, createChat, makeCoordinator, messageContents, readStream, rejectionOf, settledWithin, startDaemon, watchStates, type TestChat } from '../helpers/client-fixtures.js';
+import {
+  RecordingAdapter,
+  connectAdmin,
+  connectAgent,
+  createChat,
+  makeCoordinator,
+  messageContents,
+  readStream,
+  rejectionOf,
+  settledWithin,
+  startDaemon,
+  watchStates,
+  type TestChat,
+} from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
@@ -38,7 +51,14 @@ afterAll(async () => {
 });
 
 /** A started coordinator pair (alice and bob) in a fresh chat. */
-async function startPair(): Promise<{ chat: TestChat; alice: Coordinator; bob: Coordinator; aliceSees: RecordingAdapter; bobSees: RecordingAdapter; bobStore: MemoryCursorStore }> {
+async function startPair(): Promise<{
+  chat: TestChat;
+  alice: Coordinator;
+  bob: Coordinator;
+  aliceSees: RecordingAdapter;
+  bobSees: RecordingAdapter;
+  bobStore: MemoryCursorStore;
+}> {
   const chat = await createChat(admin);
   const aliceSees = new RecordingAdapter();
   const bobSees = new RecordingAdapter();
@@ -84,7 +104,12 @@ describe('Coordinator: receipts', () => {
     expect(res.records).toHaveLength(1);
     expect(res.records[0]!.wrapper).toMatchObject({
       type: 'chat.receipt',
-      receipt: { peerStreamId: chat.alice.streamId, peerGeneration: batch.generation, nextPosition: batch.nextPosition, batchId: batch.batchId },
+      receipt: {
+        peerStreamId: chat.alice.streamId,
+        peerGeneration: batch.generation,
+        nextPosition: batch.nextPosition,
+        batchId: batch.batchId,
+      },
     });
     expect(await acknowledgedOf(chat.alice.streamId)).toEqual({ generation: '1', nextPosition: batch.nextPosition });
     // bob's own stream is untouched by his receipt.
@@ -357,9 +382,15 @@ describe('Coordinator: cursor saving', () => {
     await sleep(100);
     await alice.send('second');
     // Either "second" is presented, or the failure is surfaced (an error event / a non-running state).
-    await waitFor(() => seen.contents.includes('second') || errors.length > 0 || bob.state !== 'running',
-      'bob to present "second" or to report the failed save', 3_000).catch(() => undefined);
+    await waitFor(
+      () => seen.contents.includes('second') || errors.length > 0 || bob.state !== 'running',
+      'bob to present "second" or to report the failed save',
+      3_000,
+    ).catch(() => undefined);
     const surfaced = errors.length > 0 || bob.state !== 'running';
-    expect(seen.contents.includes('second') || surfaced, `state ${bob.state}, shown ${JSON.stringify(seen.contents)}, errors ${errors.length}`).toBe(true);
+    expect(
+      seen.contents.includes('second') || surfaced,
+      `state ${bob.state}, shown ${JSON.stringify(seen.contents)}, errors ${errors.length}`,
+    ).toBe(true);
   });
 });

@@ -50,9 +50,22 @@ const EXPECTED_VALUES = [
 ];
 
 const REMOTE_ERRORS = [
-  'FencedError', 'PositionMismatchError', 'ContinuityBreakError', 'InvalidParamsError', 'UnauthenticatedError',
-  'PermissionDeniedError', 'NotFoundError', 'RequestTooLargeError', 'WriterActiveError', 'OperationConflictError',
-  'DuplicateMessageError', 'InvalidReceiptError', 'PolicyRejectedError', 'RateLimitedError', 'StorageFailureError', 'InternalError',
+  'FencedError',
+  'PositionMismatchError',
+  'ContinuityBreakError',
+  'InvalidParamsError',
+  'UnauthenticatedError',
+  'PermissionDeniedError',
+  'NotFoundError',
+  'RequestTooLargeError',
+  'WriterActiveError',
+  'OperationConflictError',
+  'DuplicateMessageError',
+  'InvalidReceiptError',
+  'PolicyRejectedError',
+  'RateLimitedError',
+  'StorageFailureError',
+  'InternalError',
 ] as const;
 
 describe('public entry', () => {
@@ -61,7 +74,9 @@ describe('public entry', () => {
   });
 
   it('the built entry named by package.json "exports" exports the same values', async () => {
-    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { exports: Record<string, { default: string; types: string }> };
+    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as {
+      exports: Record<string, { default: string; types: string }>;
+    };
     const entry = path.join(repoRoot, pkg.exports['.']!.default);
     const built = (await import(pathToFileURL(entry).href)) as Record<string, unknown>;
     expect(Object.keys(built).sort()).toEqual(EXPECTED_VALUES);
@@ -74,13 +89,23 @@ describe('public entry', () => {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.RemoteError);
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
     }
-    for (const name of ['ConnectionLostError', 'LineTooLargeError', 'TimeoutError', 'UntrustedSocketError', 'CoordinatorPausedError', 'VerificationError']) {
+    for (const name of [
+      'ConnectionLostError',
+      'LineTooLargeError',
+      'TimeoutError',
+      'UntrustedSocketError',
+      'CoordinatorPausedError',
+      'VerificationError',
+    ]) {
       expect(values[name]!.prototype, name).toBeInstanceOf(client.YelloClientError);
       expect(values[name]!.prototype, name).not.toBeInstanceOf(client.RemoteError);
     }
     // Each data.type maps to its class, with its name.
     for (const name of REMOTE_ERRORS) {
-      const type = name.replace(/Error$/, '').replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
+      const type = name
+        .replace(/Error$/, '')
+        .replace(/([a-z])([A-Z])/g, '$1_$2')
+        .toUpperCase();
       const err = client.remoteError({ code: 1, message: 'm', data: { type } });
       expect(err.constructor, type).toBe(values[name]);
       expect(err.name).toBe(name);
@@ -91,9 +116,15 @@ describe('public entry', () => {
     const configPath = path.join(repoRoot, 'test/tsconfig.json');
     const parsed = ts.getParsedCommandLineOfConfigFile(configPath, {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} });
     expect(parsed).toBeDefined();
-    const program = ts.createProgram({ rootNames: [path.join(repoRoot, 'test/client/types.test-d.ts')], options: { ...parsed!.options, noEmit: true } });
+    const program = ts.createProgram({
+      rootNames: [path.join(repoRoot, 'test/client/types.test-d.ts')],
+      options: { ...parsed!.options, noEmit: true },
+    });
     const problems = ts.getPreEmitDiagnostics(program).map((d) => {
-      const where = d.file && d.start !== undefined ? `${path.relative(repoRoot, d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}` : '';
+      const where =
+        d.file && d.start !== undefined
+          ? `${path.relative(repoRoot, d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}`
+          : '';
       return `${where} ${ts.flattenDiagnosticMessageText(d.messageText, '\n').slice(0, 500)}`;
     });
     expect(problems).toEqual([]);

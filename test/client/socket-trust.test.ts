@@ -68,10 +68,12 @@ describe('YelloClient.connect refuses an untrusted socket before sending the tok
     const dir = await makeDir(path.join(tmp, 'yello-0'), HOSTILE, 0o700);
     const fake = await plant(path.join(dir, 'yello.sock'));
     const e = await refused(fake.socketPath, fake);
-    expect(e.reason).toBe(`the socket directory ${dir} is not trusted: owned by uid 1001, not 0, and its parent is not trusted either: writable by group or others (mode 01777)`);
+    expect(e.reason).toBe(
+      `the socket directory ${dir} is not trusted: owned by uid 1001, not 0, and its parent is not trusted either: writable by group or others (mode 01777)`,
+    );
   });
 
-  it('refuses a socket directory that is a symlink to another user\'s directory', async () => {
+  it("refuses a socket directory that is a symlink to another user's directory", async () => {
     const tmp = await fakeTmp();
     const evil = await makeDir(path.join(tmp, 'evil'), HOSTILE, 0o700);
     await fs.symlink(evil, path.join(tmp, 'yello-0'));
@@ -80,7 +82,7 @@ describe('YelloClient.connect refuses an untrusted socket before sending the tok
     expect(e.reason).toMatch(/symbolic link/);
   });
 
-  it('refuses a symlinked socket directory even when its target and parent are root\'s', async () => {
+  it("refuses a symlinked socket directory even when its target and parent are root's", async () => {
     const base = await makeTempDir('ytr-');
     cleanups.push(() => fs.rm(base, { recursive: true, force: true }));
     const real = await makeDir(path.join(base, 'real'), 0, 0o700);
@@ -109,7 +111,7 @@ describe('YelloClient.connect refuses an untrusted socket before sending the tok
     expect((await refused(path.join(base, 'file.sock'), fake)).reason).toMatch(/not a socket/);
   });
 
-  it('trusts its own 0700 directory, and a directory of the daemon\'s user under a root-owned parent (like /run/yello)', async () => {
+  it("trusts its own 0700 directory, and a directory of the daemon's user under a root-owned parent (like /run/yello)", async () => {
     const own = await makeTempDir('ytr-');
     cleanups.push(() => fs.rm(own, { recursive: true, force: true }));
     await accepted(path.join(own, 'yello.sock'), await plant(path.join(own, 'yello.sock')));
@@ -164,7 +166,11 @@ describe('every path that sends a token checks first', () => {
     const dir = await makeDir(path.join(tmp, 'yello-0'), HOSTILE, 0o700);
     const fake = await plant(path.join(dir, 'yello.sock'));
     const coord = new Coordinator({
-      token: TOKEN, chatId: 'chat_x', socketPath: fake.socketPath, adapter: { present: () => {} }, cursorStore: new MemoryCursorStore(),
+      token: TOKEN,
+      chatId: 'chat_x',
+      socketPath: fake.socketPath,
+      adapter: { present: () => {} },
+      cursorStore: new MemoryCursorStore(),
     });
     expect(await rejectionOf(coord.start())).toBeInstanceOf(UntrustedSocketError);
     expect(coord.state).toBe('stopped');

@@ -57,27 +57,59 @@ describe('YelloClient types', () => {
     expectTypeOf(client.rpc.streams.append).parameter(0).toEqualTypeOf<ParamsIn<'streams.append'>>();
     expectTypeOf(client.rpc.streams.append).returns.toEqualTypeOf<Promise<AppendResult>>();
     expectTypeOf<AppendParams>().toMatchObjectType<{
-      streamId: string; coordinatorToken: string; generation: string; expectedPosition: string; operationId: string;
+      streamId: string;
+      coordinatorToken: string;
+      generation: string;
+      expectedPosition: string;
+      operationId: string;
     }>();
     type RecordIn = AppendParams['records'][number];
     expectTypeOf<RecordIn['type']>().toEqualTypeOf<'chat.message' | 'chat.receipt'>();
-    expectTypeOf<Extract<RecordIn, { type: 'chat.message' }>>().toEqualTypeOf<{ type: 'chat.message'; messageId: string; content: string }>();
+    expectTypeOf<Extract<RecordIn, { type: 'chat.message' }>>().toEqualTypeOf<{
+      type: 'chat.message';
+      messageId: string;
+      content: string;
+    }>();
     expectTypeOf<Extract<RecordIn, { type: 'chat.receipt' }>>().toEqualTypeOf<{
-      type: 'chat.receipt'; peerStreamId: string; peerGeneration: string; nextPosition: string; batchId: string;
+      type: 'chat.receipt';
+      peerStreamId: string;
+      peerGeneration: string;
+      nextPosition: string;
+      batchId: string;
     }>();
     expectTypeOf<AppendResult>().toEqualTypeOf<{
-      streamId: string; generation: string; operationId: string; firstPosition: string; nextPosition: string;
-      records: StoredRecord[]; duplicate: boolean; redactions: { recordIndex: number; kind: string; count: number }[];
+      streamId: string;
+      generation: string;
+      operationId: string;
+      firstPosition: string;
+      nextPosition: string;
+      records: StoredRecord[];
+      duplicate: boolean;
+      redactions: { recordIndex: number; kind: string; count: number }[];
     }>();
 
     // Positions are strings, and every required field is required.
     const never = (): void => {
-      // @ts-expect-error expectedPosition must be a decimal string, not a number
-      void client.rpc.streams.append({ streamId: 's', coordinatorToken: 't', generation: '1', expectedPosition: 0, operationId: 'o', records: [] });
+      void client.rpc.streams.append({
+        streamId: 's',
+        coordinatorToken: 't',
+        generation: '1',
+        // @ts-expect-error expectedPosition must be a decimal string, not a number
+        expectedPosition: 0,
+        operationId: 'o',
+        records: [],
+      });
       // @ts-expect-error coordinatorToken is required
       void client.rpc.streams.append({ streamId: 's', generation: '1', expectedPosition: '0', operationId: 'o', records: [] });
-      // @ts-expect-error an unknown record type
-      void client.rpc.streams.append({ streamId: 's', coordinatorToken: 't', generation: '1', expectedPosition: '0', operationId: 'o', records: [{ type: 'chat.note' }] });
+      void client.rpc.streams.append({
+        streamId: 's',
+        coordinatorToken: 't',
+        generation: '1',
+        expectedPosition: '0',
+        operationId: 'o',
+        // @ts-expect-error an unknown record type
+        records: [{ type: 'chat.note' }],
+      });
       // @ts-expect-error no such method in the namespace
       void client.rpc.streams.delete({ streamId: 's' });
     };
@@ -203,7 +235,9 @@ describe('Coordinator types', () => {
   });
 
   it('states and events are closed sets', () => {
-    expectTypeOf<CoordinatorState>().toEqualTypeOf<'idle' | 'starting' | 'running' | 'reconnecting' | 'paused' | 'fenced' | 'needs-intervention' | 'stopped'>();
+    expectTypeOf<CoordinatorState>().toEqualTypeOf<
+      'idle' | 'starting' | 'running' | 'reconnecting' | 'paused' | 'fenced' | 'needs-intervention' | 'stopped'
+    >();
     coord.on('state', (e) => {
       expectTypeOf(e.state).toEqualTypeOf<CoordinatorState>();
       expectTypeOf(e.previous).toEqualTypeOf<CoordinatorState>();

@@ -21,15 +21,7 @@ import {
 } from '../../src/client/index.js';
 import { canonicalJson } from '../../src/shared/canonical-json.js';
 import { chainDigest } from '../../src/shared/checkpoint.js';
-import {
-  connectAdmin,
-  connectAgent,
-  createChat,
-  readStream,
-  startDaemon,
-  uniqueName,
-  type TestChat,
-} from '../helpers/client-fixtures.js';
+import { connectAdmin, connectAgent, createChat, readStream, startDaemon, uniqueName, type TestChat } from '../helpers/client-fixtures.js';
 
 let daemon: DaemonProcess;
 let admin: YelloClient;
@@ -57,7 +49,10 @@ afterAll(async () => {
 
 async function aliceSends(...contents: string[]) {
   const res = await alice.rpc.streams.append({
-    streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: aliceNext,
+    streamId: chat.alice.streamId,
+    coordinatorToken: aliceToken,
+    generation: '1',
+    expectedPosition: aliceNext,
     operationId: uniqueName('op'),
     records: contents.map((content) => ({ type: 'chat.message' as const, messageId: uniqueName('m'), content })),
   });
@@ -74,7 +69,10 @@ function sha(text: string): string {
 }
 
 /** A deep copy of a message record with `change` applied to its message. */
-function altered(record: StoredRecord, change: (m: Extract<StoredRecord['wrapper'], { type: 'chat.message' }>['message']) => void): StoredRecord {
+function altered(
+  record: StoredRecord,
+  change: (m: Extract<StoredRecord['wrapper'], { type: 'chat.message' }>['message']) => void,
+): StoredRecord {
   const copy = structuredClone(record);
   if (copy.wrapper.type !== 'chat.message') throw new Error('not a message');
   change(copy.wrapper.message);
@@ -132,37 +130,98 @@ describe('verifyRecord', () => {
   });
 
   it('fails with VerificationError when the content is altered', () => {
-    expectVerificationError(altered(sample, (m) => { m.content = 'hello bib'; }), jwks);
-    expectVerificationError(altered(sample, (m) => { m.content += ' '; }), jwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.content = 'hello bib';
+      }),
+      jwks,
+    );
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.content += ' ';
+      }),
+      jwks,
+    );
   });
 
   it('fails when contentSha256 is altered, alone or together with the content', () => {
-    expectVerificationError(altered(sample, (m) => { m.contentSha256 = flipChar(m.contentSha256); }), jwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.contentSha256 = flipChar(m.contentSha256);
+      }),
+      jwks,
+    );
     // Content and hash changed consistently: only the signature can catch it.
-    expectVerificationError(altered(sample, (m) => { m.content = 'forged'; m.contentSha256 = sha('forged'); }), jwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.content = 'forged';
+        m.contentSha256 = sha('forged');
+      }),
+      jwks,
+    );
   });
 
   it('fails when the signature value is altered', () => {
-    expectVerificationError(altered(sample, (m) => { m.signature.value = flipChar(m.signature.value); }), jwks);
-    expectVerificationError(altered(sample, (m) => { m.signature.value = m.signature.value.slice(0, -4); }), jwks);
-    expectVerificationError(altered(sample, (m) => { m.signature.value = ''; }), jwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.value = flipChar(m.signature.value);
+      }),
+      jwks,
+    );
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.value = m.signature.value.slice(0, -4);
+      }),
+      jwks,
+    );
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.value = '';
+      }),
+      jwks,
+    );
   });
 
   it('fails when the signature value is re-encoded non-canonically (padding, stray characters)', () => {
     // §5: base64url without padding. Node's decoder skips such characters, so only an explicit
     // check catches a value that was altered this way.
-    expectVerificationError(altered(sample, (m) => { m.signature.value += '='; }), jwks);
-    expectVerificationError(altered(sample, (m) => { m.signature.value = `${m.signature.value.slice(0, 40)}.${m.signature.value.slice(40)}`; }), jwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.value += '=';
+      }),
+      jwks,
+    );
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.value = `${m.signature.value.slice(0, 40)}.${m.signature.value.slice(40)}`;
+      }),
+      jwks,
+    );
   });
 
   it('fails when the kid is altered or names no key in the JWKS', () => {
-    expectVerificationError(altered(sample, (m) => { m.signature.kid = flipChar(m.signature.kid); }), jwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.kid = flipChar(m.signature.kid);
+      }),
+      jwks,
+    );
     expectVerificationError(sample, { keys: [] });
   });
 
   it('fails when another signed fact (createdAt, recipient, sender) is altered', () => {
-    expectVerificationError(altered(sample, (m) => { m.signature.createdAt = '2001-01-01T00:00:00.000Z'; }), jwks);
-    expectVerificationError(altered(sample, (m) => { m.toAgentId = chat.alice.id; }), jwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.createdAt = '2001-01-01T00:00:00.000Z';
+      }),
+      jwks,
+    );
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.toAgentId = chat.alice.id;
+      }),
+      jwks,
+    );
     const wrongAuthor = structuredClone(sample);
     if (wrongAuthor.wrapper.type === 'chat.message') {
       wrongAuthor.wrapper.message.fromAgentId = chat.bob.id;
@@ -187,7 +246,12 @@ describe('verifyRecord', () => {
     for (const r of all) verifyRecord(r, rotatedJwks);
 
     // The key matters: an old record re-labelled with the new kid no longer verifies.
-    expectVerificationError(altered(sample, (m) => { m.signature.kid = newKid; }), rotatedJwks);
+    expectVerificationError(
+      altered(sample, (m) => {
+        m.signature.kid = newKid;
+      }),
+      rotatedJwks,
+    );
     // And without the retired key, old records cannot be checked.
     const onlyNew: Jwks = { keys: rotatedJwks.keys.filter((k) => k.kid === newKid) };
     expectVerificationError(sample, onlyNew);
@@ -197,10 +261,21 @@ describe('verifyRecord', () => {
 describe('canonical bytes (§5.9)', () => {
   it('sorts members at every depth, drops whitespace, escapes as JSON does, and matches the documented example', () => {
     const record = {
-      streamId: 'chat_x:agt_a', generation: '1', position: '0',
-      wrapper: { version: 2, chatId: 'chat_x', authorAgentId: 'agt_a', operationId: 'fence.1', recordIndex: 0, type: 'chat.writer-fence', fence: { epoch: '1', claimedAt: '2026-11-30T10:55:19.123Z', replaced: false } },
+      streamId: 'chat_x:agt_a',
+      generation: '1',
+      position: '0',
+      wrapper: {
+        version: 2,
+        chatId: 'chat_x',
+        authorAgentId: 'agt_a',
+        operationId: 'fence.1',
+        recordIndex: 0,
+        type: 'chat.writer-fence',
+        fence: { epoch: '1', claimedAt: '2026-11-30T10:55:19.123Z', replaced: false },
+      },
     } as StoredRecord;
-    const expected = '{"generation":"1","position":"0","streamId":"chat_x:agt_a","wrapper":{"authorAgentId":"agt_a","chatId":"chat_x","fence":{"claimedAt":"2026-11-30T10:55:19.123Z","epoch":"1","replaced":false},"operationId":"fence.1","recordIndex":0,"type":"chat.writer-fence","version":2}}';
+    const expected =
+      '{"generation":"1","position":"0","streamId":"chat_x:agt_a","wrapper":{"authorAgentId":"agt_a","chatId":"chat_x","fence":{"claimedAt":"2026-11-30T10:55:19.123Z","epoch":"1","replaced":false},"operationId":"fence.1","recordIndex":0,"type":"chat.writer-fence","version":2}}';
     expect(canonicalJson(record)).toBe(expected);
     expect(canonicalJson(JSON.parse(JSON.stringify(record, null, 2)))).toBe(expected);
     expect(chainDigest([record])).toBe(sha(`${expected}\n`));
@@ -224,18 +299,35 @@ describe('verifyCheckpoint and verifyExport', () => {
 
   it('a real checkpoint verifies, and covers exactly the records read', () => {
     expect(() => verifyCheckpoint(checkpoint, jwks)).not.toThrow();
-    expect(checkpoint).toMatchObject({ type: 'yello.checkpoint.v1', firstPosition: '0', nextPosition: String(records.length), recordCount: String(records.length) });
+    expect(checkpoint).toMatchObject({
+      type: 'yello.checkpoint.v1',
+      firstPosition: '0',
+      nextPosition: String(records.length),
+      recordCount: String(records.length),
+    });
     expect(checkpoint.chainDigest).toBe(chainDigest(records));
   });
 
   it('a checkpoint with any signed field changed, an unknown kid, or ids that do not make its streamId fails', () => {
     for (const change of [
-      (c: Checkpoint) => { c.nextPosition = String(Number(c.nextPosition) + 1); },
-      (c: Checkpoint) => { c.chainDigest = flipChar(c.chainDigest); },
-      (c: Checkpoint) => { c.createdAt = '2001-01-01T00:00:00.000Z'; },
-      (c: Checkpoint) => { c.generation = '2'; },
-      (c: Checkpoint) => { c.signature.kid = flipChar(c.signature.kid); },
-      (c: Checkpoint) => { c.authorAgentId = chat.bob.id; },
+      (c: Checkpoint) => {
+        c.nextPosition = String(Number(c.nextPosition) + 1);
+      },
+      (c: Checkpoint) => {
+        c.chainDigest = flipChar(c.chainDigest);
+      },
+      (c: Checkpoint) => {
+        c.createdAt = '2001-01-01T00:00:00.000Z';
+      },
+      (c: Checkpoint) => {
+        c.generation = '2';
+      },
+      (c: Checkpoint) => {
+        c.signature.kid = flipChar(c.signature.kid);
+      },
+      (c: Checkpoint) => {
+        c.authorAgentId = chat.bob.id;
+      },
     ]) {
       const copy = structuredClone(checkpoint);
       change(copy);
@@ -251,10 +343,22 @@ describe('verifyCheckpoint and verifyExport', () => {
       expect.objectContaining({ kind: 'MISSING_STREAM', streamId: chat.alice.streamId }),
     ]);
     expect(whole).toMatchObject({ records: records.length, checkpoints: 1 });
-    expect(whole.generations).toEqual([{
-      streamId: chat.alice.streamId, generation: '1', firstPosition: '0', nextPosition: String(records.length), records: records.length,
-      checkpoint: { line: lines.length, firstPosition: '0', nextPosition: String(records.length), createdAt: checkpoint.createdAt, kid: checkpoint.signature.kid },
-    }]);
+    expect(whole.generations).toEqual([
+      {
+        streamId: chat.alice.streamId,
+        generation: '1',
+        firstPosition: '0',
+        nextPosition: String(records.length),
+        records: records.length,
+        checkpoint: {
+          line: lines.length,
+          firstPosition: '0',
+          nextPosition: String(records.length),
+          createdAt: checkpoint.createdAt,
+          kid: checkpoint.signature.kid,
+        },
+      },
+    ]);
     expect(verifyExport(lines, jwks)).toEqual(whole);
     const v = new ExportVerifier(jwks);
     for (const l of lines) v.line(l);

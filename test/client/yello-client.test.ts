@@ -27,7 +27,18 @@ import {
   type ChatBreakNotification,
   type HelloResult,
 } from '../../src/client/index.js';
-import { connectAdmin, connectAgent, createChat, freeze, messageContents, rejectionOf, settledWithin, startDaemon, uniqueName, type TestChat } from '../helpers/client-fixtures.js';
+import {
+  connectAdmin,
+  connectAgent,
+  createChat,
+  freeze,
+  messageContents,
+  rejectionOf,
+  settledWithin,
+  startDaemon,
+  uniqueName,
+  type TestChat,
+} from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 let daemon: DaemonProcess;
@@ -139,12 +150,17 @@ describe('typed methods', () => {
 
   it('has a method on rpc for every namespace the protocol lists', () => {
     for (const [ns, fns] of Object.entries({
-      session: ['hello'], daemon: ['status'], keys: ['list', 'rotate'],
-      agents: ['create', 'list', 'get', 'rotateToken', 'disable', 'setPolicy'], grants: ['add', 'remove', 'list'],
+      session: ['hello'],
+      daemon: ['status'],
+      keys: ['list', 'rotate'],
+      agents: ['create', 'list', 'get', 'rotateToken', 'disable', 'setPolicy'],
+      grants: ['add', 'remove', 'list'],
       chats: ['open', 'get', 'list', 'permissions', 'history', 'follow', 'unfollow'],
-      streams: ['get', 'claim', 'release', 'append', 'read', 'trim', 'reset'], operations: ['get', 'list'],
+      streams: ['get', 'claim', 'release', 'append', 'read', 'trim', 'reset'],
+      operations: ['get', 'list'],
     })) {
-      for (const fn of fns) expect(typeof (alice.rpc as unknown as Record<string, Record<string, unknown>>)[ns]?.[fn], `${ns}.${fn}`).toBe('function');
+      for (const fn of fns)
+        expect(typeof (alice.rpc as unknown as Record<string, Record<string, unknown>>)[ns]?.[fn], `${ns}.${fn}`).toBe('function');
     }
   });
 });
@@ -175,19 +191,31 @@ describe('errors as classes keyed by data.type', () => {
     const again = await alice.rpc.streams.claim({ streamId: chat.alice.streamId, replace: true, reason: 'client test' });
     aliceToken = again.coordinatorToken;
     aliceNext = again.nextPosition;
-    const err = await rejectionOf(alice.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: old, generation: '1', expectedPosition: aliceNext,
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'stale' }],
-    }));
+    const err = await rejectionOf(
+      alice.rpc.streams.append({
+        streamId: chat.alice.streamId,
+        coordinatorToken: old,
+        generation: '1',
+        expectedPosition: aliceNext,
+        operationId: uniqueName('op'),
+        records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'stale' }],
+      }),
+    );
     const e = expectRemote(err, FencedError, 'FENCED', 4090);
     expect(e.data.epoch).toBe(again.epoch);
   });
 
   it('POSITION_MISMATCH is PositionMismatchError carrying nextPosition', async () => {
-    const err = await rejectionOf(alice.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: '999',
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'misplaced' }],
-    }));
+    const err = await rejectionOf(
+      alice.rpc.streams.append({
+        streamId: chat.alice.streamId,
+        coordinatorToken: aliceToken,
+        generation: '1',
+        expectedPosition: '999',
+        operationId: uniqueName('op'),
+        records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'misplaced' }],
+      }),
+    );
     const e = expectRemote(err, PositionMismatchError, 'POSITION_MISMATCH', 4091);
     expect(e.nextPosition).toBe(aliceNext);
   });
@@ -196,30 +224,59 @@ describe('errors as classes keyed by data.type', () => {
     const operationId = uniqueName('op');
     const messageId = uniqueName('m');
     const first = await alice.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: aliceNext,
-      operationId, records: [{ type: 'chat.message', messageId, content: 'once' }],
+      streamId: chat.alice.streamId,
+      coordinatorToken: aliceToken,
+      generation: '1',
+      expectedPosition: aliceNext,
+      operationId,
+      records: [{ type: 'chat.message', messageId, content: 'once' }],
     });
     aliceNext = first.nextPosition;
-    const conflict = await rejectionOf(alice.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: aliceNext,
-      operationId, records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'different' }],
-    }));
+    const conflict = await rejectionOf(
+      alice.rpc.streams.append({
+        streamId: chat.alice.streamId,
+        coordinatorToken: aliceToken,
+        generation: '1',
+        expectedPosition: aliceNext,
+        operationId,
+        records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'different' }],
+      }),
+    );
     expectRemote(conflict, OperationConflictError, 'OPERATION_CONFLICT', 4093);
-    const dup = await rejectionOf(alice.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: aliceNext,
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId, content: 'once' }],
-    }));
+    const dup = await rejectionOf(
+      alice.rpc.streams.append({
+        streamId: chat.alice.streamId,
+        coordinatorToken: aliceToken,
+        generation: '1',
+        expectedPosition: aliceNext,
+        operationId: uniqueName('op'),
+        records: [{ type: 'chat.message', messageId, content: 'once' }],
+      }),
+    );
     const e = expectRemote(dup, DuplicateMessageError, 'DUPLICATE_MESSAGE', 4094);
     expect(e.data.position).toBe(first.firstPosition);
   });
 
   it('INVALID_RECEIPT is InvalidReceiptError', async () => {
     const bobClaim = await bob.rpc.streams.claim({ streamId: chat.bob.streamId });
-    const err = await rejectionOf(bob.rpc.streams.append({
-      streamId: chat.bob.streamId, coordinatorToken: bobClaim.coordinatorToken, generation: '1', expectedPosition: bobClaim.nextPosition,
-      operationId: uniqueName('op'),
-      records: [{ type: 'chat.receipt', peerStreamId: chat.alice.streamId, peerGeneration: '1', nextPosition: aliceNext, batchId: 'forged-batch-id' }],
-    }));
+    const err = await rejectionOf(
+      bob.rpc.streams.append({
+        streamId: chat.bob.streamId,
+        coordinatorToken: bobClaim.coordinatorToken,
+        generation: '1',
+        expectedPosition: bobClaim.nextPosition,
+        operationId: uniqueName('op'),
+        records: [
+          {
+            type: 'chat.receipt',
+            peerStreamId: chat.alice.streamId,
+            peerGeneration: '1',
+            nextPosition: aliceNext,
+            batchId: 'forged-batch-id',
+          },
+        ],
+      }),
+    );
     expectRemote(err, InvalidReceiptError, 'INVALID_RECEIPT', 4095);
     await bob.rpc.streams.release({ streamId: chat.bob.streamId, coordinatorToken: bobClaim.coordinatorToken });
   });
@@ -232,10 +289,16 @@ describe('errors as classes keyed by data.type', () => {
   });
 
   it('REQUEST_TOO_LARGE is RequestTooLargeError and the connection stays usable', async () => {
-    const err = await rejectionOf(alice.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: aliceNext,
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'x'.repeat(262_144) }],
-    }));
+    const err = await rejectionOf(
+      alice.rpc.streams.append({
+        streamId: chat.alice.streamId,
+        coordinatorToken: aliceToken,
+        generation: '1',
+        expectedPosition: aliceNext,
+        operationId: uniqueName('op'),
+        records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'x'.repeat(262_144) }],
+      }),
+    );
     expectRemote(err, RequestTooLargeError, 'REQUEST_TOO_LARGE', 4013);
     await aliceAppends('still usable');
   });
@@ -245,10 +308,16 @@ describe('errors as classes keyed by data.type', () => {
     await admin.rpc.agents.setPolicy({ agentId: other.alice.id, pii: 'reject' });
     const c = track(await connectAgent(daemon, other.alice));
     const claim = await c.rpc.streams.claim({ streamId: other.alice.streamId });
-    const err = await rejectionOf(c.rpc.streams.append({
-      streamId: other.alice.streamId, coordinatorToken: claim.coordinatorToken, generation: '1', expectedPosition: claim.nextPosition,
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'mail me at someone@example.com' }],
-    }));
+    const err = await rejectionOf(
+      c.rpc.streams.append({
+        streamId: other.alice.streamId,
+        coordinatorToken: claim.coordinatorToken,
+        generation: '1',
+        expectedPosition: claim.nextPosition,
+        operationId: uniqueName('op'),
+        records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'mail me at someone@example.com' }],
+      }),
+    );
     const e = expectRemote(err, PolicyRejectedError, 'POLICY_REJECTED', 4220);
     expect(JSON.stringify(e.data.kinds)).toMatch(/mail/i);
   });
@@ -263,7 +332,11 @@ describe('errors as classes keyed by data.type', () => {
 
     const future = remoteError({ code: 4999, message: 'from a newer daemon', data: { type: 'SOMETHING_NEW', detail: 1 } });
     expect(future.constructor).toBe(RemoteError);
-    expect({ type: future.type, code: future.code, data: future.data }).toEqual({ type: 'SOMETHING_NEW', code: 4999, data: { type: 'SOMETHING_NEW', detail: 1 } });
+    expect({ type: future.type, code: future.code, data: future.data }).toEqual({
+      type: 'SOMETHING_NEW',
+      code: 4999,
+      data: { type: 'SOMETHING_NEW', detail: 1 },
+    });
     // A known type still maps to its class, whatever the message says.
     expect(remoteError({ code: 4090, message: 'x', data: { type: 'FENCED' } })).toBeInstanceOf(FencedError);
     // data.type is looked up as an own key only.
@@ -292,14 +365,24 @@ describe('notifications', () => {
 
     const { subscriptionId } = await b.rpc.chats.follow({ chatId: c.chatId });
     const res = await a.rpc.streams.append({
-      streamId: c.alice.streamId, coordinatorToken: claim.coordinatorToken, generation: '1', expectedPosition: claim.nextPosition,
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'ping' }],
+      streamId: c.alice.streamId,
+      coordinatorToken: claim.coordinatorToken,
+      generation: '1',
+      expectedPosition: claim.nextPosition,
+      operationId: uniqueName('op'),
+      records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'ping' }],
     });
 
     const n1 = (await first).value!;
     expect(n1.method).toBe('chats.batch');
     const batch = n1.params as ChatBatchNotification;
-    expect(batch).toMatchObject({ subscriptionId, streamId: c.alice.streamId, generation: '1', fromPosition: res.firstPosition, nextPosition: res.nextPosition });
+    expect(batch).toMatchObject({
+      subscriptionId,
+      streamId: c.alice.streamId,
+      generation: '1',
+      fromPosition: res.firstPosition,
+      nextPosition: res.nextPosition,
+    });
     expect(messageContents(batch.records)).toEqual(['ping']);
     await waitFor(() => events.length >= 1, 'the chats.batch event');
     expect(events[0]).toEqual(batch);
@@ -331,7 +414,9 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     const iterNext = iter.next();
     // A long poll keeps the call pending until the daemon dies.
     // (rejectionOf attaches its handler now, before the loss, so nothing goes unhandled.)
-    const pending = rejectionOf(c.rpc.streams.read({ streamId: chat.alice.streamId, generation: '1', fromPosition: aliceNext, waitMs: 30_000 }));
+    const pending = rejectionOf(
+      c.rpc.streams.read({ streamId: chat.alice.streamId, generation: '1', fromPosition: aliceNext, waitMs: 30_000 }),
+    );
     await sleep(150);
     await daemon.kill();
 
@@ -340,7 +425,11 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     expect(err).toBeInstanceOf(YelloClientError);
     expect(err).not.toBeInstanceOf(RemoteError);
     const e = err as ConnectionLostError;
-    expect({ type: e.type, transient: e.transient, outcomeUnknown: e.outcomeUnknown }).toEqual({ type: 'CONNECTION_LOST', transient: true, outcomeUnknown: true });
+    expect({ type: e.type, transient: e.transient, outcomeUnknown: e.outcomeUnknown }).toEqual({
+      type: 'CONNECTION_LOST',
+      transient: true,
+      outcomeUnknown: true,
+    });
 
     await waitFor(() => disconnected.length === 1, 'the disconnected event');
     expect(c.connected).toBe(false);
@@ -370,10 +459,16 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     const before = (await a.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition;
     const operationId = uniqueName('op-lost');
     freeze(daemon);
-    const append = rejectionOf(a.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: before,
-      operationId, records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'lost with the daemon' }],
-    }));
+    const append = rejectionOf(
+      a.rpc.streams.append({
+        streamId: chat.alice.streamId,
+        coordinatorToken: aliceToken,
+        generation: '1',
+        expectedPosition: before,
+        operationId,
+        records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'lost with the daemon' }],
+      }),
+    );
     await sleep(150);
     await daemon.kill();
     const err = await append;
@@ -397,8 +492,12 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     expect((await a.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition).toBe(before);
     // The token stays valid across the restart.
     const res = await a.rpc.streams.append({
-      streamId: chat.alice.streamId, coordinatorToken: aliceToken, generation: '1', expectedPosition: before,
-      operationId: uniqueName('op'), records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'after the restart' }],
+      streamId: chat.alice.streamId,
+      coordinatorToken: aliceToken,
+      generation: '1',
+      expectedPosition: before,
+      operationId: uniqueName('op'),
+      records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'after the restart' }],
     });
     expect(res.firstPosition).toBe(before);
   });

@@ -20,7 +20,15 @@ const TRIALS = intFromEnv('FAULT_TRIALS', 1);
 const SEED = seedFrom('FAULT_SEED');
 const rng = new Prng(SEED);
 const daemons: DaemonProcess[] = [];
-type Totals = { trials: number; acked: number; intact: number; reportedCorrupt: number; silentlyLost: number; refusedToStart: number; lockedOut: number };
+type Totals = {
+  trials: number;
+  acked: number;
+  intact: number;
+  reportedCorrupt: number;
+  silentlyLost: number;
+  refusedToStart: number;
+  lockedOut: number;
+};
 const zero = (): Totals => ({ trials: 0, acked: 0, intact: 0, reportedCorrupt: 0, silentlyLost: 0, refusedToStart: 0, lockedOut: 0 });
 const byKind: Record<string, Totals> = { log: zero(), table: zero(), head: zero() };
 let totals = byKind.log!;
@@ -28,7 +36,9 @@ let totals = byKind.log!;
 afterAll(async () => {
   for (const d of daemons) await d.cleanup();
   for (const [kind, t] of Object.entries(byKind)) {
-    console.log(`[bit-flips] ${kind}: seed=${SEED} trials=${t.trials} acked=${t.acked} intact=${t.intact} reportedCorrupt=${t.reportedCorrupt} refusedToStart=${t.refusedToStart} agentsLockedOut=${t.lockedOut} lostSilently=${t.silentlyLost}`);
+    console.log(
+      `[bit-flips] ${kind}: seed=${SEED} trials=${t.trials} acked=${t.acked} intact=${t.intact} reportedCorrupt=${t.reportedCorrupt} refusedToStart=${t.refusedToStart} agentsLockedOut=${t.lockedOut} lostSilently=${t.silentlyLost}`,
+    );
   }
 });
 
@@ -65,8 +75,12 @@ async function probe(chats: ReadingChat[], streamId: string): Promise<WireRespon
   const w = writerOf(chats, streamId);
   const st = await w.client.call('streams.get', { streamId });
   return w.client.call('streams.append', {
-    streamId, coordinatorToken: w.token, generation: st.result?.generation ?? w.generation,
-    expectedPosition: st.result?.nextPosition ?? w.next, operationId: uniq('probe'), records: messages(uniq('probe'), 1),
+    streamId,
+    coordinatorToken: w.token,
+    generation: st.result?.generation ?? w.generation,
+    expectedPosition: st.result?.nextPosition ?? w.next,
+    operationId: uniq('probe'),
+    records: messages(uniq('probe'), 1),
   });
 }
 
@@ -87,7 +101,10 @@ async function restartAndCheck(l: Loaded): Promise<IntegrityReport | null> {
   // append; `yello doctor` names the damaged index). Its stream is checked as admin only.
   const locked = new Set<string>();
   for (const c of l.chats) {
-    for (const [agent, w] of [[c.alice, c.wa], [c.bob, c.wb]] as const) {
+    for (const [agent, w] of [
+      [c.alice, c.wa],
+      [c.bob, c.wb],
+    ] as const) {
       try {
         agent.client = await l.d.connectAs(agent.token);
         w.client = agent.client;
@@ -98,7 +115,9 @@ async function restartAndCheck(l: Loaded): Promise<IntegrityReport | null> {
   }
   totals.lockedOut += locked.size;
   const admin = await l.d.connectAs();
-  const report = await checkAcked(admin, l.log.acked, (s) => (locked.has(s) ? Promise.resolve(null) : (probe(l.chats, s) as Promise<WireResponse<Result<'streams.append'>>>)));
+  const report = await checkAcked(admin, l.log.acked, (s) =>
+    locked.has(s) ? Promise.resolve(null) : (probe(l.chats, s) as Promise<WireResponse<Result<'streams.append'>>>),
+  );
   totals.intact += report.intact;
   totals.reportedCorrupt += report.reportedCorrupt;
   totals.silentlyLost += report.violations.length;
@@ -112,7 +131,10 @@ function flipBit(file: string, offset: number, bit: number): void {
 }
 
 const filesOf = (dir: string, ext: string) =>
-  readdirSync(dir).filter((n) => n.endsWith(ext)).map((n) => path.join(dir, n)).filter((f) => statSync(f).size > 0);
+  readdirSync(dir)
+    .filter((n) => n.endsWith(ext))
+    .map((n) => path.join(dir, n))
+    .filter((f) => statSync(f).size > 0);
 
 describe('a flipped bit in the write-ahead log of a stopped daemon', () => {
   for (let t = 0; t < 4 * TRIALS; t++) {

@@ -17,7 +17,11 @@ afterAll(async () => {
 });
 
 function doctor(d: DaemonProcess, ...extra: string[]): SpawnSyncReturns<string> {
-  return spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'doctor', '--data-dir', d.dataDir, '--socket', d.socketPath, ...extra], { encoding: 'utf8', timeout: 60_000 });
+  return spawnSync(
+    process.execPath,
+    [path.join(repoRoot, 'bin/yello'), 'doctor', '--data-dir', d.dataDir, '--socket', d.socketPath, ...extra],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
 }
 
 async function loaded() {
@@ -76,10 +80,15 @@ describe('yello doctor', () => {
     const r = doctor(d, '--json');
     expect(r.status, r.stderr).toBe(1);
     const report = JSON.parse(r.stdout);
-    const kinds = report.problems.map((p: { kind: string; streamId: string | null; position: string | null }) => `${p.kind}:${p.streamId === chat.streamA ? 'A' : p.streamId === chat.streamB ? 'B' : '-'}:${p.position ?? '-'}`);
+    const kinds = report.problems.map(
+      (p: { kind: string; streamId: string | null; position: string | null }) =>
+        `${p.kind}:${p.streamId === chat.streamA ? 'A' : p.streamId === chat.streamB ? 'B' : '-'}:${p.position ?? '-'}`,
+    );
     expect(kinds).toEqual(expect.arrayContaining(['checksum:A:3', 'record:B:2', 'record:B:4', 'directory:-:-']));
     expect(report.problems.find((p: { kind: string }) => p.kind === 'directory').detail).toMatch(/token index/);
-    const marked = Object.fromEntries(report.corruptStreams.map((m: { streamId: string; fromPosition: string }) => [m.streamId, m.fromPosition]));
+    const marked = Object.fromEntries(
+      report.corruptStreams.map((m: { streamId: string; fromPosition: string }) => [m.streamId, m.fromPosition]),
+    );
     expect(marked).toEqual({ [chat.streamA]: '3', [chat.streamB]: '2' });
 
     // The human report says the same in a table.
@@ -89,13 +98,19 @@ describe('yello doctor', () => {
     await reconnectChat(d, chat).catch(() => undefined);
     const admin = await d.connectAs();
     const status = ok(await admin.call('daemon.status', {}));
-    expect(status.integrity.corruptStreams.map((m: { streamId: string }) => m.streamId).sort()).toEqual([chat.streamA, chat.streamB].sort());
+    expect(status.integrity.corruptStreams.map((m: { streamId: string }) => m.streamId).sort()).toEqual(
+      [chat.streamA, chat.streamB].sort(),
+    );
     chat.alice.client = await d.connectAs(chat.alice.token);
     chat.wa.client = chat.alice.client;
     const refused = await chat.wa.tryAppend(messages('after', 1));
     expect(refused.error?.data).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: chat.streamA, fromPosition: '3' });
     // `yello status` lists them for people.
-    const st = spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'status', '--socket', d.socketPath, '--data-dir', d.dataDir], { encoding: 'utf8' });
+    const st = spawnSync(
+      process.execPath,
+      [path.join(repoRoot, 'bin/yello'), 'status', '--socket', d.socketPath, '--data-dir', d.dataDir],
+      { encoding: 'utf8' },
+    );
     expect(st.stdout).toMatch(/corrupt streams \(2;/);
   });
 
@@ -109,23 +124,40 @@ describe('yello doctor', () => {
     void admin0;
     await d.restart();
     const admin = await d.connectAs();
-    const yello = (...args: string[]) => spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), ...args, '--socket', d.socketPath, '--data-dir', d.dataDir], { encoding: 'utf8' });
+    const yello = (...args: string[]) =>
+      spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), ...args, '--socket', d.socketPath, '--data-dir', d.dataDir], {
+        encoding: 'utf8',
+      });
     // Export: records below the damage come out; the damage is named; exit 1.
     const exported = yello('chats', 'export', chat.chatId);
     expect(exported.status).not.toBe(0);
     expect(exported.stderr).toMatch(/generation 1 is exported only below position 5/);
-    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = exported.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.filter((l) => l.streamId === chat.streamA).map((l) => l.position)).toEqual(['0', '1', '2', '3', '4']);
     expect(lines.some((l) => l.checkpoint?.streamId === chat.streamA && l.checkpoint.nextPosition === '5')).toBe(true);
     // Reset the damaged stream: a new generation, past the mark.
     const reset = ok(await admin.call('streams.reset', { streamId: chat.streamA, reason: 'lost record 5 (yello doctor)' }));
     expect(reset.generation).toBe('2');
-    expect(ok(await admin.call('daemon.status', {})).integrity.corruptStreams).toEqual([expect.objectContaining({ streamId: chat.streamA, generation: '1', fromPosition: '5' })]);
+    expect(ok(await admin.call('daemon.status', {})).integrity.corruptStreams).toEqual([
+      expect.objectContaining({ streamId: chat.streamA, generation: '1', fromPosition: '5' }),
+    ]);
     const bob = await d.connectAs(chat.bob.token);
     expectError(await bob.call('chats.follow', { chatId: chat.chatId, cursor: followed.cursor }), 'CONTINUITY_BREAK');
     const alice = await d.connectAs(chat.alice.token);
     const claim = ok(await alice.call('streams.claim', { streamId: chat.streamA, replace: true }));
-    const appended = ok(await alice.call('streams.append', { streamId: chat.streamA, coordinatorToken: claim.coordinatorToken, generation: '2', expectedPosition: claim.nextPosition, operationId: 'op-after-reset', records: messages('fresh', 1) }));
+    const appended = ok(
+      await alice.call('streams.append', {
+        streamId: chat.streamA,
+        coordinatorToken: claim.coordinatorToken,
+        generation: '2',
+        expectedPosition: claim.nextPosition,
+        operationId: 'op-after-reset',
+        records: messages('fresh', 1),
+      }),
+    );
     expect(appended.generation).toBe('2');
   });
 
@@ -133,7 +165,10 @@ describe('yello doctor', () => {
     const { d, chat } = await loaded();
     await d.stop();
     const dbDir = path.join(d.dataDir, 'db');
-    const log = readdirSync(dbDir).filter((n) => n.endsWith('.log')).map((n) => path.join(dbDir, n)).find((f) => statSync(f).size > 4096)!;
+    const log = readdirSync(dbDir)
+      .filter((n) => n.endsWith('.log'))
+      .map((n) => path.join(dbDir, n))
+      .find((f) => statSync(f).size > 4096)!;
     const bytes = readFileSync(log);
     bytes[bytes.length - 200] = bytes[bytes.length - 200]! ^ 0x10;
     writeFileSync(log, bytes);
@@ -143,7 +178,9 @@ describe('yello doctor', () => {
     await d.restart();
     const status = ok(await (await d.connectAs()).call('daemon.status', {}));
     expect(status.integrity.walIncidents).toHaveLength(1);
-    expect(status.integrity.corruptStreams.map((m: { streamId: string }) => m.streamId)).toEqual(expect.arrayContaining(report.corruptStreams.map((m: { streamId: string }) => m.streamId)));
+    expect(status.integrity.corruptStreams.map((m: { streamId: string }) => m.streamId)).toEqual(
+      expect.arrayContaining(report.corruptStreams.map((m: { streamId: string }) => m.streamId)),
+    );
     void chat;
   });
 });

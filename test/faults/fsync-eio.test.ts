@@ -7,7 +7,13 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Coordinator, MemoryCursorStore, StorageFailureError, CoordinatorPausedError, type UncertainOutcome } from '../../src/client/index.js';
+import {
+  Coordinator,
+  MemoryCursorStore,
+  StorageFailureError,
+  CoordinatorPausedError,
+  type UncertainOutcome,
+} from '../../src/client/index.js';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
 import { AckLog, checkAcked } from '../helpers/integrity-checker.js';
 import { messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
@@ -86,7 +92,12 @@ describe.skipIf(!hasCc)('fsync fails with EIO (LD_PRELOAD shim)', () => {
         expect(a.error.data).toMatchObject({ type: 'STORAGE_FAILURE', outcome: 'unknown', operationId: opIds[i] });
         expect(a.error.message).toMatch(/outcome unknown/);
       } else {
-        expect(a.error?.data).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'READ_ONLY', outcome: 'not-written', operationId: opIds[i] });
+        expect(a.error?.data).toMatchObject({
+          type: 'STORAGE_FAILURE',
+          reason: 'READ_ONLY',
+          outcome: 'not-written',
+          operationId: opIds[i],
+        });
       }
     }
     expect(queued.size).toBeGreaterThan(0);
@@ -133,7 +144,10 @@ describe.skipIf(!hasCc)('fsync fails with EIO (LD_PRELOAD shim)', () => {
     const uncertain: Array<{ operationId: string; error: Error }> = [];
     const resolved: UncertainOutcome[] = [];
     const coordinator = new Coordinator({
-      token: chat.alice.token, chatId: chat.chatId, socketPath: d.socketPath, cursorStore: new MemoryCursorStore(),
+      token: chat.alice.token,
+      chatId: chat.chatId,
+      socketPath: d.socketPath,
+      cursorStore: new MemoryCursorStore(),
       reconnect: { minDelayMs: 20, maxDelayMs: 100 },
       adapter: { present: () => {}, uncertain: (info) => void uncertain.push(info), resolved: (o) => void resolved.push(o) },
     });

@@ -17,9 +17,15 @@ afterAll(() => {
 });
 
 function runDaemon(dir: string, dataDir: string, opts: { uid?: number; gid?: number } = {}): SpawnSyncReturns<string> {
-  return spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'daemon', '--socket', path.join(dir, 'y.sock'), '--data-dir', dataDir], {
-    encoding: 'utf8', timeout: 20_000, ...opts,
-  });
+  return spawnSync(
+    process.execPath,
+    [path.join(repoRoot, 'bin/yello'), 'daemon', '--socket', path.join(dir, 'y.sock'), '--data-dir', dataDir],
+    {
+      encoding: 'utf8',
+      timeout: 20_000,
+      ...opts,
+    },
+  );
 }
 
 /** One line on stderr, no stack frames. */
@@ -86,7 +92,14 @@ describe('startup failures', () => {
     }
     const data = path.join(mnt, 'data');
     // A store that exists: a daemon ran on it once (killed as soon as it is ready).
-    const first = spawnSync('sh', ['-c', `"${process.execPath}" "${path.join(repoRoot, 'bin/yello')}" daemon --socket "${path.join(dir, 'y0.sock')}" --data-dir "${data}" & pid=$!; for i in $(seq 1 600); do [ -S "${path.join(dir, 'y0.sock')}" ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid`], { encoding: 'utf8', timeout: 90_000 });
+    const first = spawnSync(
+      'sh',
+      [
+        '-c',
+        `"${process.execPath}" "${path.join(repoRoot, 'bin/yello')}" daemon --socket "${path.join(dir, 'y0.sock')}" --data-dir "${data}" & pid=$!; for i in $(seq 1 600); do [ -S "${path.join(dir, 'y0.sock')}" ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid`,
+      ],
+      { encoding: 'utf8', timeout: 90_000 },
+    );
     expect(first.status, first.stderr).toBe(0);
     expect(spawnSync('mount', ['-o', 'remount,ro', mnt]).status).toBe(0);
     const r = runDaemon(dir, data);
@@ -98,13 +111,16 @@ describe('startup failures', () => {
     const dir = await makeTempDir('yl-sf-');
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const script = path.join(dir, 'guard.mjs');
-    writeFileSync(script, `
+    writeFileSync(
+      script,
+      `
       import { pino } from '${path.join(repoRoot, 'node_modules/pino/pino.js')}';
       import { installProcessGuards } from '${path.join(repoRoot, 'dist/daemon/runtime/process-guards.js')}';
       installProcessGuards(pino({ base: null }));
       Promise.reject(new Error('nobody handled me'));
       setTimeout(() => {}, 5000);
-    `);
+    `,
+    );
     const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 10_000 });
     expect(r.status).toBe(EXIT_CODES.internal);
     const line = JSON.parse(r.stdout.trim().split('\n').at(-1)!);

@@ -88,7 +88,9 @@ describe('a corrupted record value', () => {
     const status = ok(await (await d.connectAs()).call('daemon.status', {}));
     expect(status.storage).toBe('ok');
     // The damaged stream is listed, and its writer is stopped until someone resets it.
-    expect(status.integrity.corruptStreams).toEqual([expect.objectContaining({ streamId: chat.streamA, generation: '1', fromPosition: '3' })]);
+    expect(status.integrity.corruptStreams).toEqual([
+      expect.objectContaining({ streamId: chat.streamA, generation: '1', fromPosition: '3' }),
+    ]);
     const append = await chat.wa.tryAppend(messages('after-damage', 1));
     expect(append.error?.data).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'CORRUPT', outcome: 'not-written' });
   });
@@ -120,9 +122,14 @@ describe('a corrupted record met by a follower catching up', () => {
     await waitFor(() => mine().some((n) => n.method !== 'chats.batch'), 'the subscription to end', 5_000);
     const ending = mine().filter((n) => n.method !== 'chats.batch');
     expect(ending).toHaveLength(1);
-    expect(ending[0]).toMatchObject({ method: 'chats.error', params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: chat.streamA, fromPosition: '3' } } } });
+    expect(ending[0]).toMatchObject({
+      method: 'chats.error',
+      params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: chat.streamA, fromPosition: '3' } } },
+    });
     // Everything before the damage was delivered, in order; nothing after it.
-    const delivered = batchesOf(bob, sub.subscriptionId).filter((b) => b.streamId === chat.streamA).flatMap((b) => b.records.map((r) => r.position));
+    const delivered = batchesOf(bob, sub.subscriptionId)
+      .filter((b) => b.streamId === chat.streamA)
+      .flatMap((b) => b.records.map((r) => r.position));
     expect(delivered).toEqual(['1', '2']);
     expect(d.running).toBe(true);
     expect(ok(await (await d.connectAs()).call('daemon.status', {})).storage).toBe('ok');
@@ -135,8 +142,12 @@ describe('LevelDB corruption at open', () => {
     daemons.push(d);
     await d.stop();
     const dbDir = path.join(d.dataDir, 'db');
-    for (const f of readdirSync(dbDir).filter((n) => n.startsWith('MANIFEST-'))) writeFileSync(path.join(dbDir, f), Buffer.alloc(4096, 0xab));
-    const r = spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'daemon', '--socket', d.socketPath, '--data-dir', d.dataDir], { encoding: 'utf8', timeout: 20_000 });
+    for (const f of readdirSync(dbDir).filter((n) => n.startsWith('MANIFEST-')))
+      writeFileSync(path.join(dbDir, f), Buffer.alloc(4096, 0xab));
+    const r = spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'daemon', '--socket', d.socketPath, '--data-dir', d.dataDir], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
     expect(r.status).toBe(76);
     expect(r.stderr).toMatch(/corrupt/i);
     expect(r.stderr.split('\n').filter(Boolean)).toHaveLength(1);

@@ -250,7 +250,11 @@ export class LongRunningCli {
           resolve();
         } else if (this.result) {
           done();
-          reject(new Error(`yello ${this.args.join(' ')} exited (${this.result.code}) before ${what}\nstdout: ${this.lines.join('\n')}\nstderr: ${this.stderr}`));
+          reject(
+            new Error(
+              `yello ${this.args.join(' ')} exited (${this.result.code}) before ${what}\nstdout: ${this.lines.join('\n')}\nstderr: ${this.stderr}`,
+            ),
+          );
         }
       };
       const timer = setTimeout(() => {
@@ -275,7 +279,11 @@ export class LongRunningCli {
 
   /** Waits until stderr contains `text`. */
   waitForStderr(text: string | RegExp, timeoutMs = 15_000): Promise<void> {
-    return this.waitFor(() => (typeof text === 'string' ? this.stderr.includes(text) : text.test(this.stderr)), `stderr ${String(text)}`, timeoutMs);
+    return this.waitFor(
+      () => (typeof text === 'string' ? this.stderr.includes(text) : text.test(this.stderr)),
+      `stderr ${String(text)}`,
+      timeoutMs,
+    );
   }
 
   signal(sig: NodeJS.Signals = 'SIGINT'): void {

@@ -32,7 +32,10 @@ export function startDaemon(extraArgs: string[] = []): Promise<DaemonProcess> {
 }
 
 /** A client hello'd with the daemon's admin token. */
-export function connectAdmin(daemon: DaemonProcess, extra: { reconnect?: boolean | { minDelayMs?: number; maxDelayMs?: number } } = {}): Promise<YelloClient> {
+export function connectAdmin(
+  daemon: DaemonProcess,
+  extra: { reconnect?: boolean | { minDelayMs?: number; maxDelayMs?: number } } = {},
+): Promise<YelloClient> {
   return YelloClient.connect({ socketPath: daemon.socketPath, token: daemon.adminToken, clientName: 'client-tests', ...extra });
 }
 
@@ -57,12 +60,21 @@ export async function createChat(admin: YelloClient): Promise<TestChat> {
   const a = await admin.rpc.agents.create({ username: uniqueName('alice'), name: 'Alice' });
   const b = await admin.rpc.agents.create({ username: uniqueName('bob'), name: 'Bob' });
   const { chat } = await admin.rpc.chats.open({ agentAId: a.agent.id, agentBId: b.agent.id });
-  const part = (x: typeof a): Participant => ({ id: x.agent.id, username: x.agent.username, token: x.token, streamId: `${chat.id}:${x.agent.id}` });
+  const part = (x: typeof a): Participant => ({
+    id: x.agent.id,
+    username: x.agent.username,
+    token: x.token,
+    streamId: `${chat.id}:${x.agent.id}`,
+  });
   return { chatId: chat.id, alice: part(a), bob: part(b) };
 }
 
 /** A client hello'd as `who`. */
-export function connectAgent(daemon: DaemonProcess, who: Participant, extra: Partial<Parameters<typeof YelloClient.connect>[0]> = {}): Promise<YelloClient> {
+export function connectAgent(
+  daemon: DaemonProcess,
+  who: Participant,
+  extra: Partial<Parameters<typeof YelloClient.connect>[0]> = {},
+): Promise<YelloClient> {
   return YelloClient.connect({ socketPath: daemon.socketPath, token: who.token, clientName: 'client-tests', ...extra });
 }
 
@@ -144,14 +156,20 @@ export function makeCoordinator(
 }
 
 /** Settles with `p`'s outcome, or with `'pending'` if it has not settled within `ms`. */
-export async function settledWithin<T>(p: Promise<T>, ms: number): Promise<{ status: 'fulfilled'; value: T } | { status: 'rejected'; reason: unknown } | { status: 'pending' }> {
+export async function settledWithin<T>(
+  p: Promise<T>,
+  ms: number,
+): Promise<{ status: 'fulfilled'; value: T } | { status: 'rejected'; reason: unknown } | { status: 'pending' }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<{ status: 'pending' }>((r) => {
     timer = setTimeout(() => r({ status: 'pending' }), ms);
   });
   try {
     return await Promise.race([
-      p.then((value) => ({ status: 'fulfilled' as const, value }), (reason: unknown) => ({ status: 'rejected' as const, reason })),
+      p.then(
+        (value) => ({ status: 'fulfilled' as const, value }),
+        (reason: unknown) => ({ status: 'rejected' as const, reason }),
+      ),
       timeout,
     ]);
   } finally {

@@ -22,7 +22,8 @@ export const FAKE_LIMITS = { maxLineBytes: 1_048_576, maxAppendRequestBytes: 262
 /** A `session.hello` answer. */
 export function helloAnswer(req: FakeRequest, limits = FAKE_LIMITS): unknown {
   return {
-    jsonrpc: '2.0', id: req.id,
+    jsonrpc: '2.0',
+    id: req.id,
     result: { role: 'admin', protocol: 'yello.chat.v1', daemon: { version: 'fake' }, limits, signing: { kid: 'k', alg: 'ES256' } },
   };
 }

@@ -153,15 +153,30 @@ export class HistoryChecker {
   readonly #opts: Required<CheckerOptions>;
 
   constructor(options: CheckerOptions = {}) {
-    this.#opts = { exactContent: options.exactContent ?? true, strictOrigin: options.strictOrigin ?? true, maxProblems: options.maxProblems ?? 200 };
+    this.#opts = {
+      exactContent: options.exactContent ?? true,
+      strictOrigin: options.strictOrigin ?? true,
+      maxProblems: options.maxProblems ?? 200,
+    };
   }
 
   // ---- recording ------------------------------------------------------------------------
 
   /** Records the invocation of an append (before it is sent). */
-  invoke(process: string, op: { streamId: string; generation: string; expectedPosition: string; operationId: string; records: AppendInput[] }): HistoryOp {
-    if (this.#byOperation.has(`${op.streamId} ${op.operationId}`)) throw new Error(`operationId ${op.operationId} invoked twice on ${op.streamId}`);
-    const h: HistoryOp = { index: this.ops.length, process, cycle: this.cycle, ...op, records: op.records.map((r) => ({ ...r })), outcome: 'invoked' };
+  invoke(
+    process: string,
+    op: { streamId: string; generation: string; expectedPosition: string; operationId: string; records: AppendInput[] },
+  ): HistoryOp {
+    if (this.#byOperation.has(`${op.streamId} ${op.operationId}`))
+      throw new Error(`operationId ${op.operationId} invoked twice on ${op.streamId}`);
+    const h: HistoryOp = {
+      index: this.ops.length,
+      process,
+      cycle: this.cycle,
+      ...op,
+      records: op.records.map((r) => ({ ...r })),
+      outcome: 'invoked',
+    };
     this.ops.push(h);
     this.#byOperation.set(`${op.streamId} ${op.operationId}`, h);
     return h;
@@ -170,7 +185,13 @@ export class HistoryChecker {
   /** The append was acknowledged with `result` (the streams.append result). */
   ok(h: HistoryOp, result: MethodResults['streams.append']): void {
     h.outcome = 'ok';
-    h.result = { generation: result.generation, firstPosition: result.firstPosition, nextPosition: result.nextPosition, records: result.records, duplicate: result.duplicate };
+    h.result = {
+      generation: result.generation,
+      firstPosition: result.firstPosition,
+      nextPosition: result.nextPosition,
+      records: result.records,
+      duplicate: result.duplicate,
+    };
     for (const r of result.records ?? []) this.observe(r, `ack of ${h.operationId}`);
   }
 
@@ -188,7 +209,10 @@ export class HistoryChecker {
 
   /** What the client learned about an `info` append from operations.get. */
   resolve(h: HistoryOp, op: { state: string; firstPosition?: string | null; nextPosition?: string | null }): void {
-    h.resolution = op.state === 'committed' ? { committed: true, firstPosition: op.firstPosition ?? undefined, nextPosition: op.nextPosition ?? undefined } : { committed: false };
+    h.resolution =
+      op.state === 'committed'
+        ? { committed: true, firstPosition: op.firstPosition ?? undefined, nextPosition: op.nextPosition ?? undefined }
+        : { committed: false };
   }
 
   /** Outcomes so far. */
@@ -273,16 +297,19 @@ export class HistoryChecker {
       // Contiguity: exactly firstPosition..nextPosition-1, in order.
       const first = big(state.firstPosition);
       const next = big(state.nextPosition);
-      if (big(String(rs.length)) !== next - first) problem(`${streamId}: read ${rs.length} records, streams.get says ${state.firstPosition}..${state.nextPosition}`);
+      if (big(String(rs.length)) !== next - first)
+        problem(`${streamId}: read ${rs.length} records, streams.get says ${state.firstPosition}..${state.nextPosition}`);
       rs.forEach((r, i) => {
         const want = (first + BigInt(i)).toString();
         if (r.position !== want) problem(`${streamId}: record #${i} is at position ${r.position}, expected ${want} (gap or duplicate)`);
-        if (r.streamId !== streamId || r.generation !== state.generation) problem(`${streamId}@${state.generation}#${r.position}: record says ${r.streamId}@${r.generation}`);
+        if (r.streamId !== streamId || r.generation !== state.generation)
+          problem(`${streamId}@${state.generation}#${r.position}: record says ${r.streamId}@${r.generation}`);
         this.observe(r, `check cycle ${this.cycle}`);
       });
       // Nothing once seen below the end may vanish.
       const seenEnd = this.#seenEnd.get(sg);
-      if (seenEnd !== undefined && seenEnd >= next) problem(`LOST: ${sg} position ${seenEnd} was seen before, but the stream now ends at ${state.nextPosition}`);
+      if (seenEnd !== undefined && seenEnd >= next)
+        problem(`LOST: ${sg} position ${seenEnd} was seen before, but the stream now ends at ${state.nextPosition}`);
 
       const peerAgentId = state.authorAgentId === chat.agentAId ? chat.agentBId : chat.agentAId;
       const peerStreamId = `${chat.chatId}:${peerAgentId}`;
@@ -305,7 +332,8 @@ export class HistoryChecker {
             for (const p of ps) problem(`${where}: ${p}`);
             if (ps.length === 0) this.#verified.add(where);
           }
-          if (m.chatId !== chat.chatId || m.fromAgentId !== state.authorAgentId || m.toAgentId !== peerAgentId) problem(`${where}: message chat/from/to do not match the stream`);
+          if (m.chatId !== chat.chatId || m.fromAgentId !== state.authorAgentId || m.toAgentId !== peerAgentId)
+            problem(`${where}: message chat/from/to do not match the stream`);
           const ts = m.signature?.createdAt;
           if (ts < lastCreatedAt) problem(`${where}: timestamp ${ts} goes backwards (previous ${lastCreatedAt})`);
           lastCreatedAt = ts;
@@ -315,7 +343,10 @@ export class HistoryChecker {
           if (rc.peerStreamId !== peerStreamId) problem(`${where}: receipt names ${rc.peerStreamId}, the peer stream is ${peerStreamId}`);
           const prev = lastReceipt.get(rc.peerGeneration);
           const np = big(rc.nextPosition);
-          if (prev !== undefined && np <= prev) problem(`${where}: receipt goes backwards: nextPosition ${rc.nextPosition} after ${prev} (peer generation ${rc.peerGeneration})`);
+          if (prev !== undefined && np <= prev)
+            problem(
+              `${where}: receipt goes backwards: nextPosition ${rc.nextPosition} after ${prev} (peer generation ${rc.peerGeneration})`,
+            );
           lastReceipt.set(rc.peerGeneration, np);
         } else if (w.type === 'chat.writer-fence') {
           fences++;
@@ -327,7 +358,8 @@ export class HistoryChecker {
           problem(`${where}: unknown record type ${String((w as { type?: unknown }).type)}`);
         }
       }
-      if (lastEpoch >= 0n && state.writer?.epoch !== lastEpoch.toString()) problem(`${streamId}: last fence epoch ${lastEpoch}, streams.get writer.epoch ${state.writer?.epoch}`);
+      if (lastEpoch >= 0n && state.writer?.epoch !== lastEpoch.toString())
+        problem(`${streamId}: last fence epoch ${lastEpoch}, streams.get writer.epoch ${state.writer?.epoch}`);
     }
 
     // Divergence found while reading.
@@ -346,17 +378,26 @@ export class HistoryChecker {
       for (const r of rs) {
         const rc = receiptOf(r)!;
         if (rc.peerGeneration === peer.generation && big(rc.nextPosition) > big(peer.nextPosition)) {
-          problem(`LOST: ${streamId}#${r.position} acknowledges ${peerStreamId} up to ${rc.nextPosition}, but that stream ends at ${peer.nextPosition}`);
+          problem(
+            `LOST: ${streamId}#${r.position} acknowledges ${peerStreamId} up to ${rc.nextPosition}, but that stream ends at ${peer.nextPosition}`,
+          );
         }
       }
-      const latest = rs.map(receiptOf).filter((rc) => rc!.peerGeneration === peer.generation).at(-1);
+      const latest = rs
+        .map(receiptOf)
+        .filter((rc) => rc!.peerGeneration === peer.generation)
+        .at(-1);
       const acked = peer.acknowledged;
       if (latest) {
         if (!acked || acked.generation !== peer.generation || acked.nextPosition !== latest.nextPosition) {
-          problem(`${peerStreamId}: acknowledged is ${JSON.stringify(acked)}, the latest receipt in ${streamId} says ${latest.nextPosition}`);
+          problem(
+            `${peerStreamId}: acknowledged is ${JSON.stringify(acked)}, the latest receipt in ${streamId} says ${latest.nextPosition}`,
+          );
         }
       } else if (acked && acked.generation === peer.generation) {
-        problem(`${peerStreamId}: acknowledged ${JSON.stringify(acked)} but ${streamId} holds no receipt for generation ${peer.generation}`);
+        problem(
+          `${peerStreamId}: acknowledged ${JSON.stringify(acked)} but ${streamId} holds no receipt for generation ${peer.generation}`,
+        );
       }
     }
 
@@ -379,19 +420,25 @@ export class HistoryChecker {
     for (const [k, g] of groups) {
       const first = big(g.records[0]!.position);
       g.records.forEach((r, i) => {
-        if (big(r.position) !== first + BigInt(i)) problem(`${k}: records not at consecutive positions (${g.records.map((x) => x.position).join(',')})`);
+        if (big(r.position) !== first + BigInt(i))
+          problem(`${k}: records not at consecutive positions (${g.records.map((x) => x.position).join(',')})`);
         if (r.wrapper.recordIndex !== i) problem(`${k}: record at ${r.position} has recordIndex ${r.wrapper.recordIndex}, expected ${i}`);
       });
       const op = listed.get(k);
       const nextPos = (first + BigInt(g.records.length)).toString();
-      if (!op || op.state !== 'committed') problem(`${k}: records at ${g.records[0]!.position}..${nextPos} but operations.list does not list it committed (${JSON.stringify(op)})`);
+      if (!op || op.state !== 'committed')
+        problem(
+          `${k}: records at ${g.records[0]!.position}..${nextPos} but operations.list does not list it committed (${JSON.stringify(op)})`,
+        );
       else if (op.firstPosition !== g.records[0]!.position || op.nextPosition !== nextPos) {
         problem(`${k}: operations.list says ${op.firstPosition}..${op.nextPosition}, records are at ${g.records[0]!.position}..${nextPos}`);
       }
-      if (this.#opts.strictOrigin && !this.#byOperation.has(k)) problem(`PHANTOM: ${k} is in the store (${g.records.length} records at ${g.records[0]!.position}) but was never invoked`);
+      if (this.#opts.strictOrigin && !this.#byOperation.has(k))
+        problem(`PHANTOM: ${k} is in the store (${g.records.length} records at ${g.records[0]!.position}) but was never invoked`);
     }
     for (const [k, op] of listed) {
-      if (!groups.has(k)) problem(`${k}: operations.list says ${op.state} ${op.firstPosition}..${op.nextPosition} but no record carries it`);
+      if (!groups.has(k))
+        problem(`${k}: operations.list says ${op.state} ${op.firstPosition}..${op.nextPosition} but no record carries it`);
     }
 
     // 4. The history against the store.
@@ -415,10 +462,12 @@ export class HistoryChecker {
             lose(`acknowledged ${k} at ${res.firstPosition}..${res.nextPosition}, the store has it at ${rs[0]!.position}..+${rs.length}`);
           }
           if (res.generation !== h.generation) problem(`${k}: acknowledged in generation ${res.generation}, asked for ${h.generation}`);
-          if (!res.duplicate && res.firstPosition !== h.expectedPosition) problem(`${k}: acknowledged at ${res.firstPosition}, expectedPosition was ${h.expectedPosition}`);
+          if (!res.duplicate && res.firstPosition !== h.expectedPosition)
+            problem(`${k}: acknowledged at ${res.firstPosition}, expectedPosition was ${h.expectedPosition}`);
           res.records.forEach((ack, i) => {
             const stored = rs[i];
-            if (!stored || canonicalJson(stored) !== canonicalJson(ack)) lose(`${k} record ${i}: acknowledged ${canonicalJson(ack).slice(0, 200)}, stored ${canonicalJson(stored)?.slice(0, 200)}`);
+            if (!stored || canonicalJson(stored) !== canonicalJson(ack))
+              lose(`${k} record ${i}: acknowledged ${canonicalJson(ack).slice(0, 200)}, stored ${canonicalJson(stored)?.slice(0, 200)}`);
           });
           for (const p of inputProblems(h, rs, this.#opts.exactContent)) problem(`${k}: ${p}`);
         }
@@ -428,14 +477,17 @@ export class HistoryChecker {
       } else {
         // info / invoked: whole or absent.
         if (g) {
-          if (g.records.length !== h.records.length) problem(`PARTIAL: ${k} of unknown outcome has ${g.records.length} of ${h.records.length} records`);
-          if (g.records[0]!.position !== h.expectedPosition) problem(`${k} of unknown outcome committed at ${g.records[0]!.position}, expectedPosition was ${h.expectedPosition}`);
+          if (g.records.length !== h.records.length)
+            problem(`PARTIAL: ${k} of unknown outcome has ${g.records.length} of ${h.records.length} records`);
+          if (g.records[0]!.position !== h.expectedPosition)
+            problem(`${k} of unknown outcome committed at ${g.records[0]!.position}, expectedPosition was ${h.expectedPosition}`);
           for (const p of inputProblems(h, g.records, this.#opts.exactContent)) problem(`${k}: ${p}`);
         }
         if (h.resolution && h.resolution.committed !== Boolean(g)) {
           problem(`${k}: the client learned committed=${h.resolution.committed} from operations.get, the store says ${Boolean(g)}`);
         }
-        if (h.resolution?.committed && g && h.resolution.firstPosition !== g.records[0]!.position) problem(`${k}: operations.get told the client ${h.resolution.firstPosition}, store ${g.records[0]!.position}`);
+        if (h.resolution?.committed && g && h.resolution.firstPosition !== g.records[0]!.position)
+          problem(`${k}: operations.get told the client ${h.resolution.firstPosition}, store ${g.records[0]!.position}`);
       }
       toConfirm.push(h);
     }
@@ -460,8 +512,13 @@ export class HistoryChecker {
         }
         if (op.state === 'committed') {
           if (!g) problem(`${k}: operations.get says committed (${op.firstPosition}..${op.nextPosition}) but no record carries it`);
-          else if (op.firstPosition !== g.records[0]!.position || op.nextPosition !== (big(g.records[0]!.position) + BigInt(g.records.length)).toString()) {
-            problem(`${k}: operations.get says ${op.firstPosition}..${op.nextPosition}, records at ${g.records[0]!.position}..+${g.records.length}`);
+          else if (
+            op.firstPosition !== g.records[0]!.position ||
+            op.nextPosition !== (big(g.records[0]!.position) + BigInt(g.records.length)).toString()
+          ) {
+            problem(
+              `${k}: operations.get says ${op.firstPosition}..${op.nextPosition}, records at ${g.records[0]!.position}..+${g.records.length}`,
+            );
           }
           if (op.generation !== h.generation) problem(`${k}: operations.get generation ${op.generation}, asked ${h.generation}`);
           if (h.outcome === 'fail') problem(`${k}: answered ${h.error?.type} but operations.get says committed`);
@@ -473,7 +530,8 @@ export class HistoryChecker {
           return;
         }
         const before = this.#confirmed.get(k);
-        if (before !== undefined && before !== op.state) problem(`${k}: operations.get said ${before} at an earlier check, now ${op.state}`);
+        if (before !== undefined && before !== op.state)
+          problem(`${k}: operations.get said ${before} at an earlier check, now ${op.state}`);
         this.#confirmed.set(k, op.state);
       });
     }
@@ -507,11 +565,20 @@ export class HistoryChecker {
 }
 
 /** Every record of `generation` from `first` to `next` (exclusive), paged. */
-export async function readWhole(rpc: RpcCaller, streamId: string, generation: string, first: string, next: string): Promise<StoredRecord[]> {
+export async function readWhole(
+  rpc: RpcCaller,
+  streamId: string,
+  generation: string,
+  first: string,
+  next: string,
+): Promise<StoredRecord[]> {
   const out: StoredRecord[] = [];
   let from = first;
   while (big(from) < big(next)) {
-    const r = ok(await rpc.call('streams.read', { streamId, generation, fromPosition: from, limit: 1000 }), `streams.read ${streamId} from ${from}`);
+    const r = ok(
+      await rpc.call('streams.read', { streamId, generation, fromPosition: from, limit: 1000 }),
+      `streams.read ${streamId} from ${from}`,
+    );
     const rs = r.records;
     if (rs.length === 0) throw new Error(`streams.read ${streamId} from ${from} returned nothing before nextPosition ${next}`);
     if (r.fromPosition !== from || big(r.nextPosition) !== big(from) + BigInt(rs.length)) {
@@ -528,7 +595,10 @@ async function listOperations(rpc: RpcCaller, streamId: string): Promise<Operati
   const out: OperationInfo[] = [];
   let cursor: string | undefined;
   for (;;) {
-    const r = ok(await rpc.call('operations.list', cursor === undefined ? { streamId, limit: 500 } : { streamId, cursor, limit: 500 }), `operations.list ${streamId}`);
+    const r = ok(
+      await rpc.call('operations.list', cursor === undefined ? { streamId, limit: 500 } : { streamId, cursor, limit: 500 }),
+      `operations.list ${streamId}`,
+    );
     out.push(...r.operations);
     if (!r.nextCursor) return out;
     cursor = r.nextCursor;
@@ -542,11 +612,24 @@ export function messageProblemsOf(m: ChatMessage | undefined, keys: PublicJwk[])
   const sig = m.signature;
   if (!sig || typeof sig !== 'object') return ['no signature'];
   if (sig.alg !== 'ES256') problems.push(`signature alg ${String(sig.alg)}`);
-  if (typeof sig.createdAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(sig.createdAt)) problems.push(`createdAt ${String(sig.createdAt)} is not RFC 3339 UTC with ms`);
+  if (typeof sig.createdAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(sig.createdAt))
+    problems.push(`createdAt ${String(sig.createdAt)} is not RFC 3339 UTC with ms`);
   if (typeof m.content !== 'string' || sha256b64url(m.content) !== m.contentSha256) problems.push('contentSha256 does not match content');
   const key = keys.find((k) => k.kid === sig.kid);
   if (!key) problems.push(`no key ${String(sig.kid)} in keys.list`);
-  else if (!verifyEs256(signedPayload({ chatId: m.chatId, fromAgentId: m.fromAgentId, toAgentId: m.toAgentId, createdAt: sig.createdAt, contentSha256: m.contentSha256 }), sig.value, key)) {
+  else if (
+    !verifyEs256(
+      signedPayload({
+        chatId: m.chatId,
+        fromAgentId: m.fromAgentId,
+        toAgentId: m.toAgentId,
+        createdAt: sig.createdAt,
+        contentSha256: m.contentSha256,
+      }),
+      sig.value,
+      key,
+    )
+  ) {
     problems.push('signature does not verify');
   }
   return problems;
@@ -564,11 +647,18 @@ function inputProblems(h: HistoryOp, stored: StoredRecord[], exactContent: boole
       return;
     }
     if (input.type === 'chat.message' && w.type === 'chat.message') {
-      if (w.message.clientMessageId !== clientMessageIdFor(w.chatId, w.authorAgentId, input.messageId)) problems.push(`record ${i}: clientMessageId does not match messageId ${input.messageId}`);
+      if (w.message.clientMessageId !== clientMessageIdFor(w.chatId, w.authorAgentId, input.messageId))
+        problems.push(`record ${i}: clientMessageId does not match messageId ${input.messageId}`);
       if (exactContent && w.message.content !== input.content) problems.push(`record ${i}: content differs from what was sent`);
     } else if (input.type === 'chat.receipt' && w.type === 'chat.receipt') {
-      const want = { peerStreamId: input.peerStreamId, peerGeneration: input.peerGeneration, nextPosition: input.nextPosition, batchId: input.batchId };
-      if (!isDeepStrictEqual(w.receipt, want)) problems.push(`record ${i}: receipt ${JSON.stringify(w.receipt)} differs from ${JSON.stringify(want)}`);
+      const want = {
+        peerStreamId: input.peerStreamId,
+        peerGeneration: input.peerGeneration,
+        nextPosition: input.nextPosition,
+        batchId: input.batchId,
+      };
+      if (!isDeepStrictEqual(w.receipt, want))
+        problems.push(`record ${i}: receipt ${JSON.stringify(w.receipt)} differs from ${JSON.stringify(want)}`);
     }
   });
   return problems;

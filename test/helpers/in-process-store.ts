@@ -71,7 +71,13 @@ export async function openInProcess(dir?: string, options: { injectFailure?: () 
   const reader = new ChatReader(streams, directory, codec);
   const subscriptions = new Subscriptions(streams, reader, directory, integrity, silentLog);
   return {
-    dir: root, store, integrity, directory, streams, reader, subscriptions,
+    dir: root,
+    store,
+    integrity,
+    directory,
+    streams,
+    reader,
+    subscriptions,
     async close() {
       subscriptions.endAll();
       await store.storage.close();
@@ -81,7 +87,9 @@ export async function openInProcess(dir?: string, options: { injectFailure?: () 
 }
 
 /** Two agents, their chat, and a claimed outbound stream for the first. */
-export async function chatWithWriter(s: InProcessStore): Promise<{ alice: Caller; bob: Caller; chatId: string; streamId: string; token: string }> {
+export async function chatWithWriter(
+  s: InProcessStore,
+): Promise<{ alice: Caller; bob: Caller; chatId: string; streamId: string; token: string }> {
   const a = await s.directory.createAgent(`alice${randomBytes(3).toString('hex')}`, 'Alice', undefined);
   const b = await s.directory.createAgent(`bob${randomBytes(3).toString('hex')}`, 'Bob', undefined);
   await s.directory.setPolicy(a.agent.id, 'off');
@@ -94,12 +102,21 @@ export async function chatWithWriter(s: InProcessStore): Promise<{ alice: Caller
 }
 
 /** Append `n` one-message operations through the real append path. */
-export async function appendMessages(s: InProcessStore, w: { alice: Caller; streamId: string; token: string }, n: number, prefix = 'm'): Promise<void> {
+export async function appendMessages(
+  s: InProcessStore,
+  w: { alice: Caller; streamId: string; token: string },
+  n: number,
+  prefix = 'm',
+): Promise<void> {
   for (let i = 0; i < n; i++) {
     const head = s.streams.get(w.alice, w.streamId);
     await s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: Number(head.generation), expectedPosition: Number(head.nextPosition),
-      operationId: `op-${prefix}-${i}-${randomBytes(3).toString('hex')}`, records: [{ type: 'chat.message', messageId: `${prefix}-${i}`, content: `${prefix} ${i}` }],
+      streamId: w.streamId,
+      coordinatorToken: w.token,
+      generation: Number(head.generation),
+      expectedPosition: Number(head.nextPosition),
+      operationId: `op-${prefix}-${i}-${randomBytes(3).toString('hex')}`,
+      records: [{ type: 'chat.message', messageId: `${prefix}-${i}`, content: `${prefix} ${i}` }],
     });
   }
 }

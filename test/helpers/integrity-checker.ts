@@ -39,7 +39,14 @@ export class AckLog {
   record(resp: WireResponse<AppendResult>): void {
     if (resp.result) {
       const r = resp.result;
-      this.acked.push({ streamId: r.streamId, generation: r.generation, firstPosition: r.firstPosition, nextPosition: r.nextPosition, operationId: r.operationId, records: r.records });
+      this.acked.push({
+        streamId: r.streamId,
+        generation: r.generation,
+        firstPosition: r.firstPosition,
+        nextPosition: r.nextPosition,
+        operationId: r.operationId,
+        records: r.records,
+      });
     }
   }
 }
@@ -84,7 +91,9 @@ export async function checkAcked(
     const corrupt = listed.has(streamId) || (readError !== null && isCorruptError(readError));
     if (readError && !isCorruptError(readError)) {
       const d = readError.error!.data;
-      violations.push(`${streamId}: read from ${from} answered ${d?.type}/${String(d?.reason ?? '')} instead of records or STORAGE_FAILURE/CORRUPT`);
+      violations.push(
+        `${streamId}: read from ${from} answered ${d?.type}/${String(d?.reason ?? '')} instead of records or STORAGE_FAILURE/CORRUPT`,
+      );
     }
     for (const a of appends) {
       let whole = true;
@@ -96,7 +105,9 @@ export async function checkAcked(
           return;
         }
         if (JSON.stringify(got) !== JSON.stringify(want)) {
-          violations.push(`${streamId}#${position} (op ${a.operationId}): acknowledged record changed${corrupt ? ' on a stream reported corrupt' : ''}`);
+          violations.push(
+            `${streamId}#${position} (op ${a.operationId}): acknowledged record changed${corrupt ? ' on a stream reported corrupt' : ''}`,
+          );
           whole = false;
           return;
         }
@@ -113,7 +124,9 @@ export async function checkAcked(
       const op = await admin.call('operations.get', { streamId, operationId: a.operationId });
       if (op.result?.state === 'committed') {
         if (op.result.firstPosition !== a.firstPosition || op.result.nextPosition !== a.nextPosition) {
-          violations.push(`${streamId} op ${a.operationId}: operations.get says [${op.result.firstPosition}, ${op.result.nextPosition}), acknowledged [${a.firstPosition}, ${a.nextPosition})`);
+          violations.push(
+            `${streamId} op ${a.operationId}: operations.get says [${op.result.firstPosition}, ${op.result.nextPosition}), acknowledged [${a.firstPosition}, ${a.nextPosition})`,
+          );
         }
       } else if (op.result) {
         violations.push(`${streamId} op ${a.operationId}: acknowledged, operations.get says ${op.result.state}`);
@@ -129,9 +142,12 @@ export async function checkAcked(
         // The author cannot connect: nothing can be appended to check.
       } else if (probe.result) {
         if (corrupt) violations.push(`${streamId}: reported corrupt, yet an append was accepted at ${probe.result.firstPosition}`);
-        else if (BigInt(probe.result.firstPosition) < maxAcked) violations.push(`${streamId}: a new append landed at ${probe.result.firstPosition}, over acknowledged positions (< ${maxAcked})`);
+        else if (BigInt(probe.result.firstPosition) < maxAcked)
+          violations.push(`${streamId}: a new append landed at ${probe.result.firstPosition}, over acknowledged positions (< ${maxAcked})`);
       } else if (corrupt && !isCorruptError(probe)) {
-        violations.push(`${streamId}: append on a corrupt stream answered ${JSON.stringify(probe.error?.data)} instead of STORAGE_FAILURE/CORRUPT`);
+        violations.push(
+          `${streamId}: append on a corrupt stream answered ${JSON.stringify(probe.error?.data)} instead of STORAGE_FAILURE/CORRUPT`,
+        );
       } else if (!corrupt) {
         violations.push(`${streamId}: append on a healthy stream failed: ${JSON.stringify(probe.error)}`);
       }

@@ -41,7 +41,10 @@ export type ErrorType = keyof typeof CODES;
 export function expectError(resp: WireResponse, type: ErrorType, what = ''): WireErrorData {
   expect(resp.result, `${what} expected ${type}, got a result: ${JSON.stringify(resp.result)?.slice(0, 300)}`).toBeUndefined();
   expect(resp.error, `${what} expected ${type}`).toBeDefined();
-  expect({ code: resp.error!.code, type: resp.error!.data?.type }, `${what} ${JSON.stringify(resp.error)}`).toEqual({ code: CODES[type], type });
+  expect({ code: resp.error!.code, type: resp.error!.data?.type }, `${what} ${JSON.stringify(resp.error)}`).toEqual({
+    code: CODES[type],
+    type,
+  });
   return resp.error!.data ?? {};
 }
 
@@ -51,7 +54,11 @@ export function expectError(resp: WireResponse, type: ErrorType, what = ''): Wir
 /** `n` chat.message input records with unique message ids under `prefix`. */
 export function messages(prefix: string, n: number, pad = 0): { type: 'chat.message'; messageId: string; content: string }[] {
   const filler = pad > 0 ? ' ' + 'lorem ipsum dolor sit amet '.repeat(Math.ceil(pad / 27)).slice(0, pad) : '';
-  return Array.from({ length: n }, (_, i) => ({ type: 'chat.message' as const, messageId: `${prefix}.${i}`, content: `message ${prefix} number ${i}${filler}` }));
+  return Array.from({ length: n }, (_, i) => ({
+    type: 'chat.message' as const,
+    messageId: `${prefix}.${i}`,
+    content: `message ${prefix} number ${i}${filler}`,
+  }));
 }
 
 export function receipt(peerStreamId: string, peerGeneration: string, nextPosition: string, batchId: string): ReceiptInput {
@@ -123,7 +130,14 @@ export class StreamWriter {
     const run = async (): Promise<WireResponse<MethodResults['streams.append']>> => {
       const r = await this.client.call(
         'streams.append',
-        { streamId: this.streamId, coordinatorToken: this.token, generation: this.generation, expectedPosition: this.next, operationId, records },
+        {
+          streamId: this.streamId,
+          coordinatorToken: this.token,
+          generation: this.generation,
+          expectedPosition: this.next,
+          operationId,
+          records,
+        },
         timeoutMs,
       );
       if (r.result) this.next = r.result.nextPosition;
@@ -218,7 +232,14 @@ export function reached(batches: ChatBatchNotification[], streamId: string, star
  * each batch non-empty, its records at fromPosition.. consecutively, the next batch starting
  * where the previous ended. Returns the records.
  */
-export function expectContiguous(batches: ChatBatchNotification[], streamId: string, generation: string, from: string, to: string, what = ''): StoredRecord[] {
+export function expectContiguous(
+  batches: ChatBatchNotification[],
+  streamId: string,
+  generation: string,
+  from: string,
+  to: string,
+  what = '',
+): StoredRecord[] {
   const mine = batches.filter((b) => b.streamId === streamId);
   const records: StoredRecord[] = [];
   let at = BigInt(from);
@@ -250,7 +271,12 @@ export function expectContiguous(batches: ChatBatchNotification[], streamId: str
  * the follow response arrives, so nothing after it is read until `client.socket.resume()`;
  * `client.bytesReceived` shows what it did read.
  */
-export async function followPaused(socketPath: string, token: string, chatId: string, cursor?: string): Promise<{ client: Wire; subscriptionId: string; cursor: string }> {
+export async function followPaused(
+  socketPath: string,
+  token: string,
+  chatId: string,
+  cursor?: string,
+): Promise<{ client: Wire; subscriptionId: string; cursor: string }> {
   const client = await connectWire(socketPath);
   ok(await client.hello(token), 'session.hello');
   const id = client.newId();
@@ -262,7 +288,12 @@ export async function followPaused(socketPath: string, token: string, chatId: st
   };
   client.on('response', pause);
   const params = cursor === undefined ? { chatId } : { chatId, cursor };
-  const r = (await client.callRaw(id, JSON.stringify({ jsonrpc: '2.0', id, method: 'chats.follow', params }) + '\n', 10_000, 'chats.follow')) as WireResponse<MethodResults['chats.follow']>;
+  const r = (await client.callRaw(
+    id,
+    JSON.stringify({ jsonrpc: '2.0', id, method: 'chats.follow', params }) + '\n',
+    10_000,
+    'chats.follow',
+  )) as WireResponse<MethodResults['chats.follow']>;
   return { client, ...ok(r, 'chats.follow') };
 }
 

@@ -33,7 +33,10 @@ export interface DaemonFixture<A extends Closable> {
  */
 export function useDaemon(options?: DaemonOptions): DaemonFixture<Wire>;
 export function useDaemon<A extends Closable>(options: DaemonOptions, connectAdmin: (d: DaemonProcess) => Promise<A>): DaemonFixture<A>;
-export function useDaemon<A extends Closable>(options: DaemonOptions = {}, connectAdmin?: (d: DaemonProcess) => Promise<A>): DaemonFixture<A | Wire> {
+export function useDaemon<A extends Closable>(
+  options: DaemonOptions = {},
+  connectAdmin?: (d: DaemonProcess) => Promise<A>,
+): DaemonFixture<A | Wire> {
   let d: DaemonProcess | undefined;
   let a: A | Wire | undefined;
   const connect = (x: DaemonProcess): Promise<A | Wire> => (connectAdmin ? connectAdmin(x) : x.connectAs());
@@ -99,7 +102,11 @@ export function useCli(options: DaemonOptions = {}): CliFixture {
     pair: async () => {
       const d = fixture.daemon();
       const p = await createPair(fixture.admin(), d.socketPath);
-      return { ...p, alice: cliOf().as(writeTokenFile(d.dir, uniq('alice'), p.a.token)), bob: cliOf().as(writeTokenFile(d.dir, uniq('bob'), p.b.token)) };
+      return {
+        ...p,
+        alice: cliOf().as(writeTokenFile(d.dir, uniq('alice'), p.a.token)),
+        bob: cliOf().as(writeTokenFile(d.dir, uniq('bob'), p.b.token)),
+      };
     },
   };
 }

@@ -34,7 +34,9 @@ export class WireCallError extends Error {
 }
 
 function requestLine(id, method, params) {
-  return (params === undefined ? JSON.stringify({ jsonrpc: '2.0', id, method }) : JSON.stringify({ jsonrpc: '2.0', id, method, params })) + '\n';
+  return (
+    (params === undefined ? JSON.stringify({ jsonrpc: '2.0', id, method }) : JSON.stringify({ jsonrpc: '2.0', id, method, params })) + '\n'
+  );
 }
 
 export class WireClient extends EventEmitter {
@@ -174,7 +176,11 @@ export class WireClient extends EventEmitter {
 
   /** Sends a batch array and resolves with the array the daemon answers. */
   batch(requests, timeoutMs = DEFAULT_TIMEOUT_MS) {
-    const msgs = requests.map((r) => (r.params === undefined ? { jsonrpc: '2.0', id: this.newId(), method: r.method } : { jsonrpc: '2.0', id: this.newId(), method: r.method, params: r.params }));
+    const msgs = requests.map((r) =>
+      r.params === undefined
+        ? { jsonrpc: '2.0', id: this.newId(), method: r.method }
+        : { jsonrpc: '2.0', id: this.newId(), method: r.method, params: r.params },
+    );
     return this.batchRaw(msgs, timeoutMs);
   }
 

@@ -8,7 +8,15 @@ import type { MethodResults } from '../../src/shared/methods.js';
 import type { Agent, Chat, ChatMessage, Checkpoint, ChatReceipt, StoredRecord, WriterFence } from '../../src/shared/types.js';
 import { WireClient, type WireError, type WireResponse } from './wire-client.mjs';
 
-export { WireClient, WireCallError, seenErrors, type WireError, type WireErrorData, type WireNotification, type WireResponse } from './wire-client.mjs';
+export {
+  WireClient,
+  WireCallError,
+  seenErrors,
+  type WireError,
+  type WireErrorData,
+  type WireNotification,
+  type WireResponse,
+} from './wire-client.mjs';
 
 /** The result type of method `M` (the contract's, for wire answers and the CLI's --json output). */
 export type Result<M extends keyof MethodResults> = MethodResults[M];
@@ -46,9 +54,13 @@ export function ok<T>(resp: WireResponse<T>, what = 'call'): T {
 // ---------------------------------------------------------------------------------------------
 // The parts of a stored record (§5), each failing loudly on a record of another type, or none.
 
-function partOf<K extends 'chat.message' | 'chat.receipt' | 'chat.writer-fence'>(r: Partial<StoredRecord> | undefined, type: K): Extract<StoredRecord['wrapper'], { type: K }> {
+function partOf<K extends 'chat.message' | 'chat.receipt' | 'chat.writer-fence'>(
+  r: Partial<StoredRecord> | undefined,
+  type: K,
+): Extract<StoredRecord['wrapper'], { type: K }> {
   if (r === undefined) throw new Error(`expected a ${type} record, got none`);
-  if (r.wrapper?.type !== type) throw new Error(`${r.streamId}@${r.generation}#${r.position} is a ${String(r.wrapper?.type)}, not a ${type}`);
+  if (r.wrapper?.type !== type)
+    throw new Error(`${r.streamId}@${r.generation}#${r.position} is a ${String(r.wrapper?.type)}, not a ${type}`);
   return r.wrapper as Extract<StoredRecord['wrapper'], { type: K }>;
 }
 
@@ -98,7 +110,13 @@ export function clientMessageIdFor(chatId: string, fromAgentId: string, messageI
 }
 
 /** §5 signed payload: joined with \n, no trailing newline. */
-export function signedPayload(m: { chatId: string; fromAgentId: string; toAgentId: string; createdAt: string; contentSha256: string }): string {
+export function signedPayload(m: {
+  chatId: string;
+  fromAgentId: string;
+  toAgentId: string;
+  createdAt: string;
+  contentSha256: string;
+}): string {
   return ['yello.chat.message.v1', m.chatId, m.fromAgentId, m.toAgentId, m.createdAt, m.contentSha256].join('\n');
 }
 
@@ -237,11 +255,7 @@ export interface TestPair {
 }
 
 /** Two agents, grants both ways (unless told otherwise), and their chat opened by a. */
-export async function createPair(
-  admin: Wire,
-  socketPath: string,
-  opts: { grants?: 'both' | 'a-to-b' | 'none' } = {},
-): Promise<TestPair> {
+export async function createPair(admin: Wire, socketPath: string, opts: { grants?: 'both' | 'a-to-b' | 'none' } = {}): Promise<TestPair> {
   const a = await createAgent(admin, socketPath);
   const b = await createAgent(admin, socketPath);
   const grants = opts.grants ?? 'both';
@@ -263,7 +277,7 @@ export async function claim(client: Wire, streamId: string, replace = false): Pr
 /** Reads a whole stream generation from `fromPosition` to its current end. */
 export async function readAll(client: Wire, streamId: string, generation = '1', fromPosition?: string): Promise<StoredRecord[]> {
   const state = ok(await client.call('streams.get', { streamId }), 'streams.get');
-  let from = fromPosition ?? (state.firstPosition);
+  let from = fromPosition ?? state.firstPosition;
   const out: StoredRecord[] = [];
   for (let i = 0; i < 10_000; i++) {
     const r = ok(await client.call('streams.read', { streamId, generation, fromPosition: from }), 'streams.read');

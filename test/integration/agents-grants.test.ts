@@ -1,7 +1,19 @@
 // agents.* and grants.* (§6 "Agents and grants") over the real socket.
 
 import { beforeAll, describe, expect, it } from 'vitest';
-import { claim, createAgent, createPair, errorShapeProblems, listIn, ok, readAll, seenErrors, uniq, type TestAgent, messageOf } from '../helpers/wire-fixtures.js';
+import {
+  claim,
+  createAgent,
+  createPair,
+  errorShapeProblems,
+  listIn,
+  ok,
+  readAll,
+  seenErrors,
+  uniq,
+  type TestAgent,
+  messageOf,
+} from '../helpers/wire-fixtures.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
 const AGENT_ID = /^agt_[A-Za-z0-9]{26}$/;
@@ -187,7 +199,11 @@ describe('grants', () => {
     const b = await createAgent(admin(), daemon().socketPath);
     ok(await admin().call('grants.add', { agentId: a.id, peerAgentId: b.id }));
 
-    const forA = listIn(ok(await admin().call('grants.list', { agentId: a.id })), 'grants') as { agentId: string; peerAgentId: string; grantedAt?: string }[];
+    const forA = listIn(ok(await admin().call('grants.list', { agentId: a.id })), 'grants') as {
+      agentId: string;
+      peerAgentId: string;
+      grantedAt?: string;
+    }[];
     expect(forA).toHaveLength(1);
     expect(forA[0]).toMatchObject({ agentId: a.id, peerAgentId: b.id });
     if (forA[0]!.grantedAt !== undefined) expect(forA[0]!.grantedAt).toMatch(RFC3339_MS);
@@ -205,7 +221,7 @@ describe('grants', () => {
     expect(listIn(ok(await admin().call('grants.list', { agentId: a.id })), 'grants')).toHaveLength(0);
   });
 
-  it('lets an agent list its own grants but not another agent\'s', async () => {
+  it("lets an agent list its own grants but not another agent's", async () => {
     const a = await createAgent(admin(), daemon().socketPath);
     const b = await createAgent(admin(), daemon().socketPath);
     ok(await admin().call('grants.add', { agentId: a.id, peerAgentId: b.id }));

@@ -17,19 +17,33 @@ const MiB = 1_048_576;
 const MAX_CONNECTIONS = 12;
 const MAX_UNSENT = 2 * MiB;
 
-const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open', '--max-connections', String(MAX_CONNECTIONS), '--max-unsent-bytes', String(MAX_UNSENT)] });
+const { daemon, admin } = useDaemon({
+  extraArgs: ['--policy', 'open', '--max-connections', String(MAX_CONNECTIONS), '--max-unsent-bytes', String(MAX_UNSENT)],
+});
 /** Every secret the log must never hold: tokens of all kinds and message contents. */
 const secrets: string[] = [];
 
 /** A parsed log line of the daemon (pino JSON). */
 type LogLine = Record<string, unknown>;
 
-const auditLines = (event: string): LogLine[] => daemon().logs().filter((l) => l.audit === event);
+const auditLines = (event: string): LogLine[] =>
+  daemon()
+    .logs()
+    .filter((l) => l.audit === event);
 
 /** Lines of `event`, once at least `n` of them have reached the daemon's stdout. */
 async function awaitAudit(event: string, n = 1, from = () => daemon()): Promise<LogLine[]> {
-  await waitFor(() => from().logs().filter((l) => l.audit === event).length >= n, `${n} audit line(s) ${event}`, 5_000).catch(() => undefined);
-  return from().logs().filter((l) => l.audit === event);
+  await waitFor(
+    () =>
+      from()
+        .logs()
+        .filter((l) => l.audit === event).length >= n,
+    `${n} audit line(s) ${event}`,
+    5_000,
+  ).catch(() => undefined);
+  return from()
+    .logs()
+    .filter((l) => l.audit === event);
 }
 
 /** The one audit line of `event` whose fields include `match`. */
@@ -70,10 +84,16 @@ describe('admin actions', () => {
     secrets.push(claim.coordinatorToken);
     const content = `the eagle lands at dawn ${uniq('secret')}`;
     secrets.push(content);
-    ok(await writer.call('streams.append', {
-      streamId, coordinatorToken: claim.coordinatorToken, generation: '1', expectedPosition: claim.nextPosition, operationId: uniq('op'),
-      records: [{ type: 'chat.message', messageId: 'm1', content }],
-    }));
+    ok(
+      await writer.call('streams.append', {
+        streamId,
+        coordinatorToken: claim.coordinatorToken,
+        generation: '1',
+        expectedPosition: claim.nextPosition,
+        operationId: uniq('op'),
+        records: [{ type: 'chat.message', messageId: 'm1', content }],
+      }),
+    );
     ok(await admin().call('streams.release', { streamId }));
     ok(await admin().call('streams.trim', { streamId, beforePosition: '1', force: true }));
     ok(await admin().call('streams.reset', { streamId, reason: 'audit test' }));
@@ -96,7 +116,11 @@ describe('admin actions', () => {
     ]);
     for (const l of lines) expect(l.level, `${l.audit} is logged at info`).toBe(30);
     // The agent's own claim and append are not admin actions.
-    expect(daemon().logs().filter((l) => l.audit === 'streams.release' || l.audit === 'streams.claim')).toHaveLength(1);
+    expect(
+      daemon()
+        .logs()
+        .filter((l) => l.audit === 'streams.release' || l.audit === 'streams.claim'),
+    ).toHaveLength(1);
   });
 });
 
@@ -160,17 +184,30 @@ describe('security events', () => {
     const chatId = ok(await admin().call('chats.open', { agentAId: carol.id, agentBId: dave.id })).chat.id as string;
     const streamId = `${chatId}:${carol.id}`;
     // The slots the previous test held are freed as the daemon sees those sockets close.
-    const writer = (await waitFor(() => daemon().connectAs(carol.token).catch(() => null), 'a connection slot', 5_000))!;
+    const writer = (await waitFor(
+      () =>
+        daemon()
+          .connectAs(carol.token)
+          .catch(() => null),
+      'a connection slot',
+      5_000,
+    ))!;
     const claim = ok(await writer.call('streams.claim', { streamId }));
     secrets.push(claim.coordinatorToken);
     let next = claim.nextPosition as string;
     const big = `carol's long letter ${'w'.repeat(250_000)}`;
     secrets.push(big.slice(0, 40));
     for (let i = 0; i < 12; i++) {
-      next = ok(await writer.call('streams.append', {
-        streamId, coordinatorToken: claim.coordinatorToken, generation: '1', expectedPosition: next, operationId: uniq('op'),
-        records: [{ type: 'chat.message', messageId: `big.${i}`, content: `${i} ${big}` }],
-      })).nextPosition;
+      next = ok(
+        await writer.call('streams.append', {
+          streamId,
+          coordinatorToken: claim.coordinatorToken,
+          generation: '1',
+          expectedPosition: next,
+          operationId: uniq('op'),
+          records: [{ type: 'chat.message', messageId: `big.${i}`, content: `${i} ${big}` }],
+        }),
+      ).nextPosition;
     }
     writer.close();
     const greedy = net.connect(daemon().socketPath);
@@ -179,7 +216,10 @@ describe('security events', () => {
     greedy.pause();
     const closed = new Promise<void>((r) => greedy.once('close', () => r()));
     greedy.write(
-      [{ jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: dave.token } }, ...Array.from({ length: 16 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.history', params: { chatId, limit: 500 } }))]
+      [
+        { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: dave.token } },
+        ...Array.from({ length: 16 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.history', params: { chatId, limit: 500 } })),
+      ]
         .map((m) => JSON.stringify(m) + '\n')
         .join(''),
     );
@@ -202,7 +242,9 @@ describe('the log as a whole', () => {
     expect(secrets.length).toBeGreaterThan(10);
     for (const secret of secrets) expect(text.includes(secret), `the log holds ${secret.slice(0, 24)}…`).toBe(false);
     // And every audit line is JSON with the stable fields.
-    for (const l of daemon().logs().filter((x) => 'audit' in x)) {
+    for (const l of daemon()
+      .logs()
+      .filter((x) => 'audit' in x)) {
       expect(typeof l.audit).toBe('string');
       expect(l.msg).toBe(`audit: ${l.audit}`);
     }
@@ -238,12 +280,20 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
         // A refusal comes unasked; an accepted connection says nothing until asked.
         await Promise.race([closed, new Promise((r) => s.once('connect', r))]);
         await Promise.race([closed, waitFor(() => data.includes('\n'), 'a refusal', 300).catch(() => undefined)]);
-        if (!data && !s.destroyed) s.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'session.hello', params: { token: small.adminToken } }) + '\n');
+        if (!data && !s.destroyed)
+          s.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'session.hello', params: { token: small.adminToken } }) + '\n');
         await Promise.race([closed, waitFor(() => data.includes('\n'), 'a line', 5_000).catch(() => undefined)]);
         await new Promise((r) => setTimeout(r, 50));
         const line = data.split('\n')[0] ?? '';
         const parsed = line ? JSON.parse(line) : null;
-        const outcome = parsed?.result?.role === 'admin' ? 'accepted' : parsed?.error?.data?.type === 'RATE_LIMITED' ? 'refused' : s.destroyed || s.closed ? 'closed silently' : 'no answer';
+        const outcome =
+          parsed?.result?.role === 'admin'
+            ? 'accepted'
+            : parsed?.error?.data?.type === 'RATE_LIMITED'
+              ? 'refused'
+              : s.destroyed || s.closed
+                ? 'closed silently'
+                : 'no answer';
         return { outcome, s };
       }),
     );
@@ -259,9 +309,13 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
     expect(l[0]!.fd).toEqual(expect.any(Number));
     // The daemon itself carries on, and once the clients left, connections are accepted again.
     ok(await keeper.call('daemon.status', {}));
-    await waitFor(async () => {
-      const c = await small.connectAs().catch(() => null);
-      return c !== null;
-    }, 'a new connection after the flood', 5_000);
+    await waitFor(
+      async () => {
+        const c = await small.connectAs().catch(() => null);
+        return c !== null;
+      },
+      'a new connection after the flood',
+      5_000,
+    );
   });
 });

@@ -130,14 +130,14 @@ describe('chats.open', () => {
       Array.from({ length: 10 }, (_, i) => connectAs(daemon().socketPath, i % 2 === 0 ? a.token : b.token)),
     );
     try {
-      const results = await Promise.all(
-        clients.map((c, i) => c.call('chats.open', { peerAgentId: i % 2 === 0 ? b.id : a.id })),
-      );
+      const results = await Promise.all(clients.map((c, i) => c.call('chats.open', { peerAgentId: i % 2 === 0 ? b.id : a.id })));
       for (const r of results) expect(r.error).toBeUndefined();
       const ids = new Set(results.map((r) => r.result!.chat.id));
       expect(ids.size).toBe(1);
       expect(results.filter((r) => r.result!.created === true)).toHaveLength(1);
-      const all = (await listAllChats(admin())).filter((c) => c.agentAId === (a.id < b.id ? a.id : b.id) && c.agentBId === (a.id < b.id ? b.id : a.id));
+      const all = (await listAllChats(admin())).filter(
+        (c) => c.agentAId === (a.id < b.id ? a.id : b.id) && c.agentBId === (a.id < b.id ? b.id : a.id),
+      );
       expect(all).toHaveLength(1);
     } finally {
       for (const c of clients) c.close();
@@ -250,7 +250,13 @@ describe('chats.permissions', () => {
     expect(p.policy).toBe('grants');
     expect(p.participants).toHaveLength(2);
     const byId = new Map(p.participants.map((x: { agentId: string }) => [x.agentId, x]));
-    expect(byId.get(pair.a.id)).toMatchObject({ agentId: pair.a.id, canRead: true, canSend: true, canClaim: true, grant: { grantedAt: expect.stringMatching(RFC3339_MS) } });
+    expect(byId.get(pair.a.id)).toMatchObject({
+      agentId: pair.a.id,
+      canRead: true,
+      canSend: true,
+      canClaim: true,
+      grant: { grantedAt: expect.stringMatching(RFC3339_MS) },
+    });
     expect(byId.get(pair.b.id)).toMatchObject({ agentId: pair.b.id, canRead: true, canSend: false, grant: null });
 
     ok(await admin().call('grants.remove', { agentId: pair.a.id, peerAgentId: pair.b.id }));

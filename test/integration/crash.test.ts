@@ -4,7 +4,22 @@
 // exactly where it was acknowledged, signed, and reported committed by operations.get.
 
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type Wire, claim, clientMessageIdFor, connectAs, createPair, errorShapeProblems, fetchKeys, messageProblems, ok, readAll, seenErrors, uniq, type TestPair, messageOf } from '../helpers/wire-fixtures.js';
+import {
+  type Wire,
+  claim,
+  clientMessageIdFor,
+  connectAs,
+  createPair,
+  errorShapeProblems,
+  fetchKeys,
+  messageProblems,
+  ok,
+  readAll,
+  seenErrors,
+  uniq,
+  type TestPair,
+  messageOf,
+} from '../helpers/wire-fixtures.js';
 import { sleep } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
@@ -44,7 +59,17 @@ beforeAll(async () => {
   for (let i = 0; i < WRITERS; i++) {
     const pair = await createPair(admin(), daemon().socketPath, { grants: 'a-to-b' });
     const c = await claim(pair.a.client, pair.streamA);
-    writers.push({ index: i, pair, coordinatorToken: c.coordinatorToken, generation: c.generation, next: c.nextPosition, acked: [], uncertain: [], failed: [], unexpected: [] });
+    writers.push({
+      index: i,
+      pair,
+      coordinatorToken: c.coordinatorToken,
+      generation: c.generation,
+      next: c.nextPosition,
+      acked: [],
+      uncertain: [],
+      failed: [],
+      unexpected: [],
+    });
   }
 }, 60_000);
 
@@ -120,7 +145,12 @@ async function round(stop: () => Promise<void>, errorsAllowed: boolean, minAcksP
       expect(['committed', 'unknown'], `writer ${w.index} ${last.operationId}`).toContain(op.state);
       if (op.state === 'committed') {
         expect(op.firstPosition).toBe(last.expectedPosition);
-        w.acked.push({ operationId: last.operationId, firstPosition: op.firstPosition!, nextPosition: op.nextPosition!, messages: last.messages });
+        w.acked.push({
+          operationId: last.operationId,
+          firstPosition: op.firstPosition!,
+          nextPosition: op.nextPosition!,
+          messages: last.messages,
+        });
         w.uncertain.pop();
       }
     }
@@ -145,8 +175,13 @@ async function verifyWriters(): Promise<void> {
 
     // Contiguous positions from firstPosition to nextPosition.
     const records = await readAll(admin(), w.pair.streamA);
-    expect(records.map((r) => r.position), label).toEqual(
-      Array.from({ length: Number(BigInt(state.nextPosition) - BigInt(state.firstPosition)) }, (_, i) => (BigInt(state.firstPosition) + BigInt(i)).toString()),
+    expect(
+      records.map((r) => r.position),
+      label,
+    ).toEqual(
+      Array.from({ length: Number(BigInt(state.nextPosition) - BigInt(state.firstPosition)) }, (_, i) =>
+        (BigInt(state.firstPosition) + BigInt(i)).toString(),
+      ),
     );
     const byPosition = new Map(records.map((r) => [r.position as string, r]));
 
@@ -165,7 +200,12 @@ async function verifyWriters(): Promise<void> {
         expect(messageProblems(messageOf(rec), keys, m.messageId), `${label} ${pos}`).toEqual([]);
       });
       const op = ok(await admin().call('operations.get', { streamId: w.pair.streamA, operationId: a.operationId }));
-      expect(op, `${label} ${a.operationId}`).toMatchObject({ state: 'committed', generation: '1', firstPosition: a.firstPosition, nextPosition: a.nextPosition });
+      expect(op, `${label} ${a.operationId}`).toMatchObject({
+        state: 'committed',
+        generation: '1',
+        firstPosition: a.firstPosition,
+        nextPosition: a.nextPosition,
+      });
     }
 
     // Every message in the stream verifies and belongs to an operation we sent.
@@ -197,7 +237,12 @@ async function verifyWriters(): Promise<void> {
       records: [{ type: 'chat.message', ...message }],
     });
     expect(after.error, label).toBeUndefined();
-    w.acked.push({ operationId, firstPosition: after.result!.firstPosition, nextPosition: after.result!.nextPosition, messages: [message] });
+    w.acked.push({
+      operationId,
+      firstPosition: after.result!.firstPosition,
+      nextPosition: after.result!.nextPosition,
+      messages: [message],
+    });
     w.next = after.result!.nextPosition;
     client.close();
   }
@@ -206,10 +251,14 @@ async function verifyWriters(): Promise<void> {
 describe('crash recovery', () => {
   it('keeps every acknowledged append across SIGKILL while appends are in flight', async () => {
     for (let r = 0; r < ROUNDS; r++) {
-      const inFlight = await round(async () => {
-        const exit = await daemon().kill();
-        expect(exit.signal).toBe('SIGKILL');
-      }, false, 12 + r * 5);
+      const inFlight = await round(
+        async () => {
+          const exit = await daemon().kill();
+          expect(exit.signal).toBe('SIGKILL');
+        },
+        false,
+        12 + r * 5,
+      );
       // The kill really happened mid-append: writers had requests outstanding.
       expect(inFlight).toBeGreaterThan(0);
     }
@@ -217,9 +266,13 @@ describe('crash recovery', () => {
   }, 90_000);
 
   it('finishes or fails in-flight appends on SIGTERM, exits 0, and keeps every acknowledged one', async () => {
-    await round(async () => {
-      expect(await daemon().stop(15_000)).toBe(0);
-    }, true, 8);
+    await round(
+      async () => {
+        expect(await daemon().stop(15_000)).toBe(0);
+      },
+      true,
+      8,
+    );
     await verifyWriters();
   }, 60_000);
 

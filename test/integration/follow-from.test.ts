@@ -27,7 +27,9 @@ describe('chats.follow from', () => {
       const batches = batchesOf(bob, sub.subscriptionId);
       const fromAlice = expectContiguous(batches, c.streamA, '1', '0', c.wa.next, 'peer');
       expect(fromAlice.filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content)).toEqual([
-        'message before-follow number 0', 'message before-follow number 1', 'message before-follow number 2',
+        'message before-follow number 0',
+        'message before-follow number 1',
+        'message before-follow number 2',
       ]);
       expectContiguous(batches, c.streamB, '1', ownEnd, c.wb.next, 'own');
     } finally {
@@ -46,7 +48,11 @@ describe('chats.follow from', () => {
       const acked = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }));
       const byDefault = ok(await bob.call('chats.follow', { chatId: c.chatId }));
       const atEnd = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'end' }));
-      await waitFor(() => batchesOf(bob, acked.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'the unacknowledged messages', 10_000);
+      await waitFor(
+        () => batchesOf(bob, acked.subscriptionId).some((b) => b.nextPosition === c.wa.next),
+        'the unacknowledged messages',
+        10_000,
+      );
       const records = expectContiguous(batchesOf(bob, acked.subscriptionId), c.streamA, '1', shown.nextPosition, c.wa.next);
       expect(records.map((r) => messageOf(r).content)).toEqual(['message unseen number 0', 'message unseen number 1']);
       await sleep(200);

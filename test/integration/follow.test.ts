@@ -5,20 +5,37 @@
 
 import { describe, expect, it } from 'vitest';
 import { connectAs, createAgent, ok, messageOf, receiptOf, fenceOf, type WireNotification } from '../helpers/wire-fixtures.js';
-import { followPaused, batchesOf, expectContiguous, expectError, messages, reached, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import {
+  followPaused,
+  batchesOf,
+  expectContiguous,
+  expectError,
+  messages,
+  reached,
+  receipt,
+  setupChat,
+  type ReadingChat,
+} from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
 const { daemon, admin } = useDaemon();
 
 /** Waits until subscription `sub` on `client` delivered both streams up to the writers' heads. */
-async function waitCaughtUp(client: { notifications: WireNotification[] }, sub: string, c: ReadingChat, starts: { a: string; b: string }, timeoutMs = 10_000): Promise<void> {
+async function waitCaughtUp(
+  client: { notifications: WireNotification[] },
+  sub: string,
+  c: ReadingChat,
+  starts: { a: string; b: string },
+  timeoutMs = 10_000,
+): Promise<void> {
   await waitFor(
     () => {
       const b = batchesOf(client, sub);
       return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
     },
-    `subscription ${sub} to reach A=${c.wa.next} B=${c.wb.next}`, timeoutMs,
+    `subscription ${sub} to reach A=${c.wa.next} B=${c.wb.next}`,
+    timeoutMs,
   );
 }
 
@@ -47,8 +64,14 @@ describe('chats.follow', () => {
       const batches = batchesOf(follower, sub.subscriptionId);
       for (const b of batches) {
         expect(b).toMatchObject({
-          subscriptionId: sub.subscriptionId, batchId: expect.any(String), streamId: expect.any(String), generation: '1',
-          fromPosition: expect.any(String), nextPosition: expect.any(String), records: expect.any(Array), cursor: expect.any(String),
+          subscriptionId: sub.subscriptionId,
+          batchId: expect.any(String),
+          streamId: expect.any(String),
+          generation: '1',
+          fromPosition: expect.any(String),
+          nextPosition: expect.any(String),
+          records: expect.any(Array),
+          cursor: expect.any(String),
         });
       }
       const recA = expectContiguous(batches, c.streamA, '1', starts.a, c.wa.next, 'A');
@@ -57,7 +80,12 @@ describe('chats.follow', () => {
       expect(recB.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt', 'chat.message', 'chat.message']);
       expect(fenceOf(recA[2])).toMatchObject({ epoch: expect.any(String), replaced: true });
       expect(JSON.stringify(recA[2])).not.toContain(c.wa.token);
-      expect(receiptOf(recB[1])).toEqual({ peerStreamId: c.streamA, peerGeneration: '1', nextPosition: shown.nextPosition, batchId: shown.batchId });
+      expect(receiptOf(recB[1])).toEqual({
+        peerStreamId: c.streamA,
+        peerGeneration: '1',
+        nextPosition: shown.nextPosition,
+        batchId: shown.batchId,
+      });
 
       // The cursor of every batch resumes right after that batch (checked on a new connection).
       const last = batches.at(-1)!;
@@ -148,9 +176,17 @@ describe('chats.follow', () => {
       expect(batchesOf(follower, sub.subscriptionId)).toHaveLength(1);
       expect(batchesOf(follower, sub.subscriptionId)[0]!.fromPosition).toBe(starts.a);
 
-      const again = expectError(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }), 'NOT_FOUND', 'second unfollow');
+      const again = expectError(
+        await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }),
+        'NOT_FOUND',
+        'second unfollow',
+      );
       expect(again).toMatchObject({ kind: expect.any(String) });
-      const unknown = expectError(await follower.call('chats.unfollow', { subscriptionId: 'sub_does_not_exist' }), 'NOT_FOUND', 'unknown id');
+      const unknown = expectError(
+        await follower.call('chats.unfollow', { subscriptionId: 'sub_does_not_exist' }),
+        'NOT_FOUND',
+        'unknown id',
+      );
       expect(unknown).toMatchObject({ kind: expect.any(String), id: 'sub_does_not_exist' });
     } finally {
       follower.close();
@@ -221,7 +257,12 @@ describe('chats.follow', () => {
           const t0 = Date.now();
           const target = w.next;
           // The fast follower sees each operation promptly.
-          await waitFor(() => BigInt(reached(batchesOf(fast, fastSub.subscriptionId), w.streamId, '0')) >= BigInt(target), `fast follower at ${target}`, 10_000, 2);
+          await waitFor(
+            () => BigInt(reached(batchesOf(fast, fastSub.subscriptionId), w.streamId, '0')) >= BigInt(target),
+            `fast follower at ${target}`,
+            10_000,
+            2,
+          );
           lag.push(Date.now() - t0);
         }
       };
@@ -232,7 +273,10 @@ describe('chats.follow', () => {
       await prober;
 
       const fastBatches = batchesOf(fast, fastSub.subscriptionId);
-      const bytes = fastBatches.reduce((s, b) => s + b.records.reduce((t, r) => t + (r.wrapper.type === 'chat.message' ? r.wrapper.message.content.length : 0), 0), 0);
+      const bytes = fastBatches.reduce(
+        (s, b) => s + b.records.reduce((t, r) => t + (r.wrapper.type === 'chat.message' ? r.wrapper.message.content.length : 0), 0),
+        0,
+      );
       expect(bytes).toBeGreaterThan(19_000_000);
       expectContiguous(fastBatches, c.streamA, '1', starts.a, c.wa.next, 'fast A');
       expectContiguous(fastBatches, c.streamB, '1', starts.b, c.wb.next, 'fast B');
@@ -251,7 +295,8 @@ describe('chats.follow', () => {
           const b = batchesOf(slow, slowSub.subscriptionId);
           return reached(b, c.streamA, starts.a) === c.wa.next && reached(b, c.streamB, starts.b) === c.wb.next;
         },
-        'the slow reader to catch up after resuming', 30_000,
+        'the slow reader to catch up after resuming',
+        30_000,
       );
       expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamA, '1', starts.a, c.wa.next, 'slow A');
       expectContiguous(batchesOf(slow, slowSub.subscriptionId), c.streamB, '1', starts.b, c.wb.next, 'slow B');

@@ -5,7 +5,18 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/shared/types.js';
 import { type Wire, connectAs, createAgent, ok, readAll, messageOf, type Result } from '../helpers/wire-fixtures.js';
-import { batchesOf, expectContiguous, expectError, receipt, recKey, reconnectChat, reached, setupChat, transcriptCompare, type ReadingChat } from '../helpers/reading-fixtures.js';
+import {
+  batchesOf,
+  expectContiguous,
+  expectError,
+  receipt,
+  recKey,
+  reconnectChat,
+  reached,
+  setupChat,
+  transcriptCompare,
+  type ReadingChat,
+} from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
@@ -72,7 +83,10 @@ describe('chats.history order', () => {
       const t = messageOf(r).signature.createdAt;
       stamps.set(t, (stamps.get(t) ?? new Set()).add(messageOf(r).fromAgentId));
     }
-    expect([...stamps.values()].some((s) => s.size === 2), 'both authors share a createdAt').toBe(true);
+    expect(
+      [...stamps.values()].some((s) => s.size === 2),
+      'both authors share a createdAt',
+    ).toBe(true);
 
     const r = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, direction: 'forward', limit: 500 }));
     expect(r.nextCursor).toBeNull();
@@ -80,7 +94,12 @@ describe('chats.history order', () => {
     expect(r.entries.every((e) => e.wrapper.type === 'chat.message')).toBe(true);
     expect(r.entries.map(recKey)).toEqual(expected.map(recKey));
     // Full stored records.
-    expect(r.entries[0]).toMatchObject({ streamId: expect.any(String), generation: '1', position: expect.any(String), wrapper: { version: 2, chatId: main.chatId } });
+    expect(r.entries[0]).toMatchObject({
+      streamId: expect.any(String),
+      generation: '1',
+      position: expect.any(String),
+      wrapper: { version: 2, chatId: main.chatId },
+    });
   });
 
   it('returns the latest page in ascending order by default (backward), and pages back over everything once', async () => {
@@ -117,7 +136,11 @@ describe('chats.history order', () => {
 
   it('rejects limit above 500 and below 1 with INVALID_PARAMS; 500 is fine', async () => {
     for (const limit of [501, 0, 10_000]) {
-      const data = expectError(await main.bob.client.call('chats.history', { chatId: main.chatId, limit }), 'INVALID_PARAMS', `limit ${limit}`);
+      const data = expectError(
+        await main.bob.client.call('chats.history', { chatId: main.chatId, limit }),
+        'INVALID_PARAMS',
+        `limit ${limit}`,
+      );
       expect(String(data.path)).toContain('limit');
     }
     ok(await main.bob.client.call('chats.history', { chatId: main.chatId, limit: 500 }));
@@ -148,12 +171,23 @@ describe('chats.history snapshot and hand-off', () => {
         for (const p of [pages[0], pages.at(-1)]) {
           subs.push(ok(await follower.call('chats.follow', { chatId: c.chatId, cursor: p!.liveCursor })));
         }
-        await c.wb.append([receipt(c.streamA, '1', heads.a, ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0', limit: Number(heads.a) })).batchId)]);
+        await c.wb.append([
+          receipt(
+            c.streamA,
+            '1',
+            heads.a,
+            ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0', limit: Number(heads.a) }))
+              .batchId,
+          ),
+        ]);
         await c.wa.send('after-follow', 2);
         for (const sub of subs) {
           await waitFor(
-            () => reached(batchesOf(follower, sub.subscriptionId), c.streamA, heads.a) === c.wa.next && reached(batchesOf(follower, sub.subscriptionId), c.streamB, heads.b) === c.wb.next,
-            'the follower to reach both heads', 5_000,
+            () =>
+              reached(batchesOf(follower, sub.subscriptionId), c.streamA, heads.a) === c.wa.next &&
+              reached(batchesOf(follower, sub.subscriptionId), c.streamB, heads.b) === c.wb.next,
+            'the follower to reach both heads',
+            5_000,
           );
           const batches = batchesOf(follower, sub.subscriptionId);
           const recA = expectContiguous(batches, c.streamA, '1', heads.a, c.wa.next, 'A');
@@ -185,10 +219,18 @@ describe('chats.history cursors', () => {
     const sub = ok(await main.bob.client.call('chats.follow', { chatId: main.chatId }));
     ok(await main.bob.client.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
     for (const live of [r.liveCursor, sub.cursor]) {
-      const data = expectError(await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: live }), 'INVALID_PARAMS', 'live cursor in history');
+      const data = expectError(
+        await main.bob.client.call('chats.history', { chatId: main.chatId, cursor: live }),
+        'INVALID_PARAMS',
+        'live cursor in history',
+      );
       expect(data.path).toBe('cursor');
     }
-    const data = expectError(await main.bob.client.call('chats.follow', { chatId: main.chatId, cursor: r.nextCursor }), 'INVALID_PARAMS', 'history cursor in follow');
+    const data = expectError(
+      await main.bob.client.call('chats.follow', { chatId: main.chatId, cursor: r.nextCursor }),
+      'INVALID_PARAMS',
+      'history cursor in follow',
+    );
     expect(data.path).toBe('cursor');
   });
 
@@ -197,9 +239,17 @@ describe('chats.history cursors', () => {
     await other.wa.send('o', 5);
     const r = ok(await admin().call('chats.history', { chatId: other.chatId, limit: 2 }));
     expect(r.nextCursor).toEqual(expect.any(String));
-    const d1 = expectError(await admin().call('chats.history', { chatId: main.chatId, cursor: r.nextCursor }), 'INVALID_PARAMS', 'history cursor of another chat');
+    const d1 = expectError(
+      await admin().call('chats.history', { chatId: main.chatId, cursor: r.nextCursor }),
+      'INVALID_PARAMS',
+      'history cursor of another chat',
+    );
     expect(d1.path).toBe('cursor');
-    const d2 = expectError(await admin().call('chats.follow', { chatId: main.chatId, cursor: r.liveCursor }), 'INVALID_PARAMS', 'live cursor of another chat');
+    const d2 = expectError(
+      await admin().call('chats.follow', { chatId: main.chatId, cursor: r.liveCursor }),
+      'INVALID_PARAMS',
+      'live cursor of another chat',
+    );
     expect(d2.path).toBe('cursor');
   });
 });
@@ -223,7 +273,11 @@ describe('chats.history across restart, reset and trim', () => {
 
     const sub = ok(await main.bob.client.call('chats.follow', { chatId: main.chatId, cursor: first.liveCursor }));
     await main.wa.send('after-restart', 2);
-    await waitFor(() => reached(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, heads.a) === main.wa.next, 'the post-restart batch', 5_000);
+    await waitFor(
+      () => reached(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, heads.a) === main.wa.next,
+      'the post-restart batch',
+      5_000,
+    );
     expectContiguous(batchesOf(main.bob.client, sub.subscriptionId), main.streamA, '1', heads.a, main.wa.next);
     ok(await main.bob.client.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
   });
@@ -239,7 +293,11 @@ describe('chats.history across restart, reset and trim', () => {
     }
     ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'test reset' }));
     for (const direction of ['forward', 'backward']) {
-      const data = expectError(await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: cursors[direction] }), 'CONTINUITY_BREAK', direction);
+      const data = expectError(
+        await c.bob.client.call('chats.history', { chatId: c.chatId, cursor: cursors[direction] }),
+        'CONTINUITY_BREAK',
+        direction,
+      );
       expect(data).toMatchObject({ reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
     }
     // A new snapshot starts over on the new generation.

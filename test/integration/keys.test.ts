@@ -1,7 +1,21 @@
 // daemon.status, keys.list and keys.rotate (§6 "Session, daemon, keys") over the real socket.
 
 import { beforeAll, describe, expect, it } from 'vitest';
-import { claim, createPair, errorShapeProblems, fetchKeys, findValues, jwkThumbprint, messageProblems, ok, readAll, seenErrors, uniq, type TestPair, messageOf } from '../helpers/wire-fixtures.js';
+import {
+  claim,
+  createPair,
+  errorShapeProblems,
+  fetchKeys,
+  findValues,
+  jwkThumbprint,
+  messageProblems,
+  ok,
+  readAll,
+  seenErrors,
+  uniq,
+  type TestPair,
+  messageOf,
+} from '../helpers/wire-fixtures.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -20,7 +34,9 @@ describe('daemon.status', () => {
     expect(status.version).toBe(hello.daemon.version);
     const text = JSON.stringify(status);
     expect(text).toContain(hello.signing.kid);
-    expect(findValues(status, 'uptime').length + findValues(status, 'uptimeMs').length + findValues(status, 'uptimeSeconds').length).toBeGreaterThan(0);
+    expect(
+      findValues(status, 'uptime').length + findValues(status, 'uptimeMs').length + findValues(status, 'uptimeSeconds').length,
+    ).toBeGreaterThan(0);
     // storage state is "ok" (or "read-only"); a fresh daemon is ok.
     expect([...Object.values(status), ...findValues(status, 'storage'), ...findValues(status, 'state')]).toContain('ok');
     // counts of agents/chats/streams/records: the pair above made 2 agents, 1 chat, 2 streams.
@@ -35,7 +51,8 @@ describe('daemon.status', () => {
   });
 
   it('counts what was created', async () => {
-    const count = (status: unknown, key: string): number => (findValues(status, key).find((v) => typeof v === 'number') as number | undefined) ?? NaN;
+    const count = (status: unknown, key: string): number =>
+      (findValues(status, key).find((v) => typeof v === 'number') as number | undefined) ?? NaN;
     const before = ok(await admin().call('daemon.status', {}));
     const p = await createPair(admin(), daemon().socketPath);
     const c = await claim(p.a.client, p.streamA);

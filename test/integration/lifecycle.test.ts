@@ -20,9 +20,13 @@ function octal(n: number): string {
 
 /** Leaves a real stale Unix socket at `socketPath`: a process listens there and is SIGKILLed. */
 async function leaveStaleSocket(socketPath: string): Promise<void> {
-  const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(socketPath)}, () => console.log('up'))`], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['-e', `require('net').createServer().listen(${JSON.stringify(socketPath)}, () => console.log('up'))`],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   await once(child.stdout!, 'data');
   child.kill('SIGKILL');
   await once(child, 'exit');
@@ -118,7 +122,7 @@ describe('stored credentials', () => {
 });
 
 describe('store lock and socket ownership', () => {
-  it('a second daemon on the same data dir exits non-zero and leaves the first one\'s socket working', async () => {
+  it("a second daemon on the same data dir exits non-zero and leaves the first one's socket working", async () => {
     const first = await start();
     const before = await fs.stat(first.socketPath);
     const second = await start({ dir: first.dir, socketPath: first.socketPath, dataDir: first.dataDir, waitReady: false });
@@ -196,7 +200,9 @@ describe('signals', () => {
     const d = await start();
     const admin = await d.connectAs();
     const pair = await createPair(admin, d.socketPath);
-    const pending = pair.b.client.call('streams.read', { streamId: pair.streamA, generation: '1', fromPosition: '0', waitMs: 30_000 }).catch(() => undefined);
+    const pending = pair.b.client
+      .call('streams.read', { streamId: pair.streamA, generation: '1', fromPosition: '0', waitMs: 30_000 })
+      .catch(() => undefined);
     const started = Date.now();
     expect(await d.stop(15_000)).toBe(0);
     expect(Date.now() - started).toBeLessThan(10_000);
@@ -272,12 +278,18 @@ describe('logs', () => {
     const all = d.stdoutLines.join('\n') + '\n' + d.stderr;
     const material: string[] = [];
     const secretKey = await fs.readFile(path.join(d.dataDir, 'secret.key'));
-    material.push(secretKey.toString('utf8').trim(), secretKey.toString('base64'), secretKey.toString('base64url'), secretKey.toString('hex'));
+    material.push(
+      secretKey.toString('utf8').trim(),
+      secretKey.toString('base64'),
+      secretKey.toString('base64url'),
+      secretKey.toString('hex'),
+    );
     for (const f of await fs.readdir(path.join(d.dataDir, 'keys'))) {
       const text = await fs.readFile(path.join(d.dataDir, 'keys', f), 'utf8').catch(() => '');
       // Private EC scalars in JWK form ("d") or any long base64url run in a key file.
       for (const m of text.matchAll(/"d"\s*:\s*"([A-Za-z0-9_-]{40,})"/g)) material.push(m[1]!);
-      for (const m of text.matchAll(/-----BEGIN [A-Z ]*PRIVATE KEY-----([\s\S]*?)-----END/g)) material.push(m[1]!.replace(/\s+/g, '').slice(0, 40));
+      for (const m of text.matchAll(/-----BEGIN [A-Z ]*PRIVATE KEY-----([\s\S]*?)-----END/g))
+        material.push(m[1]!.replace(/\s+/g, '').slice(0, 40));
     }
     for (const m of material.filter((x) => x.length >= 16)) expect(all.includes(m), `log leaks key material ${m.slice(0, 6)}…`).toBe(false);
   });

@@ -18,6 +18,14 @@ describe('unset values are null, not missing', () => {
   it('operations.get of an operation that never committed has every optional field as null', async () => {
     const chat = await setupChat(daemon(), admin());
     const r = ok(await chat.alice.client.call('operations.get', { streamId: chat.streamA, operationId: 'op-never-sent' }));
-    expect(r).toEqual({ operationId: 'op-never-sent', state: 'unknown', generation: null, firstPosition: null, nextPosition: null, committedAt: null, requestDigest: null });
+    expect(r).toEqual({
+      operationId: 'op-never-sent',
+      state: 'unknown',
+      generation: null,
+      firstPosition: null,
+      nextPosition: null,
+      committedAt: null,
+      requestDigest: null,
+    });
   });
 });

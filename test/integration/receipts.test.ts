@@ -6,7 +6,16 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatReceipt, StoredRecord } from '../../src/shared/types.js';
 import { type Wire, connectAs, ok, readAll, uniq, receiptOf, type Result } from '../helpers/wire-fixtures.js';
-import { StreamWriter, batchesOf, expectError, messages, receipt, setupChat, streamState, type ReadingChat } from '../helpers/reading-fixtures.js';
+import {
+  StreamWriter,
+  batchesOf,
+  expectError,
+  messages,
+  receipt,
+  setupChat,
+  streamState,
+  type ReadingChat,
+} from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
@@ -78,7 +87,10 @@ describe('receipts', () => {
     const aliceBatch = ok(await c.alice.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
     expect(adminBatch.nextPosition).toBe(end);
     expect(aliceBatch.nextPosition).toBe(end);
-    for (const [who, b] of [['admin', adminBatch], ['alice', aliceBatch]] as const) {
+    for (const [who, b] of [
+      ['admin', adminBatch],
+      ['alice', aliceBatch],
+    ] as const) {
       const data = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', end, b.batchId)]), 'INVALID_RECEIPT', who);
       expect(typeof data.reason).toBe('string');
     }
@@ -95,12 +107,16 @@ describe('receipts', () => {
     const batch = await bobReads(c, '0', 4);
     expect(batch.nextPosition).toBe('4');
     for (const wrong of ['3', '5', c.wa.next]) {
-      const data = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', wrong, batch.batchId)]), 'INVALID_RECEIPT', `nextPosition ${wrong}`);
+      const data = expectError(
+        await c.wb.tryAppend([receipt(c.streamA, '1', wrong, batch.batchId)]),
+        'INVALID_RECEIPT',
+        `nextPosition ${wrong}`,
+      );
       expect(typeof data.reason).toBe('string');
     }
     // Wrong peer generation or peer stream with an otherwise good batch.
     expectError(await c.wb.tryAppend([receipt(c.streamA, '2', '4', batch.batchId)]), 'INVALID_RECEIPT', 'peerGeneration 2');
-    expectError(await c.wb.tryAppend([receipt(c.streamB, '1', '4', batch.batchId)]), 'INVALID_RECEIPT', 'bob\'s own stream as peerStreamId');
+    expectError(await c.wb.tryAppend([receipt(c.streamB, '1', '4', batch.batchId)]), 'INVALID_RECEIPT', "bob's own stream as peerStreamId");
     expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
     await c.wb.append([receipt(c.streamA, '1', '4', batch.batchId)]);
     expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: '4' });
@@ -112,7 +128,11 @@ describe('receipts', () => {
     const early = await bobReads(c, '0', 3);
     const later = await bobReads(c, '0');
     await c.wb.append([receipt(c.streamA, '1', later.nextPosition, later.batchId)]);
-    const again = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', later.nextPosition, later.batchId)]), 'INVALID_RECEIPT', 'same batch again');
+    const again = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '1', later.nextPosition, later.batchId)]),
+      'INVALID_RECEIPT',
+      'same batch again',
+    );
     expect(typeof again.reason).toBe('string');
     expectError(await c.wb.tryAppend([receipt(c.streamA, '1', early.nextPosition, early.batchId)]), 'INVALID_RECEIPT', 'earlier batch');
     // Two receipts for the same batch inside one operation: the second does not move forward.
@@ -120,7 +140,10 @@ describe('receipts', () => {
     const fresh = await bobReads(c, later.nextPosition);
     const before = c.wb.next;
     expectError(
-      await c.wb.tryAppend([receipt(c.streamA, '1', fresh.nextPosition, fresh.batchId), receipt(c.streamA, '1', fresh.nextPosition, fresh.batchId)]),
+      await c.wb.tryAppend([
+        receipt(c.streamA, '1', fresh.nextPosition, fresh.batchId),
+        receipt(c.streamA, '1', fresh.nextPosition, fresh.batchId),
+      ]),
       'INVALID_RECEIPT',
       'duplicate receipt in one operation',
     );
@@ -137,7 +160,8 @@ describe('receipts', () => {
       const end = c.wa.next;
       const got = await waitFor(
         () => batchesOf(follower, sub.subscriptionId).find((b) => b.streamId === c.streamA && b.nextPosition === end),
-        'a chats.batch ending at alice\'s head', 5_000,
+        "a chats.batch ending at alice's head",
+        5_000,
       );
       await c.wb.append([receipt(c.streamA, '1', got.nextPosition, got.batchId)]);
       expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: end });
@@ -158,7 +182,11 @@ describe('receipts', () => {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       await c.wa.send('second', 3);
       const end = c.wa.next;
-      await waitFor(() => batchesOf(follower, sub.subscriptionId).some((b) => b.streamId === c.streamA && b.nextPosition === end), 'the pushed batch', 5_000);
+      await waitFor(
+        () => batchesOf(follower, sub.subscriptionId).some((b) => b.streamId === c.streamA && b.nextPosition === end),
+        'the pushed batch',
+        5_000,
+      );
       ok(await c.bob.client.call('chats.history', { chatId: c.chatId }));
       ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction: 'forward', limit: 500 }));
       ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: b1.nextPosition }));
@@ -204,7 +232,10 @@ describe('receipts', () => {
     const b2 = await bobReads(c, batch.nextPosition);
     const mid = c.wb.next;
     const badOp = uniq('reply-bad');
-    expectError(await c.wb.tryAppend([...messages('answer2', 3), receipt(c.streamA, '1', b2.nextPosition, b2.batchId.slice(0, -3) + 'AAA')], badOp), 'INVALID_RECEIPT');
+    expectError(
+      await c.wb.tryAppend([...messages('answer2', 3), receipt(c.streamA, '1', b2.nextPosition, b2.batchId.slice(0, -3) + 'AAA')], badOp),
+      'INVALID_RECEIPT',
+    );
     expect((await streamState(admin(), c.streamB)).nextPosition).toBe(mid);
     expect(ok(await admin().call('operations.get', { streamId: c.streamB, operationId: badOp })).state).toBe('unknown');
   });
@@ -231,7 +262,12 @@ async function runAlice(l: Load, client: Wire, w: StreamWriter): Promise<void> {
       const records = messages(`a${i++}`, 1 + (i % 4));
       l.aliceOps.set(operationId, records.length);
       const r = await client.call('streams.append', {
-        streamId: w.streamId, coordinatorToken: w.token, generation: w.generation, expectedPosition: w.next, operationId, records,
+        streamId: w.streamId,
+        coordinatorToken: w.token,
+        generation: w.generation,
+        expectedPosition: w.next,
+        operationId,
+        records,
       });
       if (r.error) {
         l.errors.push(r.error);
@@ -260,7 +296,12 @@ async function runBob(l: Load, client: Wire, w: StreamWriter): Promise<void> {
       const records = [...messages(operationId, k, 100), receipt(l.chat.streamA, '1', b.result!.nextPosition, b.result!.batchId)];
       l.bobOps.set(operationId, records.length);
       const r = await client.call('streams.append', {
-        streamId: w.streamId, coordinatorToken: w.token, generation: w.generation, expectedPosition: w.next, operationId, records,
+        streamId: w.streamId,
+        coordinatorToken: w.token,
+        generation: w.generation,
+        expectedPosition: w.next,
+        operationId,
+        records,
       });
       if (r.error) {
         l.errors.push(r.error);
@@ -279,12 +320,22 @@ describe('receipt atomicity under SIGKILL', () => {
   it('leaves every reply+receipt operation whole or absent after a crash mid-load', async () => {
     const CHATS = 4;
     const loads: Load[] = [];
-    for (let i = 0; i < CHATS; i++) loads.push({ chat: await setupChat(daemon(), admin()), bobOps: new Map(), aliceOps: new Map(), ackedOps: new Set(), errors: [], stop: false });
+    for (let i = 0; i < CHATS; i++)
+      loads.push({
+        chat: await setupChat(daemon(), admin()),
+        bobOps: new Map(),
+        aliceOps: new Map(),
+        ackedOps: new Set(),
+        errors: [],
+        stop: false,
+      });
     // A batch presented before the crash, acknowledged only after the restart.
     const keep = await setupChat(daemon(), admin());
     await keep.wa.send('keep', 3);
     const keepBatch = ok(await keep.bob.client.call('streams.read', { streamId: keep.streamA, generation: '1', fromPosition: '0' }));
-    const clients = await Promise.all(loads.flatMap((l) => [connectAs(daemon().socketPath, l.chat.alice.token), connectAs(daemon().socketPath, l.chat.bob.token)]));
+    const clients = await Promise.all(
+      loads.flatMap((l) => [connectAs(daemon().socketPath, l.chat.alice.token), connectAs(daemon().socketPath, l.chat.bob.token)]),
+    );
     const loops = loads.flatMap((l, i) => [runAlice(l, clients[2 * i]!, l.chat.wa), runBob(l, clients[2 * i + 1]!, l.chat.wb)]);
 
     await waitFor(() => loads.every((l) => l.ackedOps.size >= 25), 'some acknowledged replies in every chat', 30_000);
@@ -304,11 +355,15 @@ describe('receipt atomicity under SIGKILL', () => {
       const label = `chat ${n}`;
       const bRecords = await readAll(admin(), l.chat.streamB);
       const aRecords = await readAll(admin(), l.chat.streamA);
-      for (const [stream, recs] of [[l.chat.streamB, bRecords], [l.chat.streamA, aRecords]] as const) {
+      for (const [stream, recs] of [
+        [l.chat.streamB, bRecords],
+        [l.chat.streamA, aRecords],
+      ] as const) {
         const st = await streamState(admin(), stream);
-        expect(recs.map((r) => r.position), `${label} ${stream} contiguous`).toEqual(
-          Array.from({ length: Number(st.nextPosition) }, (_, i) => String(i)),
-        );
+        expect(
+          recs.map((r) => r.position),
+          `${label} ${stream} contiguous`,
+        ).toEqual(Array.from({ length: Number(st.nextPosition) }, (_, i) => String(i)));
       }
       // Group bob's records by operation: every operation whole, in order, at consecutive positions.
       const byOp = new Map<string, StoredRecord[]>();
@@ -328,18 +383,27 @@ describe('receipt atomicity under SIGKILL', () => {
           expect(BigInt(r.position) - BigInt(recs[0]!.position)).toBe(BigInt(i));
         });
         // Every receipt's operation holds its reply messages; the receipt is last.
-        expect(recs.slice(0, -1).every((r) => r.wrapper.type === 'chat.message'), `${label} ${opId} messages`).toBe(true);
+        expect(
+          recs.slice(0, -1).every((r) => r.wrapper.type === 'chat.message'),
+          `${label} ${opId} messages`,
+        ).toBe(true);
         expect(recs.at(-1)!.wrapper.type, `${label} ${opId} receipt`).toBe('chat.receipt');
         lastReceipt = receiptOf(recs.at(-1));
         const op = ok(await admin().call('operations.get', { streamId: l.chat.streamB, operationId: opId }));
-        expect(op, `${label} ${opId}`).toMatchObject({ state: 'committed', firstPosition: recs[0]!.position, nextPosition: (BigInt(recs.at(-1)!.position) + 1n).toString() });
+        expect(op, `${label} ${opId}`).toMatchObject({
+          state: 'committed',
+          firstPosition: recs[0]!.position,
+          nextPosition: (BigInt(recs.at(-1)!.position) + 1n).toString(),
+        });
       }
       // Every acknowledged operation survived.
       for (const opId of l.ackedOps) expect(byOp.has(opId), `${label} acked ${opId} lost`).toBe(true);
       // Sent but absent operations are reported as never committed.
       for (const opId of l.bobOps.keys()) {
         if (byOp.has(opId)) continue;
-        expect(ok(await admin().call('operations.get', { streamId: l.chat.streamB, operationId: opId })).state, `${label} ${opId}`).toBe('unknown');
+        expect(ok(await admin().call('operations.get', { streamId: l.chat.streamB, operationId: opId })).state, `${label} ${opId}`).toBe(
+          'unknown',
+        );
       }
       // Alice's operations are whole too.
       const aOps = new Map<string, StoredRecord[]>();
@@ -347,11 +411,17 @@ describe('receipt atomicity under SIGKILL', () => {
       for (const [opId, recs] of aOps) {
         if (recs[0]!.wrapper.type === 'chat.writer-fence') continue;
         expect(recs.length, `${label} alice ${opId} records present`).toBe(l.aliceOps.get(opId));
-        expect(recs.map((r) => r.wrapper.recordIndex), `${label} alice ${opId}`).toEqual(recs.map((_, i) => i));
+        expect(
+          recs.map((r) => r.wrapper.recordIndex),
+          `${label} alice ${opId}`,
+        ).toEqual(recs.map((_, i) => i));
       }
       // acknowledged matches the last committed receipt.
       expect(lastReceipt, `${label} at least one receipt survived`).not.toBeNull();
-      expect((await streamState(admin(), l.chat.streamA)).acknowledged, label).toEqual({ generation: '1', nextPosition: lastReceipt!.nextPosition });
+      expect((await streamState(admin(), l.chat.streamA)).acknowledged, label).toEqual({
+        generation: '1',
+        nextPosition: lastReceipt!.nextPosition,
+      });
     }
   }, 60_000);
 });

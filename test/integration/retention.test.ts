@@ -3,7 +3,18 @@
 
 import { describe, expect, it } from 'vitest';
 import { type Wire, connectAs, ok } from '../helpers/wire-fixtures.js';
-import { followPaused, StreamWriter, batchesOf, breaksOf, expectContiguous, expectError, reached, receipt, setupChat, streamState } from '../helpers/reading-fixtures.js';
+import {
+  followPaused,
+  StreamWriter,
+  batchesOf,
+  breaksOf,
+  expectContiguous,
+  expectError,
+  reached,
+  receipt,
+  setupChat,
+  streamState,
+} from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
@@ -14,12 +25,16 @@ function read(client: Wire, streamId: string, generation: string, fromPosition: 
 }
 
 describe('streams.trim', () => {
-  it('refuses to trim past the peer\'s acknowledged position without force (UNACKNOWLEDGED), trims with force, then fails reads below', async () => {
+  it("refuses to trim past the peer's acknowledged position without force (UNACKNOWLEDGED), trims with force, then fails reads below", async () => {
     const c = await setupChat(daemon(), admin());
     await c.wa.send('t', 10); // fence at 0, messages 1..10
     expect(c.wa.next).toBe('11');
 
-    const none = expectError(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '3' }), 'PERMISSION_DENIED', 'nothing acknowledged');
+    const none = expectError(
+      await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '3' }),
+      'PERMISSION_DENIED',
+      'nothing acknowledged',
+    );
     expect(none.reason).toBe('UNACKNOWLEDGED');
 
     const shown = ok(await read(c.bob.client, c.streamA, '1', '0', { limit: 5 }));
@@ -27,11 +42,17 @@ describe('streams.trim', () => {
     await c.wb.append([receipt(c.streamA, '1', '5', shown.batchId)]);
 
     expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '5' }))).toEqual({ firstPosition: '5' });
-    const past = expectError(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8' }), 'PERMISSION_DENIED', 'past the receipt');
+    const past = expectError(
+      await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8' }),
+      'PERMISSION_DENIED',
+      'past the receipt',
+    );
     expect(past.reason).toBe('UNACKNOWLEDGED');
     expect((await streamState(admin(), c.streamA)).firstPosition).toBe('5');
 
-    expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8', force: true }))).toEqual({ firstPosition: '8' });
+    expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '8', force: true }))).toEqual({
+      firstPosition: '8',
+    });
     const st = await streamState(c.bob.client, c.streamA);
     expect(st).toMatchObject({ firstPosition: '8', nextPosition: '11', generation: '1' });
 
@@ -56,12 +77,24 @@ describe('streams.trim', () => {
       // ~4 MB, far more than the socket buffers hold, so the paused follower is left behind.
       for (let i = 0; i < 18; i++) await c.wa.send(`bulk${i}`, 64, 3_400);
       const end = c.wa.next;
-      await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end, 'the live follower at the head', 10_000);
+      await waitFor(
+        () => reached(batchesOf(current, live.subscriptionId), c.streamA, starts.a) === end,
+        'the live follower at the head',
+        10_000,
+      );
 
-      expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({ firstPosition: end });
+      expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: end, force: true }))).toEqual({
+        firstPosition: end,
+      });
       behind.socket.resume();
       const brk = await waitFor(() => breaksOf(behind, lagging.subscriptionId)[0], 'chats.break', 15_000);
-      expect(brk).toMatchObject({ subscriptionId: lagging.subscriptionId, reason: 'PREFIX_UNAVAILABLE', streamId: c.streamA, expected: expect.any(String), actual: end });
+      expect(brk).toMatchObject({
+        subscriptionId: lagging.subscriptionId,
+        reason: 'PREFIX_UNAVAILABLE',
+        streamId: c.streamA,
+        expected: expect.any(String),
+        actual: end,
+      });
       expect(BigInt(brk.expected as string)).toBeLessThan(BigInt(end));
       // What it did get is exact, and stops where the break says it stood.
       await sleep(200);
@@ -71,9 +104,17 @@ describe('streams.trim', () => {
       const nBefore = behind.notifications.length;
       await c.wa.send('after-trim', 2);
       await c.wb.send('after-trim-b', 2);
-      await waitFor(() => reached(batchesOf(current, live.subscriptionId), c.streamB, starts.b) === c.wb.next, 'the live follower to see B', 5_000);
+      await waitFor(
+        () => reached(batchesOf(current, live.subscriptionId), c.streamB, starts.b) === c.wb.next,
+        'the live follower to see B',
+        5_000,
+      );
       await sleep(200);
-      expect(behind.notifications.slice(nBefore).filter((n) => (n.params as { subscriptionId?: string } | undefined)?.subscriptionId === lagging.subscriptionId)).toEqual([]);
+      expect(
+        behind.notifications
+          .slice(nBefore)
+          .filter((n) => (n.params as { subscriptionId?: string } | undefined)?.subscriptionId === lagging.subscriptionId),
+      ).toEqual([]);
       expect(breaksOf(behind, lagging.subscriptionId)).toHaveLength(1);
       expectError(await behind.call('chats.unfollow', { subscriptionId: lagging.subscriptionId }), 'NOT_FOUND', 'ended subscription');
 
@@ -119,9 +160,16 @@ describe('streams.reset', () => {
       expect(await streamState(admin(), c.streamB)).toMatchObject({ generation: '1', nextPosition: c.wb.next });
 
       // The old coordinator token is fenced, whatever generation it names.
-      for (const [generation, expectedPosition] of [['2', '0'], ['1', oldEnd]]) {
+      for (const [generation, expectedPosition] of [
+        ['2', '0'],
+        ['1', oldEnd],
+      ]) {
         const r = await c.alice.client.call('streams.append', {
-          streamId: c.streamA, coordinatorToken: c.wa.token, generation, expectedPosition, operationId: `after-reset-${generation}`,
+          streamId: c.streamA,
+          coordinatorToken: c.wa.token,
+          generation,
+          expectedPosition,
+          operationId: `after-reset-${generation}`,
           records: [{ type: 'chat.message', messageId: `late-${generation}`, content: 'too late' }],
         });
         const data = expectError(r, 'FENCED', `generation ${generation}`);
@@ -143,14 +191,24 @@ describe('streams.reset', () => {
 
       // The follower got chats.break and its subscription ended.
       const brk = await waitFor(() => breaksOf(follower, sub.subscriptionId)[0], 'chats.break', 5_000);
-      expect(brk).toMatchObject({ subscriptionId: sub.subscriptionId, reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
+      expect(brk).toMatchObject({
+        subscriptionId: sub.subscriptionId,
+        reason: 'GENERATION_CHANGED',
+        streamId: c.streamA,
+        expected: '1',
+        actual: '2',
+      });
       await c.wb.send('after-reset', 1);
       await sleep(200);
       expect(batchesOf(follower, sub.subscriptionId)).toEqual([]);
 
       // Old cursors fail closed.
       for (const cursor of [sub.cursor, history.liveCursor]) {
-        const data = expectError(await c.bob.client.call('chats.follow', { chatId: c.chatId, cursor }), 'CONTINUITY_BREAK', 'old live cursor');
+        const data = expectError(
+          await c.bob.client.call('chats.follow', { chatId: c.chatId, cursor }),
+          'CONTINUITY_BREAK',
+          'old live cursor',
+        );
         expect(data).toMatchObject({ reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
       }
 
@@ -217,10 +275,18 @@ describe('retention is admin-only', () => {
     await c.wb.append([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
     for (const agent of [c.alice, c.bob]) {
       for (const force of [false, true]) {
-        const d = expectError(await agent.client.call('streams.trim', { streamId: c.streamA, beforePosition: '2', force }), 'PERMISSION_DENIED', 'trim');
+        const d = expectError(
+          await agent.client.call('streams.trim', { streamId: c.streamA, beforePosition: '2', force }),
+          'PERMISSION_DENIED',
+          'trim',
+        );
         expect(typeof d.reason).toBe('string');
       }
-      const d = expectError(await agent.client.call('streams.reset', { streamId: c.streamA, reason: 'nope' }), 'PERMISSION_DENIED', 'reset');
+      const d = expectError(
+        await agent.client.call('streams.reset', { streamId: c.streamA, reason: 'nope' }),
+        'PERMISSION_DENIED',
+        'reset',
+      );
       expect(typeof d.reason).toBe('string');
     }
     expect(await streamState(admin(), c.streamA)).toMatchObject({ generation: '1', firstPosition: '0', nextPosition: c.wa.next });

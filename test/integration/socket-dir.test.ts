@@ -66,7 +66,10 @@ describe('yello daemon refuses an unsafe socket directory', () => {
   it('refuses the same directory under a root-owned parent: the daemon wants its own', async () => {
     const base = await tempDir(0o755);
     const dir = await makeDir(path.join(base, 'yello'), HOSTILE, 0o750);
-    expectConfigRefusal(await runDaemon(path.join(dir, 'yello.sock'), path.join(base, 'data')), /unsafe socket directory .*owned by uid 1001, not 0$/);
+    expectConfigRefusal(
+      await runDaemon(path.join(dir, 'yello.sock'), path.join(base, 'data')),
+      /unsafe socket directory .*owned by uid 1001, not 0$/,
+    );
   });
 
   it('refuses a socket directory that is a symlink', async () => {
@@ -100,8 +103,14 @@ describe('yello daemon refuses an unsafe socket directory', () => {
   it('refuses a socket path whose parent is a regular file', async () => {
     const base = await tempDir();
     await fs.writeFile(path.join(base, 'file'), 'not a directory');
-    expectConfigRefusal(await runDaemon(path.join(base, 'file', 'y.sock'), path.join(base, 'data')), `yello: socket directory ${path.join(base, 'file')} is not a directory`);
-    expectConfigRefusal(await runDaemon(path.join(base, 'file', 'sub', 'y.sock'), path.join(base, 'data')), /^yello: socket directory .*sub: a parent of it is not a directory$/);
+    expectConfigRefusal(
+      await runDaemon(path.join(base, 'file', 'y.sock'), path.join(base, 'data')),
+      `yello: socket directory ${path.join(base, 'file')} is not a directory`,
+    );
+    expectConfigRefusal(
+      await runDaemon(path.join(base, 'file', 'sub', 'y.sock'), path.join(base, 'data')),
+      /^yello: socket directory .*sub: a parent of it is not a directory$/,
+    );
   });
 });
 

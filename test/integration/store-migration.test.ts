@@ -17,8 +17,13 @@ import { ok, readAll } from '../helpers/wire-fixtures.js';
 const FIXTURE = path.join(repoRoot, 'test/fixtures/store-format1.tar.gz');
 let dir = '';
 let d: DaemonProcess;
-const fixture = () => JSON.parse(readFileSync(path.join(dir, 'fixture.json'), 'utf8')) as { chatId: string; tokens: { alice: string; bob: string } };
-const v1Export = () => readFileSync(path.join(dir, 'export.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+const fixture = () =>
+  JSON.parse(readFileSync(path.join(dir, 'fixture.json'), 'utf8')) as { chatId: string; tokens: { alice: string; bob: string } };
+const v1Export = () =>
+  readFileSync(path.join(dir, 'export.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 
 beforeAll(async () => {
   dir = await makeTempDir('yl-mig-');
@@ -63,7 +68,11 @@ describe('a store written by yello 0.1.0', () => {
     }
     expect(now.map((r) => JSON.stringify(r))).toEqual(before.map((r) => JSON.stringify(r)));
     // The 0.1.0 JWKS verifies everything this daemon serves (same keys, kid of the rotation).
-    const verify = spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'verify', path.join(dir, 'export.jsonl'), '--jwks', path.join(dir, 'jwks.json')], { encoding: 'utf8' });
+    const verify = spawnSync(
+      process.execPath,
+      [path.join(repoRoot, 'bin/yello'), 'verify', path.join(dir, 'export.jsonl'), '--jwks', path.join(dir, 'jwks.json')],
+      { encoding: 'utf8' },
+    );
     expect(verify.stdout).toMatch(/0 problems|no checkpoint/);
     const status = ok(await admin.call('daemon.status', {}));
     expect(status.integrity).toEqual({ corruptStreams: [], walIncidents: [] });
@@ -73,10 +82,23 @@ describe('a store written by yello 0.1.0', () => {
     const author = own.authorAgentId === chat.agentA.id ? chat.agentA.username : chat.agentB.username;
     const client = await d.connectAs(author === 'alice' ? tokens.alice : tokens.bob);
     const claim = ok(await client.call('streams.claim', { streamId: own.streamId, replace: true }));
-    const appended = ok(await client.call('streams.append', { streamId: own.streamId, coordinatorToken: claim.coordinatorToken, generation: claim.generation, expectedPosition: claim.nextPosition, operationId: 'op-after-migration', records: [{ type: 'chat.message', messageId: 'after-migration', content: 'still here' }] }));
+    const appended = ok(
+      await client.call('streams.append', {
+        streamId: own.streamId,
+        coordinatorToken: claim.coordinatorToken,
+        generation: claim.generation,
+        expectedPosition: claim.nextPosition,
+        operationId: 'op-after-migration',
+        records: [{ type: 'chat.message', messageId: 'after-migration', content: 'still here' }],
+      }),
+    );
     expect(appended.firstPosition).toBe(claim.nextPosition);
     // And the doctor agrees.
-    const doctor = spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'doctor', '--socket', d.socketPath, '--data-dir', d.dataDir, '--json'], { encoding: 'utf8' });
+    const doctor = spawnSync(
+      process.execPath,
+      [path.join(repoRoot, 'bin/yello'), 'doctor', '--socket', d.socketPath, '--data-dir', d.dataDir, '--json'],
+      { encoding: 'utf8' },
+    );
     expect(JSON.parse(doctor.stdout).problems).toEqual([]);
   });
 
@@ -90,7 +112,11 @@ describe('a store written by yello 0.1.0', () => {
     const batch = db.batch();
     for await (const [key, value] of db.iterator()) {
       if (i++ % 2 === 0) continue;
-      const json = key.startsWith('r/') ? value.slice(8) : ['u', 't', 'p', 'm', 'x', 'ol'].includes(key.slice(0, key.indexOf('/'))) ? JSON.stringify(value) : value;
+      const json = key.startsWith('r/')
+        ? value.slice(8)
+        : ['u', 't', 'p', 'm', 'x', 'ol'].includes(key.slice(0, key.indexOf('/')))
+          ? JSON.stringify(value)
+          : value;
       batch.put(key, encodeValue(key, json));
     }
     await batch.write();

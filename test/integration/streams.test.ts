@@ -4,7 +4,27 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { MethodResults } from '../../src/shared/methods.js';
 import type { StoredRecord } from '../../src/shared/types.js';
-import { type Wire, claim, clientMessageIdFor, connectAs, createAgent, createPair, errorShapeProblems, fetchKeys, listIn, messageProblems, ok, seenErrors, sha256b64url, uniq, type WireResponse, type TestPair, messageOf, receiptOf, fenceOf } from '../helpers/wire-fixtures.js';
+import {
+  type Wire,
+  claim,
+  clientMessageIdFor,
+  connectAs,
+  createAgent,
+  createPair,
+  errorShapeProblems,
+  fetchKeys,
+  listIn,
+  messageProblems,
+  ok,
+  seenErrors,
+  sha256b64url,
+  uniq,
+  type WireResponse,
+  type TestPair,
+  messageOf,
+  receiptOf,
+  fenceOf,
+} from '../helpers/wire-fixtures.js';
 import { sleep } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
@@ -47,10 +67,17 @@ function appendParams(c: Claim, expectedPosition: string, records: RecordIn[], o
 }
 
 function remember(chatId: string, fromAgentId: string, records: RecordIn[]): void {
-  for (const r of records) if (r.type === 'chat.message') sentMessageIds.set(clientMessageIdFor(chatId, fromAgentId, r.messageId), r.messageId);
+  for (const r of records)
+    if (r.type === 'chat.message') sentMessageIds.set(clientMessageIdFor(chatId, fromAgentId, r.messageId), r.messageId);
 }
 
-async function append(client: Wire, c: Claim, expectedPosition: string, records: RecordIn[], operationId?: string): Promise<WireResponse<MethodResults['streams.append']>> {
+async function append(
+  client: Wire,
+  c: Claim,
+  expectedPosition: string,
+  records: RecordIn[],
+  operationId?: string,
+): Promise<WireResponse<MethodResults['streams.append']>> {
   const [chatId, author] = splitStreamId(c.streamId);
   remember(chatId, author, records);
   return client.call('streams.append', appendParams(c, expectedPosition, records, operationId));
@@ -61,13 +88,26 @@ function splitStreamId(streamId: string): [string, string] {
   return [streamId.slice(0, i), streamId.slice(i + 1)];
 }
 
-async function read(client: Wire, streamId: string, fromPosition = '0', extra: Record<string, unknown> = {}): Promise<MethodResults['streams.read']> {
+async function read(
+  client: Wire,
+  streamId: string,
+  fromPosition = '0',
+  extra: Record<string, unknown> = {},
+): Promise<MethodResults['streams.read']> {
   const r = ok(await client.call('streams.read', { streamId, generation: '1', fromPosition, ...extra }), 'streams.read');
   for (const record of r.records) readBack.push({ record });
   return r;
 }
 
-async function state(streamId: string): Promise<{ nextPosition: string; firstPosition: string; generation: string; writer: { epoch: string; active: boolean; claimedAt: string | null }; acknowledged: unknown }> {
+async function state(
+  streamId: string,
+): Promise<{
+  nextPosition: string;
+  firstPosition: string;
+  generation: string;
+  writer: { epoch: string; active: boolean; claimedAt: string | null };
+  acknowledged: unknown;
+}> {
   return ok(await admin().call('streams.get', { streamId }), 'streams.get');
 }
 
@@ -119,7 +159,12 @@ describe('streams.claim', () => {
 
   it('claims a fresh stream and appends a writer-fence record that never holds the token', async () => {
     const c = (await claim(pair.a.client, pair.streamA)) as Claim;
-    expect(c).toMatchObject({ streamId: pair.streamA, generation: '1', epoch: expect.stringMatching(DECIMAL), nextPosition: expect.stringMatching(DECIMAL) });
+    expect(c).toMatchObject({
+      streamId: pair.streamA,
+      generation: '1',
+      epoch: expect.stringMatching(DECIMAL),
+      nextPosition: expect.stringMatching(DECIMAL),
+    });
     expect(typeof c.coordinatorToken).toBe('string');
     expect(c.coordinatorToken.length).toBeGreaterThan(0);
     const s = await state(pair.streamA);
@@ -131,7 +176,13 @@ describe('streams.claim', () => {
     expect(fence.position).toBe(inc(c.nextPosition, -1));
     expect(fence.streamId).toBe(pair.streamA);
     expect(fence.generation).toBe('1');
-    expect(fence.wrapper).toMatchObject({ version: 2, chatId: pair.chatId, authorAgentId: pair.a.id, type: 'chat.writer-fence', recordIndex: 0 });
+    expect(fence.wrapper).toMatchObject({
+      version: 2,
+      chatId: pair.chatId,
+      authorAgentId: pair.a.id,
+      type: 'chat.writer-fence',
+      recordIndex: 0,
+    });
     expect(fenceOf(fence)).toMatchObject({ epoch: c.epoch, claimedAt: expect.stringMatching(RFC3339_MS), replaced: false });
     expect(JSON.stringify(r)).not.toContain(c.coordinatorToken);
   });
@@ -202,7 +253,13 @@ describe('streams.claim', () => {
       expect(dup.error?.data?.position).toBe(committed.firstPosition);
       // A batch presented before the restart can still be acknowledged after it.
       const receipt = await append(b, bClaim, bClaim.nextPosition, [
-        { type: 'chat.receipt', peerStreamId: fresh.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId },
+        {
+          type: 'chat.receipt',
+          peerStreamId: fresh.streamA,
+          peerGeneration: '1',
+          nextPosition: batch.nextPosition,
+          batchId: batch.batchId,
+        },
       ]);
       expect(receipt.error, JSON.stringify(receipt.error)).toBeUndefined();
     } finally {
@@ -327,7 +384,12 @@ describe('streams.append', () => {
       const messageId = uniq('big');
       remember(pair.chatId, pair.a.id, [msg(messageId, '')]);
       const build = (content: string): string =>
-        JSON.stringify({ jsonrpc: '2.0', id, method: 'streams.append', params: appendParams(c, expectedPosition, [msg(messageId, content)], operationId) });
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id,
+          method: 'streams.append',
+          params: appendParams(c, expectedPosition, [msg(messageId, content)], operationId),
+        });
       const base = Buffer.byteLength(build(''));
       const line = build('a'.repeat(bytes - base));
       expect(Buffer.byteLength(line)).toBe(bytes);
@@ -395,7 +457,10 @@ describe('streams.append', () => {
     it('rejects raw invalid UTF-8 in content instead of silently replacing it', async () => {
       const id = 'bad-utf8';
       const params = appendParams(c, next, [msg(uniq('u'), 'PLACEHOLDER')]);
-      const [head, tail] = JSON.stringify({ jsonrpc: '2.0', id, method: 'streams.append', params }).split('PLACEHOLDER') as [string, string];
+      const [head, tail] = JSON.stringify({ jsonrpc: '2.0', id, method: 'streams.append', params }).split('PLACEHOLDER') as [
+        string,
+        string,
+      ];
       const line = Buffer.concat([Buffer.from(head + 'bad '), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from(' bytes' + tail + '\n')]);
       // Not registered as pending: whatever comes back (id null for a parse error, or the id)
       // lands among the orphans.
@@ -473,7 +538,14 @@ describe('streams.append', () => {
 
     it('accepts message ids with .:@/ up to 256 characters', async () => {
       const ids = ['native:42', 'user@host/thread.7', 'm'.repeat(256)];
-      const r = ok(await append(pair.a.client, c, next, ids.map((id) => msg(id, `id ${id.length}`))));
+      const r = ok(
+        await append(
+          pair.a.client,
+          c,
+          next,
+          ids.map((id) => msg(id, `id ${id.length}`)),
+        ),
+      );
       next = r.nextPosition;
     });
 
@@ -618,12 +690,23 @@ describe('streams.append', () => {
       const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
       const batch = await read(pair.b.client, pair.streamA, '0', { limit: 3 });
       expect(batch.records).toHaveLength(3);
-      const receipt: RecordIn = { type: 'chat.receipt', peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId };
+      const receipt: RecordIn = {
+        type: 'chat.receipt',
+        peerStreamId: pair.streamA,
+        peerGeneration: '1',
+        nextPosition: batch.nextPosition,
+        batchId: batch.batchId,
+      };
       const messageId = uniq('reply');
       const r = ok(await append(pair.b.client, bClaim, bClaim.nextPosition, [msg(messageId, 'got it'), receipt]));
       expect(r.records).toHaveLength(2);
       expect(r.records[1]!.wrapper.type).toBe('chat.receipt');
-      expect(receiptOf(r.records[1])).toEqual({ peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId });
+      expect(receiptOf(r.records[1])).toEqual({
+        peerStreamId: pair.streamA,
+        peerGeneration: '1',
+        nextPosition: batch.nextPosition,
+        batchId: batch.batchId,
+      });
       const s = await state(pair.streamA);
       expect(s.acknowledged).toEqual({ generation: '1', nextPosition: batch.nextPosition });
 
@@ -656,7 +739,13 @@ describe('streams.append', () => {
       const acked = (await state(pair.streamA)).acknowledged as { nextPosition: string };
       const batch = await read(pair.b.client, pair.streamA, acked.nextPosition, { limit: 2 });
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
-        { type: 'chat.receipt', peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: inc(batch.nextPosition, -1), batchId: batch.batchId },
+        {
+          type: 'chat.receipt',
+          peerStreamId: pair.streamA,
+          peerGeneration: '1',
+          nextPosition: inc(batch.nextPosition, -1),
+          batchId: batch.batchId,
+        },
       ]);
       expectError(r, 4095, 'INVALID_RECEIPT');
     });
@@ -666,14 +755,20 @@ describe('streams.append', () => {
       const acked = (await state(pair.streamA)).acknowledged as { nextPosition: string };
       const adminBatch = await read(admin(), pair.streamA, acked.nextPosition, { limit: 1 });
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
-        { type: 'chat.receipt', peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: adminBatch.nextPosition, batchId: adminBatch.batchId },
+        {
+          type: 'chat.receipt',
+          peerStreamId: pair.streamA,
+          peerGeneration: '1',
+          nextPosition: adminBatch.nextPosition,
+          batchId: adminBatch.batchId,
+        },
       ]);
       expectError(r, 4095, 'INVALID_RECEIPT');
     });
   });
 
   describe('permissions', () => {
-    it('rejects a non-author with PERMISSION_DENIED, even with the author\'s token', async () => {
+    it("rejects a non-author with PERMISSION_DENIED, even with the author's token", async () => {
       const r = await pair.b.client.call('streams.append', appendParams(c, next, [msg(uniq('m'), 'not mine')]));
       expectError(r, 4003, 'PERMISSION_DENIED');
       expect(r.error?.data?.reason).toBeDefined();
@@ -704,7 +799,13 @@ describe('streams.append', () => {
       expect(content).not.toContain('alice.smith@example.com');
       expect(content.startsWith('write to ')).toBe(true);
       expect(messageOf(back.records[0]).content).toBe('nothing to see');
-      expect(messageProblems(messageOf(back.records[1]), await fetchKeys(admin()), records[1]!.type === 'chat.message' ? records[1]!.messageId : '')).toEqual([]);
+      expect(
+        messageProblems(
+          messageOf(back.records[1]),
+          await fetchKeys(admin()),
+          records[1]!.type === 'chat.message' ? records[1]!.messageId : '',
+        ),
+      ).toEqual([]);
       next = r.nextPosition;
     });
 
@@ -866,7 +967,14 @@ describe('streams.read', () => {
     const pc = (await claim(p.a.client, p.streamA)) as Claim;
     let pos = pc.nextPosition;
     for (let i = 0; i < 17; i++) {
-      pos = ok(await append(p.a.client, pc, pos, Array.from({ length: 64 }, (_, j) => msg(`bulk-${i}-${j}`, `b${i}.${j}`)))).nextPosition;
+      pos = ok(
+        await append(
+          p.a.client,
+          pc,
+          pos,
+          Array.from({ length: 64 }, (_, j) => msg(`bulk-${i}-${j}`, `b${i}.${j}`)),
+        ),
+      ).nextPosition;
     }
     const r = await read(p.b.client, p.streamA, '0');
     expect(r.records).toHaveLength(1000);
@@ -884,7 +992,14 @@ describe('streams.read', () => {
   });
 
   it('rejects bad numbers with INVALID_PARAMS', async () => {
-    for (const extra of [{ fromPosition: '01' }, { fromPosition: 0 }, { generation: 1 }, { limit: 1001 }, { waitMs: 30_001 }, { maxBytes: 1024 * 1024 + 1 }]) {
+    for (const extra of [
+      { fromPosition: '01' },
+      { fromPosition: 0 },
+      { generation: 1 },
+      { limit: 1001 },
+      { waitMs: 30_001 },
+      { maxBytes: 1024 * 1024 + 1 },
+    ]) {
       const r = await pair.b.client.call('streams.read', { streamId: pair.streamA, generation: '1', fromPosition: '0', ...extra });
       expectError(r, -32602, 'INVALID_PARAMS');
     }
@@ -1010,7 +1125,12 @@ describe('operations.list', () => {
     const paged: string[] = [];
     let cursor: string | null | undefined;
     for (let i = 0; i < 20; i++) {
-      const page = ok(await pair.a.client.call('operations.list', cursor ? { streamId: pair.streamA, cursor, limit: 1 } : { streamId: pair.streamA, limit: 1 }));
+      const page = ok(
+        await pair.a.client.call(
+          'operations.list',
+          cursor ? { streamId: pair.streamA, cursor, limit: 1 } : { streamId: pair.streamA, limit: 1 },
+        ),
+      );
       const ops = listIn(page, 'operations') as { operationId: string }[];
       expect(ops.length).toBeLessThanOrEqual(1);
       paged.push(...ops.map((o) => o.operationId));

@@ -200,7 +200,13 @@ describe('wire framing and JSON-RPC errors', () => {
   });
 
   it('answers 200 pipelined requests on one connection, each matched by id', async () => {
-    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? c.call('daemon.status', {}) : c.call('keys.list', {})) as Promise<WireResponse<{ keys?: unknown; version?: unknown }>>));
+    const results = await Promise.all(
+      Array.from(
+        { length: 200 },
+        (_, i) =>
+          (i % 2 ? c.call('daemon.status', {}) : c.call('keys.list', {})) as Promise<WireResponse<{ keys?: unknown; version?: unknown }>>,
+      ),
+    );
     results.forEach((r, i) => {
       expect(r.error).toBeUndefined();
       if (i % 2 === 0) expect(r.result!.keys).toBeDefined();
@@ -233,7 +239,10 @@ describe('wire framing and JSON-RPC errors', () => {
   });
 
   it('handles several requests in one write and one request split across writes', async () => {
-    const p1 = c.callRaw('w1', '{"jsonrpc":"2.0","id":"w1","method":"daemon.status","params":{}}\n{"jsonrpc":"2.0","id":"w2","method":"keys.list","params":{}}\n');
+    const p1 = c.callRaw(
+      'w1',
+      '{"jsonrpc":"2.0","id":"w1","method":"daemon.status","params":{}}\n{"jsonrpc":"2.0","id":"w2","method":"keys.list","params":{}}\n',
+    );
     const p2 = c.callRaw('w2', '');
     expect((await p1).result).toBeDefined();
     expect(((await p2).result as { keys?: unknown } | undefined)?.keys).toBeDefined();

@@ -22,7 +22,8 @@ afterAll(async () => {
   await world?.cleanup();
 });
 
-const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) => batch.records.filter((r) => r.type === 'message').map((r) => r.content);
+const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) =>
+  batch.records.filter((r) => r.type === 'message').map((r) => r.content);
 
 describe('yello mcp: a conversation between two agents', () => {
   it('exchanges messages; read_new re-presents until acknowledged; send with acknowledge appends reply and receipt in one operation', async () => {
@@ -31,7 +32,13 @@ describe('yello mcp: a conversation between two agents', () => {
     const bob = await world.serve(chat.bobToken);
 
     const opened = await alice.ok('open_chat', { peer: chat.bob.username });
-    expect(opened).toMatchObject({ chatId: chat.chatId, created: false, peer: { agentId: chat.bob.id }, session: { state: 'running', streamId: chat.alice.streamId }, pendingRecords: 0 });
+    expect(opened).toMatchObject({
+      chatId: chat.chatId,
+      created: false,
+      peer: { agentId: chat.bob.id },
+      session: { state: 'running', streamId: chat.alice.streamId },
+      pendingRecords: 0,
+    });
     expect((await bob.ok('open_chat', { peer: chat.alice.id })).chatId).toBe(chat.chatId);
 
     const sent = await alice.ok('send', { chatId: chat.chatId, text: 'hello bob' });
@@ -53,24 +60,44 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(BigInt(op.nextPosition!) - BigInt(op.firstPosition!)).toBe(2n);
     const ofOp = (await readStream(world.admin, chat.bob.streamId)).filter((r) => r.wrapper.operationId === reply.operationId);
     expect(ofOp.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt']);
-    expect(ofOp[1]!.wrapper.type === 'chat.receipt' && ofOp[1]!.wrapper.receipt).toMatchObject({ peerStreamId: chat.alice.streamId, nextPosition: first.nextPosition, batchId: first.batchId });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({ generation: '1', nextPosition: first.nextPosition });
+    expect(ofOp[1]!.wrapper.type === 'chat.receipt' && ofOp[1]!.wrapper.receipt).toMatchObject({
+      peerStreamId: chat.alice.streamId,
+      nextPosition: first.nextPosition,
+      batchId: first.batchId,
+    });
+    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+      generation: '1',
+      nextPosition: first.nextPosition,
+    });
 
     expect(await bob.ok('read_new', { chatId: chat.chatId })).toMatchObject({ batch: null, repeated: false });
 
     // Alice hears about it (a logging notification), reads it, acknowledges it.
-    await waitFor(() => alice.notifications.some((n) => n.method === 'notifications/message' && n.params.data?.event === 'peer-wrote' && n.params.data.chatId === chat.chatId), 'peer-wrote notification', 10_000);
+    await waitFor(
+      () =>
+        alice.notifications.some(
+          (n) => n.method === 'notifications/message' && n.params.data?.event === 'peer-wrote' && n.params.data.chatId === chat.chatId,
+        ),
+      'peer-wrote notification',
+      10_000,
+    );
     const toAlice = presentedBatch(await alice.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(toAlice)).toEqual(['hi alice']);
-    expect(toAlice.records.find((r: { type: string }) => r.type === 'receipt')).toMatchObject({ authorAgentId: chat.bob.id, acknowledgedBefore: first.nextPosition });
+    expect(toAlice.records.find((r: { type: string }) => r.type === 'receipt')).toMatchObject({
+      authorAgentId: chat.bob.id,
+      acknowledgedBefore: first.nextPosition,
+    });
     const ack = await alice.ok('acknowledge', { chatId: chat.chatId, batchId: toAlice.batchId });
     expect(ack).toMatchObject({ acknowledged: { streamId: chat.bob.streamId, nextPosition: toAlice.nextPosition } });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.bob.streamId })).acknowledged).toEqual({ generation: '1', nextPosition: toAlice.nextPosition });
+    expect((await world.admin.rpc.streams.get({ streamId: chat.bob.streamId })).acknowledged).toEqual({
+      generation: '1',
+      nextPosition: toAlice.nextPosition,
+    });
     // The receipt is spent: nothing is presented any more.
     expect((await alice.fail('acknowledge', { chatId: chat.chatId, batchId: toAlice.batchId })).type).toBe('NOTHING_PRESENTED');
   });
 
-  it('a new server starts presenting at the agent\'s last receipt; history and the transcript resource acknowledge nothing', async () => {
+  it("a new server starts presenting at the agent's last receipt; history and the transcript resource acknowledge nothing", async () => {
     const chat = await world.chat();
     const alice = await world.serve(chat.aliceToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
@@ -86,7 +113,10 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(hist.messages.map((m: { content: string }) => m.content)).toEqual(['one', 'two', 'three', 'four', 'five']);
     const res = await bob1.client.readResource({ uri: `yello://chats/${chat.chatId}/transcript` });
     expect((res.contents[0] as { text: string }).text).toContain('five');
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({ generation: '1', nextPosition: b1.nextPosition });
+    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+      generation: '1',
+      nextPosition: b1.nextPosition,
+    });
     await bob1.close();
 
     const bob2 = await world.serve(chat.bobToken);
@@ -109,10 +139,16 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(templates.resourceTemplates.map((t) => t.uriTemplate)).toContain('yello://chats/{chatId}/transcript');
     await bob.client.subscribeResource({ uri });
     await alice.ok('send', { chatId: chat.chatId, text: 'ping' });
-    await waitFor(() => bob.notifications.some((n) => n.method === 'notifications/resources/updated' && n.params.uri === uri), 'resources/updated', 10_000);
+    await waitFor(
+      () => bob.notifications.some((n) => n.method === 'notifications/resources/updated' && n.params.uri === uri),
+      'resources/updated',
+      10_000,
+    );
     const res = await bob.client.readResource({ uri });
     expect((res.contents[0] as { text: string }).text).toMatch(/alice.* → .*bob.*: ping/);
-    await expect(bob.client.subscribeResource({ uri: 'yello://chats/not a chat/transcript' })).rejects.toThrow(/not a yello transcript URI/);
+    await expect(bob.client.subscribeResource({ uri: 'yello://chats/not a chat/transcript' })).rejects.toThrow(
+      /not a yello transcript URI/,
+    );
   });
 
   it('ends in an export that `yello verify` accepts with 0 problems', async () => {
@@ -136,7 +172,11 @@ describe('yello mcp: a conversation between two agents', () => {
     const verified = await world.cli.json<{ problems: unknown[]; messages: number }>(['verify', out, '--jwks', jwks]);
     expect(verified.problems).toEqual([]);
     expect(verified.messages).toBe(7);
-    const exported = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const exported = fs
+      .readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(exported.filter((r) => r.wrapper?.type === 'chat.receipt')).toHaveLength(6);
   });
 });

@@ -22,12 +22,30 @@ function pretty(value: unknown, indent = ''): string {
   if (value === null || typeof value !== 'object' || flat.length + indent.length <= 100) return flat;
   const inner = indent + '  ';
   if (Array.isArray(value)) return `[\n${value.map((v) => inner + pretty(v, inner)).join(',\n')}\n${indent}]`;
-  return `{\n${Object.entries(value).map(([k, v]) => `${inner}${JSON.stringify(k)}: ${pretty(v, inner)}`).join(',\n')}\n${indent}}`;
+  return `{\n${Object.entries(value)
+    .map(([k, v]) => `${inner}${JSON.stringify(k)}: ${pretty(v, inner)}`)
+    .join(',\n')}\n${indent}}`;
 }
 
 function render(tools: Tool[]): string {
   const json = (v: unknown) => ['```json', pretty(v), '```'].join('\n');
-  return tools.map((t) => [`### \`${t.name}\``, '', t.description ?? '', '', 'Input:', '', json(t.inputSchema), '', 'Output (`structuredContent`):', '', json(t.outputSchema)].join('\n')).join('\n\n');
+  return tools
+    .map((t) =>
+      [
+        `### \`${t.name}\``,
+        '',
+        t.description ?? '',
+        '',
+        'Input:',
+        '',
+        json(t.inputSchema),
+        '',
+        'Output (`structuredContent`):',
+        '',
+        json(t.outputSchema),
+      ].join('\n'),
+    )
+    .join('\n\n');
 }
 
 let tools: Tool[];
@@ -35,12 +53,14 @@ beforeAll(async () => {
   // No daemon is needed to list tools: the server starts and connects on first use.
   const dir = await makeTempDir('ymd-');
   const client = new Client({ name: 'docs-check', version: '1.0.0' });
-  await client.connect(new StdioClientTransport({
-    command: process.execPath,
-    args: [yelloBin, 'mcp', '--log-level', 'silent'],
-    env: { YELLO_SOCKET: path.join(dir, 'nobody.sock'), YELLO_TOKEN: 'yello_agt_not-a-real-token' },
-    stderr: 'ignore',
-  }));
+  await client.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [yelloBin, 'mcp', '--log-level', 'silent'],
+      env: { YELLO_SOCKET: path.join(dir, 'nobody.sock'), YELLO_TOKEN: 'yello_agt_not-a-real-token' },
+      stderr: 'ignore',
+    }),
+  );
   try {
     tools = (await client.listTools()).tools;
   } finally {
@@ -69,7 +89,9 @@ describe('docs/mcp.md', () => {
 
   it('explains every error type the MCP layer answers', () => {
     const doc = fs.readFileSync(DOC, 'utf8');
-    const sources = ['tool-errors.ts', 'chat-session.ts', 'agent-sessions.ts'].map((f) => fs.readFileSync(path.join(repoRoot, 'src/mcp', f), 'utf8')).join('\n');
+    const sources = ['tool-errors.ts', 'chat-session.ts', 'agent-sessions.ts']
+      .map((f) => fs.readFileSync(path.join(repoRoot, 'src/mcp', f), 'utf8'))
+      .join('\n');
     const types = new Set([
       ...[...sources.matchAll(/new ToolFailure\(\s*'([A-Z_]+)'/g)].map((m) => m[1]!),
       ...[...sources.matchAll(/type: '([A-Z_]+)'/g)].map((m) => m[1]!),

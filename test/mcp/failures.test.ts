@@ -22,14 +22,25 @@ afterAll(async () => {
   await world?.cleanup();
 });
 
-const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) => batch.records.filter((r) => r.type === 'message').map((r) => r.content);
+const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) =>
+  batch.records.filter((r) => r.type === 'message').map((r) => r.content);
 
 /** Polls a tool until it succeeds (a daemon coming back); returns its structured content. */
-async function eventually<T extends ToolName>(agent: McpAgent, tool: T, args: Record<string, unknown>, what: string): Promise<ToolOutput<T>> {
-  return waitFor(async () => {
-    const r = await agent.call(tool, args);
-    return r.isError ? null : (r.structuredContent as ToolOutput<T>);
-  }, what, 20_000, 100);
+async function eventually<T extends ToolName>(
+  agent: McpAgent,
+  tool: T,
+  args: Record<string, unknown>,
+  what: string,
+): Promise<ToolOutput<T>> {
+  return waitFor(
+    async () => {
+      const r = await agent.call(tool, args);
+      return r.isError ? null : (r.structuredContent as ToolOutput<T>);
+    },
+    what,
+    20_000,
+    100,
+  );
 }
 
 describe('yello mcp across a daemon restart', () => {
@@ -53,7 +64,10 @@ describe('yello mcp across a daemon restart', () => {
     expect(messagesOf(after)).toEqual(['after the restart']);
     expect(after.fromPosition).toBe(before.nextPosition);
     await bob.ok('send', { chatId: chat.chatId, text: 'got it', acknowledge: true });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
+    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+      generation: '1',
+      nextPosition: sent.nextPosition,
+    });
     // Live notifications resume too: alice's coordinator follows again after the restart.
     await waitFor(() => alice.notifications.some((n) => n.params?.data?.event === 'peer-wrote'), 'peer-wrote after restart', 10_000);
   });
@@ -84,7 +98,11 @@ describe('yello mcp: one writer per agent and chat', () => {
     // It does not claim back on its own, even when asked to open the chat again.
     expect((await first.fail('open_chat', { peer: chat.bob.username })).type).toBe('FENCED');
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken.session.epoch);
-    await waitFor(() => first.notifications.some((n) => n.params?.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'), 'chat-stopped notification', 10_000);
+    await waitFor(
+      () => first.notifications.some((n) => n.params?.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'),
+      'chat-stopped notification',
+      10_000,
+    );
 
     await third.ok('send', { chatId: chat.chatId, text: 'from the third server' });
     expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['from the first server', 'from the third server']);
@@ -117,12 +135,23 @@ describe('yello mcp: appends of unknown outcome', () => {
     expect(uncertain.action).toMatch(/operation_status/);
 
     const status = await alice.ok('operation_status', { chatId: chat.chatId });
-    expect(status).toMatchObject({ operationId: uncertain.data.operationId, state: 'committed', committed: true, resolved: true, kind: 'send', paused: false });
+    expect(status).toMatchObject({
+      operationId: uncertain.data.operationId,
+      state: 'committed',
+      committed: true,
+      resolved: true,
+      kind: 'send',
+      paused: false,
+    });
     // Nothing was resent: stored once; and sending works again.
     await alice.ok('send', { chatId: chat.chatId, text: 'next one' });
     expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['a known message', 'slow but stored', 'next one']);
     expect(await alice.ok('operation_status', { chatId: chat.chatId })).toMatchObject({ state: 'none', paused: false });
-    expect(await alice.ok('operation_status', { chatId: chat.chatId, operationId: uncertain.data.operationId })).toMatchObject({ state: 'committed', committed: true, resolved: false });
+    expect(await alice.ok('operation_status', { chatId: chat.chatId, operationId: uncertain.data.operationId })).toMatchObject({
+      state: 'committed',
+      committed: true,
+      resolved: false,
+    });
   });
 
   it('a send lost with the daemon (SIGSTOP, then SIGKILL) settles as not stored after the restart, and nothing is resent', async () => {
@@ -138,7 +167,13 @@ describe('yello mcp: appends of unknown outcome', () => {
     await world.adminReady();
 
     const status = await eventually(alice, 'operation_status', { chatId: chat.chatId }, 'operation_status after the restart');
-    expect(status).toMatchObject({ operationId: uncertain.data.operationId, state: 'unknown', committed: false, resolved: true, kind: 'send' });
+    expect(status).toMatchObject({
+      operationId: uncertain.data.operationId,
+      state: 'unknown',
+      committed: false,
+      resolved: true,
+      kind: 'send',
+    });
     await alice.ok('send', { chatId: chat.chatId, text: 'sent again by the agent' });
     expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['sent again by the agent']);
   });
@@ -158,8 +193,15 @@ describe('yello mcp: appends of unknown outcome', () => {
       thaw(world.daemon);
     }
     expect(uncertain.type).toBe('OUTCOME_UNKNOWN');
-    expect(await bob.ok('operation_status', { chatId: chat.chatId })).toMatchObject({ committed: true, resolved: true, kind: 'acknowledge' });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({ generation: '1', nextPosition: batch.nextPosition });
+    expect(await bob.ok('operation_status', { chatId: chat.chatId })).toMatchObject({
+      committed: true,
+      resolved: true,
+      kind: 'acknowledge',
+    });
+    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+      generation: '1',
+      nextPosition: batch.nextPosition,
+    });
     expect(await bob.ok('read_new', { chatId: chat.chatId })).toMatchObject({ batch: null });
   });
 });
@@ -184,7 +226,14 @@ describe('yello mcp: continuity breaks', () => {
     expect(broken.action).toMatch(/--resume-after-break/);
     expect((await bob.fail('acknowledge', { chatId: chat.chatId, batchId: presented.batchId })).type).toBe('CONTINUITY_BREAK');
     expect((await bob.fail('send', { chatId: chat.chatId, text: 'must not be stored' })).type).toBe('CONTINUITY_BREAK');
-    await waitFor(() => bob.notifications.some((n) => n.params?.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK'), 'chat-stopped', 10_000);
+    await waitFor(
+      () =>
+        bob.notifications.some(
+          (n) => n.params?.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK',
+        ),
+      'chat-stopped',
+      10_000,
+    );
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toBeNull();
     expect(messageContents(await readStream(world.admin, chat.bob.streamId))).toEqual([]);
     // Alice's own stream was reset: her session stopped as well, and wrote nothing.
@@ -207,6 +256,9 @@ describe('yello mcp: continuity breaks', () => {
     expect(next).toMatchObject({ generation: '2', fromPosition: '0' });
     expect(messagesOf(next)).toEqual(['in generation 2']);
     await bob3.ok('send', { chatId: chat.chatId, text: 'continuing', acknowledge: true });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({ generation: '2', nextPosition: next.nextPosition });
+    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+      generation: '2',
+      nextPosition: next.nextPosition,
+    });
   });
 });

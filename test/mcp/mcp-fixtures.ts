@@ -98,13 +98,16 @@ export class McpAgent {
 
   /** Parsed stderr log lines of the server. */
   logs(): Array<Record<string, unknown>> {
-    return this.stderr.split('\n').filter((l) => l.trim()).map((l) => {
-      try {
-        return JSON.parse(l) as Record<string, unknown>;
-      } catch {
-        return { __unparsed: l };
-      }
-    });
+    return this.stderr
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l) => {
+        try {
+          return JSON.parse(l) as Record<string, unknown>;
+        } catch {
+          return { __unparsed: l };
+        }
+      });
   }
 
   /** Closes the client: stdin ends, the server releases its claims and exits. */
@@ -148,7 +151,11 @@ export class McpWorld {
   /** Alice and Bob in a new chat, with token files. */
   async chat(): Promise<TestChat & { aliceToken: string; bobToken: string }> {
     const chat = await createChat(this.admin);
-    return { ...chat, aliceToken: tokenFile(this.dir, chat.alice.username, chat.alice.token), bobToken: tokenFile(this.dir, chat.bob.username, chat.bob.token) };
+    return {
+      ...chat,
+      aliceToken: tokenFile(this.dir, chat.alice.username, chat.alice.token),
+      bobToken: tokenFile(this.dir, chat.bob.username, chat.bob.token),
+    };
   }
 
   /** A `yello mcp` for the agent of `token`, closed by `stopServers()`. */

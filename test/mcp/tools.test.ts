@@ -47,7 +47,7 @@ async function expectRejected(agent: McpAgent, name: string, args: Record<string
 }
 
 describe('yello mcp: tools/list', () => {
-  it('lists every tool with an output schema, and input schemas generated from the protocol\'s zod schemas', async () => {
+  it("lists every tool with an output schema, and input schemas generated from the protocol's zod schemas", async () => {
     const chat = await world.chat();
     const alice = await world.serve(chat.aliceToken);
     const { tools } = await alice.client.listTools();
@@ -57,15 +57,20 @@ describe('yello mcp: tools/list', () => {
       expect(t.outputSchema?.type, t.name).toBe('object');
       expect(t.inputSchema.additionalProperties, t.name).toBe(false);
     }
-    const byName = Object.fromEntries(tools.map((t) => [t.name, t.inputSchema as { properties: Record<string, Record<string, unknown>>; required?: string[] }]));
+    const byName = Object.fromEntries(
+      tools.map((t) => [t.name, t.inputSchema as { properties: Record<string, Record<string, unknown>>; required?: string[] }]),
+    );
     const strip = ({ description: _d, ...rest }: Record<string, unknown>) => rest;
     const history = inputJson(paramSchemas['chats.history']).properties;
-    for (const key of ['chatId', 'cursor', 'limit', 'direction']) expect(strip(byName.history!.properties[key]!), key).toEqual(history[key]);
+    for (const key of ['chatId', 'cursor', 'limit', 'direction'])
+      expect(strip(byName.history!.properties[key]!), key).toEqual(history[key]);
     const read = inputJson(paramSchemas['streams.read']).properties;
     for (const key of ['limit', 'maxBytes', 'waitMs']) expect(strip(byName.read_new!.properties[key]!), key).toEqual(read[key]);
     expect(strip(byName.send!.properties.text!)).toMatchObject({ type: 'string', maxLength: 262_144 });
     expect(byName.send!.required).toEqual(['chatId', 'text']);
-    expect(strip(byName.operation_status!.properties.operationId!)).toEqual({ anyOf: [inputJson(paramSchemas['operations.get']).properties.operationId, { type: 'null' }] });
+    expect(strip(byName.operation_status!.properties.operationId!)).toEqual({
+      anyOf: [inputJson(paramSchemas['operations.get']).properties.operationId, { type: 'null' }],
+    });
   });
 
   it('says what it is at initialize: tools, resources with subscribe, logging, instructions', async () => {
@@ -89,12 +94,19 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     };
 
     // whoami
-    expect(await alice.ok('whoami')).toMatchObject({ agentId: chat.alice.id, username: chat.alice.username, socket: world.daemon.socketPath, sessions: [] });
+    expect(await alice.ok('whoami')).toMatchObject({
+      agentId: chat.alice.id,
+      username: chat.alice.username,
+      socket: world.daemon.socketPath,
+      sessions: [],
+    });
     await reject(alice, 'whoami', { extra: 1 });
 
     // list_chats
     const listed = await alice.ok('list_chats', { limit: 10 });
-    expect(listed.chats).toEqual([{ chatId, peer: { agentId: chat.bob.id, username: chat.bob.username, name: 'Bob' }, createdAt: expect.any(String), session: null }]);
+    expect(listed.chats).toEqual([
+      { chatId, peer: { agentId: chat.bob.id, username: chat.bob.username, name: 'Bob' }, createdAt: expect.any(String), session: null },
+    ]);
     await reject(alice, 'list_chats', { limit: 0 });
     await reject(alice, 'list_chats', { cursor: 'not-a-cursor' });
 
@@ -127,7 +139,9 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     // acknowledge
     await reject(bob, 'acknowledge', { chatId });
     await reject(bob, 'acknowledge', { chatId, batchId: 'not-the-presented-batch' });
-    expect(await bob.ok('acknowledge', { chatId, batchId: batch.batchId })).toMatchObject({ acknowledged: { nextPosition: batch.nextPosition } });
+    expect(await bob.ok('acknowledge', { chatId, batchId: batch.batchId })).toMatchObject({
+      acknowledged: { nextPosition: batch.nextPosition },
+    });
     await reject(bob, 'acknowledge', { chatId, batchId: batch.batchId });
 
     // history
@@ -137,13 +151,24 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     await reject(bob, 'history', { chatId, direction: 'sideways' });
 
     // permissions
-    expect(await bob.ok('permissions', { chatId })).toMatchObject({ chatId, policy: 'open', participants: [expect.any(Object), expect.any(Object)] });
+    expect(await bob.ok('permissions', { chatId })).toMatchObject({
+      chatId,
+      policy: 'open',
+      participants: [expect.any(Object), expect.any(Object)],
+    });
     await reject(bob, 'permissions', { chatId: '' });
     await reject(bob, 'permissions', { chatId: 'chat_missing' });
 
     // operation_status
-    expect(await alice.ok('operation_status', { chatId, operationId: sent.operationId })).toMatchObject({ state: 'committed', committed: true, firstPosition: '1' });
-    expect(await alice.ok('operation_status', { chatId, operationId: 'op-never-used' })).toMatchObject({ state: 'unknown', committed: false });
+    expect(await alice.ok('operation_status', { chatId, operationId: sent.operationId })).toMatchObject({
+      state: 'committed',
+      committed: true,
+      firstPosition: '1',
+    });
+    expect(await alice.ok('operation_status', { chatId, operationId: 'op-never-used' })).toMatchObject({
+      state: 'unknown',
+      committed: false,
+    });
     expect(await bob.ok('operation_status', { chatId })).toMatchObject({ state: 'none', paused: false });
     await reject(alice, 'operation_status', { chatId, operationId: 'bad id!' });
     await reject(alice, 'operation_status', { chatId: 'chat_missing', operationId: 'op-x' });
@@ -154,7 +179,15 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     // The daemon's own answers come through with their stable types.
     expect(rejected.list_chats).toContain('INVALID_PARAMS');
     expect(rejected.open_chat).toEqual(['INPUT_VALIDATION', 'INPUT_VALIDATION', 'NOT_FOUND', 'INVALID_PARAMS']);
-    expect(rejected.send).toEqual(['INPUT_VALIDATION', 'INPUT_VALIDATION', 'INPUT_VALIDATION', 'DUPLICATE_MESSAGE', 'NOTHING_PRESENTED', 'INVALID_PARAMS', 'NOT_FOUND']);
+    expect(rejected.send).toEqual([
+      'INPUT_VALIDATION',
+      'INPUT_VALIDATION',
+      'INPUT_VALIDATION',
+      'DUPLICATE_MESSAGE',
+      'NOTHING_PRESENTED',
+      'INVALID_PARAMS',
+      'NOT_FOUND',
+    ]);
     expect(rejected.read_new).toEqual(['INPUT_VALIDATION', 'INPUT_VALIDATION', 'INPUT_VALIDATION', 'NOT_FOUND']);
     expect(rejected.acknowledge).toEqual(['INPUT_VALIDATION', 'NOT_PRESENTED', 'NOTHING_PRESENTED']);
     expect(rejected.history).toEqual(['INVALID_PARAMS', 'INPUT_VALIDATION']);
@@ -189,7 +222,11 @@ describe('yello mcp: stdout', () => {
     child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
     const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
     const send = (msg: object) => child.stdin.write(JSON.stringify({ jsonrpc: '2.0', ...msg }) + '\n');
-    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+    send({
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    });
     await waitFor(() => stdout.includes('"id":1'), 'initialize answer', 10_000);
     send({ method: 'notifications/initialized' });
     send({ id: 2, method: 'tools/call', params: { name: 'open_chat', arguments: { peer: chat.bob.username } } });

@@ -91,7 +91,31 @@ afterAll(async () => {
   await daemon?.cleanup();
 });
 
-const PIECES = ['a', 'b', 'e', 'o', ' ', ' ', 'yello', 'é', 'ß', 'Ω', '漢', '字', '🎉', '😀', '\t', '"', '\\', '<', '&', '\n', '\u2028', '0', '9'];
+const PIECES = [
+  'a',
+  'b',
+  'e',
+  'o',
+  ' ',
+  ' ',
+  'yello',
+  'é',
+  'ß',
+  'Ω',
+  '漢',
+  '字',
+  '🎉',
+  '😀',
+  '\t',
+  '"',
+  '\\',
+  '<',
+  '&',
+  '\n',
+  '\u2028',
+  '0',
+  '9',
+];
 
 function contentFor(w: Writer, tag: string, large: boolean): string {
   const target = large ? w.rng.range(20_000, 40_000) : w.rng.range(0, 200);
@@ -130,7 +154,8 @@ async function runWriter(w: Writer): Promise<void> {
         return;
       }
       stats.reclaims++;
-      if (r.result!.nextPosition !== (BigInt(w.next) + 1n).toString()) problems.push(`${w.name}: claim under load at ${r.result!.nextPosition}, expected ${w.next} + 1`);
+      if (r.result!.nextPosition !== (BigInt(w.next) + 1n).toString())
+        problems.push(`${w.name}: claim under load at ${r.result!.nextPosition}, expected ${w.next} + 1`);
       w.coordinatorToken = r.result!.coordinatorToken;
       w.epoch = r.result!.epoch;
       w.next = r.result!.nextPosition;
@@ -141,7 +166,11 @@ async function runWriter(w: Writer): Promise<void> {
       // Reply + receipt: read the peer stream from where my last receipt ended.
       let r: WireResponse<Result<'streams.read'>>;
       try {
-        r = await client.call('streams.read', { streamId: w.peerStreamId, generation: w.peerGeneration, fromPosition: w.ackedPeer, limit: w.rng.range(1, 20) }, 20_000);
+        r = await client.call(
+          'streams.read',
+          { streamId: w.peerStreamId, generation: w.peerGeneration, fromPosition: w.ackedPeer, limit: w.rng.range(1, 20) },
+          20_000,
+        );
       } catch {
         return; // the daemon died; nothing was invoked
       }
@@ -151,14 +180,21 @@ async function runWriter(w: Writer): Promise<void> {
       }
       for (const rec of r.result!.records) checker.observe(rec, `${w.name} read`);
       if (r.result!.records.length > 0) {
-        receipt = { type: 'chat.receipt', peerStreamId: w.peerStreamId, peerGeneration: r.result!.generation, nextPosition: r.result!.nextPosition, batchId: r.result!.batchId };
+        receipt = {
+          type: 'chat.receipt',
+          peerStreamId: w.peerStreamId,
+          peerGeneration: r.result!.generation,
+          nextPosition: r.result!.nextPosition,
+          batchId: r.result!.batchId,
+        };
       }
     }
     const records: AppendInput[] = [];
     if (!(receipt && w.rng.chance(0.15))) {
       const large = w.rng.chance(0.04);
       const n = large ? 1 : w.rng.range(1, 3);
-      for (let i = 0; i < n; i++) records.push({ type: 'chat.message', messageId: `${w.name}.${tag}.${i}`, content: contentFor(w, `${tag}.${i}`, large) });
+      for (let i = 0; i < n; i++)
+        records.push({ type: 'chat.message', messageId: `${w.name}.${tag}.${i}`, content: contentFor(w, `${tag}.${i}`, large) });
     }
     if (receipt) records.push(receipt);
     const operationId = `${w.name}-${tag}`;
@@ -167,7 +203,14 @@ async function runWriter(w: Writer): Promise<void> {
     try {
       resp = await client.call(
         'streams.append',
-        { streamId: w.streamId, coordinatorToken: w.coordinatorToken, generation: w.generation, expectedPosition: w.next, operationId, records },
+        {
+          streamId: w.streamId,
+          coordinatorToken: w.coordinatorToken,
+          generation: w.generation,
+          expectedPosition: w.next,
+          operationId,
+          records,
+        },
         20_000,
       );
     } catch (e) {
@@ -187,7 +230,8 @@ async function runWriter(w: Writer): Promise<void> {
       return;
     }
     checker.ok(h, resp.result!);
-    if (resp.result!.firstPosition !== w.next) problems.push(`${w.name}: ${operationId} acknowledged at ${resp.result!.firstPosition}, expected ${w.next}`);
+    if (resp.result!.firstPosition !== w.next)
+      problems.push(`${w.name}: ${operationId} acknowledged at ${resp.result!.firstPosition}, expected ${w.next}`);
     w.next = resp.result!.nextPosition;
     if (receipt && receipt.type === 'chat.receipt') w.ackedPeer = receipt.nextPosition;
   }
@@ -212,8 +256,10 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
     const st = ok(await client.call('streams.get', { streamId: w.streamId }), 'streams.get');
     // The unknown append was this writer's last: the stream ends right after it, or where it would have started.
     const want = op.state === 'committed' ? op.nextPosition! : h.expectedPosition;
-    if (st.nextPosition !== want) problems.push(`${w.name}: after ${h.operationId} (${op.state}) the stream ends at ${st.nextPosition}, expected ${want}`);
-    if (op.state === 'committed' && op.firstPosition !== h.expectedPosition) problems.push(`${w.name}: ${h.operationId} committed at ${op.firstPosition}, sent with expectedPosition ${h.expectedPosition}`);
+    if (st.nextPosition !== want)
+      problems.push(`${w.name}: after ${h.operationId} (${op.state}) the stream ends at ${st.nextPosition}, expected ${want}`);
+    if (op.state === 'committed' && op.firstPosition !== h.expectedPosition)
+      problems.push(`${w.name}: ${h.operationId} committed at ${op.firstPosition}, sent with expectedPosition ${h.expectedPosition}`);
     if (op.state === 'committed') {
       const rc = h.records.find((r) => r.type === 'chat.receipt');
       if (rc && rc.type === 'chat.receipt') w.ackedPeer = rc.nextPosition;
@@ -228,8 +274,12 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
     } else if (BigInt(st0.writer.epoch) === BigInt(w.epoch) + 1n) {
       // It committed (a fence at w.next) but its token never reached us: claim again.
       stats.claimsLostCommitted++;
-      const c = ok(await client.call('streams.claim', { streamId: w.streamId, replace: true, reason: `lost claim ${checker.cycle}` }), 'streams.claim after a lost claim');
-      if (c.nextPosition !== (BigInt(w.next) + 2n).toString()) problems.push(`${w.name}: re-claim after a lost claim at ${c.nextPosition}, expected ${w.next} + 2`);
+      const c = ok(
+        await client.call('streams.claim', { streamId: w.streamId, replace: true, reason: `lost claim ${checker.cycle}` }),
+        'streams.claim after a lost claim',
+      );
+      if (c.nextPosition !== (BigInt(w.next) + 2n).toString())
+        problems.push(`${w.name}: re-claim after a lost claim at ${c.nextPosition}, expected ${w.next} + 2`);
       w.coordinatorToken = c.coordinatorToken;
       w.epoch = c.epoch;
       w.next = c.nextPosition;
@@ -240,7 +290,8 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
   }
   const st = ok(await client.call('streams.get', { streamId: w.streamId }), 'streams.get');
   // This writer is the only one of its stream: it ends where the writer's last known append ended.
-  if (st.nextPosition !== w.next) problems.push(`${w.name}: after restart ${w.streamId} ends at ${st.nextPosition}, the writer's last append ended at ${w.next}`);
+  if (st.nextPosition !== w.next)
+    problems.push(`${w.name}: after restart ${w.streamId} ends at ${st.nextPosition}, the writer's last append ended at ${w.next}`);
   w.next = st.nextPosition;
   // Coordinator tokens stay valid across restarts (§6 streams.claim).
   if (st.writer?.epoch !== w.epoch || st.writer?.active !== true) {
@@ -250,21 +301,34 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
   w.peerGeneration = peer.generation;
   const acked = peer.acknowledged as { generation: string; nextPosition: string } | null;
   const ackedNow = acked && acked.generation === peer.generation ? acked.nextPosition : peer.firstPosition;
-  if (ackedNow !== w.ackedPeer) problems.push(`${w.name}: ${w.peerStreamId}.acknowledged is ${ackedNow}, my last receipt ended at ${w.ackedPeer}`);
+  if (ackedNow !== w.ackedPeer)
+    problems.push(`${w.name}: ${w.peerStreamId}.acknowledged is ${ackedNow}, my last receipt ended at ${w.ackedPeer}`);
   w.ackedPeer = ackedNow;
 
   if (w.rng.chance(RECLAIM_CHANCE)) {
     // Take over from myself: the old token must be FENCED from now on, across restarts.
     const old = w.coordinatorToken;
-    const c = ok(await client.call('streams.claim', { streamId: w.streamId, replace: true, reason: `crash-cycle-${checker.cycle}` }), 'streams.claim replace');
+    const c = ok(
+      await client.call('streams.claim', { streamId: w.streamId, replace: true, reason: `crash-cycle-${checker.cycle}` }),
+      'streams.claim replace',
+    );
     stats.reclaims++;
     w.coordinatorToken = c.coordinatorToken;
     w.epoch = c.epoch;
     w.next = c.nextPosition;
     const operationId = `${w.name}-c${checker.cycle}-stale`;
-    const records: AppendInput[] = [{ type: 'chat.message', messageId: `${w.name}.c${checker.cycle}.stale`, content: 'from a fenced token' }];
+    const records: AppendInput[] = [
+      { type: 'chat.message', messageId: `${w.name}.c${checker.cycle}.stale`, content: 'from a fenced token' },
+    ];
     const h = checker.invoke(w.name, { streamId: w.streamId, generation: w.generation, expectedPosition: w.next, operationId, records });
-    const r = await client.call('streams.append', { streamId: w.streamId, coordinatorToken: old, generation: w.generation, expectedPosition: w.next, operationId, records });
+    const r = await client.call('streams.append', {
+      streamId: w.streamId,
+      coordinatorToken: old,
+      generation: w.generation,
+      expectedPosition: w.next,
+      operationId,
+      records,
+    });
     if (r.error) {
       checker.fail(h, r.error);
       if (r.error.data?.type === 'FENCED') stats.fencedProbes++;
@@ -324,10 +388,12 @@ function checkFollower(f: Follower): void {
     if (p.generation !== exp.generation) problems.push(`${label}: generation ${p.generation}, expected ${exp.generation}`);
     if (p.fromPosition !== exp.next) problems.push(`${label}: expected to start at ${exp.next} (gap or duplicate)`);
     if (!Array.isArray(p.records) || p.records.length === 0) problems.push(`${label}: empty batch`);
-    else if (BigInt(p.nextPosition) - BigInt(p.fromPosition) !== BigInt(p.records.length)) problems.push(`${label}: ${p.records.length} records`);
+    else if (BigInt(p.nextPosition) - BigInt(p.fromPosition) !== BigInt(p.records.length))
+      problems.push(`${label}: ${p.records.length} records`);
     p.records.forEach((r, i) => {
       const want = (BigInt(p.fromPosition) + BigInt(i)).toString();
-      if (r.position !== want || r.streamId !== p.streamId || r.generation !== p.generation) problems.push(`${label}: record ${i} is ${r.streamId}@${r.generation}#${r.position}`);
+      if (r.position !== want || r.streamId !== p.streamId || r.generation !== p.generation)
+        problems.push(`${label}: record ${i} is ${r.streamId}@${r.generation}#${r.position}`);
       checker.observe(r, `follower cycle ${checker.cycle}`);
     });
     stats.followerRecords += p.records?.length ?? 0;
@@ -352,7 +418,10 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
         let admin = await d.connectAs();
         const agents: { id: string; token: string }[] = [];
         for (let i = 0; i < AGENTS; i++) {
-          const a = ok(await admin.call('agents.create', { username: `crash${i}-${SEED.toString(36)}`, name: `Crash writer ${i}` }), 'agents.create');
+          const a = ok(
+            await admin.call('agents.create', { username: `crash${i}-${SEED.toString(36)}`, name: `Crash writer ${i}` }),
+            'agents.create',
+          );
           ok(await admin.call('agents.setPolicy', { agentId: a.agent.id, pii: 'off' }), 'agents.setPolicy');
           agents.push({ id: a.agent.id, token: a.token });
         }
@@ -447,10 +516,15 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
           if (integrity.corruptStreams.length > 0 || integrity.walIncidents.length > 0) {
             problems.push(`after a SIGKILL the daemon reports corruption: ${JSON.stringify(integrity)}`);
           }
-          if (process.env.CRASH_DEBUG) console.log(`[crash] cycle ${cycle}: restart ${tCheck - tRestart} ms, check ${Date.now() - tCheck} ms, cycle ${Date.now() - tCycle} ms`);
+          if (process.env.CRASH_DEBUG)
+            console.log(
+              `[crash] cycle ${cycle}: restart ${tCheck - tRestart} ms, check ${Date.now() - tCheck} ms, cycle ${Date.now() - tCycle} ms`,
+            );
           stats.cycles = cycle;
           if (lastReport.problems.length > 0 || problems.length > 0) {
-            failWith(`cycle ${cycle}: ${lastReport.problems.length + problems.length} problems:\n${[...lastReport.problems, ...problems].slice(0, 30).join('\n')}`);
+            failWith(
+              `cycle ${cycle}: ${lastReport.problems.length + problems.length} problems:\n${[...lastReport.problems, ...problems].slice(0, 30).join('\n')}`,
+            );
           }
         }
         // A last look with the follower: it catches up from its cursor exactly where it stopped.
@@ -464,9 +538,12 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
           if (exp.next !== st.nextPosition) problems.push(`follower: ${s} caught up to ${exp.next}, the stream ends at ${st.nextPosition}`);
         }
         lastReport = await checker.check(admin, allStreams);
-        if (lastReport.problems.length > 0 || problems.length > 0) failWith(`final check: ${[...lastReport.problems, ...problems].slice(0, 30).join('\n')}`);
+        if (lastReport.problems.length > 0 || problems.length > 0)
+          failWith(`final check: ${[...lastReport.problems, ...problems].slice(0, 30).join('\n')}`);
       } catch (e) {
-        console.error(`[crash] FAILED with seed ${SEED} (CRASH_SEED=${SEED} CRASH_CYCLES=${CYCLES} to replay) after ${stats.cycles} cycles`);
+        console.error(
+          `[crash] FAILED with seed ${SEED} (CRASH_SEED=${SEED} CRASH_CYCLES=${CYCLES} to replay) after ${stats.cycles} cycles`,
+        );
         throw e;
       } finally {
         const c = checker.counts();

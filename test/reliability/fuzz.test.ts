@@ -54,7 +54,11 @@ function addProbeStats(...probes: WireProbe[]): void {
 
 afterAll(() => {
   console.log(
-    `[fuzz] runs=${tally.runs} (${Object.entries(tally.byProperty).map(([k, v]) => `${k} ${v}`).join(', ')}) lines=${tally.lines} requests=${tally.requests} answers=${tally.answers} FUZZ_RUNS=${RUNS}${FUZZ_SEED !== undefined ? ` FUZZ_SEED=${FUZZ_SEED}` : ''}`,
+    `[fuzz] runs=${tally.runs} (${Object.entries(tally.byProperty)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(
+        ', ',
+      )}) lines=${tally.lines} requests=${tally.requests} answers=${tally.answers} FUZZ_RUNS=${RUNS}${FUZZ_SEED !== undefined ? ` FUZZ_SEED=${FUZZ_SEED}` : ''}`,
   );
 });
 
@@ -182,17 +186,47 @@ function paramsFor(method: string, world: World): fc.Arbitrary<unknown> {
   for (const k of keys) model[k] = fc.oneof(wrongValue, plausible(k, world));
   const own = fc.record(model, { requiredKeys: [] });
   return fc.oneof(
-    { weight: 1, arbitrary: fc.oneof(fc.constant(undefined), fc.constant(null), fc.array(junkValue, { maxLength: 3 }), junkString, fc.integer(), fc.boolean()) },
+    {
+      weight: 1,
+      arbitrary: fc.oneof(
+        fc.constant(undefined),
+        fc.constant(null),
+        fc.array(junkValue, { maxLength: 3 }),
+        junkString,
+        fc.integer(),
+        fc.boolean(),
+      ),
+    },
     { weight: 4, arbitrary: own },
-    { weight: 1, arbitrary: fc.tuple(own, fc.string({ minLength: 1, maxLength: 10 }), junkValue).map(([o, k, v]) => ({ ...(o as object), [k]: v })) },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(own, fc.string({ minLength: 1, maxLength: 10 }), junkValue).map(([o, k, v]) => ({ ...(o as object), [k]: v })),
+    },
   );
 }
 
 const UNKNOWN_METHODS = [
-  '__proto__', 'constructor', 'toString', 'valueOf', 'hasOwnProperty', '__defineGetter__', 'prototype',
-  'Streams.append', 'streams.append ', ' streams.append', 'streams.append\u0000', 'streams', 'streams.', '.append', 'rpc.Discover', '', 'session.hello\n',
+  '__proto__',
+  'constructor',
+  'toString',
+  'valueOf',
+  'hasOwnProperty',
+  '__defineGetter__',
+  'prototype',
+  'Streams.append',
+  'streams.append ',
+  ' streams.append',
+  'streams.append\u0000',
+  'streams',
+  'streams.',
+  '.append',
+  'rpc.Discover',
+  '',
+  'session.hello\n',
 ];
-const unknownMethod = fc.oneof(fc.constantFrom(...UNKNOWN_METHODS), fc.string({ maxLength: 30 }), fc.string({ unit: 'binary', maxLength: 30 })).filter((m) => !METHODS.includes(m));
+const unknownMethod = fc
+  .oneof(fc.constantFrom(...UNKNOWN_METHODS), fc.string({ maxLength: 30 }), fc.string({ unit: 'binary', maxLength: 30 }))
+  .filter((m) => !METHODS.includes(m));
 
 /** A batch element template; ids are assigned when the run executes, so shrinking never reuses one. */
 type Element =
@@ -208,7 +242,9 @@ const GOOD = ['daemon.status', 'keys.list', 'agents.list', 'chats.list', 'rpc.di
 function elementArb(world: World): fc.Arbitrary<Element> {
   return fc.oneof(
     fc.constantFrom(...GOOD).map((method) => ({ kind: 'good' as const, method })),
-    fc.tuple(fc.constantFrom('daemon.status', 'keys.list', 'chats.unfollow'), fc.constantFrom({}, { subscriptionId: 'x' })).map(([method, params]) => ({ kind: 'notification' as const, method, params })),
+    fc
+      .tuple(fc.constantFrom('daemon.status', 'keys.list', 'chats.unfollow'), fc.constantFrom({}, { subscriptionId: 'x' }))
+      .map(([method, params]) => ({ kind: 'notification' as const, method, params })),
     junkValue.map((value) => ({ kind: 'junk' as const, value })),
     fc.constantFrom(...METHODS).chain((method) => paramsFor(method, world).map((params) => ({ kind: 'wrong' as const, method, params }))),
     unknownMethod.map((method) => ({ kind: 'unknown' as const, method })),
@@ -221,7 +257,14 @@ function build(probe: WireProbe, e: Element): { message: unknown; id?: string | 
   switch (e.kind) {
     case 'good': {
       const m = probe.request(e.method, {});
-      return { message: m, id: m.id, expect: (r) => ('result' in r || r.error?.data?.type === 'UNAUTHENTICATED' ? null : `good request ${e.method} answered ${JSON.stringify(r.error)}`) };
+      return {
+        message: m,
+        id: m.id,
+        expect: (r) =>
+          'result' in r || r.error?.data?.type === 'UNAUTHENTICATED'
+            ? null
+            : `good request ${e.method} answered ${JSON.stringify(r.error)}`,
+      };
     }
     case 'notification':
       return { message: { jsonrpc: '2.0', method: e.method, params: e.params } };
@@ -233,7 +276,12 @@ function build(probe: WireProbe, e: Element): { message: unknown; id?: string | 
     }
     case 'unknown': {
       const m = probe.request(e.method, {});
-      return { message: m, id: m.id, expect: (r) => (r.error?.code === -32601 ? null : `unknown method ${JSON.stringify(e.method)} answered ${JSON.stringify(r).slice(0, 200)}`) };
+      return {
+        message: m,
+        id: m.id,
+        expect: (r) =>
+          r.error?.code === -32601 ? null : `unknown method ${JSON.stringify(e.method)} answered ${JSON.stringify(r).slice(0, 200)}`,
+      };
     }
     case 'invalid-with-id': {
       const id = probe.newId();
@@ -244,7 +292,11 @@ function build(probe: WireProbe, e: Element): { message: unknown; id?: string | 
         { jsonrpc: '2.0', id, method: 'daemon.status', params: 'x' },
         { jsonrpc: '2.0', id, method: 'daemon.status', result: 1 },
       ];
-      return { message: shapes[e.shape], id, expect: (r) => (r.error?.code === -32600 ? null : `invalid request answered ${JSON.stringify(r).slice(0, 200)}`) };
+      return {
+        message: shapes[e.shape],
+        id,
+        expect: (r) => (r.error?.code === -32600 ? null : `invalid request answered ${JSON.stringify(r).slice(0, 200)}`),
+      };
     }
   }
 }
@@ -309,10 +361,19 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
     const fzStream = `${chat1}:${fz.agent.id}`;
     const me = await daemon.connectAs(fz.token);
     const claim = ok(await me.call('streams.claim', { streamId: fzStream }));
-    ok(await me.call('streams.append', {
-      streamId: fzStream, coordinatorToken: claim.coordinatorToken, generation: '1', expectedPosition: claim.nextPosition, operationId: 'seed-1',
-      records: [{ type: 'chat.message', messageId: 'seed.1', content: 'hello' }, { type: 'chat.message', messageId: 'seed.2', content: 'world' }],
-    }));
+    ok(
+      await me.call('streams.append', {
+        streamId: fzStream,
+        coordinatorToken: claim.coordinatorToken,
+        generation: '1',
+        expectedPosition: claim.nextPosition,
+        operationId: 'seed-1',
+        records: [
+          { type: 'chat.message', messageId: 'seed.1', content: 'hello' },
+          { type: 'chat.message', messageId: 'seed.2', content: 'world' },
+        ],
+      }),
+    );
     // Then release it, so fuzzed claims can take it without replace.
     ok(await me.call('streams.release', { streamId: fzStream, coordinatorToken: claim.coordinatorToken }));
     const follow = ok(await me.call('chats.follow', { chatId: chat1 }));
@@ -344,197 +405,267 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
 
   const probeArb = () => fc.constantFrom<'unauth' | 'admin' | 'agent'>('unauth', 'admin', 'agent');
 
-  it('random JSON values, one per line, each get exactly one id-null error', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(junkValue, { minLength: 1, maxLength: 6 }), probeArb(), async (values, which) => {
-        count('json');
-        const p = probes[which];
-        for (const v of values) p.sendValue(v);
-        await runChecked(p, daemon, 'random JSON');
-      }),
-      fcParams(RUNS),
-    );
-  }, propertyTimeout());
-
-  it('wrong param types for every method get one well-formed answer each (never INTERNAL)', async () => {
-    const arb = fc.constantFrom(...METHODS).chain((method) => paramsFor(method, world).map((params) => ({ method, params })));
-    await fc.assert(
-      fc.asyncProperty(fc.array(arb, { minLength: 1, maxLength: 4 }), probeArb(), async (calls, which) => {
-        count('params');
-        const p = probes[which];
-        const ids: Array<{ id: string | number; method: string; params: unknown }> = [];
-        for (const c of calls) {
-          const m = p.request(c.method, c.params);
-          ids.push({ id: m.id, ...c });
-          p.sendValue(m);
-        }
-        await runChecked(p, daemon, 'wrong params', [
-          () => {
-            for (const x of ids) {
-              const r = p.results.get(x.id);
-              // A bad-params answer names the field (§3).
-              if (r?.error?.code === -32602 && r.error.data?.type !== 'INVALID_PARAMS') return `${x.method}: -32602 without INVALID_PARAMS`;
-            }
-            return null;
-          },
-        ]);
-      }),
-      fcParams(RUNS),
-    );
-  }, propertyTimeout());
-
-  it('unknown methods are -32601 with the id echoed, on every kind of connection', async () => {
-    await fc.assert(
-      fc.asyncProperty(unknownMethod, fc.option(fc.dictionary(fc.string({ maxLength: 8 }), junkValue, { maxKeys: 3 }), { nil: undefined }), probeArb(), async (method, params, which) => {
-        count('unknown-method');
-        const p = probes[which];
-        const m = p.request(method, params);
-        p.sendValue(m);
-        await runChecked(p, daemon, 'unknown method', [() => (p.results.get(m.id)?.error?.code === -32601 ? null : `${JSON.stringify(method)} answered ${JSON.stringify(p.results.get(m.id))}`)]);
-      }),
-      fcParams(RUNS),
-    );
-  }, propertyTimeout());
-
-  it('batch arrays mixing good and bad requests: one array answer holding exactly the owed entries', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(elementArb(world), { minLength: 0, maxLength: 12 }), probeArb(), async (elements, which) => {
-        count('batch');
-        const p = probes[which];
-        const built = elements.map((e) => build(p, e));
-        p.sendValue(built.map((b) => b.message));
-        await runChecked(p, daemon, 'batch', [
-          () => {
-            for (const b of built) {
-              if (b.id === undefined || !b.expect) continue;
-              const r = p.results.get(b.id);
-              const problem = r ? b.expect(r) : null;
-              if (problem) return problem;
-            }
-            return null;
-          },
-        ]);
-      }),
-      fcParams(RUNS),
-    );
-  }, propertyTimeout());
-
-  it('random bytes and invalid UTF-8 are parse errors, the connection survives', async () => {
-    const badUtf8 = fc.constantFrom([0xff], [0xfe], [0xc0, 0x80], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf4, 0x90, 0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0x80]);
-    const lineArb = fc.oneof(
-      fc.uint8Array({ minLength: 1, maxLength: 300 }).map((b) => Buffer.from(b)),
-      // A valid request with invalid UTF-8 inside a string.
-      fc.tuple(badUtf8, fc.constantFrom('daemon.status', 'session.hello', 'streams.read')).map(([bad, method]) =>
-        Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":"bad-utf8","method":"${method}","params":{"token":"`), Buffer.from(bad), Buffer.from('"}}')]),
-      ),
-      // Garbage around an otherwise good line.
-      fc.tuple(fc.uint8Array({ maxLength: 20 }), badUtf8).map(([junk, bad]) => Buffer.concat([Buffer.from(junk), Buffer.from(bad), Buffer.from(' {"jsonrpc":"2.0"}')])),
-    );
-    await fc.assert(
-      fc.asyncProperty(fc.array(lineArb, { minLength: 1, maxLength: 4 }), probeArb(), async (lines, which) => {
-        count('bytes');
-        const p = probes[which];
-        for (const l of lines) p.sendBytes(Buffer.concat([l, Buffer.from('\n')]));
-        await runChecked(p, daemon, 'random bytes');
-      }),
-      fcParams(RUNS),
-    );
-  }, propertyTimeout());
-
-  it('a line written in pieces is answered once, and only after its newline', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.constantFrom('daemon.status', 'keys.list', 'agents.list', 'rpc.discover'),
-        fc.array(fc.nat({ max: 200 }), { maxLength: 6 }),
-        junkString,
-        probeArb(),
-        async (method, cuts, pad, which) => {
-          count('pieces');
+  it(
+    'random JSON values, one per line, each get exactly one id-null error',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(junkValue, { minLength: 1, maxLength: 6 }), probeArb(), async (values, which) => {
+          count('json');
           const p = probes[which];
-          const m = p.request(method, {});
-          // Padding inside the id keeps the line unique and moves the cut points around.
-          // Trailing blanks (legal JSON whitespace) move the cut points around.
-          const line = JSON.stringify(m) + ' '.repeat(pad.length % 7);
-          await p.sendInPieces(line, cuts, 1);
-          await runChecked(p, daemon, 'pieces');
-          // Without its newline a line is never answered.
-          const held = p.request('daemon.status', {});
-          p.sendBytes(JSON.stringify(held));
-          await sleep(5);
-          const early = p.results.has(held.id);
-          p.sendBytes('\n');
-          await runChecked(p, daemon, 'line without newline', [() => (early ? 'a line was answered before its newline' : null)]);
-        },
-      ),
-      fcParams(RUNS),
-    );
-  }, propertyTimeout());
+          for (const v of values) p.sendValue(v);
+          await runChecked(p, daemon, 'random JSON');
+        }),
+        fcParams(RUNS),
+      );
+    },
+    propertyTimeout(),
+  );
 
-  it('huge strings: under the cap one answer, over 1 MiB REQUEST_TOO_LARGE with id null, appends over 256 KiB REQUEST_TOO_LARGE', async () => {
-    const runs = Math.max(8, Math.ceil(RUNS / 20));
-    await fc.assert(
-      fc.asyncProperty(
-        fc.constantFrom(...METHODS),
-        fc.integer({ min: 50_000, max: 1_300_000 }),
-        fc.constantFrom('x', 'é', '漢', '🎉', '\\', '"', '\u0000'),
-        probeArb(),
-        async (method, size, unit, which) => {
-          count('huge');
+  it(
+    'wrong param types for every method get one well-formed answer each (never INTERNAL)',
+    async () => {
+      const arb = fc.constantFrom(...METHODS).chain((method) => paramsFor(method, world).map((params) => ({ method, params })));
+      await fc.assert(
+        fc.asyncProperty(fc.array(arb, { minLength: 1, maxLength: 4 }), probeArb(), async (calls, which) => {
+          count('params');
           const p = probes[which];
-          const keys = schemaKeys(method);
-          const key = keys[0] ?? 'huge';
-          const m = p.request(method, { [key]: unit.repeat(Math.ceil(size / unit.length)) });
-          const line = JSON.stringify(m);
-          p.sendValue(m);
-          const bytes = Buffer.byteLength(line);
-          await runChecked(p, daemon, `huge ${method} (${bytes} bytes)`, [
+          const ids: Array<{ id: string | number; method: string; params: unknown }> = [];
+          for (const c of calls) {
+            const m = p.request(c.method, c.params);
+            ids.push({ id: m.id, ...c });
+            p.sendValue(m);
+          }
+          await runChecked(p, daemon, 'wrong params', [
             () => {
-              if (bytes > MAX_LINE) return p.results.has(m.id) ? 'an over-cap line was answered with its id' : null;
-              const r = p.results.get(m.id);
-              if (method === 'streams.append' && bytes > 262_144 && r?.error?.data?.type !== 'REQUEST_TOO_LARGE') return `append of ${bytes} bytes answered ${JSON.stringify(r).slice(0, 200)}`;
+              for (const x of ids) {
+                const r = p.results.get(x.id);
+                // A bad-params answer names the field (§3).
+                if (r?.error?.code === -32602 && r.error.data?.type !== 'INVALID_PARAMS')
+                  return `${x.method}: -32602 without INVALID_PARAMS`;
+              }
               return null;
             },
           ]);
-        },
-      ),
-      fcParams(runs),
-    );
-    // A real append over 256 KiB from the author, then a small one with the same token works (§3).
-    const p = probes.agent;
-    const big = p.request('streams.append', {
-      streamId: world.streams[0], coordinatorToken: 'yello_ct_whatever', generation: '1', expectedPosition: '0', operationId: 'huge-1',
-      records: [{ type: 'chat.message', messageId: 'huge.1', content: 'y'.repeat(300_000) }],
-    });
-    p.sendValue(big);
-    await runChecked(p, daemon, 'append over 256 KiB', [() => (p.results.get(big.id)?.error?.data?.type === 'REQUEST_TOO_LARGE' ? null : `answered ${JSON.stringify(p.results.get(big.id)).slice(0, 300)}`)]);
-  }, propertyTimeout());
-
-  it('a few connections at once, each fuzzed concurrently, all answered', async () => {
-    const arb = fc.array(elementArb(world), { minLength: 1, maxLength: 6 });
-    const runs = Math.max(10, Math.ceil(RUNS / 10));
-    const extra: WireProbe[] = [];
-    for (let i = 0; i < 4; i++) extra.push(await WireProbe.connect(daemon.socketPath, `conn${i}`));
-    await helloProbe(extra[1]!, daemon.adminToken);
-    await helloProbe(extra[2]!, fzToken);
-    try {
-      await fc.assert(
-        fc.asyncProperty(fc.array(arb, { minLength: extra.length, maxLength: extra.length }), async (perConn) => {
-          count('concurrent');
-          await Promise.all(
-            extra.map(async (p, i) => {
-              for (const e of perConn[i]!) p.sendValue(build(p, e).message);
-              p.sendValue(perConn[i]!.map((e) => build(p, e).message));
-              await runChecked(p, daemon, `concurrent ${p.name}`);
-            }),
-          );
         }),
+        fcParams(RUNS),
+      );
+    },
+    propertyTimeout(),
+  );
+
+  it(
+    'unknown methods are -32601 with the id echoed, on every kind of connection',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          unknownMethod,
+          fc.option(fc.dictionary(fc.string({ maxLength: 8 }), junkValue, { maxKeys: 3 }), { nil: undefined }),
+          probeArb(),
+          async (method, params, which) => {
+            count('unknown-method');
+            const p = probes[which];
+            const m = p.request(method, params);
+            p.sendValue(m);
+            await runChecked(p, daemon, 'unknown method', [
+              () =>
+                p.results.get(m.id)?.error?.code === -32601
+                  ? null
+                  : `${JSON.stringify(method)} answered ${JSON.stringify(p.results.get(m.id))}`,
+            ]);
+          },
+        ),
+        fcParams(RUNS),
+      );
+    },
+    propertyTimeout(),
+  );
+
+  it(
+    'batch arrays mixing good and bad requests: one array answer holding exactly the owed entries',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(elementArb(world), { minLength: 0, maxLength: 12 }), probeArb(), async (elements, which) => {
+          count('batch');
+          const p = probes[which];
+          const built = elements.map((e) => build(p, e));
+          p.sendValue(built.map((b) => b.message));
+          await runChecked(p, daemon, 'batch', [
+            () => {
+              for (const b of built) {
+                if (b.id === undefined || !b.expect) continue;
+                const r = p.results.get(b.id);
+                const problem = r ? b.expect(r) : null;
+                if (problem) return problem;
+              }
+              return null;
+            },
+          ]);
+        }),
+        fcParams(RUNS),
+      );
+    },
+    propertyTimeout(),
+  );
+
+  it(
+    'random bytes and invalid UTF-8 are parse errors, the connection survives',
+    async () => {
+      const badUtf8 = fc.constantFrom(
+        [0xff],
+        [0xfe],
+        [0xc0, 0x80],
+        [0xed, 0xa0, 0x80],
+        [0xe2, 0x82],
+        [0xf4, 0x90, 0x80, 0x80],
+        [0xf8, 0x88, 0x80, 0x80, 0x80],
+        [0x80],
+      );
+      const lineArb = fc.oneof(
+        fc.uint8Array({ minLength: 1, maxLength: 300 }).map((b) => Buffer.from(b)),
+        // A valid request with invalid UTF-8 inside a string.
+        fc
+          .tuple(badUtf8, fc.constantFrom('daemon.status', 'session.hello', 'streams.read'))
+          .map(([bad, method]) =>
+            Buffer.concat([
+              Buffer.from(`{"jsonrpc":"2.0","id":"bad-utf8","method":"${method}","params":{"token":"`),
+              Buffer.from(bad),
+              Buffer.from('"}}'),
+            ]),
+          ),
+        // Garbage around an otherwise good line.
+        fc
+          .tuple(fc.uint8Array({ maxLength: 20 }), badUtf8)
+          .map(([junk, bad]) => Buffer.concat([Buffer.from(junk), Buffer.from(bad), Buffer.from(' {"jsonrpc":"2.0"}')])),
+      );
+      await fc.assert(
+        fc.asyncProperty(fc.array(lineArb, { minLength: 1, maxLength: 4 }), probeArb(), async (lines, which) => {
+          count('bytes');
+          const p = probes[which];
+          for (const l of lines) p.sendBytes(Buffer.concat([l, Buffer.from('\n')]));
+          await runChecked(p, daemon, 'random bytes');
+        }),
+        fcParams(RUNS),
+      );
+    },
+    propertyTimeout(),
+  );
+
+  it(
+    'a line written in pieces is answered once, and only after its newline',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.constantFrom('daemon.status', 'keys.list', 'agents.list', 'rpc.discover'),
+          fc.array(fc.nat({ max: 200 }), { maxLength: 6 }),
+          junkString,
+          probeArb(),
+          async (method, cuts, pad, which) => {
+            count('pieces');
+            const p = probes[which];
+            const m = p.request(method, {});
+            // Padding inside the id keeps the line unique and moves the cut points around.
+            // Trailing blanks (legal JSON whitespace) move the cut points around.
+            const line = JSON.stringify(m) + ' '.repeat(pad.length % 7);
+            await p.sendInPieces(line, cuts, 1);
+            await runChecked(p, daemon, 'pieces');
+            // Without its newline a line is never answered.
+            const held = p.request('daemon.status', {});
+            p.sendBytes(JSON.stringify(held));
+            await sleep(5);
+            const early = p.results.has(held.id);
+            p.sendBytes('\n');
+            await runChecked(p, daemon, 'line without newline', [() => (early ? 'a line was answered before its newline' : null)]);
+          },
+        ),
+        fcParams(RUNS),
+      );
+    },
+    propertyTimeout(),
+  );
+
+  it(
+    'huge strings: under the cap one answer, over 1 MiB REQUEST_TOO_LARGE with id null, appends over 256 KiB REQUEST_TOO_LARGE',
+    async () => {
+      const runs = Math.max(8, Math.ceil(RUNS / 20));
+      await fc.assert(
+        fc.asyncProperty(
+          fc.constantFrom(...METHODS),
+          fc.integer({ min: 50_000, max: 1_300_000 }),
+          fc.constantFrom('x', 'é', '漢', '🎉', '\\', '"', '\u0000'),
+          probeArb(),
+          async (method, size, unit, which) => {
+            count('huge');
+            const p = probes[which];
+            const keys = schemaKeys(method);
+            const key = keys[0] ?? 'huge';
+            const m = p.request(method, { [key]: unit.repeat(Math.ceil(size / unit.length)) });
+            const line = JSON.stringify(m);
+            p.sendValue(m);
+            const bytes = Buffer.byteLength(line);
+            await runChecked(p, daemon, `huge ${method} (${bytes} bytes)`, [
+              () => {
+                if (bytes > MAX_LINE) return p.results.has(m.id) ? 'an over-cap line was answered with its id' : null;
+                const r = p.results.get(m.id);
+                if (method === 'streams.append' && bytes > 262_144 && r?.error?.data?.type !== 'REQUEST_TOO_LARGE')
+                  return `append of ${bytes} bytes answered ${JSON.stringify(r).slice(0, 200)}`;
+                return null;
+              },
+            ]);
+          },
+        ),
         fcParams(runs),
       );
-    } finally {
-      addProbeStats(...extra);
-      for (const p of extra) p.close();
-    }
-  }, propertyTimeout());
+      // A real append over 256 KiB from the author, then a small one with the same token works (§3).
+      const p = probes.agent;
+      const big = p.request('streams.append', {
+        streamId: world.streams[0],
+        coordinatorToken: 'yello_ct_whatever',
+        generation: '1',
+        expectedPosition: '0',
+        operationId: 'huge-1',
+        records: [{ type: 'chat.message', messageId: 'huge.1', content: 'y'.repeat(300_000) }],
+      });
+      p.sendValue(big);
+      await runChecked(p, daemon, 'append over 256 KiB', [
+        () =>
+          p.results.get(big.id)?.error?.data?.type === 'REQUEST_TOO_LARGE'
+            ? null
+            : `answered ${JSON.stringify(p.results.get(big.id)).slice(0, 300)}`,
+      ]);
+    },
+    propertyTimeout(),
+  );
+
+  it(
+    'a few connections at once, each fuzzed concurrently, all answered',
+    async () => {
+      const arb = fc.array(elementArb(world), { minLength: 1, maxLength: 6 });
+      const runs = Math.max(10, Math.ceil(RUNS / 10));
+      const extra: WireProbe[] = [];
+      for (let i = 0; i < 4; i++) extra.push(await WireProbe.connect(daemon.socketPath, `conn${i}`));
+      await helloProbe(extra[1]!, daemon.adminToken);
+      await helloProbe(extra[2]!, fzToken);
+      try {
+        await fc.assert(
+          fc.asyncProperty(fc.array(arb, { minLength: extra.length, maxLength: extra.length }), async (perConn) => {
+            count('concurrent');
+            await Promise.all(
+              extra.map(async (p, i) => {
+                for (const e of perConn[i]!) p.sendValue(build(p, e).message);
+                p.sendValue(perConn[i]!.map((e) => build(p, e).message));
+                await runChecked(p, daemon, `concurrent ${p.name}`);
+              }),
+            );
+          }),
+          fcParams(runs),
+        );
+      } finally {
+        addProbeStats(...extra);
+        for (const p of extra) p.close();
+      }
+    },
+    propertyTimeout(),
+  );
 
   it('afterwards every fuzzed connection still answers daemon.status, and the daemon is alive', async () => {
     for (const p of all()) {
@@ -558,10 +689,26 @@ describe('deep nesting (depth 1,000 to 100,000 as raw text)', () => {
   const cases: Array<{ name: string; line: (depth: number) => string; id?: string }> = [
     { name: 'nested arrays as the whole line (a batch)', line: (n) => '['.repeat(n) + ']'.repeat(n) },
     { name: 'nested objects as the whole line', line: (n) => '{"a":'.repeat(n) + '1' + '}'.repeat(n) },
-    { name: 'a request with deeply nested params', id: 'deep-params', line: (n) => `{"jsonrpc":"2.0","id":"deep-params","method":"daemon.status","params":{"x":${'['.repeat(n)}${']'.repeat(n)}}}` },
-    { name: 'session.hello with a deeply nested client', id: 'deep-hello', line: (n) => `{"jsonrpc":"2.0","id":"deep-hello","method":"session.hello","params":{"token":"nope","client":${'{"a":'.repeat(n)}1${'}'.repeat(n)}}}` },
-    { name: 'a batch whose element has deeply nested params', id: 'deep-batch', line: (n) => `[{"jsonrpc":"2.0","id":"deep-batch","method":"daemon.status","params":${'['.repeat(n)}${']'.repeat(n)}}]` },
-    { name: 'a batch element nested in arrays', line: (n) => `[${'['.repeat(n)}{"jsonrpc":"2.0","id":"x","method":"daemon.status"}${']'.repeat(n)}]` },
+    {
+      name: 'a request with deeply nested params',
+      id: 'deep-params',
+      line: (n) => `{"jsonrpc":"2.0","id":"deep-params","method":"daemon.status","params":{"x":${'['.repeat(n)}${']'.repeat(n)}}}`,
+    },
+    {
+      name: 'session.hello with a deeply nested client',
+      id: 'deep-hello',
+      line: (n) =>
+        `{"jsonrpc":"2.0","id":"deep-hello","method":"session.hello","params":{"token":"nope","client":${'{"a":'.repeat(n)}1${'}'.repeat(n)}}}`,
+    },
+    {
+      name: 'a batch whose element has deeply nested params',
+      id: 'deep-batch',
+      line: (n) => `[{"jsonrpc":"2.0","id":"deep-batch","method":"daemon.status","params":${'['.repeat(n)}${']'.repeat(n)}}]`,
+    },
+    {
+      name: 'a batch element nested in arrays',
+      line: (n) => `[${'['.repeat(n)}{"jsonrpc":"2.0","id":"x","method":"daemon.status"}${']'.repeat(n)}]`,
+    },
   ];
 
   it('never crashes the daemon: each case is answered and the connection keeps working', async () => {
@@ -638,14 +785,21 @@ describe('floods against a daemon with --max-connections 20', () => {
     const claim = ok(await writer.call('streams.claim', { streamId }));
     let next = claim.nextPosition as string;
     for (let i = 0; i < 6; i++) {
-      const r = ok(await writer.call('streams.append', {
-        streamId, coordinatorToken: claim.coordinatorToken, generation: '1', expectedPosition: next, operationId: `big-${i}`,
-        records: [{ type: 'chat.message', messageId: `big.${i}`, content: `${i} ${'z'.repeat(200_000)}` }],
-      }));
+      const r = ok(
+        await writer.call('streams.append', {
+          streamId,
+          coordinatorToken: claim.coordinatorToken,
+          generation: '1',
+          expectedPosition: next,
+          operationId: `big-${i}`,
+          records: [{ type: 'chat.message', messageId: `big.${i}`, content: `${i} ${'z'.repeat(200_000)}` }],
+        }),
+      );
       next = r.nextPosition;
     }
     // Warm up the read path, then take the baseline.
-    for (let i = 0; i < 3; i++) ok(await writer.call('streams.read', { streamId, generation: '1', fromPosition: '0', maxBytes: 1_048_576 }));
+    for (let i = 0; i < 3; i++)
+      ok(await writer.call('streams.read', { streamId, generation: '1', fromPosition: '0', maxBytes: 1_048_576 }));
     await sleep(200);
     const pid = daemon.pid!;
     const baseline = vmRssMb(pid);
@@ -658,7 +812,14 @@ describe('floods against a daemon with --max-connections 20', () => {
     greedy.pause(); // never read again
     const N = 3_000;
     let payload = '';
-    for (let i = 1; i <= N; i++) payload += JSON.stringify({ jsonrpc: '2.0', id: i, method: 'streams.read', params: { streamId, generation: '1', fromPosition: '0', maxBytes: 1_048_576 } }) + '\n';
+    for (let i = 1; i <= N; i++)
+      payload +=
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: i,
+          method: 'streams.read',
+          params: { streamId, generation: '1', fromPosition: '0', maxBytes: 1_048_576 },
+        }) + '\n';
     greedy.write(payload);
 
     const LIMIT_MB = 200;
@@ -723,7 +884,8 @@ describe('floods against a daemon with --max-connections 20', () => {
     );
     await sleep(300);
     // Accepted connections stay open and silent; ask each of them something.
-    for (const e of sockets) if (!e.closed) e.s.write(JSON.stringify({ jsonrpc: '2.0', id: 'who', method: 'daemon.status', params: {} }) + '\n');
+    for (const e of sockets)
+      if (!e.closed) e.s.write(JSON.stringify({ jsonrpc: '2.0', id: 'who', method: 'daemon.status', params: {} }) + '\n');
     const latency = await statusLatency(admin);
     await sleep(300);
     let accepted = 0;
@@ -736,7 +898,8 @@ describe('floods against a daemon with --max-connections 20', () => {
       if (parsed.some((m) => m.error?.data?.type === 'RATE_LIMITED')) {
         limited++;
         const m = parsed.find((x) => x.error?.data?.type === 'RATE_LIMITED');
-        if (m.id !== null || m.error.code !== 4290 || typeof m.error.data.retryAfterMs !== 'number') problems.push(`bad RATE_LIMITED line ${lines[0]}`);
+        if (m.id !== null || m.error.code !== 4290 || typeof m.error.data.retryAfterMs !== 'number')
+          problems.push(`bad RATE_LIMITED line ${lines[0]}`);
         if (parsed.length !== 1) problems.push(`a refused connection got ${parsed.length} lines`);
         if (!e.closed) problems.push('a refused connection was left open');
       } else if (e.closed && parsed.length === 0) refusedSilently++;
@@ -744,7 +907,9 @@ describe('floods against a daemon with --max-connections 20', () => {
       else problems.push(`unexpected: ${JSON.stringify({ data: e.data.slice(0, 200), closed: e.closed, error: e.error })}`);
     }
     for (const e of sockets) e.s.destroy();
-    console.log(`[fuzz] connection flood: ${EXTRA} extra connections: ${accepted} accepted, ${limited} RATE_LIMITED, ${refusedSilently} refused silently; admin daemon.status in ${latency} ms`);
+    console.log(
+      `[fuzz] connection flood: ${EXTRA} extra connections: ${accepted} accepted, ${limited} RATE_LIMITED, ${refusedSilently} refused silently; admin daemon.status in ${latency} ms`,
+    );
     expect(problems).toEqual([]);
     // The admin connection is one of the 20.
     expect(accepted).toBeLessThanOrEqual(19);
@@ -786,7 +951,9 @@ describe('floods against a daemon with --max-connections 20', () => {
     await sleep(1_100);
     const conns = await Promise.all(Array.from({ length: 16 }, () => daemon.connect()));
     const t0 = Date.now();
-    const results = await Promise.all(conns.flatMap((k, i) => [0, 1].map((j) => k.call('session.hello', { token: `yello_agt_spray${i}x${j}` }))));
+    const results = await Promise.all(
+      conns.flatMap((k, i) => [0, 1].map((j) => k.call('session.hello', { token: `yello_agt_spray${i}x${j}` }))),
+    );
     const fresh = await daemon.connect();
     const freshAnswer = await fresh.call('session.hello', { token: 'yello_agt_fresh' });
     const elapsed = Date.now() - t0;

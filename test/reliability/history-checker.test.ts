@@ -22,7 +22,11 @@ const SA = `${CHAT}:${A}`;
 const SB = `${CHAT}:${B}`;
 
 /** A record wrapper without the header #push fills in. */
-type WrapperBody = RecordWrapper extends infer W ? (W extends RecordWrapper ? Omit<W, 'version' | 'chatId' | 'authorAgentId' | 'operationId' | 'recordIndex'> : never) : never;
+type WrapperBody = RecordWrapper extends infer W
+  ? W extends RecordWrapper
+    ? Omit<W, 'version' | 'chatId' | 'authorAgentId' | 'operationId' | 'recordIndex'>
+    : never
+  : never;
 
 /** The message of the stored record at `index` of `streamId` (for tampering with it). */
 function messageAt(store: FakeStore, streamId: string, index: number): ChatMessage {
@@ -61,10 +65,21 @@ class FakeStore implements RpcCaller {
         const rs = this.records.get(params.streamId)!;
         const from = Number(params.fromPosition);
         const out = rs.filter((r) => Number(r.position) >= from).slice(0, 1000);
-        return result({ streamId: params.streamId, generation: '1', fromPosition: params.fromPosition, nextPosition: String(from + out.length), records: out, batchId: 'b', sealed: false });
+        return result({
+          streamId: params.streamId,
+          generation: '1',
+          fromPosition: params.fromPosition,
+          nextPosition: String(from + out.length),
+          records: out,
+          batchId: 'b',
+          sealed: false,
+        });
       }
       case 'operations.list':
-        return result({ operations: [...this.ops.entries()].filter(([k]) => k.startsWith(`${params.streamId} `)).map(([, v]) => v), nextCursor: null });
+        return result({
+          operations: [...this.ops.entries()].filter(([k]) => k.startsWith(`${params.streamId} `)).map(([, v]) => v),
+          nextCursor: null,
+        });
       case 'operations.get': {
         const k = `${params.streamId} ${params.operationId}`;
         return result(this.opOverride.get(k) ?? this.ops.get(k) ?? { operationId: params.operationId, state: 'unknown' });
@@ -80,8 +95,12 @@ class FakeStore implements RpcCaller {
     const receipts = this.records.get(peer)!.filter((r) => r.wrapper.type === 'chat.receipt');
     const last = receipts.at(-1);
     return {
-      streamId, chatId: CHAT, authorAgentId: streamId === SA ? A : B, generation: '1',
-      firstPosition: rs[0]?.position ?? '0', nextPosition: String(rs.length ? Number(rs.at(-1)!.position) + 1 : 0),
+      streamId,
+      chatId: CHAT,
+      authorAgentId: streamId === SA ? A : B,
+      generation: '1',
+      firstPosition: rs[0]?.position ?? '0',
+      nextPosition: String(rs.length ? Number(rs.at(-1)!.position) + 1 : 0),
       acknowledged: last?.wrapper.type === 'chat.receipt' ? { generation: '1', nextPosition: last.wrapper.receipt.nextPosition } : null,
       writer: { epoch: this.epoch.get(streamId)!, claimedAt: '', active: true },
     };
@@ -90,7 +109,12 @@ class FakeStore implements RpcCaller {
   #push(streamId: string, operationId: string, index: number, body: WrapperBody): StoredRecord {
     const rs = this.records.get(streamId)!;
     const author = streamId === SA ? A : B;
-    const r: StoredRecord = { streamId, generation: '1', position: String(rs.length), wrapper: { version: 2, chatId: CHAT, authorAgentId: author, operationId, recordIndex: index, ...body } };
+    const r: StoredRecord = {
+      streamId,
+      generation: '1',
+      position: String(rs.length),
+      wrapper: { version: 2, chatId: CHAT, authorAgentId: author, operationId, recordIndex: index, ...body },
+    };
     rs.push(r);
     return r;
   }
@@ -111,13 +135,38 @@ class FakeStore implements RpcCaller {
       const value = b64(sign('sha256', Buffer.from(payload), { key: privateKey, dsaEncoding: 'ieee-p1363' }));
       return this.#push(streamId, operationId, i, {
         type: 'chat.message',
-        message: { chatId: CHAT, fromAgentId: author, toAgentId: to, clientMessageId: clientMessageIdFor(CHAT, author, input.messageId), content: input.content, contentSha256, signature: { kid, alg: 'ES256', value, createdAt } },
+        message: {
+          chatId: CHAT,
+          fromAgentId: author,
+          toAgentId: to,
+          clientMessageId: clientMessageIdFor(CHAT, author, input.messageId),
+          content: input.content,
+          contentSha256,
+          signature: { kid, alg: 'ES256', value, createdAt },
+        },
       });
     });
     const firstPosition = String(first);
     const nextPosition = String(first + records.length);
-    this.ops.set(`${streamId} ${operationId}`, { operationId, state: 'committed', generation: '1', firstPosition, nextPosition, committedAt: '', requestDigest: 'd' });
-    return { streamId, generation: '1', operationId, firstPosition, nextPosition, records: structuredClone(stored), duplicate: false, redactions: [] };
+    this.ops.set(`${streamId} ${operationId}`, {
+      operationId,
+      state: 'committed',
+      generation: '1',
+      firstPosition,
+      nextPosition,
+      committedAt: '',
+      requestDigest: 'd',
+    });
+    return {
+      streamId,
+      generation: '1',
+      operationId,
+      firstPosition,
+      nextPosition,
+      records: structuredClone(stored),
+      duplicate: false,
+      redactions: [],
+    };
   }
 
   fence(streamId: string, epoch: string): void {
@@ -135,7 +184,13 @@ function scenario(): { store: FakeStore; checker: HistoryChecker } {
   store.fence(SA, '1');
   store.fence(SB, '1');
   const run = (streamId: string, operationId: string, records: AppendInput[]) => {
-    const h = checker.invoke('t', { streamId, generation: '1', expectedPosition: store.state(streamId).nextPosition, operationId, records });
+    const h = checker.invoke('t', {
+      streamId,
+      generation: '1',
+      expectedPosition: store.state(streamId).nextPosition,
+      operationId,
+      records,
+    });
     checker.ok(h, store.append(streamId, operationId, records));
   };
   run(SA, 'a1', [msg('m1'), msg('m2', 'Ω 漢字 🎉')]);
@@ -211,9 +266,21 @@ describe('history checker (against a synthetic store)', () => {
 
   it('catches a receipt going backwards, and one that acknowledges positions that do not exist', async () => {
     const { store, checker } = scenario();
-    const h = checker.invoke('t', { streamId: SB, generation: '1', expectedPosition: '3', operationId: 'b2', records: [{ type: 'chat.receipt', peerStreamId: SA, peerGeneration: '1', nextPosition: '1', batchId: 'y' }] });
+    const h = checker.invoke('t', {
+      streamId: SB,
+      generation: '1',
+      expectedPosition: '3',
+      operationId: 'b2',
+      records: [{ type: 'chat.receipt', peerStreamId: SA, peerGeneration: '1', nextPosition: '1', batchId: 'y' }],
+    });
     checker.ok(h, store.append(SB, 'b2', h.records));
-    const h2 = checker.invoke('t', { streamId: SB, generation: '1', expectedPosition: '4', operationId: 'b3', records: [{ type: 'chat.receipt', peerStreamId: SA, peerGeneration: '1', nextPosition: '50', batchId: 'z' }] });
+    const h2 = checker.invoke('t', {
+      streamId: SB,
+      generation: '1',
+      expectedPosition: '4',
+      operationId: 'b3',
+      records: [{ type: 'chat.receipt', peerStreamId: SA, peerGeneration: '1', nextPosition: '50', batchId: 'z' }],
+    });
     checker.ok(h2, store.append(SB, 'b3', h2.records));
     const text = (await checker.check(store)).problems.join('\n');
     expect(text).toMatch(/receipt goes backwards/);
@@ -222,7 +289,13 @@ describe('history checker (against a synthetic store)', () => {
 
   it('catches a partial append of unknown outcome', async () => {
     const { store, checker } = scenario();
-    const h = checker.invoke('t', { streamId: SA, generation: '1', expectedPosition: '4', operationId: 'a9', records: [msg('p1'), msg('p2')] });
+    const h = checker.invoke('t', {
+      streamId: SA,
+      generation: '1',
+      expectedPosition: '4',
+      operationId: 'a9',
+      records: [msg('p1'), msg('p2')],
+    });
     checker.info(h, 'killed');
     store.append(SA, 'a9', [msg('p1')]);
     const report = await checker.check(store);
@@ -231,7 +304,13 @@ describe('history checker (against a synthetic store)', () => {
 
   it('accepts an unknown-outcome append either way, whole', async () => {
     const { store, checker } = scenario();
-    const h1 = checker.invoke('t', { streamId: SA, generation: '1', expectedPosition: '4', operationId: 'u1', records: [msg('u1a'), msg('u1b')] });
+    const h1 = checker.invoke('t', {
+      streamId: SA,
+      generation: '1',
+      expectedPosition: '4',
+      operationId: 'u1',
+      records: [msg('u1a'), msg('u1b')],
+    });
     checker.info(h1, 'killed');
     store.append(SA, 'u1', [msg('u1a'), msg('u1b')]);
     const h2 = checker.invoke('t', { streamId: SB, generation: '1', expectedPosition: '3', operationId: 'u2', records: [msg('u2a')] });

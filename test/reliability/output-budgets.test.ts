@@ -9,7 +9,6 @@ import { recKey, setupChat, transcriptCompare, type ReadingChat, batchesOf } fro
 import { waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
-
 const MiB = 1_048_576;
 /** Sizes cycled through by the messages of both directions: tiny ones between big ones. */
 const SIZES = [12, 180_000, 40, 250_000, 3_000, 90_000, 250_000, 7];
@@ -20,7 +19,12 @@ let chat: ReadingChat;
 const bytesOf = (records: unknown[]): number => records.reduce<number>((n, r) => n + Buffer.byteLength(JSON.stringify(r)), 0);
 
 /** Pages `chats.history` to the end; returns the pages. */
-async function pageAll(client: Wire, chatId: string, direction: 'forward' | 'backward', between?: () => Promise<void>): Promise<Result<'chats.history'>[]> {
+async function pageAll(
+  client: Wire,
+  chatId: string,
+  direction: 'forward' | 'backward',
+  between?: () => Promise<void>,
+): Promise<Result<'chats.history'>[]> {
   const pages: Result<'chats.history'>[] = [];
   let cursor: string | undefined;
   for (let i = 0; i < 1_000; i++) {
@@ -70,9 +74,17 @@ describe('chats.history cut by bytes', () => {
       const sub = ok(await follower.call('chats.follow', { chatId: chat.chatId, cursor: pages[0]!.liveCursor }), 'chats.follow');
       const delivered = () => batchesOf(follower, sub.subscriptionId).flatMap((b) => b.records);
       // Not failing on a timeout: the assertion below says what arrived instead.
-      await waitFor(() => delivered().some((r) => r.wrapper.type === 'chat.message' && messageOf(r).content.startsWith('late')), 'the late message', 10_000, 20).catch(() => undefined);
+      await waitFor(
+        () => delivered().some((r) => r.wrapper.type === 'chat.message' && messageOf(r).content.startsWith('late')),
+        'the late message',
+        10_000,
+        20,
+      ).catch(() => undefined);
       const messages = delivered().filter((r) => r.wrapper.type === 'chat.message');
-      expect(messages.map((r) => messageOf(r).content.slice(0, 5)), 'after the snapshot: only the late message').toEqual(['late ']);
+      expect(
+        messages.map((r) => messageOf(r).content.slice(0, 5)),
+        'after the snapshot: only the late message',
+      ).toEqual(['late ']);
     });
   }
 });
@@ -80,14 +92,20 @@ describe('chats.history cut by bytes', () => {
 describe('batches', () => {
   it('a batch of more than 64 requests is one -32600 with id null, and none of it runs', async () => {
     const names = Array.from({ length: 65 }, () => uniq('batch'));
-    admin().sendRaw(JSON.stringify(names.map((username, i) => ({ jsonrpc: '2.0', id: `b${i}`, method: 'agents.create', params: { username, name: 'x' } }))) + '\n');
+    admin().sendRaw(
+      JSON.stringify(
+        names.map((username, i) => ({ jsonrpc: '2.0', id: `b${i}`, method: 'agents.create', params: { username, name: 'x' } })),
+      ) + '\n',
+    );
     const r = await admin().nextOrphan(10_000);
     expect(r.id).toBeNull();
     expect(r.error?.code).toBe(-32600);
     const got = await admin().call('agents.get', { username: names[0] });
     expect(got.error?.data?.type, 'the first element did not run').toBe('NOT_FOUND');
     // 64 is fine.
-    const answers = await admin().batchRaw<Result<'daemon.status'>>(Array.from({ length: 64 }, (_, i) => ({ jsonrpc: '2.0', id: `s${i}`, method: 'daemon.status' })));
+    const answers = await admin().batchRaw<Result<'daemon.status'>>(
+      Array.from({ length: 64 }, (_, i) => ({ jsonrpc: '2.0', id: `s${i}`, method: 'daemon.status' })),
+    );
     expect(answers).toHaveLength(64);
     expect(answers.every((a) => a.result?.version)).toBe(true);
   });
@@ -107,9 +125,22 @@ describe('batches', () => {
   });
 
   it('once the answers of a batch reach 1 MiB, the remaining elements are not run and each answers REQUEST_TOO_LARGE', async () => {
-    const read = (i: number) => ({ jsonrpc: '2.0', id: `r${i}`, method: 'streams.read', params: { streamId: chat.streamA, generation: '1', fromPosition: '0' } });
+    const read = (i: number) => ({
+      jsonrpc: '2.0',
+      id: `r${i}`,
+      method: 'streams.read',
+      params: { streamId: chat.streamA, generation: '1', fromPosition: '0' },
+    });
     const username = uniq('after-budget');
-    const elements = [read(0), read(1), read(2), read(3), { jsonrpc: '2.0', id: 'create', method: 'agents.create', params: { username, name: 'late' } }, read(4), { jsonrpc: '2.0', method: 'daemon.status' }];
+    const elements = [
+      read(0),
+      read(1),
+      read(2),
+      read(3),
+      { jsonrpc: '2.0', id: 'create', method: 'agents.create', params: { username, name: 'late' } },
+      read(4),
+      { jsonrpc: '2.0', method: 'daemon.status' },
+    ];
     const answers: WireResponse[] = await admin().batchRaw(elements, 20_000);
     const bytes = Buffer.byteLength(JSON.stringify(answers));
     const ids = answers.map((a) => a.id);
@@ -118,7 +149,9 @@ describe('batches', () => {
     const refused = answers.filter((a) => a.error !== undefined);
     expect(ran.length, 'at least the first element ran').toBeGreaterThanOrEqual(1);
     expect(answers.slice(0, ran.length), 'the elements that ran are a prefix').toEqual(ran);
-    expect(bytes - Buffer.byteLength(JSON.stringify(ran.at(-1))), 'answer bytes before the element that reached the budget').toBeLessThan(MiB);
+    expect(bytes - Buffer.byteLength(JSON.stringify(ran.at(-1))), 'answer bytes before the element that reached the budget').toBeLessThan(
+      MiB,
+    );
     for (const e of refused) {
       expect(e.error?.code).toBe(4013);
       expect(e.error?.data).toMatchObject({ type: 'REQUEST_TOO_LARGE', limit: MiB });

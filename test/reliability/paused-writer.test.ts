@@ -53,10 +53,14 @@ interface WriterProcess {
 }
 
 function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator'): WriterProcess {
-  const proc = spawn(process.execPath, [FIXTURE, '--socket', daemon().socketPath, '--token', token, '--chat', chatId, '--mode', mode, '--interval', '50', '--prefix', 'old'], {
-    cwd: repoRoot,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [FIXTURE, '--socket', daemon().socketPath, '--token', token, '--chat', chatId, '--mode', mode, '--interval', '50', '--prefix', 'old'],
+    {
+      cwd: repoRoot,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   child = proc;
   const w: WriterProcess = { proc, lines: [], stderr: '' };
   let partial = '';
@@ -79,7 +83,8 @@ function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator')
 function waitForWriter<T>(fn: () => T, what: string, w: WriterProcess, timeoutMs = 15_000): Promise<NonNullable<T>> {
   return waitFor(
     () => {
-      if (w.proc.exitCode !== null) throw new Error(`writer exited (${w.proc.exitCode}) while waiting for ${what}: ${w.stderr} ${JSON.stringify(w.lines.slice(-5))}`);
+      if (w.proc.exitCode !== null)
+        throw new Error(`writer exited (${w.proc.exitCode}) while waiting for ${what}: ${w.stderr} ${JSON.stringify(w.lines.slice(-5))}`);
       return fn();
     },
     `${what}; writer said ${JSON.stringify(w.lines.slice(-5))} ${w.stderr}`,
@@ -125,9 +130,23 @@ async function freezeReplaceThaw(w: WriterProcess, token: string, streamId: stri
   const newOps: string[] = [];
   const appendNew = async (n: number): Promise<void> => {
     const operationId = `new-${newOps.length + 1}`;
-    const records: AppendInput[] = Array.from({ length: n }, (_, i) => ({ type: 'chat.message', messageId: `${operationId}.${i}`, content: `new coordinator ${operationId} #${i}` }));
+    const records: AppendInput[] = Array.from({ length: n }, (_, i) => ({
+      type: 'chat.message',
+      messageId: `${operationId}.${i}`,
+      content: `new coordinator ${operationId} #${i}`,
+    }));
     const h = checker?.invoke('new', { streamId, generation: claim.generation, expectedPosition: next, operationId, records });
-    const r = ok(await me.call('streams.append', { streamId, coordinatorToken: claim.coordinatorToken, generation: claim.generation, expectedPosition: next, operationId, records }), operationId);
+    const r = ok(
+      await me.call('streams.append', {
+        streamId,
+        coordinatorToken: claim.coordinatorToken,
+        generation: claim.generation,
+        expectedPosition: next,
+        operationId,
+        records,
+      }),
+      operationId,
+    );
     if (h) checker!.ok(h, r);
     next = r.nextPosition;
     newOps.push(operationId);
@@ -159,12 +178,23 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
     expect(after.length).toBeGreaterThanOrEqual(12);
     for (const r of after) {
       expect(r.ok, `old append ${r.operationId} after SIGCONT: ${JSON.stringify(r)}`).toBe(false);
-      expect({ type: r.error!.type, code: r.error!.code, epoch: r.error!.data?.epoch, streamId: r.error!.data?.streamId }).toEqual({ type: 'FENCED', code: 4090, epoch: claim.epoch, streamId });
+      expect({ type: r.error!.type, code: r.error!.code, epoch: r.error!.data?.epoch, streamId: r.error!.data?.streamId }).toEqual({
+        type: 'FENCED',
+        code: 4090,
+        epoch: claim.epoch,
+        streamId,
+      });
     }
 
     // The history: the old writer's appends (sent before the freeze, acknowledged or not) and the new ones.
     for (const s of sends(w)) {
-      const h = checker.invoke('old', { streamId, generation: s.generation!, expectedPosition: s.expectedPosition!, operationId: s.operationId!, records: s.records! });
+      const h = checker.invoke('old', {
+        streamId,
+        generation: s.generation!,
+        expectedPosition: s.expectedPosition!,
+        operationId: s.operationId!,
+        records: s.records!,
+      });
       const r = results(w).find((x) => x.seq === s.seq);
       if (!r) checker.info(h, 'no answer before the writer was killed');
       else if (r.ok) checker.ok(h, r.result!);
@@ -180,13 +210,19 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
     expect(st.writer).toMatchObject({ epoch: claim.epoch, active: true });
     const records = await readWhole(admin(), streamId, st.generation, st.firstPosition, st.nextPosition);
     const fence = records.find((r) => r.position === fencePosition);
-    expect(fence?.wrapper).toMatchObject({ type: 'chat.writer-fence', operationId: `fence.${claim.epoch}`, fence: { epoch: claim.epoch, replaced: true } });
+    expect(fence?.wrapper).toMatchObject({
+      type: 'chat.writer-fence',
+      operationId: `fence.${claim.epoch}`,
+      fence: { epoch: claim.epoch, replaced: true },
+    });
     const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
     expect([...new Set(laterOps)]).toEqual(newOps);
     const oldRecords = records.filter((r) => String(r.wrapper.operationId).startsWith('old-'));
     expect(oldRecords.length).toBeGreaterThanOrEqual(5);
     for (const r of oldRecords) expect(BigInt(r.position) < BigInt(fencePosition), `old record at ${r.position}`).toBe(true);
-    console.log(`[paused-writer raw] old appends sent ${sends(w).length} (before SIGSTOP ${sentBeforeStop}), fenced after SIGCONT ${after.length}, old records ${oldRecords.length}, new ops ${newOps.length}`);
+    console.log(
+      `[paused-writer raw] old appends sent ${sends(w).length} (before SIGSTOP ${sentBeforeStop}), fenced after SIGCONT ${after.length}, old records ${oldRecords.length}, new ops ${newOps.length}`,
+    );
   }, 60_000);
 
   it('the library Coordinator in the thawed process also ends fenced and writes nothing after the new fence', async () => {
@@ -203,7 +239,10 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
 
     const st = ok(await admin().call('streams.get', { streamId }));
     const records = await readWhole(admin(), streamId, st.generation, st.firstPosition, st.nextPosition);
-    expect(records.find((r) => r.position === fencePosition)?.wrapper).toMatchObject({ type: 'chat.writer-fence', fence: { epoch: claim.epoch, replaced: true } });
+    expect(records.find((r) => r.position === fencePosition)?.wrapper).toMatchObject({
+      type: 'chat.writer-fence',
+      fence: { epoch: claim.epoch, replaced: true },
+    });
     const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
     expect([...new Set(laterOps)]).toEqual(newOps);
     // Every message the old coordinator had acknowledged is there, before the fence.

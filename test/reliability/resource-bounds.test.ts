@@ -98,10 +98,18 @@ beforeAll(async () => {
     const n = Math.min(IN_FLIGHT, RECORDS - i);
     const answers = await Promise.all(
       Array.from({ length: n }, (_, k) =>
-        chat.alice.client.call('streams.append', {
-          streamId: chat.streamA, coordinatorToken: chat.wa.token, generation: '1', expectedPosition: String(next + BigInt(k)), operationId: `big-${i + k}`,
-          records: [{ type: 'chat.message', messageId: `big.${i + k}`, content: `${i + k} ${filler}` }],
-        }, 60_000),
+        chat.alice.client.call(
+          'streams.append',
+          {
+            streamId: chat.streamA,
+            coordinatorToken: chat.wa.token,
+            generation: '1',
+            expectedPosition: String(next + BigInt(k)),
+            operationId: `big-${i + k}`,
+            records: [{ type: 'chat.message', messageId: `big.${i + k}`, content: `${i + k} ${filler}` }],
+          },
+          60_000,
+        ),
       ),
     );
     answers.forEach((a) => ok(a, 'streams.append'));
@@ -122,7 +130,12 @@ describe('one connection that asks for much more than it reads', () => {
     const greedy = await unreadClient(daemon().socketPath);
     greedy.send([
       { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: chat.bob.token } },
-      ...Array.from({ length: 64 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.follow', params: { chatId: chat.chatId, cursor: startCursor } })),
+      ...Array.from({ length: 64 }, (_, i) => ({
+        jsonrpc: '2.0',
+        id: i + 1,
+        method: 'chats.follow',
+        params: { chatId: chat.chatId, cursor: startCursor },
+      })),
     ]);
     const { peakMb, latencies } = await watch(other);
     console.log(
@@ -147,7 +160,12 @@ describe('one connection that asks for much more than it reads', () => {
     const greedy = await unreadClient(daemon().socketPath);
     greedy.send([
       { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: chat.bob.token } },
-      ...Array.from({ length: 16 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'chats.history', params: { chatId: chat.chatId, limit: 500 } })),
+      ...Array.from({ length: 16 }, (_, i) => ({
+        jsonrpc: '2.0',
+        id: i + 1,
+        method: 'chats.history',
+        params: { chatId: chat.chatId, limit: 500 },
+      })),
     ]);
     const { peakMb, latencies } = await watch(other);
     console.log(
@@ -188,7 +206,9 @@ describe('one connection that asks for much more than it reads', () => {
     // Anything more that was coming has arrived by the time a sentinel on the same connection is answered.
     anon.client.sendRaw(JSON.stringify({ jsonrpc: '2.0', id: 'sentinel', method: 'daemon.status' }) + '\n');
     await waitFor(() => anon.lines.some((l) => l.id === 'sentinel'), 'the sentinel', 10_000);
-    console.log(`[resources] 1 MiB [0,0,…] before hello: ${anon.client.bytesReceived} bytes back in ${elapsed.toFixed(0)} ms; daemon.status elsewhere ${statusMs.toFixed(1)} ms`);
+    console.log(
+      `[resources] 1 MiB [0,0,…] before hello: ${anon.client.bytesReceived} bytes back in ${elapsed.toFixed(0)} ms; daemon.status elsewhere ${statusMs.toFixed(1)} ms`,
+    );
     expect(anon.lines[0]!.id).toBeNull();
     expect(anon.lines[0]!.error?.code).toBe(-32600);
     expect(anon.client.bytesReceived, 'bytes answered for the batch line and the sentinel').toBeLessThan(4_096);

@@ -114,7 +114,14 @@ describe('rpc.discover', () => {
     const doc = buildOpenRpc('test') as { methods: Array<{ name: string; summary: string; params: Array<{ name: string }> }> };
     expect(doc.methods.map((m) => m.name).sort()).toEqual(Object.keys(paramSchemas).sort());
     const append = doc.methods.find((m) => m.name === 'streams.append')!;
-    expect(append.params.map((p) => p.name).sort()).toEqual(['coordinatorToken', 'expectedPosition', 'generation', 'operationId', 'records', 'streamId']);
+    expect(append.params.map((p) => p.name).sort()).toEqual([
+      'coordinatorToken',
+      'expectedPosition',
+      'generation',
+      'operationId',
+      'records',
+      'streamId',
+    ]);
     for (const m of doc.methods) expect(m.summary.length).toBeGreaterThan(5);
   });
 });
@@ -136,7 +143,15 @@ describe('docs/api.md', () => {
 });
 
 describe('links in the docs', () => {
-  const files = ['README.md', 'CHANGELOG.md', 'bench/README.md', 'systemd/README.md', ...readdirSync(resolve(repoRoot, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const files = [
+    'README.md',
+    'CHANGELOG.md',
+    'bench/README.md',
+    'systemd/README.md',
+    ...readdirSync(resolve(repoRoot, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
+  ];
 
   it('point at files inside the repository that exist (a clone must stand alone)', () => {
     const problems: string[] = [];

@@ -6,20 +6,53 @@ import { DAEMON_OPTIONS, parseDaemonArgsFast } from '../../src/cli/daemon-option
 describe('parseDaemonArgsFast', () => {
   it('applies the table defaults when no option is given', () => {
     expect(parseDaemonArgsFast([])).toEqual({
-      socket: undefined, 'data-dir': undefined, 'log-level': 'info', 'socket-mode': '0660',
-      'max-line-bytes': DAEMON_OPTIONS['max-line-bytes'].default, 'max-connections': 2048, 'max-unsent-bytes': 16_777_216, policy: 'grants', 'fault-fail-sync-file': undefined,
+      socket: undefined,
+      'data-dir': undefined,
+      'log-level': 'info',
+      'socket-mode': '0660',
+      'max-line-bytes': DAEMON_OPTIONS['max-line-bytes'].default,
+      'max-connections': 2048,
+      'max-unsent-bytes': 16_777_216,
+      policy: 'grants',
+      'fault-fail-sync-file': undefined,
     });
   });
 
   it('takes "--name value" and "--name=value", converting numbers', () => {
-    const a = parseDaemonArgsFast(['--socket', '/tmp/s.sock', '--data-dir=/tmp/d', '--policy', 'open', '--log-level=warn', '--max-connections', '20', '--max-line-bytes=4096']);
-    expect(a).toMatchObject({ socket: '/tmp/s.sock', 'data-dir': '/tmp/d', policy: 'open', 'log-level': 'warn', 'max-connections': 20, 'max-line-bytes': 4096 });
+    const a = parseDaemonArgsFast([
+      '--socket',
+      '/tmp/s.sock',
+      '--data-dir=/tmp/d',
+      '--policy',
+      'open',
+      '--log-level=warn',
+      '--max-connections',
+      '20',
+      '--max-line-bytes=4096',
+    ]);
+    expect(a).toMatchObject({
+      socket: '/tmp/s.sock',
+      'data-dir': '/tmp/d',
+      policy: 'open',
+      'log-level': 'warn',
+      'max-connections': 20,
+      'max-line-bytes': 4096,
+    });
   });
 
   it('returns null (the yargs path) for help, version, unknown flags, positionals, repeats as booleans, bad choices and bad numbers', () => {
     for (const args of [
-      ['--help'], ['-h'], ['--version'], ['--no-such-flag'], ['extra'], ['--socket'], ['--policy', 'nope'],
-      ['--log-level', 'loud'], ['--max-connections', 'many'], ['--max-line-bytes', ''], ['--dataDir', '/tmp/d'],
+      ['--help'],
+      ['-h'],
+      ['--version'],
+      ['--no-such-flag'],
+      ['extra'],
+      ['--socket'],
+      ['--policy', 'nope'],
+      ['--log-level', 'loud'],
+      ['--max-connections', 'many'],
+      ['--max-line-bytes', ''],
+      ['--dataDir', '/tmp/d'],
     ]) {
       expect(parseDaemonArgsFast(args), args.join(' ')).toBeNull();
     }

@@ -41,8 +41,16 @@ type AppendIn = Parameters<StreamStore['append']>[1];
 type WaitingReadIn = Parameters<ChatReader['read']>[1];
 type CheckpointIn = Parameters<typeof streamCheckpoint>[3];
 expectTypeOf<[AppendIn['generation'], AppendIn['expectedPosition']]>().toEqualTypeOf<[number, number]>();
-expectTypeOf<Parameters<StreamStore['read']>[1]>().toEqualTypeOf<{ streamId: string; generation: number; fromPosition: number; limit: number; maxBytes: number }>();
-expectTypeOf<[WaitingReadIn['generation'], WaitingReadIn['fromPosition'], WaitingReadIn['waitMs']]>().toEqualTypeOf<[number, number, number]>();
+expectTypeOf<Parameters<StreamStore['read']>[1]>().toEqualTypeOf<{
+  streamId: string;
+  generation: number;
+  fromPosition: number;
+  limit: number;
+  maxBytes: number;
+}>();
+expectTypeOf<[WaitingReadIn['generation'], WaitingReadIn['fromPosition'], WaitingReadIn['waitMs']]>().toEqualTypeOf<
+  [number, number, number]
+>();
 expectTypeOf<Parameters<ChatReader['history']>[1]['limit']>().toEqualTypeOf<number>();
 expectTypeOf<Parameters<StreamStore['trim']>[1]>().toEqualTypeOf<number>();
 expectTypeOf<[CheckpointIn['generation'], CheckpointIn['fromPosition']]>().toEqualTypeOf<[number, number | undefined]>();

@@ -15,11 +15,15 @@ afterEach(async () => {
 describe('ScalableBloom', () => {
   it('never forgets an added string, across growth (property)', () => {
     fc.assert(
-      fc.property(fc.array(fc.string({ unit: 'binary', maxLength: 40 }), { maxLength: 2000 }), fc.integer({ min: 1, max: 64 }), (values, capacity) => {
-        const bloom = new ScalableBloom(capacity);
-        for (const v of values) bloom.add(v);
-        return values.every((v) => bloom.mightHave(v));
-      }),
+      fc.property(
+        fc.array(fc.string({ unit: 'binary', maxLength: 40 }), { maxLength: 2000 }),
+        fc.integer({ min: 1, max: 64 }),
+        (values, capacity) => {
+          const bloom = new ScalableBloom(capacity);
+          for (const v of values) bloom.add(v);
+          return values.every((v) => bloom.mightHave(v));
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -46,17 +50,34 @@ describe('appends with the negative index', () => {
     open.push(s);
     const head = s.streams.get(w.alice, w.streamId);
     // A fresh append builds the index; then probe ids that exist.
-    await s.streams.append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(head.nextPosition), operationId: 'op-fresh', records: [{ type: 'chat.message', messageId: 'fresh', content: 'fresh' }] });
+    await s.streams.append(w.alice, {
+      streamId: w.streamId,
+      coordinatorToken: w.token,
+      generation: 1,
+      expectedPosition: Number(head.nextPosition),
+      operationId: 'op-fresh',
+      records: [{ type: 'chat.message', messageId: 'fresh', content: 'fresh' }],
+    });
     await waitFor(() => s.streams.negativeIndexReady(w.streamId), 'the index to be built', 5_000);
     const replay = await s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(first.firstPosition!), operationId: first.operationId,
+      streamId: w.streamId,
+      coordinatorToken: w.token,
+      generation: 1,
+      expectedPosition: Number(first.firstPosition!),
+      operationId: first.operationId,
       records: [{ type: 'chat.message', messageId: 'n-0', content: 'n 0' }],
     });
     expect(replay.duplicate).toBe(true);
     const next = s.streams.get(w.alice, w.streamId).nextPosition;
-    await expect(s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: Number(next), operationId: 'op-dup-msg',
-      records: [{ type: 'chat.message', messageId: 'n-7', content: 'again' }],
-    })).rejects.toMatchObject({ type: 'DUPLICATE_MESSAGE' });
+    await expect(
+      s.streams.append(w.alice, {
+        streamId: w.streamId,
+        coordinatorToken: w.token,
+        generation: 1,
+        expectedPosition: Number(next),
+        operationId: 'op-dup-msg',
+        records: [{ type: 'chat.message', messageId: 'n-7', content: 'again' }],
+      }),
+    ).rejects.toMatchObject({ type: 'DUPLICATE_MESSAGE' });
   });
 });

@@ -17,14 +17,7 @@
 
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import {
-  findPii,
-  findPiiFull,
-  ibanChecksumOk,
-  luhnOk,
-  mayContainPii,
-  traceDetectors,
-} from '../../src/daemon/pii/pii-detectors.js';
+import { findPii, findPiiFull, ibanChecksumOk, luhnOk, mayContainPii, traceDetectors } from '../../src/daemon/pii/pii-detectors.js';
 import type { PiiKind } from '../../src/daemon/pii/pii-detectors.js';
 import { applyPiiPolicy } from '../../src/daemon/pii/pii-policy.js';
 
@@ -158,29 +151,20 @@ const realValue: fc.Arbitrary<[string, string]> = fc.oneof(
   fc
     .tuple(body(ALNUM + '_-', 7, 40), body(ALNUM + '_-', 4, 40), body(ALNUM + '_-', 0, 40))
     .map(([h, p, s]): [string, string] => ['JWT', `eyJ${h}.${p}.${s}`]),
-  fc
-    .tuple(fc.constantFrom('AKIA', 'ASIA'), body(UPPER + DIGITS, 16, 16))
-    .map(([p, b]): [string, string] => ['API_KEY AWS', p + b]),
-  fc
-    .tuple(chars('pousr'), body(ALNUM, 36, 60))
-    .map(([c, b]): [string, string] => ['API_KEY GitHub', `gh${c}_${b}`]),
+  fc.tuple(fc.constantFrom('AKIA', 'ASIA'), body(UPPER + DIGITS, 16, 16)).map(([p, b]): [string, string] => ['API_KEY AWS', p + b]),
+  fc.tuple(chars('pousr'), body(ALNUM, 36, 60)).map(([c, b]): [string, string] => ['API_KEY GitHub', `gh${c}_${b}`]),
   body(ALNUM + '_', 22, 60).map((b): [string, string] => ['API_KEY GitHub PAT', `github_pat_${b}`]),
   body(ALNUM + '_-', 20, 64).map((b): [string, string] => ['API_KEY GitLab', `glpat-${b}`]),
   body(ALNUM, 36, 36).map((b): [string, string] => ['API_KEY npm', `npm_${b}`]),
   fc
     .tuple(chars('abeoprs'), body(ALNUM + '-', 9, 40), chars(DIGITS))
     .map(([c, b, d]): [string, string] => ['API_KEY Slack', `xox${c}-${d}${b}`]),
-  body(ALNUM + '_/-', 20, 60).map((b): [string, string] => [
-    'API_KEY Slack webhook',
-    `https://hooks.slack.com/services/${b}`,
-  ]),
+  body(ALNUM + '_/-', 20, 60).map((b): [string, string] => ['API_KEY Slack webhook', `https://hooks.slack.com/services/${b}`]),
   fc
     .tuple(fc.constantFrom('sk', 'rk'), fc.constantFrom('live', 'test'), body(ALNUM, 16, 40))
     .map(([a, b, c]): [string, string] => ['API_KEY Stripe', `${a}_${b}_${c}`]),
   body(ALNUM + '_-', 35, 35).map((b): [string, string] => ['API_KEY Google', `AIza${b}`]),
-  fc
-    .tuple(body(ALNUM + '_-', 22, 22), body(ALNUM + '_-', 43, 43))
-    .map(([a, b]): [string, string] => ['API_KEY SendGrid', `SG.${a}.${b}`]),
+  fc.tuple(body(ALNUM + '_-', 22, 22), body(ALNUM + '_-', 43, 43)).map(([a, b]): [string, string] => ['API_KEY SendGrid', `SG.${a}.${b}`]),
   body(ALNUM, 27, 37).map((b): [string, string] => ['API_KEY Hugging Face', `hf_aB3${b}`]),
   body(ALNUM + '_', 17, 60).map((b): [string, string] => ['API_KEY sk-', `sk-aB3${b}`]),
   fc
@@ -205,10 +189,7 @@ const realValue: fc.Arbitrary<[string, string]> = fc.oneof(
     .map(([w, sp, t]): [string, string] => ['BEARER', `${w}${sp}${t}`]),
   fc
     .tuple(fc.boolean(), digitsOf(18), run(UPPER, 4, 4), digitsOf(14))
-    .map(([de, d18, bank, d14]): [string, string] => [
-      'IBAN',
-      de ? ibanWithCheck('DE', d18) : ibanWithCheck('GB', bank + d14),
-    ]),
+    .map(([de, d18, bank, d14]): [string, string] => ['IBAN', de ? ibanWithCheck('DE', d18) : ibanWithCheck('GB', bank + d14)]),
   fc
     .tuple(fc.constantFrom('4', '51', '55', '6011'), digitsOf(14))
     .map(([prefix, rest]): [string, string] => ['CARD', luhnComplete((prefix + rest).slice(0, 15))]),
@@ -239,26 +220,120 @@ const nearMissPiece = fc.oneof(
   run(' .-()+:=#"\'\t\n\u00A0\u202F\\/', 1, 4),
   fc.constantFrom(
     // Literal prefixes, intact (stripped again below where a test wants them gone) and broken.
-    '-----BEGIN ', '-----BEGIN RSA PRIVATE KEY-----', '-----END PRIVATE KEY-----', 'PRIVATE KEY-----',
-    '-----begin ', '----BEGIN ', '-----BEGIN', 'BEGIN PRIVATE KEY', 'Proc-Type:', 'Comment: ',
-    'eyJ', 'eyj', 'EYJ', 'ey', 'J', 'e', 'y', '.',
-    'AKIA', 'ASIA', 'AKI', 'KIA', 'A', 'I', 'ghp_', 'gh', 'ghx_', 'github_pat_', 'github_pat', 'glpat-', 'glpat_',
-    'npm_', 'npm-', 'xoxb-', 'xox', 'https://hooks.slack.com/services/', 'hooks.slack.com', 'sk_live_',
-    'rk_test_', 'sk_live', 'AIza', 'AIz', 'SG.', 'SG', 'S', 'G', 'hf_', 'sk-', 'pk_live_',
-    'Bearer ', 'bearer\t', 'BEARER  ', 'bearer', 'beare', 'earer', 'b', 'B', 'r', 'R',
-    'token=', 'api_key: ', '"password": "', 'secret=', 'pwd=', 'AUTH_TOKEN=',
-    'tel: ', 'phone ', 'call me at ', 'SSN: ', 'social security number ', '电话', 'Tel.: ',
-    '@', 'mailto:', 'git@', '+', '+1 ', '(', ')', '-', '_', '.', ' ', '\u0000',
+    '-----BEGIN ',
+    '-----BEGIN RSA PRIVATE KEY-----',
+    '-----END PRIVATE KEY-----',
+    'PRIVATE KEY-----',
+    '-----begin ',
+    '----BEGIN ',
+    '-----BEGIN',
+    'BEGIN PRIVATE KEY',
+    'Proc-Type:',
+    'Comment: ',
+    'eyJ',
+    'eyj',
+    'EYJ',
+    'ey',
+    'J',
+    'e',
+    'y',
+    '.',
+    'AKIA',
+    'ASIA',
+    'AKI',
+    'KIA',
+    'A',
+    'I',
+    'ghp_',
+    'gh',
+    'ghx_',
+    'github_pat_',
+    'github_pat',
+    'glpat-',
+    'glpat_',
+    'npm_',
+    'npm-',
+    'xoxb-',
+    'xox',
+    'https://hooks.slack.com/services/',
+    'hooks.slack.com',
+    'sk_live_',
+    'rk_test_',
+    'sk_live',
+    'AIza',
+    'AIz',
+    'SG.',
+    'SG',
+    'S',
+    'G',
+    'hf_',
+    'sk-',
+    'pk_live_',
+    'Bearer ',
+    'bearer\t',
+    'BEARER  ',
+    'bearer',
+    'beare',
+    'earer',
+    'b',
+    'B',
+    'r',
+    'R',
+    'token=',
+    'api_key: ',
+    '"password": "',
+    'secret=',
+    'pwd=',
+    'AUTH_TOKEN=',
+    'tel: ',
+    'phone ',
+    'call me at ',
+    'SSN: ',
+    'social security number ',
+    '电话',
+    'Tel.: ',
+    '@',
+    'mailto:',
+    'git@',
+    '+',
+    '+1 ',
+    '(',
+    ')',
+    '-',
+    '_',
+    '.',
+    ' ',
+    '\u0000',
     // Lookalikes that must not count as triggers because the detectors do not accept them.
     '\uFF10\uFF11\uFF12\uFF13\uFF14\uFF15\uFF16\uFF17\uFF18\uFF19', // full-width digits
     '\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669', // Arabic-Indic digits
-    '\u0966\u0967\u0968', '\u00B2\u00B3\u00B9', '\u00BD', '\u216B', '\u{1D7CE}', // Devanagari, super, ½, Ⅻ
-    '\uFF20', '\uFE6B', '\u24D0', // full-width @, small @, ⓐ
-    '\u212A', '\u017F', '\u0131', '\u0130', // Kelvin, long s, dotless i, dotted I
-    'b\u0435arer ', '\uFF22\uFF45\uFF41\uFF52\uFF45\uFF52 ', 'BEAR\u0395R ', // Cyrillic е, full-width, Greek Ε
-    '\u0410KIA', 'AI\u0437a', 'ey\u0408', '\uFF33\uFF27.', // Cyrillic А, з, Ј; full-width SG
-    '\u2014\u2014\u2014\u2014\u2014BEGIN ', '\u2010\u2010\u2010\u2010\u2010BEGIN ', // em and hyphen dashes
-    '\u00E9', '\u0301', '😀', 'ß', 'ǅ', 'İ',
+    '\u0966\u0967\u0968',
+    '\u00B2\u00B3\u00B9',
+    '\u00BD',
+    '\u216B',
+    '\u{1D7CE}', // Devanagari, super, ½, Ⅻ
+    '\uFF20',
+    '\uFE6B',
+    '\u24D0', // full-width @, small @, ⓐ
+    '\u212A',
+    '\u017F',
+    '\u0131',
+    '\u0130', // Kelvin, long s, dotless i, dotted I
+    'b\u0435arer ',
+    '\uFF22\uFF45\uFF41\uFF52\uFF45\uFF52 ',
+    'BEAR\u0395R ', // Cyrillic е, full-width, Greek Ε
+    '\u0410KIA',
+    'AI\u0437a',
+    'ey\u0408',
+    '\uFF33\uFF27.', // Cyrillic А, з, Ј; full-width SG
+    '\u2014\u2014\u2014\u2014\u2014BEGIN ',
+    '\u2010\u2010\u2010\u2010\u2010BEGIN ', // em and hyphen dashes
+    '\u00E9',
+    '\u0301',
+    '😀',
+    'ß',
+    'ǅ',
+    'İ',
   ),
   fc.string({ unit: 'binary', maxLength: 6 }),
 );
@@ -270,7 +345,7 @@ const TRIGGER_SET =
   /[0-9@]|-----BEGIN |eyJ|[Bb][Ee][Aa][Rr][Ee][Rr]|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|npm_|https:\/\/hooks\.slack\.com\/|[sr]k_(?:live|test)_|AIza|SG\./g;
 function stripTriggers(text: string): string {
   let s = text;
-  for (let prev = ''; prev !== s; ) {
+  for (let prev = ''; prev !== s;) {
     prev = s;
     s = s.replace(TRIGGER_SET, '');
   }
@@ -283,7 +358,7 @@ function stripTriggers(text: string): string {
 const DIGIT_TWINS = [0xff10, 0x0660, 0x0966, 0x1d7ce];
 function withLookalikes(text: string, pick: number): string {
   let s = text;
-  for (let prev = ''; prev !== s; ) {
+  for (let prev = ''; prev !== s;) {
     prev = s;
     s = s.replace(TRIGGER_SET, (m) => {
       const c = m.charCodeAt(0);
@@ -314,77 +389,100 @@ describe('prefilter property 1: no trigger ⇒ nothing found', () => {
     ['arbitrary UTF-16 code units (lone surrogates, controls)', codeUnits],
     ['ASCII with controls', asciiWithControls],
     ['detector alphabets and near misses', nearMiss],
-  ] as const)('%s (8,000 runs)', (_name, arb) => {
-    fc.assert(fc.property(arb, check), runs(8_000));
-  }, TIMEOUT);
+  ] as const)(
+    '%s (8,000 runs)',
+    (_name, arb) => {
+      fc.assert(fc.property(arb, check), runs(8_000));
+    },
+    TIMEOUT,
+  );
 
-  it('near misses with every trigger stripped: the prefilter says no and the full scan agrees (10,000 runs)', () => {
-    fc.assert(
-      fc.property(nearMiss, fc.array(context, { maxLength: 3 }), (text, extra) => {
-        const stripped = stripTriggers(text + extra.join(''));
-        expect(mayContainPii(stripped)).toBe(false);
-        expect(findPiiFull(stripped)).toEqual([]);
-        expect(untriggeredHits(stripped)).toEqual([]);
-      }),
-      runs(10_000),
-    );
-  }, TIMEOUT);
+  it(
+    'near misses with every trigger stripped: the prefilter says no and the full scan agrees (10,000 runs)',
+    () => {
+      fc.assert(
+        fc.property(nearMiss, fc.array(context, { maxLength: 3 }), (text, extra) => {
+          const stripped = stripTriggers(text + extra.join(''));
+          expect(mayContainPii(stripped)).toBe(false);
+          expect(findPiiFull(stripped)).toEqual([]);
+          expect(untriggeredHits(stripped)).toEqual([]);
+        }),
+        runs(10_000),
+      );
+    },
+    TIMEOUT,
+  );
 
-  it('real values with every trigger stripped leave nothing detectable (5,000 runs)', () => {
-    fc.assert(
-      fc.property(context, realValue, context, (before, [, value], after) => {
-        const stripped = stripTriggers(before + value + after);
-        expect(mayContainPii(stripped)).toBe(false);
-        expect(findPiiFull(stripped)).toEqual([]);
-      }),
-      runs(5_000),
-    );
-  }, TIMEOUT);
+  it(
+    'real values with every trigger stripped leave nothing detectable (5,000 runs)',
+    () => {
+      fc.assert(
+        fc.property(context, realValue, context, (before, [, value], after) => {
+          const stripped = stripTriggers(before + value + after);
+          expect(mayContainPii(stripped)).toBe(false);
+          expect(findPiiFull(stripped)).toEqual([]);
+        }),
+        runs(5_000),
+      );
+    },
+    TIMEOUT,
+  );
 
-
-  it('real values with every trigger turned into a lookalike leave nothing detectable (5,000 runs)', () => {
-    fc.assert(
-      fc.property(context, realValue, context, fc.nat(), (before, [, value], after, pick) => {
-        const twin = withLookalikes(before + value + after, pick);
-        expect(mayContainPii(twin)).toBe(false);
-        expect(findPiiFull(twin)).toEqual([]);
-        expect(untriggeredHits(twin)).toEqual([]);
-      }),
-      runs(5_000),
-    );
-  }, TIMEOUT);
+  it(
+    'real values with every trigger turned into a lookalike leave nothing detectable (5,000 runs)',
+    () => {
+      fc.assert(
+        fc.property(context, realValue, context, fc.nat(), (before, [, value], after, pick) => {
+          const twin = withLookalikes(before + value + after, pick);
+          expect(mayContainPii(twin)).toBe(false);
+          expect(findPiiFull(twin)).toEqual([]);
+          expect(untriggeredHits(twin)).toEqual([]);
+        }),
+        runs(5_000),
+      );
+    },
+    TIMEOUT,
+  );
 });
 
 describe('prefilter property 2: embedded real values always pass it', () => {
-  it('every generated value is really detected on its own (5,000 runs)', () => {
-    fc.assert(
-      fc.property(realValue, ([detector, value]) => {
-        const text = ` ${value} `;
-        const trace = traceDetectors(text).find((d) => d.name === detector);
-        expect(trace?.candidates, `${detector}: ${value}`).toBeGreaterThan(0);
-        expect(trace?.triggered).toBe(true);
-        expect(findPiiFull(text).length).toBeGreaterThan(0);
-      }),
-      runs(5_000),
-    );
-  }, TIMEOUT);
+  it(
+    'every generated value is really detected on its own (5,000 runs)',
+    () => {
+      fc.assert(
+        fc.property(realValue, ([detector, value]) => {
+          const text = ` ${value} `;
+          const trace = traceDetectors(text).find((d) => d.name === detector);
+          expect(trace?.candidates, `${detector}: ${value}`).toBeGreaterThan(0);
+          expect(trace?.triggered).toBe(true);
+          expect(findPiiFull(text).length).toBeGreaterThan(0);
+        }),
+        runs(5_000),
+      );
+    },
+    TIMEOUT,
+  );
 
-  it('inside arbitrary text: the prefilter passes and findPii equals findPiiFull (10,000 runs)', () => {
-    fc.assert(
-      fc.property(
-        fc.array(fc.oneof(context, nearMissPiece), { maxLength: 4 }),
-        fc.array(realValue, { minLength: 1, maxLength: 3 }),
-        fc.array(fc.oneof(context, nearMissPiece), { maxLength: 4 }),
-        (before, values, after) => {
-          const text = before.join('') + values.map(([, v]) => v).join(' ') + after.join('');
-          expect(mayContainPii(text)).toBe(true);
-          expect(untriggeredHits(text)).toEqual([]);
-          expect(findPii(text)).toEqual(findPiiFull(text));
-        },
-      ),
-      runs(10_000),
-    );
-  }, TIMEOUT);
+  it(
+    'inside arbitrary text: the prefilter passes and findPii equals findPiiFull (10,000 runs)',
+    () => {
+      fc.assert(
+        fc.property(
+          fc.array(fc.oneof(context, nearMissPiece), { maxLength: 4 }),
+          fc.array(realValue, { minLength: 1, maxLength: 3 }),
+          fc.array(fc.oneof(context, nearMissPiece), { maxLength: 4 }),
+          (before, values, after) => {
+            const text = before.join('') + values.map(([, v]) => v).join(' ') + after.join('');
+            expect(mayContainPii(text)).toBe(true);
+            expect(untriggeredHits(text)).toEqual([]);
+            expect(findPii(text)).toEqual(findPiiFull(text));
+          },
+        ),
+        runs(10_000),
+      );
+    },
+    TIMEOUT,
+  );
 });
 
 describe('prefilter property 3: applyPiiPolicy is the same with and without it', () => {
@@ -395,21 +493,25 @@ describe('prefilter property 3: applyPiiPolicy is the same with and without it',
   );
   const message = fc.array(piece, { maxLength: 25 }).map((parts) => parts.join(''));
 
-  it('redact and reject, 20,000 runs', () => {
-    let skipped = 0;
-    let found = 0;
-    fc.assert(
-      fc.property(message, fc.constantFrom('redact', 'reject') as fc.Arbitrary<'redact' | 'reject'>, (text, mode) => {
-        const fast = applyPiiPolicy(text, mode);
-        const full = applyPiiPolicy(text, mode, { prefilter: false });
-        expect(fast).toEqual(full);
-        if (!mayContainPii(text)) skipped++;
-        if (full.found.length > 0) found++;
-      }),
-      runs(20_000),
-    );
-    // Both sides of the prefilter are exercised, not just one.
-    expect(skipped).toBeGreaterThan(2000 * SCALE);
-    expect(found).toBeGreaterThan(2000 * SCALE);
-  }, TIMEOUT);
+  it(
+    'redact and reject, 20,000 runs',
+    () => {
+      let skipped = 0;
+      let found = 0;
+      fc.assert(
+        fc.property(message, fc.constantFrom('redact', 'reject') as fc.Arbitrary<'redact' | 'reject'>, (text, mode) => {
+          const fast = applyPiiPolicy(text, mode);
+          const full = applyPiiPolicy(text, mode, { prefilter: false });
+          expect(fast).toEqual(full);
+          if (!mayContainPii(text)) skipped++;
+          if (full.found.length > 0) found++;
+        }),
+        runs(20_000),
+      );
+      // Both sides of the prefilter are exercised, not just one.
+      expect(skipped).toBeGreaterThan(2000 * SCALE);
+      expect(found).toBeGreaterThan(2000 * SCALE);
+    },
+    TIMEOUT,
+  );
 });

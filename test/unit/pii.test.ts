@@ -88,10 +88,7 @@ describe('findPii: payment cards', () => {
   });
 
   it('finds both cards in a CSV row', () => {
-    expect(show('cards 4111111111111111,5555555555554444')).toEqual([
-      'PAYMENT_CARD:4111111111111111',
-      'PAYMENT_CARD:5555555555554444',
-    ]);
+    expect(show('cards 4111111111111111,5555555555554444')).toEqual(['PAYMENT_CARD:4111111111111111', 'PAYMENT_CARD:5555555555554444']);
   });
 
   it('finds every card in a list', () => {
@@ -161,14 +158,12 @@ describe('findPii: IBAN', () => {
     expectSingle(`pay to ${iban}, thanks`, 'IBAN', iban);
   });
 
-  it.each([
-    'DE88 3704 0044 0532 0130 00',
-    'DE88370400440532013000',
-    'GB82WEST12345698765433',
-    'NL91ABNA0417164301',
-  ])('bad checksum %s matches nothing (not even the digit groups inside)', (iban) => {
-    expect(show(`pay to ${iban}, thanks`)).toEqual([]);
-  });
+  it.each(['DE88 3704 0044 0532 0130 00', 'DE88370400440532013000', 'GB82WEST12345698765433', 'NL91ABNA0417164301'])(
+    'bad checksum %s matches nothing (not even the digit groups inside)',
+    (iban) => {
+      expect(show(`pay to ${iban}, thanks`)).toEqual([]);
+    },
+  );
 
   it('checksum premise', () => {
     expect(ibanChecksumOk('DE89370400440532013000')).toBe(true);
@@ -220,7 +215,10 @@ describe('findPii: secrets', () => {
     ['aws ASIAY34FZKBOKMUTVV7A', 'ASIAY34FZKBOKMUTVV7A'],
     [`gh ${GHP}`, GHP],
     ['gho_' + 'a1B2'.repeat(9), 'gho_' + 'a1B2'.repeat(9)],
-    ['github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456', 'github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456'],
+    [
+      'github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456',
+      'github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456',
+    ],
     ['slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx', 'xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx'],
     ['stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc', 'sk_live_4eC39HqLyjWDarjtT1zdp7dc'],
     ['stripe rk_live_51H8xYzAbCdEfGhIjKlMnOp', 'rk_live_51H8xYzAbCdEfGhIjKlMnOp'],
@@ -244,7 +242,8 @@ describe('findPii: secrets', () => {
     expectSingle(`token ${JWT} end`, 'JWT', JWT);
     const none = 'eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.';
     expectSingle(`x ${none} y`, 'JWT', none);
-    const jwe = 'eyJhbGciOiJSU0EtT0FFUCJ9.OKOawDo13gRp2ojaHV7LFpZcgV7T6DVZKTyKOMTYUmKoTCVJRgckCL9kiMT03JGe.48V1_ALb6US04U3b.5eym8TW_c8SuK0ltJ3rpYIzOeDQz7TALvtu6UG9oMo4vpzs9tX_EFShS8iB7j6ji.XFBoMYUZodetZdvTiFvSkQ';
+    const jwe =
+      'eyJhbGciOiJSU0EtT0FFUCJ9.OKOawDo13gRp2ojaHV7LFpZcgV7T6DVZKTyKOMTYUmKoTCVJRgckCL9kiMT03JGe.48V1_ALb6US04U3b.5eym8TW_c8SuK0ltJ3rpYIzOeDQz7TALvtu6UG9oMo4vpzs9tX_EFShS8iB7j6ji.XFBoMYUZodetZdvTiFvSkQ';
     expectSingle(jwe, 'JWT', jwe);
   });
 });
@@ -344,17 +343,40 @@ describe('findPii: Unicode', () => {
     expect(show(text)).toEqual(['PHONE:+1 415 555 0100', 'PAYMENT_CARD:4111111111111111']);
   });
 
-  const wellFormed = (s: string): boolean =>
-    !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+  const wellFormed = (s: string): boolean => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 
   // Strings that mix arbitrary Unicode with fragments of every detector, so the properties are
   // exercised on real matches, near misses and garbage alike.
   const fragment = fc.oneof(
     fc.string({ unit: 'binary', maxLength: 8 }),
     fc.constantFrom(
-      'a@b.io', '+1 415 555 0100', '4111111111111111', '123-45-6789', 'DE89370400440532013000',
-      JWT, PEM_RSA, 'Bearer abcDEF0123456789ghiJKL', GHP, '-----BEGIN PRIVATE KEY-----', '@', '+', '.', '-',
-      ' ', '\n', '1', '0', 'eyJ', '😀', 'é', 'x', '(', ')', 'token=', 'tel: ', 'AKIA',
+      'a@b.io',
+      '+1 415 555 0100',
+      '4111111111111111',
+      '123-45-6789',
+      'DE89370400440532013000',
+      JWT,
+      PEM_RSA,
+      'Bearer abcDEF0123456789ghiJKL',
+      GHP,
+      '-----BEGIN PRIVATE KEY-----',
+      '@',
+      '+',
+      '.',
+      '-',
+      ' ',
+      '\n',
+      '1',
+      '0',
+      'eyJ',
+      '😀',
+      'é',
+      'x',
+      '(',
+      ')',
+      'token=',
+      'tel: ',
+      'AKIA',
     ),
   );
   const mixed = fc.array(fragment, { maxLength: 40 }).map((parts) => parts.join(''));
@@ -391,8 +413,13 @@ describe('findPii: Unicode', () => {
 
   it('a known value is found whatever non-alphanumeric context surrounds it', () => {
     const samples: Array<[string, PiiKind]> = [
-      ['a@b.io', 'EMAIL'], ['+1 415 555 0100', 'PHONE'], ['4111111111111111', 'PAYMENT_CARD'],
-      ['123-45-6789', 'SSN'], ['DE89370400440532013000', 'IBAN'], [JWT, 'JWT'], [GHP, 'API_KEY'],
+      ['a@b.io', 'EMAIL'],
+      ['+1 415 555 0100', 'PHONE'],
+      ['4111111111111111', 'PAYMENT_CARD'],
+      ['123-45-6789', 'SSN'],
+      ['DE89370400440532013000', 'IBAN'],
+      [JWT, 'JWT'],
+      [GHP, 'API_KEY'],
     ];
     const ctx = fc.string({ unit: fc.constantFrom(' ', '\n', '\t', '😀', '«', '"', "'", '<', '>', '|', ';', '!'), maxLength: 6 });
     fc.assert(
@@ -481,8 +508,7 @@ describe('applyPiiPolicy', () => {
 
   it('redact: replaces each match with its marker and counts kinds, sorted by kind', () => {
     expect(applyPiiPolicy(text, 'redact')).toEqual({
-      content:
-        'Mail [REDACTED:EMAIL] or [REDACTED:EMAIL], card [REDACTED:PAYMENT_CARD], key [REDACTED:API_KEY].',
+      content: 'Mail [REDACTED:EMAIL] or [REDACTED:EMAIL], card [REDACTED:PAYMENT_CARD], key [REDACTED:API_KEY].',
       found: [
         { kind: 'API_KEY', count: 1 },
         { kind: 'EMAIL', count: 2 },

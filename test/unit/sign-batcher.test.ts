@@ -24,11 +24,15 @@ function setup(options: ConstructorParameters<typeof SignBatcher>[2] = {}) {
   dirs.push(dir);
   const signer = new Signer(path.join(dir, 'keys'));
   // The built worker: vitest runs the TS sources, the worker thread needs JavaScript.
-  const batcher = new SignBatcher(signer, silentLog, { workerUrl: pathToFileURL(path.resolve('dist/daemon/crypto/sign-worker.js')), ...options });
+  const batcher = new SignBatcher(signer, silentLog, {
+    workerUrl: pathToFileURL(path.resolve('dist/daemon/crypto/sign-worker.js')),
+    ...options,
+  });
   batchers.push(batcher);
   const jwk = signer.jwks().keys[0]!;
   const key = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y }, format: 'jwk' });
-  const ok = (payload: string, value: string) => verify('sha256', Buffer.from(payload), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(value, 'base64url'));
+  const ok = (payload: string, value: string) =>
+    verify('sha256', Buffer.from(payload), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(value, 'base64url'));
   return { signer, batcher, ok, dir };
 }
 
@@ -57,7 +61,10 @@ describe('SignBatcher', () => {
     const { signer, batcher, ok, dir } = setup();
     void batcher;
     const dying = path.join(dir, 'dying-worker.mjs');
-    writeFileSync(dying, "import { parentPort } from 'node:worker_threads'; parentPort.on('message', (m) => { if (m.type === 'sign') process.exit(3); });");
+    writeFileSync(
+      dying,
+      "import { parentPort } from 'node:worker_threads'; parentPort.on('message', (m) => { if (m.type === 'sign') process.exit(3); });",
+    );
     const fragile = new SignBatcher(signer, silentLog, { workerUrl: pathToFileURL(dying) });
     batchers.push(fragile);
     const payloads = Array.from({ length: 20 }, (_, i) => `p${i}`);

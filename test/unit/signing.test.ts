@@ -26,7 +26,12 @@ describe('message signing encoding (test/fixtures/signing-vectors.json)', () => 
       });
 
       it('accepts the vector signature with node:crypto, and jose agrees on the kid', async () => {
-        const ok = verify('sha256', Buffer.from(v.payload, 'utf8'), { key: createPublicKey({ key: file.testKey.publicJwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' }, Buffer.from(v.signature.value, 'base64url'));
+        const ok = verify(
+          'sha256',
+          Buffer.from(v.payload, 'utf8'),
+          { key: createPublicKey({ key: file.testKey.publicJwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' },
+          Buffer.from(v.signature.value, 'base64url'),
+        );
         expect(ok).toBe(true);
         expect(await calculateJwkThumbprint(file.testKey.publicJwk as never, 'sha256')).toBe(v.signature.kid);
       });
@@ -34,7 +39,14 @@ describe('message signing encoding (test/fixtures/signing-vectors.json)', () => 
       it('produces signatures over the payload that verify (ECDSA is randomized, so not byte-equal)', () => {
         const sig = signPayload(createPrivateKey({ key: file.testKey.privateJwk, format: 'jwk' }), v.payload);
         expect(Buffer.from(sig, 'base64url')).toHaveLength(64);
-        expect(verify('sha256', Buffer.from(v.payload), { key: createPublicKey({ key: file.testKey.publicJwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' }, Buffer.from(sig, 'base64url'))).toBe(true);
+        expect(
+          verify(
+            'sha256',
+            Buffer.from(v.payload),
+            { key: createPublicKey({ key: file.testKey.publicJwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' },
+            Buffer.from(sig, 'base64url'),
+          ),
+        ).toBe(true);
       });
     });
   }
@@ -44,7 +56,12 @@ describe('message signing encoding (test/fixtures/signing-vectors.json)', () => 
       const sha = contentSha256(v.content);
       const payload = messagePayload({ ...v, contentSha256: sha });
       const hashOk = sha === v.contentSha256;
-      const sigOk = verify('sha256', Buffer.from(payload), { key: createPublicKey({ key: file.testKey.publicJwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' }, Buffer.from(v.signature.value, 'base64url'));
+      const sigOk = verify(
+        'sha256',
+        Buffer.from(payload),
+        { key: createPublicKey({ key: file.testKey.publicJwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' },
+        Buffer.from(v.signature.value, 'base64url'),
+      );
       expect(hashOk && sigOk).toBe(false);
     });
   }

@@ -6,7 +6,13 @@
 import { describe, expect, it } from 'vitest';
 import { ownedDirectoryProblem, socketDirectoryProblem, type StatLike } from '../../src/shared/socket-trust.js';
 
-const dir = (uid: number, mode: number, extra: Partial<StatLike> = {}): StatLike => ({ isDirectory: true, isSymbolicLink: false, uid, mode: 0o040000 | mode, ...extra });
+const dir = (uid: number, mode: number, extra: Partial<StatLike> = {}): StatLike => ({
+  isDirectory: true,
+  isSymbolicLink: false,
+  uid,
+  mode: 0o040000 | mode,
+  ...extra,
+});
 const symlink = (uid: number): StatLike => ({ isDirectory: false, isSymbolicLink: true, uid, mode: 0o120777 });
 const file = (uid: number): StatLike => ({ isDirectory: false, isSymbolicLink: false, uid, mode: 0o100644 });
 
@@ -28,7 +34,12 @@ describe('socketDirectoryProblem (client)', () => {
   }
 
   const refused: Array<[string, StatLike, StatLike | null, RegExp]> = [
-    ['/tmp/yello-$UID pre-created by another user', dir(OTHER, 0o700), TMP, /owned by uid 1001, not 1000 \(or 0\).*parent.*writable by group or others \(mode 01777\)/],
+    [
+      '/tmp/yello-$UID pre-created by another user',
+      dir(OTHER, 0o700),
+      TMP,
+      /owned by uid 1001, not 1000 \(or 0\).*parent.*writable by group or others \(mode 01777\)/,
+    ],
     ['a symlink, even to a good directory', symlink(ME), TMP, /symbolic link/],
     ['a symlink in a trusted parent', symlink(0), dir(0, 0o755), /symbolic link/],
     ['a regular file', file(ME), TMP, /not a directory/],
@@ -37,7 +48,7 @@ describe('socketDirectoryProblem (client)', () => {
     ['a sticky world-writable root dir', dir(0, 0o1777), dir(0, 0o755), /writable by group or others \(mode 01777\)/],
     ['a group-writable dir in a trusted parent', dir(OTHER, 0o770), dir(0, 0o755), /writable by group or others/],
     ['a foreign dir whose parent is a symlink', dir(OTHER, 0o700), symlink(0), /symbolic link/],
-    ['a foreign dir whose parent is another user\'s', dir(OTHER, 0o700), dir(OTHER, 0o755), /owned by uid 1001/],
+    ["a foreign dir whose parent is another user's", dir(OTHER, 0o700), dir(OTHER, 0o755), /owned by uid 1001/],
     ['a foreign dir whose parent the group can write', dir(OTHER, 0o700), dir(0, 0o775), /mode 0775/],
     ['a foreign dir with no parent', dir(OTHER, 0o755), null, /no parent/],
   ];

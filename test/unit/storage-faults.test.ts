@@ -58,7 +58,14 @@ describe('Storage', () => {
       const raw = (await db.get(key))!;
       await db.put(key, raw.replace('"m 1"', '"m 7"'));
     });
-    expect(storageError(() => s.store.storage.get(key))).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'CORRUPT', key, streamId: w.streamId, generation: '1', fromPosition: '2' });
+    expect(storageError(() => s.store.storage.get(key))).toMatchObject({
+      type: 'STORAGE_FAILURE',
+      reason: 'CORRUPT',
+      key,
+      streamId: w.streamId,
+      generation: '1',
+      fromPosition: '2',
+    });
   });
 
   it('catches a value that moved to another key (the checksum covers the key)', async () => {
@@ -85,7 +92,11 @@ describe('Storage', () => {
     expect(s.store.storage.readOnly).toBe(true);
     expect(s.store.storage.inDoubt('test/a') && s.store.storage.inDoubt('test/b')).toBe(true);
     expect(s.store.storage.getAdmitted('test/a')).toBeUndefined();
-    expect(storageError(() => s.store.storage.assertWritable('op-1'))).toMatchObject({ reason: 'READ_ONLY', outcome: 'not-written', operationId: 'op-1' });
+    expect(storageError(() => s.store.storage.assertWritable('op-1'))).toMatchObject({
+      reason: 'READ_ONLY',
+      outcome: 'not-written',
+      operationId: 'op-1',
+    });
   });
 
   it('checkpoints the write-ahead-log guard once an era has touched many streams, keeping only later touches', async () => {
@@ -110,10 +121,14 @@ describe('StreamStore', () => {
     await appendMessages(s, w, 6);
     await s.streams.trim(w.streamId, 2, true);
     s = await reopenAfter(s, async (db) => db.del(K.record(w.streamId, 1, 4)));
-    const read = (from: string) => s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: Number(from), limit: 1000, maxBytes: PAGE_BYTES });
+    const read = (from: string) =>
+      s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: Number(from), limit: 1000, maxBytes: PAGE_BYTES });
     const first = await read('2');
     expect(first.records.map((r) => r.position)).toEqual(['2', '3']);
-    await expect(read('4')).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT', streamId: w.streamId, fromPosition: '4' } });
+    await expect(read('4')).rejects.toMatchObject({
+      type: 'STORAGE_FAILURE',
+      details: { reason: 'CORRUPT', streamId: w.streamId, fromPosition: '4' },
+    });
     await expect(read('1')).rejects.toMatchObject({ type: 'CONTINUITY_BREAK', details: { reason: 'PREFIX_UNAVAILABLE' } });
     expect(s.integrity.list()).toEqual([expect.objectContaining({ streamId: w.streamId, generation: '1', fromPosition: '4' })]);
   });
@@ -129,14 +144,30 @@ describe('StreamStore', () => {
       tail[1] = 3;
       await db.put(key, encodeValue(key, JSON.stringify(tail)));
     });
-    const append = () => s.streams.append(w.alice, {
-      streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: 3, operationId: 'op-over', records: [{ type: 'chat.message', messageId: 'over', content: 'would overwrite' }],
+    const append = () =>
+      s.streams.append(w.alice, {
+        streamId: w.streamId,
+        coordinatorToken: w.token,
+        generation: 1,
+        expectedPosition: 3,
+        operationId: 'op-over',
+        records: [{ type: 'chat.message', messageId: 'over', content: 'would overwrite' }],
+      });
+    await expect(append()).rejects.toMatchObject({
+      type: 'STORAGE_FAILURE',
+      details: { reason: 'CORRUPT', fromPosition: '3', operationId: 'op-over', outcome: 'not-written' },
     });
-    await expect(append()).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT', fromPosition: '3', operationId: 'op-over', outcome: 'not-written' } });
     const state = await s.streams.reset(w.streamId, 'recover from a stale head');
     expect(state.generation).toBe('2');
     const claim = await s.streams.claim(w.alice, { streamId: w.streamId, replace: true });
-    await s.streams.append(w.alice, { streamId: w.streamId, coordinatorToken: claim.coordinatorToken, generation: 2, expectedPosition: Number(claim.nextPosition), operationId: 'op-new', records: [{ type: 'chat.message', messageId: 'new', content: 'clean' }] });
+    await s.streams.append(w.alice, {
+      streamId: w.streamId,
+      coordinatorToken: claim.coordinatorToken,
+      generation: 2,
+      expectedPosition: Number(claim.nextPosition),
+      operationId: 'op-new',
+      records: [{ type: 'chat.message', messageId: 'new', content: 'clean' }],
+    });
     // The sealed generation still serves what lies below the mark.
     const old = await s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: 0, limit: 1000, maxBytes: PAGE_BYTES });
     expect(old.records.map((r) => r.position)).toEqual(['0', '1', '2']);
@@ -164,7 +195,10 @@ describe('StreamStore', () => {
     const target = ops.operations[1]!.operationId;
     s = await reopenAfter(s, async (db) => db.del(K.operation(w.streamId, target)));
     expect((await s.streams.operation(w.alice, w.streamId, 'op-never-sent')).state).toBe('unknown');
-    await expect(s.streams.operation(w.alice, w.streamId, target)).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT', streamId: w.streamId, fromPosition: '2' } });
+    await expect(s.streams.operation(w.alice, w.streamId, target)).rejects.toMatchObject({
+      type: 'STORAGE_FAILURE',
+      details: { reason: 'CORRUPT', streamId: w.streamId, fromPosition: '2' },
+    });
     // From then on the stream is marked: what is absent from it may have been lost.
     await expect(s.streams.operation(w.alice, w.streamId, 'op-never-sent')).rejects.toMatchObject({ details: { reason: 'CORRUPT' } });
   });
@@ -175,7 +209,14 @@ describe('StreamStore', () => {
     const w = await chatWithWriter(s);
     fail = true;
     const err = await s.streams
-      .append(w.alice, { streamId: w.streamId, coordinatorToken: w.token, generation: 1, expectedPosition: 1, operationId: 'op-doubt', records: [{ type: 'chat.message', messageId: 'x', content: 'x' }] })
+      .append(w.alice, {
+        streamId: w.streamId,
+        coordinatorToken: w.token,
+        generation: 1,
+        expectedPosition: 1,
+        operationId: 'op-doubt',
+        records: [{ type: 'chat.message', messageId: 'x', content: 'x' }],
+      })
       .catch((e: YelloError) => e);
     expect((err as YelloError).details).toMatchObject({ operationId: 'op-doubt', reason: 'WRITE_FAILED', outcome: 'unknown' });
     expect((await s.streams.operation(w.alice, w.streamId, 'op-doubt')).state).toBe('pending');
@@ -201,7 +242,13 @@ describe('Subscriptions', () => {
       const w = await chatWithWriter(s);
       await appendMessages(s, w, 3);
       const head = s.streams.get(w.bob, w.streamId);
-      const cursor = s.reader.liveCursor({ chatId: w.chatId, streams: { [w.streamId]: { generation: 1, position: 0 }, [`${w.chatId}:${w.bob.role === 'agent' ? w.bob.agentId : ''}`]: { generation: 1, position: 0 } } });
+      const cursor = s.reader.liveCursor({
+        chatId: w.chatId,
+        streams: {
+          [w.streamId]: { generation: 1, position: 0 },
+          [`${w.chatId}:${w.bob.role === 'agent' ? w.bob.agentId : ''}`]: { generation: 1, position: 0 },
+        },
+      });
       s.streams.range = async () => {
         throw new Error('a plain error from below');
       };
@@ -210,7 +257,10 @@ describe('Subscriptions', () => {
       await waitFor(() => conn.notifications.length > 0, 'a notification', 5_000);
       await new Promise((r) => setTimeout(r, 50));
       expect(conn.notifications).toHaveLength(1);
-      expect(conn.notifications[0]).toMatchObject({ method: 'chats.error', params: { error: { code: -32603, data: { type: 'INTERNAL' } } } });
+      expect(conn.notifications[0]).toMatchObject({
+        method: 'chats.error',
+        params: { error: { code: -32603, data: { type: 'INTERNAL' } } },
+      });
       expect(head.nextPosition).toBe('4');
       expect(unhandled).toEqual([]);
       expect(s.subscriptions.count).toBe(0);
@@ -222,14 +272,23 @@ describe('Subscriptions', () => {
   it('turns corrupt data met during catch-up into chats.error with STORAGE_FAILURE/CORRUPT, never chats.break with a reason outside the three', async () => {
     const s = await fresh();
     const { w, conn } = await followed(s);
-    const cursor = s.reader.liveCursor({ chatId: w.chatId, streams: { [w.streamId]: { generation: 1, position: 0 }, [`${w.chatId}:${(w.bob as { agentId: string }).agentId}`]: { generation: 1, position: 0 } } });
+    const cursor = s.reader.liveCursor({
+      chatId: w.chatId,
+      streams: {
+        [w.streamId]: { generation: 1, position: 0 },
+        [`${w.chatId}:${(w.bob as { agentId: string }).agentId}`]: { generation: 1, position: 0 },
+      },
+    });
     s.streams.range = async () => {
       throw s.streams.missing(w.streamId, 1, 2);
     };
     const conn2 = new RecordingConnection();
     s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn2);
     await waitFor(() => conn2.notifications.length > 0, 'a notification', 5_000);
-    expect(conn2.notifications[0]).toMatchObject({ method: 'chats.error', params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: w.streamId } } } });
+    expect(conn2.notifications[0]).toMatchObject({
+      method: 'chats.error',
+      params: { error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: w.streamId } } },
+    });
     // The first subscription (at the ends) is told too: the stream was marked under it.
     conn.drain();
     await waitFor(() => conn.notifications.some((n) => n.method === 'chats.error'), 'chats.error for the live follower', 5_000);
@@ -240,7 +299,13 @@ describe('Subscriptions', () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
     await appendMessages(s, w, 4);
-    const cursor = s.reader.liveCursor({ chatId: w.chatId, streams: { [w.streamId]: { generation: 1, position: 0 }, [`${w.chatId}:${(w.bob as { agentId: string }).agentId}`]: { generation: 1, position: 0 } } });
+    const cursor = s.reader.liveCursor({
+      chatId: w.chatId,
+      streams: {
+        [w.streamId]: { generation: 1, position: 0 },
+        [`${w.chatId}:${(w.bob as { agentId: string }).agentId}`]: { generation: 1, position: 0 },
+      },
+    });
     const conn = new RecordingConnection();
     conn.congested = true;
     s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);

@@ -5,7 +5,9 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EXIT_CODES, PERMANENT_EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
 
-const unitDir = process.env.YELLO_SYSTEMD_DIR ? path.resolve(process.env.YELLO_SYSTEMD_DIR) : path.resolve(import.meta.dirname, '../../systemd');
+const unitDir = process.env.YELLO_SYSTEMD_DIR
+  ? path.resolve(process.env.YELLO_SYSTEMD_DIR)
+  : path.resolve(import.meta.dirname, '../../systemd');
 const service = readFileSync(path.join(unitDir, 'yellod.service'), 'utf8');
 const readme = readFileSync(path.join(unitDir, 'README.md'), 'utf8');
 

@@ -53,7 +53,8 @@ export class SignBatcher {
    * this turn and the last one had fewer than `minBatch` requests and nothing is waiting.
    */
   sign(kid: string, payload: string): string | Promise<string> {
-    const busy = this.#lastTurn >= this.#minBatch || this.#thisTurn >= this.#minBatch - 1 || this.#jobs.length > 0 || this.#inFlight.size > 0;
+    const busy =
+      this.#lastTurn >= this.#minBatch || this.#thisTurn >= this.#minBatch - 1 || this.#jobs.length > 0 || this.#inFlight.size > 0;
     this.#thisTurn++;
     this.#schedule();
     if (!busy) {

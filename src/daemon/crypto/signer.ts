@@ -123,8 +123,15 @@ export class Signer {
     const keys: PublicJwk[] = [...this.#keys.values()]
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
       .map((k) => ({
-        kty: 'EC', crv: 'P-256', x: k.privateJwk.x, y: k.privateJwk.y, kid: k.kid, alg: 'ES256', use: 'sig',
-        status: k.kid === this.#activeKid ? 'active' : 'retired', createdAt: k.createdAt,
+        kty: 'EC',
+        crv: 'P-256',
+        x: k.privateJwk.x,
+        y: k.privateJwk.y,
+        kid: k.kid,
+        alg: 'ES256',
+        use: 'sig',
+        status: k.kid === this.#activeKid ? 'active' : 'retired',
+        createdAt: k.createdAt,
       }));
     return { keys };
   }

@@ -75,8 +75,14 @@ export class Agents {
     }
     const token = newToken(AGENT_TOKEN_PREFIX);
     const row: AgentRow = {
-      id: randomId('agt_'), username, name, image: image ?? null, disabled: false, pii: 'redact',
-      createdAt: new Date().toISOString(), tokenHash: hashToken(token),
+      id: randomId('agt_'),
+      username,
+      name,
+      image: image ?? null,
+      disabled: false,
+      pii: 'redact',
+      createdAt: new Date().toISOString(),
+      tokenHash: hashToken(token),
     };
     this.#counters.agents++;
     await this.#storage.write([
@@ -140,5 +146,13 @@ export class Agents {
 }
 
 function publicAgent(row: AgentRow): Agent {
-  return { id: row.id, username: row.username, name: row.name, image: row.image, disabled: row.disabled, pii: row.pii, createdAt: row.createdAt };
+  return {
+    id: row.id,
+    username: row.username,
+    name: row.name,
+    image: row.image,
+    disabled: row.disabled,
+    pii: row.pii,
+    createdAt: row.createdAt,
+  };
 }

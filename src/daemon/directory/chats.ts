@@ -43,7 +43,8 @@ export class Chats {
   /** Create-or-find the chat of a pair. Race-free: the pair key is checked and admitted synchronously. */
   async open(caller: Caller, first: string, second: string): Promise<{ chat: Chat; created: boolean }> {
     this.#storage.assertWritable();
-    if (first === second) throw errors.invalidParams(caller.role === 'agent' ? 'peerAgentId' : 'agentBId', 'a chat joins two different agents');
+    if (first === second)
+      throw errors.invalidParams(caller.role === 'agent' ? 'peerAgentId' : 'agentBId', 'a chat joins two different agents');
     const a = this.#agents.require(first);
     const b = this.#agents.require(second);
     if (caller.role === 'agent') {
@@ -71,7 +72,10 @@ export class Chats {
       streamMetaOp(metaB),
       this.#counters.op(),
     ];
-    await this.#storage.write(ops, [metaA, metaB].map((m) => ({ streamId: m.streamId, generation: m.generation, position: 0 })));
+    await this.#storage.write(
+      ops,
+      [metaA, metaB].map((m) => ({ streamId: m.streamId, generation: m.generation, position: 0 })),
+    );
     return { chat: this.#expand(row), created: true };
   }
 
@@ -107,11 +111,15 @@ export class Chats {
       start = { gt: prefix + after };
     }
     // Values are read too: their checksum covers the key, so a damaged key is caught here.
-    for await (const { key } of this.#storage.entries<unknown>({ ...start, lt: prefixEnd(prefix), limit: limit + 1 })) ids.push(key.slice(prefix.length));
+    for await (const { key } of this.#storage.entries<unknown>({ ...start, lt: prefixEnd(prefix), limit: limit + 1 }))
+      ids.push(key.slice(prefix.length));
     const more = ids.length > limit;
     const page = ids.slice(0, limit);
     const last = page[page.length - 1];
-    return { chats: page.map((id) => this.get(id)), nextCursor: more && last !== undefined ? this.#codec.seal(CHATS_CURSOR_KIND, last) : null };
+    return {
+      chats: page.map((id) => this.get(id)),
+      nextCursor: more && last !== undefined ? this.#codec.seal(CHATS_CURSOR_KIND, last) : null,
+    };
   }
 
   #expand(row: ChatRow): Chat {

@@ -18,16 +18,7 @@
  */
 
 /** The kinds of sensitive content the outbound policy recognises. */
-export type PiiKind =
-  | 'EMAIL'
-  | 'PHONE'
-  | 'PAYMENT_CARD'
-  | 'SSN'
-  | 'IBAN'
-  | 'PRIVATE_KEY'
-  | 'API_KEY'
-  | 'BEARER_TOKEN'
-  | 'JWT';
+export type PiiKind = 'EMAIL' | 'PHONE' | 'PAYMENT_CARD' | 'SSN' | 'IBAN' | 'PRIVATE_KEY' | 'API_KEY' | 'BEARER_TOKEN' | 'JWT';
 
 /** One detected span: UTF-16 offsets into the scanned text, `end` exclusive. */
 export interface PiiMatch {
@@ -351,14 +342,94 @@ function detectBearer(text: string, out: Candidate[]): void {
 // alphanumerics with optional single spaces); the validator cuts it to the country's exact
 // length, checks the grouping and the boundary, and verifies ISO 7064 mod-97.
 const IBAN_LENGTH: Readonly<Record<string, number>> = {
-  AD: 24, AE: 23, AL: 28, AT: 20, AZ: 28, BA: 20, BE: 16, BG: 22, BH: 22, BI: 27, BR: 29,
-  BY: 28, CH: 21, CR: 22, CY: 28, CZ: 24, DE: 22, DJ: 27, DK: 18, DO: 28, EE: 20, EG: 29,
-  ES: 24, FI: 18, FK: 18, FO: 18, FR: 27, GB: 22, GE: 22, GI: 23, GL: 18, GR: 27, GT: 28,
-  HN: 28, HR: 21, HU: 28, IE: 22, IL: 23, IQ: 23, IS: 26, IT: 27, JO: 30, KW: 30, KZ: 20,
-  LB: 28, LC: 32, LI: 21, LT: 20, LU: 20, LV: 21, LY: 25, MC: 27, MD: 24, ME: 22, MK: 19,
-  MN: 20, MR: 27, MT: 31, MU: 30, NI: 28, NL: 18, NO: 15, OM: 23, PK: 24, PL: 28, PS: 29,
-  PT: 25, QA: 29, RO: 24, RS: 22, RU: 33, SA: 24, SC: 31, SD: 18, SE: 24, SI: 19, SK: 24,
-  SM: 27, SO: 23, ST: 25, SV: 28, TL: 23, TN: 24, TR: 26, UA: 29, VA: 22, VG: 24, XK: 20,
+  AD: 24,
+  AE: 23,
+  AL: 28,
+  AT: 20,
+  AZ: 28,
+  BA: 20,
+  BE: 16,
+  BG: 22,
+  BH: 22,
+  BI: 27,
+  BR: 29,
+  BY: 28,
+  CH: 21,
+  CR: 22,
+  CY: 28,
+  CZ: 24,
+  DE: 22,
+  DJ: 27,
+  DK: 18,
+  DO: 28,
+  EE: 20,
+  EG: 29,
+  ES: 24,
+  FI: 18,
+  FK: 18,
+  FO: 18,
+  FR: 27,
+  GB: 22,
+  GE: 22,
+  GI: 23,
+  GL: 18,
+  GR: 27,
+  GT: 28,
+  HN: 28,
+  HR: 21,
+  HU: 28,
+  IE: 22,
+  IL: 23,
+  IQ: 23,
+  IS: 26,
+  IT: 27,
+  JO: 30,
+  KW: 30,
+  KZ: 20,
+  LB: 28,
+  LC: 32,
+  LI: 21,
+  LT: 20,
+  LU: 20,
+  LV: 21,
+  LY: 25,
+  MC: 27,
+  MD: 24,
+  ME: 22,
+  MK: 19,
+  MN: 20,
+  MR: 27,
+  MT: 31,
+  MU: 30,
+  NI: 28,
+  NL: 18,
+  NO: 15,
+  OM: 23,
+  PK: 24,
+  PL: 28,
+  PS: 29,
+  PT: 25,
+  QA: 29,
+  RO: 24,
+  RS: 22,
+  RU: 33,
+  SA: 24,
+  SC: 31,
+  SD: 18,
+  SE: 24,
+  SI: 19,
+  SK: 24,
+  SM: 27,
+  SO: 23,
+  ST: 25,
+  SV: 28,
+  TL: 23,
+  TN: 24,
+  TR: 26,
+  UA: 29,
+  VA: 22,
+  VG: 24,
+  XK: 20,
   YE: 30,
 };
 
@@ -541,14 +612,9 @@ function detectEmail(text: string, out: Candidate[]): void {
 //   - an explicit label such as "tel:", "phone", "call", "fax" right before it.
 // Formats are validated in code: digit count, group sizes, dates, repeated digits.
 // Trigger DIGIT: every form requires an ASCII `[0-9]` (the labels alone match nothing).
-const PHONE_INTL = re(
-  String.raw`(?<![\w+])\+[1-9](?:[0-9]|${SEP}(?=[0-9(])|\([0-9]{1,4}\)){5,28}` + NUM_R,
-  'g',
-);
+const PHONE_INTL = re(String.raw`(?<![\w+])\+[1-9](?:[0-9]|${SEP}(?=[0-9(])|\([0-9]{1,4}\)){5,28}` + NUM_R, 'g');
 const PHONE_NANP = re(
-  PHONE_L +
-    String.raw`(?:1${SEP})?(?:\([2-9][0-9]{2}\)${SP}?|[2-9][0-9]{2}${SEP})[2-9][0-9]{2}${SEP}[0-9]{4}` +
-    NUM_R,
+  PHONE_L + String.raw`(?:1${SEP})?(?:\([2-9][0-9]{2}\)${SP}?|[2-9][0-9]{2}${SEP})[2-9][0-9]{2}${SEP}[0-9]{4}` + NUM_R,
   'g',
 );
 const PHONE_TRUNK = re(
@@ -568,8 +634,7 @@ const PHONE_LABELLED = re(
   'gid',
 );
 
-const DATE_LIKE =
-  /^(?:[0-9]{4}[ .\-/][0-9]{1,2}[ .\-/][0-9]{1,2}|[0-9]{1,2}[ .\-/][0-9]{1,2}[ .\-/](?:[0-9]{2}|[0-9]{4}))$/;
+const DATE_LIKE = /^(?:[0-9]{4}[ .\-/][0-9]{1,2}[ .\-/][0-9]{1,2}|[0-9]{1,2}[ .\-/][0-9]{1,2}[ .\-/](?:[0-9]{2}|[0-9]{4}))$/;
 
 /**
  * Checks the digit groups of a phone candidate. `minDigits` depends on how strong the
@@ -621,12 +686,8 @@ function detectPhones(text: string, out: Candidate[]): void {
     const end = trimPhone(text, m.index, m.index + s.length, contiguous ? 10 : 8);
     return end === null ? false : add(out, 'PHONE', m.index, end, RANK.PHONE);
   });
-  scan(PHONE_NANP, text, (m) =>
-    phoneOk(m[0], 10) ? add(out, 'PHONE', m.index, m.index + m[0].length, RANK.PHONE) : false,
-  );
-  scan(PHONE_TRUNK, text, (m) =>
-    phoneOk(m[0], 9) ? add(out, 'PHONE', m.index, m.index + m[0].length, RANK.PHONE) : false,
-  );
+  scan(PHONE_NANP, text, (m) => (phoneOk(m[0], 10) ? add(out, 'PHONE', m.index, m.index + m[0].length, RANK.PHONE) : false));
+  scan(PHONE_TRUNK, text, (m) => (phoneOk(m[0], 9) ? add(out, 'PHONE', m.index, m.index + m[0].length, RANK.PHONE) : false));
   scan(PHONE_LABELLED, text, (m) => {
     const span = groupSpan(m, 1);
     if (!span) return false;
@@ -649,9 +710,7 @@ function resolvePass(candidates: Candidate[], text: string, result: PiiMatch[]):
   // as a fresh scan of the redacted text would rediscover them.
   const taken = new Uint8Array(text.length);
   for (const m of result) taken.fill(1, m.start, m.end);
-  candidates.sort(
-    (a, b) => b.end - b.start - (a.end - a.start) || a.rank - b.rank || a.start - b.start,
-  );
+  candidates.sort((a, b) => b.end - b.start - (a.end - a.start) || a.rank - b.rank || a.start - b.start);
   let added = 0;
   for (const c of candidates) {
     if (c.end <= c.start) continue;
@@ -690,13 +749,11 @@ interface Detector {
 const DETECTORS: readonly Detector[] = [
   { name: 'PEM', trigger: 'PEM', detect: detectPem },
   { name: 'JWT', trigger: 'JWT', detect: detectJwt },
-  ...KEY_SHAPES.map(
-    (shape): Detector => ({
-      name: `API_KEY ${shape.name}`,
-      trigger: shape.trigger === 'DIGIT' ? 'DIGIT' : 'VENDOR_KEY',
-      detect: (text, out) => detectKeyShape(shape, text, out),
-    }),
-  ),
+  ...KEY_SHAPES.map((shape): Detector => ({
+    name: `API_KEY ${shape.name}`,
+    trigger: shape.trigger === 'DIGIT' ? 'DIGIT' : 'VENDOR_KEY',
+    detect: (text, out) => detectKeyShape(shape, text, out),
+  })),
   { name: 'GENERIC_SECRET', trigger: 'DIGIT', gate: SECRET_WORD, detect: detectGenericSecrets },
   { name: 'BEARER', trigger: 'BEARER', detect: detectBearer },
   { name: 'IBAN', trigger: 'DIGIT', detect: detectIban },
@@ -713,9 +770,7 @@ const TRIGGERS: Readonly<Record<PiiTrigger, RegExp>> = {
   PEM: /-----BEGIN /,
   JWT: /eyJ/,
   BEARER: /[Bb][Ee][Aa][Rr][Ee][Rr]/,
-  VENDOR_KEY: new RegExp(
-    KEY_SHAPES.flatMap((shape) => (shape.trigger === 'DIGIT' ? [] : [`(?:${shape.trigger.literal})`])).join('|'),
-  ),
+  VENDOR_KEY: new RegExp(KEY_SHAPES.flatMap((shape) => (shape.trigger === 'DIGIT' ? [] : [`(?:${shape.trigger.literal})`])).join('|')),
 };
 const TRIGGER_NAMES = Object.keys(TRIGGERS) as PiiTrigger[];
 const ANY_TRIGGER = new RegExp(TRIGGER_NAMES.map((t) => `(?:${TRIGGERS[t].source})`).join('|'));
@@ -777,7 +832,10 @@ export function findPii(text: string): PiiMatch[] {
   // Masking only replaces characters with U+0000, which neither triggers nor gates contain, so
   // what is absent from `text` is absent from every later pass's view too.
   const present = triggersIn(text);
-  return findWith(text, DETECTORS.map((d) => mayRun(d, text, present)));
+  return findWith(
+    text,
+    DETECTORS.map((d) => mayRun(d, text, present)),
+  );
 }
 
 /**

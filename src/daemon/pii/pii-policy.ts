@@ -56,9 +56,7 @@ export function applyPiiPolicy(text: string, mode: PiiMode, options: PiiPolicyOp
       for (const m of matches) counts.set(m.kind, (counts.get(m.kind) ?? 0) + 1);
       // Plain code-unit order, not localeCompare: the result feeds signed/hashed data paths
       // and must not depend on the host's locale.
-      const found = [...counts.entries()]
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([kind, count]) => ({ kind, count }));
+      const found = [...counts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([kind, count]) => ({ kind, count }));
       if (mode === 'reject' || matches.length === 0) return { content: text, found };
       const parts: string[] = [];
       let pos = 0;

@@ -16,12 +16,7 @@ export type AuditAction =
   | 'chats.open';
 
 /** Security events that leave a `warn` line (bursts summarised, see `Audit.burst`). */
-export type SecurityEvent =
-  | 'session.hello.failed'
-  | 'rate-limited'
-  | 'connection.refused'
-  | 'connection.closed'
-  | 'accept.failed';
+export type SecurityEvent = 'session.hello.failed' | 'rate-limited' | 'connection.refused' | 'connection.closed' | 'accept.failed';
 
 /** Who a connection is, as far as the daemon can tell (docs/security.md: no SO_PEERCRED in Node). */
 export interface PeerInfo {
@@ -53,7 +48,10 @@ export class Audit {
 
   /** An admin action that succeeded. */
   action(action: AuditAction, caller: Caller, peer: PeerInfo, fields: AuditFields = {}): void {
-    this.#log.info({ audit: action, role: caller.role, agentId: caller.role === 'agent' ? caller.agentId : null, ...peer, ...fields }, `audit: ${action}`);
+    this.#log.info(
+      { audit: action, role: caller.role, agentId: caller.role === 'agent' ? caller.agentId : null, ...peer, ...fields },
+      `audit: ${action}`,
+    );
   }
 
   /** A security event, logged as it happens. */
@@ -79,7 +77,8 @@ export class Audit {
     this.#bursts.set(id, burst);
     setTimeout(() => {
       this.#bursts.delete(id);
-      if (burst.count > 0) this.#log.warn({ audit: event, count: burst.count, windowMs: AUDIT_BURST_MS, ...burst.fields }, `audit: ${event}`);
+      if (burst.count > 0)
+        this.#log.warn({ audit: event, count: burst.count, windowMs: AUDIT_BURST_MS, ...burst.fields }, `audit: ${event}`);
     }, AUDIT_BURST_MS).unref();
   }
 }

@@ -120,8 +120,12 @@ export class Connection implements ConnectionHandle {
   #closeForUnsent(unsent: number): void {
     const caller = this.#caller;
     this.#audit.security('connection.closed', {
-      ...this.peer, reason: 'UNSENT_OUTPUT', unsentBytes: unsent, limit: this.#maxUnsentBytes,
-      role: caller?.role ?? null, agentId: caller?.role === 'agent' ? caller.agentId : null,
+      ...this.peer,
+      reason: 'UNSENT_OUTPUT',
+      unsentBytes: unsent,
+      limit: this.#maxUnsentBytes,
+      role: caller?.role ?? null,
+      agentId: caller?.role === 'agent' ? caller.agentId : null,
     });
     this.#socket.destroy();
   }
@@ -195,7 +199,14 @@ export class Connection implements ConnectionHandle {
       // Before a session, one line may cost only a few KiB of errors (no amplification).
       const max = this.#caller ? MAX_BATCH_ELEMENTS : MAX_BATCH_ELEMENTS_UNAUTHENTICATED;
       if (message.length > max) {
-        this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_INVALID_REQUEST, message: `Invalid Request: a batch of ${message.length} requests; at most ${max}${this.#caller ? '' : ' before session.hello'}` } });
+        this.#sendRaw({
+          jsonrpc: '2.0',
+          id: null,
+          error: {
+            code: JSONRPC_INVALID_REQUEST,
+            message: `Invalid Request: a batch of ${message.length} requests; at most ${max}${this.#caller ? '' : ' before session.hello'}`,
+          },
+        });
         return;
       }
       this.#track(this.#runBatch(message));
@@ -264,8 +275,11 @@ export class Connection implements ConnectionHandle {
     if (data?.type === 'RATE_LIMITED') {
       const caller = this.#caller;
       this.#audit.burst('rate-limited', message.method, {
-        ...this.peer, method: message.method, retryAfterMs: typeof data.retryAfterMs === 'number' ? data.retryAfterMs : null,
-        role: caller?.role ?? null, agentId: caller?.role === 'agent' ? caller.agentId : null,
+        ...this.peer,
+        method: message.method,
+        retryAfterMs: typeof data.retryAfterMs === 'number' ? data.retryAfterMs : null,
+        role: caller?.role ?? null,
+        agentId: caller?.role === 'agent' ? caller.agentId : null,
       });
     }
     return r;
@@ -290,4 +304,3 @@ export class Connection implements ConnectionHandle {
     this.#drainListeners = [];
   }
 }
-

@@ -28,7 +28,8 @@ export class HelloLimiter {
     this.#globalFailures++;
     const c = this.#perConnection.get(connectionId) ?? { failures: 0, blockedUntil: 0 };
     c.failures++;
-    if (c.failures >= HelloLimiter.FREE_FAILURES) c.blockedUntil = now + Math.min(30_000, 250 * 2 ** (c.failures - HelloLimiter.FREE_FAILURES));
+    if (c.failures >= HelloLimiter.FREE_FAILURES)
+      c.blockedUntil = now + Math.min(30_000, 250 * 2 ** (c.failures - HelloLimiter.FREE_FAILURES));
     this.#perConnection.set(connectionId, c);
   }
 

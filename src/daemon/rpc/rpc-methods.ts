@@ -80,7 +80,9 @@ export function createHandlers(s: Services): Handlers {
       policy: s.directory.policy,
       integrity: {
         corruptStreams: s.integrity.list(),
-        walIncidents: s.walIncidents().map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
+        walIncidents: s
+          .walIncidents()
+          .map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
       },
     }),
     'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
@@ -126,7 +128,8 @@ export function createHandlers(s: Services): Handlers {
     },
     'grants.list': async (p, caller) => {
       const own = agentIdOf(caller);
-      if (own !== null && p.agentId !== undefined && p.agentId !== own) throw errors.permissionDenied('NOT_OWN', 'agents may list only their own grants');
+      if (own !== null && p.agentId !== undefined && p.agentId !== own)
+        throw errors.permissionDenied('NOT_OWN', 'agents may list only their own grants');
       return { grants: await s.directory.listGrants(own ?? p.agentId) };
     },
 
@@ -135,9 +138,15 @@ export function createHandlers(s: Services): Handlers {
         if (p.peerAgentId === undefined) throw errors.invalidParams('peerAgentId', 'agents open a chat with {peerAgentId}');
         return s.directory.openChat(caller, caller.agentId, p.peerAgentId);
       }
-      if (p.agentAId === undefined || p.agentBId === undefined) throw errors.invalidParams('agentAId', 'admin opens a chat with {agentAId, agentBId}');
+      if (p.agentAId === undefined || p.agentBId === undefined)
+        throw errors.invalidParams('agentAId', 'admin opens a chat with {agentAId, agentBId}');
       const r = await s.directory.openChat(caller, p.agentAId, p.agentBId);
-      s.audit.action('chats.open', caller, peerOf(ctx), { chatId: r.chat.id, agentAId: r.chat.agentAId, agentBId: r.chat.agentBId, created: r.created });
+      s.audit.action('chats.open', caller, peerOf(ctx), {
+        chatId: r.chat.id,
+        agentAId: r.chat.agentAId,
+        agentBId: r.chat.agentBId,
+        created: r.created,
+      });
       return r;
     },
     'chats.get': (p, caller) => {
@@ -160,25 +169,40 @@ export function createHandlers(s: Services): Handlers {
     'streams.claim': (p, caller) => s.streams.claim(caller, { streamId: p.streamId, replace: p.replace === true, reason: p.reason }),
     'streams.release': async (p, caller, ctx) => {
       const state = await s.streams.release(caller, p);
-      if (caller.role === 'admin') s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
+      if (caller.role === 'admin')
+        s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
       return state;
     },
     'streams.append': (p, caller) =>
       s.streams.append(caller, { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) }),
     'streams.read': (p, caller, ctx) =>
-      s.reader.read(caller, {
-        streamId: p.streamId, generation: parseDecimal(p.generation), fromPosition: parseDecimal(p.fromPosition),
-        limit: p.limit ?? 1000, maxBytes: p.maxBytes ?? PAGE_BYTES, waitMs: p.waitMs ?? 0,
-      }, pageBytes(ctx)),
+      s.reader.read(
+        caller,
+        {
+          streamId: p.streamId,
+          generation: parseDecimal(p.generation),
+          fromPosition: parseDecimal(p.fromPosition),
+          limit: p.limit ?? 1000,
+          maxBytes: p.maxBytes ?? PAGE_BYTES,
+          waitMs: p.waitMs ?? 0,
+        },
+        pageBytes(ctx),
+      ),
     'streams.checkpoint': (p, caller) =>
       streamCheckpoint(s.streams, s.signer, caller, {
-        streamId: p.streamId, generation: parseDecimal(p.generation),
+        streamId: p.streamId,
+        generation: parseDecimal(p.generation),
         fromPosition: p.fromPosition === undefined ? undefined : parseDecimal(p.fromPosition),
         nextPosition: p.nextPosition === undefined ? undefined : parseDecimal(p.nextPosition),
       }),
     'streams.trim': async (p, caller, ctx) => {
       const r = await s.streams.trim(p.streamId, parseDecimal(p.beforePosition), p.force === true);
-      s.audit.action('streams.trim', caller, peerOf(ctx), { streamId: p.streamId, beforePosition: p.beforePosition, force: p.force === true, firstPosition: r.firstPosition });
+      s.audit.action('streams.trim', caller, peerOf(ctx), {
+        streamId: p.streamId,
+        beforePosition: p.beforePosition,
+        force: p.force === true,
+        firstPosition: r.firstPosition,
+      });
       return r;
     },
     'streams.reset': async (p, caller, ctx) => {

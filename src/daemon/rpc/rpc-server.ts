@@ -69,12 +69,18 @@ export class RpcServer {
     return this.#server.receive(request, ctx);
   }
 
-  #invoke(method: MethodDescriptor, handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown, rawParams: unknown, ctx: CallContext): unknown {
+  #invoke(
+    method: MethodDescriptor,
+    handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown,
+    rawParams: unknown,
+    ctx: CallContext,
+  ): unknown {
     const { name, access } = method;
     const caller = ctx.caller;
     if (access !== 'public') {
       if (!caller) throw errors.unauthenticated();
-      if (!this.#sessionValid(caller)) throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
+      if (!this.#sessionValid(caller))
+        throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
       if (access === 'admin' && caller.role !== 'admin') throw errors.permissionDenied('ADMIN_ONLY', `${name} is admin-only`);
       if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
     }

@@ -12,7 +12,10 @@ import { openFileLimit, socketFd, socketInode } from './socket-fd.js';
 
 /** A startup failure with a clear message and the exit code to leave with. */
 export class StartupError extends Error {
-  constructor(message: string, readonly exitCode: number) {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
     super(message);
   }
 }
@@ -56,7 +59,10 @@ function errnoOf(err: unknown): string | undefined {
 function checkSocketPathLength(path: string): void {
   const bytes = Buffer.byteLength(path);
   if (bytes > MAX_SOCKET_PATH_BYTES) {
-    throw new StartupError(`socket path is ${bytes} bytes, over the platform limit of ${MAX_SOCKET_PATH_BYTES}: ${path}`, EXIT_CODES.config);
+    throw new StartupError(
+      `socket path is ${bytes} bytes, over the platform limit of ${MAX_SOCKET_PATH_BYTES}: ${path}`,
+      EXIT_CODES.config,
+    );
   }
 }
 
@@ -94,8 +100,12 @@ function ensureSocketDir(dir: string, socketMode: number | undefined): void {
     // Checked again below: someone may have created it first, between lstat and mkdir.
     stat = lstatSync(dir);
   }
-  if (!stat.isDirectory() && !stat.isSymbolicLink()) throw new StartupError(`socket directory ${dir} is not a directory`, EXIT_CODES.config);
-  const problem = ownedDirectoryProblem({ isDirectory: stat.isDirectory(), isSymbolicLink: stat.isSymbolicLink(), uid: stat.uid, mode: stat.mode }, process.getuid?.() ?? 0);
+  if (!stat.isDirectory() && !stat.isSymbolicLink())
+    throw new StartupError(`socket directory ${dir} is not a directory`, EXIT_CODES.config);
+  const problem = ownedDirectoryProblem(
+    { isDirectory: stat.isDirectory(), isSymbolicLink: stat.isSymbolicLink(), uid: stat.uid, mode: stat.mode },
+    process.getuid?.() ?? 0,
+  );
   if (problem) throw new StartupError(`unsafe socket directory ${dir}: ${problem}`, EXIT_CODES.config);
 }
 
@@ -166,21 +176,32 @@ export class SocketServer {
         this.#refuse(socket, refusal);
         return;
       }
-      const conn = new Connection(socket, rpc, log, { maxLineBytes: opts.maxLineBytes, maxUnsentBytes: opts.maxUnsentBytes, audit: opts.audit });
+      const conn = new Connection(socket, rpc, log, {
+        maxLineBytes: opts.maxLineBytes,
+        maxUnsentBytes: opts.maxUnsentBytes,
+        audit: opts.audit,
+      });
       this.#connections.add(conn);
       conn.onClose(() => this.#connections.delete(conn));
       opts.onConnection?.(conn);
     });
   }
 
-  #refusal(socket: Socket, maxConnections: number): { reason: 'MAX_CONNECTIONS' | 'FILE_DESCRIPTORS'; what: string; fields: AuditFields } | null {
+  #refusal(
+    socket: Socket,
+    maxConnections: number,
+  ): { reason: 'MAX_CONNECTIONS' | 'FILE_DESCRIPTORS'; what: string; fields: AuditFields } | null {
     if (this.#connections.size >= maxConnections) {
       return { reason: 'MAX_CONNECTIONS', what: `connections (max ${maxConnections})`, fields: { max: maxConnections } };
     }
     const fd = socketFd(socket);
     const limit = openFileLimit();
     if (fd !== null && limit !== null && fd >= limit - fdHeadroom(limit)) {
-      return { reason: 'FILE_DESCRIPTORS', what: `open files (fd ${fd} of ${limit})`, fields: { fd, fdLimit: limit, headroom: fdHeadroom(limit) } };
+      return {
+        reason: 'FILE_DESCRIPTORS',
+        what: `open files (fd ${fd} of ${limit})`,
+        fields: { fd, fdLimit: limit, headroom: fdHeadroom(limit) },
+      };
     }
     return null;
   }
@@ -196,7 +217,10 @@ export class SocketServer {
    */
   #refuse(socket: Socket, refusal: { reason: 'MAX_CONNECTIONS' | 'FILE_DESCRIPTORS'; what: string; fields: AuditFields }): void {
     this.#audit.burst('connection.refused', refusal.reason, {
-      reason: refusal.reason, connections: this.#connections.size, socketInode: socketInode(socketFd(socket)), ...refusal.fields,
+      reason: refusal.reason,
+      connections: this.#connections.size,
+      socketInode: socketInode(socketFd(socket)),
+      ...refusal.fields,
     });
     const e = errors.rateLimited(1000, refusal.what);
     const line = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: e.code, message: e.message, data: e.toData() } }) + '\n';

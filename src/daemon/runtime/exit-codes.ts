@@ -26,6 +26,11 @@ export const EXIT_CODES = {
 
 /** Exit codes that restarting cannot fix (systemd `RestartPreventExitStatus`). */
 export const PERMANENT_EXIT_CODES = [
-  EXIT_CODES.usage, EXIT_CODES.storeLocked, EXIT_CODES.socketInUse, EXIT_CODES.storageUnavailable, EXIT_CODES.storeCorrupt,
-  EXIT_CODES.permissionDenied, EXIT_CODES.config,
+  EXIT_CODES.usage,
+  EXIT_CODES.storeLocked,
+  EXIT_CODES.socketInUse,
+  EXIT_CODES.storageUnavailable,
+  EXIT_CODES.storeCorrupt,
+  EXIT_CODES.permissionDenied,
+  EXIT_CODES.config,
 ] as const;

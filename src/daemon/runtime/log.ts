@@ -8,6 +8,9 @@ export function createLogger(level: string): Logger {
   return pino({
     level,
     base: { service: 'yellod', pid: process.pid },
-    redact: { paths: ['token', '*.token', 'coordinatorToken', '*.coordinatorToken', 'content', '*.content', 'params'], censor: '[redacted]' },
+    redact: {
+      paths: ['token', '*.token', 'coordinatorToken', '*.coordinatorToken', 'content', '*.content', 'params'],
+      censor: '[redacted]',
+    },
   });
 }

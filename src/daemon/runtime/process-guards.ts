@@ -11,7 +11,10 @@ import { EXIT_CODES } from './exit-codes.js';
 export function installProcessGuards(log: Logger, exit: (code: number) => void = (code) => process.exit(code)): () => void {
   const fatal = (kind: string) => (err: unknown) => {
     const e = err as { message?: string; stack?: string; code?: string };
-    log.fatal({ correlationId: randomUUID(), kind, err: { message: e?.message ?? String(err), code: e?.code, stack: e?.stack } }, `${kind}: exiting`);
+    log.fatal(
+      { correlationId: randomUUID(), kind, err: { message: e?.message ?? String(err), code: e?.code, stack: e?.stack } },
+      `${kind}: exiting`,
+    );
     exit(EXIT_CODES.internal);
   };
   const onRejection = fatal('unhandled rejection');

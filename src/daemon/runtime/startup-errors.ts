@@ -34,12 +34,16 @@ const LEVELDB_TEXT: Array<[RegExp, string]> = [
  */
 export function startupFailure(err: unknown, doing: string): StartupError {
   if (err instanceof StartupError) return err;
-  if (err instanceof StoreFormatError) return new StartupError(`cannot ${doing}: ${err.message}`, err.corrupt ? EXIT_CODES.storeCorrupt : EXIT_CODES.config);
+  if (err instanceof StoreFormatError)
+    return new StartupError(`cannot ${doing}: ${err.message}`, err.corrupt ? EXIT_CODES.storeCorrupt : EXIT_CODES.config);
   const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
   const levelCode = e.cause?.code ?? e.code;
   if (levelCode === 'LEVEL_LOCKED') return new StartupError(`cannot ${doing}: it is locked by another daemon`, EXIT_CODES.storeLocked);
   if (levelCode === 'LEVEL_CORRUPTION') {
-    return new StartupError(`cannot ${doing}: LevelDB reports corruption (${oneLine(e.cause?.message ?? e.message)}); run yello doctor, restore from a backup`, EXIT_CODES.storeCorrupt);
+    return new StartupError(
+      `cannot ${doing}: LevelDB reports corruption (${oneLine(e.cause?.message ?? e.message)}); run yello doctor, restore from a backup`,
+      EXIT_CODES.storeCorrupt,
+    );
   }
   let errno = typeof e.code === 'string' && ERRNO[e.code] ? e.code : undefined;
   if (!errno) {

@@ -6,7 +6,14 @@ import { K, locateKey, prefixEnd } from './key-layout.js';
 import type { Signer } from '../crypto/signer.js';
 import type { Storage } from './storage.js';
 import type { StreamMeta } from './stream-meta.js';
-import { expandOperation, expandRecord, storedClientMessageId, type CompactOperation, type CompactRecord, type StoredOperation } from './record-layout.js';
+import {
+  expandOperation,
+  expandRecord,
+  storedClientMessageId,
+  type CompactOperation,
+  type CompactRecord,
+  type StoredOperation,
+} from './record-layout.js';
 import { placeOf, StreamTables, type StreamIdentity } from './stream-tables.js';
 
 interface StreamScan {
@@ -31,12 +38,29 @@ interface StreamScan {
  * daemon stops writing there until someone resets them. Reads the whole store once, in key
  * order, with point reads for cross-checks: memory stays O(streams).
  */
-export async function checkStore(storage: Storage, integrity: Integrity, signer: Signer, options: { mark?: boolean } = {}): Promise<DoctorReport> {
+export async function checkStore(
+  storage: Storage,
+  integrity: Integrity,
+  signer: Signer,
+  options: { mark?: boolean } = {},
+): Promise<DoctorReport> {
   const problems: DoctorProblem[] = [];
   const counts = { values: 0, agents: 0, chats: 0, streams: 0, records: 0, messages: 0, operations: 0 };
-  const problem = (kind: string, key: string | null, detail: string, where: Partial<Pick<DoctorProblem, 'streamId' | 'generation' | 'position'>> = {}) => {
+  const problem = (
+    kind: string,
+    key: string | null,
+    detail: string,
+    where: Partial<Pick<DoctorProblem, 'streamId' | 'generation' | 'position'>> = {},
+  ) => {
     const loc = key ? locateKey(key) : { streamId: null, generation: null, position: null };
-    problems.push({ kind, key, streamId: where.streamId ?? loc.streamId, generation: where.generation ?? loc.generation, position: where.position ?? loc.position, detail });
+    problems.push({
+      kind,
+      key,
+      streamId: where.streamId ?? loc.streamId,
+      generation: where.generation ?? loc.generation,
+      position: where.position ?? loc.position,
+      detail,
+    });
   };
 
   // Heads first (one per stream), so records can be checked against them in one pass.
@@ -48,7 +72,12 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
     try {
       meta = tables.head(streamId, false);
     } catch (err) {
-      problem('head', key, `the stream head fails its check (${String((err as { details?: { detail?: string } }).details?.detail ?? err)})`, { streamId });
+      problem(
+        'head',
+        key,
+        `the stream head fails its check (${String((err as { details?: { detail?: string } }).details?.detail ?? err)})`,
+        { streamId },
+      );
     }
     scans.set(streamId, { meta, generation: -1, expect: null, firstSeen: null, op: null, lastCreatedAt: null, damage: new Map() });
   }
@@ -65,15 +94,23 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
     const { streamId, scan } = current;
     const meta = scan.meta;
     if (meta && scan.generation >= 0) {
-      const bounds = scan.generation === meta.generation ? { first: meta.firstPosition, next: meta.nextPosition } : sealedBounds(meta, scan.generation);
+      const bounds =
+        scan.generation === meta.generation ? { first: meta.firstPosition, next: meta.nextPosition } : sealedBounds(meta, scan.generation);
       const last = scan.expect === null ? null : scan.expect - 1;
       if (!bounds) {
-        problem('record', null, `records of generation ${scan.generation}, which the head does not know`, { streamId, generation: formatDecimal(scan.generation) });
+        problem('record', null, `records of generation ${scan.generation}, which the head does not know`, {
+          streamId,
+          generation: formatDecimal(scan.generation),
+        });
         damage(streamId, scan.generation, scan.firstSeen ?? 0);
       } else if (last === null || last < bounds.next - 1) {
         if (bounds.next > bounds.first) {
           const from = last === null ? bounds.first : Math.max(bounds.first, last + 1);
-          problem('record', null, `records ${from}..${bounds.next - 1} are missing (the head says the generation ends at ${bounds.next})`, { streamId, generation: formatDecimal(scan.generation), position: formatDecimal(from) });
+          problem('record', null, `records ${from}..${bounds.next - 1} are missing (the head says the generation ends at ${bounds.next})`, {
+            streamId,
+            generation: formatDecimal(scan.generation),
+            position: formatDecimal(from),
+          });
           damage(streamId, scan.generation, from);
         }
       }
@@ -134,7 +171,8 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
           damage(streamId, generation, position);
           break;
         }
-        if (checkRecord(tables, signer, key, record, streamId, generation, position, current.scan, problem, counts)) damage(streamId, generation, position);
+        if (checkRecord(tables, signer, key, record, streamId, generation, position, current.scan, problem, counts))
+          damage(streamId, generation, position);
         break;
       }
       default:
@@ -147,26 +185,37 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
     if (!scan.meta) continue;
     const { meta } = scan;
     // The record scan already found missing tails; a head past its records with no record at all:
-    if (meta.nextPosition > meta.firstPosition && storage.get(K.record(streamId, meta.generation, meta.nextPosition - 1)) === undefined && !scan.damage.has(meta.generation)) {
-      problem('head', K.stream(streamId), `the head says records end at ${meta.nextPosition}, but the generation has none there`, { streamId, generation: formatDecimal(meta.generation) });
+    if (
+      meta.nextPosition > meta.firstPosition &&
+      storage.get(K.record(streamId, meta.generation, meta.nextPosition - 1)) === undefined &&
+      !scan.damage.has(meta.generation)
+    ) {
+      problem('head', K.stream(streamId), `the head says records end at ${meta.nextPosition}, but the generation has none there`, {
+        streamId,
+        generation: formatDecimal(meta.generation),
+      });
       damage(streamId, meta.generation, meta.nextPosition - 1);
     }
     const chat = storage.get<{ agentAId: string; agentBId: string }>(K.chat(meta.chatId));
     if (!chat || (chat.agentAId !== meta.authorAgentId && chat.agentBId !== meta.authorAgentId)) {
-      problem('directory', K.stream(streamId), `the stream's chat ${meta.chatId} is missing or does not include ${meta.authorAgentId}`, { streamId });
+      problem('directory', K.stream(streamId), `the stream's chat ${meta.chatId} is missing or does not include ${meta.authorAgentId}`, {
+        streamId,
+      });
     }
   }
 
   if (options.mark !== false) {
     // A head that is unreadable or missing: no generation of the stream can be trusted.
     for (const p of problems) {
-      if (p.kind === 'head' && p.streamId && (!scans.get(p.streamId)?.meta)) {
+      if (p.kind === 'head' && p.streamId && !scans.get(p.streamId)?.meta) {
         integrity.mark({ streamId: p.streamId, generation: null, fromPosition: 0, detail: `yello doctor: ${p.detail}` });
       }
     }
     for (const [streamId, scan] of scans) {
       for (const [generation, position] of scan.damage) {
-        const detail = problems.find((p) => p.streamId === streamId && p.generation === formatDecimal(generation))?.detail ?? 'yello doctor found damage';
+        const detail =
+          problems.find((p) => p.streamId === streamId && p.generation === formatDecimal(generation))?.detail ??
+          'yello doctor found damage';
         integrity.mark({ streamId, generation, fromPosition: position, detail: `yello doctor: ${detail}` });
       }
     }
@@ -174,7 +223,12 @@ export async function checkStore(storage: Storage, integrity: Integrity, signer:
   return { checkedAt: new Date().toISOString(), counts, problems, corruptStreams: integrity.list() };
 }
 
-type Report = (kind: string, key: string | null, detail: string, where?: Partial<Pick<DoctorProblem, 'streamId' | 'generation' | 'position'>>) => void;
+type Report = (
+  kind: string,
+  key: string | null,
+  detail: string,
+  where?: Partial<Pick<DoctorProblem, 'streamId' | 'generation' | 'position'>>,
+) => void;
 
 function sealedBounds(meta: StreamMeta, generation: number): { first: number; next: number } | null {
   const s = meta.sealed.find((g) => g.generation === generation);
@@ -192,8 +246,16 @@ function tryGet<T>(storage: Storage, key: string): T | undefined | 'corrupt' {
 
 /** One record: where its key says, contiguous, covered by its operation, signed. True when damaged. */
 function checkRecord(
-  tables: StreamTables, signer: Signer, key: string, record: StoredRecord, streamId: string, generation: number, position: number,
-  scan: StreamScan, problem: Report, counts: { messages: number },
+  tables: StreamTables,
+  signer: Signer,
+  key: string,
+  record: StoredRecord,
+  streamId: string,
+  generation: number,
+  position: number,
+  scan: StreamScan,
+  problem: Report,
+  counts: { messages: number },
 ): boolean {
   const where = { streamId, generation: formatDecimal(generation), position: formatDecimal(position) };
   let damaged = false;
@@ -217,12 +279,24 @@ function checkRecord(
     if (sealed && position >= sealed.next) bad(`a record past the sealed generation's end (${sealed.next})`);
   }
   const w = record.wrapper;
-  if (!w || w.chatId !== streamId.slice(0, streamId.indexOf(':')) || w.authorAgentId !== streamId.slice(streamId.indexOf(':') + 1)) bad('the wrapper names another chat or author');
+  if (!w || w.chatId !== streamId.slice(0, streamId.indexOf(':')) || w.authorAgentId !== streamId.slice(streamId.indexOf(':') + 1))
+    bad('the wrapper names another chat or author');
   if (w?.type === 'chat.message') {
     counts.messages++;
     const m = w.message;
     if (contentSha256(m.content) !== m.contentSha256) bad('contentSha256 does not match the content');
-    else if (!signer.verifyMessage({ chatId: m.chatId, fromAgentId: m.fromAgentId, toAgentId: m.toAgentId, createdAt: m.signature.createdAt, contentSha256: m.contentSha256 }, m.signature)) {
+    else if (
+      !signer.verifyMessage(
+        {
+          chatId: m.chatId,
+          fromAgentId: m.fromAgentId,
+          toAgentId: m.toAgentId,
+          createdAt: m.signature.createdAt,
+          contentSha256: m.contentSha256,
+        },
+        m.signature,
+      )
+    ) {
       bad(`the signature does not verify (kid ${m.signature.kid})`);
     }
     if (scan.lastCreatedAt !== null && m.signature.createdAt < scan.lastCreatedAt) bad('createdAt goes backwards');
@@ -257,7 +331,12 @@ function checkRecord(
 function checkOperation(storage: Storage, key: string, op: StoredOperation, problem: Report): void {
   const streamId = key.slice(2, key.lastIndexOf('/'));
   const logged = tryGet<string>(storage, K.opLog(streamId, op.generation, op.firstPosition));
-  if (logged !== op.operationId) problem('operation', key, `the operation log has no entry for ${op.operationId} at ${op.firstPosition}`, { streamId, generation: formatDecimal(op.generation), position: formatDecimal(op.firstPosition) });
+  if (logged !== op.operationId)
+    problem('operation', key, `the operation log has no entry for ${op.operationId} at ${op.firstPosition}`, {
+      streamId,
+      generation: formatDecimal(op.generation),
+      position: formatDecimal(op.firstPosition),
+    });
 }
 
 function checkMessageIndex(storage: Storage, key: string, position: string, problem: Report): void {
@@ -267,20 +346,31 @@ function checkMessageIndex(storage: Storage, key: string, position: string, prob
   const record = tryGet<CompactRecord | StoredRecord>(storage, K.record(streamId, generation, Number(position)));
   // A trimmed record takes its message id's record with it; only a record that is there must match.
   if (record === 'corrupt' || (record !== undefined && storedClientMessageId(record) !== parts[3])) {
-    problem('index', key, `the message-id index points at position ${position}, which holds another record`, { streamId, generation: formatDecimal(generation), position });
+    problem('index', key, `the message-id index points at position ${position}, which holds another record`, {
+      streamId,
+      generation: formatDecimal(generation),
+      position,
+    });
   }
 }
 
 function checkAgent(storage: Storage, key: string, agent: { id: string; username: string; tokenHash: string }, problem: Report): void {
-  if (tryGet<string>(storage, K.username(agent.username)) !== agent.id) problem('directory', key, `the username index does not lead to agent ${agent.id}`);
-  if (tryGet<string>(storage, K.token(agent.tokenHash)) !== agent.id) problem('directory', key, `the token index does not lead to agent ${agent.id}: its token cannot authenticate (rotate it)`);
+  if (tryGet<string>(storage, K.username(agent.username)) !== agent.id)
+    problem('directory', key, `the username index does not lead to agent ${agent.id}`);
+  if (tryGet<string>(storage, K.token(agent.tokenHash)) !== agent.id)
+    problem('directory', key, `the token index does not lead to agent ${agent.id}: its token cannot authenticate (rotate it)`);
 }
 
 function checkChat(storage: Storage, key: string, chat: { id: string; agentAId: string; agentBId: string }, problem: Report): void {
-  if (tryGet<string>(storage, K.pair(chat.agentAId, chat.agentBId)) !== chat.id) problem('directory', key, `the pair index does not lead to chat ${chat.id}`);
+  if (tryGet<string>(storage, K.pair(chat.agentAId, chat.agentBId)) !== chat.id)
+    problem('directory', key, `the pair index does not lead to chat ${chat.id}`);
   for (const agentId of [chat.agentAId, chat.agentBId]) {
-    if (tryGet<unknown>(storage, K.member(agentId, chat.id)) === undefined) problem('directory', key, `chat ${chat.id} is missing from ${agentId}'s chat list`);
-    if (tryGet<unknown>(storage, K.stream(`${chat.id}:${agentId}`)) === undefined) problem('head', K.stream(`${chat.id}:${agentId}`), 'the stream head is missing, though its chat exists', { streamId: `${chat.id}:${agentId}` });
+    if (tryGet<unknown>(storage, K.member(agentId, chat.id)) === undefined)
+      problem('directory', key, `chat ${chat.id} is missing from ${agentId}'s chat list`);
+    if (tryGet<unknown>(storage, K.stream(`${chat.id}:${agentId}`)) === undefined)
+      problem('head', K.stream(`${chat.id}:${agentId}`), 'the stream head is missing, though its chat exists', {
+        streamId: `${chat.id}:${agentId}`,
+      });
   }
 }
 

@@ -65,7 +65,10 @@ export class Integrity {
     if (existing && existing.fromPosition <= m.fromPosition) return corruptError(existing);
     const mark: CorruptMark = { ...m, detectedAt: new Date().toISOString() };
     this.#remember(mark);
-    this.#log.error({ streamId: mark.streamId, generation: mark.generation, fromPosition: mark.fromPosition, detail: mark.detail }, 'stream marked corrupt');
+    this.#log.error(
+      { streamId: mark.streamId, generation: mark.generation, fromPosition: mark.fromPosition, detail: mark.detail },
+      'stream marked corrupt',
+    );
     this.#persist(mark);
     for (const l of this.#listeners) l(mark);
     return corruptError(mark);
@@ -128,12 +131,20 @@ export class Integrity {
     const list = this.#marks.get(streamId) ?? [];
     const head = list.find((m) => m.generation === null);
     if (!head) return;
-    this.#marks.set(streamId, list.filter((m) => m !== head));
+    this.#marks.set(
+      streamId,
+      list.filter((m) => m !== head),
+    );
     const narrowed = this.remember({ streamId, generation, fromPosition, detail: `${head.detail}; head rebuilt from records` });
     if (this.#storage.readOnly) return;
     this.#storage
-      .write([{ type: 'del', key: K.corruptMark(streamId, UNKNOWN_GENERATION) }, { type: 'put', key: K.corruptMark(streamId, generation), value: narrowed }])
-      .catch((err: unknown) => this.#log.error({ streamId, err: { message: (err as Error)?.message } }, 'could not store a corruption mark'));
+      .write([
+        { type: 'del', key: K.corruptMark(streamId, UNKNOWN_GENERATION) },
+        { type: 'put', key: K.corruptMark(streamId, generation), value: narrowed },
+      ])
+      .catch((err: unknown) =>
+        this.#log.error({ streamId, err: { message: (err as Error)?.message } }, 'could not store a corruption mark'),
+      );
   }
 
   /** The first position of `generation` that reads may not pass (Infinity when unmarked). */

@@ -11,7 +11,17 @@ import type { Redaction, StoredRecord } from '../../shared/types.js';
 
 /** A record as stored. */
 export type CompactRecord =
-  | ['m', operationId: string, recordIndex: number, clientMessageId: string, content: string, contentSha256: string, kid: string, signature: string, createdAt: string]
+  | [
+      'm',
+      operationId: string,
+      recordIndex: number,
+      clientMessageId: string,
+      content: string,
+      contentSha256: string,
+      kid: string,
+      signature: string,
+      createdAt: string,
+    ]
   | ['r', operationId: string, recordIndex: number, peerStreamId: string, peerGeneration: string, nextPosition: string, batchId: string]
   | ['f', epoch: string, claimedAt: string, replaced: boolean, reason: string | null];
 
@@ -31,13 +41,34 @@ export interface RecordPlace {
  */
 export function compactRecord(record: StoredRecord, place: RecordPlace): CompactRecord | StoredRecord {
   const w = record.wrapper;
-  if (record.streamId !== place.streamId || record.generation !== formatDecimal(place.generation) || record.position !== formatDecimal(place.position)) return record;
+  if (
+    record.streamId !== place.streamId ||
+    record.generation !== formatDecimal(place.generation) ||
+    record.position !== formatDecimal(place.position)
+  )
+    return record;
   if (w.version !== 2 || w.chatId !== place.chatId || w.authorAgentId !== place.authorAgentId) return record;
   switch (w.type) {
     case 'chat.message': {
       const m = w.message;
-      if (m.chatId !== place.chatId || m.fromAgentId !== place.authorAgentId || m.toAgentId !== place.peerAgentId || m.signature.alg !== 'ES256') return record;
-      return ['m', w.operationId, w.recordIndex, m.clientMessageId, m.content, m.contentSha256, m.signature.kid, m.signature.value, m.signature.createdAt];
+      if (
+        m.chatId !== place.chatId ||
+        m.fromAgentId !== place.authorAgentId ||
+        m.toAgentId !== place.peerAgentId ||
+        m.signature.alg !== 'ES256'
+      )
+        return record;
+      return [
+        'm',
+        w.operationId,
+        w.recordIndex,
+        m.clientMessageId,
+        m.content,
+        m.contentSha256,
+        m.signature.kid,
+        m.signature.value,
+        m.signature.createdAt,
+      ];
     }
     case 'chat.receipt': {
       const r = w.receipt;
@@ -61,8 +92,21 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
       return {
         ...head,
         wrapper: {
-          version: 2, chatId: place.chatId, authorAgentId: place.authorAgentId, operationId, recordIndex, type: 'chat.message',
-          message: { chatId: place.chatId, fromAgentId: place.authorAgentId, toAgentId: place.peerAgentId, clientMessageId, content, contentSha256, signature: { kid, alg: 'ES256', value, createdAt } },
+          version: 2,
+          chatId: place.chatId,
+          authorAgentId: place.authorAgentId,
+          operationId,
+          recordIndex,
+          type: 'chat.message',
+          message: {
+            chatId: place.chatId,
+            fromAgentId: place.authorAgentId,
+            toAgentId: place.peerAgentId,
+            clientMessageId,
+            content,
+            contentSha256,
+            signature: { kid, alg: 'ES256', value, createdAt },
+          },
         },
       };
     }
@@ -70,7 +114,15 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
       const [, operationId, recordIndex, peerStreamId, peerGeneration, nextPosition, batchId] = stored;
       return {
         ...head,
-        wrapper: { version: 2, chatId: place.chatId, authorAgentId: place.authorAgentId, operationId, recordIndex, type: 'chat.receipt', receipt: { peerStreamId, peerGeneration, nextPosition, batchId } },
+        wrapper: {
+          version: 2,
+          chatId: place.chatId,
+          authorAgentId: place.authorAgentId,
+          operationId,
+          recordIndex,
+          type: 'chat.receipt',
+          receipt: { peerStreamId, peerGeneration, nextPosition, batchId },
+        },
       };
     }
     case 'f': {
@@ -78,7 +130,12 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
       return {
         ...head,
         wrapper: {
-          version: 2, chatId: place.chatId, authorAgentId: place.authorAgentId, operationId: `fence.${epoch}`, recordIndex: 0, type: 'chat.writer-fence',
+          version: 2,
+          chatId: place.chatId,
+          authorAgentId: place.authorAgentId,
+          operationId: `fence.${epoch}`,
+          recordIndex: 0,
+          type: 'chat.writer-fence',
           fence: { epoch, claimedAt, replaced, ...(reason !== null ? { reason } : {}) },
         },
       };
@@ -106,7 +163,14 @@ export interface StoredOperation {
 }
 
 /** An operation as stored under `o/<streamId>/<operationId>` (the id is in the key). */
-export type CompactOperation = [generation: number, firstPosition: number, nextPosition: number, committedAt: string, requestDigest: string, redactions: Redaction[]];
+export type CompactOperation = [
+  generation: number,
+  firstPosition: number,
+  nextPosition: number,
+  committedAt: string,
+  requestDigest: string,
+  redactions: Redaction[],
+];
 
 export function compactOperation(op: StoredOperation): CompactOperation {
   return [op.generation, op.firstPosition, op.nextPosition, op.committedAt, op.requestDigest, op.redactions];
@@ -122,4 +186,10 @@ export function expandOperation(operationId: string, stored: CompactOperation | 
  * The part of a stream head every append changes, stored under its own small key (`h/`), so
  * the full head (`s/`: writer, sealed generations, trim point) is written only when those change.
  */
-export type StreamTail = [generation: number, nextPosition: number, lastCreatedAt: string | null, receiptGeneration: number | null, receiptNextPosition: number | null];
+export type StreamTail = [
+  generation: number,
+  nextPosition: number,
+  lastCreatedAt: string | null,
+  receiptGeneration: number | null,
+  receiptNextPosition: number | null,
+];

@@ -43,15 +43,25 @@ export async function applyRecoveryReport(store: OpenedStore, integrity: Integri
     if (guarded.damaged) {
       for await (const { key, value } of storage.entriesChecked<StreamMeta>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
         const streamId = key.slice(K.streamsPrefix.length);
-        marks.push(integrity.remember(value ? { streamId, generation: value.generation, fromPosition: value.firstPosition, detail } : { streamId, generation: null, fromPosition: 0, detail }));
+        marks.push(
+          integrity.remember(
+            value
+              ? { streamId, generation: value.generation, fromPosition: value.firstPosition, detail }
+              : { streamId, generation: null, fromPosition: 0, detail },
+          ),
+        );
       }
     } else {
-      for (const t of guarded.touches) marks.push(integrity.remember({ streamId: t.streamId, generation: t.generation, fromPosition: t.position, detail }));
+      for (const t of guarded.touches)
+        marks.push(integrity.remember({ streamId: t.streamId, generation: t.generation, fromPosition: t.position, detail }));
     }
     incident = { detectedAt: new Date().toISOString(), lines: fresh, bytes, streams: marks.length, guardDamaged: guarded.damaged };
     await integrity.persistNow(marks);
     await storage.write([{ type: 'put', key: INCIDENTS_KEY, value: [...walIncidents(store), incident] }]);
-    log.error({ bytes, streams: marks.length, guardDamaged: guarded.damaged }, 'LevelDB dropped part of its write-ahead log at recovery; affected streams are marked corrupt (see yello status, yello doctor)');
+    log.error(
+      { bytes, streams: marks.length, guardDamaged: guarded.damaged },
+      'LevelDB dropped part of its write-ahead log at recovery; affected streams are marked corrupt (see yello status, yello doctor)',
+    );
   }
   guard.startEra();
   return incident;

@@ -161,7 +161,12 @@ export class Storage {
 
   /** Throw STORAGE_FAILURE (nothing written) when the store no longer accepts writes. */
   assertWritable(operationId: string | null = null): void {
-    if (this.#readOnly) throw errors.storageFailure(operationId, 'READ_ONLY', 'the daemon is read-only after a failed write; nothing was written; restart it');
+    if (this.#readOnly)
+      throw errors.storageFailure(
+        operationId,
+        'READ_ONLY',
+        'the daemon is read-only after a failed write; nothing was written; restart it',
+      );
     if (this.#closing) throw errors.storageFailure(operationId, 'SHUTTING_DOWN', 'the daemon is shutting down; nothing was written');
   }
 
@@ -282,7 +287,10 @@ export class Storage {
   #fail(err: unknown, group: PendingWrite[]): void {
     if (this.#readOnly) return;
     this.#readOnly = true;
-    this.#log.fatal({ err: { message: (err as Error)?.message, code: (err as { code?: string })?.code } }, 'synced write failed; daemon is read-only until restart');
+    this.#log.fatal(
+      { err: { message: (err as Error)?.message, code: (err as { code?: string })?.code } },
+      'synced write failed; daemon is read-only until restart',
+    );
     const failed = [...group, ...this.#queue.splice(0)];
     for (const g of failed) for (const op of g.ops) this.#inDoubt.add(op.key);
     this.#overlay.clear();
@@ -291,7 +299,13 @@ export class Storage {
     // the disk); the writes queued behind it were never handed to LevelDB, but callers cannot
     // tell the two apart, so both are answered "outcome unknown": never resend blindly.
     for (const g of failed) {
-      g.reject(errors.storageFailure(null, 'WRITE_FAILED', 'a synced write failed: this write may or may not be on disk (outcome unknown; after a restart operations.get tells); the daemon is read-only until restart'));
+      g.reject(
+        errors.storageFailure(
+          null,
+          'WRITE_FAILED',
+          'a synced write failed: this write may or may not be on disk (outcome unknown; after a restart operations.get tells); the daemon is read-only until restart',
+        ),
+      );
     }
   }
 

@@ -21,7 +21,10 @@ const CHUNK = 2000;
 
 /** A store written by a newer daemon (`corrupt: false`), or a format key that fails its check (`corrupt: true`). */
 export class StoreFormatError extends Error {
-  constructor(message: string, readonly corrupt: boolean) {
+  constructor(
+    message: string,
+    readonly corrupt: boolean,
+  ) {
     super(message);
   }
 }
@@ -41,8 +44,15 @@ export async function migrateFormat(db: Db, log: Logger): Promise<{ from: number
     const json = decodeValue(FORMAT_KEY, raw);
     const format = json === null ? NaN : Number(JSON.parse(json));
     if (format === CURRENT_FORMAT) return { from: format, migrated: 0 };
-    if (Number.isNaN(format)) throw new StoreFormatError(`the store's format key ${FORMAT_KEY} fails its checksum (corrupt); run yello doctor, restore from a backup`, true);
-    throw new StoreFormatError(`the store has format ${format}; this yello reads format ${CURRENT_FORMAT} (a newer version wrote it?)`, false);
+    if (Number.isNaN(format))
+      throw new StoreFormatError(
+        `the store's format key ${FORMAT_KEY} fails its checksum (corrupt); run yello doctor, restore from a backup`,
+        true,
+      );
+    throw new StoreFormatError(
+      `the store has format ${format}; this yello reads format ${CURRENT_FORMAT} (a newer version wrote it?)`,
+      false,
+    );
   }
   let migrated = 0;
   const first = await db.keys({ limit: 1 }).all();
@@ -87,7 +97,12 @@ function formatOneJson(key: string, value: string): string {
       }
       return json;
     }
-    case 'u': case 't': case 'p': case 'm': case 'x': case 'ol':
+    case 'u':
+    case 't':
+    case 'p':
+    case 'm':
+    case 'x':
+    case 'ol':
       return JSON.stringify(value);
     default:
       return value;
@@ -107,7 +122,10 @@ function formatTwoEntries(key: string, json: string, heads: Map<string, StreamMe
     if (table === 'o') return [[key, JSON.stringify(compactOperation(JSON.parse(json) as StoredOperation))]];
     if (table === 's') {
       const head = JSON.parse(json) as StreamMeta;
-      return [[key, json], [K.tail(head.streamId), JSON.stringify(tailOf(head))]];
+      return [
+        [key, json],
+        [K.tail(head.streamId), JSON.stringify(tailOf(head))],
+      ];
     }
   } catch {
     /* not JSON (damaged in format 1): keep it, so it fails its check loudly */

@@ -31,7 +31,11 @@ export const GUARD_FILE = 'wal-guard';
  * Open LevelDB (which locks it and replays its log), bring the format up to date, and read
  * what recovery reported. Throws the LevelDB error (`LEVEL_LOCKED`, `LEVEL_CORRUPTION`, I/O).
  */
-export async function openStore(dataDir: string, log: Logger, options: { injectFailure?: (() => boolean) | null } = {}): Promise<OpenedStore> {
+export async function openStore(
+  dataDir: string,
+  log: Logger,
+  options: { injectFailure?: (() => boolean) | null } = {},
+): Promise<OpenedStore> {
   const dbDir = join(dataDir, 'db');
   const db: Db = new ClassicLevel<string, string>(dbDir, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
   // A larger memtable means fewer level-0 flushes and compactions competing with the event

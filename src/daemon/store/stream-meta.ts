@@ -35,10 +35,18 @@ export interface StreamMeta {
 
 export function newStreamMeta(chatId: string, authorAgentId: string, peerAgentId: string, createdAt: string): StreamMeta {
   return {
-    streamId: makeStreamId(chatId, authorAgentId), chatId, authorAgentId, peerAgentId, createdAt,
-    generation: 1, firstPosition: 0, nextPosition: 0, lastCreatedAt: null,
+    streamId: makeStreamId(chatId, authorAgentId),
+    chatId,
+    authorAgentId,
+    peerAgentId,
+    createdAt,
+    generation: 1,
+    firstPosition: 0,
+    nextPosition: 0,
+    lastCreatedAt: null,
     writer: { epoch: 0, claimedAt: null, active: false, tokenHash: null },
-    receipt: null, sealed: [],
+    receipt: null,
+    sealed: [],
   };
 }
 
@@ -53,7 +61,12 @@ export function peerStreamIdOf(meta: Pick<StreamMeta, 'chatId' | 'peerAgentId'>)
 
 /** A copy safe to mutate (on the append path, so no structuredClone). */
 export function cloneMeta(meta: StreamMeta): StreamMeta {
-  return { ...meta, writer: { ...meta.writer }, receipt: meta.receipt ? { ...meta.receipt } : null, sealed: meta.sealed.map((g) => ({ ...g })) };
+  return {
+    ...meta,
+    writer: { ...meta.writer },
+    receipt: meta.receipt ? { ...meta.receipt } : null,
+    sealed: meta.sealed.map((g) => ({ ...g })),
+  };
 }
 
 /** The public StreamState; `acknowledged` comes from the peer stream's receipt. */

@@ -2,7 +2,14 @@ import { errors } from '../../shared/errors.js';
 import type { StoredRecord } from '../../shared/types.js';
 import { K } from './key-layout.js';
 import {
-  compactOperation, compactRecord, expandOperation, expandRecord, type CompactOperation, type CompactRecord, type RecordPlace, type StoredOperation,
+  compactOperation,
+  compactRecord,
+  expandOperation,
+  expandRecord,
+  type CompactOperation,
+  type CompactRecord,
+  type RecordPlace,
+  type StoredOperation,
   type StreamTail,
 } from './record-layout.js';
 import type { Storage, WriteOp } from './storage.js';
@@ -10,8 +17,19 @@ import type { Range } from './verified-reads.js';
 import type { StreamMeta } from './stream-meta.js';
 
 /** The place of a record of `meta`'s stream (chat, author and peer come from the head). */
-export function placeOf(meta: Pick<StreamMeta, 'streamId' | 'chatId' | 'authorAgentId' | 'peerAgentId'>, generation: number, position: number): RecordPlace {
-  return { streamId: meta.streamId, generation, position, chatId: meta.chatId, authorAgentId: meta.authorAgentId, peerAgentId: meta.peerAgentId };
+export function placeOf(
+  meta: Pick<StreamMeta, 'streamId' | 'chatId' | 'authorAgentId' | 'peerAgentId'>,
+  generation: number,
+  position: number,
+): RecordPlace {
+  return {
+    streamId: meta.streamId,
+    generation,
+    position,
+    chatId: meta.chatId,
+    authorAgentId: meta.authorAgentId,
+    peerAgentId: meta.peerAgentId,
+  };
 }
 
 /** What stays the same for every record of a stream. */
@@ -38,7 +56,13 @@ export class StreamTables {
     if (meta === undefined) return undefined;
     const tail = get<StreamTail>(K.tail(streamId));
     if (tail && tail[0] > meta.generation) {
-      throw errors.corrupt({ key: K.tail(streamId), streamId, generation: null, fromPosition: null, detail: `the head's tail is at generation ${tail[0]}, the head at ${meta.generation}` });
+      throw errors.corrupt({
+        key: K.tail(streamId),
+        streamId,
+        generation: null,
+        fromPosition: null,
+        detail: `the head's tail is at generation ${tail[0]}, the head at ${meta.generation}`,
+      });
     }
     return tail ? withTail(meta, tail) : meta;
   }
@@ -76,7 +100,13 @@ export class StreamTables {
   }
 
   /** Committed records of a key range of one generation, expanded, in key order; `bytes` is the stored size. */
-  async *records(stream: StreamIdentity, generation: number, from: number, end: number, reverse = false): AsyncGenerator<{ record: StoredRecord; bytes: number; position: number }> {
+  async *records(
+    stream: StreamIdentity,
+    generation: number,
+    from: number,
+    end: number,
+    reverse = false,
+  ): AsyncGenerator<{ record: StoredRecord; bytes: number; position: number }> {
     const range: Range = { gte: K.record(stream.streamId, generation, from), lt: K.record(stream.streamId, generation, end), reverse };
     for await (const { key, value, bytes } of this.#storage.entries<CompactRecord | StoredRecord>(range)) {
       const position = Number(key.slice(key.lastIndexOf('/') + 1));
@@ -93,7 +123,9 @@ export class StreamTables {
   /** A committed operation (or an admitted one), or undefined. */
   operation(streamId: string, operationId: string, admitted = false): StoredOperation | undefined {
     const key = K.operation(streamId, operationId);
-    const stored = admitted ? this.#storage.getAdmitted<CompactOperation | StoredOperation>(key) : this.#storage.get<CompactOperation | StoredOperation>(key);
+    const stored = admitted
+      ? this.#storage.getAdmitted<CompactOperation | StoredOperation>(key)
+      : this.#storage.get<CompactOperation | StoredOperation>(key);
     return stored === undefined ? undefined : expandOperation(operationId, stored);
   }
 }
@@ -107,14 +139,21 @@ export function withTail(meta: StreamMeta, tail: StreamTail): StreamMeta {
   const [generation, nextPosition, lastCreatedAt, receiptGeneration, receiptNext] = tail;
   if (generation !== meta.generation) return meta;
   return {
-    ...meta, nextPosition, lastCreatedAt,
+    ...meta,
+    nextPosition,
+    lastCreatedAt,
     receipt: receiptGeneration === null || receiptNext === null ? null : { peerGeneration: receiptGeneration, nextPosition: receiptNext },
   };
 }
 
 function coldChanged(a: StreamMeta, b: StreamMeta): boolean {
   return (
-    a.generation !== b.generation || a.firstPosition !== b.firstPosition || a.sealed.length !== b.sealed.length ||
-    a.writer.epoch !== b.writer.epoch || a.writer.active !== b.writer.active || a.writer.tokenHash !== b.writer.tokenHash || a.writer.claimedAt !== b.writer.claimedAt
+    a.generation !== b.generation ||
+    a.firstPosition !== b.firstPosition ||
+    a.sealed.length !== b.sealed.length ||
+    a.writer.epoch !== b.writer.epoch ||
+    a.writer.active !== b.writer.active ||
+    a.writer.tokenHash !== b.writer.tokenHash ||
+    a.writer.claimedAt !== b.writer.claimedAt
   );
 }

@@ -18,5 +18,7 @@ export function decodeValue(key: string, raw: string): string | null {
 }
 
 function checksum(key: string, json: string): string {
-  return crc32(json, crc32(key + '\n')).toString(16).padStart(8, '0');
+  return crc32(json, crc32(key + '\n'))
+    .toString(16)
+    .padStart(8, '0');
 }

@@ -43,7 +43,12 @@ export function checkReceipts(heads: StreamHeads, codec: TokenCodec, caller: Cal
 }
 
 /** clientMessageIds of the messages (by record index); DUPLICATE_MESSAGE on reuse in this generation. */
-export function checkMessageIds(storage: Storage, meta: StreamMeta, records: Records, negative: StreamNegativeIndex): Array<string | undefined> {
+export function checkMessageIds(
+  storage: Storage,
+  meta: StreamMeta,
+  records: Records,
+  negative: StreamNegativeIndex,
+): Array<string | undefined> {
   const seen = new Map<string, number>();
   return records.map((r, index) => {
     if (r.type !== 'chat.message') return undefined;

@@ -100,7 +100,13 @@ export class Appender {
     next.nextPosition = expected + p.records.length;
     const committedAt = new Date().toISOString();
     const stored: StoredOperation = {
-      operationId: p.operationId, generation, firstPosition: expected, nextPosition: next.nextPosition, committedAt, requestDigest: digest, redactions,
+      operationId: p.operationId,
+      generation,
+      firstPosition: expected,
+      nextPosition: next.nextPosition,
+      committedAt,
+      requestDigest: digest,
+      redactions,
     };
     ops.push(this.#tables.operationOp(p.streamId, stored));
     negative.operations.add(p.operationId);
@@ -117,8 +123,14 @@ export class Appender {
       throw err;
     }
     return {
-      streamId: p.streamId, generation: formatDecimal(generation), operationId: p.operationId, firstPosition: formatDecimal(expected),
-      nextPosition: formatDecimal(next.nextPosition), records, duplicate: false, redactions,
+      streamId: p.streamId,
+      generation: formatDecimal(generation),
+      operationId: p.operationId,
+      firstPosition: formatDecimal(expected),
+      nextPosition: formatDecimal(next.nextPosition),
+      records,
+      duplicate: false,
+      redactions,
     };
   }
 
@@ -143,7 +155,9 @@ export class Appender {
       if (input.type === 'chat.receipt') {
         const { peerStreamId, peerGeneration, nextPosition, batchId } = input;
         return {
-          streamId: p.streamId, generation: gen, position,
+          streamId: p.streamId,
+          generation: gen,
+          position,
           wrapper: { ...base, type: 'chat.receipt', receipt: { peerStreamId, peerGeneration, nextPosition, batchId } },
         };
       }
@@ -156,7 +170,13 @@ export class Appender {
       if (typeof value === 'string') signature.value = value;
       else signing.push(value.then((v) => void (signature.value = v)));
       const message = {
-        chatId, fromAgentId: authorAgentId, toAgentId: peerAgentId, clientMessageId: messageIds[index]!, content, contentSha256: sha, signature,
+        chatId,
+        fromAgentId: authorAgentId,
+        toAgentId: peerAgentId,
+        clientMessageId: messageIds[index]!,
+        content,
+        contentSha256: sha,
+        signature,
       };
       return { streamId: p.streamId, generation: gen, position, wrapper: { ...base, type: 'chat.message', message } };
     });
@@ -166,8 +186,13 @@ export class Appender {
   async #replay(streamId: string, op: StoredOperation): Promise<Omit<AppendResult, 'duplicate'>> {
     const records = await this.#reader.range(streamId, op.generation, op.firstPosition, op.nextPosition, Infinity, Infinity);
     return {
-      streamId, generation: formatDecimal(op.generation), operationId: op.operationId,
-      firstPosition: formatDecimal(op.firstPosition), nextPosition: formatDecimal(op.nextPosition), records, redactions: op.redactions,
+      streamId,
+      generation: formatDecimal(op.generation),
+      operationId: op.operationId,
+      firstPosition: formatDecimal(op.firstPosition),
+      nextPosition: formatDecimal(op.nextPosition),
+      records,
+      redactions: op.redactions,
     };
   }
 }

@@ -122,7 +122,11 @@ export class ChatReader {
    * messages or once its records reach `maxBytes` (always at least one), and `nextCursor`
    * continues exactly after the last entry of each direction it holds.
    */
-  async history(caller: Caller, p: HistoryRequest, maxBytes = PAGE_BYTES): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
+  async history(
+    caller: Caller,
+    p: HistoryRequest,
+    maxBytes = PAGE_BYTES,
+  ): Promise<{ entries: StoredRecord[]; nextCursor: string | null; liveCursor: string }> {
     const chat = this.#directory.readableChat(caller, p.chatId);
     const ids = chatStreamIds(chat);
     const limit = p.limit;
@@ -136,9 +140,11 @@ export class ChatReader {
       cur = { c: chat.id, d: direction, g, h, f, p: direction === 'forward' ? [...f] : [...h] };
     } else {
       const v = this.#codec.open<HistoryCursor>(HISTORY_KIND, p.cursor);
-      if (!v || typeof v.c !== 'string' || !Array.isArray(v.p)) throw errors.invalidParams('cursor', 'not a history cursor issued by this daemon (HMAC check failed or wrong kind)');
+      if (!v || typeof v.c !== 'string' || !Array.isArray(v.p))
+        throw errors.invalidParams('cursor', 'not a history cursor issued by this daemon (HMAC check failed or wrong kind)');
       if (v.c !== chat.id) throw errors.invalidParams('cursor', 'the cursor belongs to another chat');
-      if (p.direction !== undefined && p.direction !== v.d) throw errors.invalidParams('direction', 'a history cursor keeps the direction of the call that made it');
+      if (p.direction !== undefined && p.direction !== v.d)
+        throw errors.invalidParams('direction', 'a history cursor keeps the direction of the call that made it');
       cur = v;
     }
     const liveCursor = this.liveCursor({
@@ -176,7 +182,8 @@ export class ChatReader {
   async #historySide(streamId: string, i: 0 | 1, cur: HistoryCursor, limit: number, maxBytes: number): Promise<HistorySide> {
     const meta = this.#streams.continuingMeta(streamId);
     const generation = cur.g[i];
-    if (meta.generation !== generation) throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
+    if (meta.generation !== generation)
+      throw errors.continuityBreak('GENERATION_CHANGED', streamId, formatDecimal(generation), formatDecimal(meta.generation));
     const forward = cur.d === 'forward';
     const lo = forward ? cur.p[i] : cur.f[i];
     const hi = forward ? cur.h[i] : cur.p[i];

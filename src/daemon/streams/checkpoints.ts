@@ -25,13 +25,15 @@ export async function streamCheckpoint(streams: StreamStore, signer: Signer, cal
   if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, formatDecimal(generation), formatDecimal(meta.generation));
   const from = p.fromPosition ?? b.firstPosition;
   const next = p.nextPosition ?? b.nextPosition;
-  if (from < b.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, formatDecimal(from), formatDecimal(b.firstPosition));
-  if (next > b.nextPosition) throw errors.invalidParams('nextPosition', `nextPosition is beyond the generation's nextPosition ${b.nextPosition}`);
+  if (from < b.firstPosition)
+    throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, formatDecimal(from), formatDecimal(b.firstPosition));
+  if (next > b.nextPosition)
+    throw errors.invalidParams('nextPosition', `nextPosition is beyond the generation's nextPosition ${b.nextPosition}`);
   if (from > next) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${next}`);
   if (next > from) streams.assertReadable(p.streamId, generation, next - 1);
 
   const digest = new ChainDigest();
-  for (let at = from; at < next; ) {
+  for (let at = from; at < next;) {
     // range() ends a page early at damage it finds; the next page starts there and throws.
     const page = await streams.range(p.streamId, generation, at, next, PAGE_RECORDS, PAGE_BYTES);
     for (const r of page) digest.add(r);
@@ -47,8 +49,16 @@ export async function streamCheckpoint(streams: StreamStore, signer: Signer, cal
     createdAt: new Date().toISOString(),
   };
   return {
-    type: CHECKPOINT_TYPE, streamId: fields.streamId, chatId: meta.chatId, authorAgentId: meta.authorAgentId, generation: fields.generation,
-    firstPosition: fields.firstPosition, nextPosition: fields.nextPosition, recordCount: fields.recordCount, chainDigest: fields.chainDigest,
-    createdAt: fields.createdAt, signature: signer.signCheckpoint(fields),
+    type: CHECKPOINT_TYPE,
+    streamId: fields.streamId,
+    chatId: meta.chatId,
+    authorAgentId: meta.authorAgentId,
+    generation: fields.generation,
+    firstPosition: fields.firstPosition,
+    nextPosition: fields.nextPosition,
+    recordCount: fields.recordCount,
+    chainDigest: fields.chainDigest,
+    createdAt: fields.createdAt,
+    signature: signer.signCheckpoint(fields),
   };
 }

@@ -52,22 +52,40 @@ export class Fencing {
     const claimedAt = nextTimestamp(next);
     const token = `${COORDINATOR_TOKEN_PREFIX}${newToken('')}`;
     const position = next.nextPosition;
-    const fence = { epoch: formatDecimal(epoch), claimedAt, replaced: meta.writer.active, ...(p.reason !== undefined ? { reason: p.reason } : {}) };
+    const fence = {
+      epoch: formatDecimal(epoch),
+      claimedAt,
+      replaced: meta.writer.active,
+      ...(p.reason !== undefined ? { reason: p.reason } : {}),
+    };
     const record: StoredRecord = {
-      streamId: p.streamId, generation: formatDecimal(next.generation), position: formatDecimal(position),
+      streamId: p.streamId,
+      generation: formatDecimal(next.generation),
+      position: formatDecimal(position),
       wrapper: {
-        version: 2, chatId: meta.chatId, authorAgentId: meta.authorAgentId, operationId: `fence.${epoch}`, recordIndex: 0,
-        type: 'chat.writer-fence', fence,
+        version: 2,
+        chatId: meta.chatId,
+        authorAgentId: meta.authorAgentId,
+        operationId: `fence.${epoch}`,
+        recordIndex: 0,
+        type: 'chat.writer-fence',
+        fence,
       },
     };
     next.writer = { epoch, claimedAt, active: true, tokenHash: hashToken(token) };
     next.nextPosition = position + 1;
     this.#counters.records++;
     await this.#heads.commit(next, [this.#counters.op()], {
-      generation: next.generation, fromPosition: position, nextPosition: position + 1, records: [record],
+      generation: next.generation,
+      fromPosition: position,
+      nextPosition: position + 1,
+      records: [record],
     });
     return {
-      streamId: p.streamId, generation: formatDecimal(next.generation), epoch: formatDecimal(epoch), coordinatorToken: token,
+      streamId: p.streamId,
+      generation: formatDecimal(next.generation),
+      epoch: formatDecimal(epoch),
+      coordinatorToken: token,
       nextPosition: formatDecimal(next.nextPosition),
     };
   }
@@ -77,7 +95,8 @@ export class Fencing {
     this.#storage.assertWritable();
     if (caller.role === 'agent') {
       assertAuthor(caller, p.streamId);
-      if (p.coordinatorToken === undefined) throw errors.invalidParams('coordinatorToken', 'the author releases with its coordinator token');
+      if (p.coordinatorToken === undefined)
+        throw errors.invalidParams('coordinatorToken', 'the author releases with its coordinator token');
     }
     const meta = this.#heads.writable(p.streamId);
     if (caller.role === 'agent' && !tokenCurrent(meta, p.coordinatorToken!)) {

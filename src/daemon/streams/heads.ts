@@ -241,13 +241,18 @@ export class StreamHeads {
       if (last.wrapper.type !== 'chat.writer-fence') {
         const op = read(() => this.#tables.operation(streamId, last.wrapper.operationId));
         if (op === 'corrupt' || op === undefined || op.generation !== generation || op.firstPosition > at || op.nextPosition <= at) {
-          return void mark(at, `the operation of the last record (${last.wrapper.operationId}) is missing or does not cover position ${at}`);
+          return void mark(
+            at,
+            `the operation of the last record (${last.wrapper.operationId}) is missing or does not cover position ${at}`,
+          );
         }
       }
     }
     const past = read(() => this.#tables.record(meta, generation, nextPosition));
-    if (past !== undefined) return void mark(nextPosition, `a record lies at position ${nextPosition}, past the head: the head is behind its records`);
+    if (past !== undefined)
+      return void mark(nextPosition, `a record lies at position ${nextPosition}, past the head: the head is behind its records`);
     const later = read(() => this.#tables.record(meta, generation + 1, 0));
-    if (later !== undefined) return void mark(nextPosition, `records of generation ${generation + 1} exist, but the head is at generation ${generation}`);
+    if (later !== undefined)
+      return void mark(nextPosition, `records of generation ${generation + 1} exist, but the head is at generation ${generation}`);
   }
 }

@@ -30,7 +30,7 @@ export class ScalableBloom {
     }
     const [h1, h2] = hashes(value);
     for (let i = 0; i < HASHES; i++) {
-      const bit = (h1 + i * h2) % f.size >>> 0;
+      const bit = ((h1 + i * h2) % f.size) >>> 0;
       f.bits[bit >>> 5]! |= 1 << (bit & 31);
     }
     f.count++;
@@ -41,7 +41,7 @@ export class ScalableBloom {
     for (const f of this.#filters) {
       let all = true;
       for (let i = 0; i < HASHES && all; i++) {
-        const bit = (h1 + i * h2) % f.size >>> 0;
+        const bit = ((h1 + i * h2) % f.size) >>> 0;
         all = (f.bits[bit >>> 5]! & (1 << (bit & 31))) !== 0;
       }
       if (all) return true;

@@ -70,7 +70,8 @@ export class Operations {
     let after: string | undefined;
     if (cursor !== undefined) {
       after = this.#codec.open<string>(OPS_CURSOR_KIND, cursor) ?? undefined;
-      if (after === undefined || !after.startsWith(prefix)) throw errors.invalidParams('cursor', 'not a cursor of operations.list for this stream');
+      if (after === undefined || !after.startsWith(prefix))
+        throw errors.invalidParams('cursor', 'not a cursor of operations.list for this stream');
     }
     const range = after === undefined ? { gte: prefix } : { gt: after };
     const entries: Array<{ key: string; value: string }> = [];
@@ -95,14 +96,24 @@ export class Operations {
   /** An operation the log names but whose entry is gone: a corruption mark where the log places it. */
   #lostEntry(streamId: string, operationId: string, logKey: string, what: string): YelloError {
     const at = locateKeyPosition(logKey);
-    return this.#integrity.mark({ streamId, generation: at.generation, fromPosition: at.position, detail: `operation ${operationId} ${what}` });
+    return this.#integrity.mark({
+      streamId,
+      generation: at.generation,
+      fromPosition: at.position,
+      detail: `operation ${operationId} ${what}`,
+    });
   }
 }
 
 function operationInfo(op: StoredOperation): OperationInfo {
   return {
-    operationId: op.operationId, state: 'committed', generation: formatDecimal(op.generation), firstPosition: formatDecimal(op.firstPosition),
-    nextPosition: formatDecimal(op.nextPosition), committedAt: op.committedAt, requestDigest: op.requestDigest,
+    operationId: op.operationId,
+    state: 'committed',
+    generation: formatDecimal(op.generation),
+    firstPosition: formatDecimal(op.firstPosition),
+    nextPosition: formatDecimal(op.nextPosition),
+    committedAt: op.committedAt,
+    requestDigest: op.requestDigest,
   };
 }
 

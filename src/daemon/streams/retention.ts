@@ -48,7 +48,10 @@ export class Retention {
       const peer = this.#heads.admitted(peerStreamIdOf(meta));
       const acked = peer?.receipt && peer.receipt.peerGeneration === meta.generation ? peer.receipt.nextPosition : 0;
       if (beforePosition > acked) {
-        throw errors.permissionDenied('UNACKNOWLEDGED', `the peer acknowledged up to ${acked}; trimming to ${beforePosition} needs force: true`);
+        throw errors.permissionDenied(
+          'UNACKNOWLEDGED',
+          `the peer acknowledged up to ${acked}; trimming to ${beforePosition} needs force: true`,
+        );
       }
     }
     const from = meta.firstPosition;
@@ -93,7 +96,13 @@ export class Retention {
     const next = cloneMeta(meta);
     const sealedAt = new Date().toISOString();
     if (!next.sealed.some((g) => g.generation === meta.generation)) {
-      next.sealed.push({ generation: meta.generation, firstPosition: meta.firstPosition, nextPosition: meta.nextPosition, sealedAt, reason });
+      next.sealed.push({
+        generation: meta.generation,
+        firstPosition: meta.firstPosition,
+        nextPosition: meta.nextPosition,
+        sealedAt,
+        reason,
+      });
     }
     next.generation = Math.max(meta.generation, this.#integrity.highestMarkedGeneration(streamId)) + 1;
     next.firstPosition = 0;
@@ -120,7 +129,10 @@ export class Retention {
     const gens = new Map<number, { first: number; next: number }>();
     let epoch = 0;
     const prefix = K.recordsOfStream(streamId);
-    for await (const { key, value: stored } of this.#storage.entriesChecked<CompactRecord | StoredRecord>({ gte: prefix, lt: prefixEnd(prefix) })) {
+    for await (const { key, value: stored } of this.#storage.entriesChecked<CompactRecord | StoredRecord>({
+      gte: prefix,
+      lt: prefixEnd(prefix),
+    })) {
       const [, , g, pos] = key.split('/');
       const generation = Number(g);
       const position = Number(pos);

@@ -94,7 +94,8 @@ export class StreamReader {
     const from = p.fromPosition;
     const b = this.bounds(meta, generation);
     if (!b) throw errors.continuityBreak('GENERATION_CHANGED', p.streamId, formatDecimal(generation), formatDecimal(meta.generation));
-    if (from < b.firstPosition) throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, formatDecimal(from), formatDecimal(b.firstPosition));
+    if (from < b.firstPosition)
+      throw errors.continuityBreak('PREFIX_UNAVAILABLE', p.streamId, formatDecimal(from), formatDecimal(b.firstPosition));
     // Past a corruption mark nothing can be vouched for, not even "no more records".
     this.#integrity.assertReadable(p.streamId, generation, from);
     if (from > b.nextPosition) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${b.nextPosition}`);
@@ -104,8 +105,12 @@ export class StreamReader {
     const nextPosition = from + records.length;
     return {
       batchId: this.batchId(caller, p.streamId, generation, from, nextPosition),
-      streamId: p.streamId, generation: formatDecimal(generation), fromPosition: formatDecimal(from), nextPosition: formatDecimal(nextPosition),
-      records, sealed: b.sealed,
+      streamId: p.streamId,
+      generation: formatDecimal(generation),
+      fromPosition: formatDecimal(from),
+      nextPosition: formatDecimal(nextPosition),
+      records,
+      sealed: b.sealed,
     };
   }
 
@@ -176,7 +181,14 @@ export class StreamReader {
    * at least one). Damage after the first record ends the page early, serving the intact records
    * before it; the next read starts at the damage and fails there.
    */
-  async range(streamId: string, generation: number, from: number, end: number, limit: number, maxBytes = Infinity): Promise<StoredRecord[]> {
+  async range(
+    streamId: string,
+    generation: number,
+    from: number,
+    end: number,
+    limit: number,
+    maxBytes = Infinity,
+  ): Promise<StoredRecord[]> {
     const out: StoredRecord[] = [];
     let bytes = 0;
     try {

@@ -20,7 +20,6 @@ import { Operations } from './operations.js';
 import { Retention } from './retention.js';
 import { StreamReader, type GenerationBounds, type SizedRecord } from './stream-reader.js';
 
-
 /**
  * The directional streams, as the handlers, readers and subscriptions see them. Each call goes
  * to the part that does it; the parts share one `StreamContext`, whose `StreamHeads` holds the

@@ -81,7 +81,8 @@ export class Subscriptions {
     const chat = this.#directory.readableChat(caller, p.chatId);
     const streamIds = chatStreamIds(chat);
     const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
-    if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION) throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
+    if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
+      throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
     if (p.from !== undefined && p.cursor !== undefined) throw errors.invalidParams('from', 'give either a cursor or from, not both');
     if (p.from === 'acknowledged' && caller.role !== 'agent') {
       throw errors.invalidParams('from', '"acknowledged" starts from the caller\'s own receipts; only an agent has them');
@@ -107,8 +108,16 @@ export class Subscriptions {
       }
     }
     const sub: Subscription = {
-      id: randomId('sub_'), chatId: chat.id, caller, connection, streamIds, cursors,
-      dirty: new Set(streamIds), pumping: false, started: false, ended: false,
+      id: randomId('sub_'),
+      chatId: chat.id,
+      caller,
+      connection,
+      streamIds,
+      cursors,
+      dirty: new Set(streamIds),
+      pumping: false,
+      started: false,
+      ended: false,
     };
     this.#byId.set(sub.id, sub);
     for (const id of streamIds) {
@@ -170,7 +179,14 @@ export class Subscriptions {
     for (const sub of subs) {
       const c = sub.cursors.get(range.streamId)!;
       // Fast path: the subscriber is exactly at the seam and nothing is queued before it.
-      if (sub.started && !sub.pumping && sub.dirty.size === 0 && c.generation === range.generation && c.position === range.fromPosition && !sub.connection.congested) {
+      if (
+        sub.started &&
+        !sub.pumping &&
+        sub.dirty.size === 0 &&
+        c.generation === range.generation &&
+        c.position === range.fromPosition &&
+        !sub.connection.congested
+      ) {
         this.#deliver(sub, range.streamId, c, range.records, range.nextPosition);
       } else {
         sub.dirty.add(range.streamId);
@@ -218,7 +234,13 @@ export class Subscriptions {
     this.#end(sub);
     if (err instanceof YelloError && err.type === 'CONTINUITY_BREAK') {
       const d = err.details as { reason: ChatBreakNotification['reason']; streamId: string; expected?: unknown; actual?: unknown };
-      const params: ChatBreakNotification = { subscriptionId: sub.id, reason: d.reason, streamId: d.streamId, expected: d.expected ?? null, actual: d.actual ?? null };
+      const params: ChatBreakNotification = {
+        subscriptionId: sub.id,
+        reason: d.reason,
+        streamId: d.streamId,
+        expected: d.expected ?? null,
+        actual: d.actual ?? null,
+      };
       sub.connection.notify('chats.break', params);
       return;
     }
@@ -228,7 +250,10 @@ export class Subscriptions {
       this.#log.error({ sub: sub.id, type: e.type, reason: e.details.reason ?? null }, 'subscription ended by an error');
     } else {
       const correlationId = randomUUID();
-      this.#log.error({ sub: sub.id, correlationId, err: { message: (err as Error)?.message, stack: (err as Error)?.stack } }, 'subscription failed');
+      this.#log.error(
+        { sub: sub.id, correlationId, err: { message: (err as Error)?.message, stack: (err as Error)?.stack } },
+        'subscription failed',
+      );
       e = errors.internal(correlationId);
     }
     const params: ChatErrorNotification = { subscriptionId: sub.id, error: { code: e.code, message: e.message, data: e.toData() } };

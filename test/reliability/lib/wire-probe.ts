@@ -260,10 +260,12 @@ export class WireProbe {
   #outstanding(): string[] {
     const out: string[] = [];
     const missing = [...this.#owedIds].filter(([, n]) => n === 0).map(([id]) => id);
-    if (missing.length) out.push(`unanswered ids: ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ` (+${missing.length - 10})` : ''}`);
+    if (missing.length)
+      out.push(`unanswered ids: ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ` (+${missing.length - 10})` : ''}`);
     if (this.#gotNull < this.#owedNull) out.push(`id-null answers: ${this.#gotNull} of ${this.#owedNull}`);
     if (this.#gotArrays < this.#owedArrays) out.push(`batch answers: ${this.#gotArrays} of ${this.#owedArrays}`);
-    if (this.#gotArrayNull < this.#owedArrayNull) out.push(`id-null entries in batch answers: ${this.#gotArrayNull} of ${this.#owedArrayNull}`);
+    if (this.#gotArrayNull < this.#owedArrayNull)
+      out.push(`id-null entries in batch answers: ${this.#gotArrayNull} of ${this.#owedArrayNull}`);
     return out;
   }
 
@@ -271,7 +273,8 @@ export class WireProbe {
     const out: string[] = [];
     if (this.#gotNull > this.#owedNull) out.push(`${this.#gotNull - this.#owedNull} id-null answers more than owed (${this.#owedNull})`);
     if (this.#gotArrays > this.#owedArrays) out.push(`${this.#gotArrays - this.#owedArrays} batch answers more than owed`);
-    if (this.#gotArrayNull > this.#owedArrayNull) out.push(`${this.#gotArrayNull - this.#owedArrayNull} id-null batch entries more than owed`);
+    if (this.#gotArrayNull > this.#owedArrayNull)
+      out.push(`${this.#gotArrayNull - this.#owedArrayNull} id-null batch entries more than owed`);
     return out;
   }
 
@@ -334,8 +337,10 @@ export function errorProblems(e: unknown): string[] {
   const type = data?.type as string | undefined;
   if (code === ERROR_CODES.INTERNAL) problems.push(`INTERNAL error (a daemon bug): ${JSON.stringify(e).slice(0, 300)}`);
   else if (APPLICATION_CODES.has(code)) {
-    if (type !== APPLICATION_CODES.get(code)) problems.push(`code ${code} with data.type ${String(type)} (registry says ${APPLICATION_CODES.get(code)})`);
-    if (type === 'INVALID_PARAMS' && (typeof data?.path !== 'string' || typeof data?.reason !== 'string')) problems.push('INVALID_PARAMS without path/reason');
+    if (type !== APPLICATION_CODES.get(code))
+      problems.push(`code ${code} with data.type ${String(type)} (registry says ${APPLICATION_CODES.get(code)})`);
+    if (type === 'INVALID_PARAMS' && (typeof data?.path !== 'string' || typeof data?.reason !== 'string'))
+      problems.push('INVALID_PARAMS without path/reason');
     if (type === 'RATE_LIMITED' && typeof data?.retryAfterMs !== 'number') problems.push('RATE_LIMITED without retryAfterMs');
   } else if (!PROTOCOL_CODES.has(code)) {
     problems.push(`code ${code} is neither a JSON-RPC code nor in the registry`);
