@@ -15,4 +15,13 @@ export default tseslint.config(
       '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true, allowNullish: true }],
     },
   },
+  {
+    // Tests: a `!` after the test has just asserted the value is there is the clearest way to say
+    // so, and vitest's matchers take methods unbound by design.
+    files: ['test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      '@typescript-eslint/unbound-method': 'off',
+    },
+  },
 );
