@@ -80,7 +80,7 @@ export function verifyRecord(record: StoredRecord, jwks: Jwks): void {
   const w = record.wrapper;
   if (w.type !== 'chat.message') return;
   const m = w.message;
-  const where = record.position ?? null;
+  const where = record.position;
   if (contentSha256(m.content) !== m.contentSha256)
     throw new VerificationError(`position ${where}: contentSha256 does not match the content`, where);
   if (m.chatId !== w.chatId || m.fromAgentId !== w.authorAgentId)
