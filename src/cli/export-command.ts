@@ -10,7 +10,7 @@ import {
   type StreamState,
   type YelloClient,
 } from '../client/index.js';
-import { ChainDigest } from '../shared/checkpoint.js';
+import { ChainDigest } from '../client/hashing.js';
 import { connectAny, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT } from './output.js';
 

@@ -1,4 +1,5 @@
-import { ChainDigest, CHECKPOINT_TYPE } from '../shared/checkpoint.js';
+import { CHECKPOINT_TYPE } from '../shared/checkpoint.js';
+import { ChainDigest } from './hashing.js';
 import { DECIMAL_PATTERN, splitStreamId } from '../shared/ids.js';
 import type { Checkpoint, ChatMessage, ChatReceipt, Jwks, StoredRecord } from '../shared/types.js';
 import { checkpointFailure, KeyRing, messageFailure } from './verify.js';

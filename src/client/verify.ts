@@ -1,6 +1,7 @@
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { checkpointPayload } from '../shared/checkpoint.js';
-import { contentSha256, messagePayload } from '../shared/message-signing.js';
+import { messagePayload } from '../shared/message-signing.js';
+import { contentSha256 } from './hashing.js';
 import type { Checkpoint, Jwks, StoredRecord } from '../shared/types.js';
 import { VerificationError } from './errors.js';
 
