@@ -4,7 +4,8 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
-import { contentSha256, messagePayload } from '../dist/shared/message-signing.js';
+import { contentSha256 } from '../dist/daemon/crypto/hashing.js';
+import { messagePayload } from '../dist/shared/message-signing.js';
 import { content, nowMs, percentile } from './lib.mjs';
 
 /** Appends per synced batch, at most (the daemon's group commit is at most one batch in flight). */

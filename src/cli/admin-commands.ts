@@ -8,7 +8,8 @@ import { cliStateDir, WriterStore } from './writer-state.js';
 
 type A<T = object> = GlobalArgs & T;
 const out = (args: GlobalArgs, value: unknown, human: () => void) => {
-  args.json ? printJson(value) : human();
+  if (args.json) printJson(value);
+  else human();
 };
 const agentRow = (a: Agent) => ({ id: a.id, username: a.username, name: a.name, pii: a.pii, disabled: a.disabled, created: a.createdAt });
 const streamRow = (s: StreamState) => ({

@@ -9,7 +9,8 @@ import { sendCommands } from './send-commands.js';
 
 type A<T = object> = GlobalArgs & T;
 const out = (args: GlobalArgs, value: unknown, human: () => void) => {
-  args.json ? printJson(value) : human();
+  if (args.json) printJson(value);
+  else human();
 };
 
 export { formatRecord };

@@ -9,6 +9,7 @@ import {
   type StreamState,
   type YelloClient,
 } from '../client/index.js';
+import { sessionAgentId } from './context.js';
 import { CliError, EXIT } from './output.js';
 import type { WriterStore } from './writer-state.js';
 
@@ -47,7 +48,7 @@ export class CliWriter {
     this.#client = client;
     this.#store = store;
     this.#socket = socket;
-    this.#agentId = client.session.agentId!;
+    this.#agentId = sessionAgentId(client);
     this.streamId = streamId;
   }
 
@@ -55,7 +56,7 @@ export class CliWriter {
   async append(records: Records, opts: { replace: boolean; release: boolean }): Promise<AppendResult> {
     const operationId = `cli-${randomUUID()}`;
     const state = await this.#client.call('streams.get', { streamId: this.streamId });
-    let token = this.#store.load(this.#socket, this.#agentId, this.streamId)?.coordinatorToken ?? null;
+    const token = this.#store.load(this.#socket, this.#agentId, this.streamId)?.coordinatorToken ?? null;
     // Without a kept token a claim comes first, and its fence moves the append one position on.
     this.#checkSize({
       streamId: this.streamId,
@@ -65,29 +66,29 @@ export class CliWriter {
       operationId,
       records,
     });
-    let result: AppendResult | null = null;
+    // The append's result and the token it was made under.
+    let sent: { result: AppendResult; token: string } | null = null;
     let wasFenced = false;
     if (token) {
       try {
-        result = await this.#appendWith(token, state.generation, state.nextPosition, operationId, records);
+        sent = { result: await this.#appendWith(token, state.generation, state.nextPosition, operationId, records), token };
       } catch (err) {
         if (!(err instanceof FencedError)) throw err;
         // Nothing was written under the stale token, so the operationId is still unused.
         this.#store.delete(this.#socket, this.#agentId, this.streamId);
-        token = null;
         wasFenced = true;
       }
     }
-    if (!result) {
+    if (!sent) {
       const current = wasFenced ? await this.#client.call('streams.get', { streamId: this.streamId }) : state;
       const claim = await this.#claim(current, opts.replace, wasFenced);
-      token = claim.coordinatorToken;
-      result = await this.#appendWith(token, claim.generation, claim.nextPosition, operationId, records);
+      const claimed = claim.coordinatorToken;
+      sent = { result: await this.#appendWith(claimed, claim.generation, claim.nextPosition, operationId, records), token: claimed };
     }
-    if (opts.release) await this.release(token!);
+    if (opts.release) await this.release(sent.token);
     else if (this.#oneShot)
-      await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: token! }).catch(() => {});
-    return result;
+      await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: sent.token }).catch(() => {});
+    return sent.result;
   }
 
   /** Release the stream with `token` (default: the stored one) and forget it. */

@@ -16,7 +16,7 @@ export interface GlobalArgs {
 }
 
 export function socketPath(args: GlobalArgs): string {
-  return resolveSocketPath(args.socket, pathContext(), false)!;
+  return resolveSocketPath(args.socket, pathContext());
 }
 
 /** The agent token from `--token-file` or `$YELLO_TOKEN`, if any. */
@@ -109,6 +109,13 @@ export async function getChat(client: YelloClient, chatId: string): Promise<{ ch
     if (err instanceof NotFoundError && err.data.kind === 'chat') throw new CliError(`no such chat: ${chatId}`, EXIT.error);
     throw err;
   }
+}
+
+/** The agent an agent session acts as (a command that needs one connected with {@link connectAgent}). */
+export function sessionAgentId(client: YelloClient): string {
+  const { agentId } = client.session;
+  if (agentId === null) throw new CliError('this command acts as an agent: pass --token-file FILE or set $YELLO_TOKEN', EXIT.usage);
+  return agentId;
 }
 
 /** The caller's own and the peer's stream ids of a chat (agent sessions). */

@@ -59,12 +59,17 @@ export class CursorKeeper implements CursorStore {
     return this.#current;
   }
 
-  async load(): Promise<string | null> {
-    return this.#current;
+  load(): Promise<string | null> {
+    return Promise.resolve(this.#current);
   }
 
-  async save(_chatId: string, cursor: string): Promise<void> {
-    this.set(cursor);
+  save(_chatId: string, cursor: string): Promise<void> {
+    // The executor runs now, and a failure to write --cursor-out in it becomes the rejection
+    // the CursorStore contract promises instead of a synchronous throw.
+    return new Promise((resolve) => {
+      this.set(cursor);
+      resolve();
+    });
   }
 
   set(cursor: string): void {

@@ -10,7 +10,7 @@ import {
   type StreamState,
   type YelloClient,
 } from '../client/index.js';
-import { ChainDigest } from '../shared/checkpoint.js';
+import { ChainDigest } from '../client/hashing.js';
 import { connectAny, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT } from './output.js';
 
@@ -135,7 +135,8 @@ export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
       if (args.out) {
         await new Promise<void>((res, rej) =>
           (sink as ReturnType<typeof createWriteStream>).end((err?: Error | null) => {
-            err ? rej(err) : res();
+            if (err) rej(err);
+            else res();
           }),
         );
         process.stderr.write(`${records} records and ${checkpoints} checkpoints written to ${args.out}\n`);

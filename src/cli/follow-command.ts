@@ -15,7 +15,17 @@ import {
 } from '../client/index.js';
 import { ERROR_CODES } from '../shared/errors.js';
 import { CliWriter } from './cli-writer.js';
-import { connectAgent, connectAny, agentToken, getChat, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
+import {
+  connectAgent,
+  connectAny,
+  agentToken,
+  getChat,
+  sessionAgentId,
+  socketPath,
+  streamsOf,
+  withClient,
+  type GlobalArgs,
+} from './context.js';
 import { CursorKeeper, startCursor, type CursorArgs } from './cursor-file.js';
 import { formatRecord } from './format.js';
 import { CliError, EXIT, printJson } from './output.js';
@@ -90,10 +100,9 @@ const backoff = (attempt: number) => Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS
 async function follow(args: FollowArgs): Promise<void> {
   const cursor = new CursorKeeper(startCursor(args), args['cursor-out']);
   let client: YelloClient | null = null;
-  let ended = false;
   exitCleanlyOnSignals();
+  // Once a shutdown is under way (shuttingDown()), the loop below stops instead of reconnecting.
   onShutdown(() => {
-    ended = true;
     client?.close();
     cursor.printResumeHint();
   });
@@ -106,7 +115,7 @@ async function follow(args: FollowArgs): Promise<void> {
         c = await connectAny(args);
       } catch (err) {
         // Not reachable at the start: say so and stop. Lost later: it is coming back.
-        if (chat === null || !(err instanceof ConnectionLostError) || ended) throw err;
+        if (chat === null || !(err instanceof ConnectionLostError) || shuttingDown()) throw err;
         attempt++;
         const delay = backoff(attempt);
         process.stderr.write(`yello: cannot reach yellod (attempt ${attempt}); retrying in ${delay} ms\n`);
@@ -114,7 +123,7 @@ async function follow(args: FollowArgs): Promise<void> {
         continue;
       }
       client = c;
-      if (ended) {
+      if (shuttingDown()) {
         c.close();
         return;
       }
@@ -150,12 +159,12 @@ async function follow(args: FollowArgs): Promise<void> {
           }
         }
       } catch (err) {
-        if (ended) return;
+        if (shuttingDown()) return;
         if (!(err instanceof ConnectionLostError)) throw err;
       } finally {
         c.close();
       }
-      if (ended || shuttingDown()) return;
+      if (shuttingDown()) return;
       attempt++;
       process.stderr.write(`yello: the connection to yellod was lost; reconnecting (attempt ${attempt})\n`);
       await sleep(backoff(attempt));
@@ -180,7 +189,7 @@ async function followWithAck(args: FollowArgs): Promise<void> {
   const chat = await withClient(connectAgent(args), async (c) => {
     const { chat } = await getChat(c, args.chatId);
     // The claim `send`/`ack` keep would make the coordinator's claim WRITER_ACTIVE: hand it over.
-    const writer = new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socket, streamsOf(chat, c.session.agentId!).own);
+    const writer = new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socket, streamsOf(chat, sessionAgentId(c)).own);
     if (writer.holdsClaim()) await writer.release().catch(() => {});
     return chat;
   });
@@ -286,7 +295,7 @@ function isRetryable(err: unknown): boolean {
 async function read(args: ReadArgs): Promise<void> {
   await withClient(connectAgent(args), async (c) => {
     const { chat } = await getChat(c, args.chatId);
-    const { own, peer } = streamsOf(chat, c.session.agentId!);
+    const { own, peer } = streamsOf(chat, sessionAgentId(c));
     const state = await c.call('streams.get', { streamId: peer });
     const acked = state.acknowledged?.generation === state.generation ? state.acknowledged.nextPosition : '0';
     const records: StoredRecord[] = [];

@@ -15,29 +15,57 @@ export class CliError extends Error {
 
 /** Print rows as an aligned table (human output). */
 export function printTable(rows: Array<Record<string, unknown>>, columns?: string[]): void {
-  if (rows.length === 0) {
+  const [first] = rows;
+  if (first === undefined) {
     process.stdout.write('(none)\n');
     return;
   }
-  const cols = columns ?? Object.keys(rows[0]!);
-  const cell = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
-  const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (values: string[]) =>
-    values
-      .map((v, i) => v.padEnd(widths[i]!))
+  const cols = (columns ?? Object.keys(first)).map((key) => ({
+    key,
+    width: Math.max(key.length, ...rows.map((r) => cell(r[key]).length)),
+  }));
+  const line = (text: (col: { key: string }) => string) =>
+    cols
+      .map((col) => text(col).padEnd(col.width))
       .join('  ')
       .trimEnd() + '\n';
-  process.stdout.write(line(cols.map((c) => c.toUpperCase())));
-  for (const r of rows) process.stdout.write(line(cols.map((c) => cell(r[c]))));
+  process.stdout.write(line((col) => col.key.toUpperCase()));
+  for (const r of rows) process.stdout.write(line((col) => cell(r[col.key])));
+}
+
+/** A value in human output: strings as they are, other scalars via `String`, objects and null as JSON. */
+function plain(v: unknown): string {
+  switch (typeof v) {
+    case 'string':
+      return v;
+    case 'object':
+      return JSON.stringify(v);
+    case 'number':
+    case 'bigint':
+    case 'boolean':
+    case 'undefined':
+    case 'symbol':
+    case 'function':
+      return String(v);
+  }
+}
+
+/** A table or object cell: `-` for a missing value. */
+function cell(v: unknown): string {
+  return v === null || v === undefined ? '-' : plain(v);
+}
+
+/** The message of anything thrown: its `message` when it has one, else the value as a string. */
+export function errorMessage(err: unknown): string {
+  if (typeof err === 'object' && err !== null && 'message' in err && typeof err.message === 'string') return err.message;
+  return String(err);
 }
 
 /** Print key/value pairs (human output for one object). */
 export function printObject(obj: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(obj).map((k) => k.length));
   for (const [k, v] of Object.entries(obj)) {
-    process.stdout.write(
-      `${k.padEnd(width)}  ${v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v)}\n`,
-    );
+    process.stdout.write(`${k.padEnd(width)}  ${cell(v)}\n`);
   }
 }
 
@@ -71,7 +99,7 @@ export function reportError(err: unknown): number {
   if (err instanceof RemoteError) {
     const details = Object.entries(err.data)
       .filter(([k]) => k !== 'type')
-      .map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+      .map(([k, v]) => `${k}=${plain(v)}`)
       .join(' ');
     process.stderr.write(`yello: ${err.type}: ${err.message}${details ? ` (${details})` : ''}\n`);
     return EXIT.error;
@@ -84,6 +112,6 @@ export function reportError(err: unknown): number {
     process.stderr.write(`yello: ${err.type}: ${err.message}\n`);
     return EXIT.error;
   }
-  process.stderr.write(`yello: ${(err as Error)?.message ?? String(err)}\n`);
+  process.stderr.write(`yello: ${errorMessage(err)}\n`);
   return EXIT.error;
 }

@@ -46,7 +46,9 @@ export async function runCli(argv: string[]): Promise<void> {
     .recommendCommands()
     .completion('completion', 'print a shell completion script (bash/zsh): yello completion >> ~/.bashrc')
     .epilogue('Exit codes: 0 ok, 1 error, 2 usage, 3 continuity break needing intervention, 4 fenced.')
-    .fail((msg, err) => {
+    // yargs passes a null message when a handler threw, and no error for a usage failure
+    // (its typings claim both are always there).
+    .fail((msg: string | null, err: Error | undefined) => {
       if (err) throw err;
       const text = msg?.startsWith('Did you mean') ? `unknown command. ${msg}` : msg;
       process.stderr.write(`yello: ${text}\n(see yello --help)\n`);

@@ -1,5 +1,6 @@
-import { resolveDataDir, resolveSocketPath } from '../shared/paths.js';
+import { resolveDaemonSocketPath, resolveDataDir } from '../shared/paths.js';
 import type { DaemonArgs } from './daemon-options.js';
+import { errorMessage } from './output.js';
 import { pathContext } from './path-context.js';
 
 /** Run yellod in the foreground until SIGTERM/SIGINT; startup failures exit with their own code. */
@@ -9,8 +10,8 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
     process.stderr.write(`yello: ${message}\n(see yello daemon --help)\n`);
     process.exit(2);
   };
-  const socketMode = Number.parseInt(String(argv['socket-mode']), 8);
-  if (!/^[0-7]{1,4}$/.test(String(argv['socket-mode'])) || socketMode > 0o777) usage('--socket-mode must be an octal mode such as 0660');
+  const socketMode = Number.parseInt(argv['socket-mode'], 8);
+  if (!/^[0-7]{1,4}$/.test(argv['socket-mode']) || socketMode > 0o777) usage('--socket-mode must be an octal mode such as 0660');
   for (const name of ['max-line-bytes', 'max-connections', 'max-unsent-bytes'] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 1) usage(`--${name} must be a positive integer`);
   }
@@ -20,15 +21,16 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   const { EXIT_CODES } = await import('../daemon/runtime/exit-codes.js');
   // A stop asked for while starting (systemd, a quick Ctrl-C) is honoured once the store is
   // open, instead of killing the process halfway through opening it.
-  let stopRequested = false;
+  // (An object, not a `let`: the flag is set from a signal handler, which narrowing cannot see.)
+  const startup = { stopRequested: false };
   const early = () => {
-    stopRequested = true;
+    startup.stopRequested = true;
   };
   process.once('SIGTERM', early);
   process.once('SIGINT', early);
   try {
     const daemon = await startDaemon({
-      socketPath: resolveSocketPath(argv.socket, ctx, true),
+      socketPath: resolveDaemonSocketPath(argv.socket, ctx),
       dataDir: resolveDataDir(argv['data-dir'], ctx),
       logLevel: argv['log-level'],
       socketMode,
@@ -51,14 +53,14 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
     process.off('SIGINT', early);
     process.once('SIGTERM', shutdown);
     process.once('SIGINT', shutdown);
-    if (stopRequested) shutdown();
+    if (startup.stopRequested) shutdown();
   } catch (err) {
     if (err instanceof StartupError) {
       process.stderr.write(`yello: ${err.message}\n`);
       process.exit(err.exitCode);
     }
     // Not a known startup failure: still one line, never a stack trace (the log has details).
-    process.stderr.write(`yello: the daemon failed to start: ${(err as Error)?.message ?? String(err)}\n`);
+    process.stderr.write(`yello: the daemon failed to start: ${errorMessage(err)}\n`);
     process.exit(EXIT_CODES.internal);
   }
 }

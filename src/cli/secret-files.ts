@@ -101,7 +101,8 @@ export class SecretFileSink {
 
   /** Write the secret, fsync, and (with force) rename it into place. */
   commit(content: string): void {
-    const fd = this.#fd!;
+    const fd = this.#fd;
+    if (fd === null) throw new Error('SecretFileSink.commit: the reservation was already committed or aborted');
     this.#fd = null;
     try {
       writeAllAndSync(fd, content);

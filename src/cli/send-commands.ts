@@ -3,7 +3,7 @@ import type { Argv } from 'yargs';
 import type { AppendResult, ParamsIn, YelloClient } from '../client/index.js';
 import { coordinatorTokenArg, coordinatorTokenOptions } from './admin-commands.js';
 import { appendRequestBytes, CliWriter } from './cli-writer.js';
-import { connectAgent, getChat, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
+import { connectAgent, getChat, sessionAgentId, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT, printJson } from './output.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
@@ -108,7 +108,7 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         const text = await readText(args.text, args.lossy);
         await withClient(connectAgent(args), async (c) => {
           const { chat } = await getChat(c, args.chatId);
-          const { own } = streamsOf(chat, c.session.agentId!);
+          const { own } = streamsOf(chat, sessionAgentId(c));
           const records = [{ type: 'chat.message' as const, messageId: args['message-id'] ?? randomUUID(), content: text }];
           const r = token
             ? await appendWithToken(c, own, records, token)
@@ -134,7 +134,7 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       async (args: A<{ chatId: string; replace: boolean }>) => {
         await withClient(connectAgent(args), async (c) => {
           const { chat } = await getChat(c, args.chatId);
-          const { own, peer: peerStreamId } = streamsOf(chat, c.session.agentId!);
+          const { own, peer: peerStreamId } = streamsOf(chat, sessionAgentId(c));
           const peer = await c.call('streams.get', { streamId: peerStreamId });
           // An explicit "mark everything read": what was trimmed before it was acknowledged is
           // acknowledged too, as the person asked.

@@ -15,13 +15,14 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .option('jwks', { type: 'string', demandOption: true, describe: 'JWKS file from `keys list --json`' })
         .example('$0 chats export chat_… > chat.jsonl && $0 keys list --json > jwks.json && $0 verify chat.jsonl --jwks jwks.json', ''),
     async (args: GlobalArgs & { file: string; jwks: string }) => {
-      let jwks: Jwks;
+      let parsed: unknown;
       try {
-        jwks = JSON.parse(readFileSync(args.jwks, 'utf8')) as Jwks;
+        parsed = JSON.parse(readFileSync(args.jwks, 'utf8'));
       } catch (err) {
         throw new CliError(`cannot read input: ${(err as Error).message}`, EXIT.usage);
       }
-      if (!Array.isArray(jwks?.keys)) throw new CliError(`${args.jwks} is not a JWKS ({"keys": [...]})`, EXIT.usage);
+      if (!hasKeyList(parsed)) throw new CliError(`${args.jwks} is not a JWKS ({"keys": [...]})`, EXIT.usage);
+      const jwks = parsed;
       // yargs turns a lone "-" positional into ''.
       const stdin = args.file === '-' || args.file === '';
       const input = stdin ? process.stdin : createReadStream(args.file, 'utf8');
@@ -48,4 +49,9 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       if (result.problems.length > 0) process.exitCode = EXIT.error;
     },
   );
+}
+
+/** The shape check `verify` makes before use: a `keys` array (each key is checked when it is used). */
+function hasKeyList(value: unknown): value is Jwks {
+  return typeof value === 'object' && value !== null && 'keys' in value && Array.isArray(value.keys);
 }

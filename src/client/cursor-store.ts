@@ -10,11 +10,12 @@ export interface CursorStore {
 /** Cursors in memory (tests, short-lived tools). */
 export class MemoryCursorStore implements CursorStore {
   readonly #map = new Map<string, string>();
-  async load(chatId: string): Promise<string | null> {
-    return this.#map.get(chatId) ?? null;
+  load(chatId: string): Promise<string | null> {
+    return Promise.resolve(this.#map.get(chatId) ?? null);
   }
-  async save(chatId: string, cursor: string): Promise<void> {
+  save(chatId: string, cursor: string): Promise<void> {
     this.#map.set(chatId, cursor);
+    return Promise.resolve();
   }
 }
 

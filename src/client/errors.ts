@@ -84,7 +84,9 @@ export class ContinuityBreakError extends RemoteError {
 export class InvalidParamsError extends RemoteError {
   declare readonly type: 'INVALID_PARAMS';
   get path(): string {
-    return String(this.data.path ?? '');
+    // A string on the wire (docs/protocol.md §3); '' for the params object.
+    const path = this.data.path;
+    return typeof path === 'string' ? path : '';
   }
 }
 /** No session, or a bad token. */

@@ -66,7 +66,9 @@ export class LineSplitter {
       start = nl + 1;
       if (this.#partBytes > 0) {
         const parts = this.#parts;
-        const line = parts.length === 1 ? parts[0]! : Buffer.concat(parts, this.#partBytes);
+        // One part (the usual case) is used as it is, without a copy.
+        const [first] = parts;
+        const line = parts.length === 1 && first !== undefined ? first : Buffer.concat(parts, this.#partBytes);
         this.#parts = [];
         this.#partBytes = 0;
         this.#onLine(line.toString('utf8'));

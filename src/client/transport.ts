@@ -103,17 +103,17 @@ export class LineTransport {
   call(method: string, params: unknown, timeoutMs?: number): Promise<unknown> {
     if (this.#closed) return Promise.reject(new ConnectionLostError('the connection to yellod is closed', false));
     const id = this.#nextId++;
-    let bytes: Buffer;
-    try {
+    // The executor runs now; a throw in it (params JSON cannot encode: a cycle, a BigInt)
+    // rejects the call.
+    return new Promise((resolve, reject) => {
       // Encoded once: the size checked is exactly the bytes written (the daemon counts the
       // line's UTF-8 bytes without its newline).
-      bytes = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n', 'utf8');
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    const tooLarge = this.#overLimit(method, bytes.length - 1);
-    if (tooLarge) return Promise.reject(tooLarge);
-    return new Promise((resolve, reject) => {
+      const bytes = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n', 'utf8');
+      const tooLarge = this.#overLimit(method, bytes.length - 1);
+      if (tooLarge) {
+        reject(tooLarge);
+        return;
+      }
       const timer =
         timeoutMs === undefined || timeoutMs <= 0 || timeoutMs === Infinity
           ? undefined
@@ -167,12 +167,15 @@ export class LineTransport {
 
   #onLine(line: string): void {
     if (this.#closed) return;
-    let msg: { id?: number | string | null; method?: string; params?: unknown; result?: unknown; error?: RpcErrorObject };
+    let parsed: unknown;
     try {
-      msg = JSON.parse(line);
+      parsed = JSON.parse(line);
     } catch {
       return;
     }
+    // Like a line that is not JSON, one that is not an object is no message.
+    if (typeof parsed !== 'object' || parsed === null) return;
+    const msg = parsed as { id?: number | string | null; method?: string; params?: unknown; result?: unknown; error?: RpcErrorObject };
     if (typeof msg.method === 'string' && msg.id === undefined) {
       try {
         this.onNotification(msg.method, msg.params);

@@ -1,4 +1,5 @@
-import { ChainDigest, CHECKPOINT_TYPE } from '../shared/checkpoint.js';
+import { CHECKPOINT_TYPE } from '../shared/checkpoint.js';
+import { ChainDigest } from './hashing.js';
 import { DECIMAL_PATTERN, splitStreamId } from '../shared/ids.js';
 import type { Checkpoint, ChatMessage, ChatReceipt, Jwks, StoredRecord } from '../shared/types.js';
 import { checkpointFailure, KeyRing, messageFailure } from './verify.js';
@@ -87,6 +88,9 @@ interface Where {
   generation: string | null;
   position: string | null;
 }
+
+/** Where a record is: records always have a position. */
+type RecordWhere = Where & { position: string };
 
 interface Group {
   streamId: string;
@@ -335,7 +339,7 @@ export class ExportVerifier {
 
   #record(line: number, r: StoredRecord): void {
     this.#records++;
-    const at: Where = { line, streamId: r.streamId, generation: r.generation, position: r.position };
+    const at: RecordWhere = { line, streamId: r.streamId, generation: r.generation, position: r.position };
     const w = r.wrapper;
     const parts = this.#member(at, r.streamId);
     if (parts) {
@@ -392,7 +396,7 @@ export class ExportVerifier {
     if (w.type === 'chat.receipt') this.#receipt(at, g, w.receipt);
   }
 
-  #message(at: Where, g: Group, m: ChatMessage): void {
+  #message(at: RecordWhere, g: Group, m: ChatMessage): void {
     this.#messages++;
     const failure = messageFailure(m, this.#keys);
     if (failure) this.#report(at, failure.kind, failure.problem);
@@ -427,7 +431,7 @@ export class ExportVerifier {
       const earlier = g.clientMessageIds.get(m.clientMessageId);
       if (earlier !== undefined)
         this.#report(at, 'CLIENT_MESSAGE_ID', `clientMessageId already used at position ${earlier} of this generation`);
-      else g.clientMessageIds.set(m.clientMessageId, at.position!);
+      else g.clientMessageIds.set(m.clientMessageId, at.position);
     }
   }
 
@@ -566,9 +570,9 @@ export class ExportVerifier {
   /** Each stream's messages and receipts name the other stream's author; the export has both streams. */
   #checkPeers(): void {
     const authors = [...this.#peers.keys()];
-    for (const author of authors) {
+    for (const [author, named] of this.#peers) {
       const other = authors.find((a) => a !== author);
-      for (const [peer, at] of this.#peers.get(author)!) {
+      for (const [peer, at] of named) {
         if (other !== undefined && peer !== other) {
           this.#report(at, 'WRONG_STREAM', `names ${peer} as the other participant, but the chat's other stream is of ${other}`);
         } else if (other === undefined && this.#chat) {

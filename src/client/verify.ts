@@ -1,6 +1,7 @@
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { checkpointPayload } from '../shared/checkpoint.js';
-import { contentSha256, messagePayload } from '../shared/message-signing.js';
+import { messagePayload } from '../shared/message-signing.js';
+import { contentSha256 } from './hashing.js';
 import type { Checkpoint, Jwks, StoredRecord } from '../shared/types.js';
 import { VerificationError } from './errors.js';
 
@@ -80,7 +81,7 @@ export function verifyRecord(record: StoredRecord, jwks: Jwks): void {
   const w = record.wrapper;
   if (w.type !== 'chat.message') return;
   const m = w.message;
-  const where = record.position ?? null;
+  const where = record.position;
   if (contentSha256(m.content) !== m.contentSha256)
     throw new VerificationError(`position ${where}: contentSha256 does not match the content`, where);
   if (m.chatId !== w.chatId || m.fromAgentId !== w.authorAgentId)

@@ -104,7 +104,7 @@ export type RpcMethods = {
 
 /** Default socket path for clients (§2, without socket activation). */
 export function defaultSocketPath(): string {
-  return resolveSocketPath(undefined, { env: process.env, uid: process.getuid?.() ?? 0, home: homedir(), pid: process.pid }, false)!;
+  return resolveSocketPath(undefined, { env: process.env, uid: process.getuid?.() ?? 0, home: homedir(), pid: process.pid });
 }
 
 /**
@@ -239,7 +239,7 @@ export class YelloClient {
           await new Promise<void>((r) => (wake = r));
         }
       },
-      return: async () => finish(),
+      return: () => Promise.resolve(finish()),
       [Symbol.asyncIterator]() {
         return iterator;
       },
@@ -269,7 +269,7 @@ export class YelloClient {
     for (let step = backoff.next(); step && !this.#closed; step = backoff.next()) {
       this.#listeners.emit('reconnecting', step);
       await new Promise((r) => setTimeout(r, step.delayMs));
-      if (this.#closed) return;
+      if (this.#isClosed()) return;
       try {
         const { transport, hello } = await YelloClient.#open(this.#options);
         this.#transport = transport;
@@ -285,6 +285,14 @@ export class YelloClient {
       }
     }
     if (!this.#closed) this.#listeners.emit('disconnected', new ConnectionLostError('gave up reconnecting to yellod', false));
+  }
+
+  /**
+   * Whether `close()` was called. A method rather than the field for checks after an `await`:
+   * `close()` may have run meanwhile, which the field's narrowing would rule out.
+   */
+  #isClosed(): boolean {
+    return this.#closed;
   }
 
   /** Close the connection; pending calls reject with `ConnectionLostError`. */

@@ -70,6 +70,13 @@ async function within<T>(p: Promise<T>, ms: number, timeout: () => Error): Promi
 
 const big = (s: string) => BigInt(s);
 
+/** The state of `streamId` among a chat's streams (`chats.get` returns both of the chat's). */
+export function streamIn(streams: readonly StreamState[], streamId: string): StreamState {
+  const stream = streams.find((s) => s.streamId === streamId);
+  if (!stream) throw new Error(`chats.get returned no stream ${streamId}`);
+  return stream;
+}
+
 /** A presented read batch in the shape the coordinator acknowledges. */
 function asPeerBatch(b: ReadBatch): PeerBatch {
   return {
@@ -168,8 +175,8 @@ export class ChatSession {
     await this.#coordinator.start();
     try {
       const { streams } = await this.#opts.link.call('chats.get', { chatId: this.chatId });
-      this.#ownGeneration = streams.find((s) => s.streamId === this.streamId)!.generation;
-      this.#next = await this.#startPosition(streams.find((s) => s.streamId === this.peerStreamId)!);
+      this.#ownGeneration = streamIn(streams, this.streamId).generation;
+      this.#next = await this.#startPosition(streamIn(streams, this.peerStreamId));
       this.#opts.log.info({ chatId: this.chatId, epoch: this.#coordinator.epoch, next: this.#next }, 'chat session started');
     } catch (err) {
       // Release the claim: a failed start must not leave the next attempt WRITER_ACTIVE.
@@ -318,8 +325,8 @@ export class ChatSession {
   async #check(): Promise<StreamState> {
     const { streams } = await this.#opts.link.call('chats.get', { chatId: this.chatId });
     this.assertUsable();
-    const own = streams.find((s) => s.streamId === this.streamId)!;
-    const peer = streams.find((s) => s.streamId === this.peerStreamId)!;
+    const own = streamIn(streams, this.streamId);
+    const peer = streamIn(streams, this.peerStreamId);
     if (own.writer.epoch !== this.#coordinator.epoch || !own.writer.active) {
       return this.#fail(
         new FencedError({
@@ -462,12 +469,13 @@ export class ChatSession {
       const operationId = this.#coordinator.uncertainOperationId;
       if (operationId && !(err instanceof CoordinatorPausedError) && !this.#terminal) {
         this.#pending = { operationId, kind, batch };
+        const type = err instanceof YelloClientError ? err.type : null;
         const what = kind === 'acknowledge' ? 'receipt' : kind === 'reply' ? 'message and its receipt' : 'message';
         throw new ToolFailure(
           'OUTCOME_UNKNOWN',
-          `the ${what} (operation ${operationId}) went to the daemon but no answer came (${(err as YelloClientError).type ?? 'ERROR'}: ${(err as Error).message}); it may or may not be stored`,
+          `the ${what} (operation ${operationId}) went to the daemon but no answer came (${type ?? 'ERROR'}: ${(err as Error).message}); it may or may not be stored`,
           `Do not send it again. Call operation_status with chatId ${this.chatId}: it settles the outcome once the daemon answers. Until then every append in this chat is refused.`,
-          { chatId: this.chatId, operationId, cause: (err as YelloClientError).type ?? null },
+          { chatId: this.chatId, operationId, cause: type },
           { cause: err },
         );
       }
@@ -521,9 +529,7 @@ export class ChatSession {
    * Settle the append of unknown outcome (the coordinator asks `operations.get`; nothing is
    * resent), or report any operation of the agent's stream in this chat.
    */
-  async operationStatus(
-    operationId: string | undefined,
-  ): Promise<{
+  async operationStatus(operationId: string | undefined): Promise<{
     operation: OperationInfo | null;
     committed: boolean | null;
     resolved: boolean;
@@ -550,9 +556,11 @@ export class ChatSession {
       );
       const settled = this.#pending?.operationId === pending ? this.#pending : null;
       this.#pending = null;
-      if (outcome.committed && settled?.batch)
-        await this.#exclusive(async () => {
-          this.#advance(settled.batch!);
+      const batch = settled?.batch;
+      if (outcome.committed && batch)
+        await this.#exclusive(() => {
+          this.#advance(batch);
+          return Promise.resolve();
         });
       this.#opts.log.info({ chatId: this.chatId, operationId: pending, committed: outcome.committed }, 'append of unknown outcome settled');
       return { operation: outcome.operation, committed: outcome.committed, resolved: true, kind: settled?.kind ?? null, paused: false };
@@ -580,8 +588,9 @@ export class ChatSession {
       const op = await this.#opts.link.call('operations.get', { streamId: this.streamId, operationId });
       if (op.state === 'unknown') return;
       if (op.state === 'committed') {
+        if (op.nextPosition === null) throw new Error(`operations.get reported ${operationId} committed without a nextPosition`);
         const head = await this.#opts.link.call('streams.get', { streamId: this.streamId });
-        if (head.generation !== op.generation || big(head.nextPosition) >= big(op.nextPosition!)) return;
+        if (head.generation !== op.generation || big(head.nextPosition) >= big(op.nextPosition)) return;
       }
       await new Promise((r) => setTimeout(r, 20));
     }

@@ -18,8 +18,8 @@ export function transcriptUri(chatId: string): string {
 
 /** The chatId of a transcript URI, or null. */
 export function chatIdOfUri(uri: string): string | null {
-  const m = /^yello:\/\/chats\/([^/]+)\/transcript$/.exec(uri);
-  return m && ID_PATTERN.test(m[1]!) ? m[1]! : null;
+  const id = /^yello:\/\/chats\/([^/]+)\/transcript$/.exec(uri)?.[1];
+  return id !== undefined && ID_PATTERN.test(id) ? id : null;
 }
 
 function asMcpError(err: unknown, agent: AgentSessions, chatId: string): McpError {
@@ -90,7 +90,7 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
     subscriptions.add(request.params.uri);
     return {};
   });
-  server.server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+  server.server.setRequestHandler(UnsubscribeRequestSchema, (request) => {
     subscriptions.delete(request.params.uri);
     return {};
   });

@@ -54,8 +54,8 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
   let mcp: McpServer | null = null;
   const notify = (params: Parameters<McpServer['server']['sendLoggingMessage']>[0]) => {
     if (mcp?.isConnected())
-      void mcp.server.sendLoggingMessage(params).catch((err: Error) => {
-        log.debug({ err: err.message }, 'logging notification not sent');
+      void mcp.server.sendLoggingMessage(params).catch((err: unknown) => {
+        log.debug({ err: err instanceof Error ? err.message : String(err) }, 'logging notification not sent');
       });
   };
   const agent = new AgentSessions({
@@ -111,7 +111,7 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
     process.stdin.once('end', () => {
       resolve('stdin closed');
     });
-    process.stdout.once('error', (err) => {
+    process.stdout.once('error', (err: Error) => {
       resolve(`stdout failed: ${err.message}`);
     });
     process.once('SIGTERM', () => {

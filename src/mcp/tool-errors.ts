@@ -45,6 +45,14 @@ export interface ToolErrorInfo {
   data: Record<string, unknown>;
 }
 
+/** A field of an error's `data` (JSON from the daemon) in a message; `fallback` when it is absent. */
+function field(value: unknown, fallback: string): string {
+  if (value === undefined || value === null) return fallback;
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return JSON.stringify(value);
+}
+
 const INSPECT = (chatId: string) =>
   `yello chats show ${chatId}; yello chats export ${chatId} > chat.jsonl && yello keys list --json > jwks.json && yello verify chat.jsonl --jwks jwks.json`;
 
@@ -52,7 +60,7 @@ const INSPECT = (chatId: string) =>
 function fencedInfo(chatId: string, err: { data: Record<string, unknown> }): ToolErrorInfo {
   return {
     type: 'FENCED',
-    message: `replaced by another coordinator: your stream ${String(err.data.streamId ?? `${chatId}:…`)} is now held by writer epoch ${String(err.data.epoch ?? '?')} (another \`yello mcp --replace\`, \`yello chats follow --ack --replace\`, \`yello send --replace\`, or an admin reset or release); this server writes nothing more in chat ${chatId}`,
+    message: `replaced by another coordinator: your stream ${field(err.data.streamId, `${chatId}:…`)} is now held by writer epoch ${field(err.data.epoch, '?')} (another \`yello mcp --replace\`, \`yello chats follow --ack --replace\`, \`yello send --replace\`, or an admin reset or release); this server writes nothing more in chat ${chatId}`,
     action:
       'Stop using this chat here. A person decides which process speaks for this agent: keep the other one, or stop it and restart this server with --replace to take the stream back.',
     data: { ...err.data, chatId },
@@ -135,7 +143,7 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
     };
   }
   if (err instanceof PermissionDeniedError) {
-    const reason = String(err.data.reason ?? '');
+    const reason = field(err.data.reason, '');
     const action =
       reason === 'NO_GRANT'
         ? 'A person must grant it: `yello grants add <you> <peer>` (or run the daemon with --policy open).'
@@ -147,7 +155,7 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
   if (err instanceof NotFoundError) {
     return {
       type: 'NOT_FOUND',
-      message: `no such ${String(err.data.kind ?? 'thing')}: ${String(err.data.id ?? '')}`,
+      message: `no such ${field(err.data.kind, 'thing')}: ${field(err.data.id, '')}`,
       action: 'Check the id: list_chats lists your chats; open_chat takes an agent id or a username.',
       data: err.data,
     };
@@ -155,7 +163,7 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
   if (err instanceof InvalidParamsError) {
     return {
       type: 'INVALID_PARAMS',
-      message: `${err.path || 'params'}: ${String(err.data.reason ?? err.message)}`,
+      message: `${err.path || 'params'}: ${field(err.data.reason, err.message)}`,
       action: 'Fix that parameter and call again.',
       data: err.data,
     };

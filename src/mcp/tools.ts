@@ -4,7 +4,8 @@ import type { Chat, ReadBatch } from '../client/index.js';
 import type { AgentSessions } from './agent-sessions.js';
 import type { McpLog } from './log.js';
 import { batchLines, presentRecord, transcriptLines, transcriptMessage } from './present.js';
-import { describeError } from './tool-errors.js';
+import { streamIn } from './chat-session.js';
+import { describeError, type ToolErrorInfo } from './tool-errors.js';
 import { toolInputs, toolOutputs, type ToolInput, type ToolName, type ToolOutput, type TranscriptMessage } from './tool-schemas.js';
 
 /** Default size of one presented batch: enough for a conversation turn, small enough for a model's context. */
@@ -20,7 +21,10 @@ interface ToolSpec<T extends ToolName> {
 
 /** A tool error result: the agent reads `type: message` and what to do; `_meta` carries the same for programs. */
 export function toolError(err: unknown, context: { chatId?: string; socketPath: string }): CallToolResult {
-  const info = describeError(err, context);
+  return toolErrorResult(describeError(err, context));
+}
+
+function toolErrorResult(info: ToolErrorInfo): CallToolResult {
   return {
     isError: true,
     content: [{ type: 'text', text: `${info.type}: ${info.message}\nWhat to do: ${info.action}` }],
@@ -59,9 +63,9 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
           const { text, structured } = await spec.run(input);
           return { content: [{ type: 'text', text }], structuredContent: structured };
         } catch (err) {
-          const result = toolError(err, { ...(chatId ? { chatId } : {}), socketPath: agent.link.socketPath });
-          log.warn({ tool: name, chatId, type: (result._meta!['yello/error'] as { type: string }).type }, 'tool failed');
-          return result;
+          const info = describeError(err, { ...(chatId ? { chatId } : {}), socketPath: agent.link.socketPath });
+          log.warn({ tool: name, chatId, type: info.type }, 'tool failed');
+          return toolErrorResult(info);
         }
       }) as never,
     );
@@ -127,7 +131,7 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
       const session = await agent.session(chat.id);
       session.assertUsable();
       const { streams } = await agent.link.call('chats.get', { chatId: chat.id });
-      const pendingRecords = session.pendingRecords(streams.find((s) => s.streamId === session.peerStreamId)!);
+      const pendingRecords = session.pendingRecords(streamIn(streams, session.peerStreamId));
       const text = `Chat ${chat.id} with ${peer.username} (${created ? 'created' : 'existing'}). ${pendingRecords === 0 ? 'Nothing waits since your last receipt.' : `${pendingRecords} record(s) wait since your last receipt: call read_new.`}`;
       return { text, structured: { chatId: chat.id, created, peer: agentRef(peer), session: session.view(), pendingRecords } };
     },

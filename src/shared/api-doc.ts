@@ -1,33 +1,48 @@
 import { buildOpenRpc } from './openrpc.js';
 
+/** The JSON Schema keywords the rendering reads, as `z.toJSONSchema` writes them. */
+interface SchemaFragment {
+  anyOf?: SchemaFragment[];
+  oneOf?: SchemaFragment[];
+  const?: unknown;
+  enum?: unknown[];
+  type?: string | string[];
+  items?: SchemaFragment;
+  properties?: Record<string, SchemaFragment>;
+  required?: string[];
+  pattern?: string;
+  minimum?: number;
+  maximum?: number;
+  maxLength?: number;
+}
+
 interface DocMethod {
   name: string;
   summary: string;
   description: string;
-  params: Array<{ name: string; required: boolean; schema: Record<string, unknown> }>;
+  params: Array<{ name: string; required: boolean; schema: SchemaFragment }>;
   result: { schema: { description: string } };
 }
 
 /** A compact, readable rendering of a JSON Schema fragment. */
-function typeOf(schema: Record<string, unknown>): string {
-  if (Array.isArray(schema.anyOf)) return (schema.anyOf as Array<Record<string, unknown>>).map(typeOf).join(' \\| ');
-  if (Array.isArray(schema.oneOf)) return (schema.oneOf as Array<Record<string, unknown>>).map(typeOf).join(' \\| ');
+function typeOf(schema: SchemaFragment): string {
+  if (schema.anyOf) return schema.anyOf.map(typeOf).join(' \\| ');
+  if (schema.oneOf) return schema.oneOf.map(typeOf).join(' \\| ');
   if (schema.const !== undefined) return JSON.stringify(schema.const);
-  if (Array.isArray(schema.enum)) return (schema.enum as unknown[]).map((v) => JSON.stringify(v)).join(' \\| ');
-  if (schema.type === 'array') return `(${typeOf((schema.items as Record<string, unknown>) ?? {})})[]`;
+  if (schema.enum) return schema.enum.map((v) => JSON.stringify(v)).join(' \\| ');
+  if (schema.type === 'array') return `(${typeOf(schema.items ?? {})})[]`;
   if (schema.type === 'object' && schema.properties) {
-    const req = new Set((schema.required as string[]) ?? []);
-    return `{${Object.entries(schema.properties as Record<string, Record<string, unknown>>)
+    const req = new Set(schema.required ?? []);
+    return `{${Object.entries(schema.properties)
       .map(([k, v]) => `${k}${req.has(k) ? '' : '?'}: ${typeOf(v)}`)
       .join(', ')}}`;
   }
   if (schema.type === 'null') return 'null';
   if (typeof schema.type === 'string') {
     const bits: string[] = [];
-    if (schema.pattern) bits.push(`/${String(schema.pattern).replaceAll('|', '\\|')}/`);
-    if (schema.minimum !== undefined || schema.maximum !== undefined)
-      bits.push(`${String(schema.minimum ?? '')}..${String(schema.maximum ?? '')}`);
-    if (schema.maxLength !== undefined) bits.push(`≤ ${String(schema.maxLength)} chars`);
+    if (schema.pattern) bits.push(`/${schema.pattern.replaceAll('|', '\\|')}/`);
+    if (schema.minimum !== undefined || schema.maximum !== undefined) bits.push(`${schema.minimum ?? ''}..${schema.maximum ?? ''}`);
+    if (schema.maxLength !== undefined) bits.push(`≤ ${schema.maxLength} chars`);
     return bits.length ? `${schema.type} (${bits.join(', ')})` : schema.type;
   }
   return 'any';

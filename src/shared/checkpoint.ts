@@ -1,11 +1,18 @@
-import { createHash, type Hash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
 import type { StoredRecord } from './types.js';
 
 /**
  * The encodings of a stream checkpoint (docs/protocol.md §5.9) that the daemon (to sign) and
- * every verifier (to check an export) compute byte for byte. Hashing only: no keys, no I/O.
+ * every verifier (to check an export) compute byte for byte. No keys, no I/O, and no crypto of
+ * its own: the runtime passes in the SHA-256 (src/daemon/crypto/hashing.ts and
+ * src/client/hashing.ts, both on node:crypto).
  */
+
+/** An incremental SHA-256 over UTF-8 text; node:crypto's `Hash` is one. */
+export interface Sha256Stream {
+  update(text: string): unknown;
+  digest(encoding: 'base64url'): string;
+}
 
 /** `type` of a checkpoint and the first line of its signed payload (domain separation). */
 export const CHECKPOINT_TYPE = 'yello.checkpoint.v1';
@@ -16,12 +23,17 @@ export const CHECKPOINT_TYPE = 'yello.checkpoint.v1';
  * a verifier holds a whole stream in memory. `digest()` ends it.
  */
 export class ChainDigest {
-  readonly #hash: Hash = createHash('sha256');
+  readonly #hash: Sha256Stream;
   #count = 0;
+
+  /** `hash`: a fresh SHA-256 that this digest alone feeds. */
+  constructor(hash: Sha256Stream) {
+    this.#hash = hash;
+  }
 
   /** Add the next record of the range. */
   add(record: StoredRecord): void {
-    this.#hash.update(`${canonicalJson(record)}\n`, 'utf8');
+    this.#hash.update(`${canonicalJson(record)}\n`);
     this.#count++;
   }
 
@@ -34,13 +46,6 @@ export class ChainDigest {
   digest(): string {
     return this.#hash.digest('base64url');
   }
-}
-
-/** The chain digest of records already in memory (tests, small ranges). */
-export function chainDigest(records: Iterable<StoredRecord>): string {
-  const d = new ChainDigest();
-  for (const r of records) d.add(r);
-  return d.digest();
 }
 
 /** The fields a checkpoint signature covers; numbers are canonical decimal strings. */

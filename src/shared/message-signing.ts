@@ -1,8 +1,9 @@
-import { hash } from 'node:crypto';
-
 /**
  * The canonical encodings of docs/protocol.md §5 that both the daemon (to sign) and every reader
- * (to verify) must compute byte for byte. Pure functions: hashing only, no keys, no I/O.
+ * (to verify) must compute byte for byte. Pure functions: no keys, no I/O, no crypto. The hashes
+ * over these texts (`contentSha256` is the content's, `clientMessageId` that of
+ * {@link clientMessageIdText}) are computed by the runtime: src/daemon/crypto/hashing.ts and
+ * src/client/hashing.ts.
  */
 
 /** Signed payload domain tag. */
@@ -12,20 +13,9 @@ export const CLIENT_MESSAGE_ID_TAG = 'yello.chat.client-message-id.v1';
 /** The only signature algorithm. */
 export const SIGNATURE_ALG = 'ES256';
 
-/** base64url of SHA-256 over UTF-8 `text`, no padding. */
-export function sha256Base64url(text: string): string {
-  // The one-shot skips the Hash object: ~1 µs instead of ~3 µs, four times per append.
-  return hash('sha256', text, 'base64url');
-}
-
-/** `contentSha256` of a message. */
-export function contentSha256(content: string): string {
-  return sha256Base64url(content);
-}
-
-/** The sender-scoped idempotency id of a message. */
-export function clientMessageId(chatId: string, fromAgentId: string, messageId: string): string {
-  return sha256Base64url(`${CLIENT_MESSAGE_ID_TAG}\n${chatId}\n${fromAgentId}\n${messageId}`);
+/** The text whose SHA-256 (base64url, no padding) is the sender-scoped idempotency id of a message. */
+export function clientMessageIdText(chatId: string, fromAgentId: string, messageId: string): string {
+  return `${CLIENT_MESSAGE_ID_TAG}\n${chatId}\n${fromAgentId}\n${messageId}`;
 }
 
 /** Fields covered by a message signature. */

@@ -18,13 +18,27 @@ export function hasSocketActivation(ctx: PathContext): boolean {
 }
 
 /**
- * `--socket`, `$YELLO_SOCKET`, socket activation (daemon only: returns null),
- * `$XDG_RUNTIME_DIR/yello/yello.sock`, `/tmp/yello-$UID/yello.sock`.
+ * The socket a client dials: `--socket`, `$YELLO_SOCKET`, `$XDG_RUNTIME_DIR/yello/yello.sock`,
+ * `/tmp/yello-$UID/yello.sock`.
  */
-export function resolveSocketPath(flag: string | undefined, ctx: PathContext, forDaemon: boolean): string | null {
+export function resolveSocketPath(flag: string | undefined, ctx: PathContext): string {
   if (flag) return flag;
   if (ctx.env.YELLO_SOCKET) return ctx.env.YELLO_SOCKET;
-  if (forDaemon && hasSocketActivation(ctx)) return null;
+  return defaultSocketLocation(ctx);
+}
+
+/**
+ * The socket the daemon listens on: as {@link resolveSocketPath}, except that with socket
+ * activation (and neither `--socket` nor `$YELLO_SOCKET`) it is null: systemd holds the socket.
+ */
+export function resolveDaemonSocketPath(flag: string | undefined, ctx: PathContext): string | null {
+  if (flag) return flag;
+  if (ctx.env.YELLO_SOCKET) return ctx.env.YELLO_SOCKET;
+  if (hasSocketActivation(ctx)) return null;
+  return defaultSocketLocation(ctx);
+}
+
+function defaultSocketLocation(ctx: PathContext): string {
   if (ctx.env.XDG_RUNTIME_DIR) return `${ctx.env.XDG_RUNTIME_DIR}/yello/yello.sock`;
   return `/tmp/yello-${ctx.uid}/yello.sock`;
 }
@@ -33,9 +47,15 @@ export function resolveSocketPath(flag: string | undefined, ctx: PathContext, fo
 export function resolveDataDir(flag: string | undefined, ctx: PathContext): string {
   if (flag) return flag;
   if (ctx.env.YELLO_DATA_DIR) return ctx.env.YELLO_DATA_DIR;
-  if (ctx.env.STATE_DIRECTORY) return ctx.env.STATE_DIRECTORY.split(':')[0]!;
+  // systemd joins several StateDirectory= entries with ':'; the first is ours.
+  if (ctx.env.STATE_DIRECTORY) return firstPathEntry(ctx.env.STATE_DIRECTORY);
   if (ctx.env.XDG_STATE_HOME) return `${ctx.env.XDG_STATE_HOME}/yello`;
   return `${ctx.home}/.local/state/yello`;
+}
+
+function firstPathEntry(list: string): string {
+  const colon = list.indexOf(':');
+  return colon === -1 ? list : list.slice(0, colon);
 }
 
 /** Default line cap (`--max-line-bytes`). */

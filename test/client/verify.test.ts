@@ -20,7 +20,7 @@ import {
   type YelloClient,
 } from '../../src/client/index.js';
 import { canonicalJson } from '../../src/shared/canonical-json.js';
-import { chainDigest } from '../../src/shared/checkpoint.js';
+import { chainDigest } from '../../src/client/hashing.js';
 import { connectAdmin, connectAgent, createChat, readStream, startDaemon, uniqueName, type TestChat } from '../helpers/client-fixtures.js';
 
 let daemon: DaemonProcess;

@@ -1,7 +1,9 @@
 import { createPrivateKey, createPublicKey, verify } from 'node:crypto';
 import { calculateJwkThumbprint } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { clientMessageId, contentSha256, messagePayload } from '../../src/shared/message-signing.js';
+import { contentSha256 as clientContentSha256 } from '../../src/client/hashing.js';
+import { clientMessageId, contentSha256 } from '../../src/daemon/crypto/hashing.js';
+import { messagePayload } from '../../src/shared/message-signing.js';
 import { jwkThumbprint, signPayload } from '../../src/daemon/crypto/signer.js';
 import { loadSigningVectors } from '../helpers/signing-vectors.js';
 
@@ -21,6 +23,7 @@ describe('message signing encoding (test/fixtures/signing-vectors.json)', () => 
     describe(`vector ${v.name}`, () => {
       it('encodes contentSha256, clientMessageId and the signed payload byte for byte', () => {
         expect(contentSha256(v.content)).toBe(v.contentSha256);
+        expect(clientContentSha256(v.content)).toBe(v.contentSha256);
         expect(clientMessageId(v.chatId, v.fromAgentId, v.messageId)).toBe(v.clientMessageId);
         expect(messagePayload({ ...v, contentSha256: contentSha256(v.content) })).toBe(v.payload);
       });

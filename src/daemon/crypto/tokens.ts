@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { sha256Base64url } from '../../shared/message-signing.js';
+import { sha256Base64url } from './hashing.js';
 
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
 

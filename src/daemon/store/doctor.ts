@@ -1,4 +1,4 @@
-import { contentSha256 } from '../../shared/message-signing.js';
+import { contentSha256 } from '../crypto/hashing.js';
 import { formatDecimal } from '../../shared/ids.js';
 import type { DoctorProblem, DoctorReport, StoredRecord } from '../../shared/types.js';
 import type { Integrity } from './integrity.js';

@@ -1,6 +1,6 @@
 import { errors } from '../../shared/errors.js';
 import { formatDecimal, parseDecimal } from '../../shared/ids.js';
-import { clientMessageId, sha256Base64url } from '../../shared/message-signing.js';
+import { clientMessageId, sha256Base64url } from '../crypto/hashing.js';
 import type { PiiMode, Redaction } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import { openBatchId } from '../crypto/batch-codec.js';

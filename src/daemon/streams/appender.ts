@@ -1,6 +1,7 @@
 import { errors, YelloError } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
-import { contentSha256, messagePayload } from '../../shared/message-signing.js';
+import { messagePayload } from '../../shared/message-signing.js';
+import { contentSha256 } from '../crypto/hashing.js';
 import type { AppendResult, MessageSignature, Redaction, StoredRecord } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import type { SignBatcher } from '../crypto/sign-batcher.js';

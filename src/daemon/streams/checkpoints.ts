@@ -1,4 +1,5 @@
-import { ChainDigest, CHECKPOINT_TYPE, type CheckpointFields } from '../../shared/checkpoint.js';
+import { CHECKPOINT_TYPE, type CheckpointFields } from '../../shared/checkpoint.js';
+import { ChainDigest } from '../crypto/hashing.js';
 import { errors } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
 import type { Checkpoint } from '../../shared/types.js';
