@@ -302,7 +302,8 @@ function detectGenericSecrets(text: string, out: Candidate[]): void {
   scan(GENERIC_SECRET, text, (m) => {
     const span = groupSpan(m, 1);
     if (!span) return false;
-    let [start, end] = span;
+    const start = span[0];
+    let end = span[1];
     while (end > start && text[end - 1] === '.') end--;
     const value = text.slice(start, end);
     if (value.length < 8 || !/[A-Za-z]/.test(value) || !/[0-9]/.test(value)) return false;
@@ -325,7 +326,8 @@ function detectBearer(text: string, out: Candidate[]): void {
   scan(BEARER, text, (m) => {
     const span = groupSpan(m, 1);
     if (!span) return false;
-    let [start, end] = span;
+    const start = span[0];
+    let end = span[1];
     // Sentence punctuation after the token is not part of it.
     while (end > start && text[end - 1] === '.') end--;
     const token = text.slice(start, end);
@@ -476,7 +478,7 @@ function detectIban(text: string, out: Candidate[]): void {
     const end = m.index + i;
     const next = text.charAt(end);
     if (/[A-Za-z0-9_]/.test(next)) return false;
-    if (/[.\-]/.test(next) && /[A-Za-z0-9_]/.test(text.charAt(end + 1))) return false;
+    if (/[.-]/.test(next) && /[A-Za-z0-9_]/.test(text.charAt(end + 1))) return false;
     // Mixed case ("De89...") is not how anyone writes an IBAN; requiring one case keeps
     // random identifiers out.
     const letters = compact.replace(/[0-9]/g, '');
@@ -649,7 +651,7 @@ function phoneOk(s: string, minDigits: number): boolean {
   // Seven identical digits in a row ("+10000000") are round numbers, not subscribers.
   if (/([0-9])\1{6}/.test(digits)) return false;
   // Separators come one at a time, except around a parenthesised area code.
-  if (/[ \u00A0\u202F.\-]{2,}/.test(s.replace(/\) /g, ')').replace(/ \(/g, '('))) return false;
+  if (/[ \u00A0\u202F.-]{2,}/.test(s.replace(/\) /g, ')').replace(/ \(/g, '('))) return false;
   // Groups after the first are at least two digits; one single-digit group is allowed for
   // the "(0)" trunk or French-style "+33 6 12 ..."...
   let singles = 0;
@@ -752,7 +754,9 @@ const DETECTORS: readonly Detector[] = [
   ...KEY_SHAPES.map((shape): Detector => ({
     name: `API_KEY ${shape.name}`,
     trigger: shape.trigger === 'DIGIT' ? 'DIGIT' : 'VENDOR_KEY',
-    detect: (text, out) => detectKeyShape(shape, text, out),
+    detect: (text, out) => {
+      detectKeyShape(shape, text, out);
+    },
   })),
   { name: 'GENERIC_SECRET', trigger: 'DIGIT', gate: SECRET_WORD, detect: detectGenericSecrets },
   { name: 'BEARER', trigger: 'BEARER', detect: detectBearer },

@@ -148,7 +148,12 @@ export async function checkStore(
       case 'r': {
         counts.records++;
         const loc = locateKey(key);
-        const streamId = loc.streamId!;
+        const streamId = loc.streamId;
+        // Never null for a key of the records table (`r/<stream>/...`); reported rather than assumed.
+        if (streamId === null) {
+          problem('record', key, 'a record key that names no stream');
+          break;
+        }
         const generation = Number(loc.generation);
         const position = Number(loc.position);
         if (!current || current.streamId !== streamId || current.scan.generation !== generation) {
@@ -235,10 +240,10 @@ function sealedBounds(meta: StreamMeta, generation: number): { first: number; ne
   return s ? { first: s.firstPosition, next: s.nextPosition } : null;
 }
 
-/** A point read that reports a value failing its checksum instead of throwing. */
-function tryGet<T>(storage: Storage, key: string): T | undefined | 'corrupt' {
+/** A point read (`read`) that reports a value failing its checksum instead of throwing. */
+function tryRead<T>(read: () => T): T | 'corrupt' {
   try {
-    return storage.get<T>(key);
+    return read();
   } catch {
     return 'corrupt';
   }
@@ -279,9 +284,9 @@ function checkRecord(
     if (sealed && position >= sealed.next) bad(`a record past the sealed generation's end (${sealed.next})`);
   }
   const w = record.wrapper;
-  if (!w || w.chatId !== streamId.slice(0, streamId.indexOf(':')) || w.authorAgentId !== streamId.slice(streamId.indexOf(':') + 1))
+  if (w.chatId !== streamId.slice(0, streamId.indexOf(':')) || w.authorAgentId !== streamId.slice(streamId.indexOf(':') + 1))
     bad('the wrapper names another chat or author');
-  if (w?.type === 'chat.message') {
+  if (w.type === 'chat.message') {
     counts.messages++;
     const m = w.message;
     if (contentSha256(m.content) !== m.contentSha256) bad('contentSha256 does not match the content');
@@ -302,7 +307,7 @@ function checkRecord(
     if (scan.lastCreatedAt !== null && m.signature.createdAt < scan.lastCreatedAt) bad('createdAt goes backwards');
     scan.lastCreatedAt = m.signature.createdAt;
   }
-  if (w && w.type !== 'chat.writer-fence') {
+  if (w.type !== 'chat.writer-fence') {
     if (w.recordIndex === 0) {
       let op: StoredOperation | undefined | 'corrupt';
       try {
@@ -330,7 +335,7 @@ function checkRecord(
 
 function checkOperation(storage: Storage, key: string, op: StoredOperation, problem: Report): void {
   const streamId = key.slice(2, key.lastIndexOf('/'));
-  const logged = tryGet<string>(storage, K.opLog(streamId, op.generation, op.firstPosition));
+  const logged = tryRead(() => storage.get<string>(K.opLog(streamId, op.generation, op.firstPosition)));
   if (logged !== op.operationId)
     problem('operation', key, `the operation log has no entry for ${op.operationId} at ${op.firstPosition}`, {
       streamId,
@@ -340,12 +345,16 @@ function checkOperation(storage: Storage, key: string, op: StoredOperation, prob
 }
 
 function checkMessageIndex(storage: Storage, key: string, position: string, problem: Report): void {
-  const parts = key.split('/');
-  const streamId = parts[1]!;
-  const generation = Number(parts[2]);
-  const record = tryGet<CompactRecord | StoredRecord>(storage, K.record(streamId, generation, Number(position)));
+  const [, streamId, generationText, clientMessageId] = key.split('/');
+  // Never undefined for a key of the message-id table (`x/<stream>/...`); reported rather than assumed.
+  if (streamId === undefined) {
+    problem('index', key, 'a message-id index key that names no stream');
+    return;
+  }
+  const generation = Number(generationText);
+  const record = tryRead(() => storage.get<CompactRecord | StoredRecord>(K.record(streamId, generation, Number(position))));
   // A trimmed record takes its message id's record with it; only a record that is there must match.
-  if (record === 'corrupt' || (record !== undefined && storedClientMessageId(record) !== parts[3])) {
+  if (record === 'corrupt' || (record !== undefined && storedClientMessageId(record) !== clientMessageId)) {
     problem('index', key, `the message-id index points at position ${position}, which holds another record`, {
       streamId,
       generation: formatDecimal(generation),
@@ -355,19 +364,19 @@ function checkMessageIndex(storage: Storage, key: string, position: string, prob
 }
 
 function checkAgent(storage: Storage, key: string, agent: { id: string; username: string; tokenHash: string }, problem: Report): void {
-  if (tryGet<string>(storage, K.username(agent.username)) !== agent.id)
+  if (tryRead(() => storage.get<string>(K.username(agent.username))) !== agent.id)
     problem('directory', key, `the username index does not lead to agent ${agent.id}`);
-  if (tryGet<string>(storage, K.token(agent.tokenHash)) !== agent.id)
+  if (tryRead(() => storage.get<string>(K.token(agent.tokenHash))) !== agent.id)
     problem('directory', key, `the token index does not lead to agent ${agent.id}: its token cannot authenticate (rotate it)`);
 }
 
 function checkChat(storage: Storage, key: string, chat: { id: string; agentAId: string; agentBId: string }, problem: Report): void {
-  if (tryGet<string>(storage, K.pair(chat.agentAId, chat.agentBId)) !== chat.id)
+  if (tryRead(() => storage.get<string>(K.pair(chat.agentAId, chat.agentBId))) !== chat.id)
     problem('directory', key, `the pair index does not lead to chat ${chat.id}`);
   for (const agentId of [chat.agentAId, chat.agentBId]) {
-    if (tryGet<unknown>(storage, K.member(agentId, chat.id)) === undefined)
+    if (tryRead(() => storage.get(K.member(agentId, chat.id))) === undefined)
       problem('directory', key, `chat ${chat.id} is missing from ${agentId}'s chat list`);
-    if (tryGet<unknown>(storage, K.stream(`${chat.id}:${agentId}`)) === undefined)
+    if (tryRead(() => storage.get(K.stream(`${chat.id}:${agentId}`))) === undefined)
       problem('head', K.stream(`${chat.id}:${agentId}`), 'the stream head is missing, though its chat exists', {
         streamId: `${chat.id}:${agentId}`,
       });
@@ -379,7 +388,7 @@ function identityFromChat(storage: Storage, streamId: string): StreamIdentity {
   const i = streamId.indexOf(':');
   const chatId = streamId.slice(0, i);
   const authorAgentId = streamId.slice(i + 1);
-  const chat = tryGet<{ agentAId: string; agentBId: string }>(storage, K.chat(chatId));
+  const chat = tryRead(() => storage.get<{ agentAId: string; agentBId: string }>(K.chat(chatId)));
   const peerAgentId = chat && chat !== 'corrupt' ? (chat.agentAId === authorAgentId ? chat.agentBId : chat.agentAId) : '';
   return { streamId, chatId, authorAgentId, peerAgentId };
 }
