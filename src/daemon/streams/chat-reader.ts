@@ -11,56 +11,7 @@ import type { StreamMeta } from '../store/stream-meta.js';
 import type { CommittedRange } from './heads.js';
 import type { SizedRecord } from './stream-reader.js';
 import type { StreamStore } from './stream-store.js';
-
-/** A compound (live) cursor: per stream of the chat, the generation and next position. */
-export interface LiveCursor {
-  chatId: string;
-  streams: Record<string, { generation: number; position: number }>;
-}
-
-/** A history cursor: the snapshot fixed by the first call and where paging stands in it. */
-interface HistoryCursor {
-  c: string;
-  d: 'backward' | 'forward';
-  /** Per stream [A, B]: generation, snapshot head, snapshot first position, paging position. */
-  g: [number, number];
-  h: [number, number];
-  f: [number, number];
-  p: [number, number];
-}
-
-/** What a live cursor token seals: the chat, and per stream [generation, position]. */
-interface LiveBody {
-  c: string;
-  s: Record<string, unknown>;
-}
-
-function isPair(v: unknown): v is [number, number] {
-  return Array.isArray(v) && v.length === 2 && typeof v[0] === 'number' && typeof v[1] === 'number';
-}
-
-function isLiveBody(v: unknown): v is LiveBody {
-  return typeof v === 'object' && v !== null && 'c' in v && typeof v.c === 'string' && 's' in v && typeof v.s === 'object' && v.s !== null;
-}
-
-function isHistoryCursor(v: unknown): v is HistoryCursor {
-  return (
-    typeof v === 'object' &&
-    v !== null &&
-    'c' in v &&
-    typeof v.c === 'string' &&
-    'd' in v &&
-    (v.d === 'backward' || v.d === 'forward') &&
-    'g' in v &&
-    isPair(v.g) &&
-    'h' in v &&
-    isPair(v.h) &&
-    'f' in v &&
-    isPair(v.f) &&
-    'p' in v &&
-    isPair(v.p)
-  );
-}
+import { isHistoryCursor, isLiveBody, isPair, type HistoryCursor, type LiveCursor } from './chat-cursors.js';
 
 const HISTORY_KIND = 'history';
 const LIVE_KIND = 'live';
