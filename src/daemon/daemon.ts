@@ -27,6 +27,7 @@ import { SocketServer, StartupError, prepareSocketPath } from './rpc/socket-serv
 import { MAX_APPEND_REQUEST_BYTES } from '../shared/paths.js';
 import { newToken } from './crypto/tokens.js';
 import { VERSION } from './runtime/version.js';
+import { errorMessage } from './runtime/error-fields.js';
 
 /** A running daemon. */
 export interface RunningDaemon {
@@ -46,8 +47,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   const dbDir = join(config.dataDir, 'db');
   let store: OpenedStore;
   try {
+    const failSyncFile = config.faultFailSyncFile;
     store = await openStore(config.dataDir, log, {
-      injectFailure: config.faultFailSyncFile ? () => existsSync(config.faultFailSyncFile!) : null,
+      injectFailure: failSyncFile ? () => existsSync(failSyncFile) : null,
     });
   } catch (err) {
     throw startupFailure(err, `open the store ${dbDir}`);
@@ -102,7 +104,11 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       maxConnections: config.maxConnections,
       maxUnsentBytes: config.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
       audit,
-      onConnection: (c) => c.onClose(() => helloLimiter.forget(c.id)),
+      onConnection: (c) => {
+        c.onClose(() => {
+          helloLimiter.forget(c.id);
+        });
+      },
     });
     try {
       if (config.socketPath === null) {
@@ -120,9 +126,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     );
     // Every head is checked against its records on first use; this sweep does the rest in the
     // background so `yello status` lists what is corrupt without waiting for traffic.
-    const sweep = streams
-      .reconcileAll()
-      .catch((err: unknown) => log.error({ err: { message: (err as Error)?.message } }, 'head check sweep failed'));
+    const sweep = streams.reconcileAll().catch((err: unknown) => {
+      log.error({ err: { message: errorMessage(err) } }, 'head check sweep failed');
+    });
 
     let stopping: Promise<void> | null = null;
     return {

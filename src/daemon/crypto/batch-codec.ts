@@ -18,7 +18,7 @@ export function sealBatchId(codec: TokenCodec, b: BatchBinding): string {
 
 /** The binding of a batchId this daemon issued, or null when it is not one. */
 export function openBatchId(codec: TokenCodec, token: string): BatchBinding | null {
-  const v = codec.open<unknown>(BATCH_KIND, token);
+  const v = codec.open(BATCH_KIND, token);
   if (!Array.isArray(v) || v.length !== 5) return null;
   const [reader, streamId, generation, fromPosition, nextPosition] = v as [string, string, number, number, number];
   return { reader, streamId, generation, fromPosition, nextPosition };

@@ -61,13 +61,17 @@ export class SignBatcher {
       this.stats.inlineSignatures++;
       return this.#signer.signPayloadAs(kid, payload);
     }
-    return new Promise((resolve) => this.#jobs.push({ kid, payload, resolve }));
+    return new Promise((resolve) => {
+      this.#jobs.push({ kid, payload, resolve });
+    });
   }
 
   #schedule(): void {
     if (this.#scheduled) return;
     this.#scheduled = true;
-    setImmediate(() => this.#flush());
+    setImmediate(() => {
+      this.#flush();
+    });
   }
 
   #flush(): void {
@@ -107,7 +111,11 @@ export class SignBatcher {
       const jobs = this.#inFlight.get(m.id);
       if (!jobs) return;
       this.#inFlight.delete(m.id);
-      jobs.forEach((j, i) => j.resolve(m.signatures[i]!));
+      // The worker answers with one signature per job, in order; a job it left out (never
+      // expected) is signed inline rather than left waiting.
+      jobs.forEach((j, i) => {
+        j.resolve(m.signatures[i] ?? this.#signer.signPayloadAs(j.kid, j.payload));
+      });
       this.stats.workerBatches++;
       this.stats.workerSignatures += jobs.length;
     });
@@ -120,8 +128,12 @@ export class SignBatcher {
       this.#inFlight.clear();
       this.#inline(pending);
     };
-    worker.on('error', (err) => fail(err.message));
-    worker.on('exit', (code) => fail(`exited with ${code}`));
+    worker.on('error', (err) => {
+      fail(err.message);
+    });
+    worker.on('exit', (code) => {
+      fail(`exited with ${code}`);
+    });
     this.#worker = worker;
     return worker;
   }

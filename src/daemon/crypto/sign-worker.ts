@@ -17,13 +17,21 @@ export interface FromWorker {
 
 const keys = new Map<string, KeyObject>();
 
-parentPort?.on('message', (m: ToWorker) => {
+/** A key the main thread sent; it sends each key before the first batch that uses it. */
+function keyOf(kid: string): KeyObject {
+  const key = keys.get(kid);
+  if (!key) throw new Error(`signing worker: no key ${kid}`);
+  return key;
+}
+
+const port = parentPort;
+port?.on('message', (m: ToWorker) => {
   if (m.type === 'key') {
     keys.set(m.kid, createPrivateKey({ key: m.privateJwk, format: 'jwk' }));
     return;
   }
   const signatures = m.jobs.map(([kid, payload]) =>
-    sign('sha256', Buffer.from(payload, 'utf8'), { key: keys.get(kid)!, dsaEncoding: 'ieee-p1363' }).toString('base64url'),
+    sign('sha256', Buffer.from(payload, 'utf8'), { key: keyOf(kid), dsaEncoding: 'ieee-p1363' }).toString('base64url'),
   );
-  parentPort!.postMessage({ id: m.id, signatures } satisfies FromWorker);
+  port.postMessage({ id: m.id, signatures } satisfies FromWorker);
 });

@@ -18,6 +18,12 @@ export function jwkThumbprint(jwk: { crv: string; kty: string; x: string; y: str
   return createHash('sha256').update(input, 'utf8').digest('base64url');
 }
 
+/**
+ * A message signature as found on disk: `alg` is a plain string because a stored record is
+ * checked, not trusted, and one naming another algorithm must fail the check.
+ */
+export type StoredSignature = Omit<MessageSignature, 'alg'> & { alg: string };
+
 /** ES256 over the §5 payload, IEEE P1363 (r‖s), base64url. */
 export function signPayload(key: KeyObject, payload: string): string {
   return sign('sha256', Buffer.from(payload, 'utf8'), { key, dsaEncoding: 'ieee-p1363' }).toString('base64url');
@@ -45,7 +51,8 @@ export class Signer {
     }
     const activePath = join(dir, 'active');
     const active = existsSync(activePath) ? readFileSync(activePath, 'utf8').trim() : '';
-    if (active && this.#keys.has(active)) this.#activate(active);
+    const activeKey = active ? this.#keys.get(active) : undefined;
+    if (activeKey) this.#activate(activeKey);
     else this.rotate();
   }
 
@@ -63,14 +70,13 @@ export class Signer {
     writeFileDurable(join(this.#dir, `${kid}.jwk.json`), JSON.stringify(stored), 0o600);
     this.#keys.set(kid, stored);
     writeFileDurable(join(this.#dir, 'active'), kid + '\n', 0o600);
-    this.#activate(kid);
+    this.#activate(stored);
     return kid;
   }
 
-  #activate(kid: string): void {
-    const stored = this.#keys.get(kid)!;
+  #activate(stored: StoredKey): void {
     this.#activeKey = createPrivateKey({ key: stored.privateJwk, format: 'jwk' });
-    this.#activeKid = kid;
+    this.#activeKid = stored.kid;
   }
 
   /** A key's private JWK, for the signing worker (never logged, never leaves the process). */
@@ -105,7 +111,7 @@ export class Signer {
    * Whether a message signature verifies with the key its `kid` names (active or retired): for
    * `yello doctor`, which checks stored records the way a reader would.
    */
-  verifyMessage(fields: SignedFields, signature: MessageSignature): boolean {
+  verifyMessage(fields: SignedFields, signature: StoredSignature): boolean {
     const stored = this.#keys.get(signature.kid);
     if (!stored || signature.alg !== 'ES256') return false;
     let key = this.#publicKeys.get(signature.kid);

@@ -23,14 +23,17 @@ export class TokenCodec {
     return `${body}.${this.#mac(kind, body)}`;
   }
 
-  /** The sealed value, or null when the token is malformed, of another kind, or tampered with. */
-  open<T>(kind: string, token: string): T | null {
+  /**
+   * The sealed value, or null when the token is malformed, of another kind, or tampered with.
+   * It is `unknown`: the caller checks its shape before trusting it, like any other input.
+   */
+  open(kind: string, token: string): unknown {
     const dot = token.indexOf('.');
     if (dot <= 0) return null;
     const body = token.slice(0, dot);
     if (!safeEqual(token.slice(dot + 1), this.#mac(kind, body))) return null;
     try {
-      return JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as T;
+      return JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as unknown;
     } catch {
       return null;
     }

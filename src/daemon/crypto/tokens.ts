@@ -7,7 +7,7 @@ const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
 export function randomId(prefix: string): string {
   const bytes = randomBytes(26);
   let out = prefix;
-  for (const b of bytes) out += BASE32[b & 31];
+  for (const b of bytes) out += BASE32.charAt(b & 31);
   return out;
 }
 

@@ -106,7 +106,7 @@ export class Chats {
     const ids: string[] = [];
     let start: { gte: string } | { gt: string } = { gte: prefix };
     if (cursor !== undefined) {
-      const after = this.#codec.open<string>(CHATS_CURSOR_KIND, cursor);
+      const after = this.#codec.open(CHATS_CURSOR_KIND, cursor);
       if (typeof after !== 'string') throw errors.invalidParams('cursor', 'not a chats.list cursor issued by this daemon');
       start = { gt: prefix + after };
     }

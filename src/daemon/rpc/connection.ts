@@ -11,6 +11,7 @@ import { LineReader } from './line-reader.js';
 import { OutputBudget, Owed } from './output-budget.js';
 import { batchElementSize, errorResponse, invalidRequest, isId, isObject, isRequestShape, notRun } from './request-shape.js';
 import { socketFd, socketInode } from './socket-fd.js';
+import { errorMessage } from '../runtime/error-fields.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Requests in flight on one connection before we stop reading from it. */
@@ -60,10 +61,18 @@ export class Connection implements ConnectionHandle {
     this.#maxUnsentBytes = opts.maxUnsentBytes;
     // Taken now: once the socket closes, its fd number may belong to another one.
     this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
-    socket.on('drain', () => this.#onDrain());
-    socket.on('error', (err) => this.#log.debug({ conn: this.id, err: err.message }, 'connection error'));
-    socket.on('close', () => this.#onClose());
+    socket.on('data', (chunk: Buffer) => {
+      this.#onData(chunk);
+    });
+    socket.on('drain', () => {
+      this.#onDrain();
+    });
+    socket.on('error', (err) => {
+      this.#log.debug({ conn: this.id, err: err.message }, 'connection error');
+    });
+    socket.on('close', () => {
+      this.#onClose();
+    });
   }
 
   get caller(): Caller | null {
@@ -132,10 +141,11 @@ export class Connection implements ConnectionHandle {
 
   /** A call context per request line: the session is the connection's, the page budget the line's. */
   #contextFor(owed: Owed): CallContext {
-    const conn = this;
+    // Read at each access: `session.hello` sets the caller while the line is being handled.
+    const currentCaller = (): Caller | null => this.#caller;
     return {
       get caller() {
-        return conn.#caller;
+        return currentCaller();
       },
       connection: this,
       pageBytes: () => this.#budget.page(owed),
@@ -176,7 +186,7 @@ export class Connection implements ConnectionHandle {
     try {
       this.#handleLine(line);
     } catch (err) {
-      this.#log.error({ conn: this.id, err: (err as Error)?.message }, 'line handling failed');
+      this.#log.error({ conn: this.id, err: errorMessage(err) }, 'line handling failed');
       this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_INVALID_REQUEST, message: 'Invalid Request' } });
     }
   }
@@ -253,7 +263,9 @@ export class Connection implements ConnectionHandle {
   #track(work: Promise<unknown>): void {
     this.#inFlight++;
     work
-      .catch((err: unknown) => this.#log.error({ conn: this.id, err: (err as Error)?.message }, 'request handling failed'))
+      .catch((err: unknown) => {
+        this.#log.error({ conn: this.id, err: errorMessage(err) }, 'request handling failed');
+      })
       .finally(() => {
         this.#inFlight--;
         if (!this.#closed) this.#pumpInput();

@@ -64,7 +64,8 @@ export class LineReader {
       this.#inputOffset = 0;
     }
     if (!this.#discarding && this.#chunkBytes > 0) {
-      event = { line: this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#chunkBytes) };
+      const only = this.#chunks.length === 1 ? this.#chunks[0] : undefined;
+      event = { line: only ?? Buffer.concat(this.#chunks, this.#chunkBytes) };
     }
     this.#chunks = [];
     this.#chunkBytes = 0;

@@ -99,7 +99,12 @@ export function createHandlers(s: Services): Handlers {
       return r;
     },
     'agents.list': async () => ({ agents: await s.directory.listAgents() }),
-    'agents.get': (p) => ({ agent: p.agentId !== undefined ? s.directory.agent(p.agentId) : s.directory.agentByUsername(p.username!) }),
+    'agents.get': (p) => {
+      if (p.agentId !== undefined) return { agent: s.directory.agent(p.agentId) };
+      if (p.username !== undefined) return { agent: s.directory.agentByUsername(p.username) };
+      // Unreachable: the params schema admits exactly one of the two.
+      throw errors.invalidParams('', 'give exactly one of agentId or username');
+    },
     'agents.rotateToken': async (p, caller, ctx) => {
       const r = await s.directory.rotateToken(p.agentId);
       s.audit.action('agents.rotateToken', caller, peerOf(ctx), { target: p.agentId });

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { errors, YelloError } from '../../shared/errors.js';
 import type { MethodDescriptor } from '../../shared/method-descriptor.js';
 import { methods, type MethodName, type Params, type Result } from '../../shared/methods.js';
+import { errorCode, errorMessage, errorStack } from '../runtime/error-fields.js';
 import { describeIssue } from '../../shared/schemas.js';
 import type { PeerInfo } from './audit.js';
 import type { Caller } from '../caller.js';
@@ -87,7 +88,9 @@ export class RpcServer {
     if (Array.isArray(rawParams)) throw errors.invalidParams('', 'params must be an object (by-name)');
     const parsed = method.params.safeParse(rawParams ?? {});
     if (!parsed.success) {
-      const { path, reason } = describeIssue(parsed.error.issues[0]!);
+      // A failed parse reports at least one issue; the fallback only keeps the type honest.
+      const issue = parsed.error.issues[0];
+      const { path, reason } = issue ? describeIssue(issue) : { path: '', reason: 'invalid params' };
       throw errors.invalidParams(path, reason);
     }
     return handler(parsed.data, caller as Caller, ctx);
@@ -98,8 +101,10 @@ export class RpcServer {
       return { jsonrpc: '2.0', id: id ?? null, error: { code: error.code, message: error.message, data: error.toData() } };
     }
     const correlationId = randomUUID();
-    const e = error as { message?: string; stack?: string; code?: string };
-    this.#log.error({ correlationId, err: { message: e?.message, code: e?.code, stack: e?.stack } }, 'internal error');
+    this.#log.error(
+      { correlationId, err: { message: errorMessage(error), code: errorCode(error), stack: errorStack(error) } },
+      'internal error',
+    );
     const mapped = errors.internal(correlationId);
     return { jsonrpc: '2.0', id: id ?? null, error: { code: mapped.code, message: mapped.message, data: mapped.toData() } };
   }

@@ -35,7 +35,9 @@ function probe(path: string): Promise<boolean> {
       s.destroy();
       resolve(true);
     });
-    s.once('error', () => resolve(false));
+    s.once('error', () => {
+      resolve(false);
+    });
   });
 }
 
@@ -67,7 +69,7 @@ function checkSocketPathLength(path: string): void {
 }
 
 /** Startup error for an errno met on the socket path. */
-function socketPathError(err: unknown, what: string): StartupError | unknown {
+function socketPathError(err: unknown, what: string): unknown {
   const code = errnoOf(err);
   if (code === 'ENOTDIR') return new StartupError(`${what}: a parent of it is not a directory`, EXIT_CODES.config);
   if (code === 'EACCES' || code === 'EPERM') return new StartupError(`${what}: permission denied`, EXIT_CODES.permissionDenied);
@@ -247,20 +249,19 @@ export class SocketServer {
    * The path's length and directory are checked again here (the directory gets the mode
    * `mode` calls for, if it is created here), so no caller can listen on an unsafe path.
    */
-  listenPath(path: string, mode: number): Promise<void> {
-    try {
-      checkSocketPathLength(path);
-      ensureSocketDir(dirname(path), mode);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
-    return new Promise((resolve, reject) => {
+  async listenPath(path: string, mode: number): Promise<void> {
+    // Async so that a refused path is a rejection, like a failed listen, never a synchronous throw.
+    checkSocketPathLength(path);
+    ensureSocketDir(dirname(path), mode);
+    await new Promise<void>((resolve, reject) => {
       const previous = process.umask(0o777 & ~mode);
       this.#server.once('error', reject);
       this.#server.listen(path, () => {
         process.umask(previous);
         this.#server.off('error', reject);
-        this.#server.on('error', (err) => this.#onServerError(err));
+        this.#server.on('error', (err) => {
+          this.#onServerError(err);
+        });
         chmodSync(path, mode);
         resolve();
       });
@@ -273,7 +274,9 @@ export class SocketServer {
       this.#server.once('error', reject);
       this.#server.listen({ fd }, () => {
         this.#server.off('error', reject);
-        this.#server.on('error', (err) => this.#onServerError(err));
+        this.#server.on('error', (err) => {
+          this.#onServerError(err);
+        });
         resolve();
       });
     });

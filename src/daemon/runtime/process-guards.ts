@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { errorCode, errorMessage, errorStack } from './error-fields.js';
 import { EXIT_CODES } from './exit-codes.js';
 
 /**
@@ -10,9 +11,12 @@ import { EXIT_CODES } from './exit-codes.js';
  */
 export function installProcessGuards(log: Logger, exit: (code: number) => void = (code) => process.exit(code)): () => void {
   const fatal = (kind: string) => (err: unknown) => {
-    const e = err as { message?: string; stack?: string; code?: string };
     log.fatal(
-      { correlationId: randomUUID(), kind, err: { message: e?.message ?? String(err), code: e?.code, stack: e?.stack } },
+      {
+        correlationId: randomUUID(),
+        kind,
+        err: { message: errorMessage(err) ?? String(err), code: errorCode(err), stack: errorStack(err) },
+      },
       `${kind}: exiting`,
     );
     exit(EXIT_CODES.internal);

@@ -50,10 +50,9 @@ export function startupFailure(err: unknown, doing: string): StartupError {
     const text = `${e.message ?? ''} ${e.cause?.message ?? ''}`;
     errno = LEVELDB_TEXT.find(([re]) => re.test(text))?.[1];
   }
-  if (errno) {
-    const known = ERRNO[errno]!;
-    return new StartupError(`cannot ${doing}: ${known.text} (${errno})`, known.exit);
-  }
+  // Every errno found above is a key of ERRNO (a known code, or one from LEVELDB_TEXT).
+  const known = errno === undefined ? undefined : ERRNO[errno];
+  if (errno && known) return new StartupError(`cannot ${doing}: ${known.text} (${errno})`, known.exit);
   return new StartupError(`cannot ${doing}: ${oneLine(e.message ?? String(err))}`, EXIT_CODES.storageUnavailable);
 }
 

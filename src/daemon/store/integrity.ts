@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { errors, YelloError } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
 import type { CorruptStream } from '../../shared/types.js';
+import { errorMessage } from '../runtime/error-fields.js';
 import { K, prefixEnd } from './key-layout.js';
 import type { Storage } from './storage.js';
 
@@ -79,7 +80,7 @@ export class Integrity {
     if (this.#storage.readOnly) return;
     const key = K.corruptMark(mark.streamId, mark.generation ?? UNKNOWN_GENERATION);
     this.#storage.write([{ type: 'put', key, value: mark }]).catch((err: unknown) => {
-      this.#log.error({ streamId: mark.streamId, err: { message: (err as Error)?.message } }, 'could not store a corruption mark');
+      this.#log.error({ streamId: mark.streamId, err: { message: errorMessage(err) } }, 'could not store a corruption mark');
     });
   }
 
@@ -142,9 +143,9 @@ export class Integrity {
         { type: 'del', key: K.corruptMark(streamId, UNKNOWN_GENERATION) },
         { type: 'put', key: K.corruptMark(streamId, generation), value: narrowed },
       ])
-      .catch((err: unknown) =>
-        this.#log.error({ streamId, err: { message: (err as Error)?.message } }, 'could not store a corruption mark'),
-      );
+      .catch((err: unknown) => {
+        this.#log.error({ streamId, err: { message: errorMessage(err) } }, 'could not store a corruption mark');
+      });
   }
 
   /** The first position of `generation` that reads may not pass (Infinity when unmarked). */
@@ -160,7 +161,9 @@ export class Integrity {
   /** Throw when reading `generation` at `position` would pass a mark. */
   assertReadable(streamId: string, generation: number, position: number): void {
     if (position < this.readLimit(streamId, generation)) return;
-    const mark = this.#marks.get(streamId)!.find((m) => m.generation === null || m.generation === generation)!;
+    const mark = this.#marks.get(streamId)?.find((m) => m.generation === null || m.generation === generation);
+    // A finite read limit comes from such a mark, so this only guards against a broken invariant.
+    if (!mark) throw new Error(`no corruption mark of ${streamId} bounds generation ${generation} at ${position}`);
     throw corruptError(mark);
   }
 

@@ -1,5 +1,5 @@
 import { formatDecimal } from '../../shared/ids.js';
-import type { Redaction, StoredRecord } from '../../shared/types.js';
+import type { MessageSignature, Redaction, StoredRecord } from '../../shared/types.js';
 
 /**
  * The stored (compact) form of records, operations and stream tails. A record's key already
@@ -25,6 +25,15 @@ export type CompactRecord =
   | ['r', operationId: string, recordIndex: number, peerStreamId: string, peerGeneration: string, nextPosition: string, batchId: string]
   | ['f', epoch: string, claimedAt: string, replaced: boolean, reason: string | null];
 
+/**
+ * The compact form stores neither the wrapper version nor the signature algorithm: each has a
+ * single value, which expansion restores. `Sole` turns a second value into a compile error here
+ * rather than letting compaction drop it.
+ */
+type Sole<T, V extends T> = [T] extends [V] ? V : never;
+const WRAPPER_VERSION: Sole<StoredRecord['wrapper']['version'], 2> = 2;
+const SIGNATURE_ALG: Sole<MessageSignature['alg'], 'ES256'> = 'ES256';
+
 /** What a stored record does not repeat: its place, and the stream's chat, author and peer. */
 export interface RecordPlace {
   streamId: string;
@@ -47,17 +56,11 @@ export function compactRecord(record: StoredRecord, place: RecordPlace): Compact
     record.position !== formatDecimal(place.position)
   )
     return record;
-  if (w.version !== 2 || w.chatId !== place.chatId || w.authorAgentId !== place.authorAgentId) return record;
+  if (w.chatId !== place.chatId || w.authorAgentId !== place.authorAgentId) return record;
   switch (w.type) {
     case 'chat.message': {
       const m = w.message;
-      if (
-        m.chatId !== place.chatId ||
-        m.fromAgentId !== place.authorAgentId ||
-        m.toAgentId !== place.peerAgentId ||
-        m.signature.alg !== 'ES256'
-      )
-        return record;
+      if (m.chatId !== place.chatId || m.fromAgentId !== place.authorAgentId || m.toAgentId !== place.peerAgentId) return record;
       return [
         'm',
         w.operationId,
@@ -92,7 +95,7 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
       return {
         ...head,
         wrapper: {
-          version: 2,
+          version: WRAPPER_VERSION,
           chatId: place.chatId,
           authorAgentId: place.authorAgentId,
           operationId,
@@ -105,7 +108,7 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
             clientMessageId,
             content,
             contentSha256,
-            signature: { kid, alg: 'ES256', value, createdAt },
+            signature: { kid, alg: SIGNATURE_ALG, value, createdAt },
           },
         },
       };
@@ -115,7 +118,7 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
       return {
         ...head,
         wrapper: {
-          version: 2,
+          version: WRAPPER_VERSION,
           chatId: place.chatId,
           authorAgentId: place.authorAgentId,
           operationId,
@@ -130,7 +133,7 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
       return {
         ...head,
         wrapper: {
-          version: 2,
+          version: WRAPPER_VERSION,
           chatId: place.chatId,
           authorAgentId: place.authorAgentId,
           operationId: `fence.${epoch}`,
@@ -148,7 +151,7 @@ export function expandRecord(stored: CompactRecord | StoredRecord, place: Record
 /** The clientMessageId of a stored message (compact or whole), else null. */
 export function storedClientMessageId(stored: CompactRecord | StoredRecord): string | null {
   if (Array.isArray(stored)) return stored[0] === 'm' ? stored[3] : null;
-  return stored.wrapper?.type === 'chat.message' ? stored.wrapper.message.clientMessageId : null;
+  return stored.wrapper.type === 'chat.message' ? stored.wrapper.message.clientMessageId : null;
 }
 
 /** An operation as the daemon uses it. */

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { errors, type YelloError } from '../../shared/errors.js';
+import { errorCode, errorMessage } from '../runtime/error-fields.js';
 import { encodeValue } from './value-codec.js';
 import { VerifiedReads, type Db, type Range } from './verified-reads.js';
 import type { Touch, WalGuard } from './wal-guard.js';
@@ -102,9 +103,15 @@ export class Storage {
 
   // ---- reads ----------------------------------------------------------------------------
 
+  // The typed boundary of the store: `T` is what the caller stored under the key. Every value is
+  // JSON this daemon wrote and is verified against its checksum on the way back, so reading it
+  // as `T` is the store's contract rather than a guess; a typo'd `T` is not caught here (a key
+  // layout whose keys carry their value type would catch it: see the lint report).
+  /* eslint-disable @typescript-eslint/no-unnecessary-type-parameters -- the caller names the type it stored; see above */
+
   /** A committed value, verified, or undefined when absent (read paths). */
   get<T>(key: string): T | undefined {
-    return this.#reads.get<T>(key);
+    return this.#reads.get(key) as T | undefined;
   }
 
   /** A value as admitted: pending writes first, then committed state (write path only). */
@@ -130,13 +137,20 @@ export class Storage {
 
   /** Committed entries of a range, each verified (verified-reads.ts). */
   entries<T>(range: Range): AsyncGenerator<{ key: string; value: T; bytes: number }> {
-    return this.#reads.entries<T>(range);
+    return this.#reads.entries(range) as AsyncGenerator<{ key: string; value: T; bytes: number }>;
   }
 
   /** Committed entries of a range; a value that fails its check comes back as `error` (verified-reads.ts). */
   entriesChecked<T>(range: Range): AsyncGenerator<{ key: string; value: T | undefined; error: YelloError | null; bytes: number }> {
-    return this.#reads.entriesChecked<T>(range);
+    return this.#reads.entriesChecked(range) as AsyncGenerator<{
+      key: string;
+      value: T | undefined;
+      error: YelloError | null;
+      bytes: number;
+    }>;
   }
+
+  /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
 
   /** Committed keys of a range, without their values (verified-reads.ts). */
   keys(range: Range): AsyncGenerator<string> {
@@ -231,14 +245,15 @@ export class Storage {
       // A decaying maximum: one busy group keeps the hop for a while.
       this.#recentGroupSize = Math.max(group.length, this.#recentGroupSize * 0.9);
       try {
-        const waiting = group.filter((g) => g.ready !== null);
-        if (waiting.length > 0) await Promise.all(waiting.map((g) => g.ready));
+        const waiting = group.flatMap((g) => (g.ready === null ? [] : [g.ready]));
+        if (waiting.length > 0) await Promise.all(waiting);
         for (const g of group) for (const op of g.ops) if (op.lazy) op.json = JSON.stringify(op.lazy());
       } catch (err) {
         this.#fail(err, group);
         break;
       }
-      const ops = group.length === 1 ? group[0]!.ops : coalesce(group);
+      const only = group.length === 1 ? group[0] : undefined;
+      const ops = only ? only.ops : coalesce(group);
       try {
         if (this.#guard) {
           const fresh = this.#guard.fresh(group.flatMap((g) => g.touches));
@@ -276,7 +291,7 @@ export class Storage {
         },
         (err: unknown) => {
           cp.abort();
-          this.#log.warn({ err: { message: (err as Error)?.message } }, 'log checkpoint failed; the guard keeps every stream of this era');
+          this.#log.warn({ err: { message: errorMessage(err) } }, 'log checkpoint failed; the guard keeps every stream of this era');
         },
       )
       .finally(() => {
@@ -288,7 +303,7 @@ export class Storage {
     if (this.#readOnly) return;
     this.#readOnly = true;
     this.#log.fatal(
-      { err: { message: (err as Error)?.message, code: (err as { code?: string })?.code } },
+      { err: { message: errorMessage(err), code: errorCode(err) } },
       'synced write failed; daemon is read-only until restart',
     );
     const failed = [...group, ...this.#queue.splice(0)];

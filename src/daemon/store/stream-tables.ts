@@ -51,10 +51,12 @@ export class StreamTables {
 
   /** A head with its tail applied (committed, or as admitted), or undefined. Throws CORRUPT on a bad value. */
   head(streamId: string, admitted: boolean): StreamMeta | undefined {
-    const get = <T>(key: string) => (admitted ? this.#storage.getAdmitted<T>(key) : this.#storage.get<T>(key));
-    const meta = get<StreamMeta>(K.stream(streamId));
+    const storage = this.#storage;
+    const metaKey = K.stream(streamId);
+    const meta = admitted ? storage.getAdmitted<StreamMeta>(metaKey) : storage.get<StreamMeta>(metaKey);
     if (meta === undefined) return undefined;
-    const tail = get<StreamTail>(K.tail(streamId));
+    const tailKey = K.tail(streamId);
+    const tail = admitted ? storage.getAdmitted<StreamTail>(tailKey) : storage.get<StreamTail>(tailKey);
     if (tail && tail[0] > meta.generation) {
       throw errors.corrupt({
         key: K.tail(streamId),

@@ -4,7 +4,7 @@ import { locateKey } from './key-layout.js';
 import { decodeValue } from './value-codec.js';
 
 /** The LevelDB handle the store wraps. */
-export type Db = ClassicLevel<string, string>;
+export type Db = ClassicLevel;
 
 /** A key range of a scan. */
 export interface Range {
@@ -27,21 +27,21 @@ export class VerifiedReads {
     this.#db = db;
   }
 
-  /** A committed value, verified, or undefined when absent. */
-  get<T>(key: string): T | undefined {
+  /** A committed value, verified, or undefined when absent. Typed by `Storage`, which callers use. */
+  get(key: string): unknown {
     let raw: string | undefined;
     try {
       raw = this.#db.getSync(key);
     } catch (err) {
       throw readFailure(key, err);
     }
-    return raw === undefined ? undefined : (decode(key, raw) as T);
+    return raw === undefined ? undefined : decode(key, raw);
   }
 
   /** Committed entries of a range, each verified; `bytes` is the stored size of the value. */
-  async *entries<T>(range: Range): AsyncGenerator<{ key: string; value: T; bytes: number }> {
+  async *entries(range: Range): AsyncGenerator<{ key: string; value: unknown; bytes: number }> {
     for await (const [key, raw] of iterate(this.#db.iterator(range), range)) {
-      yield { key, value: decode(key, raw) as T, bytes: raw.length };
+      yield { key, value: decode(key, raw), bytes: raw.length };
     }
   }
 
@@ -50,12 +50,12 @@ export class VerifiedReads {
    * rebuilds): a value that fails its check comes back as `error` instead of ending the scan.
    * An error LevelDB raises while iterating still ends it.
    */
-  async *entriesChecked<T>(range: Range): AsyncGenerator<{ key: string; value: T | undefined; error: YelloError | null; bytes: number }> {
+  async *entriesChecked(range: Range): AsyncGenerator<{ key: string; value: unknown; error: YelloError | null; bytes: number }> {
     for await (const [key, raw] of iterate(this.#db.iterator(range), range)) {
-      let value: T | undefined;
+      let value: unknown;
       let error: YelloError | null = null;
       try {
-        value = decode(key, raw) as T;
+        value = decode(key, raw);
       } catch (err) {
         if (!(err instanceof YelloError)) throw err;
         error = err;

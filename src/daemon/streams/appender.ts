@@ -162,7 +162,7 @@ export class Appender {
           wrapper: { ...base, type: 'chat.receipt', receipt: { peerStreamId, peerGeneration, nextPosition, batchId } },
         };
       }
-      const content = contents[index]!;
+      const content = ofMessage(contents, index, 'content');
       const sha = contentSha256(content);
       const fields = { chatId, fromAgentId: authorAgentId, toAgentId: peerAgentId, createdAt: nextTimestamp(next), contentSha256: sha };
       const signature: MessageSignature = { kid: this.#signer.kid, alg: 'ES256', value: '', createdAt: fields.createdAt };
@@ -174,7 +174,7 @@ export class Appender {
         chatId,
         fromAgentId: authorAgentId,
         toAgentId: peerAgentId,
-        clientMessageId: messageIds[index]!,
+        clientMessageId: ofMessage(messageIds, index, 'clientMessageId'),
         content,
         contentSha256: sha,
         signature,
@@ -196,4 +196,11 @@ export class Appender {
       redactions: op.redactions,
     };
   }
+}
+
+/** A message record's entry in a per-record array (receipts leave theirs undefined). */
+function ofMessage(values: ReadonlyArray<string | undefined>, index: number, what: string): string {
+  const value = values[index];
+  if (value === undefined) throw new Error(`append: message record ${index} has no ${what}`);
+  return value;
 }

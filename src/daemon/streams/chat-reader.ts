@@ -11,23 +11,7 @@ import type { StreamMeta } from '../store/stream-meta.js';
 import type { CommittedRange } from './heads.js';
 import type { SizedRecord } from './stream-reader.js';
 import type { StreamStore } from './stream-store.js';
-
-/** A compound (live) cursor: per stream of the chat, the generation and next position. */
-export interface LiveCursor {
-  chatId: string;
-  streams: Record<string, { generation: number; position: number }>;
-}
-
-/** A history cursor: the snapshot fixed by the first call and where paging stands in it. */
-interface HistoryCursor {
-  c: string;
-  d: 'backward' | 'forward';
-  /** Per stream [A, B]: generation, snapshot head, snapshot first position, paging position. */
-  g: [number, number];
-  h: [number, number];
-  f: [number, number];
-  p: [number, number];
-}
+import { isHistoryCursor, isLiveBody, isPair, type HistoryCursor, type LiveCursor } from './chat-cursors.js';
 
 const HISTORY_KIND = 'history';
 const LIVE_KIND = 'live';
@@ -49,8 +33,12 @@ export class ChatReader {
     this.#directory = directory;
     this.#codec = codec;
     streams.listen({
-      committed: (range: CommittedRange) => this.#wake(range.streamId),
-      discontinuity: (streamId: string) => this.#wake(streamId),
+      committed: (range: CommittedRange) => {
+        this.#wake(range.streamId);
+      },
+      discontinuity: (streamId: string) => {
+        this.#wake(streamId);
+      },
     });
   }
 
@@ -64,11 +52,11 @@ export class ChatReader {
   /** Resolve on the next commit or discontinuity of `streamId`, or after `ms`. */
   #waitFor(streamId: string, ms: number): Promise<void> {
     return new Promise((resolve) => {
-      let set = this.#waiters.get(streamId);
-      if (!set) this.#waiters.set(streamId, (set = new Set()));
+      const set = this.#waiters.get(streamId) ?? new Set<() => void>();
+      this.#waiters.set(streamId, set);
       const done = () => {
         clearTimeout(timer);
-        set!.delete(done);
+        set.delete(done);
         resolve();
       };
       const timer = setTimeout(done, ms);
@@ -101,15 +89,15 @@ export class ChatReader {
 
   /** Decode a compound cursor of `chatId`, or INVALID_PARAMS at `cursor`. */
   openLiveCursor(chatId: string, token: string, streamIds: [string, string]): LiveCursor {
-    const v = this.#codec.open<{ c: string; s: Record<string, [number, number]> }>(LIVE_KIND, token);
-    if (!v || typeof v.c !== 'string' || typeof v.s !== 'object' || v.s === null) {
+    const v = this.#codec.open(LIVE_KIND, token);
+    if (!isLiveBody(v)) {
       throw errors.invalidParams('cursor', 'not a live cursor issued by this daemon (HMAC check failed or wrong kind)');
     }
     if (v.c !== chatId) throw errors.invalidParams('cursor', 'the cursor belongs to another chat');
     const streams: LiveCursor['streams'] = {};
     for (const id of streamIds) {
       const entry = v.s[id];
-      if (!Array.isArray(entry)) throw errors.invalidParams('cursor', 'the cursor does not cover this chat');
+      if (!isPair(entry)) throw errors.invalidParams('cursor', 'the cursor does not cover this chat');
       streams[id] = { generation: entry[0], position: entry[1] };
     }
     return { chatId, streams };
@@ -139,8 +127,8 @@ export class ChatReader {
       const f: [number, number] = [metas[0].firstPosition, metas[1].firstPosition];
       cur = { c: chat.id, d: direction, g, h, f, p: direction === 'forward' ? [...f] : [...h] };
     } else {
-      const v = this.#codec.open<HistoryCursor>(HISTORY_KIND, p.cursor);
-      if (!v || typeof v.c !== 'string' || !Array.isArray(v.p))
+      const v = this.#codec.open(HISTORY_KIND, p.cursor);
+      if (!isHistoryCursor(v))
         throw errors.invalidParams('cursor', 'not a history cursor issued by this daemon (HMAC check failed or wrong kind)');
       if (v.c !== chat.id) throw errors.invalidParams('cursor', 'the cursor belongs to another chat');
       if (p.direction !== undefined && p.direction !== v.d)
@@ -251,9 +239,20 @@ function merge(sides: HistorySide[], direction: 'backward' | 'forward', limit: n
   let j = 0;
   while (out.length < limit && bytes < maxBytes && (i < a.length || j < b.length)) {
     if ((i >= a.length && !sa.exhausted) || (j >= b.length && !sb.exhausted)) break;
-    const takeA = j >= b.length || (i < a.length && sign * compare(a[i]!.record, b[j]!.record) <= 0);
-    const next = takeA ? a[i++]! : b[j++]!;
-    out.push({ side: takeA ? 0 : 1, record: next.record });
+    const x = a[i];
+    const y = b[j];
+    let next: SizedRecord;
+    let side: 0 | 1;
+    if (x !== undefined && (y === undefined || sign * compare(x.record, y.record) <= 0)) {
+      next = x;
+      side = 0;
+      i++;
+    } else if (y !== undefined) {
+      next = y;
+      side = 1;
+      j++;
+    } else break;
+    out.push({ side, record: next.record });
     bytes += next.bytes;
   }
   return out;

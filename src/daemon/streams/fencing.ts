@@ -93,13 +93,16 @@ export class Fencing {
   /** `streams.release`: the author with its current token, or the admin. */
   async release(caller: Caller, p: ReleaseRequest): Promise<StreamState> {
     this.#storage.assertWritable();
+    // The author must prove it holds the writer lease; the admin may release without a token.
+    let authorToken: string | null = null;
     if (caller.role === 'agent') {
       assertAuthor(caller, p.streamId);
       if (p.coordinatorToken === undefined)
         throw errors.invalidParams('coordinatorToken', 'the author releases with its coordinator token');
+      authorToken = p.coordinatorToken;
     }
     const meta = this.#heads.writable(p.streamId);
-    if (caller.role === 'agent' && !tokenCurrent(meta, p.coordinatorToken!)) {
+    if (authorToken !== null && !tokenCurrent(meta, authorToken)) {
       throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
     }
     if (meta.writer.active) {

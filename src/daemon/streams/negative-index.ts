@@ -9,30 +9,28 @@ import type { StreamMeta } from '../store/stream-meta.js';
  * stays bounded however many strings arrive, without knowing the count in advance.
  */
 export class ScalableBloom {
-  readonly #filters: Array<{ bits: Uint32Array; size: number; capacity: number; count: number }> = [];
+  readonly #filters: BloomFilter[] = [];
+  /** The filter new strings go to: the last of `#filters`. */
+  #newest: BloomFilter;
 
   constructor(initialCapacity = 256) {
-    this.#grow(initialCapacity);
+    this.#newest = this.#grow(initialCapacity);
   }
 
-  #grow(capacity: number): void {
+  #grow(capacity: number): BloomFilter {
     // 14 bits per element and 7 hashes: about 0.15 % false positives per filter; filters grow
     // fourfold, so a million ids take about nine of them and 1.7 MiB.
     const size = Math.max(64, Math.ceil(capacity * 14));
-    this.#filters.push({ bits: new Uint32Array(Math.ceil(size / 32)), size, capacity, count: 0 });
+    const filter = { bits: new Uint32Array(Math.ceil(size / 32)), size, capacity, count: 0 };
+    this.#filters.push(filter);
+    return filter;
   }
 
   add(value: string): void {
-    let f = this.#filters[this.#filters.length - 1]!;
-    if (f.count >= f.capacity) {
-      this.#grow(f.capacity * 4);
-      f = this.#filters[this.#filters.length - 1]!;
-    }
+    if (this.#newest.count >= this.#newest.capacity) this.#newest = this.#grow(this.#newest.capacity * 4);
+    const f = this.#newest;
     const [h1, h2] = hashes(value);
-    for (let i = 0; i < HASHES; i++) {
-      const bit = ((h1 + i * h2) % f.size) >>> 0;
-      f.bits[bit >>> 5]! |= 1 << (bit & 31);
-    }
+    for (let i = 0; i < HASHES; i++) setBit(f.bits, ((h1 + i * h2) % f.size) >>> 0);
     f.count++;
   }
 
@@ -41,8 +39,7 @@ export class ScalableBloom {
     for (const f of this.#filters) {
       let all = true;
       for (let i = 0; i < HASHES && all; i++) {
-        const bit = ((h1 + i * h2) % f.size) >>> 0;
-        all = (f.bits[bit >>> 5]! & (1 << (bit & 31))) !== 0;
+        all = testBit(f.bits, ((h1 + i * h2) % f.size) >>> 0);
       }
       if (all) return true;
     }
@@ -56,6 +53,25 @@ export class ScalableBloom {
 }
 
 const HASHES = 7;
+
+interface BloomFilter {
+  bits: Uint32Array;
+  /** Bits in use: every bit index is below it, so its word is inside `bits`. */
+  size: number;
+  capacity: number;
+  count: number;
+}
+
+// `bits` has a word for every bit index below `size`, so the `?? 0` below never applies; it
+// stands in for the index check the compiler cannot see.
+function setBit(bits: Uint32Array, bit: number): void {
+  const word = bit >>> 5;
+  bits[word] = (bits[word] ?? 0) | (1 << (bit & 31));
+}
+
+function testBit(bits: Uint32Array, bit: number): boolean {
+  return ((bits[bit >>> 5] ?? 0) & (1 << (bit & 31))) !== 0;
+}
 
 /** Two independent 32-bit FNV-1a variants (double hashing: h1 + i·h2). */
 function hashes(value: string): [number, number] {
@@ -106,7 +122,9 @@ export class NegativeIndexes {
 
   constructor(storage: Storage) {
     this.#storage = storage;
-    storage.onFailure(() => this.#byStream.clear());
+    storage.onFailure(() => {
+      this.#byStream.clear();
+    });
   }
 
   /** Whether the stream's index is built. */

@@ -69,9 +69,10 @@ export class Operations {
     const prefix = K.opLogPrefix(streamId);
     let after: string | undefined;
     if (cursor !== undefined) {
-      after = this.#codec.open<string>(OPS_CURSOR_KIND, cursor) ?? undefined;
-      if (after === undefined || !after.startsWith(prefix))
+      const opened = this.#codec.open(OPS_CURSOR_KIND, cursor);
+      if (typeof opened !== 'string' || !opened.startsWith(prefix))
         throw errors.invalidParams('cursor', 'not a cursor of operations.list for this stream');
+      after = opened;
     }
     const range = after === undefined ? { gte: prefix } : { gt: after };
     const entries: Array<{ key: string; value: string }> = [];

@@ -13,6 +13,7 @@ import type { ConnectionHandle } from '../rpc/rpc-server.js';
 import type { CommittedRange } from './heads.js';
 import type { StreamStore } from './stream-store.js';
 import { randomId } from '../crypto/tokens.js';
+import { errorMessage, errorStack } from '../runtime/error-fields.js';
 
 /** Subscriptions one connection may hold at once. */
 export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 64;
@@ -67,10 +68,16 @@ export class Subscriptions {
     this.#directory = directory;
     this.#log = log;
     streams.listen({
-      committed: (range) => this.#onCommitted(range),
-      discontinuity: (streamId) => this.#onDiscontinuity(streamId),
+      committed: (range) => {
+        this.#onCommitted(range);
+      },
+      discontinuity: (streamId) => {
+        this.#onDiscontinuity(streamId);
+      },
     });
-    integrity.onMark((mark) => this.#onMarked(mark));
+    integrity.onMark((mark) => {
+      this.#onMarked(mark);
+    });
   }
 
   get count(): number {
@@ -91,7 +98,9 @@ export class Subscriptions {
     if (p.cursor !== undefined) {
       const c = this.#reader.openLiveCursor(chat.id, p.cursor, streamIds);
       for (const id of streamIds) {
-        const at = c.streams[id]!;
+        const at = c.streams[id];
+        // openLiveCursor already refuses a cursor without both streams.
+        if (!at) throw errors.invalidParams('cursor', 'the cursor does not cover this chat');
         this.#streams.checkContinuity(id, at.generation, at.position);
         cursors.set(id, { generation: at.generation, position: at.position });
       }
@@ -125,7 +134,9 @@ export class Subscriptions {
       if (!set) this.#byStream.set(id, (set = new Set()));
       set.add(sub);
     }
-    connection.onClose(() => this.#end(sub));
+    connection.onClose(() => {
+      this.#end(sub);
+    });
     // Deliveries start after the response to chats.follow has been written.
     setImmediate(() => {
       sub.started = true;
@@ -177,7 +188,7 @@ export class Subscriptions {
     const subs = this.#byStream.get(range.streamId);
     if (!subs) return;
     for (const sub of subs) {
-      const c = sub.cursors.get(range.streamId)!;
+      const c = cursorFor(sub, range.streamId);
       // Fast path: the subscriber is exactly at the seam and nothing is queued before it.
       if (
         sub.started &&
@@ -199,7 +210,7 @@ export class Subscriptions {
     const subs = this.#byStream.get(streamId);
     if (!subs) return;
     for (const sub of [...subs]) {
-      const c = sub.cursors.get(streamId)!;
+      const c = cursorFor(sub, streamId);
       try {
         this.#streams.checkContinuity(streamId, c.generation, c.position);
       } catch (err) {
@@ -213,7 +224,7 @@ export class Subscriptions {
     const subs = this.#byStream.get(mark.streamId);
     if (!subs) return;
     for (const sub of [...subs]) {
-      const c = sub.cursors.get(mark.streamId)!;
+      const c = cursorFor(sub, mark.streamId);
       if (mark.generation === null || (mark.generation === c.generation && c.position >= mark.fromPosition)) {
         try {
           this.#streams.assertReadable(mark.streamId, c.generation, c.position);
@@ -250,10 +261,7 @@ export class Subscriptions {
       this.#log.error({ sub: sub.id, type: e.type, reason: e.details.reason ?? null }, 'subscription ended by an error');
     } else {
       const correlationId = randomUUID();
-      this.#log.error(
-        { sub: sub.id, correlationId, err: { message: (err as Error)?.message, stack: (err as Error)?.stack } },
-        'subscription failed',
-      );
+      this.#log.error({ sub: sub.id, correlationId, err: { message: errorMessage(err), stack: errorStack(err) } }, 'subscription failed');
       e = errors.internal(correlationId);
     }
     const params: ChatErrorNotification = { subscriptionId: sub.id, error: { code: e.code, message: e.message, data: e.toData() } };
@@ -281,7 +289,9 @@ export class Subscriptions {
     if (!sub.started || sub.pumping || sub.ended) return;
     sub.pumping = true;
     this.#drain(sub)
-      .catch((err: unknown) => this.#stop(sub, err))
+      .catch((err: unknown) => {
+        this.#stop(sub, err);
+      })
       .finally(() => {
         sub.pumping = false;
       });
@@ -303,11 +313,13 @@ export class Subscriptions {
     while (!sub.ended && sub.dirty.size > 0) {
       if (sub.connection.congested) {
         // Resume on drain; the dirty set keeps what is owed.
-        sub.connection.onDrain(() => this.#pump(sub));
+        sub.connection.onDrain(() => {
+          this.#pump(sub);
+        });
         return;
       }
       const streamId = sub.dirty.values().next().value as string;
-      const c = sub.cursors.get(streamId)!;
+      const c = cursorFor(sub, streamId);
       const meta = this.#streams.checkContinuity(streamId, c.generation, c.position);
       const end = Math.min(meta.nextPosition, this.#streams.readLimit(streamId, c.generation));
       if (c.position >= end) {
@@ -327,14 +339,26 @@ export class Subscriptions {
       } finally {
         this.#endTurn(sub.connection);
       }
+      // Both can have changed during the read; TypeScript keeps the loop's narrowing across the await.
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- re-checked after an await (see above)
       if (sub.ended) return;
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- re-checked after an await (see above)
       if (sub.connection.congested) {
         // Read while the connection had room, but it filled meanwhile (other subscriptions,
         // answers): drop what was read and read it again after drain, rather than queue it.
-        sub.connection.onDrain(() => this.#pump(sub));
+        sub.connection.onDrain(() => {
+          this.#pump(sub);
+        });
         return;
       }
       this.#deliver(sub, streamId, c, records, c.position + records.length);
     }
   }
+}
+
+/** A subscription's cursor on one of its two streams (it is indexed under exactly those). */
+function cursorFor(sub: Subscription, streamId: string): Cursor {
+  const c = sub.cursors.get(streamId);
+  if (!c) throw new Error(`subscription ${sub.id} has no cursor on stream ${streamId}`);
+  return c;
 }
