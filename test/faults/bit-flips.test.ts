@@ -57,7 +57,11 @@ async function loaded(ops: number): Promise<Loaded> {
   const writers = chats.flatMap((c) => [c.wa, c.wb]);
   const log = new AckLog();
   for (let i = 0; i < ops; i++) {
-    await Promise.all(writers.map(async (w, j) => log.record(await w.tryAppend(messages(`m${i}w${j}`, 1 + ((i + j) % 3), 40)))));
+    await Promise.all(
+      writers.map(async (w, j) => {
+        log.record(await w.tryAppend(messages(`m${i}w${j}`, 1 + ((i + j) % 3), 40)));
+      }),
+    );
   }
   return { d, chats, log };
 }

@@ -8,7 +8,8 @@ import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
-import { ok } from '../helpers/wire-fixtures.js';
+import { ok, type ExportLine } from '../helpers/wire-fixtures.js';
+import type { DoctorReport } from '../../src/shared/types.js';
 import { encodeValue } from '../../src/daemon/store/value-codec.js';
 
 const daemons: DaemonProcess[] = [];
@@ -36,8 +37,8 @@ async function loaded() {
   return { d, chat };
 }
 
-async function withDb(d: DaemonProcess, edit: (db: ClassicLevel<string, string>) => Promise<void>): Promise<void> {
-  const db = new ClassicLevel<string, string>(path.join(d.dataDir, 'db'));
+async function withDb(d: DaemonProcess, edit: (db: ClassicLevel) => Promise<void>): Promise<void> {
+  const db = new ClassicLevel(path.join(d.dataDir, 'db'));
   await db.open();
   await edit(db);
   await db.close();
@@ -53,7 +54,7 @@ describe('yello doctor', () => {
     await d.stop();
     const off = doctor(d, '--json');
     expect(off.status, off.stderr).toBe(0);
-    const report = JSON.parse(off.stdout);
+    const report = JSON.parse(off.stdout) as DoctorReport;
     expect(report.problems).toEqual([]);
     expect(report.counts).toMatchObject({ agents: 2, chats: 1, streams: 2, records: 2 + 8 + 4, messages: 12 });
   });
@@ -69,7 +70,7 @@ describe('yello doctor', () => {
       // bob's stream: record 2 gone, and its head rewritten stale (valid checksum, nextPosition 4 of 5).
       await db.del(`r/${chat.streamB}/${'1'.padStart(16, '0')}/${'2'.padStart(16, '0')}`);
       const hk = `h/${chat.streamB}`;
-      const tail = JSON.parse((await db.get(hk))!.slice(8));
+      const tail = JSON.parse((await db.get(hk))!.slice(8)) as unknown[];
       tail[1] = 4;
       await db.put(hk, encodeValue(hk, JSON.stringify(tail)));
       // bob's token index entry lost.
@@ -79,16 +80,13 @@ describe('yello doctor', () => {
     });
     const r = doctor(d, '--json');
     expect(r.status, r.stderr).toBe(1);
-    const report = JSON.parse(r.stdout);
+    const report = JSON.parse(r.stdout) as DoctorReport;
     const kinds = report.problems.map(
-      (p: { kind: string; streamId: string | null; position: string | null }) =>
-        `${p.kind}:${p.streamId === chat.streamA ? 'A' : p.streamId === chat.streamB ? 'B' : '-'}:${p.position ?? '-'}`,
+      (p) => `${p.kind}:${p.streamId === chat.streamA ? 'A' : p.streamId === chat.streamB ? 'B' : '-'}:${p.position ?? '-'}`,
     );
     expect(kinds).toEqual(expect.arrayContaining(['checksum:A:3', 'record:B:2', 'record:B:4', 'directory:-:-']));
-    expect(report.problems.find((p: { kind: string }) => p.kind === 'directory').detail).toMatch(/token index/);
-    const marked = Object.fromEntries(
-      report.corruptStreams.map((m: { streamId: string; fromPosition: string }) => [m.streamId, m.fromPosition]),
-    );
+    expect(report.problems.find((p) => p.kind === 'directory')?.detail).toMatch(/token index/);
+    const marked = Object.fromEntries(report.corruptStreams.map((m) => [m.streamId, m.fromPosition]));
     expect(marked).toEqual({ [chat.streamA]: '3', [chat.streamB]: '2' });
 
     // The human report says the same in a table.
@@ -116,12 +114,11 @@ describe('yello doctor', () => {
 
   it('follows the recovery path: export what verifies, reset, and readers get GENERATION_CHANGED while writers start clean', async () => {
     const { d, chat } = await loaded();
-    const admin0 = await d.connectAs();
+    await d.connectAs(); // an idle admin connection, left open across the stop
     const followed = ok(await chat.bob.client.call('chats.follow', { chatId: chat.chatId }));
     await d.stop();
     await withDb(d, async (db) => db.del(`r/${chat.streamA}/${'1'.padStart(16, '0')}/${'5'.padStart(16, '0')}`));
     expect(doctor(d).status).toBe(1);
-    void admin0;
     await d.restart();
     const admin = await d.connectAs();
     const yello = (...args: string[]) =>
@@ -135,7 +132,7 @@ describe('yello doctor', () => {
     const lines = exported.stdout
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l));
+      .map((l) => JSON.parse(l) as ExportLine);
     expect(lines.filter((l) => l.streamId === chat.streamA).map((l) => l.position)).toEqual(['0', '1', '2', '3', '4']);
     expect(lines.some((l) => l.checkpoint?.streamId === chat.streamA && l.checkpoint.nextPosition === '5')).toBe(true);
     // Reset the damaged stream: a new generation, past the mark.
@@ -162,7 +159,7 @@ describe('yello doctor', () => {
   });
 
   it('acts on a log loss it finds offline and stores it, so the daemon does not lose the report', async () => {
-    const { d, chat } = await loaded();
+    const { d } = await loaded();
     await d.stop();
     const dbDir = path.join(d.dataDir, 'db');
     const log = readdirSync(dbDir)
@@ -173,14 +170,13 @@ describe('yello doctor', () => {
     bytes[bytes.length - 200] = bytes[bytes.length - 200]! ^ 0x10;
     writeFileSync(log, bytes);
     const r = doctor(d, '--json');
-    const report = JSON.parse(r.stdout);
+    const report = JSON.parse(r.stdout) as DoctorReport;
     expect(report.corruptStreams.length).toBeGreaterThan(0);
     await d.restart();
     const status = ok(await (await d.connectAs()).call('daemon.status', {}));
     expect(status.integrity.walIncidents).toHaveLength(1);
     expect(status.integrity.corruptStreams.map((m: { streamId: string }) => m.streamId)).toEqual(
-      expect.arrayContaining(report.corruptStreams.map((m: { streamId: string }) => m.streamId)),
+      expect.arrayContaining(report.corruptStreams.map((m) => m.streamId)),
     );
-    void chat;
   });
 });

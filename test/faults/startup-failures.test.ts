@@ -46,7 +46,9 @@ function mountTmpfs(dir: string, size: string): boolean {
 describe('startup failures', () => {
   it.skipIf(!isRoot)('an unwritable data dir: exit 77 and "permission denied (EACCES)"', async () => {
     const dir = await makeTempDir('yl-sf-');
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     chmodSync(dir, 0o755); // nobody may enter but not create
     const r = runDaemon(dir, path.join(dir, 'data'), { uid: 65534, gid: 65534 });
     expect(r.status, r.stderr).toBe(EXIT_CODES.permissionDenied);
@@ -55,7 +57,9 @@ describe('startup failures', () => {
 
   it.skipIf(!isRoot)('a data dir owned by another user: exit 78, and nothing is written into it', async () => {
     const dir = await makeTempDir('yl-sf-');
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const data = path.join(dir, 'data');
     mkdirSync(data, { mode: 0o700 });
     chownSync(data, 1001, 1001);
@@ -67,7 +71,9 @@ describe('startup failures', () => {
 
   it.skipIf(!isRoot)('a full disk: exit 75 and "no space left on device (ENOSPC)"', async (ctx) => {
     const dir = await makeTempDir('yl-sf-');
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const mnt = path.join(dir, 'mnt');
     mkdirSync(mnt);
     if (!mountTmpfs(mnt, '256k')) {
@@ -83,7 +89,9 @@ describe('startup failures', () => {
 
   it.skipIf(!isRoot)('a read-only filesystem under an existing store: exit 75 and "read-only file system (EROFS)"', async (ctx) => {
     const dir = await makeTempDir('yl-sf-');
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const mnt = path.join(dir, 'mnt');
     mkdirSync(mnt);
     if (!mountTmpfs(mnt, '64m')) {
@@ -109,7 +117,9 @@ describe('startup failures', () => {
 
   it('an unhandled rejection is logged as fatal and exits 70', async () => {
     const dir = await makeTempDir('yl-sf-');
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const script = path.join(dir, 'guard.mjs');
     writeFileSync(
       script,
@@ -123,7 +133,7 @@ describe('startup failures', () => {
     );
     const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 10_000 });
     expect(r.status).toBe(EXIT_CODES.internal);
-    const line = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    const line = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
     expect(line).toMatchObject({ level: 60, kind: 'unhandled rejection', err: { message: 'nobody handled me' } });
     expect(line.correlationId).toMatch(/^[0-9a-f-]{36}$/);
   });

@@ -7,9 +7,9 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { ok, uniq, type WireResponse } from '../helpers/wire-fixtures.js';
+import { ok, uniq, type Result, type WireResponse } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
@@ -63,7 +63,7 @@ async function createAgent(username: string): Promise<{ id: string; token: strin
   return { id: r.agent.id, token: r.token };
 }
 
-beforeAll(async () => {
+beforeAll(() => {
   secrets.push(daemon().adminToken);
 }, 30_000);
 
@@ -114,7 +114,7 @@ describe('admin actions', () => {
       expectAudit('streams.reset', { ...by, streamId, generation: '2' }),
       expectAudit('agents.disable', { ...by, target: bob.id }),
     ]);
-    for (const l of lines) expect(l.level, `${l.audit} is logged at info`).toBe(30);
+    for (const l of lines) expect(l.level, `${String(l.audit)} is logged at info`).toBe(30);
     // The agent's own claim and append are not admin actions.
     expect(
       daemon()
@@ -155,12 +155,18 @@ describe('security events', () => {
         s.on('error', () => undefined);
         held.push(s);
         await new Promise<void>((resolve) => {
-          s.once('connect', () => resolve());
-          s.once('close', () => resolve());
+          s.once('connect', () => {
+            resolve();
+          });
+          s.once('close', () => {
+            resolve();
+          });
         });
         s.setEncoding('utf8');
         const line = await new Promise<string | null>((resolve) => {
-          const t = setTimeout(() => resolve(null), 200);
+          const t = setTimeout(() => {
+            resolve(null);
+          }, 200);
           s.once('data', (d: string) => {
             clearTimeout(t);
             resolve(d);
@@ -181,20 +187,20 @@ describe('security events', () => {
     const carol = await createAgent(uniq('carol'));
     const dave = await createAgent(uniq('dave'));
     ok(await admin().call('agents.setPolicy', { agentId: carol.id, pii: 'off' }));
-    const chatId = ok(await admin().call('chats.open', { agentAId: carol.id, agentBId: dave.id })).chat.id as string;
+    const chatId = ok(await admin().call('chats.open', { agentAId: carol.id, agentBId: dave.id })).chat.id;
     const streamId = `${chatId}:${carol.id}`;
     // The slots the previous test held are freed as the daemon sees those sockets close.
-    const writer = (await waitFor(
+    const writer = await waitFor(
       () =>
         daemon()
           .connectAs(carol.token)
           .catch(() => null),
       'a connection slot',
       5_000,
-    ))!;
+    );
     const claim = ok(await writer.call('streams.claim', { streamId }));
     secrets.push(claim.coordinatorToken);
-    let next = claim.nextPosition as string;
+    let next = claim.nextPosition;
     const big = `carol's long letter ${'w'.repeat(250_000)}`;
     secrets.push(big.slice(0, 40));
     for (let i = 0; i < 12; i++) {
@@ -214,7 +220,11 @@ describe('security events', () => {
     greedy.on('error', () => undefined);
     await new Promise((r) => greedy.once('connect', r));
     greedy.pause();
-    const closed = new Promise<void>((r) => greedy.once('close', () => r()));
+    const closed = new Promise<void>((r) => {
+      greedy.once('close', () => {
+        r();
+      });
+    });
     greedy.write(
       [
         { jsonrpc: '2.0', id: 0, method: 'session.hello', params: { token: dave.token } },
@@ -246,7 +256,7 @@ describe('the log as a whole', () => {
       .logs()
       .filter((x) => 'audit' in x)) {
       expect(typeof l.audit).toBe('string');
-      expect(l.msg).toBe(`audit: ${l.audit}`);
+      expect(l.msg).toBe(`audit: ${String(l.audit)}`);
     }
   });
 });
@@ -256,11 +266,9 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
 
   beforeAll(async () => {
     small = await DaemonProcess.start();
+    // vitest runs a cleanup returned from beforeAll after the suite, and only if the start succeeded.
+    return () => small.cleanup();
   }, 30_000);
-
-  afterAll(async () => {
-    await small?.cleanup();
-  });
 
   it('connections that would use the last descriptors are refused with RATE_LIMITED and logged, never closed silently', async () => {
     const keeper = await small.connectAs();
@@ -276,7 +284,11 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
         s.setEncoding('utf8');
         let data = '';
         s.on('data', (d: string) => (data += d));
-        const closed = new Promise<void>((r) => s.once('close', () => r()));
+        const closed = new Promise<void>((r) => {
+          s.once('close', () => {
+            r();
+          });
+        });
         // A refusal comes unasked; an accepted connection says nothing until asked.
         await Promise.race([closed, new Promise((r) => s.once('connect', r))]);
         await Promise.race([closed, waitFor(() => data.includes('\n'), 'a refusal', 300).catch(() => undefined)]);
@@ -285,7 +297,7 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
         await Promise.race([closed, waitFor(() => data.includes('\n'), 'a line', 5_000).catch(() => undefined)]);
         await new Promise((r) => setTimeout(r, 50));
         const line = data.split('\n')[0] ?? '';
-        const parsed = line ? JSON.parse(line) : null;
+        const parsed = line ? (JSON.parse(line) as WireResponse<Result<'session.hello'>>) : null;
         const outcome =
           parsed?.result?.role === 'admin'
             ? 'accepted'

@@ -1,7 +1,6 @@
 // chats.open / get / list / permissions (§5 "Chat", §6 "Chats") over the real socket.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonProcess } from '../helpers/daemon-process.js';
+import { describe, expect, it } from 'vitest';
 import {
   type Wire,
   connectAs,
@@ -11,6 +10,7 @@ import {
   ok,
   seenErrors,
   uniq,
+  type Result,
   type TestAgent,
 } from '../helpers/wire-fixtures.js';
 import { useDaemon } from '../helpers/use-daemon.js';
@@ -18,17 +18,21 @@ import { useDaemon } from '../helpers/use-daemon.js';
 const CHAT_ID = /^chat_[A-Za-z0-9]{26}$/;
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
+// vitest types its asymmetric matchers `any`; held as `unknown` they fit any expected shape.
+const chatIdString: unknown = expect.stringMatching(CHAT_ID);
+const rfc3339Ms: unknown = expect.stringMatching(RFC3339_MS);
+
 const { daemon, admin } = useDaemon();
 
 function expectChatShape(chat: object, x: TestAgent, y: TestAgent): void {
   const [lo, hi] = [x, y].sort((p, q) => (p.id < q.id ? -1 : p.id > q.id ? 1 : 0));
   expect(chat).toMatchObject({
-    id: expect.stringMatching(CHAT_ID),
+    id: chatIdString,
     agentAId: lo!.id,
     agentBId: hi!.id,
     agentA: { id: lo!.id, name: lo!.agent.name, username: lo!.agent.username, image: null },
     agentB: { id: hi!.id, name: hi!.agent.name, username: hi!.agent.username, image: null },
-    createdAt: expect.stringMatching(RFC3339_MS),
+    createdAt: rfc3339Ms,
   });
 }
 
@@ -134,7 +138,7 @@ describe('chats.open', () => {
       for (const r of results) expect(r.error).toBeUndefined();
       const ids = new Set(results.map((r) => r.result!.chat.id));
       expect(ids.size).toBe(1);
-      expect(results.filter((r) => r.result!.created === true)).toHaveLength(1);
+      expect(results.filter((r) => r.result!.created)).toHaveLength(1);
       const all = (await listAllChats(admin())).filter(
         (c) => c.agentAId === (a.id < b.id ? a.id : b.id) && c.agentBId === (a.id < b.id ? b.id : a.id),
       );
@@ -154,7 +158,7 @@ describe('chats.open', () => {
       );
       for (const r of results) expect(r.error).toBeUndefined();
       expect(new Set(results.map((r) => r.result!.chat.id)).size).toBe(1);
-      expect(results.filter((r) => r.result!.created === true)).toHaveLength(1);
+      expect(results.filter((r) => r.result!.created)).toHaveLength(1);
     } finally {
       for (const c of clients) c.close();
     }
@@ -172,9 +176,10 @@ async function listAllChats(client: Wire): Promise<ChatSummary[]> {
   const out: ChatSummary[] = [];
   let cursor: string | null = null;
   for (let page = 0; page < 1000; page++) {
-    const r = ok(await client.call('chats.list', cursor ? { cursor } : {}));
+    // Annotated: `cursor` comes from `r`, and TypeScript does not infer through that loop.
+    const r: Result<'chats.list'> = ok(await client.call('chats.list', cursor ? { cursor } : {}));
     out.push(...(r.chats as ChatSummary[]));
-    cursor = r.nextCursor as string | null;
+    cursor = r.nextCursor;
     if (!cursor) break;
   }
   return out;
@@ -255,7 +260,7 @@ describe('chats.permissions', () => {
       canRead: true,
       canSend: true,
       canClaim: true,
-      grant: { grantedAt: expect.stringMatching(RFC3339_MS) },
+      grant: { grantedAt: rfc3339Ms },
     });
     expect(byId.get(pair.b.id)).toMatchObject({ agentId: pair.b.id, canRead: true, canSend: false, grant: null });
 
@@ -277,19 +282,11 @@ describe('chats.permissions', () => {
 });
 
 describe('--policy open', () => {
-  let open: DaemonProcess;
-  let openAdmin: Wire;
-  beforeAll(async () => {
-    open = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
-    openAdmin = await open.connectAs();
-  });
-  afterAll(async () => {
-    await open?.cleanup();
-  });
+  const { daemon: open, admin: openAdmin } = useDaemon({ extraArgs: ['--policy', 'open'] });
 
   it('lets every agent open a chat and send without a grant', async () => {
-    const a = await createAgent(openAdmin, open.socketPath, uniq('open-a'));
-    const b = await createAgent(openAdmin, open.socketPath, uniq('open-b'));
+    const a = await createAgent(openAdmin(), open().socketPath, uniq('open-a'));
+    const b = await createAgent(openAdmin(), open().socketPath, uniq('open-b'));
     const opened = ok(await a.client.call('chats.open', { peerAgentId: b.id }));
     expect(opened.created).toBe(true);
     const perms = ok(await a.client.call('chats.permissions', { chatId: opened.chat.id }));

@@ -183,7 +183,7 @@ async function verifyWriters(): Promise<void> {
         (BigInt(state.firstPosition) + BigInt(i)).toString(),
       ),
     );
-    const byPosition = new Map(records.map((r) => [r.position as string, r]));
+    const byPosition = new Map(records.map((r) => [r.position, r]));
 
     // Every acknowledged append at its acknowledged positions, exactly.
     for (const a of w.acked) {

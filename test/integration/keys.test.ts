@@ -19,6 +19,11 @@ import {
 import { useDaemon } from '../helpers/use-daemon.js';
 
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+// vitest types its asymmetric matchers `any`; held as `unknown` they fit any expected shape.
+const rfc3339Ms: unknown = expect.stringMatching(RFC3339_MS);
+const coordinate: unknown = expect.stringMatching(/^[A-Za-z0-9_-]{43}$/);
+const keyStatus: unknown = expect.stringMatching(/^(active|retired)$/);
+const anyString: unknown = expect.any(String);
 
 const { daemon, admin, restart } = useDaemon();
 let pair: TestPair;
@@ -38,12 +43,13 @@ describe('daemon.status', () => {
       findValues(status, 'uptime').length + findValues(status, 'uptimeMs').length + findValues(status, 'uptimeSeconds').length,
     ).toBeGreaterThan(0);
     // storage state is "ok" (or "read-only"); a fresh daemon is ok.
-    expect([...Object.values(status), ...findValues(status, 'storage'), ...findValues(status, 'state')]).toContain('ok');
+    const topLevel: unknown[] = Object.values(status);
+    expect([...topLevel, ...findValues(status, 'storage'), ...findValues(status, 'state')]).toContain('ok');
     // counts of agents/chats/streams/records: the pair above made 2 agents, 1 chat, 2 streams.
-    const agents = findValues(status, 'agents').filter((v) => typeof v === 'number') as number[];
-    const chats = findValues(status, 'chats').filter((v) => typeof v === 'number') as number[];
-    const streams = findValues(status, 'streams').filter((v) => typeof v === 'number') as number[];
-    const records = findValues(status, 'records').filter((v) => typeof v === 'number') as number[];
+    const agents = findValues(status, 'agents').filter((v) => typeof v === 'number');
+    const chats = findValues(status, 'chats').filter((v) => typeof v === 'number');
+    const streams = findValues(status, 'streams').filter((v) => typeof v === 'number');
+    const records = findValues(status, 'records').filter((v) => typeof v === 'number');
     expect(agents[0]).toBeGreaterThanOrEqual(2);
     expect(chats[0]).toBeGreaterThanOrEqual(1);
     expect(streams[0]).toBeGreaterThanOrEqual(2);
@@ -51,8 +57,7 @@ describe('daemon.status', () => {
   });
 
   it('counts what was created', async () => {
-    const count = (status: unknown, key: string): number =>
-      (findValues(status, key).find((v) => typeof v === 'number') as number | undefined) ?? NaN;
+    const count = (status: unknown, key: string): number => findValues(status, key).find((v) => typeof v === 'number') ?? NaN;
     const before = ok(await admin().call('daemon.status', {}));
     const p = await createPair(admin(), daemon().socketPath);
     const c = await claim(p.a.client, p.streamA);
@@ -78,7 +83,7 @@ describe('daemon.status', () => {
 
   it('answers an agent too', async () => {
     const r = await pair.a.client.call('daemon.status', {});
-    expect(r.error?.code === undefined || r.error?.code === 4003).toBe(true);
+    expect(r.error?.code === undefined || r.error.code === 4003).toBe(true);
   });
 });
 
@@ -91,13 +96,13 @@ describe('keys.list', () => {
       expect(k).toMatchObject({
         kty: 'EC',
         crv: 'P-256',
-        x: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
-        y: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
-        kid: expect.any(String),
+        x: coordinate,
+        y: coordinate,
+        kid: anyString,
         alg: 'ES256',
         use: 'sig',
-        status: expect.stringMatching(/^(active|retired)$/),
-        createdAt: expect.stringMatching(RFC3339_MS),
+        status: keyStatus,
+        createdAt: rfc3339Ms,
       });
       expect(k).not.toHaveProperty('d');
       expect(jwkThumbprint(k)).toBe(k.kid);

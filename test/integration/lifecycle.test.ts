@@ -6,8 +6,9 @@ import { once } from 'node:events';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
+import { useDaemon } from '../helpers/use-daemon.js';
 import { connectWire, claim, connectAs, createPair, errorShapeProblems, ok, seenErrors, uniq } from '../helpers/wire-fixtures.js';
 
 async function mode(p: string): Promise<number> {
@@ -27,7 +28,7 @@ async function leaveStaleSocket(socketPath: string): Promise<void> {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
-  await once(child.stdout!, 'data');
+  await once(child.stdout, 'data');
   child.kill('SIGKILL');
   await once(child, 'exit');
   expect((await fs.stat(socketPath)).isSocket()).toBe(true);
@@ -89,7 +90,7 @@ describe('data dir and socket', () => {
     expect(d.adminToken).toBe(token);
     const admin2 = await d.connectAs();
     const got = ok(await admin2.call('agents.get', { agentId: created.agent.id }));
-    expect((got.agent ?? got).username).toBe(username);
+    expect(got.agent.username).toBe(username);
     const agent = await connectWire(d.socketPath);
     expect((await agent.hello(created.token)).result?.agentId).toBe(created.agent.id);
     agent.close();
@@ -104,7 +105,7 @@ describe('stored credentials', () => {
     const rotated = ok(await admin.call('agents.rotateToken', { agentId: created.agent.id }));
     const other = ok(await admin.call('agents.create', { username: uniq('hashed'), name: 'Hashed too' }));
     expect(await d.stop()).toBe(0);
-    const tokens = [created.token as string, rotated.token as string, other.token as string];
+    const tokens = [created.token, rotated.token, other.token];
     const walk = async (dir: string): Promise<string[]> => {
       const out: string[] = [];
       for (const e of await fs.readdir(dir, { withFileTypes: true })) {
@@ -171,7 +172,14 @@ describe('store lock and socket ownership', () => {
     const socketPath = path.join(dir, 'y.sock');
     const foreign = net.createServer((s) => s.end());
     await new Promise<void>((r) => foreign.listen(socketPath, r));
-    cleanups.push(() => new Promise<void>((r) => foreign.close(() => r())));
+    cleanups.push(
+      () =>
+        new Promise<void>((r) => {
+          foreign.close(() => {
+            r();
+          });
+        }),
+    );
     const d = await start({ dir, socketPath, waitReady: false });
     const exit = await d.waitExit(10_000);
     expect(exit.code).not.toBe(0);
@@ -211,11 +219,12 @@ describe('signals', () => {
 });
 
 describe('logs', () => {
+  const { daemon, admin: connectedAdmin } = useDaemon();
   let d: DaemonProcess;
   const secrets: string[] = [];
   beforeAll(async () => {
-    d = await DaemonProcess.start();
-    const admin = await d.connectAs();
+    d = daemon();
+    const admin = connectedAdmin();
     const pair = await createPair(admin, d.socketPath);
     secrets.push(d.adminToken, pair.a.token, pair.b.token);
     const rotated = ok(await admin.call('agents.rotateToken', { agentId: pair.b.id }));
@@ -253,9 +262,6 @@ describe('logs', () => {
     expect((await stranger.hello(guess)).error?.code).toBe(4001);
     stranger.close();
     expect(await d.stop()).toBe(0);
-  });
-  afterAll(async () => {
-    await d?.cleanup();
   });
 
   it('are JSON lines with pino level and time', () => {

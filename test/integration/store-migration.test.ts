@@ -12,31 +12,37 @@ import { pino } from 'pino';
 import { migrateFormat, CURRENT_FORMAT, FORMAT_KEY } from '../../src/daemon/store/store-format.js';
 import { decodeValue, encodeValue } from '../../src/daemon/store/value-codec.js';
 import { DaemonProcess, makeTempDir, repoRoot } from '../helpers/daemon-process.js';
-import { ok, readAll } from '../helpers/wire-fixtures.js';
+import { ok, readAll, type ExportLine, type Result } from '../helpers/wire-fixtures.js';
 
 const FIXTURE = path.join(repoRoot, 'test/fixtures/store-format1.tar.gz');
 let dir = '';
-let d: DaemonProcess;
+let started: DaemonProcess | undefined;
+/** The daemon the first test starts on the 0.1.0 data dir; the later tests go on with it. */
+function daemon(): DaemonProcess {
+  if (!started) throw new Error('the daemon is started by the first test');
+  return started;
+}
 const fixture = () =>
   JSON.parse(readFileSync(path.join(dir, 'fixture.json'), 'utf8')) as { chatId: string; tokens: { alice: string; bob: string } };
 const v1Export = () =>
   readFileSync(path.join(dir, 'export.jsonl'), 'utf8')
     .trim()
     .split('\n')
-    .map((l) => JSON.parse(l));
+    .map((l) => JSON.parse(l) as ExportLine);
 
 beforeAll(async () => {
   dir = await makeTempDir('yl-mig-');
   execFileSync('tar', ['xzf', FIXTURE, '-C', dir]);
 });
 afterAll(async () => {
-  await d?.cleanup();
+  await started?.cleanup();
   spawnSync('rm', ['-rf', dir]);
 });
 
 describe('a store written by yello 0.1.0', () => {
   it('is migrated at open: every value checksummed with its key, the format key written last', async () => {
-    d = await DaemonProcess.start({ dir, dataDir: path.join(dir, 'data') });
+    const d = await DaemonProcess.start({ dir, dataDir: path.join(dir, 'data') });
+    started = d;
     expect(d.logs().some((l) => l.msg === 'store format migrated')).toBe(true);
     await d.stop();
     const db = new ClassicLevel<string, string>(path.join(dir, 'data/db'));
@@ -52,6 +58,7 @@ describe('a store written by yello 0.1.0', () => {
   });
 
   it('reads back exactly what 0.1.0 exported, verifies, keeps tokens and positions, and goes on writing at the head', async () => {
+    const d = daemon();
     await d.restart();
     expect(d.logs().filter((l) => l.msg === 'store format migrated')).toHaveLength(1); // once
     const { chatId, tokens } = fixture();
@@ -99,7 +106,7 @@ describe('a store written by yello 0.1.0', () => {
       [path.join(repoRoot, 'bin/yello'), 'doctor', '--socket', d.socketPath, '--data-dir', d.dataDir, '--json'],
       { encoding: 'utf8' },
     );
-    expect(JSON.parse(doctor.stdout).problems).toEqual([]);
+    expect((JSON.parse(doctor.stdout) as Result<'daemon.check'>).problems).toEqual([]);
   });
 
   it('resumes a migration cut short (values already re-encoded are recognised)', async () => {

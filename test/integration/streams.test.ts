@@ -31,6 +31,10 @@ import { useDaemon } from '../helpers/use-daemon.js';
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 const MAX_APPEND = 262_144;
+// vitest types its asymmetric matchers `any`; held as `unknown` they fit any expected shape.
+const decimalString: unknown = expect.stringMatching(DECIMAL);
+const rfc3339Ms: unknown = expect.stringMatching(RFC3339_MS);
+const anyString: unknown = expect.any(String);
 
 const { daemon, admin, restart } = useDaemon();
 
@@ -39,13 +43,7 @@ const readBack: { record: StoredRecord; messageId?: string }[] = [];
 /** messageId by clientMessageId, for the final verification pass. */
 const sentMessageIds = new Map<string, string>();
 
-interface Claim {
-  streamId: string;
-  generation: string;
-  epoch: string;
-  coordinatorToken: string;
-  nextPosition: string;
-}
+type Claim = MethodResults['streams.claim'];
 
 type RecordIn =
   | { type: 'chat.message'; messageId: string; content: string }
@@ -99,9 +97,7 @@ async function read(
   return r;
 }
 
-async function state(
-  streamId: string,
-): Promise<{
+async function state(streamId: string): Promise<{
   nextPosition: string;
   firstPosition: string;
   generation: string;
@@ -158,18 +154,18 @@ describe('streams.claim', () => {
   });
 
   it('claims a fresh stream and appends a writer-fence record that never holds the token', async () => {
-    const c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    const c = await claim(pair.a.client, pair.streamA);
     expect(c).toMatchObject({
       streamId: pair.streamA,
       generation: '1',
-      epoch: expect.stringMatching(DECIMAL),
-      nextPosition: expect.stringMatching(DECIMAL),
+      epoch: decimalString,
+      nextPosition: decimalString,
     });
     expect(typeof c.coordinatorToken).toBe('string');
     expect(c.coordinatorToken.length).toBeGreaterThan(0);
     const s = await state(pair.streamA);
     expect(s.nextPosition).toBe(c.nextPosition);
-    expect(s.writer).toMatchObject({ epoch: c.epoch, active: true, claimedAt: expect.stringMatching(RFC3339_MS) });
+    expect(s.writer).toMatchObject({ epoch: c.epoch, active: true, claimedAt: rfc3339Ms });
     expect(BigInt(c.nextPosition)).toBeGreaterThanOrEqual(1n);
     const r = await read(pair.b.client, pair.streamA, '0');
     const fence = r.records.at(-1)!;
@@ -183,7 +179,7 @@ describe('streams.claim', () => {
       type: 'chat.writer-fence',
       recordIndex: 0,
     });
-    expect(fenceOf(fence)).toMatchObject({ epoch: c.epoch, claimedAt: expect.stringMatching(RFC3339_MS), replaced: false });
+    expect(fenceOf(fence)).toMatchObject({ epoch: c.epoch, claimedAt: rfc3339Ms, replaced: false });
     expect(JSON.stringify(r)).not.toContain(c.coordinatorToken);
   });
 
@@ -197,8 +193,8 @@ describe('streams.claim', () => {
 
   it('replace:true takes over with a higher epoch; the old token is then FENCED 4090 with streamId and the current epoch', async () => {
     const before = await state(pair.streamA);
-    const oldToken = (await claim(pair.a.client, pair.streamA, true)) as Claim; // take over whatever is there
-    const newer = (await claim(pair.a.client, pair.streamA, true)) as Claim;
+    const oldToken = await claim(pair.a.client, pair.streamA, true); // take over whatever is there
+    const newer = await claim(pair.a.client, pair.streamA, true);
     expect(BigInt(newer.epoch)).toBeGreaterThan(BigInt(oldToken.epoch));
     expect(BigInt(oldToken.epoch)).toBeGreaterThan(BigInt(before.writer.epoch));
     const r = await append(pair.a.client, oldToken, newer.nextPosition, [msg(uniq('m'), 'from the stale writer')]);
@@ -225,13 +221,13 @@ describe('streams.claim', () => {
 
   it('keeps tokens, fences, operations, messageIds and presented batches across a daemon restart', async () => {
     const fresh = await createPair(admin(), daemon().socketPath);
-    const fenced = (await claim(fresh.a.client, fresh.streamA)) as Claim;
-    const c = (await claim(fresh.a.client, fresh.streamA, true)) as Claim;
+    const fenced = await claim(fresh.a.client, fresh.streamA);
+    const c = await claim(fresh.a.client, fresh.streamA, true);
     const messageId = uniq('before-restart');
     const params = appendParams(c, c.nextPosition, [msg(messageId, 'before restart')]);
     remember(fresh.chatId, fresh.a.id, [msg(messageId, '')]);
     const committed = ok(await fresh.a.client.call('streams.append', params));
-    const bClaim = (await claim(fresh.b.client, fresh.streamB)) as Claim;
+    const bClaim = await claim(fresh.b.client, fresh.streamB);
     const batch = await read(fresh.b.client, fresh.streamA, '0');
 
     await restart();
@@ -275,9 +271,9 @@ describe('streams.claim', () => {
     const fresh = await createPair(admin(), daemon().socketPath);
     const second = await connectAs(daemon().socketPath, fresh.a.token);
     try {
-      const [x, y] = (await Promise.all([claim(fresh.a.client, fresh.streamA, true), claim(second, fresh.streamA, true)])) as Claim[];
-      expect(x!.epoch).not.toBe(y!.epoch);
-      const [older, newer] = BigInt(x!.epoch) < BigInt(y!.epoch) ? [x!, y!] : [y!, x!];
+      const [x, y] = await Promise.all([claim(fresh.a.client, fresh.streamA, true), claim(second, fresh.streamA, true)]);
+      expect(x.epoch).not.toBe(y.epoch);
+      const [older, newer] = BigInt(x.epoch) < BigInt(y.epoch) ? [x, y] : [y, x];
       const s = await state(fresh.streamA);
       expect(s.writer.epoch).toBe(newer.epoch);
       expectError(await append(fresh.a.client, older, s.nextPosition, [msg(uniq('m'), 'old')]), 4090, 'FENCED');
@@ -291,20 +287,20 @@ describe('streams.claim', () => {
 describe('streams.release', () => {
   it('frees the stream: the released token is FENCED and a claim without replace succeeds', async () => {
     const pair = await createPair(admin(), daemon().socketPath);
-    const c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    const c = await claim(pair.a.client, pair.streamA);
     ok(await pair.a.client.call('streams.release', { streamId: pair.streamA, coordinatorToken: c.coordinatorToken }));
     const s = await state(pair.streamA);
     expect(s.writer.active).toBe(false);
     const stale = await append(pair.a.client, c, s.nextPosition, [msg(uniq('m'), 'after release')]);
     expectError(stale, 4090, 'FENCED');
     expect(stale.error?.data?.streamId).toBe(pair.streamA);
-    const next = (await claim(pair.a.client, pair.streamA)) as Claim;
+    const next = await claim(pair.a.client, pair.streamA);
     expect(BigInt(next.epoch)).toBeGreaterThan(BigInt(c.epoch));
   });
 
   it('admin form {streamId} releases whoever holds the stream', async () => {
     const pair = await createPair(admin(), daemon().socketPath);
-    const c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    const c = await claim(pair.a.client, pair.streamA);
     ok(await admin().call('streams.release', { streamId: pair.streamA }));
     expect((await state(pair.streamA)).writer.active).toBe(false);
     expectError(await append(pair.a.client, c, (await state(pair.streamA)).nextPosition, [msg(uniq('m'), 'x')]), 4090, 'FENCED');
@@ -313,7 +309,7 @@ describe('streams.release', () => {
 
   it('is author or admin only', async () => {
     const pair = await createPair(admin(), daemon().socketPath);
-    const c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    const c = await claim(pair.a.client, pair.streamA);
     const r = await pair.b.client.call('streams.release', { streamId: pair.streamA, coordinatorToken: c.coordinatorToken });
     expectError(r, 4003, 'PERMISSION_DENIED');
     expect((await state(pair.streamA)).writer.active).toBe(true);
@@ -327,7 +323,7 @@ describe('streams.append', () => {
 
   beforeAll(async () => {
     pair = await createPair(admin(), daemon().socketPath);
-    c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    c = await claim(pair.a.client, pair.streamA);
     next = c.nextPosition;
   });
 
@@ -628,7 +624,7 @@ describe('streams.append', () => {
       const messageId = uniq('shared-id');
       const first = ok(await append(pair.a.client, c, next, [msg(messageId, 'from a')]));
       next = first.nextPosition;
-      const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
+      const bClaim = await claim(pair.b.client, pair.streamB, true);
       const fromB = ok(await append(pair.b.client, bClaim, bClaim.nextPosition, [msg(messageId, 'from b')]));
       expect(messageOf(fromB.records[0]).clientMessageId).toBe(clientMessageIdFor(pair.chatId, pair.b.id, messageId));
       expect(messageOf(fromB.records[0]).clientMessageId).not.toBe(messageOf(first.records[0]).clientMessageId);
@@ -687,7 +683,7 @@ describe('streams.append', () => {
 
   describe('receipts', () => {
     it('accepts a receipt for a batch presented to the peer and records it as acknowledged', async () => {
-      const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
+      const bClaim = await claim(pair.b.client, pair.streamB, true);
       const batch = await read(pair.b.client, pair.streamA, '0', { limit: 3 });
       expect(batch.records).toHaveLength(3);
       const receipt: RecordIn = {
@@ -723,7 +719,7 @@ describe('streams.append', () => {
 
     it('rejects a garbage batchId with INVALID_RECEIPT 4095 and a reason, writing nothing', async () => {
       const bState = await state(pair.streamB);
-      const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
+      const bClaim = await claim(pair.b.client, pair.streamB, true);
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
         msg(uniq('m'), 'with a forged receipt'),
         { type: 'chat.receipt', peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: next, batchId: 'garbage-batch-id' },
@@ -735,7 +731,7 @@ describe('streams.append', () => {
     });
 
     it('rejects a receipt whose nextPosition is not the end of the presented batch', async () => {
-      const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
+      const bClaim = await claim(pair.b.client, pair.streamB, true);
       const acked = (await state(pair.streamA)).acknowledged as { nextPosition: string };
       const batch = await read(pair.b.client, pair.streamA, acked.nextPosition, { limit: 2 });
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
@@ -751,7 +747,7 @@ describe('streams.append', () => {
     });
 
     it('rejects a batch that was presented to someone else', async () => {
-      const bClaim = (await claim(pair.b.client, pair.streamB, true)) as Claim;
+      const bClaim = await claim(pair.b.client, pair.streamB, true);
       const acked = (await state(pair.streamA)).acknowledged as { nextPosition: string };
       const adminBatch = await read(admin(), pair.streamA, acked.nextPosition, { limit: 1 });
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
@@ -777,7 +773,7 @@ describe('streams.append', () => {
 
     it('rejects an append without a grant with PERMISSION_DENIED', async () => {
       const p = await createPair(admin(), daemon().socketPath, { grants: 'a-to-b' });
-      const bc = (await claim(p.b.client, p.streamB)) as Claim;
+      const bc = await claim(p.b.client, p.streamB);
       const r = await append(p.b.client, bc, bc.nextPosition, [msg(uniq('m'), 'no grant')]);
       expectError(r, 4003, 'PERMISSION_DENIED');
     });
@@ -792,9 +788,9 @@ describe('streams.append', () => {
     it('redacts by default: redactions in the result and [REDACTED: in the signed content', async () => {
       const records = [msg(uniq('clean'), 'nothing to see'), msg(uniq('pii'), 'write to alice.smith@example.com please')];
       const r = ok(await append(pair.a.client, c, next, records));
-      expect(r.redactions).toEqual([{ recordIndex: 1, kind: expect.any(String), count: 1 }]);
+      expect(r.redactions).toEqual([{ recordIndex: 1, kind: anyString, count: 1 }]);
       const back = await read(pair.b.client, pair.streamA, next);
-      const content = messageOf(back.records[1]).content as string;
+      const content = messageOf(back.records[1]).content;
       expect(content).toContain('[REDACTED:');
       expect(content).not.toContain('alice.smith@example.com');
       expect(content.startsWith('write to ')).toBe(true);
@@ -811,8 +807,8 @@ describe('streams.append', () => {
 
     it('counts every match of a kind in one record', async () => {
       const r = ok(await append(pair.a.client, c, next, [msg(uniq('pii2'), 'cc erin@example.com and frank@example.com')]));
-      expect(r.redactions).toEqual([{ recordIndex: 0, kind: expect.any(String), count: 2 }]);
-      const content = messageOf(r.records[0]).content as string;
+      expect(r.redactions).toEqual([{ recordIndex: 0, kind: anyString, count: 2 }]);
+      const content = messageOf(r.records[0]).content;
       expect(content.match(/\[REDACTED:[A-Z_]+\]/g)).toHaveLength(2);
       expect(content).not.toContain('@example.com');
       next = r.nextPosition;
@@ -852,7 +848,7 @@ describe('streams.append', () => {
     let pnext: string;
     beforeAll(async () => {
       p = await createPair(admin(), daemon().socketPath);
-      pc = (await claim(p.a.client, p.streamA)) as Claim;
+      pc = await claim(p.a.client, p.streamA);
       pnext = pc.nextPosition;
     });
 
@@ -878,7 +874,7 @@ describe('streams.append', () => {
       const opId = uniq('op-before-fence');
       const params = appendParams(pc, pnext, [msg(uniq('m'), 'committed before the takeover')], opId);
       const first = ok(await p.a.client.call('streams.append', params));
-      const taken = (await claim(p.a.client, p.streamA, true)) as Claim;
+      const taken = await claim(p.a.client, p.streamA, true);
       const replay = ok(await p.a.client.call('streams.append', params));
       expect(replay.duplicate).toBe(true);
       expect(replay.firstPosition).toBe(first.firstPosition);
@@ -939,7 +935,7 @@ describe('streams.read', () => {
   let end: string;
   beforeAll(async () => {
     pair = await createPair(admin(), daemon().socketPath);
-    c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    c = await claim(pair.a.client, pair.streamA);
     const r = ok(await append(pair.a.client, c, c.nextPosition, [msg('r1', 'one'), msg('r2', 'two'), msg('r3', 'three')]));
     end = r.nextPosition;
   });
@@ -964,7 +960,7 @@ describe('streams.read', () => {
 
   it('returns at most 1000 records by default', async () => {
     const p = await createPair(admin(), daemon().socketPath);
-    const pc = (await claim(p.a.client, p.streamA)) as Claim;
+    const pc = await claim(p.a.client, p.streamA);
     let pos = pc.nextPosition;
     for (let i = 0; i < 17; i++) {
       pos = ok(
@@ -1022,7 +1018,7 @@ describe('streams.read', () => {
 
   it('answers fromPosition below firstPosition (after a trim) with CONTINUITY_BREAK PREFIX_UNAVAILABLE', async () => {
     const p = await createPair(admin(), daemon().socketPath);
-    const pc = (await claim(p.a.client, p.streamA)) as Claim;
+    const pc = await claim(p.a.client, p.streamA);
     const r = ok(await append(p.a.client, pc, pc.nextPosition, [msg('t1', 'one'), msg('t2', 'two')]));
     const trimmed = ok(await admin().call('streams.trim', { streamId: p.streamA, beforePosition: inc(r.nextPosition, -1), force: true }));
     expect(trimmed.firstPosition).toBe(inc(r.nextPosition, -1));
@@ -1066,7 +1062,7 @@ describe('operations.get', () => {
   let c: Claim;
   beforeAll(async () => {
     pair = await createPair(admin(), daemon().socketPath);
-    c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    c = await claim(pair.a.client, pair.streamA);
   });
 
   it('reports a committed operation with its positions, time and digest', async () => {
@@ -1079,8 +1075,8 @@ describe('operations.get', () => {
         generation: '1',
         firstPosition: r.firstPosition,
         nextPosition: r.nextPosition,
-        committedAt: expect.stringMatching(RFC3339_MS),
-        requestDigest: expect.any(String),
+        committedAt: rfc3339Ms,
+        requestDigest: anyString,
       });
     }
   });
@@ -1110,7 +1106,7 @@ describe('operations.get', () => {
 describe('operations.list', () => {
   it("lists the stream's committed operations, paging with a cursor", async () => {
     const pair = await createPair(admin(), daemon().socketPath);
-    const c = (await claim(pair.a.client, pair.streamA)) as Claim;
+    const c = await claim(pair.a.client, pair.streamA);
     let pos = c.nextPosition;
     const opIds: string[] = [];
     for (let i = 0; i < 4; i++) {
@@ -1152,7 +1148,7 @@ describe('operations.list', () => {
 describe('signatures', () => {
   it('every chat.message read back in this file verifies against keys.list', async () => {
     const keys = await fetchKeys(admin());
-    const messages = readBack.filter((x) => x.record.wrapper?.type === 'chat.message');
+    const messages = readBack.filter((x) => x.record.wrapper.type === 'chat.message');
     expect(messages.length).toBeGreaterThan(20);
     for (const { record } of messages) {
       const m = messageOf(record);

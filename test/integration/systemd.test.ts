@@ -8,7 +8,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readlinkSync
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
-import { connectAs } from '../helpers/wire-fixtures.js';
+import { connectAs, type Result } from '../helpers/wire-fixtures.js';
 
 const unitDir = process.env.YELLO_SYSTEMD_DIR ? path.resolve(process.env.YELLO_SYSTEMD_DIR) : path.join(repoRoot, 'systemd');
 const seccompExec = path.join(repoRoot, 'test/helpers/unit-seccomp-exec.py');
@@ -197,7 +197,9 @@ describe.skipIf(!hasSystemd && !process.env.CI)('systemd units', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
-    child.stdout.on('data', (d) => (out += d));
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString('utf8');
+    });
     try {
       for (let i = 0; i < 100 && !existsSync(sock); i++) await new Promise((r) => setTimeout(r, 50));
       // The first connection starts the daemon; the admin token exists once it has started.
@@ -277,11 +279,19 @@ describe.skipIf(!hasSystemd && !process.env.CI)('systemd units', () => {
         { env: { ...process.env, YELLO_SOCKET: '', XDG_RUNTIME_DIR: '', YELLO_DATA_DIR: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
       );
       let log = '';
-      child.stdout.on('data', (d) => (log += d));
-      child.stderr.on('data', (d) => (log += d));
+      const logChunk = (d: Buffer): void => {
+        log += d.toString('utf8');
+      };
+      child.stdout.on('data', logChunk);
+      child.stderr.on('data', logChunk);
       type Exit = { code: number | null; signal: NodeJS.Signals | null };
       let exit: Exit | null = null;
-      const exited = new Promise<Exit>((r) => child.once('exit', (code, signal) => r((exit = { code, signal }))));
+      const exited = new Promise<Exit>((r) => {
+        child.once('exit', (code, signal) => {
+          exit = { code, signal };
+          r(exit);
+        });
+      });
       const cli = (ids: string[], args: string[]) =>
         spawnSync(ids[0]!, [...ids.slice(1), process.execPath, yelloBin, '--socket', sock, '--json', ...args], {
           encoding: 'utf8',
@@ -305,7 +315,7 @@ describe.skipIf(!hasSystemd && !process.env.CI)('systemd units', () => {
         // The admin, as the yello user: README step "use it".
         const status = cli(asYello, ['--data-dir', data, 'status']);
         expect(status.status, status.stderr + log).toBe(0);
-        expect(JSON.parse(status.stdout).storage).toBe('ok');
+        expect((JSON.parse(status.stdout) as Result<'daemon.status'>).storage).toBe('ok');
 
         // The daemon really runs inside the sandbox.
         const pid = child.pid!;
@@ -342,14 +352,14 @@ describe.skipIf(!hasSystemd && !process.env.CI)('systemd units', () => {
         const outside = ['setpriv', `--reuid=${agentId}`, `--regid=${agentId}`, '--clear-groups'];
         const agent = cli(inGroup, ['--token-file', tokenFile, 'status']);
         expect(agent.status, agent.stderr).toBe(0);
-        expect(JSON.parse(agent.stdout).storage).toBe('ok');
+        expect((JSON.parse(agent.stdout) as Result<'daemon.status'>).storage).toBe('ok');
         // Signed appends (LevelDB writes, fsync, signing) under the filter, too.
         expect(cli(asYello, ['--data-dir', data, 'agents', 'add', 'bob', '--token-out', path.join(handoff, 'bob.token')]).status).toBe(0);
         expect(cli(asYello, ['--data-dir', data, 'grants', 'add', 'alice', 'bob']).status).toBe(0);
         expect(cli(asYello, ['--data-dir', data, 'grants', 'add', 'bob', 'alice']).status).toBe(0);
         const opened = cli(inGroup, ['--token-file', tokenFile, 'chats', 'open', 'bob']);
         expect(opened.status, opened.stderr).toBe(0);
-        const chatId = JSON.parse(opened.stdout).chat.id as string;
+        const chatId = (JSON.parse(opened.stdout) as Result<'chats.open'>).chat.id;
         const sent = cli(inGroup, ['--token-file', tokenFile, 'send', chatId, 'hello from the sandbox']);
         expect(sent.status, sent.stderr).toBe(0);
         const history = cli(asYello, ['--data-dir', data, 'chats', 'history', chatId]);

@@ -6,20 +6,21 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readStream } from '../helpers/client-fixtures.js';
 import { McpWorld, text, presentedBatch } from './mcp-fixtures.js';
+import type { McpClientConfig } from '../../src/mcp/config.js';
+import type { ExportLine } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 let world: McpWorld;
 beforeAll(async () => {
   world = await McpWorld.start();
+  // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
+  return () => world.cleanup();
 });
 afterEach(async () => {
   await world.stopServers();
-});
-afterAll(async () => {
-  await world?.cleanup();
 });
 
 const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) =>
@@ -176,7 +177,7 @@ describe('yello mcp: a conversation between two agents', () => {
       .readFileSync(out, 'utf8')
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l));
+      .map((l) => JSON.parse(l) as ExportLine);
     expect(exported.filter((r) => r.wrapper?.type === 'chat.receipt')).toHaveLength(6);
   });
 });
@@ -188,10 +189,10 @@ describe('yello mcp --print-config', () => {
     const r = await world.cli.run(['--token-file', relative, 'mcp', '--print-config'], { cwd: world.dir });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toContain(chat.alice.token);
-    const config = JSON.parse(r.stdout);
+    const config = JSON.parse(r.stdout) as { mcpServers: { yello: McpClientConfig['mcpServers'][string] } };
     const entry = config.mcpServers.yello;
     expect(entry.command).toBe(process.execPath);
-    expect(path.isAbsolute(entry.args[0])).toBe(true);
+    expect(path.isAbsolute(entry.args[0] ?? '')).toBe(true);
     expect(entry.args.slice(1)).toEqual(['mcp']);
     expect(entry.env).toEqual({ YELLO_SOCKET: world.daemon.socketPath, YELLO_TOKEN_FILE: chat.aliceToken });
 

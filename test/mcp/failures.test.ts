@@ -3,7 +3,7 @@
 // append whose answer never comes (SIGSTOP, then SIGCONT or SIGKILL), and an admin reset of the
 // peer stream. Each is checked against the daemon's own state.
 
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
 import { freeze, messageContents, readStream, thaw } from '../helpers/client-fixtures.js';
 import { McpWorld, type McpAgent, presentedBatch } from './mcp-fixtures.js';
@@ -12,14 +12,13 @@ import { waitFor } from '../helpers/wait.js';
 let world: McpWorld;
 beforeAll(async () => {
   world = await McpWorld.start();
+  // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
+  return () => world.cleanup();
 });
 afterEach(async () => {
   if (!world.daemon.running) await world.daemon.restart();
   await world.adminReady();
   await world.stopServers();
-});
-afterAll(async () => {
-  await world?.cleanup();
 });
 
 const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) =>
@@ -69,7 +68,7 @@ describe('yello mcp across a daemon restart', () => {
       nextPosition: sent.nextPosition,
     });
     // Live notifications resume too: alice's coordinator follows again after the restart.
-    await waitFor(() => alice.notifications.some((n) => n.params?.data?.event === 'peer-wrote'), 'peer-wrote after restart', 10_000);
+    await waitFor(() => alice.notifications.some((n) => n.params.data?.event === 'peer-wrote'), 'peer-wrote after restart', 10_000);
   });
 });
 
@@ -99,7 +98,7 @@ describe('yello mcp: one writer per agent and chat', () => {
     expect((await first.fail('open_chat', { peer: chat.bob.username })).type).toBe('FENCED');
     expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken.session.epoch);
     await waitFor(
-      () => first.notifications.some((n) => n.params?.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'),
+      () => first.notifications.some((n) => n.params.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'),
       'chat-stopped notification',
       10_000,
     );
@@ -229,7 +228,7 @@ describe('yello mcp: continuity breaks', () => {
     await waitFor(
       () =>
         bob.notifications.some(
-          (n) => n.params?.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK',
+          (n) => n.params.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK',
         ),
       'chat-stopped',
       10_000,

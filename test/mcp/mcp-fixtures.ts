@@ -63,8 +63,9 @@ export class McpAgent {
     const client = new Client({ name: 'yello-mcp-tests', version: '1.0.0' });
     const agent = new McpAgent(client, transport);
     transport.stderr?.on('data', (chunk: Buffer) => (agent.stderr += chunk.toString('utf8')));
-    client.fallbackNotificationHandler = async (n) => {
-      agent.notifications.push({ method: n.method, params: (n.params ?? {}) as ReceivedNotification['params'] });
+    client.fallbackNotificationHandler = (n) => {
+      agent.notifications.push({ method: n.method, params: n.params ?? {} });
+      return Promise.resolve();
     };
     await client.connect(transport);
     return agent;
@@ -91,7 +92,8 @@ export class McpAgent {
   /** Calls a tool that must answer a tool error; returns the error's meta and text. */
   async fail(name: string, args: Record<string, unknown> = {}): Promise<ToolErrorMeta & { text: string }> {
     const r = await this.call(name, args);
-    expect(r.isError, `${name} was expected to fail, got ${JSON.stringify(r.structuredContent)?.slice(0, 400)}`).toBe(true);
+    const got = r.structuredContent === undefined ? 'no structuredContent' : JSON.stringify(r.structuredContent).slice(0, 400);
+    expect(r.isError, `${name} was expected to fail, got ${got}`).toBe(true);
     const meta = (r._meta?.['yello/error'] ?? { type: 'SDK_VALIDATION', message: text(r), action: '', data: {} }) as ToolErrorMeta;
     return { ...meta, text: text(r) };
   }

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { paramSchemas } from '../../src/shared/schemas.js';
 import { createChat } from '../helpers/client-fixtures.js';
 import { cliEnv, yelloBin } from '../helpers/cli-runner.js';
@@ -16,15 +16,17 @@ import { repoRoot } from '../helpers/daemon-process.js';
 import { McpWorld, tokenFile, type McpAgent, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
+// vitest types its asymmetric matchers `any`; held as `unknown` they fit any expected shape.
+const anyString: unknown = expect.any(String);
+
 let world: McpWorld;
 beforeAll(async () => {
   world = await McpWorld.start();
+  // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
+  return () => world.cleanup();
 });
 afterEach(async () => {
   await world.stopServers();
-});
-afterAll(async () => {
-  await world?.cleanup();
 });
 
 const TOOLS = ['whoami', 'list_chats', 'open_chat', 'read_new', 'acknowledge', 'send', 'history', 'permissions', 'operation_status'];
@@ -60,7 +62,7 @@ describe('yello mcp: tools/list', () => {
     const byName = Object.fromEntries(
       tools.map((t) => [t.name, t.inputSchema as { properties: Record<string, Record<string, unknown>>; required?: string[] }]),
     );
-    const strip = ({ description: _d, ...rest }: Record<string, unknown>) => rest;
+    const strip = (schema: Record<string, unknown>) => Object.fromEntries(Object.entries(schema).filter(([k]) => k !== 'description'));
     const history = inputJson(paramSchemas['chats.history']).properties;
     for (const key of ['chatId', 'cursor', 'limit', 'direction'])
       expect(strip(byName.history!.properties[key]!), key).toEqual(history[key]);
@@ -105,7 +107,7 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     // list_chats
     const listed = await alice.ok('list_chats', { limit: 10 });
     expect(listed.chats).toEqual([
-      { chatId, peer: { agentId: chat.bob.id, username: chat.bob.username, name: 'Bob' }, createdAt: expect.any(String), session: null },
+      { chatId, peer: { agentId: chat.bob.id, username: chat.bob.username, name: 'Bob' }, createdAt: anyString, session: null },
     ]);
     await reject(alice, 'list_chats', { limit: 0 });
     await reject(alice, 'list_chats', { cursor: 'not-a-cursor' });
@@ -220,7 +222,11 @@ describe('yello mcp: stdout', () => {
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
     child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-    const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+    const exited = new Promise<number | null>((r) => {
+      child.on('close', (code) => {
+        r(code);
+      });
+    });
     const send = (msg: object) => child.stdin.write(JSON.stringify({ jsonrpc: '2.0', ...msg }) + '\n');
     send({
       id: 1,

@@ -31,7 +31,9 @@ describe('findPii: e-mail', () => {
     ['mailto:Bob-99@Example.ORG.', 'Bob-99@Example.ORG'],
     ['José: josé@exämple.de', 'josé@exämple.de'],
     ['https://user:s3cr3t@host.example.com/x', 's3cr3t@host.example.com'],
-  ])('%s', (text, value) => expectSingle(text, 'EMAIL', value));
+  ])('%s', (text, value) => {
+    expectSingle(text, 'EMAIL', value);
+  });
 });
 
 describe('findPii: phone', () => {
@@ -128,7 +130,9 @@ describe('findPii: SSN', () => {
     ['078-05-1120', '078-05-1120'],
     ['SSN: 123456789', '123456789'],
     ['social security number 123 45 6789', '123 45 6789'],
-  ])('%s', (text, value) => expectSingle(text, 'SSN', value));
+  ])('%s', (text, value) => {
+    expectSingle(text, 'SSN', value);
+  });
 
   it.each(['000-12-3456', '666-12-3456', '900-12-3456', '999-99-9999', '123-00-6789', '123-45-0000', 'SSN: 000123456'])(
     'never-issued SSN %s is not reported as anything',
@@ -230,7 +234,9 @@ describe('findPii: secrets', () => {
     ['yaml client_secret: "9f8e7d6c5b4a3f2e1d"', '9f8e7d6c5b4a3f2e1d'],
     ['json {"password": "hunter22x"}', 'hunter22x'],
     ['GITHUB_TOKEN=v1.2a3b4c5d6e7f', 'v1.2a3b4c5d6e7f'],
-  ])('%s', (text, value) => expectSingle(text, 'API_KEY', value));
+  ])('%s', (text, value) => {
+    expectSingle(text, 'API_KEY', value);
+  });
 
   it('bearer tokens: only the token is redacted', () => {
     expectSingle('Authorization: Bearer abcDEF0123456789ghiJKL', 'BEARER_TOKEN', 'abcDEF0123456789ghiJKL');
@@ -265,7 +271,7 @@ describe('findPii: overlap resolution', () => {
       '-----BEGIN OPENSSH PRIVATE KEY-----',
       'Comment: alice@example.com +1 415 555 0100',
       'b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW',
-      `${JWT}`,
+      JWT,
       '4111111111111111 AKIAIOSFODNN7EXAMPLE',
       '-----END OPENSSH PRIVATE KEY-----',
     ].join('\n');

@@ -30,7 +30,9 @@ describe('socketDirectoryProblem (client)', () => {
     ['the root directory itself (no parent), root-owned', dir(0, 0o755), null],
   ];
   for (const [name, d, parent] of trusted) {
-    it(`trusts ${name}`, () => expect(socketDirectoryProblem(d, parent, ME)).toBeNull());
+    it(`trusts ${name}`, () => {
+      expect(socketDirectoryProblem(d, parent, ME)).toBeNull();
+    });
   }
 
   const refused: Array<[string, StatLike, StatLike | null, RegExp]> = [
@@ -53,7 +55,9 @@ describe('socketDirectoryProblem (client)', () => {
     ['a foreign dir with no parent', dir(OTHER, 0o755), null, /no parent/],
   ];
   for (const [name, d, parent, reason] of refused) {
-    it(`refuses ${name}`, () => expect(socketDirectoryProblem(d, parent, ME)).toMatch(reason));
+    it(`refuses ${name}`, () => {
+      expect(socketDirectoryProblem(d, parent, ME)).toMatch(reason);
+    });
   }
 
   it('for root, only root-owned directories (or ones under them) are trusted', () => {

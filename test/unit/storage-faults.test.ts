@@ -26,7 +26,7 @@ async function fresh(options?: Parameters<typeof openInProcess>[1], dir?: string
 }
 
 /** Close `s`, change the raw LevelDB with `edit`, and open the same dir again. */
-async function reopenAfter(s: InProcessStore, edit: (db: ClassicLevel<string, string>) => Promise<void>): Promise<InProcessStore> {
+async function reopenAfter(s: InProcessStore, edit: (db: ClassicLevel) => Promise<void>): Promise<InProcessStore> {
   await s.store.storage.close();
   open.splice(open.indexOf(s), 1);
   const db = new ClassicLevel<string, string>(path.join(s.dir, 'db'));
@@ -85,14 +85,18 @@ describe('Storage', () => {
     const a = s.store.storage.write([{ type: 'put', key: 'test/a', value: 1 }]);
     const b = s.store.storage.write([{ type: 'put', key: 'test/b', value: 2 }]);
     for (const p of [a, b]) {
-      const err = await p.catch((e: YelloError) => e);
+      const err = await p.catch((e: unknown) => e);
       expect(err).toBeInstanceOf(YelloError);
       expect((err as YelloError).details).toMatchObject({ reason: 'WRITE_FAILED', outcome: 'unknown' });
     }
     expect(s.store.storage.readOnly).toBe(true);
     expect(s.store.storage.inDoubt('test/a') && s.store.storage.inDoubt('test/b')).toBe(true);
     expect(s.store.storage.getAdmitted('test/a')).toBeUndefined();
-    expect(storageError(() => s.store.storage.assertWritable('op-1'))).toMatchObject({
+    expect(
+      storageError(() => {
+        s.store.storage.assertWritable('op-1');
+      }),
+    ).toMatchObject({
       reason: 'READ_ONLY',
       outcome: 'not-written',
       operationId: 'op-1',
@@ -217,7 +221,7 @@ describe('StreamStore', () => {
         operationId: 'op-doubt',
         records: [{ type: 'chat.message', messageId: 'x', content: 'x' }],
       })
-      .catch((e: YelloError) => e);
+      .catch((e: unknown) => e);
     expect((err as YelloError).details).toMatchObject({ operationId: 'op-doubt', reason: 'WRITE_FAILED', outcome: 'unknown' });
     expect((await s.streams.operation(w.alice, w.streamId, 'op-doubt')).state).toBe('pending');
   });
@@ -249,9 +253,7 @@ describe('Subscriptions', () => {
           [`${w.chatId}:${w.bob.role === 'agent' ? w.bob.agentId : ''}`]: { generation: 1, position: 0 },
         },
       });
-      s.streams.range = async () => {
-        throw new Error('a plain error from below');
-      };
+      s.streams.range = () => Promise.reject(new Error('a plain error from below'));
       const conn = new RecordingConnection();
       s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
       await waitFor(() => conn.notifications.length > 0, 'a notification', 5_000);
@@ -279,9 +281,7 @@ describe('Subscriptions', () => {
         [`${w.chatId}:${(w.bob as { agentId: string }).agentId}`]: { generation: 1, position: 0 },
       },
     });
-    s.streams.range = async () => {
-      throw s.streams.missing(w.streamId, 1, 2);
-    };
+    s.streams.range = () => Promise.reject(s.streams.missing(w.streamId, 1, 2));
     const conn2 = new RecordingConnection();
     s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn2);
     await waitFor(() => conn2.notifications.length > 0, 'a notification', 5_000);
