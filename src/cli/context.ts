@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { makeStreamId } from '../shared/ids.js';
 import { NotFoundError, UnauthenticatedError, YelloClient, type Chat, type StreamState } from '../client/index.js';
 import { resolveDataDir, resolveSocketPath } from '../shared/paths.js';
 import { CliError, EXIT } from './output.js';
@@ -121,7 +122,7 @@ export function sessionAgentId(client: YelloClient): string {
 /** The caller's own and the peer's stream ids of a chat (agent sessions). */
 export function streamsOf(chat: Chat, agentId: string): { own: string; peer: string } {
   const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-  return { own: `${chat.id}:${agentId}`, peer: `${chat.id}:${peer}` };
+  return { own: makeStreamId(chat.id, agentId), peer: makeStreamId(chat.id, peer) };
 }
 
 /** Run `fn` with a client and always close it. */

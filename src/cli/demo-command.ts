@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Argv } from 'yargs';
+import { makeStreamId } from '../shared/ids.js';
 import { ExportVerifier, YelloClient } from '../client/index.js';
 import { formatRecord } from './chat-commands.js';
 import { connectAdmin, socketPath, withClient, type GlobalArgs } from './context.js';
@@ -26,8 +27,8 @@ export function demoCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         const b = await YelloClient.connect({ socketPath: socketPath(args), token: bob.token, clientName: 'yello-demo' });
         try {
           const { chat } = await a.call('chats.open', { peerAgentId: bob.agent.id });
-          const aStream = `${chat.id}:${alice.agent.id}`;
-          const bStream = `${chat.id}:${bob.agent.id}`;
+          const aStream = makeStreamId(chat.id, alice.agent.id);
+          const bStream = makeStreamId(chat.id, bob.agent.id);
           const aClaim = await a.call('streams.claim', { streamId: aStream });
           const bClaim = await b.call('streams.claim', { streamId: bStream });
           const sent = await a.call('streams.append', {

@@ -1,6 +1,6 @@
 import { CHECKPOINT_TYPE } from '../shared/checkpoint.js';
 import { ChainDigest } from './hashing.js';
-import { DECIMAL_PATTERN, splitStreamId } from '../shared/ids.js';
+import { DECIMAL_PATTERN, splitStreamId, makeStreamId } from '../shared/ids.js';
 import type { Checkpoint, ChatMessage, ChatReceipt, Jwks, StoredRecord } from '../shared/types.js';
 import { checkpointFailure, KeyRing, messageFailure } from './verify.js';
 
@@ -344,7 +344,7 @@ export class ExportVerifier {
     const parts = this.#member(at, r.streamId);
     if (parts) {
       if (w.chatId !== parts.chatId || w.authorAgentId !== parts.authorAgentId) {
-        this.#report(at, 'WRONG_STREAM', `the wrapper names ${w.chatId}:${w.authorAgentId}, not its stream ${r.streamId}`);
+        this.#report(at, 'WRONG_STREAM', `the wrapper names ${makeStreamId(w.chatId, w.authorAgentId)}, not its stream ${r.streamId}`);
       }
       if (w.type === 'chat.message') {
         const m = w.message;

@@ -3,7 +3,7 @@
 // message-id, username, token, pair and member indexes against the rows they point to.
 
 import { contentSha256 } from '../crypto/hashing.js';
-import { formatDecimal } from '../../shared/ids.js';
+import { formatDecimal, makeStreamId } from '../../shared/ids.js';
 import type { DoctorProblem, StoredRecord } from '../../shared/types.js';
 import { K } from './key-layout.js';
 import type { Signer } from '../crypto/signer.js';
@@ -178,9 +178,9 @@ export function checkChat(storage: Storage, key: string, chat: { id: string; age
   for (const agentId of [chat.agentAId, chat.agentBId]) {
     if (tryRead(() => storage.get(K.member(agentId, chat.id))) === undefined)
       problem('directory', key, `chat ${chat.id} is missing from ${agentId}'s chat list`);
-    if (tryRead(() => storage.get(K.stream(`${chat.id}:${agentId}`))) === undefined)
-      problem('head', K.stream(`${chat.id}:${agentId}`), 'the stream head is missing, though its chat exists', {
-        streamId: `${chat.id}:${agentId}`,
+    if (tryRead(() => storage.get(K.stream(makeStreamId(chat.id, agentId)))) === undefined)
+      problem('head', K.stream(makeStreamId(chat.id, agentId)), 'the stream head is missing, though its chat exists', {
+        streamId: makeStreamId(chat.id, agentId),
       });
   }
 }

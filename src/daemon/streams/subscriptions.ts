@@ -5,6 +5,7 @@ import { formatDecimal } from '../../shared/ids.js';
 import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import type { ChatReader } from './chat-reader.js';
+import { startCursors, type Cursor } from './follow-start.js';
 import { chatStreamIds } from '../directory/chats.js';
 import type { Directory } from '../directory/directory.js';
 import type { CorruptMark, Integrity } from '../store/integrity.js';
@@ -21,11 +22,6 @@ export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 64;
 const CATCH_UP_BATCH = 500;
 /** Bytes of stored records per pushed batch when catching up (always at least one record). */
 export const CATCH_UP_BYTES = 1_048_576;
-
-interface Cursor {
-  generation: number;
-  position: number;
-}
 
 interface Subscription {
   id: string;
@@ -90,32 +86,7 @@ export class Subscriptions {
     const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
     if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
       throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
-    if (p.from !== undefined && p.cursor !== undefined) throw errors.invalidParams('from', 'give either a cursor or from, not both');
-    if (p.from === 'acknowledged' && caller.role !== 'agent') {
-      throw errors.invalidParams('from', '"acknowledged" starts from the caller\'s own receipts; only an agent has them');
-    }
-    const cursors = new Map<string, Cursor>();
-    if (p.cursor !== undefined) {
-      const c = this.#reader.openLiveCursor(chat.id, p.cursor, streamIds);
-      for (const id of streamIds) {
-        const at = c.streams[id];
-        // openLiveCursor already refuses a cursor without both streams.
-        if (!at) throw errors.invalidParams('cursor', 'the cursor does not cover this chat');
-        this.#streams.checkContinuity(id, at.generation, at.position);
-        cursors.set(id, { generation: at.generation, position: at.position });
-      }
-    } else {
-      for (const id of streamIds) {
-        const meta = this.#streams.continuingMeta(id);
-        let position = meta.nextPosition;
-        if (p.from === 'acknowledged' && caller.role === 'agent' && meta.authorAgentId !== caller.agentId) {
-          position = this.#acknowledgedStart(chat.id, caller.agentId, meta.generation);
-          // Unacknowledged records that were trimmed away are a break, never a skip.
-          this.#streams.checkContinuity(id, meta.generation, position);
-        }
-        cursors.set(id, { generation: meta.generation, position });
-      }
-    }
+    const cursors = startCursors(this.#streams, this.#reader, caller, chat.id, streamIds, p);
     const sub: Subscription = {
       id: randomId('sub_'),
       chatId: chat.id,
@@ -143,16 +114,6 @@ export class Subscriptions {
       this.#pump(sub);
     });
     return { subscriptionId: sub.id, cursor: this.#cursorOf(sub) };
-  }
-
-  /**
-   * Where the caller's own latest receipt leaves off in the peer stream's generation
-   * `peerGeneration`: its `nextPosition`, or 0 when the caller acknowledged nothing of that
-   * generation (a receipt of a sealed generation does not carry over a reset).
-   */
-  #acknowledgedStart(chatId: string, agentId: string, peerGeneration: number): number {
-    const receipt = this.#streams.continuingMeta(`${chatId}:${agentId}`).receipt;
-    return receipt && receipt.peerGeneration === peerGeneration ? receipt.nextPosition : 0;
   }
 
   unfollow(subscriptionId: string, connection: ConnectionHandle): { subscriptionId: string; ended: boolean } {
