@@ -138,7 +138,7 @@ describe('status', () => {
     expect(human.stdout).toMatch(/version\s+\d+\.\d+\.\d+/);
     expect(human.stdout).toMatch(/storage\s+ok/);
     expect(human.stdout).toMatch(/kid\s+[A-Za-z0-9_-]{43}/);
-    const s = parseJson<Result<'daemon.status'>>(expectExit(json, 0));
+    const s = parseJson(expectExit(json, 0)) as Result<'daemon.status'>;
     expect(s).toMatchObject({
       version: expect.any(String),
       uptimeMs: expect.any(Number),
@@ -162,7 +162,7 @@ describe('status', () => {
       'status',
       '--json',
     ]);
-    expect(parseJson<Result<'daemon.status'>>(expectExit(r, 0)).storage).toBe('ok');
+    expect((parseJson(expectExit(r, 0)) as Result<'daemon.status'>).storage).toBe('ok');
     const r2 = await runCli(['--socket', daemon().socketPath, '--data-dir', path.join(daemon().dir, 'empty'), 'status']);
     // No admin token there: a usage problem, one line.
     expectOneLineError(r2, 2, /admin/);
@@ -205,7 +205,7 @@ describe('agents', () => {
     // --json with --token-out never puts the token on stdout.
     const daveFile = path.join(daemon().dir, 'dave.token');
     const daveRun = await cli().ok(['agents', 'add', 'dave', '--token-out', daveFile, '--json']);
-    const dave = parseJson<Result<'agents.create'>>(daveRun);
+    const dave = parseJson(daveRun) as Result<'agents.create'>;
     expect(dave.agent.username).toBe('dave');
     expect(daveRun.stdout).not.toContain(fs.readFileSync(daveFile, 'utf8').trim());
     expect(mode(daveFile)).toBe(0o600);
@@ -251,7 +251,7 @@ describe('agents', () => {
     const newFile = writeTokenFile(daemon().dir, 'alice-new', r.token);
     const [oldTry, newTry] = await Promise.all([cli().as(oldFile).run(['status']), cli().as(newFile).run(['status', '--json'])]);
     expectOneLineError(oldTry, 1, /UNAUTHENTICATED/);
-    expect(parseJson<Result<'daemon.status'>>(expectExit(newTry, 0)).storage).toBe('ok');
+    expect((parseJson(expectExit(newTry, 0)) as Result<'daemon.status'>).storage).toBe('ok');
     alice.tokenFile = newFile;
 
     // Human form prints the token once.

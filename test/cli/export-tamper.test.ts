@@ -286,7 +286,7 @@ async function verify(name: string, ls: Json[]): Promise<{ code: number | null; 
   const file = path.join(daemon().dir, `${name.replace(/\W+/g, '-')}.jsonl`);
   fs.writeFileSync(file, toText(ls));
   const r = await cli().run(['verify', file, '--jwks', jwksFile, '--json']);
-  return { code: r.code, report: parseJson<Report>(r) };
+  return { code: r.code, report: parseJson(r) as Report };
 }
 
 describe('verify against a tampered export', () => {

@@ -152,7 +152,7 @@ describe('chats export | verify', () => {
       cli().run(['verify', variant('t3.jsonl', t3.join('\n') + '\n'), '--jwks', jwksFile]),
     ]);
     expectReported(r1, msgIdx + 1, records[msgIdx]!.position!, /content/i);
-    const j = parseJson<{ problems: unknown[] }>(expectExit(r1json, 1));
+    const j = parseJson(expectExit(r1json, 1)) as { problems: unknown[] };
     // The changed content, and the checkpoint's chain digest of that stream generation.
     expect(j.problems).toHaveLength(2);
     expect(j.problems[0]).toMatchObject({

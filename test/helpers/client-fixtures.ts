@@ -4,6 +4,7 @@
 
 import { DaemonProcess, makeTempDir } from './daemon-process.js';
 import { sleep } from './wait.js';
+import { jsonPreview } from './wire-fixtures.js';
 import {
   Coordinator,
   MemoryCursorStore,
@@ -162,7 +163,9 @@ export async function settledWithin<T>(
 ): Promise<{ status: 'fulfilled'; value: T } | { status: 'rejected'; reason: unknown } | { status: 'pending' }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<{ status: 'pending' }>((r) => {
-    timer = setTimeout(() => r({ status: 'pending' }), ms);
+    timer = setTimeout(() => {
+      r({ status: 'pending' });
+    }, ms);
   });
   try {
     return await Promise.race([
@@ -181,7 +184,7 @@ export async function settledWithin<T>(
 export async function rejectionOf(p: Promise<unknown>): Promise<unknown> {
   try {
     const value = await p;
-    throw new Error(`expected a rejection, got ${JSON.stringify(value)?.slice(0, 300)}`);
+    throw new Error(`expected a rejection, got ${jsonPreview(value)}`);
   } catch (err) {
     return err;
   }
