@@ -19,6 +19,7 @@ import {
 } from '../../src/client/index.js';
 
 export { makeTempDir };
+export { Teardown } from './teardown.js';
 
 let counter = 0;
 /** A unique id-safe string (`^[A-Za-z0-9_-]+$`). */
@@ -210,24 +211,4 @@ export function freeze(daemon: DaemonProcess): void {
 /** Resumes a daemon stopped by {@link freeze}. */
 export function thaw(daemon: DaemonProcess): void {
   process.kill(daemon.pid!, 'SIGCONT');
-}
-
-/**
- * What a beforeAll made, undone by the afterAll in reverse order. Only what was really made is
- * undone: a beforeAll that failed half way leaves nothing behind, and the afterAll does not trip
- * over what it never made.
- */
-export class Teardown {
-  readonly #steps: (() => unknown)[] = [];
-
-  /** Registers how to undo `resource` and returns it. */
-  add<T>(resource: T, undo: (r: T) => unknown): T {
-    this.#steps.push(() => undo(resource));
-    return resource;
-  }
-
-  /** Undoes everything registered, last first. */
-  async run(): Promise<void> {
-    for (const step of this.#steps.splice(0).reverse()) await step();
-  }
 }
