@@ -7,6 +7,7 @@ import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
 import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { useCli } from '../helpers/use-daemon.js';
+import { anyOf, stringMatching } from '../helpers/matchers.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -54,9 +55,9 @@ describe('chats', () => {
     ]);
     for (const r of [again, byAdmin]) {
       expect(r.created).toBe(false);
-      expect(r.chat).toMatchObject({ id: chatId, createdAt: expect.stringMatching(TS) });
+      expect(r.chat).toMatchObject({ id: chatId, createdAt: stringMatching(TS) });
       expect([r.chat.agentAId, r.chat.agentBId].sort()).toEqual([aliceId, bobId].sort());
-      expect(r.chat.agentA).toMatchObject({ id: r.chat.agentAId, username: expect.any(String), name: expect.any(String), image: null });
+      expect(r.chat.agentA).toMatchObject({ id: r.chat.agentAId, username: anyOf(String), name: anyOf(String), image: null });
     }
   });
 
@@ -96,7 +97,7 @@ describe('chats', () => {
     expect(permJ).toMatchObject({ chatId, policy: 'grants' });
     expect(permJ.participants).toHaveLength(2);
     for (const p of permJ.participants) {
-      expect(p).toMatchObject({ canRead: true, canSend: true, canClaim: true, grant: { grantedAt: expect.stringMatching(TS) } });
+      expect(p).toMatchObject({ canRead: true, canSend: true, canClaim: true, grant: { grantedAt: stringMatching(TS) } });
     }
   });
 });
@@ -115,10 +116,10 @@ describe('send', () => {
       generation: '1',
       duplicate: false,
       redactions: [],
-      firstPosition: expect.stringMatching(DEC),
-      nextPosition: expect.stringMatching(DEC),
+      firstPosition: stringMatching(DEC),
+      nextPosition: stringMatching(DEC),
     });
-    expect(fromBob.operationId).toEqual(expect.any(String));
+    expect(fromBob.operationId).toEqual(anyOf(String));
     expect(fromBob.records).toHaveLength(1);
     expect(messageOf(fromBob.records[0])).toMatchObject({ content: 'fine, thanks', fromAgentId: bobId, toAgentId: aliceId });
     // A message from the CLI is a short-lived coordinator: the claim's fence precedes it.
@@ -135,7 +136,7 @@ describe('send', () => {
     const kinds = json.redactions.map((r: { kind: string }) => r.kind).sort();
     expect(kinds).toEqual(['EMAIL', 'PHONE']);
     for (const r of json.redactions) expect(r).toMatchObject({ recordIndex: 0, count: 1 });
-    const content = messageOf(json.records[0]).content as string;
+    const content = messageOf(json.records[0]).content;
     expect(content).toContain('[REDACTED:EMAIL]');
     expect(content).toContain('[REDACTED:PHONE]');
     expect(content).not.toContain('bob@example.org');
@@ -164,18 +165,18 @@ describe('chats history', () => {
     expect(human.stdout).not.toContain('alice@example.com');
     expect(human.stdout).toMatch(/live cursor: \S+/);
 
-    expect(all).toEqual({ entries: expect.any(Array), nextCursor: null, liveCursor: expect.any(String) });
+    expect(all).toEqual({ entries: anyOf(Array), nextCursor: null, liveCursor: anyOf(String) });
     expect(all.entries.length).toBeGreaterThanOrEqual(5);
     for (const e of all.entries) {
-      expect(e).toMatchObject({ streamId: expect.any(String), generation: '1', position: expect.stringMatching(DEC) });
+      expect(e).toMatchObject({ streamId: anyOf(String), generation: '1', position: stringMatching(DEC) });
       expect(e.wrapper.type).toBe('chat.message');
     }
     const times = all.entries.map((e) => messageOf(e).signature.createdAt);
     expect([...times].sort()).toEqual(times);
 
     expect(page1.entries).toHaveLength(2);
-    expect(page1.nextCursor).toEqual(expect.any(String));
-    expect(page1.liveCursor).toEqual(expect.any(String));
+    expect(page1.nextCursor).toEqual(anyOf(String));
+    expect(page1.liveCursor).toEqual(anyOf(String));
     const page2 = await alice.json<Result<'chats.history'>>(['chats', 'history', chatId, '--cursor', page1.nextCursor!, '--limit', '2']);
     expect(page2.entries).toHaveLength(2);
     const key = (e: { streamId: string; position: string }) => `${e.streamId}#${e.position}`;
@@ -234,9 +235,9 @@ describe('streams claim | release and fencing', () => {
     expect(first).toEqual({
       streamId: streamA,
       generation: '1',
-      epoch: expect.stringMatching(DEC),
-      coordinatorToken: expect.stringMatching(/^yello_ct_/),
-      nextPosition: expect.stringMatching(DEC),
+      epoch: stringMatching(DEC),
+      coordinatorToken: stringMatching(/^yello_ct_/),
+      nextPosition: stringMatching(DEC),
     });
     const second = await alice.json<Result<'streams.claim'>>(['streams', 'claim', streamA, '--replace']);
     expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(first.epoch));
@@ -280,7 +281,7 @@ describe('ops', () => {
       generation: '1',
       firstPosition: '1',
       nextPosition: '2',
-      committedAt: expect.stringMatching(TS),
+      committedAt: stringMatching(TS),
     });
     expect(listH.stdout).toContain(firstOpId);
     expect(listJ.nextCursor).toBeNull();
@@ -320,9 +321,9 @@ describe('streams trim | reset and continuity breaks', () => {
       cli().json<Result<'chats.history'>>(['chats', 'history', chatId]),
     ]);
     for (const r of [history, follow, followAdmin]) {
-      expectOneLineError(r!, 3, /continuity break/i);
-      expect(r!.stderr).toMatch(/GENERATION_CHANGED/);
-      expect(r!.timedOut).toBe(false);
+      expectOneLineError(r, 3, /continuity break/i);
+      expect(r.stderr).toMatch(/GENERATION_CHANGED/);
+      expect(r.timedOut).toBe(false);
     }
     expect(fresh.entries).toEqual([]);
     // The new generation is writable by the author again.

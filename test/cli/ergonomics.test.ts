@@ -9,7 +9,7 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { cliEnv, expectExit, oneLineErrorProblems, runCli, yelloBin, type CliResult } from '../helpers/cli-runner.js';
 import { repoRoot } from '../helpers/daemon-process.js';
-import { ok, readAll, messageOf } from '../helpers/wire-fixtures.js';
+import { ok, readAll, messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { useCli, type CliPair } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
@@ -41,7 +41,9 @@ function runWithClosedStdout(args: string[]): Promise<{ code: number | null; sig
     child.stdout.destroy(); // like `| head -0`: the reader is gone
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('close', (code, signal) => resolve({ code, signal, stderr }));
+    child.on('close', (code, signal) => {
+      resolve({ code, signal, stderr });
+    });
   });
 }
 
@@ -58,10 +60,10 @@ describe('send -', () => {
       Buffer.from([0x68, 0x69, 0x20, 0xff, 0x21]),
     );
     expectExit(lossy, 0);
-    expect(JSON.parse(lossy.stdout).records[0].wrapper.message.content).toBe('hi \uFFFD!');
+    expect(messageOf((JSON.parse(lossy.stdout) as Result<'streams.append'>).records[0]).content).toBe('hi \uFFFD!');
     // Valid UTF-8, multi-byte included, goes through unchanged.
     const fine = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-', '--json'], Buffer.from('grüße, 🐝\n', 'utf8'));
-    expect(messageOf(JSON.parse(expectExit(fine, 0).stdout).records[0]).content).toBe('grüße, 🐝');
+    expect(messageOf((JSON.parse(expectExit(fine, 0).stdout) as Result<'streams.append'>).records[0]).content).toBe('grüße, 🐝');
   });
 });
 
@@ -79,7 +81,9 @@ function runBinary(tokenFile: string, args: string[], input: Buffer): Promise<Cl
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
     child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
     child.stdin.end(input);
-    child.on('close', (code, signal) => resolve({ args: all, code, signal, stdout, stderr, timedOut: false }));
+    child.on('close', (code, signal) => {
+      resolve({ args: all, code, signal, stdout, stderr, timedOut: false });
+    });
   });
 }
 

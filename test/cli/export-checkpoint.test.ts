@@ -15,6 +15,8 @@ import { DaemonProcess } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
 import {
   createAgent,
+  isJsonObject,
+  jsonPreview,
   ok,
   readAll,
   verifyEs256,
@@ -23,7 +25,9 @@ import {
   type ExportLine,
   type WireResponse,
   type WireErrorData,
+  type Unchecked,
 } from '../helpers/wire-fixtures.js';
+import { objectContaining } from '../helpers/matchers.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -58,32 +62,55 @@ function digestOf(records: StoredRecord[]): string {
   return h.digest('base64url');
 }
 
-const payloadOf = (c: Checkpoint) =>
+type PayloadFields = Pick<
+  Checkpoint,
+  'streamId' | 'generation' | 'firstPosition' | 'nextPosition' | 'recordCount' | 'chainDigest' | 'createdAt'
+>;
+
+const payloadOf = (c: PayloadFields) =>
   ['yello.checkpoint.v1', c.streamId, c.generation, c.firstPosition, c.nextPosition, c.recordCount, c.chainDigest, c.createdAt].join('\n');
 
-/** Every way `c` disagrees with `records` and the JWKS; empty when it is a correct checkpoint of them. */
-function checkpointProblems(c: Checkpoint, records: StoredRecord[], keys: PublicJwk[]): string[] {
+/**
+ * Every way `c` disagrees with `records` and the JWKS; empty when it is a correct checkpoint of
+ * them. `c` is taken as the daemon answered it: no field is trusted to have the contract's type.
+ */
+function checkpointProblems(c: Unchecked<Checkpoint>, records: StoredRecord[], keys: PublicJwk[]): string[] {
   const problems: string[] = [];
-  if (c.type !== 'yello.checkpoint.v1') problems.push(`type ${c.type}`);
-  if (`${c.chatId}:${c.authorAgentId}` !== c.streamId) problems.push('chatId:authorAgentId is not streamId');
-  if (c.recordCount !== String(records.length)) problems.push(`recordCount ${c.recordCount}, records ${records.length}`);
+  if (c.type !== 'yello.checkpoint.v1') problems.push(`type ${String(c.type)}`);
+  const { streamId, chatId, authorAgentId, generation, firstPosition, nextPosition, recordCount, chainDigest, createdAt } = c;
+  const fields = { streamId, chatId, authorAgentId, generation, firstPosition, nextPosition, recordCount, chainDigest, createdAt };
+  const notStrings = Object.entries(fields).filter(([, v]) => typeof v !== 'string');
   if (
-    records.length > 0 &&
-    (records[0]!.position !== c.firstPosition || String(BigInt(records.at(-1)!.position) + 1n) !== c.nextPosition)
+    typeof streamId !== 'string' ||
+    typeof chatId !== 'string' ||
+    typeof authorAgentId !== 'string' ||
+    typeof generation !== 'string' ||
+    typeof firstPosition !== 'string' ||
+    typeof nextPosition !== 'string' ||
+    typeof recordCount !== 'string' ||
+    typeof chainDigest !== 'string' ||
+    typeof createdAt !== 'string'
   ) {
-    problems.push(`range ${c.firstPosition}..${c.nextPosition}, records ${records[0]!.position}..${records.at(-1)!.position}`);
+    return [...problems, `not strings: ${notStrings.map(([k]) => k).join(', ')}`];
   }
-  if (c.chainDigest !== digestOf(records)) problems.push('chainDigest differs');
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(c.createdAt)) problems.push(`createdAt ${c.createdAt}`);
-  const key = keys.find((k) => k.kid === c.signature?.kid);
-  if (c.signature?.alg !== 'ES256' || !key || !verifyEs256(payloadOf(c), c.signature.value, key))
+  if (`${chatId}:${authorAgentId}` !== streamId) problems.push('chatId:authorAgentId is not streamId');
+  if (recordCount !== String(records.length)) problems.push(`recordCount ${recordCount}, records ${records.length}`);
+  if (records.length > 0 && (records[0]!.position !== firstPosition || String(BigInt(records.at(-1)!.position) + 1n) !== nextPosition)) {
+    problems.push(`range ${firstPosition}..${nextPosition}, records ${records[0]!.position}..${records.at(-1)!.position}`);
+  }
+  if (chainDigest !== digestOf(records)) problems.push('chainDigest differs');
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(createdAt)) problems.push(`createdAt ${createdAt}`);
+  const sig = c.signature;
+  const key = isJsonObject(sig) ? keys.find((k) => k.kid === sig.kid) : undefined;
+  const payload = payloadOf({ streamId, generation, firstPosition, nextPosition, recordCount, chainDigest, createdAt });
+  if (!isJsonObject(sig) || sig.alg !== 'ES256' || typeof sig.value !== 'string' || !key || !verifyEs256(payload, sig.value, key))
     problems.push('signature does not verify');
   return problems;
 }
 
 /** The `data` of a STORAGE_FAILURE answer (code 5030). */
 function storageFailure(resp: WireResponse): WireErrorData {
-  expect(resp.result, JSON.stringify(resp.result)?.slice(0, 300)).toBeUndefined();
+  expect(resp.result, jsonPreview(resp.result)).toBeUndefined();
   expect({ code: resp.error?.code, type: resp.error?.data?.type }).toEqual({ code: 5030, type: 'STORAGE_FAILURE' });
   return resp.error!.data!;
 }
@@ -245,12 +272,12 @@ describe('a corrupt stream', () => {
       .readFileSync(exportFile, 'utf8')
       .split('\n')
       .filter((l) => l !== '')
-      .map((l) => JSON.parse(l));
+      .map((l) => JSON.parse(l) as ExportLine);
     const ofA = lines.filter((l) => (l.checkpoint?.streamId ?? l.streamId) === chat.streamA);
     expect(ofA.filter((l) => l.wrapper).map((l) => l.position)).toEqual(['0', '1', '2']);
     expect(ofA.at(-1)!.checkpoint).toMatchObject({ firstPosition: '0', nextPosition: '3', recordCount: '3' });
     expect(lines.filter((l) => l.checkpoint?.streamId === chat.streamB)).toEqual([
-      expect.objectContaining({ checkpoint: expect.objectContaining({ nextPosition: '2' }) }),
+      objectContaining({ checkpoint: objectContaining({ nextPosition: '2' }) }),
     ]);
 
     const v = await cli.run(['verify', exportFile, '--jwks', jwksFile, '--json']);

@@ -17,6 +17,7 @@ import { messages, receipt, setupChat, type ReadingChat } from '../helpers/readi
 import { ok, sha256b64url, messageOf, receiptOf, type Result, type ExportLine } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { useCli } from '../helpers/use-daemon.js';
+import { objectContaining } from '../helpers/matchers.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -286,7 +287,7 @@ async function verify(name: string, ls: Json[]): Promise<{ code: number | null; 
   const file = path.join(daemon().dir, `${name.replace(/\W+/g, '-')}.jsonl`);
   fs.writeFileSync(file, toText(ls));
   const r = await cli().run(['verify', file, '--jwks', jwksFile, '--json']);
-  return { code: r.code, report: parseJson<Report>(r) };
+  return { code: r.code, report: parseJson(r) as Report };
 }
 
 describe('verify against a tampered export', () => {
@@ -324,7 +325,7 @@ describe('verify against a tampered export', () => {
     for (const e of c.expect(tampered)) {
       expect(e.index, `${e.kind} expected at a line of the tampered export`).toBeGreaterThanOrEqual(0);
       expect(report.problems, JSON.stringify(report.problems, null, 1)).toContainEqual(
-        expect.objectContaining({ kind: e.kind, line: e.index + 1, streamId: e.streamId, generation: e.generation, position: e.position }),
+        objectContaining({ kind: e.kind, line: e.index + 1, streamId: e.streamId, generation: e.generation, position: e.position }),
       );
     }
   });
@@ -344,6 +345,6 @@ describe('verify against a tampered export', () => {
     const oneSided = exportLines.filter((l) => (l.checkpoint?.streamId ?? l.streamId) !== B);
     const { code, report } = await verify('one-sided', oneSided);
     expect(code).toBe(1);
-    expect(report.problems).toContainEqual(expect.objectContaining({ kind: 'MISSING_STREAM', streamId: A }));
+    expect(report.problems).toContainEqual(objectContaining({ kind: 'MISSING_STREAM', streamId: A }));
   });
 });

@@ -11,6 +11,7 @@ import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectExit, parseJson, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
 import { messageProblems, ok, type PublicJwk, messageOf, type Result, type ExportLine } from '../helpers/wire-fixtures.js';
 import { useCli } from '../helpers/use-daemon.js';
+import { stringMatching } from '../helpers/matchers.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -44,6 +45,8 @@ beforeAll(async () => {
 type Rec = ExportLine;
 
 const lines = (text: string) => text.split('\n').filter((l) => l !== '');
+/** One line of an export, as the CLI wrote it. */
+const parseLine = (l: string) => JSON.parse(l) as Rec;
 
 /** Writes `text` next to the export and returns the path. */
 function variant(name: string, text: string): string {
@@ -89,10 +92,10 @@ describe('chats export | verify', () => {
     // Checkpoints are signed when taken, so two exports differ only in their createdAt and signature.
     const recordLines = (text: string) => lines(text).filter((l) => !l.startsWith('{"checkpoint":'));
     expect(recordLines(toStdout.stdout)).toEqual(recordLines(exportText));
-    const records: Rec[] = recordLines(exportText).map((l) => JSON.parse(l));
+    const records = recordLines(exportText).map(parseLine);
     const checkpoints = lines(exportText)
       .filter((l) => l.startsWith('{"checkpoint":'))
-      .map((l) => JSON.parse(l).checkpoint);
+      .map((l) => parseLine(l).checkpoint);
     expect(checkpoints).toHaveLength(2);
     expect(toFile.stderr).toContain(`${records.length} records and 2 checkpoints`);
     const types = records.map((r) => r.wrapper?.type);
@@ -120,7 +123,7 @@ describe('chats export | verify', () => {
 
   it('one changed byte of content, one changed signature character, one deleted line: exit 1 naming line and position', async () => {
     const ls = lines(exportText);
-    const records: Rec[] = ls.map((l) => JSON.parse(l));
+    const records = ls.map(parseLine);
     const msgIdx = records.findIndex((r) => r.wrapper?.type === 'chat.message');
     const sigIdx = records.findLastIndex((r) => r.wrapper?.type === 'chat.message');
     expect(sigIdx).not.toBe(msgIdx);
@@ -152,7 +155,7 @@ describe('chats export | verify', () => {
       cli().run(['verify', variant('t3.jsonl', t3.join('\n') + '\n'), '--jwks', jwksFile]),
     ]);
     expectReported(r1, msgIdx + 1, records[msgIdx]!.position!, /content/i);
-    const j = parseJson<{ problems: unknown[] }>(expectExit(r1json, 1));
+    const j = parseJson(expectExit(r1json, 1)) as { problems: unknown[] };
     // The changed content, and the checkpoint's chain digest of that stream generation.
     expect(j.problems).toHaveLength(2);
     expect(j.problems[0]).toMatchObject({
@@ -176,7 +179,7 @@ describe('chats export | verify', () => {
     // bits. Changing only spare bits leaves the decoded bytes equal, so a lax decoder accepts
     // text that is not what the daemon signed and exported.
     const ls = lines(exportText);
-    const records: Rec[] = ls.map((l) => JSON.parse(l));
+    const records = ls.map(parseLine);
     const idx = records.findIndex((r) => r.wrapper?.type === 'chat.message');
     const value: string = messageOf(records[idx]).signature.value;
     expect(value).toHaveLength(86);
@@ -196,8 +199,8 @@ describe('chats export | verify', () => {
   });
 
   it('after keys rotate, an export spanning both keys verifies with the new JWKS (not with the old one)', async () => {
-    const oldJwks = JSON.parse(fs.readFileSync(jwksFile, 'utf8'));
-    const oldKid: string = oldJwks.keys[0].kid;
+    const oldJwks = JSON.parse(fs.readFileSync(jwksFile, 'utf8')) as Result<'keys.list'>;
+    const oldKid = oldJwks.keys[0]!.kid;
     const rotated = await cli().ok(['keys', 'rotate']);
     const newKid = /active kid (\S+)/.exec(rotated.stdout)?.[1];
     expect(newKid).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -205,7 +208,7 @@ describe('chats export | verify', () => {
     const after = await bob.json<Result<'streams.append'>>(['send', chatId, 'signed with the new key']);
     expect(messageOf(after.records[0]).signature.kid).toBe(newKid);
     const third = await cli().json<Result<'keys.rotate'>>(['keys', 'rotate']);
-    expect(third).toEqual({ kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    expect(third).toEqual({ kid: stringMatching(/^[A-Za-z0-9_-]{43}$/) });
     expect(third.kid).not.toBe(newKid);
 
     const spanFile = path.join(daemon().dir, 'span.jsonl');
@@ -217,15 +220,15 @@ describe('chats export | verify', () => {
     ]);
     expectExit(exp, 0);
     fs.writeFileSync(newJwksFile, expectExit(keysJson, 0).stdout);
-    const jwks = JSON.parse(keysJson.stdout);
+    const jwks = JSON.parse(keysJson.stdout) as Result<'keys.list'>;
     expect(jwks.keys).toHaveLength(3);
-    const status = Object.fromEntries(jwks.keys.map((k: { kid: string; status: string }) => [k.kid, k.status]));
+    const status = Object.fromEntries(jwks.keys.map((k) => [k.kid, k.status]));
     expect(status).toEqual({ [oldKid]: 'retired', [newKid!]: 'retired', [third.kid]: 'active' });
     expectExit(keysHuman, 0);
     for (const kid of [oldKid, newKid!, third.kid]) expect(keysHuman.stdout).toContain(kid);
     expect(keysHuman.stdout).toMatch(/retired/);
 
-    const records: Rec[] = lines(fs.readFileSync(spanFile, 'utf8')).map((l) => JSON.parse(l));
+    const records = lines(fs.readFileSync(spanFile, 'utf8')).map(parseLine);
     const kids = new Set(records.filter((r) => r.wrapper?.type === 'chat.message').map((r) => messageOf(r).signature.kid));
     // Checkpoints are signed with the key active when the export ran.
     expect(new Set(records.filter((r) => r.checkpoint).map((r) => r.checkpoint!.signature.kid))).toEqual(new Set([third.kid]));

@@ -41,7 +41,11 @@ describe('npm start', () => {
     let stderr = '';
     npm.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
     npm.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    const exited = new Promise<number | null>((r) => npm.on('close', (code) => r(code)));
+    const exited = new Promise<number | null>((r) => {
+      npm.on('close', (code) => {
+        r(code);
+      });
+    });
 
     const ready = await waitFor(
       () =>
@@ -59,7 +63,7 @@ describe('npm start', () => {
       60_000,
       50,
     );
-    daemonPid = ready!.pid!;
+    daemonPid = ready.pid!;
     expect(stderr).not.toMatch(/building/);
 
     npm.kill('SIGTERM');

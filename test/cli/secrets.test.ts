@@ -8,7 +8,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { cliEnv, expectExit, oneLineErrorProblems, writeTokenFile, yelloBin, type CliResult } from '../helpers/cli-runner.js';
 import { repoRoot } from '../helpers/daemon-process.js';
-import { claim, createPair, ok, uniq } from '../helpers/wire-fixtures.js';
+import { claim, createPair, messageOf, ok, uniq, type Result } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { useCli } from '../helpers/use-daemon.js';
 
@@ -17,7 +17,7 @@ vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 const { daemon, admin, cli } = useCli();
 let shared: string;
 
-beforeAll(async () => {
+beforeAll(() => {
   // The token files go to a directory another user may write to, as /tmp is (not the socket's:
   // clients refuse a socket in a directory others can write).
   shared = path.join(daemon().dir, 'shared');
@@ -124,7 +124,11 @@ describe('coordinator tokens stay off the command line', () => {
     );
     let stdout = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+    const exited = new Promise<number | null>((r) => {
+      child.on('close', (code) => {
+        r(code);
+      });
+    });
     // While it waits for stdin, its command line is what `ps` shows.
     const cmdline = await waitFor(
       () => {
@@ -141,6 +145,6 @@ describe('coordinator tokens stay off the command line', () => {
     expect(cmdline).not.toContain(c.coordinatorToken);
     child.stdin.end(c.coordinatorToken + '\n');
     expect(await exited).toBe(0);
-    expect(JSON.parse(stdout).records[0].wrapper.message.content).toBe('under a claim');
+    expect(messageOf((JSON.parse(stdout) as Result<'streams.append'>).records[0]).content).toBe('under a claim');
   });
 });

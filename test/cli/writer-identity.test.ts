@@ -17,7 +17,7 @@ const fixture = useCli();
 const { daemon, admin, cli } = fixture;
 let stateDir: string;
 
-beforeAll(async () => {
+beforeAll(() => {
   stateDir = path.join(daemon().dir, 'state', 'yello-cli');
 });
 

@@ -31,6 +31,7 @@ import {
   settledWithin,
   startDaemon,
   type TestChat,
+  Teardown,
 } from '../helpers/client-fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -50,7 +51,9 @@ async function fakeDaemon(handler?: FakeHandler): Promise<FakeDaemon> {
 
 async function connect(fake: FakeDaemon, options: Partial<Parameters<typeof YelloClient.connect>[0]> = {}): Promise<YelloClient> {
   const client = await YelloClient.connect({ socketPath: fake.socketPath, token: 'yello_admin_fake', ...options });
-  cleanups.push(() => client.close());
+  cleanups.push(() => {
+    client.close();
+  });
   return client;
 }
 
@@ -165,6 +168,7 @@ describe('inbound framing', () => {
           // The answer, then a batch far over the client's cap.
           socket.write(JSON.stringify(ok({ subscriptionId: 'sub', cursor: 'c0' })) + '\n');
           return { jsonrpc: '2.0', method: 'chats.batch', params: { subscriptionId: 'sub', pad: 'q'.repeat(2 * MiB) } };
+        case undefined:
         default:
           return ok({});
       }
@@ -351,20 +355,21 @@ describe('against the real daemon', () => {
   let chat: TestChat;
   let alice: YelloClient;
   let token = '';
+  const teardown = new Teardown();
 
   beforeAll(async () => {
-    daemon = await startDaemon(['--max-line-bytes', '400000']);
-    admin = await connectAdmin(daemon);
+    daemon = teardown.add(await startDaemon(['--max-line-bytes', '400000']), (d) => d.cleanup());
+    admin = teardown.add(await connectAdmin(daemon), (c) => {
+      c.close();
+    });
     chat = await createChat(admin);
-    alice = await connectAgent(daemon, chat.alice);
+    alice = teardown.add(await connectAgent(daemon, chat.alice), (c) => {
+      c.close();
+    });
     token = (await alice.rpc.streams.claim({ streamId: chat.alice.streamId })).coordinatorToken;
   }, 30_000);
 
-  afterAll(async () => {
-    alice?.close();
-    admin?.close();
-    await daemon?.cleanup();
-  });
+  afterAll(() => teardown.run());
 
   it('takes its caps from session.hello and refuses an append over 256 KiB locally: no record, no operation, the token still works', async () => {
     expect(alice.session.limits).toEqual({ maxLineBytes: 400_000, maxAppendRequestBytes: 262_144 });

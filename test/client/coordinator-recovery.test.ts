@@ -33,6 +33,7 @@ import {
   watchStates,
   type Participant,
   type TestChat,
+  Teardown,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -42,10 +43,14 @@ let tempDir = '';
 const coordinators: Coordinator[] = [];
 const clients: YelloClient[] = [];
 
+const teardown = new Teardown();
+
 beforeAll(async () => {
-  daemon = await startDaemon();
-  admin = await connectAdmin(daemon, { reconnect: { minDelayMs: 50, maxDelayMs: 300 } });
-  tempDir = await makeTempDir('ylc-');
+  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
+  admin = teardown.add(await connectAdmin(daemon, { reconnect: { minDelayMs: 50, maxDelayMs: 300 } }), (c) => {
+    c.close();
+  });
+  tempDir = teardown.add(await makeTempDir('ylc-'), (dir) => rm(dir, { recursive: true, force: true }));
 }, 30_000);
 
 afterEach(async () => {
@@ -54,11 +59,7 @@ afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
 });
 
-afterAll(async () => {
-  admin?.close();
-  await daemon?.cleanup();
-  if (tempDir) await rm(tempDir, { recursive: true, force: true });
-});
+afterAll(() => teardown.run());
 
 /** Waits until the reconnecting admin client is usable again after a restart. */
 async function adminReady(): Promise<YelloClient> {

@@ -14,6 +14,7 @@ import {
   startDaemon,
   type Participant,
   type TestChat,
+  Teardown,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -22,9 +23,13 @@ let admin: YelloClient;
 const coordinators: Coordinator[] = [];
 const clients: YelloClient[] = [];
 
+const teardown = new Teardown();
+
 beforeAll(async () => {
-  daemon = await startDaemon();
-  admin = await connectAdmin(daemon);
+  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
+  admin = teardown.add(await connectAdmin(daemon), (c) => {
+    c.close();
+  });
 }, 30_000);
 
 afterEach(async () => {
@@ -32,10 +37,7 @@ afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
 });
 
-afterAll(async () => {
-  admin?.close();
-  await daemon?.cleanup();
-});
+afterAll(() => teardown.run());
 
 /** alice sends `texts` as one short-lived writer, before anyone follows. */
 async function sendAs(chat: TestChat, who: Participant, texts: string[]): Promise<void> {

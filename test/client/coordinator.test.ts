@@ -27,6 +27,7 @@ import {
   startDaemon,
   watchStates,
   type TestChat,
+  Teardown,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -35,9 +36,13 @@ let admin: YelloClient;
 const coordinators: Coordinator[] = [];
 const clients: YelloClient[] = [];
 
+const teardown = new Teardown();
+
 beforeAll(async () => {
-  daemon = await startDaemon();
-  admin = await connectAdmin(daemon);
+  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
+  admin = teardown.add(await connectAdmin(daemon), (c) => {
+    c.close();
+  });
 }, 30_000);
 
 afterEach(async () => {
@@ -45,10 +50,7 @@ afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
 });
 
-afterAll(async () => {
-  admin?.close();
-  await daemon?.cleanup();
-});
+afterAll(() => teardown.run());
 
 /** A started coordinator pair (alice and bob) in a fresh chat. */
 async function startPair(): Promise<{

@@ -147,7 +147,9 @@ describe('every path that sends a token checks first', () => {
     const dir = await makeDir(path.join(tmp, 'yello-0'), 0, 0o700);
     const fake = await plant(path.join(dir, 'yello.sock'));
     const client = await YelloClient.connect({ socketPath: fake.socketPath, token: TOKEN, reconnect: { minDelayMs: 10, maxDelayMs: 20 } });
-    cleanups.push(() => client.close());
+    cleanups.push(() => {
+      client.close();
+    });
     const events: Error[] = [];
     client.on('disconnected', (e) => events.push(e));
     // The directory now belongs to another user (as if they had replaced it), and the
@@ -156,7 +158,7 @@ describe('every path that sends a token checks first', () => {
     const bytesBefore = fake.bytes;
     fake.dropConnections();
     const refusal = await waitFor(() => events.find((e) => e instanceof UntrustedSocketError), 'the reconnect to be refused');
-    expect((refusal as UntrustedSocketError).reason).toMatch(/owned by uid 1001/);
+    expect(refusal.reason).toMatch(/owned by uid 1001/);
     expect(fake.connections).toBe(1);
     expect(fake.bytes).toBe(bytesBefore);
   });

@@ -21,7 +21,17 @@ import {
 } from '../../src/client/index.js';
 import { canonicalJson } from '../../src/shared/canonical-json.js';
 import { chainDigest } from '../../src/client/hashing.js';
-import { connectAdmin, connectAgent, createChat, readStream, startDaemon, uniqueName, type TestChat } from '../helpers/client-fixtures.js';
+import {
+  connectAdmin,
+  connectAgent,
+  createChat,
+  readStream,
+  startDaemon,
+  Teardown,
+  uniqueName,
+  type TestChat,
+} from '../helpers/client-fixtures.js';
+import { objectContaining } from '../helpers/matchers.js';
 
 let daemon: DaemonProcess;
 let admin: YelloClient;
@@ -31,21 +41,23 @@ let chat: TestChat;
 let aliceToken = '';
 let aliceNext = '0';
 
+const teardown = new Teardown();
+const closeClient = (c: YelloClient): void => {
+  c.close();
+};
+
 beforeAll(async () => {
-  daemon = await startDaemon();
-  admin = await connectAdmin(daemon);
+  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
+  admin = teardown.add(await connectAdmin(daemon), closeClient);
   chat = await createChat(admin);
-  alice = await connectAgent(daemon, chat.alice);
-  bob = await connectAgent(daemon, chat.bob);
+  alice = teardown.add(await connectAgent(daemon, chat.alice), closeClient);
+  bob = teardown.add(await connectAgent(daemon, chat.bob), closeClient);
   const claim = await alice.rpc.streams.claim({ streamId: chat.alice.streamId });
   aliceToken = claim.coordinatorToken;
   aliceNext = claim.nextPosition;
 }, 30_000);
 
-afterAll(async () => {
-  for (const c of [admin, alice, bob]) c?.close();
-  await daemon?.cleanup();
-});
+afterAll(() => teardown.run());
 
 async function aliceSends(...contents: string[]) {
   const res = await alice.rpc.streams.append({
@@ -116,7 +128,10 @@ describe('verifyRecord', () => {
   it('passes every real record read from the daemon, with the JWKS from fetchJwks()', () => {
     expect(messagesOf(records)).toHaveLength(4);
     expect(jwks.keys.length).toBeGreaterThanOrEqual(1);
-    for (const r of records) expect(() => verifyRecord(r, jwks), `position ${r.position}`).not.toThrow();
+    for (const r of records)
+      expect(() => {
+        verifyRecord(r, jwks);
+      }, `position ${r.position}`).not.toThrow();
     // Fences carry no signature and pass as they are.
     expect(records.some((r) => r.wrapper.type === 'chat.writer-fence')).toBe(true);
   });
@@ -298,7 +313,9 @@ describe('verifyCheckpoint and verifyExport', () => {
   });
 
   it('a real checkpoint verifies, and covers exactly the records read', () => {
-    expect(() => verifyCheckpoint(checkpoint, jwks)).not.toThrow();
+    expect(() => {
+      verifyCheckpoint(checkpoint, jwks);
+    }).not.toThrow();
     expect(checkpoint).toMatchObject({
       type: 'yello.checkpoint.v1',
       firstPosition: '0',
@@ -331,7 +348,9 @@ describe('verifyCheckpoint and verifyExport', () => {
     ]) {
       const copy = structuredClone(checkpoint);
       change(copy);
-      expect(() => verifyCheckpoint(copy, jwks)).toThrow(VerificationError);
+      expect(() => {
+        verifyCheckpoint(copy, jwks);
+      }).toThrow(VerificationError);
     }
   });
 
@@ -340,7 +359,7 @@ describe('verifyCheckpoint and verifyExport', () => {
     const whole = verifyExport(lines.join('\n'), jwks);
     expect(whole.problems).toEqual([
       // Only one stream of the chat is here: the other, which the messages name, is missing.
-      expect.objectContaining({ kind: 'MISSING_STREAM', streamId: chat.alice.streamId }),
+      objectContaining({ kind: 'MISSING_STREAM', streamId: chat.alice.streamId }),
     ]);
     expect(whole).toMatchObject({ records: records.length, checkpoints: 1 });
     expect(whole.generations).toEqual([

@@ -38,6 +38,7 @@ import {
   startDaemon,
   uniqueName,
   type TestChat,
+  Teardown,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -56,8 +57,10 @@ function track(c: YelloClient): YelloClient {
   return c;
 }
 
+const teardown = new Teardown();
+
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
   admin = track(await connectAdmin(daemon));
   chat = await createChat(admin);
   alice = track(await connectAgent(daemon, chat.alice));
@@ -69,7 +72,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const c of opened) c.close();
-  await daemon?.cleanup();
+  await teardown.run();
 });
 
 /** alice appends `contents` as one operation at her stream's next position. */
@@ -99,7 +102,7 @@ function expectRemote<T extends RemoteError>(err: unknown, Cls: abstract new (..
 }
 
 describe('YelloClient.connect', () => {
-  it('says hello and exposes the session (role, agentId, protocol, limits, signing kid)', async () => {
+  it('says hello and exposes the session (role, agentId, protocol, limits, signing kid)', () => {
     const s: HelloResult = alice.session;
     expect(s).toMatchObject({ role: 'agent', agentId: chat.alice.id, protocol: 'yello.chat.v1', signing: { alg: 'ES256' } });
     expect(s.limits.maxAppendRequestBytes).toBe(262_144);
@@ -349,6 +352,12 @@ describe('errors as classes keyed by data.type', () => {
   });
 });
 
+/** The value of an iterator step that must not be the end of the iteration. */
+function yielded<T>(step: IteratorResult<T>): T {
+  if (step.done) throw new Error('the notifications ended');
+  return step.value;
+}
+
 describe('notifications', () => {
   it('arrive as chats.batch events and through the notifications() iterator, then a chats.break', async () => {
     const c = await createChat(admin);
@@ -373,7 +382,7 @@ describe('notifications', () => {
       records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'ping' }],
     });
 
-    const n1 = (await first).value!;
+    const n1 = yielded(await first);
     expect(n1.method).toBe('chats.batch');
     const batch = n1.params as ChatBatchNotification;
     expect(batch).toMatchObject({
@@ -388,7 +397,7 @@ describe('notifications', () => {
     expect(events[0]).toEqual(batch);
 
     await admin.rpc.streams.reset({ streamId: c.alice.streamId, reason: 'client test' });
-    const n2 = (await iter.next()).value!;
+    const n2 = yielded(await iter.next());
     expect(n2.method).toBe('chats.break');
     expect(n2.params).toMatchObject({ subscriptionId, reason: 'GENERATION_CHANGED', streamId: c.alice.streamId });
     await waitFor(() => breaks.length === 1, 'the chats.break event');

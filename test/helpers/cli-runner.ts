@@ -36,16 +36,10 @@ export interface CliOptions {
  * developer's own $YELLO_TOKEN never leaks into a test), plus `extra`.
  */
 export function cliEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('YELLO_')) delete env[k];
-  delete env.NODE_OPTIONS;
-  env.FORCE_COLOR = '0';
-  env.NO_COLOR = '1';
-  for (const [k, v] of Object.entries(extra)) {
-    if (v === undefined) delete env[k];
-    else env[k] = v;
-  }
-  return env;
+  const inherited = Object.entries(process.env).filter(([k]) => !k.startsWith('YELLO_') && k !== 'NODE_OPTIONS');
+  const merged: Record<string, string | undefined> = { ...Object.fromEntries(inherited), FORCE_COLOR: '0', NO_COLOR: '1', ...extra };
+  // An `undefined` in `extra` unsets the variable: it is left out.
+  return Object.fromEntries(Object.entries(merged).filter(([, v]) => v !== undefined));
 }
 
 function spawnCli(args: string[], opts: CliOptions): ChildProcess {
@@ -93,12 +87,12 @@ export function expectExit(r: CliResult, code: number): CliResult {
   return r;
 }
 
-/** Parses stdout as one JSON document (throws with the run on failure); `T` is what the caller expects it to hold. */
-export function parseJson<T = unknown>(r: CliResult): T {
+/** Parses stdout as one JSON document (throws with the run on failure); the caller says what it expects it to hold. */
+export function parseJson(r: CliResult): unknown {
   try {
-    return JSON.parse(r.stdout) as T;
+    return JSON.parse(r.stdout);
   } catch (e) {
-    throw new Error(`stdout is not one JSON document (${(e as Error).message})\n${describeRun(r)}`);
+    throw new Error(`stdout is not one JSON document (${(e as Error).message})\n${describeRun(r)}`, { cause: e });
   }
 }
 
@@ -111,7 +105,7 @@ export function parseJsonLines<T = unknown>(text: string): T[] {
       try {
         return JSON.parse(l) as T;
       } catch (e) {
-        throw new Error(`line ${i + 1} is not JSON (${(e as Error).message}): ${l.slice(0, 300)}`);
+        throw new Error(`line ${i + 1} is not JSON (${(e as Error).message}): ${l.slice(0, 300)}`, { cause: e });
       }
     });
 }
@@ -152,7 +146,7 @@ export class Cli {
 
   /** Runs with `--json`, expects exit 0 and returns the parsed document. */
   async json<T = unknown>(args: string[], opts: CliOptions = {}): Promise<T> {
-    return parseJson<T>(await this.ok([...args, '--json'], opts));
+    return parseJson(await this.ok([...args, '--json'], opts)) as T;
   }
 
   /** The same CLI acting as an agent (`--token-file`). */
@@ -181,7 +175,7 @@ export class AgentCli {
   }
 
   async json<T = unknown>(args: string[], opts: CliOptions = {}): Promise<T> {
-    return parseJson<T>(await this.ok([...args, '--json'], opts));
+    return parseJson(await this.ok([...args, '--json'], opts)) as T;
   }
 
   start(args: string[], opts: CliOptions = {}): LongRunningCli {

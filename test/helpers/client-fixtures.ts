@@ -4,6 +4,7 @@
 
 import { DaemonProcess, makeTempDir } from './daemon-process.js';
 import { sleep } from './wait.js';
+import { jsonPreview } from './wire-fixtures.js';
 import {
   Coordinator,
   MemoryCursorStore,
@@ -18,6 +19,7 @@ import {
 } from '../../src/client/index.js';
 
 export { makeTempDir };
+export { Teardown } from './teardown.js';
 
 let counter = 0;
 /** A unique id-safe string (`^[A-Za-z0-9_-]+$`). */
@@ -162,7 +164,9 @@ export async function settledWithin<T>(
 ): Promise<{ status: 'fulfilled'; value: T } | { status: 'rejected'; reason: unknown } | { status: 'pending' }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<{ status: 'pending' }>((r) => {
-    timer = setTimeout(() => r({ status: 'pending' }), ms);
+    timer = setTimeout(() => {
+      r({ status: 'pending' });
+    }, ms);
   });
   try {
     return await Promise.race([
@@ -181,7 +185,7 @@ export async function settledWithin<T>(
 export async function rejectionOf(p: Promise<unknown>): Promise<unknown> {
   try {
     const value = await p;
-    throw new Error(`expected a rejection, got ${JSON.stringify(value)?.slice(0, 300)}`);
+    throw new Error(`expected a rejection, got ${jsonPreview(value)}`);
   } catch (err) {
     return err;
   }

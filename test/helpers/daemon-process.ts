@@ -12,7 +12,7 @@ import { connectAs, connectWire, type Wire } from './wire-fixtures.js';
 import { sleep } from './wait.js';
 
 /** Repository root (the directory holding bin/yello). */
-export const repoRoot = path.resolve(import.meta.dirname ?? path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 const READY_TIMEOUT_MS = 10_000;
 
@@ -123,8 +123,8 @@ export class DaemonProcess {
     });
     this.child = child;
     let partial = '';
-    child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (chunk: string) => {
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
       partial += chunk;
       let nl: number;
       while ((nl = partial.indexOf('\n')) >= 0) {
@@ -132,8 +132,8 @@ export class DaemonProcess {
         partial = partial.slice(nl + 1);
       }
     });
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (chunk: string) => {
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
       this.stderr += chunk;
     });
     this.exited = new Promise((resolve) => {
@@ -195,7 +195,9 @@ export class DaemonProcess {
   async waitExit(timeoutMs = 10_000): Promise<ExitInfo> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`daemon did not exit within ${timeoutMs} ms`)), timeoutMs);
+      timer = setTimeout(() => {
+        reject(new Error(`daemon did not exit within ${timeoutMs} ms`));
+      }, timeoutMs);
     });
     try {
       return await Promise.race([this.exited, timeout]);
@@ -265,7 +267,7 @@ export class DaemonProcess {
   /** Closes clients, stops the daemon (SIGKILL if SIGTERM hangs) and removes the temp dir. */
   async cleanup(): Promise<void> {
     this.#closeClients();
-    if (this.running && this.child) {
+    if (this.running) {
       try {
         await this.stop(5_000);
       } catch {

@@ -81,7 +81,9 @@ export class FakeDaemon {
     const d = new FakeDaemon(socketPath, handler);
     await new Promise<void>((resolve, reject) => {
       d.#server.once('error', reject);
-      d.#server.listen(socketPath, () => resolve());
+      d.#server.listen(socketPath, () => {
+        resolve();
+      });
     });
     return d;
   }
@@ -93,6 +95,10 @@ export class FakeDaemon {
 
   async close(): Promise<void> {
     this.dropConnections();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    await new Promise<void>((resolve) => {
+      this.#server.close(() => {
+        resolve();
+      });
+    });
   }
 }

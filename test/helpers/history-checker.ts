@@ -32,9 +32,20 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { MethodResults } from '../../src/shared/methods.js';
 import type { OperationInfo } from '../../src/shared/results.js';
-import type { ChatMessage, StoredRecord } from '../../src/shared/types.js';
+import type { ChatMessage, RecordWrapper, StoredRecord } from '../../src/shared/types.js';
 import type { ResultOf } from './wire-client.mjs';
-import { clientMessageIdFor, ok, sha256b64url, signedPayload, verifyEs256, type PublicJwk, type WireResponse } from './wire-fixtures.js';
+import {
+  clientMessageIdFor,
+  isJsonObject,
+  jsonPreview,
+  ok,
+  sha256b64url,
+  signedPayload,
+  verifyEs256,
+  type PublicJwk,
+  type Unchecked,
+  type WireResponse,
+} from './wire-fixtures.js';
 
 /** Anything that can send one JSON-RPC request and resolve with the raw response. */
 export interface RpcCaller {
@@ -104,11 +115,11 @@ export interface CheckerOptions {
 }
 
 /** Stable JSON: object keys sorted, so two equal records always compare equal as text. */
-export function canonicalJson(value: unknown): string {
+export function canonicalJson(value: object): string {
   return JSON.stringify(value, (_k, v: unknown) => {
-    if (v && typeof v === 'object' && !Array.isArray(v)) {
+    if (isJsonObject(v)) {
       const out: Record<string, unknown> = {};
-      for (const k of Object.keys(v as object).sort()) out[k] = (v as Record<string, unknown>)[k];
+      for (const k of Object.keys(v).sort()) out[k] = v[k];
       return out;
     }
     return v;
@@ -124,8 +135,20 @@ function isStoredRecord(v: unknown): v is StoredRecord {
   return typeof v === 'object' && v !== null && typeof (v as { streamId?: unknown }).streamId === 'string';
 }
 
-/** A wrapper as read: the checker does not trust the daemon to send the shape the contract says. */
-type RecordWrapperSeen = StoredRecord['wrapper'];
+/**
+ * A wrapper as read is checked before anything relies on its shape (the checker does not trust
+ * the daemon to send the shape the contract says): a version 2 wrapper of a known type, of this
+ * chat and author.
+ */
+function isWrapperOf(w: unknown, chatId: string, authorAgentId: string): w is RecordWrapper {
+  return (
+    isJsonObject(w) &&
+    w.version === 2 &&
+    w.chatId === chatId &&
+    w.authorAgentId === authorAgentId &&
+    (w.type === 'chat.message' || w.type === 'chat.receipt' || w.type === 'chat.writer-fence')
+  );
+}
 
 /** The chat's two agents, as chats.get tells them. */
 interface ChatInfo {
@@ -192,7 +215,7 @@ export class HistoryChecker {
       records: result.records,
       duplicate: result.duplicate,
     };
-    for (const r of result.records ?? []) this.observe(r, `ack of ${h.operationId}`);
+    for (const r of result.records) this.observe(r, `ack of ${h.operationId}`);
   }
 
   /** The append was answered with an error: nothing may have been written. */
@@ -241,7 +264,7 @@ export class HistoryChecker {
    */
   observe(record: unknown, source: string): string | null {
     if (!isStoredRecord(record)) {
-      const p = `${source}: not a stored record: ${JSON.stringify(record)?.slice(0, 200)}`;
+      const p = `${source}: not a stored record: ${jsonPreview(record, 200)}`;
       this.#pending.push(p);
       return p;
     }
@@ -291,7 +314,9 @@ export class HistoryChecker {
       states.set(streamId, state);
       const chat = await this.#chat(rpc, state.chatId);
       const rs = await readWhole(rpc, streamId, state.generation, state.firstPosition, state.nextPosition);
-      recordsOf.set(streamId, rs);
+      // Steps 2 and 3 look only at records whose wrapper passed the header check below.
+      const wellFormed: StoredRecord[] = [];
+      recordsOf.set(streamId, wellFormed);
       records += rs.length;
       const sg = `${streamId}@${state.generation}`;
       // Contiguity: exactly firstPosition..nextPosition-1, in order.
@@ -318,48 +343,57 @@ export class HistoryChecker {
       const lastReceipt = new Map<string, bigint>();
       for (const r of rs) {
         const where = `${streamId}@${r.generation}#${r.position}`;
-        const w: RecordWrapperSeen | undefined = r.wrapper;
-        if (!w || w.version !== 2 || w.chatId !== chat.chatId || w.authorAgentId !== state.authorAgentId) {
-          problem(`${where}: bad wrapper header ${JSON.stringify(w)?.slice(0, 200)}`);
+        const w = r.wrapper;
+        if (!isWrapperOf(w, chat.chatId, state.authorAgentId)) {
+          problem(`${where}: bad wrapper header ${jsonPreview(w, 200)}`);
           continue;
         }
-        if (w.type === 'chat.message') {
-          messages++;
-          const m = w.message;
-          // A position's record cannot change without a DIVERGENCE problem, so verify each once.
-          if (!this.#verified.has(where)) {
-            const ps = messageProblemsOf(m, keys);
-            for (const p of ps) problem(`${where}: ${p}`);
-            if (ps.length === 0) this.#verified.add(where);
+        wellFormed.push(r);
+        switch (w.type) {
+          case 'chat.message': {
+            messages++;
+            // Only the header is checked so far: the message itself is taken as read.
+            const m: Unchecked<ChatMessage> = w.message;
+            // A position's record cannot change without a DIVERGENCE problem, so verify each once.
+            if (!this.#verified.has(where)) {
+              const ps = messageProblemsOf(m, keys);
+              for (const p of ps) problem(`${where}: ${p}`);
+              if (ps.length === 0) this.#verified.add(where);
+            }
+            if (m.chatId !== chat.chatId || m.fromAgentId !== state.authorAgentId || m.toAgentId !== peerAgentId)
+              problem(`${where}: message chat/from/to do not match the stream`);
+            const ts = isJsonObject(m.signature) ? m.signature.createdAt : undefined;
+            if (typeof ts === 'string') {
+              if (ts < lastCreatedAt) problem(`${where}: timestamp ${ts} goes backwards (previous ${lastCreatedAt})`);
+              lastCreatedAt = ts;
+            }
+            break;
           }
-          if (m.chatId !== chat.chatId || m.fromAgentId !== state.authorAgentId || m.toAgentId !== peerAgentId)
-            problem(`${where}: message chat/from/to do not match the stream`);
-          const ts = m.signature?.createdAt;
-          if (ts < lastCreatedAt) problem(`${where}: timestamp ${ts} goes backwards (previous ${lastCreatedAt})`);
-          lastCreatedAt = ts;
-        } else if (w.type === 'chat.receipt') {
-          receipts++;
-          const rc = w.receipt;
-          if (rc.peerStreamId !== peerStreamId) problem(`${where}: receipt names ${rc.peerStreamId}, the peer stream is ${peerStreamId}`);
-          const prev = lastReceipt.get(rc.peerGeneration);
-          const np = big(rc.nextPosition);
-          if (prev !== undefined && np <= prev)
-            problem(
-              `${where}: receipt goes backwards: nextPosition ${rc.nextPosition} after ${prev} (peer generation ${rc.peerGeneration})`,
-            );
-          lastReceipt.set(rc.peerGeneration, np);
-        } else if (w.type === 'chat.writer-fence') {
-          fences++;
-          const epoch = big(w.fence.epoch);
-          if (epoch <= lastEpoch) problem(`${where}: fence epoch ${w.fence.epoch} not above ${lastEpoch}`);
-          if (w.operationId !== `fence.${w.fence.epoch}`) problem(`${where}: fence operationId ${w.operationId}`);
-          lastEpoch = epoch;
-        } else {
-          problem(`${where}: unknown record type ${String((w as { type?: unknown }).type)}`);
+          case 'chat.receipt': {
+            receipts++;
+            const rc = w.receipt;
+            if (rc.peerStreamId !== peerStreamId) problem(`${where}: receipt names ${rc.peerStreamId}, the peer stream is ${peerStreamId}`);
+            const prev = lastReceipt.get(rc.peerGeneration);
+            const np = big(rc.nextPosition);
+            if (prev !== undefined && np <= prev)
+              problem(
+                `${where}: receipt goes backwards: nextPosition ${rc.nextPosition} after ${prev} (peer generation ${rc.peerGeneration})`,
+              );
+            lastReceipt.set(rc.peerGeneration, np);
+            break;
+          }
+          case 'chat.writer-fence': {
+            fences++;
+            const epoch = big(w.fence.epoch);
+            if (epoch <= lastEpoch) problem(`${where}: fence epoch ${w.fence.epoch} not above ${lastEpoch}`);
+            if (w.operationId !== `fence.${w.fence.epoch}`) problem(`${where}: fence operationId ${w.operationId}`);
+            lastEpoch = epoch;
+            break;
+          }
         }
       }
-      if (lastEpoch >= 0n && state.writer?.epoch !== lastEpoch.toString())
-        problem(`${streamId}: last fence epoch ${lastEpoch}, streams.get writer.epoch ${state.writer?.epoch}`);
+      if (lastEpoch >= 0n && state.writer.epoch !== lastEpoch.toString())
+        problem(`${streamId}: last fence epoch ${lastEpoch}, streams.get writer.epoch ${state.writer.epoch}`);
     }
 
     // Divergence found while reading.
@@ -373,7 +407,7 @@ export class HistoryChecker {
       const peerAgentId = state.authorAgentId === chat.agentAId ? chat.agentBId : chat.agentAId;
       const peerStreamId = `${chat.chatId}:${peerAgentId}`;
       const peer = states.get(peerStreamId) ?? ok(await rpc.call('streams.get', { streamId: peerStreamId }), `streams.get ${peerStreamId}`);
-      const rs = recordsOf.get(streamId)!.filter((r) => r.wrapper?.type === 'chat.receipt');
+      const rs = recordsOf.get(streamId)!.filter((r) => r.wrapper.type === 'chat.receipt');
       const receiptOf = (r: StoredRecord) => (r.wrapper.type === 'chat.receipt' ? r.wrapper.receipt : undefined);
       for (const r of rs) {
         const rc = receiptOf(r)!;
@@ -405,8 +439,8 @@ export class HistoryChecker {
     const groups = new Map<string, { streamId: string; records: StoredRecord[] }>();
     for (const streamId of ids) {
       for (const r of recordsOf.get(streamId)!) {
-        const opId = r.wrapper?.operationId;
-        if (r.wrapper?.type === 'chat.writer-fence') continue;
+        const opId = r.wrapper.operationId;
+        if (r.wrapper.type === 'chat.writer-fence') continue;
         const k = `${streamId} ${opId}`;
         let g = groups.get(k);
         if (!g) groups.set(k, (g = { streamId, records: [] }));
@@ -451,9 +485,10 @@ export class HistoryChecker {
       if (h.outcome === 'ok') {
         const res = h.result!;
         const rs = g?.records ?? [];
-        let isLost = false;
+        // Set from the closure below, so counted as a list rather than a flag TypeScript cannot follow.
+        const lostProblems: string[] = [];
         const lose = (p: string): void => {
-          isLost = true;
+          lostProblems.push(p);
           problem(`LOST: ${p}`);
         };
         if (!g) lose(`acknowledged ${k} (${res.firstPosition}..${res.nextPosition}, cycle ${h.cycle}) has no records in the store`);
@@ -467,11 +502,13 @@ export class HistoryChecker {
           res.records.forEach((ack, i) => {
             const stored = rs[i];
             if (!stored || canonicalJson(stored) !== canonicalJson(ack))
-              lose(`${k} record ${i}: acknowledged ${canonicalJson(ack).slice(0, 200)}, stored ${canonicalJson(stored)?.slice(0, 200)}`);
+              lose(
+                `${k} record ${i}: acknowledged ${canonicalJson(ack).slice(0, 200)}, stored ${stored ? canonicalJson(stored).slice(0, 200) : 'undefined'}`,
+              );
           });
           for (const p of inputProblems(h, rs, this.#opts.exactContent)) problem(`${k}: ${p}`);
         }
-        if (isLost) lost++;
+        if (lostProblems.length > 0) lost++;
       } else if (h.outcome === 'fail') {
         if (g) problem(`${k} was answered with ${h.error?.type ?? h.error?.code} but committed at ${g.records[0]!.position}`);
       } else {
@@ -506,28 +543,31 @@ export class HistoryChecker {
         }
         const op = resp.result!;
         const g = groups.get(k);
-        if (op.state === 'pending') {
-          problem(`${k}: operations.get says pending while nothing is in flight`);
-          return;
-        }
-        if (op.state === 'committed') {
-          if (!g) problem(`${k}: operations.get says committed (${op.firstPosition}..${op.nextPosition}) but no record carries it`);
-          else if (
-            op.firstPosition !== g.records[0]!.position ||
-            op.nextPosition !== (big(g.records[0]!.position) + BigInt(g.records.length)).toString()
-          ) {
-            problem(
-              `${k}: operations.get says ${op.firstPosition}..${op.nextPosition}, records at ${g.records[0]!.position}..+${g.records.length}`,
-            );
-          }
-          if (op.generation !== h.generation) problem(`${k}: operations.get generation ${op.generation}, asked ${h.generation}`);
-          if (h.outcome === 'fail') problem(`${k}: answered ${h.error?.type} but operations.get says committed`);
-        } else if (op.state === 'unknown') {
-          if (g) problem(`${k}: operations.get says unknown but ${g.records.length} records carry it at ${g.records[0]!.position}`);
-          if (h.outcome === 'ok') problem(`LOST: acknowledged ${k} is unknown to operations.get`);
-        } else {
-          problem(`${k}: operations.get state ${String((op as { state?: unknown }).state)}`);
-          return;
+        switch (op.state) {
+          case 'pending':
+            problem(`${k}: operations.get says pending while nothing is in flight`);
+            return;
+          case 'committed':
+            if (!g) problem(`${k}: operations.get says committed (${op.firstPosition}..${op.nextPosition}) but no record carries it`);
+            else if (
+              op.firstPosition !== g.records[0]!.position ||
+              op.nextPosition !== (big(g.records[0]!.position) + BigInt(g.records.length)).toString()
+            ) {
+              problem(
+                `${k}: operations.get says ${op.firstPosition}..${op.nextPosition}, records at ${g.records[0]!.position}..+${g.records.length}`,
+              );
+            }
+            if (op.generation !== h.generation) problem(`${k}: operations.get generation ${op.generation}, asked ${h.generation}`);
+            if (h.outcome === 'fail') problem(`${k}: answered ${h.error?.type} but operations.get says committed`);
+            break;
+          case 'unknown':
+            if (g) problem(`${k}: operations.get says unknown but ${g.records.length} records carry it at ${g.records[0]!.position}`);
+            if (h.outcome === 'ok') problem(`LOST: acknowledged ${k} is unknown to operations.get`);
+            break;
+          default:
+            // Not a state the contract knows: the daemon answered something else.
+            problem(`${k}: operations.get state ${String((op as { state?: unknown }).state)}`);
+            return;
         }
         const before = this.#confirmed.get(k);
         if (before !== undefined && before !== op.state)
@@ -606,29 +646,27 @@ async function listOperations(rpc: RpcCaller, streamId: string): Promise<Operati
 }
 
 /** §5 checks of one stored message: contentSha256 and the ES256 signature against the key set. */
-export function messageProblemsOf(m: ChatMessage | undefined, keys: PublicJwk[]): string[] {
+export function messageProblemsOf(m: Unchecked<ChatMessage> | undefined, keys: PublicJwk[]): string[] {
   const problems: string[] = [];
-  if (!m || typeof m !== 'object') return ['no message'];
+  if (!isJsonObject(m)) return ['no message'];
   const sig = m.signature;
-  if (!sig || typeof sig !== 'object') return ['no signature'];
+  if (!isJsonObject(sig)) return ['no signature'];
   if (sig.alg !== 'ES256') problems.push(`signature alg ${String(sig.alg)}`);
-  if (typeof sig.createdAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(sig.createdAt))
-    problems.push(`createdAt ${String(sig.createdAt)} is not RFC 3339 UTC with ms`);
-  if (typeof m.content !== 'string' || sha256b64url(m.content) !== m.contentSha256) problems.push('contentSha256 does not match content');
+  const createdAt = sig.createdAt;
+  if (typeof createdAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(createdAt))
+    problems.push(`createdAt ${String(createdAt)} is not RFC 3339 UTC with ms`);
+  const { chatId, fromAgentId, toAgentId, content, contentSha256 } = m;
+  if (typeof content !== 'string' || sha256b64url(content) !== contentSha256) problems.push('contentSha256 does not match content');
   const key = keys.find((k) => k.kid === sig.kid);
   if (!key) problems.push(`no key ${String(sig.kid)} in keys.list`);
   else if (
-    !verifyEs256(
-      signedPayload({
-        chatId: m.chatId,
-        fromAgentId: m.fromAgentId,
-        toAgentId: m.toAgentId,
-        createdAt: sig.createdAt,
-        contentSha256: m.contentSha256,
-      }),
-      sig.value,
-      key,
-    )
+    typeof chatId !== 'string' ||
+    typeof fromAgentId !== 'string' ||
+    typeof toAgentId !== 'string' ||
+    typeof createdAt !== 'string' ||
+    typeof contentSha256 !== 'string' ||
+    typeof sig.value !== 'string' ||
+    !verifyEs256(signedPayload({ chatId, fromAgentId, toAgentId, createdAt, contentSha256 }), sig.value, key)
   ) {
     problems.push('signature does not verify');
   }

@@ -7,7 +7,7 @@
 // It speaks only the wire (test/helpers/wire-fixtures.ts), like every integration helper.
 
 import type { AppendResult, StoredRecord } from '../../src/shared/types.js';
-import { fetchKeys, messageProblems, ok, type Wire, type WireResponse } from './wire-fixtures.js';
+import { fetchKeys, jsonPreview, messageProblems, ok, type Wire, type WireResponse } from './wire-fixtures.js';
 
 /** An append the daemon acknowledged, as its result reported it. */
 export interface AckedAppend {
@@ -72,7 +72,7 @@ export async function checkAcked(
 ): Promise<IntegrityReport> {
   const violations: string[] = [];
   const status = ok(await admin.call('daemon.status', {}), 'daemon.status');
-  const listed = new Set<string>((status.integrity?.corruptStreams ?? []).map((s) => s.streamId));
+  const listed = new Set<string>(status.integrity.corruptStreams.map((s) => s.streamId));
   const keys = await fetchKeys(admin);
   const byStream = new Map<string, AckedAppend[]>();
   for (const a of acked) byStream.set(a.streamId, [...(byStream.get(a.streamId) ?? []), a]);
@@ -98,31 +98,31 @@ export async function checkAcked(
     const corrupt = listed.has(streamId) || (readError !== null && isCorruptError(readError));
     if (readError && !isCorruptError(readError)) {
       const d = readError.error!.data;
-      violations.push(
-        `${streamId}: read from ${from} answered ${d?.type}/${String(d?.reason ?? '')} instead of records or STORAGE_FAILURE/CORRUPT`,
-      );
+      const reason = d?.reason;
+      const reasonText = reason === undefined ? '' : typeof reason === 'string' ? reason : jsonPreview(reason);
+      violations.push(`${streamId}: read from ${from} answered ${d?.type}/${reasonText} instead of records or STORAGE_FAILURE/CORRUPT`);
     }
     for (const a of appends) {
       let whole = true;
-      a.records.forEach((want, i) => {
+      for (const [i, want] of a.records.entries()) {
         const position = (BigInt(a.firstPosition) + BigInt(i)).toString();
         const got = seen.get(position);
         if (got === undefined) {
           whole = false;
-          return;
+          continue;
         }
         if (JSON.stringify(got) !== JSON.stringify(want)) {
           violations.push(
             `${streamId}#${position} (op ${a.operationId}): acknowledged record changed${corrupt ? ' on a stream reported corrupt' : ''}`,
           );
           whole = false;
-          return;
+          continue;
         }
         if (got.wrapper.type === 'chat.message') {
           const problems = messageProblems(got.wrapper.message, keys);
           if (problems.length > 0) violations.push(`${streamId}#${position}: ${problems.join('; ')}`);
         }
-      });
+      }
       if (whole) intact++;
       else if (corrupt) reportedCorrupt++;
       else violations.push(`${streamId} op ${a.operationId} [${a.firstPosition}, ${a.nextPosition}): acknowledged but silently absent`);

@@ -11,6 +11,7 @@ import {
   messageOf,
   connectWire,
   createPair,
+  jsonPreview,
   ok,
   uniq,
   type TestPair,
@@ -39,7 +40,7 @@ export type ErrorType = keyof typeof CODES;
 
 /** Asserts that `resp` is the JSON-RPC error `type` (code and data.type) and returns its data. */
 export function expectError(resp: WireResponse, type: ErrorType, what = ''): WireErrorData {
-  expect(resp.result, `${what} expected ${type}, got a result: ${JSON.stringify(resp.result)?.slice(0, 300)}`).toBeUndefined();
+  expect(resp.result, `${what} expected ${type}, got a result: ${jsonPreview(resp.result)}`).toBeUndefined();
   expect(resp.error, `${what} expected ${type}`).toBeDefined();
   expect({ code: resp.error!.code, type: resp.error!.data?.type }, `${what} ${JSON.stringify(resp.error)}`).toEqual({
     code: CODES[type],
@@ -288,12 +289,12 @@ export async function followPaused(
   };
   client.on('response', pause);
   const params = cursor === undefined ? { chatId } : { chatId, cursor };
-  const r = (await client.callRaw(
+  const r = await client.callRaw<MethodResults['chats.follow']>(
     id,
     JSON.stringify({ jsonrpc: '2.0', id, method: 'chats.follow', params }) + '\n',
     10_000,
     'chats.follow',
-  )) as WireResponse<MethodResults['chats.follow']>;
+  );
   return { client, ...ok(r, 'chats.follow') };
 }
 

@@ -11,7 +11,7 @@ export async function waitFor<T>(fn: () => T | Promise<T>, what: string, timeout
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
-    if (v) return v as NonNullable<T>;
+    if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(everyMs);
   }

@@ -61,7 +61,7 @@ export declare class WireCallError extends Error {
   constructor(method: string, error: WireError);
 }
 
-export declare class WireClient<R extends object = {}> extends EventEmitter {
+export declare class WireClient<R extends object = object> extends EventEmitter {
   readonly socket: net.Socket;
   readonly notifications: WireNotification[];
   readonly orphans: WireResponse[];
@@ -75,8 +75,8 @@ export declare class WireClient<R extends object = {}> extends EventEmitter {
   readonly helloResult: ResultOf<R, 'session.hello'> | undefined;
 
   constructor(socket: net.Socket, options?: WireClientOptions);
-  static connect<R extends object = {}>(socketPath: string, options?: WireClientOptions): Promise<WireClient<R>>;
-  static open<R extends object = {}>(socketPath: string, token: string, options?: WireClientOptions): Promise<WireClient<R>>;
+  static connect<R extends object = object>(socketPath: string, options?: WireClientOptions): Promise<WireClient<R>>;
+  static open<R extends object = object>(socketPath: string, token: string, options?: WireClientOptions): Promise<WireClient<R>>;
 
   newId(): number;
   call<M extends string>(method: M, params?: unknown, timeoutMs?: number): Promise<WireResponse<ResultOf<R, M>>>;

@@ -157,23 +157,48 @@ export interface SignedMessage {
   signature: { kid: string; alg: string; value: string; createdAt: string };
 }
 
+/** A value that came off the wire (or out of a CLI's JSON) before any check: every field may be missing or of another type. */
+export type Unchecked<T> = { [K in keyof T]?: unknown };
+
+/** A JSON object (not an array, not null). */
+export function isJsonObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * `JSON.stringify(value)` cut to `max` characters, for messages. `JSON.stringify(undefined)` is
+ * `undefined` whatever its declared type says, and reads as "undefined" here.
+ */
+export function jsonPreview(value: unknown, max = 300): string {
+  return value === undefined ? 'undefined' : JSON.stringify(value).slice(0, max);
+}
+
 /**
  * Every reason `m` fails §5 against the key set; empty when it verifies. `messageId`, when
- * given, is also checked against clientMessageId.
+ * given, is also checked against clientMessageId. `m` is taken as read: the check does not
+ * trust it to have the contract's shape.
  */
-export function messageProblems(m: SignedMessage, keys: PublicJwk[], messageId?: string): string[] {
+export function messageProblems(m: Unchecked<SignedMessage> | undefined, keys: PublicJwk[], messageId?: string): string[] {
   const problems: string[] = [];
-  if (!m || typeof m !== 'object') return ['no message'];
+  if (!isJsonObject(m)) return ['no message'];
   const sig = m.signature;
-  if (!sig || typeof sig !== 'object') return ['no signature'];
+  if (!isJsonObject(sig)) return ['no signature'];
   if (sig.alg !== 'ES256') problems.push(`alg is ${String(sig.alg)}`);
-  if (typeof sig.createdAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(sig.createdAt)) {
-    problems.push(`signature.createdAt is not RFC 3339 UTC with ms: ${String(sig.createdAt)}`);
+  const createdAt = sig.createdAt;
+  if (typeof createdAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(createdAt)) {
+    problems.push(`signature.createdAt is not RFC 3339 UTC with ms: ${String(createdAt)}`);
   }
   if (typeof m.content !== 'string') problems.push('content is not a string');
   else if (sha256b64url(m.content) !== m.contentSha256) problems.push('contentSha256 does not match content');
-  if (!/^[A-Za-z0-9_-]{43}$/.test(String(m.contentSha256))) problems.push('contentSha256 is not unpadded base64url SHA-256');
-  if (messageId !== undefined && m.clientMessageId !== clientMessageIdFor(m.chatId, m.fromAgentId, messageId)) {
+  const { chatId, fromAgentId, toAgentId, contentSha256 } = m;
+  if (typeof contentSha256 !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(contentSha256)) {
+    problems.push('contentSha256 is not unpadded base64url SHA-256');
+  }
+  if (typeof chatId !== 'string' || typeof fromAgentId !== 'string' || typeof toAgentId !== 'string') {
+    problems.push('chatId, fromAgentId or toAgentId is not a string');
+    return problems;
+  }
+  if (messageId !== undefined && m.clientMessageId !== clientMessageIdFor(chatId, fromAgentId, messageId)) {
     problems.push('clientMessageId does not match messageId');
   }
   const key = keys.find((k) => k.kid === sig.kid);
@@ -182,7 +207,11 @@ export function messageProblems(m: SignedMessage, keys: PublicJwk[], messageId?:
     return problems;
   }
   if (jwkThumbprint(key) !== sig.kid) problems.push('kid is not the RFC 7638 thumbprint of its key');
-  const payload = signedPayload({ ...m, createdAt: sig.createdAt });
+  if (typeof createdAt !== 'string' || typeof contentSha256 !== 'string' || typeof sig.value !== 'string') {
+    problems.push('signature does not verify');
+    return problems;
+  }
+  const payload = signedPayload({ chatId, fromAgentId, toAgentId, createdAt, contentSha256 });
   if (!verifyEs256(payload, sig.value, key)) problems.push('signature does not verify');
   return problems;
 }
@@ -215,7 +244,7 @@ export function listIn(result: unknown, key: string): unknown[] {
     const arrays = Object.values(r).filter(Array.isArray);
     if (arrays.length === 1) return arrays[0] as unknown[];
   }
-  throw new Error(`no ${key} list in ${JSON.stringify(result)?.slice(0, 300)}`);
+  throw new Error(`no ${key} list in ${jsonPreview(result)}`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -290,5 +319,5 @@ export async function readAll(client: Wire, streamId: string, generation = '1', 
 
 /** The public keys from `keys.list`. */
 export async function fetchKeys(client: Wire): Promise<PublicJwk[]> {
-  return ok(await client.call('keys.list', {}), 'keys.list').keys as PublicJwk[];
+  return ok(await client.call('keys.list', {}), 'keys.list').keys;
 }

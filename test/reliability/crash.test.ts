@@ -215,7 +215,7 @@ async function runWriter(w: Writer): Promise<void> {
       );
     } catch (e) {
       // Sent (or maybe sent) and no answer: unknown outcome. Stop; resolve it after the restart.
-      checker.info(h, String((e as Error).message));
+      checker.info(h, e instanceof Error ? e.message : String(e));
       w.unknown = h;
       return;
     }
@@ -233,7 +233,7 @@ async function runWriter(w: Writer): Promise<void> {
     if (resp.result!.firstPosition !== w.next)
       problems.push(`${w.name}: ${operationId} acknowledged at ${resp.result!.firstPosition}, expected ${w.next}`);
     w.next = resp.result!.nextPosition;
-    if (receipt && receipt.type === 'chat.receipt') w.ackedPeer = receipt.nextPosition;
+    if (receipt) w.ackedPeer = receipt.nextPosition;
   }
 }
 
@@ -262,7 +262,7 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
       problems.push(`${w.name}: ${h.operationId} committed at ${op.firstPosition}, sent with expectedPosition ${h.expectedPosition}`);
     if (op.state === 'committed') {
       const rc = h.records.find((r) => r.type === 'chat.receipt');
-      if (rc && rc.type === 'chat.receipt') w.ackedPeer = rc.nextPosition;
+      if (rc) w.ackedPeer = rc.nextPosition;
     }
     w.next = want;
     w.unknown = null;
@@ -294,12 +294,12 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
     problems.push(`${w.name}: after restart ${w.streamId} ends at ${st.nextPosition}, the writer's last append ended at ${w.next}`);
   w.next = st.nextPosition;
   // Coordinator tokens stay valid across restarts (§6 streams.claim).
-  if (st.writer?.epoch !== w.epoch || st.writer?.active !== true) {
+  if (st.writer.epoch !== w.epoch || !st.writer.active) {
     problems.push(`${w.name}: after restart the writer is ${JSON.stringify(st.writer)}, expected epoch ${w.epoch} active`);
   }
   const peer = ok(await client.call('streams.get', { streamId: w.peerStreamId }), 'streams.get peer');
   w.peerGeneration = peer.generation;
-  const acked = peer.acknowledged as { generation: string; nextPosition: string } | null;
+  const acked = peer.acknowledged;
   const ackedNow = acked && acked.generation === peer.generation ? acked.nextPosition : peer.firstPosition;
   if (ackedNow !== w.ackedPeer)
     problems.push(`${w.name}: ${w.peerStreamId}.acknowledged is ${ackedNow}, my last receipt ended at ${w.ackedPeer}`);
@@ -396,7 +396,7 @@ function checkFollower(f: Follower): void {
         problems.push(`${label}: record ${i} is ${r.streamId}@${r.generation}#${r.position}`);
       checker.observe(r, `follower cycle ${checker.cycle}`);
     });
-    stats.followerRecords += p.records?.length ?? 0;
+    stats.followerRecords += p.records.length;
     exp.next = p.nextPosition;
     chatCursors.set(chatId, p.cursor);
   }
@@ -558,7 +558,7 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
       const c = checker.counts();
       expect(stats.cycles).toBe(CYCLES);
       expect(c.acknowledged).toBeGreaterThan(CYCLES);
-      expect(lastReport?.lost).toBe(0);
+      expect(lastReport.lost).toBe(0);
       expect(c.unknownCommitted + c.unknownNotCommitted).toBe(c.unknown);
     },
     CYCLES * 15_000 + 60_000,

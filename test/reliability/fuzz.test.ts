@@ -21,6 +21,7 @@ import { ok, type Result, type Wire, type WireError, type WireResponse } from '.
 import { WireProbe, errorProblems } from './lib/wire-probe.js';
 import { intFromEnv } from './lib/prng.js';
 import { sleep } from '../helpers/wait.js';
+import { Teardown } from '../helpers/teardown.js';
 
 const METHODS = Object.keys(paramSchemas);
 const RUNS = intFromEnv('FUZZ_RUNS', 300);
@@ -342,9 +343,10 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
   let fzToken = '';
   let probes: { unauth: WireProbe; admin: WireProbe; agent: WireProbe };
   const all = (): WireProbe[] => [probes.unauth, probes.admin, probes.agent];
+  const teardown = new Teardown();
 
   beforeAll(async () => {
-    daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
+    daemon = teardown.add(await DaemonProcess.start({ extraArgs: ['--policy', 'open'] }), (d) => d.cleanup());
     admin = await daemon.connectAs();
     const tag = Date.now().toString(36);
     const mk = async (u: string) => {
@@ -356,8 +358,8 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
     const v1 = await mk('victim1');
     const v2 = await mk('victim2');
     fzToken = fz.token;
-    const chat1 = ok(await admin.call('chats.open', { agentAId: fz.agent.id, agentBId: v1.agent.id })).chat.id as string;
-    const chat2 = ok(await admin.call('chats.open', { agentAId: v1.agent.id, agentBId: v2.agent.id })).chat.id as string;
+    const chat1 = ok(await admin.call('chats.open', { agentAId: fz.agent.id, agentBId: v1.agent.id })).chat.id;
+    const chat2 = ok(await admin.call('chats.open', { agentAId: v1.agent.id, agentBId: v2.agent.id })).chat.id;
     const fzStream = `${chat1}:${fz.agent.id}`;
     const me = await daemon.connectAs(fz.token);
     const claim = ok(await me.call('streams.claim', { streamId: fzStream }));
@@ -391,17 +393,15 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
       admin: await WireProbe.connect(daemon.socketPath, 'admin'),
       agent: await WireProbe.connect(daemon.socketPath, 'agent'),
     };
+    teardown.add(probes, () => {
+      addProbeStats(...all());
+      for (const p of all()) p.close();
+    });
     await helloProbe(probes.admin, daemon.adminToken);
     await helloProbe(probes.agent, fz.token);
   }, 60_000);
 
-  afterAll(async () => {
-    if (probes) {
-      addProbeStats(...all());
-      for (const p of all()) p.close();
-    }
-    await daemon?.cleanup();
-  });
+  afterAll(() => teardown.run());
 
   const probeArb = () => fc.constantFrom<'unauth' | 'admin' | 'agent'>('unauth', 'admin', 'agent');
 
@@ -763,15 +763,14 @@ async function statusLatency(c: Wire, timeoutMs = 5_000): Promise<number> {
 describe('floods against a daemon with --max-connections 20', () => {
   let daemon: DaemonProcess;
   let admin: Wire;
+  const teardown = new Teardown();
 
   beforeAll(async () => {
-    daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', '20'] });
+    daemon = teardown.add(await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', '20'] }), (d) => d.cleanup());
     admin = await daemon.connectAs();
   }, 30_000);
 
-  afterAll(async () => {
-    await daemon?.cleanup();
-  });
+  afterAll(() => teardown.run());
 
   it('a client that never reads its socket does not grow the daemon without bound, and others still get answers', async () => {
     count('never-reads');
@@ -779,11 +778,11 @@ describe('floods against a daemon with --max-connections 20', () => {
     const a = ok(await admin.call('agents.create', { username: `reader-${Date.now().toString(36)}`, name: 'Greedy reader' }));
     const b = ok(await admin.call('agents.create', { username: `peer-${Date.now().toString(36)}`, name: 'Peer' }));
     ok(await admin.call('agents.setPolicy', { agentId: a.agent.id, pii: 'off' }));
-    const chatId = ok(await admin.call('chats.open', { agentAId: a.agent.id, agentBId: b.agent.id })).chat.id as string;
+    const chatId = ok(await admin.call('chats.open', { agentAId: a.agent.id, agentBId: b.agent.id })).chat.id;
     const streamId = `${chatId}:${a.agent.id}`;
     const writer = await daemon.connectAs(a.token);
     const claim = ok(await writer.call('streams.claim', { streamId }));
-    let next = claim.nextPosition as string;
+    let next = claim.nextPosition;
     for (let i = 0; i < 6; i++) {
       const r = ok(
         await writer.call('streams.append', {
@@ -878,7 +877,9 @@ describe('floods against a daemon with --max-connections 20', () => {
             entry.connected = true;
             r();
           });
-          entry.s.once('close', () => r());
+          entry.s.once('close', () => {
+            r();
+          });
         });
       }),
     );
@@ -894,16 +895,16 @@ describe('floods against a daemon with --max-connections 20', () => {
     const problems: string[] = [];
     for (const e of sockets) {
       const lines = e.data.split('\n').filter((l) => l.trim());
-      const parsed = lines.map((l) => JSON.parse(l));
+      const parsed = lines.map((l) => JSON.parse(l) as WireResponse);
       if (parsed.some((m) => m.error?.data?.type === 'RATE_LIMITED')) {
         limited++;
         const m = parsed.find((x) => x.error?.data?.type === 'RATE_LIMITED');
-        if (m.id !== null || m.error.code !== 4290 || typeof m.error.data.retryAfterMs !== 'number')
+        if (m?.id !== null || m.error?.code !== 4290 || typeof m.error.data?.retryAfterMs !== 'number')
           problems.push(`bad RATE_LIMITED line ${lines[0]}`);
         if (parsed.length !== 1) problems.push(`a refused connection got ${parsed.length} lines`);
         if (!e.closed) problems.push('a refused connection was left open');
       } else if (e.closed && parsed.length === 0) refusedSilently++;
-      else if (parsed.length === 1 && parsed[0].id === 'who' && parsed[0].error?.data?.type === 'UNAUTHENTICATED') accepted++;
+      else if (parsed.length === 1 && parsed[0]!.id === 'who' && parsed[0]!.error?.data?.type === 'UNAUTHENTICATED') accepted++;
       else problems.push(`unexpected: ${JSON.stringify({ data: e.data.slice(0, 200), closed: e.closed, error: e.error })}`);
     }
     for (const e of sockets) e.s.destroy();
@@ -961,7 +962,7 @@ describe('floods against a daemon with --max-connections 20', () => {
     const limited = sprayTypes.filter((t) => t === 'RATE_LIMITED').length;
     console.log(
       `[fuzz] hello spray over 16 connections in ${elapsed} ms: ${sprayTypes.length - limited} UNAUTHENTICATED, ${limited} RATE_LIMITED; ` +
-        `a fresh connection then got ${freshAnswer.error?.data?.type} (retryAfterMs ${freshAnswer.error?.data?.retryAfterMs})`,
+        `a fresh connection then got ${freshAnswer.error?.data?.type} (retryAfterMs ${String(freshAnswer.error?.data?.retryAfterMs)})`,
     );
     expect(sprayTypes.every((t) => t === 'UNAUTHENTICATED' || t === 'RATE_LIMITED')).toBe(true);
     expect(limited).toBeGreaterThanOrEqual(1);

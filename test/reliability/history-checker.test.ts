@@ -50,7 +50,14 @@ class FakeStore implements RpcCaller {
   readonly opOverride = new Map<string, Pick<OperationInfo, 'operationId' | 'state'>>();
   clock = 0;
 
-  async call<M extends string>(method: M, p: unknown = {}): Promise<WireResponse<ResultOf<MethodResults, M>>> {
+  /** Answers like a connection: asynchronously, and a throw while answering is a rejection. */
+  call<M extends string>(method: M, p: unknown = {}): Promise<WireResponse<ResultOf<MethodResults, M>>> {
+    return new Promise((resolve) => {
+      resolve(this.#answer(method, p));
+    });
+  }
+
+  #answer<M extends string>(method: M, p: unknown): WireResponse<ResultOf<MethodResults, M>> {
     type Answer = WireResponse<ResultOf<MethodResults, M>>;
     const params = p as { streamId: string; fromPosition: string; operationId: string };
     const result = (r: unknown): Answer => ({ jsonrpc: '2.0', id: 1, result: r as ResultOf<MethodResults, M> });
@@ -126,8 +133,11 @@ class FakeStore implements RpcCaller {
     const first = this.records.get(streamId)!.length;
     const stored = records.map((input, i) => {
       if (input.type === 'chat.receipt') {
-        const { type: _type, ...receipt } = input;
-        return this.#push(streamId, operationId, i, { type: 'chat.receipt', receipt });
+        const { peerStreamId, peerGeneration, nextPosition, batchId } = input;
+        return this.#push(streamId, operationId, i, {
+          type: 'chat.receipt',
+          receipt: { peerStreamId, peerGeneration, nextPosition, batchId },
+        });
       }
       const createdAt = new Date(Date.UTC(2026, 0, 1, 0, 0, 0, this.clock++)).toISOString();
       const contentSha256 = b64(createHash('sha256').update(input.content, 'utf8').digest());

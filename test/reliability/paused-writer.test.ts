@@ -64,8 +64,8 @@ function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator')
   child = proc;
   const w: WriterProcess = { proc, lines: [], stderr: '' };
   let partial = '';
-  proc.stdout!.setEncoding('utf8');
-  proc.stdout!.on('data', (chunk: string) => {
+  proc.stdout.setEncoding('utf8');
+  proc.stdout.on('data', (chunk: string) => {
     partial += chunk;
     let nl: number;
     while ((nl = partial.indexOf('\n')) >= 0) {
@@ -74,8 +74,8 @@ function startWriter(token: string, chatId: string, mode: 'raw' | 'coordinator')
       if (line.trim()) w.lines.push(JSON.parse(line) as WriterLine);
     }
   });
-  proc.stderr!.setEncoding('utf8');
-  proc.stderr!.on('data', (c: string) => (w.stderr += c));
+  proc.stderr.setEncoding('utf8');
+  proc.stderr.on('data', (c: string) => (w.stderr += c));
   return w;
 }
 
@@ -126,7 +126,7 @@ async function freezeReplaceThaw(w: WriterProcess, token: string, streamId: stri
   const me = await daemon().connectAs(token);
   const claim = ok(await me.call('streams.claim', { streamId, replace: true, reason: 'paused writer test' }), 'streams.claim replace');
   const fencePosition = (BigInt(claim.nextPosition) - 1n).toString();
-  let next = claim.nextPosition as string;
+  let next = claim.nextPosition;
   const newOps: string[] = [];
   const appendNew = async (n: number): Promise<void> => {
     const operationId = `new-${newOps.length + 1}`;
@@ -162,7 +162,10 @@ async function freezeReplaceThaw(w: WriterProcess, token: string, streamId: stri
   await appendNew(3);
   await waitForWriter(() => results(w).filter((r) => r.seq > sentBeforeStop).length >= 12, 'more answers to the thawed writer', w);
   process.kill(w.proc.pid!, 'SIGKILL');
-  await new Promise((r) => (w.proc.exitCode !== null || w.proc.signalCode !== null ? r(null) : w.proc.once('exit', r)));
+  await new Promise((r) => {
+    if (w.proc.exitCode !== null || w.proc.signalCode !== null) r(null);
+    else w.proc.once('exit', r);
+  });
   return { sentBeforeStop, claim, fencePosition, newOps, next };
 }
 
@@ -215,9 +218,9 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
       operationId: `fence.${claim.epoch}`,
       fence: { epoch: claim.epoch, replaced: true },
     });
-    const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
+    const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId);
     expect([...new Set(laterOps)]).toEqual(newOps);
-    const oldRecords = records.filter((r) => String(r.wrapper.operationId).startsWith('old-'));
+    const oldRecords = records.filter((r) => r.wrapper.operationId.startsWith('old-'));
     expect(oldRecords.length).toBeGreaterThanOrEqual(5);
     for (const r of oldRecords) expect(BigInt(r.position) < BigInt(fencePosition), `old record at ${r.position}`).toBe(true);
     console.log(
@@ -243,7 +246,7 @@ describe('paused writer: SIGSTOP of a coordinator process, replace, SIGCONT', ()
       type: 'chat.writer-fence',
       fence: { epoch: claim.epoch, replaced: true },
     });
-    const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId as string);
+    const laterOps = records.filter((r) => BigInt(r.position) > BigInt(fencePosition)).map((r) => r.wrapper.operationId);
     expect([...new Set(laterOps)]).toEqual(newOps);
     // Every message the old coordinator had acknowledged is there, before the fence.
     const acked = results(w).filter((r) => r.ok);

@@ -57,7 +57,10 @@ async function unreadClient(socketPath: string): Promise<{ client: Wire; lines: 
   const client = await WireClient.connect<MethodResults>(socketPath, { paused: true });
   const lines: Line[] = [];
   client.on('message', (m) => lines.push(m as Line));
-  return { client, lines, send: (values) => client.sendRaw(values.map((v) => JSON.stringify(v) + '\n').join('')) };
+  const send = (values: unknown[]): void => {
+    client.sendRaw(values.map((v) => JSON.stringify(v) + '\n').join(''));
+  };
+  return { client, lines, send };
 }
 
 /**

@@ -19,7 +19,7 @@
 // nothing: the probe reads every message it parses.
 
 import { ERROR_CODES } from '../../../src/shared/errors.js';
-import { WireClient, errorShapeProblems, type WireError, type WireResponse } from '../../helpers/wire-fixtures.js';
+import { WireClient, errorShapeProblems, jsonPreview, type WireError, type WireResponse } from '../../helpers/wire-fixtures.js';
 
 const APPLICATION_CODES = new Map<number, string>(Object.entries(ERROR_CODES).map(([type, code]) => [code, type]));
 const PROTOCOL_CODES = new Set([-32700, -32600, -32601]);
@@ -225,7 +225,7 @@ export class WireProbe {
 
   #onResponse(r: unknown, inBatch: boolean): void {
     this.stats.answers++;
-    const where = `${this.name}: answer ${JSON.stringify(r)?.slice(0, 300)}`;
+    const where = `${this.name}: answer ${jsonPreview(r)}`;
     if (!isObject(r)) {
       this.problems.push(`${where}: not an object`);
       return;
@@ -250,7 +250,7 @@ export class WireProbe {
     }
     if (n >= 1) this.problems.push(`${where}: id ${String(id)} answered ${n + 1} times`);
     this.#owedIds.set(id, n + 1);
-    this.results.set(id, r as WireResponse);
+    this.results.set(id, r);
   }
 
   #wake(): void {
@@ -339,13 +339,13 @@ export function errorProblems(e: unknown): string[] {
   else if (APPLICATION_CODES.has(code)) {
     if (type !== APPLICATION_CODES.get(code))
       problems.push(`code ${code} with data.type ${String(type)} (registry says ${APPLICATION_CODES.get(code)})`);
-    if (type === 'INVALID_PARAMS' && (typeof data?.path !== 'string' || typeof data?.reason !== 'string'))
+    if (type === 'INVALID_PARAMS' && (typeof data?.path !== 'string' || typeof data.reason !== 'string'))
       problems.push('INVALID_PARAMS without path/reason');
     if (type === 'RATE_LIMITED' && typeof data?.retryAfterMs !== 'number') problems.push('RATE_LIMITED without retryAfterMs');
   } else if (!PROTOCOL_CODES.has(code)) {
     problems.push(`code ${code} is neither a JSON-RPC code nor in the registry`);
   } else if (type !== undefined && !Object.hasOwn(ERROR_CODES, type)) {
-    problems.push(`data.type ${String(type)} is not in the registry`);
+    problems.push(`data.type ${type} is not in the registry`);
   }
   return problems;
 }
