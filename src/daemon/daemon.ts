@@ -75,7 +75,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const counters = await Counters.load(storage, log);
     const codec = new TokenCodec(secret);
     const directory = new Directory(storage, counters, codec, adminToken, config.policy);
-    const batcher = new SignBatcher(signer, log, { worker: config.signWorker !== false });
+    const batcher = new SignBatcher(signer);
     const streams = new StreamStore(storage, directory, signer, codec, counters, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
@@ -138,9 +138,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           server.stopAccepting();
           subscriptions.endAll();
           await sweep;
+          // Queued writes wait for their signatures: sign what is waiting, then close the store.
+          batcher.close();
           await storage.close();
-          // After the store: queued writes wait for their signatures.
-          await batcher.close();
           server.closeConnections();
           removeGuards();
           log.info('stopped');

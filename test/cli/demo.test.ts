@@ -6,43 +6,11 @@ import { expectExit } from '../helpers/cli-runner.js';
 import { type Result } from '../helpers/wire-fixtures.js';
 import { useCli } from '../helpers/use-daemon.js';
 import { anyOf } from '../helpers/matchers.js';
+import { CONTRACT_METHODS } from '../helpers/contract-methods.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
 const { daemon, cli } = useCli();
-
-/** Every method of docs/protocol.md §6. */
-const CONTRACT_METHODS = [
-  'session.hello',
-  'daemon.status',
-  'keys.list',
-  'keys.rotate',
-  'agents.create',
-  'agents.list',
-  'agents.get',
-  'agents.rotateToken',
-  'agents.disable',
-  'agents.setPolicy',
-  'grants.add',
-  'grants.remove',
-  'grants.list',
-  'chats.open',
-  'chats.get',
-  'chats.list',
-  'chats.permissions',
-  'chats.history',
-  'chats.follow',
-  'chats.unfollow',
-  'streams.get',
-  'streams.claim',
-  'streams.release',
-  'streams.append',
-  'streams.read',
-  'streams.trim',
-  'streams.reset',
-  'operations.get',
-  'operations.list',
-];
 
 describe('yello demo', () => {
   it('against a fresh daemon: exit 0 and a transcript that is verified with 0 problems', async () => {

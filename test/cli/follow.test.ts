@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChatBatchNotification } from '../../src/shared/types.js';
 import { expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli } from '../helpers/cli-runner.js';
 import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
-import { sleep } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 import { useCli } from '../helpers/use-daemon.js';
 import { anyOf } from '../helpers/matchers.js';
 
@@ -43,16 +43,6 @@ async function liveCursorNow(): Promise<string> {
 
 async function streamState(streamId: string) {
   return ok(await admin().call('streams.get', { streamId }));
-}
-
-async function until<T>(what: string, f: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 type Batch = ChatBatchNotification;
@@ -110,13 +100,18 @@ describe('chats follow --ack', () => {
     // The live cursor closes the window between the coordinator's claim and its subscription.
     const f = track(bob.start(['chats', 'follow', chatId, '--ack', '--cursor', await liveCursorNow()]));
     // It acts as bob's coordinator: bob's outbound stream is claimed.
-    await until('bob stream claimed', async () => (await streamState(streamB)).writer.active);
+    await waitFor(async () => (await streamState(streamB)).writer.active, 'bob stream claimed', 20_000, 100);
     const sent = await alice.json<Result<'streams.append'>>(['send', chatId, 'please acknowledge this']);
     await f.waitFor(() => f.lines.some((l) => l.includes('please acknowledge this')), 'the message line');
-    const acked = await until('acknowledged to advance', async () => {
-      const s = await streamState(streamA);
-      return s.acknowledged && BigInt(s.acknowledged.nextPosition) >= BigInt(sent.nextPosition) ? s : null;
-    });
+    const acked = await waitFor(
+      async () => {
+        const s = await streamState(streamA);
+        return s.acknowledged && BigInt(s.acknowledged.nextPosition) >= BigInt(sent.nextPosition) ? s : null;
+      },
+      'acknowledged to advance',
+      20_000,
+      100,
+    );
     expect(acked.acknowledged).toEqual({ generation: '1', nextPosition: sent.nextPosition });
     if (before.acknowledged) expect(BigInt(acked.acknowledged!.nextPosition)).toBeGreaterThan(BigInt(before.acknowledged.nextPosition));
     // Visible through the CLI too.
@@ -125,7 +120,12 @@ describe('chats follow --ack', () => {
 
     // A second message is acknowledged as well.
     const sent2 = await alice.json<Result<'streams.append'>>(['send', chatId, 'and this one']);
-    await until('second acknowledgement', async () => (await streamState(streamA)).acknowledged?.nextPosition === sent2.nextPosition);
+    await waitFor(
+      async () => (await streamState(streamA)).acknowledged?.nextPosition === sent2.nextPosition,
+      'second acknowledgement',
+      20_000,
+      100,
+    );
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout).toMatch(/alice → bob\s+#\d+\s+please acknowledge this/);

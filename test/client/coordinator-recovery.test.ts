@@ -5,10 +5,8 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DaemonProcess } from '../helpers/daemon-process.js';
 import {
   ConnectionLostError,
-  Coordinator,
   CoordinatorPausedError,
   FileCursorStore,
   TimeoutError,
@@ -17,7 +15,6 @@ import {
 } from '../../src/client/index.js';
 import {
   RecordingAdapter,
-  connectAdmin,
   connectAgent,
   createChat,
   freeze,
@@ -27,54 +24,45 @@ import {
   readStream,
   rejectionOf,
   settledWithin,
-  startDaemon,
   thaw,
   uniqueName,
   watchStates,
   type Participant,
   type TestChat,
-  Teardown,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: YelloClient;
+const { daemon, admin, coordinators, clients } = useClientDaemon({ reconnect: { minDelayMs: 50, maxDelayMs: 300 } });
 let tempDir = '';
-const coordinators: Coordinator[] = [];
-const clients: YelloClient[] = [];
-
-const teardown = new Teardown();
 
 beforeAll(async () => {
-  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
-  admin = teardown.add(await connectAdmin(daemon, { reconnect: { minDelayMs: 50, maxDelayMs: 300 } }), (c) => {
-    c.close();
-  });
-  tempDir = teardown.add(await makeTempDir('ylc-'), (dir) => rm(dir, { recursive: true, force: true }));
-}, 30_000);
-
-afterEach(async () => {
-  if (!daemon.running) await daemon.restart();
-  for (const c of coordinators.splice(0)) await c.stop().catch(() => {});
-  for (const c of clients.splice(0)) c.close();
+  tempDir = await makeTempDir('ylc-');
 });
 
-afterAll(() => teardown.run());
+afterAll(() => rm(tempDir, { recursive: true, force: true }));
+
+// Before the fixture's afterEach stops the coordinators: a test may leave the daemon stopped.
+afterEach(async () => {
+  if (!daemon().running) await daemon().restart();
+});
 
 /** Waits until the reconnecting admin client is usable again after a restart. */
 async function adminReady(): Promise<YelloClient> {
   await waitFor(
     async () =>
-      admin.connected &&
-      (await admin.rpc.daemon.status({}).then(
-        () => true,
-        () => false,
-      )),
+      admin().connected &&
+      (await admin()
+        .rpc.daemon.status({})
+        .then(
+          () => true,
+          () => false,
+        )),
     'the admin client to reconnect',
     15_000,
     50,
   );
-  return admin;
+  return admin();
 }
 
 /** A plain writer for `who`: claims the outbound stream and appends one message per call. */
@@ -84,7 +72,7 @@ class Writer {
   next = '0';
   constructor(readonly who: Participant) {}
   async open(): Promise<this> {
-    this.client = await connectAgent(daemon, this.who);
+    this.client = await connectAgent(daemon(), this.who);
     clients.push(this.client);
     if (!this.token) {
       const claim = await this.client.rpc.streams.claim({ streamId: this.who.streamId });
@@ -109,11 +97,11 @@ class Writer {
 
 describe('Coordinator: resuming across a daemon SIGKILL', () => {
   it('presents every peer message exactly once and in order, before, during and after the crash', async () => {
-    const chat = await createChat(admin);
+    const chat = await createChat(admin());
     const alice = await new Writer(chat.alice).open();
     const cursorFile = path.join(tempDir, 'bob-cursors.json');
     const seen = new RecordingAdapter({ delayMs: 15 }); // slow enough to have a backlog when the daemon dies
-    const bob = makeCoordinator(daemon, chat, chat.bob, {
+    const bob = makeCoordinator(daemon(), chat, chat.bob, {
       adapter: seen,
       cursorStore: new FileCursorStore(cursorFile),
       reconnect: { minDelayMs: 200, maxDelayMs: 600 },
@@ -140,11 +128,11 @@ describe('Coordinator: resuming across a daemon SIGKILL', () => {
     };
     for (let i = 0; i < 8; i++) await send(`before-${i}`);
     await waitFor(() => holding, 'bob to be presenting before-3');
-    await daemon.kill();
+    await daemon().kill();
     crashed();
     await waitFor(() => bob.state === 'reconnecting', 'bob to notice the loss');
 
-    await daemon.restart();
+    await daemon().restart();
     await alice.open(); // the coordinator token survives the restart
     for (let i = 0; i < 8; i++) await send(`during-${i}`);
     await waitFor(() => bob.state === 'running', 'bob to be running again', 15_000);
@@ -169,7 +157,7 @@ describe('Coordinator: resuming across a daemon SIGKILL', () => {
     await bob.stop();
     await alice.send('for the next run');
     const nextSeen = new RecordingAdapter();
-    const next = makeCoordinator(daemon, chat, chat.bob, { adapter: nextSeen, cursorStore: new FileCursorStore(cursorFile) });
+    const next = makeCoordinator(daemon(), chat, chat.bob, { adapter: nextSeen, cursorStore: new FileCursorStore(cursorFile) });
     coordinators.push(next);
     await next.start();
     await waitFor(() => nextSeen.contents.length >= 1, 'the next run to be shown the new message');
@@ -180,10 +168,10 @@ describe('Coordinator: resuming across a daemon SIGKILL', () => {
 
 describe('Coordinator: a slow daemon', () => {
   it('a timed-out ownership check before a presentation does not skip that batch', async () => {
-    const chat = await createChat(admin);
+    const chat = await createChat(admin());
     const alice = await new Writer(chat.alice).open();
     const seen = new RecordingAdapter();
-    const bob = makeCoordinator(daemon, chat, chat.bob, { adapter: seen, callTimeoutMs: 800 });
+    const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter: seen, callTimeoutMs: 800 });
     coordinators.push(bob);
     await bob.start();
 
@@ -195,12 +183,12 @@ describe('Coordinator: a slow daemon', () => {
     await waitFor(() => release, 'bob to be presenting P0');
     await alice.send('P1');
     await sleep(200);
-    freeze(daemon);
+    freeze(daemon());
     try {
       release!();
       await sleep(1_300); // longer than callTimeoutMs
     } finally {
-      thaw(daemon);
+      thaw(daemon());
     }
     await alice.send('P2');
     await waitFor(() => seen.contents.includes('P2') || bob.state !== 'running', 'bob to go on', 10_000);
@@ -213,23 +201,23 @@ describe('Coordinator: a slow daemon', () => {
 
 describe('Coordinator: stop() during a reconnect', () => {
   it('stays stopped when a dial that was in flight completes afterwards', async () => {
-    const chat = await createChat(admin);
+    const chat = await createChat(admin());
     // One dial 3 s after the loss: by then the daemon is back, but frozen, so the dial hangs in hello.
-    const bob = makeCoordinator(daemon, chat, chat.bob, { reconnect: { minDelayMs: 3_000, maxDelayMs: 3_000 } });
+    const bob = makeCoordinator(daemon(), chat, chat.bob, { reconnect: { minDelayMs: 3_000, maxDelayMs: 3_000 } });
     coordinators.push(bob);
     const log = watchStates(bob);
     await bob.start();
-    await daemon.kill();
+    await daemon().kill();
     await waitFor(() => bob.state === 'reconnecting', 'bob to notice the loss');
-    await daemon.restart();
-    freeze(daemon);
+    await daemon().restart();
+    freeze(daemon());
     try {
       await sleep(3_500);
       expect(bob.state).toBe('reconnecting');
       await bob.stop();
       expect(bob.state).toBe('stopped');
     } finally {
-      thaw(daemon);
+      thaw(daemon());
     }
     await sleep(1_000); // the dial's hello is answered now
     expect(bob.state).toBe('stopped');
@@ -251,9 +239,9 @@ describe('Coordinator: appends of unknown outcome', () => {
   }
 
   async function startBob(callTimeoutMs?: number) {
-    const chat = await createChat(admin);
+    const chat = await createChat(admin());
     const adapter = new RecordingAdapter();
-    const bob = makeCoordinator(daemon, chat, chat.bob, { adapter, ...(callTimeoutMs ? { callTimeoutMs } : {}) });
+    const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter, ...(callTimeoutMs ? { callTimeoutMs } : {}) });
     coordinators.push(bob);
     await bob.start();
     await bob.send('a known message');
@@ -264,7 +252,7 @@ describe('Coordinator: appends of unknown outcome', () => {
     const { chat, bob, adapter } = await startBob();
     const log = watchStates(bob);
     const sending = rejectionOf(bob.send('maybe stored'));
-    await daemon.kill();
+    await daemon().kill();
     const err = await sending;
     expect(err instanceof ConnectionLostError || err instanceof TimeoutError, String(err)).toBe(true);
     expect((err as ConnectionLostError).outcomeUnknown).toBe(true);
@@ -276,7 +264,7 @@ describe('Coordinator: appends of unknown outcome', () => {
     expect(paused).toBeInstanceOf(CoordinatorPausedError);
     expect((paused as CoordinatorPausedError).operationId).toBe(operationId);
 
-    await daemon.restart();
+    await daemon().restart();
     const outcome = await bob.resolveUncertain();
     expect(outcome.operationId).toBe(operationId);
     expect(outcome.operation.state).toBe(outcome.committed ? 'committed' : 'unknown');
@@ -287,7 +275,7 @@ describe('Coordinator: appends of unknown outcome', () => {
     expect(bob.uncertainOperationId).toBeNull();
     expect(log.states).toContain('paused');
     expect(log.states.at(-1)).toBe('running');
-    const head = (await admin.rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
+    const head = (await admin().rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
     const res = await bob.send('after resolving');
     expect(res.firstPosition).toBe(head);
   });
@@ -295,14 +283,14 @@ describe('Coordinator: appends of unknown outcome', () => {
   it('a timed-out append that did commit resolves as committed, and sending resumes after it', async () => {
     const { chat, bob, adapter } = await startBob(3_000);
     const log = watchStates(bob);
-    freeze(daemon); // the request waits, unread, in the socket
+    freeze(daemon()); // the request waits, unread, in the socket
     let err: unknown;
     try {
       err = await rejectionOf(bob.send('slow but stored'));
       expect(bob.state).toBe('paused');
       await expect(bob.send('while paused')).rejects.toBeInstanceOf(CoordinatorPausedError);
     } finally {
-      thaw(daemon);
+      thaw(daemon());
     }
     expect(err).toBeInstanceOf(TimeoutError);
     expect((err as TimeoutError).outcomeUnknown).toBe(true);
@@ -319,21 +307,21 @@ describe('Coordinator: appends of unknown outcome', () => {
     const res = await bob.send('next one');
     expect(res.firstPosition).toBe(outcome.operation.nextPosition);
     // Nothing was resent: the message is stored once.
-    expect(messageContents(await readStream(admin, chat.bob.streamId))).toEqual(['a known message', 'slow but stored', 'next one']);
+    expect(messageContents(await readStream(admin(), chat.bob.streamId))).toEqual(['a known message', 'slow but stored', 'next one']);
   });
 
   it('a timed-out append lost with the daemon resolves as not committed, and sending resumes at the same position', async () => {
     const { chat, bob } = await startBob(3_000);
-    const head = (await admin.rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
-    freeze(daemon);
+    const head = (await admin().rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
+    freeze(daemon());
     const err = await rejectionOf(bob.send('never stored'));
     expect(err).toBeInstanceOf(TimeoutError);
     expect(bob.state).toBe('paused');
     const operationId = bob.uncertainOperationId!;
-    await daemon.kill(); // the unread request dies with the process
+    await daemon().kill(); // the unread request dies with the process
 
     await expect(bob.send('while paused')).rejects.toBeInstanceOf(CoordinatorPausedError);
-    await daemon.restart();
+    await daemon().restart();
     const outcome = await bob.resolveUncertain();
     expect(outcome).toMatchObject({ operationId, committed: false, operation: { state: 'unknown' } });
     await expectOutcomeMatchesDaemon(chat, operationId, false, 'never stored');
@@ -341,6 +329,6 @@ describe('Coordinator: appends of unknown outcome', () => {
     expect(bob.state).toBe('running');
     const res = await bob.send('sent again by the caller');
     expect(res.firstPosition).toBe(head);
-    expect(messageContents(await readStream(admin, chat.bob.streamId))).toEqual(['a known message', 'sent again by the caller']);
+    expect(messageContents(await readStream(admin(), chat.bob.streamId))).toEqual(['a known message', 'sent again by the caller']);
   });
 });

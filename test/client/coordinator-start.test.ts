@@ -2,46 +2,24 @@
 // coordinator is presented every peer message it has not acknowledged, including those sent
 // before it started ('acknowledged', the default); 'end' keeps the old "only what comes later".
 
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DaemonProcess } from '../helpers/daemon-process.js';
-import { Coordinator, MemoryCursorStore, type YelloClient } from '../../src/client/index.js';
+import { describe, expect, it } from 'vitest';
+import { MemoryCursorStore } from '../../src/client/index.js';
 import {
   RecordingAdapter,
-  connectAdmin,
   connectAgent,
   createChat,
   makeCoordinator,
-  startDaemon,
   type Participant,
   type TestChat,
-  Teardown,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: YelloClient;
-const coordinators: Coordinator[] = [];
-const clients: YelloClient[] = [];
-
-const teardown = new Teardown();
-
-beforeAll(async () => {
-  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
-  admin = teardown.add(await connectAdmin(daemon), (c) => {
-    c.close();
-  });
-}, 30_000);
-
-afterEach(async () => {
-  for (const c of coordinators.splice(0)) await c.stop().catch(() => {});
-  for (const c of clients.splice(0)) c.close();
-});
-
-afterAll(() => teardown.run());
+const { daemon, admin, coordinators, clients } = useClientDaemon();
 
 /** alice sends `texts` as one short-lived writer, before anyone follows. */
 async function sendAs(chat: TestChat, who: Participant, texts: string[]): Promise<void> {
-  const c = await connectAgent(daemon, who);
+  const c = await connectAgent(daemon(), who);
   clients.push(c);
   const claim = await c.rpc.streams.claim({ streamId: who.streamId });
   let next = claim.nextPosition;
@@ -62,10 +40,10 @@ async function sendAs(chat: TestChat, who: Participant, texts: string[]): Promis
 
 describe('Coordinator start', () => {
   it('a first run (no stored cursor) is presented the messages sent before it started, and acknowledging them sticks', async () => {
-    const chat = await createChat(admin);
+    const chat = await createChat(admin());
     await sendAs(chat, chat.alice, ['sent while bob was away', 'and another']);
     const seen = new RecordingAdapter();
-    const bob = makeCoordinator(daemon, chat, chat.bob, { adapter: seen });
+    const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter: seen });
     coordinators.push(bob);
     await bob.start();
     const batch = await waitFor(() => seen.batchWith('and another'), 'the earlier messages');
@@ -76,7 +54,7 @@ describe('Coordinator start', () => {
     // A second first run (a fresh cursor store) starts after the receipt: nothing again.
     await sendAs(chat, chat.alice, ['after the receipt']);
     const again = new RecordingAdapter();
-    const bob2 = makeCoordinator(daemon, chat, chat.bob, { adapter: again, cursorStore: new MemoryCursorStore() });
+    const bob2 = makeCoordinator(daemon(), chat, chat.bob, { adapter: again, cursorStore: new MemoryCursorStore() });
     coordinators.push(bob2);
     await bob2.start();
     await waitFor(() => again.batchWith('after the receipt'), 'the unacknowledged message');
@@ -84,10 +62,10 @@ describe('Coordinator start', () => {
   });
 
   it("start: 'end' presents only what arrives after the start", async () => {
-    const chat = await createChat(admin);
+    const chat = await createChat(admin());
     await sendAs(chat, chat.alice, ['old news']);
     const seen = new RecordingAdapter();
-    const bob = makeCoordinator(daemon, chat, chat.bob, { adapter: seen, start: 'end' });
+    const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter: seen, start: 'end' });
     coordinators.push(bob);
     await bob.start();
     await sleep(300);

@@ -2,8 +2,7 @@
 // explicit ack, reply+receipt as one operation, sends that never acknowledge, fencing by a
 // replacing coordinator, observable states, and continuity breaks that stop it for a human.
 
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { describe, expect, it } from 'vitest';
 import {
   ContinuityBreakError,
   Coordinator,
@@ -12,11 +11,9 @@ import {
   WriterActiveError,
   YelloClientError,
   type ChatBatchNotification,
-  type YelloClient,
 } from '../../src/client/index.js';
 import {
   RecordingAdapter,
-  connectAdmin,
   connectAgent,
   createChat,
   makeCoordinator,
@@ -24,33 +21,13 @@ import {
   readStream,
   rejectionOf,
   settledWithin,
-  startDaemon,
   watchStates,
   type TestChat,
-  Teardown,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: YelloClient;
-const coordinators: Coordinator[] = [];
-const clients: YelloClient[] = [];
-
-const teardown = new Teardown();
-
-beforeAll(async () => {
-  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
-  admin = teardown.add(await connectAdmin(daemon), (c) => {
-    c.close();
-  });
-}, 30_000);
-
-afterEach(async () => {
-  for (const c of coordinators.splice(0)) await c.stop().catch(() => {});
-  for (const c of clients.splice(0)) c.close();
-});
-
-afterAll(() => teardown.run());
+const { daemon, admin, coordinators, clients } = useClientDaemon();
 
 /** A started coordinator pair (alice and bob) in a fresh chat. */
 async function startPair(): Promise<{
@@ -61,14 +38,14 @@ async function startPair(): Promise<{
   bobSees: RecordingAdapter;
   bobStore: MemoryCursorStore;
 }> {
-  const chat = await createChat(admin);
+  const chat = await createChat(admin());
   const aliceSees = new RecordingAdapter();
   const bobSees = new RecordingAdapter();
   const bobStore = new MemoryCursorStore();
   // These tests count presentations from the start on: begin at the ends, not at the backlog
   // of unacknowledged records (the peer's claim fence) a first run is shown by default.
-  const alice = makeCoordinator(daemon, chat, chat.alice, { adapter: aliceSees, start: 'end' });
-  const bob = makeCoordinator(daemon, chat, chat.bob, { adapter: bobSees, cursorStore: bobStore, start: 'end' });
+  const alice = makeCoordinator(daemon(), chat, chat.alice, { adapter: aliceSees, start: 'end' });
+  const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter: bobSees, cursorStore: bobStore, start: 'end' });
   coordinators.push(alice, bob);
   await alice.start();
   await bob.start();
@@ -76,7 +53,7 @@ async function startPair(): Promise<{
 }
 
 async function acknowledgedOf(streamId: string) {
-  return (await admin.rpc.streams.get({ streamId })).acknowledged;
+  return (await admin().rpc.streams.get({ streamId })).acknowledged;
 }
 
 describe('Coordinator: receipts', () => {
@@ -96,7 +73,7 @@ describe('Coordinator: receipts', () => {
 
     // Presented, then some time, then a history read: still nothing acknowledged.
     await sleep(300);
-    const bobClient = await connectAgent(daemon, chat.bob);
+    const bobClient = await connectAgent(daemon(), chat.bob);
     clients.push(bobClient);
     const history = await bobClient.rpc.chats.history({ chatId: chat.chatId });
     expect(messageContents(history.entries)).toEqual(['first question']);
@@ -122,13 +99,13 @@ describe('Coordinator: receipts', () => {
     const { chat, alice, bob, bobSees, aliceSees } = await startPair();
     await alice.send('what time is it?');
     const batch = await waitFor(() => bobSees.batchWith('what time is it?'), 'bob to be shown the question');
-    const before = (await admin.rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
+    const before = (await admin().rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
 
     const res = await bob.reply('noon', { ack: batch, messageId: 'reply-1' });
     expect(res.firstPosition).toBe(before);
     expect(BigInt(res.nextPosition) - BigInt(res.firstPosition)).toBe(2n);
 
-    const stored = (await readStream(admin, chat.bob.streamId)).filter((r) => BigInt(r.position) >= BigInt(before));
+    const stored = (await readStream(admin(), chat.bob.streamId)).filter((r) => BigInt(r.position) >= BigInt(before));
     expect(stored.map((r) => r.position)).toEqual([before, (BigInt(before) + 1n).toString()]);
     expect(stored.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt']);
     expect(stored.map((r) => r.wrapper.operationId)).toEqual([res.operationId, res.operationId]);
@@ -136,7 +113,7 @@ describe('Coordinator: receipts', () => {
     expect(messageContents(stored)).toEqual(['noon']);
     expect(await acknowledgedOf(chat.alice.streamId)).toEqual({ generation: '1', nextPosition: batch.nextPosition });
 
-    const op = await admin.rpc.operations.get({ streamId: chat.bob.streamId, operationId: res.operationId });
+    const op = await admin().rpc.operations.get({ streamId: chat.bob.streamId, operationId: res.operationId });
     expect(op).toMatchObject({ state: 'committed', firstPosition: res.firstPosition, nextPosition: res.nextPosition });
 
     // alice is shown the reply and its receipt together, as they were committed.
@@ -156,7 +133,7 @@ describe('Coordinator: receipts', () => {
     expect(res.records.map((r) => r.wrapper.type)).toEqual(['chat.message']);
     await sleep(200);
     expect(await acknowledgedOf(chat.alice.streamId)).toEqual({ generation: '1', nextPosition: first.nextPosition });
-    const receipts = (await readStream(admin, chat.bob.streamId)).filter((r) => r.wrapper.type === 'chat.receipt');
+    const receipts = (await readStream(admin(), chat.bob.streamId)).filter((r) => r.wrapper.type === 'chat.receipt');
     expect(receipts).toHaveLength(1);
   });
 });
@@ -164,7 +141,7 @@ describe('Coordinator: receipts', () => {
 describe('Coordinator: ownership', () => {
   it('without replace, a second coordinator for the same agent fails to start with WriterActiveError', async () => {
     const { chat, bob } = await startPair();
-    const second = makeCoordinator(daemon, chat, chat.bob);
+    const second = makeCoordinator(daemon(), chat, chat.bob);
     coordinators.push(second);
     const err = await rejectionOf(second.start());
     expect(err).toBeInstanceOf(WriterActiveError);
@@ -179,7 +156,7 @@ describe('Coordinator: ownership', () => {
     const firstStates = watchStates(bob);
     const firstEpoch = bob.epoch;
 
-    const second = makeCoordinator(daemon, chat, chat.bob, { replace: true, reason: 'takeover test' });
+    const second = makeCoordinator(daemon(), chat, chat.bob, { replace: true, reason: 'takeover test' });
     coordinators.push(second);
     await second.start();
     expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(firstEpoch));
@@ -194,7 +171,7 @@ describe('Coordinator: ownership', () => {
 
     // The new owner writes right after its fence; the stale send wrote nothing.
     const res = await second.send('new owner');
-    const records = await readStream(admin, chat.bob.streamId);
+    const records = await readStream(admin(), chat.bob.streamId);
     const fence = records.findLast((r) => r.wrapper.type === 'chat.writer-fence')!;
     expect(fence.wrapper).toMatchObject({ fence: { epoch: second.epoch, replaced: true, reason: 'takeover test' } });
     expect(res.firstPosition).toBe((BigInt(fence.position) + 1n).toString());
@@ -213,7 +190,7 @@ describe('Coordinator: ownership checks before presenting', () => {
     await sleep(200); // P2 is now queued in bob's coordinator
 
     const successorSees = new RecordingAdapter();
-    const successor = makeCoordinator(daemon, chat, chat.bob, { replace: true, adapter: successorSees });
+    const successor = makeCoordinator(daemon(), chat, chat.bob, { replace: true, adapter: successorSees });
     coordinators.push(successor);
     await successor.start();
     release!();
@@ -230,8 +207,8 @@ describe('Coordinator: ownership checks before presenting', () => {
 
 describe('Coordinator: lifecycle', () => {
   it('reports idle → starting → running → stopped through on("state") and resolves done on stop()', async () => {
-    const chat = await createChat(admin);
-    const coord = makeCoordinator(daemon, chat, chat.alice);
+    const chat = await createChat(admin());
+    const coord = makeCoordinator(daemon(), chat, chat.alice);
     coordinators.push(coord);
     const log = watchStates(coord);
     expect(coord.state).toBe('idle');
@@ -241,15 +218,15 @@ describe('Coordinator: lifecycle', () => {
     expect(log.transitions).toEqual(['idle>starting', 'starting>running', 'running>stopped']);
     expect(await settledWithin(coord.done, 1_000)).toEqual({ status: 'fulfilled', value: undefined });
     // stop() released the stream: another coordinator claims it without replace.
-    const state = await admin.rpc.streams.get({ streamId: chat.alice.streamId });
+    const state = await admin().rpc.streams.get({ streamId: chat.alice.streamId });
     expect(state.writer.active).toBe(false);
     await expect(coord.start()).rejects.toBeInstanceOf(YelloClientError);
     await expect(coord.send('after stop')).rejects.toBeInstanceOf(YelloClientError);
   });
 
   it('an unsubscribe via the returned function stops delivery of state events', async () => {
-    const chat = await createChat(admin);
-    const coord = makeCoordinator(daemon, chat, chat.alice);
+    const chat = await createChat(admin());
+    const coord = makeCoordinator(daemon(), chat, chat.alice);
     coordinators.push(coord);
     const seen: string[] = [];
     const off = coord.on('state', (e) => seen.push(e.state));
@@ -271,11 +248,11 @@ describe('Coordinator: continuity breaks', () => {
 
     await alice.send('three');
     await alice.send('four');
-    const head = (await admin.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition;
-    await admin.rpc.streams.trim({ streamId: chat.alice.streamId, beforePosition: (BigInt(head) - 1n).toString(), force: true });
+    const head = (await admin().rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition;
+    await admin().rpc.streams.trim({ streamId: chat.alice.streamId, beforePosition: (BigInt(head) - 1n).toString(), force: true });
 
     const laterSees = new RecordingAdapter();
-    const later = makeCoordinator(daemon, chat, chat.bob, { cursorStore: bobStore, adapter: laterSees });
+    const later = makeCoordinator(daemon(), chat, chat.bob, { cursorStore: bobStore, adapter: laterSees });
     coordinators.push(later);
     const log = watchStates(later);
     const started = await settledWithin(later.start(), 10_000);
@@ -301,7 +278,7 @@ describe('Coordinator: continuity breaks', () => {
     await alice.send('before the reset');
     await waitFor(() => bobSees.batchWith('before the reset'), 'bob to be shown the message');
 
-    await admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'client test reset' });
+    await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'client test reset' });
     await waitFor(() => bob.state === 'needs-intervention', 'bob to need intervention', 5_000);
     expect(log.transitions).toEqual(['running>needs-intervention']);
     const done = await settledWithin(bob.done, 1_000);
@@ -343,7 +320,7 @@ describe('Coordinator: cursor saving', () => {
     expect(snapshot).toBeTruthy();
 
     // Following from that cursor must bring P2 again.
-    const c = await connectAgent(daemon, chat.bob);
+    const c = await connectAgent(daemon(), chat.bob);
     clients.push(c);
     const batches: ChatBatchNotification[] = [];
     c.on('chats.batch', (b) => batches.push(b));
@@ -354,8 +331,8 @@ describe('Coordinator: cursor saving', () => {
   });
 
   it('a cursor store that fails once does not silently stop all later presentations', async () => {
-    const chat = await createChat(admin);
-    const alice = makeCoordinator(daemon, chat, chat.alice);
+    const chat = await createChat(admin());
+    const alice = makeCoordinator(daemon(), chat, chat.alice);
     coordinators.push(alice);
     await alice.start();
     // A store whose next save (after the initial one) fails once, like a full disk that recovers.
@@ -372,7 +349,7 @@ describe('Coordinator: cursor saving', () => {
       },
     };
     const seen = new RecordingAdapter();
-    const bob = makeCoordinator(daemon, chat, chat.bob, { adapter: seen, cursorStore: flaky, start: 'end' });
+    const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter: seen, cursorStore: flaky, start: 'end' });
     coordinators.push(bob);
     const errors: Error[] = [];
     bob.on('error', (e) => errors.push(e));

@@ -4,38 +4,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type Wire, errorShapeProblems, seenErrors, uniq, type WireResponse } from '../helpers/wire-fixtures.js';
 import { useDaemon } from '../helpers/use-daemon.js';
+import { CONTRACT_METHODS } from '../helpers/contract-methods.js';
 
-/** Every RPC method named in §6. */
-const METHODS = [
-  'daemon.status',
-  'keys.list',
-  'keys.rotate',
-  'agents.create',
-  'agents.list',
-  'agents.get',
-  'agents.rotateToken',
-  'agents.disable',
-  'agents.setPolicy',
-  'grants.add',
-  'grants.remove',
-  'grants.list',
-  'chats.open',
-  'chats.get',
-  'chats.list',
-  'chats.permissions',
-  'chats.history',
-  'chats.follow',
-  'chats.unfollow',
-  'streams.get',
-  'streams.claim',
-  'streams.release',
-  'streams.append',
-  'streams.read',
-  'streams.trim',
-  'streams.reset',
-  'operations.get',
-  'operations.list',
-];
+/** Every RPC method named in §6 but session.hello. */
+const METHODS = CONTRACT_METHODS.filter((m) => m !== 'session.hello');
 
 const MiB = 1024 * 1024;
 

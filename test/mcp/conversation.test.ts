@@ -6,31 +6,20 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readStream } from '../helpers/client-fixtures.js';
-import { McpWorld, text, presentedBatch } from './mcp-fixtures.js';
+import { useMcpWorld, messagesOf, text, presentedBatch } from './mcp-fixtures.js';
 import type { McpClientConfig } from '../../src/mcp/config.js';
 import type { ExportLine } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
-let world: McpWorld;
-beforeAll(async () => {
-  world = await McpWorld.start();
-  // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
-  return () => world.cleanup();
-});
-afterEach(async () => {
-  await world.stopServers();
-});
-
-const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) =>
-  batch.records.filter((r) => r.type === 'message').map((r) => r.content);
+const world = useMcpWorld();
 
 describe('yello mcp: a conversation between two agents', () => {
   it('exchanges messages; read_new re-presents until acknowledged; send with acknowledge appends reply and receipt in one operation', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken);
 
     const opened = await alice.ok('open_chat', { peer: chat.bob.username });
     expect(opened).toMatchObject({
@@ -51,22 +40,22 @@ describe('yello mcp: a conversation between two agents', () => {
     // Not acknowledged: the same batch again, flagged as repeated.
     const again = await bob.ok('read_new', { chatId: chat.chatId });
     expect(again).toMatchObject({ repeated: true, batch: { batchId: first.batchId, nextPosition: first.nextPosition } });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toBeNull();
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toBeNull();
 
     const reply = await bob.ok('send', { chatId: chat.chatId, text: 'hi alice', acknowledge: true, batchId: first.batchId });
     expect(reply.acknowledged).toEqual({ streamId: chat.alice.streamId, generation: '1', nextPosition: first.nextPosition });
     // One operation holds both records, at consecutive positions: the reply and the receipt.
-    const op = await world.admin.rpc.operations.get({ streamId: chat.bob.streamId, operationId: reply.operationId });
+    const op = await world().admin.rpc.operations.get({ streamId: chat.bob.streamId, operationId: reply.operationId });
     expect(op).toMatchObject({ state: 'committed', firstPosition: reply.position, nextPosition: reply.nextPosition });
     expect(BigInt(op.nextPosition!) - BigInt(op.firstPosition!)).toBe(2n);
-    const ofOp = (await readStream(world.admin, chat.bob.streamId)).filter((r) => r.wrapper.operationId === reply.operationId);
+    const ofOp = (await readStream(world().admin, chat.bob.streamId)).filter((r) => r.wrapper.operationId === reply.operationId);
     expect(ofOp.map((r) => r.wrapper.type)).toEqual(['chat.message', 'chat.receipt']);
     expect(ofOp[1]!.wrapper.type === 'chat.receipt' && ofOp[1]!.wrapper.receipt).toMatchObject({
       peerStreamId: chat.alice.streamId,
       nextPosition: first.nextPosition,
       batchId: first.batchId,
     });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
       generation: '1',
       nextPosition: first.nextPosition,
     });
@@ -90,7 +79,7 @@ describe('yello mcp: a conversation between two agents', () => {
     });
     const ack = await alice.ok('acknowledge', { chatId: chat.chatId, batchId: toAlice.batchId });
     expect(ack).toMatchObject({ acknowledged: { streamId: chat.bob.streamId, nextPosition: toAlice.nextPosition } });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.bob.streamId })).acknowledged).toEqual({
+    expect((await world().admin.rpc.streams.get({ streamId: chat.bob.streamId })).acknowledged).toEqual({
       generation: '1',
       nextPosition: toAlice.nextPosition,
     });
@@ -99,12 +88,12 @@ describe('yello mcp: a conversation between two agents', () => {
   });
 
   it("a new server starts presenting at the agent's last receipt; history and the transcript resource acknowledge nothing", async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
     for (const t of ['one', 'two', 'three']) await alice.ok('send', { chatId: chat.chatId, text: t });
 
-    const bob1 = await world.serve(chat.bobToken);
+    const bob1 = await world().serve(chat.bobToken);
     const b1 = presentedBatch(await bob1.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(b1)).toEqual(['one', 'two', 'three']);
     await bob1.ok('acknowledge', { chatId: chat.chatId, batchId: b1.batchId });
@@ -114,13 +103,13 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(hist.messages.map((m: { content: string }) => m.content)).toEqual(['one', 'two', 'three', 'four', 'five']);
     const res = await bob1.client.readResource({ uri: `yello://chats/${chat.chatId}/transcript` });
     expect((res.contents[0] as { text: string }).text).toContain('five');
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
       generation: '1',
       nextPosition: b1.nextPosition,
     });
     await bob1.close();
 
-    const bob2 = await world.serve(chat.bobToken);
+    const bob2 = await world().serve(chat.bobToken);
     const opened = await bob2.ok('open_chat', { peer: chat.alice.username });
     expect(opened.session.next).toEqual({ generation: '1', position: b1.nextPosition });
     expect(opened.pendingRecords).toBe(2);
@@ -130,9 +119,9 @@ describe('yello mcp: a conversation between two agents', () => {
   });
 
   it('sends notifications/resources/updated for a subscribed transcript when the peer writes', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken);
     const uri = `yello://chats/${chat.chatId}/transcript`;
     const listed = await bob.client.listResources();
     expect(listed.resources.map((r) => r.uri)).toContain(uri);
@@ -153,9 +142,9 @@ describe('yello mcp: a conversation between two agents', () => {
   });
 
   it('ends in an export that `yello verify` accepts with 0 problems', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'Shall we verify this? ✓ «unicode» and\nnew lines' });
     for (let turn = 0; turn < 3; turn++) {
@@ -166,11 +155,11 @@ describe('yello mcp: a conversation between two agents', () => {
       await alice.ok('send', { chatId: chat.chatId, text: `alice turn ${turn}`, acknowledge: true });
       expect(toBob).not.toBeNull();
     }
-    const out = path.join(world.dir, `${chat.chatId}.jsonl`);
-    const jwks = path.join(world.dir, 'jwks.json');
-    await world.cli.ok(['chats', 'export', chat.chatId, '--out', out]);
-    fs.writeFileSync(jwks, (await world.cli.ok(['keys', 'list', '--json'])).stdout);
-    const verified = await world.cli.json<{ problems: unknown[]; messages: number }>(['verify', out, '--jwks', jwks]);
+    const out = path.join(world().dir, `${chat.chatId}.jsonl`);
+    const jwks = path.join(world().dir, 'jwks.json');
+    await world().cli.ok(['chats', 'export', chat.chatId, '--out', out]);
+    fs.writeFileSync(jwks, (await world().cli.ok(['keys', 'list', '--json'])).stdout);
+    const verified = await world().cli.json<{ problems: unknown[]; messages: number }>(['verify', out, '--jwks', jwks]);
     expect(verified.problems).toEqual([]);
     expect(verified.messages).toBe(7);
     const exported = fs
@@ -184,9 +173,9 @@ describe('yello mcp: a conversation between two agents', () => {
 
 describe('yello mcp --print-config', () => {
   it('prints the mcpServers snippet with absolute paths and never the token, and the snippet runs', async () => {
-    const chat = await world.chat();
-    const relative = path.relative(world.dir, chat.aliceToken);
-    const r = await world.cli.run(['--token-file', relative, 'mcp', '--print-config'], { cwd: world.dir });
+    const chat = await world().chat();
+    const relative = path.relative(world().dir, chat.aliceToken);
+    const r = await world().cli.run(['--token-file', relative, 'mcp', '--print-config'], { cwd: world().dir });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toContain(chat.alice.token);
     const config = JSON.parse(r.stdout) as { mcpServers: { yello: McpClientConfig['mcpServers'][string] } };
@@ -194,7 +183,7 @@ describe('yello mcp --print-config', () => {
     expect(entry.command).toBe(process.execPath);
     expect(path.isAbsolute(entry.args[0] ?? '')).toBe(true);
     expect(entry.args.slice(1)).toEqual(['mcp']);
-    expect(entry.env).toEqual({ YELLO_SOCKET: world.daemon.socketPath, YELLO_TOKEN_FILE: chat.aliceToken });
+    expect(entry.env).toEqual({ YELLO_SOCKET: world().daemon.socketPath, YELLO_TOKEN_FILE: chat.aliceToken });
 
     // What an MCP client does with it.
     const client = new Client({ name: 'config-check', version: '1.0.0' });
@@ -208,8 +197,8 @@ describe('yello mcp --print-config', () => {
   });
 
   it('refuses to print a config for a token given only as $YELLO_TOKEN (usage, exit 2)', async () => {
-    const chat = await world.chat();
-    const r = await world.cli.run(['mcp', '--print-config'], { env: { YELLO_TOKEN: chat.alice.token } });
+    const chat = await world().chat();
+    const r = await world().cli.run(['mcp', '--print-config'], { env: { YELLO_TOKEN: chat.alice.token } });
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/token file/);
@@ -219,24 +208,24 @@ describe('yello mcp --print-config', () => {
 
 describe('yello mcp as a process', () => {
   it('exits 2 with a clear message for the admin token or no token', async () => {
-    const adminToken = path.join(world.daemon.dataDir, 'admin.token');
-    const asAdmin = await world.cli.run(['--token-file', adminToken, 'mcp']);
+    const adminToken = path.join(world().daemon.dataDir, 'admin.token');
+    const asAdmin = await world().cli.run(['--token-file', adminToken, 'mcp']);
     expect(asAdmin.code).toBe(2);
     expect(asAdmin.stdout).toBe('');
     expect(asAdmin.stderr).toMatch(/acts as an agent/);
-    const none = await world.cli.run(['mcp']);
+    const none = await world().cli.run(['mcp']);
     expect(none.code).toBe(2);
     expect(none.stderr).toMatch(/--token-file/);
   });
 
   it('releases its claims when the client goes away, so the next server needs no --replace', async () => {
-    const chat = await world.chat();
-    const first = await world.serve(chat.aliceToken);
+    const chat = await world().chat();
+    const first = await world().serve(chat.aliceToken);
     await first.ok('open_chat', { peer: chat.bob.username });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(true);
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(true);
     await first.close();
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(false);
-    const second = await world.serve(chat.aliceToken);
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(false);
+    const second = await world().serve(chat.aliceToken);
     await second.ok('open_chat', { peer: chat.bob.username });
     expect(text(await second.call('whoami'))).toContain(chat.alice.username);
   });

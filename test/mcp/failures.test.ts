@@ -3,26 +3,16 @@
 // append whose answer never comes (SIGSTOP, then SIGCONT or SIGKILL), and an admin reset of the
 // peer stream. Each is checked against the daemon's own state.
 
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
 import { freeze, messageContents, readStream, thaw } from '../helpers/client-fixtures.js';
-import { McpWorld, type McpAgent, presentedBatch } from './mcp-fixtures.js';
+import { useMcpWorld, messagesOf, type McpAgent, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
-let world: McpWorld;
-beforeAll(async () => {
-  world = await McpWorld.start();
-  // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
-  return () => world.cleanup();
+const world = useMcpWorld(async (w) => {
+  if (!w.daemon.running) await w.daemon.restart();
+  await w.adminReady();
 });
-afterEach(async () => {
-  if (!world.daemon.running) await world.daemon.restart();
-  await world.adminReady();
-  await world.stopServers();
-});
-
-const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }) =>
-  batch.records.filter((r) => r.type === 'message').map((r) => r.content);
 
 /** Polls a tool until it succeeds (a daemon coming back); returns its structured content. */
 async function eventually<T extends ToolName>(
@@ -44,17 +34,17 @@ async function eventually<T extends ToolName>(
 
 describe('yello mcp across a daemon restart', () => {
   it('keeps working: sends, presents and acknowledges after daemon.restart()', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await bob.ok('open_chat', { peer: chat.alice.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the restart' });
     const before = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(before)).toEqual(['before the restart']);
 
-    await world.daemon.restart();
-    await world.adminReady();
+    await world().daemon.restart();
+    await world().adminReady();
 
     // The presented batch survives the restart (batch ids do), and so do the claims.
     const sent = await alice.ok('send', { chatId: chat.chatId, text: 'after the restart' });
@@ -63,7 +53,7 @@ describe('yello mcp across a daemon restart', () => {
     expect(messagesOf(after)).toEqual(['after the restart']);
     expect(after.fromPosition).toBe(before.nextPosition);
     await bob.ok('send', { chatId: chat.chatId, text: 'got it', acknowledge: true });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
       generation: '1',
       nextPosition: sent.nextPosition,
     });
@@ -74,19 +64,19 @@ describe('yello mcp across a daemon restart', () => {
 
 describe('yello mcp: one writer per agent and chat', () => {
   it('a second server is WRITER_ACTIVE; with --replace it takes over and the first answers FENCED and writes nothing more', async () => {
-    const chat = await world.chat();
-    const first = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken);
+    const chat = await world().chat();
+    const first = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken);
     const opened = await first.ok('open_chat', { peer: chat.bob.username });
     await first.ok('send', { chatId: chat.chatId, text: 'from the first server' });
 
-    const second = await world.serve(chat.aliceToken);
+    const second = await world().serve(chat.aliceToken);
     const active = await second.fail('open_chat', { peer: chat.bob.username });
     expect(active.type).toBe('WRITER_ACTIVE');
     expect(active.action).toMatch(/--replace/);
     expect((await second.fail('send', { chatId: chat.chatId, text: 'must not be stored' })).type).toBe('WRITER_ACTIVE');
 
-    const third = await world.serve(chat.aliceToken, ['--replace']);
+    const third = await world().serve(chat.aliceToken, ['--replace']);
     const taken = await third.ok('open_chat', { peer: chat.bob.username });
     expect(BigInt(taken.session.epoch)).toBeGreaterThan(BigInt(opened.session.epoch));
 
@@ -96,7 +86,7 @@ describe('yello mcp: one writer per agent and chat', () => {
     expect((await first.fail('read_new', { chatId: chat.chatId })).type).toBe('FENCED');
     // It does not claim back on its own, even when asked to open the chat again.
     expect((await first.fail('open_chat', { peer: chat.bob.username })).type).toBe('FENCED');
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken.session.epoch);
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken.session.epoch);
     await waitFor(
       () => first.notifications.some((n) => n.params.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'),
       'chat-stopped notification',
@@ -104,7 +94,10 @@ describe('yello mcp: one writer per agent and chat', () => {
     );
 
     await third.ok('send', { chatId: chat.chatId, text: 'from the third server' });
-    expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['from the first server', 'from the third server']);
+    expect(messageContents(await readStream(world().admin, chat.alice.streamId))).toEqual([
+      'from the first server',
+      'from the third server',
+    ]);
     const toBob = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(toBob)).toEqual(['from the first server', 'from the third server']);
   });
@@ -112,12 +105,12 @@ describe('yello mcp: one writer per agent and chat', () => {
 
 describe('yello mcp: appends of unknown outcome', () => {
   it('a send that times out pauses the chat; send refuses with the operationId until operation_status settles it as stored', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken, ['--call-timeout-ms', '1500']);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken, ['--call-timeout-ms', '1500']);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'a known message' });
 
-    freeze(world.daemon); // the request waits, unread, in the socket
+    freeze(world().daemon); // the request waits, unread, in the socket
     let uncertain;
     try {
       uncertain = await alice.fail('send', { chatId: chat.chatId, text: 'slow but stored' });
@@ -127,7 +120,7 @@ describe('yello mcp: appends of unknown outcome', () => {
       expect(paused.text).toContain(uncertain.data.operationId);
       expect((await alice.fail('acknowledge', { chatId: chat.chatId, batchId: 'x' })).type).toBe('NOTHING_PRESENTED');
     } finally {
-      thaw(world.daemon);
+      thaw(world().daemon);
     }
     expect(uncertain.type).toBe('OUTCOME_UNKNOWN');
     expect(uncertain.data).toMatchObject({ chatId: chat.chatId, cause: 'TIMEOUT' });
@@ -144,7 +137,11 @@ describe('yello mcp: appends of unknown outcome', () => {
     });
     // Nothing was resent: stored once; and sending works again.
     await alice.ok('send', { chatId: chat.chatId, text: 'next one' });
-    expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['a known message', 'slow but stored', 'next one']);
+    expect(messageContents(await readStream(world().admin, chat.alice.streamId))).toEqual([
+      'a known message',
+      'slow but stored',
+      'next one',
+    ]);
     expect(await alice.ok('operation_status', { chatId: chat.chatId })).toMatchObject({ state: 'none', paused: false });
     expect(await alice.ok('operation_status', { chatId: chat.chatId, operationId: uncertain.data.operationId })).toMatchObject({
       state: 'committed',
@@ -154,16 +151,16 @@ describe('yello mcp: appends of unknown outcome', () => {
   });
 
   it('a send lost with the daemon (SIGSTOP, then SIGKILL) settles as not stored after the restart, and nothing is resent', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken, ['--call-timeout-ms', '1500']);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken, ['--call-timeout-ms', '1500']);
     await alice.ok('open_chat', { peer: chat.bob.username });
-    freeze(world.daemon);
+    freeze(world().daemon);
     const uncertain = await alice.fail('send', { chatId: chat.chatId, text: 'never stored' });
     expect(uncertain.type).toBe('OUTCOME_UNKNOWN');
-    await world.daemon.kill(); // the unread request dies with the process
+    await world().daemon.kill(); // the unread request dies with the process
     expect((await alice.fail('send', { chatId: chat.chatId, text: 'while paused' })).type).toBe('PAUSED');
-    await world.daemon.restart();
-    await world.adminReady();
+    await world().daemon.restart();
+    await world().adminReady();
 
     const status = await eventually(alice, 'operation_status', { chatId: chat.chatId }, 'operation_status after the restart');
     expect(status).toMatchObject({
@@ -174,22 +171,22 @@ describe('yello mcp: appends of unknown outcome', () => {
       kind: 'send',
     });
     await alice.ok('send', { chatId: chat.chatId, text: 'sent again by the agent' });
-    expect(messageContents(await readStream(world.admin, chat.alice.streamId))).toEqual(['sent again by the agent']);
+    expect(messageContents(await readStream(world().admin, chat.alice.streamId))).toEqual(['sent again by the agent']);
   });
 
   it('an acknowledgement of unknown outcome that was stored advances presentation once settled', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken, ['--call-timeout-ms', '1500']);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken, ['--call-timeout-ms', '1500']);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'please acknowledge' });
     const batch = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
-    freeze(world.daemon);
+    freeze(world().daemon);
     let uncertain;
     try {
       uncertain = await bob.fail('acknowledge', { chatId: chat.chatId, batchId: batch.batchId });
     } finally {
-      thaw(world.daemon);
+      thaw(world().daemon);
     }
     expect(uncertain.type).toBe('OUTCOME_UNKNOWN');
     expect(await bob.ok('operation_status', { chatId: chat.chatId })).toMatchObject({
@@ -197,7 +194,7 @@ describe('yello mcp: appends of unknown outcome', () => {
       resolved: true,
       kind: 'acknowledge',
     });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
       generation: '1',
       nextPosition: batch.nextPosition,
     });
@@ -207,15 +204,15 @@ describe('yello mcp: appends of unknown outcome', () => {
 
 describe('yello mcp: continuity breaks', () => {
   it('an admin reset of the peer stream is a tool error naming what a person must do; the chat stops; --resume-after-break is the way on', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the reset' });
     const presented = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(presented)).toEqual(['before the reset']);
 
-    await world.admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'test: rewrite history' });
+    await world().admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'test: rewrite history' });
 
     const broken = await bob.fail('read_new', { chatId: chat.chatId });
     expect(broken.type).toBe('CONTINUITY_BREAK');
@@ -233,29 +230,29 @@ describe('yello mcp: continuity breaks', () => {
       'chat-stopped',
       10_000,
     );
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toBeNull();
-    expect(messageContents(await readStream(world.admin, chat.bob.streamId))).toEqual([]);
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toBeNull();
+    expect(messageContents(await readStream(world().admin, chat.bob.streamId))).toEqual([]);
     // Alice's own stream was reset: her session stopped as well, and wrote nothing.
     expect((await alice.fail('send', { chatId: chat.chatId, text: 'after the reset' })).type).toBe('CONTINUITY_BREAK');
-    expect(messageContents(await readStream(world.admin, chat.alice.streamId, '2'))).toEqual([]);
-    await world.stopServers();
+    expect(messageContents(await readStream(world().admin, chat.alice.streamId, '2'))).toEqual([]);
+    await world().stopServers();
 
     // A restarted server meets the same break: bob never acknowledged what generation 1 held.
-    const bob2 = await world.serve(chat.bobToken, ['--replace']);
+    const bob2 = await world().serve(chat.bobToken, ['--replace']);
     const again = await bob2.fail('read_new', { chatId: chat.chatId });
     expect(again.type).toBe('CONTINUITY_BREAK');
-    await world.stopServers();
+    await world().stopServers();
 
     // A person looked and decides to go on: the agents continue in generation 2.
-    const alice2 = await world.serve(chat.aliceToken);
+    const alice2 = await world().serve(chat.aliceToken);
     await alice2.ok('open_chat', { peer: chat.bob.username });
     await alice2.ok('send', { chatId: chat.chatId, text: 'in generation 2' });
-    const bob3 = await world.serve(chat.bobToken, ['--replace', '--resume-after-break']);
+    const bob3 = await world().serve(chat.bobToken, ['--replace', '--resume-after-break']);
     const next = presentedBatch(await bob3.ok('read_new', { chatId: chat.chatId }));
     expect(next).toMatchObject({ generation: '2', fromPosition: '0' });
     expect(messagesOf(next)).toEqual(['in generation 2']);
     await bob3.ok('send', { chatId: chat.chatId, text: 'continuing', acknowledge: true });
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).acknowledged).toEqual({
       generation: '2',
       nextPosition: next.nextPosition,
     });

@@ -7,11 +7,12 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { expect } from 'vitest';
+import { afterEach, beforeAll, expect } from 'vitest';
 import type { YelloClient } from '../../src/client/index.js';
 import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
 import { connectAdmin, createChat, makeTempDir, startDaemon, type TestChat } from '../helpers/client-fixtures.js';
 import { Cli, yelloBin } from '../helpers/cli-runner.js';
+import { waitFor } from '../helpers/wait.js';
 import { repoRoot, type DaemonProcess } from '../helpers/daemon-process.js';
 
 /** What a tool error carries for programs (`_meta["yello/error"]`). */
@@ -169,11 +170,7 @@ export class McpWorld {
 
   /** Waits until the admin client has reconnected after a daemon restart. */
   async adminReady(): Promise<void> {
-    const deadline = Date.now() + 15_000;
-    while (!this.admin.connected) {
-      if (Date.now() > deadline) throw new Error('the admin client did not reconnect');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(() => this.admin.connected, 'the admin client to reconnect', 15_000, 20);
   }
 
   async stopServers(): Promise<void> {
@@ -187,3 +184,30 @@ export class McpWorld {
     await fs.promises.rm(this.dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * One McpWorld for the file: started in beforeAll (and cleaned up after the file, only if it
+ * started), its MCP servers stopped after each test. `beforeEachStop` runs first, after each test.
+ */
+export function useMcpWorld(beforeEachStop?: (world: McpWorld) => Promise<void>): () => McpWorld {
+  let world: McpWorld | undefined;
+  beforeAll(async () => {
+    const started = await McpWorld.start();
+    world = started;
+    // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
+    return () => started.cleanup();
+  });
+  const get = (): McpWorld => {
+    if (!world) throw new Error('useMcpWorld: the world exists only inside hooks and tests (it starts in beforeAll)');
+    return world;
+  };
+  afterEach(async () => {
+    if (beforeEachStop) await beforeEachStop(get());
+    await get().stopServers();
+  });
+  return get;
+}
+
+/** The contents of the messages of a presented batch (receipts and fences left out). */
+export const messagesOf = (batch: { records: Array<{ type: string; content: string | null }> }): Array<string | null> =>
+  batch.records.filter((r) => r.type === 'message').map((r) => r.content);

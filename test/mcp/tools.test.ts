@@ -8,26 +8,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { paramSchemas } from '../../src/shared/schemas.js';
 import { createChat } from '../helpers/client-fixtures.js';
 import { cliEnv, yelloBin } from '../helpers/cli-runner.js';
 import { repoRoot } from '../helpers/daemon-process.js';
-import { McpWorld, tokenFile, type McpAgent, presentedBatch } from './mcp-fixtures.js';
+import { useMcpWorld, tokenFile, type McpAgent, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
 // vitest types its asymmetric matchers `any`; held as `unknown` they fit any expected shape.
 const anyString: unknown = expect.any(String);
 
-let world: McpWorld;
-beforeAll(async () => {
-  world = await McpWorld.start();
-  // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
-  return () => world.cleanup();
-});
-afterEach(async () => {
-  await world.stopServers();
-});
+const world = useMcpWorld();
 
 const TOOLS = ['whoami', 'list_chats', 'open_chat', 'read_new', 'acknowledge', 'send', 'history', 'permissions', 'operation_status'];
 const inputJson = (schema: z.ZodType) => z.toJSONSchema(schema, { io: 'input' }) as { properties: Record<string, Record<string, unknown>> };
@@ -50,8 +42,8 @@ async function expectRejected(agent: McpAgent, name: string, args: Record<string
 
 describe('yello mcp: tools/list', () => {
   it("lists every tool with an output schema, and input schemas generated from the protocol's zod schemas", async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
     const { tools } = await alice.client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual([...TOOLS].sort());
     for (const t of tools) {
@@ -76,8 +68,8 @@ describe('yello mcp: tools/list', () => {
   });
 
   it('says what it is at initialize: tools, resources with subscribe, logging, instructions', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
     expect(alice.client.getServerVersion()?.name).toBe('yello');
     expect(alice.client.getServerCapabilities()).toMatchObject({ tools: {}, resources: { subscribe: true }, logging: {} });
     expect(alice.client.getInstructions()).toMatch(/operation_status/);
@@ -86,9 +78,9 @@ describe('yello mcp: tools/list', () => {
 
 describe('yello mcp: every tool, valid and invalid input', () => {
   it('answers valid calls and refuses invalid ones without dying', async () => {
-    const chat = await world.chat();
-    const alice = await world.serve(chat.aliceToken);
-    const bob = await world.serve(chat.bobToken);
+    const chat = await world().chat();
+    const alice = await world().serve(chat.aliceToken);
+    const bob = await world().serve(chat.bobToken);
     const { chatId } = chat;
     const rejected: Record<string, string[]> = {};
     const reject = async (agent: McpAgent, name: string, args: Record<string, unknown>) => {
@@ -99,7 +91,7 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     expect(await alice.ok('whoami')).toMatchObject({
       agentId: chat.alice.id,
       username: chat.alice.username,
-      socket: world.daemon.socketPath,
+      socket: world().daemon.socketPath,
       sessions: [],
     });
     await reject(alice, 'whoami', { extra: 1 });
@@ -196,14 +188,14 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     expect(rejected.permissions).toEqual(['INPUT_VALIDATION', 'NOT_FOUND']);
     expect(rejected.operation_status).toEqual(['INPUT_VALIDATION', 'NOT_FOUND']);
     // Nothing invalid reached the streams: alice wrote her fence and one message, bob his fence and one receipt.
-    expect((await world.admin.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition).toBe('2');
-    expect((await world.admin.rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition).toBe('2');
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition).toBe('2');
+    expect((await world().admin.rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition).toBe('2');
   });
 
   it('refuses a chat the agent is not part of with PERMISSION_DENIED', async () => {
-    const chat = await world.chat();
-    const other = await createChat(world.admin);
-    const carol = await world.serve(tokenFile(world.dir, other.alice.username, other.alice.token));
+    const chat = await world().chat();
+    const other = await createChat(world().admin);
+    const carol = await world().serve(tokenFile(world().dir, other.alice.username, other.alice.token));
     const denied = await carol.fail('read_new', { chatId: chat.chatId });
     expect(denied).toMatchObject({ type: 'PERMISSION_DENIED', data: { reason: 'NOT_PARTICIPANT' } });
     expect((await carol.fail('history', { chatId: chat.chatId })).type).toBe('PERMISSION_DENIED');
@@ -212,10 +204,10 @@ describe('yello mcp: every tool, valid and invalid input', () => {
 
 describe('yello mcp: stdout', () => {
   it('carries MCP messages only, also while tools fail and sessions start', async () => {
-    const chat = await world.chat();
+    const chat = await world().chat();
     const child = spawn(process.execPath, [yelloBin, 'mcp', '--log-level', 'trace'], {
       cwd: repoRoot,
-      env: cliEnv({ YELLO_SOCKET: world.daemon.socketPath, YELLO_TOKEN_FILE: chat.aliceToken }),
+      env: cliEnv({ YELLO_SOCKET: world().daemon.socketPath, YELLO_TOKEN_FILE: chat.aliceToken }),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';

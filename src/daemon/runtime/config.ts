@@ -12,6 +12,4 @@ export interface DaemonConfig {
   maxUnsentBytes?: number;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
-  /** Sign with a worker thread when an event-loop turn has many appends (default true). */
-  signWorker?: boolean;
 }

@@ -136,9 +136,9 @@ export class Appender {
   }
 
   /**
-   * The records of an append at their positions. Signatures are asked for here and computed at
-   * the end of this event-loop turn, inline for a few, by a worker for many (sign-batcher.ts);
-   * the write waits for `signing`. Everything signed (the payload, the kid, createdAt) is fixed
+   * The records of an append at their positions. Signatures are asked for here: computed at once
+   * while appends come one at a time, at the end of this event-loop turn when it is busy
+   * (sign-batcher.ts); the write waits for `signing`. Everything signed (the payload, the kid, createdAt) is fixed
    * now, at admission, and createdAt never goes backwards within a stream.
    */
   #records(
