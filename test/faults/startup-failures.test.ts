@@ -8,7 +8,7 @@ import { chmodSync, chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
-import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
+import { DaemonProcess, makeTempDir, repoRoot } from '../helpers/daemon-process.js';
 
 const isRoot = process.getuid?.() === 0;
 const cleanups: Array<() => void> = [];
@@ -99,16 +99,10 @@ describe('startup failures', () => {
       ctx.skip();
     }
     const data = path.join(mnt, 'data');
-    // A store that exists: a daemon ran on it once (killed as soon as it is ready).
-    const first = spawnSync(
-      'sh',
-      [
-        '-c',
-        `"${process.execPath}" "${path.join(repoRoot, 'bin/yello')}" daemon --socket "${path.join(dir, 'y0.sock')}" --data-dir "${data}" & pid=$!; for i in $(seq 1 600); do [ -S "${path.join(dir, 'y0.sock')}" ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid`,
-      ],
-      { encoding: 'utf8', timeout: 90_000 },
-    );
-    expect(first.status, first.stderr).toBe(0);
+    // A store that exists: a daemon ran on it once (stopped as soon as it is ready).
+    const first = await DaemonProcess.start({ dir, dataDir: data, socketPath: path.join(dir, 'y0.sock') });
+    const code = await first.stop(60_000);
+    expect(code, `${first.stderr}\n${first.stdoutLines.slice(-20).join('\n')}`).toBe(0);
     expect(spawnSync('mount', ['-o', 'remount,ro', mnt]).status).toBe(0);
     const r = runDaemon(dir, data);
     expect(r.status, r.stderr).toBe(EXIT_CODES.storageUnavailable);
