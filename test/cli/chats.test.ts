@@ -5,13 +5,13 @@
 
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectExit, oneLineErrorProblems, writeTokenFile, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
-import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
+import { messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { useCli } from '../helpers/use-daemon.js';
 import { anyOf, stringMatching } from '../helpers/matchers.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-const { daemon, admin, cli } = useCli();
+const { daemon, cli, namedAgents } = useCli();
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -31,14 +31,7 @@ function expectOneLineError(r: CliResult, code: number, pattern?: RegExp): void 
 
 beforeAll(async () => {
   // Setup through the wire; the CLI's agents/grants commands have their own file.
-  const a = ok(await admin().call('agents.create', { username: 'alice', name: 'Alice' }));
-  const b = ok(await admin().call('agents.create', { username: 'bob', name: 'Bob' }));
-  aliceId = a.agent.id;
-  bobId = b.agent.id;
-  ok(await admin().call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
-  ok(await admin().call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
-  alice = cli().as(writeTokenFile(daemon().dir, 'alice', a.token));
-  bob = cli().as(writeTokenFile(daemon().dir, 'bob', b.token));
+  ({ alice, bob, aliceId, bobId } = await namedAgents());
 });
 
 describe('chats', () => {

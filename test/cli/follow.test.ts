@@ -5,7 +5,7 @@
 
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChatBatchNotification } from '../../src/shared/types.js';
-import { expectExit, oneLineErrorProblems, parseJsonLines, writeTokenFile, type AgentCli } from '../helpers/cli-runner.js';
+import { expectExit, oneLineErrorProblems, parseJsonLines, type AgentCli } from '../helpers/cli-runner.js';
 import { ok, messageOf, type Result } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { useCli } from '../helpers/use-daemon.js';
@@ -13,7 +13,7 @@ import { anyOf } from '../helpers/matchers.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
-const { daemon, admin, cli, track } = useCli();
+const { admin, cli, track, namedAgents } = useCli();
 let alice: AgentCli;
 let bob: AgentCli;
 let aliceId: string;
@@ -23,17 +23,10 @@ let streamA: string;
 let streamB: string;
 
 beforeAll(async () => {
-  const a = ok(await admin().call('agents.create', { username: 'alice', name: 'Alice' }));
-  const b = ok(await admin().call('agents.create', { username: 'bob', name: 'Bob' }));
-  aliceId = a.agent.id;
-  bobId = b.agent.id;
-  ok(await admin().call('grants.add', { agentId: aliceId, peerAgentId: bobId }));
-  ok(await admin().call('grants.add', { agentId: bobId, peerAgentId: aliceId }));
+  ({ alice, bob, aliceId, bobId } = await namedAgents());
   chatId = ok(await admin().call('chats.open', { agentAId: aliceId, agentBId: bobId })).chat.id;
   streamA = `${chatId}:${aliceId}`;
   streamB = `${chatId}:${bobId}`;
-  alice = cli().as(writeTokenFile(daemon().dir, 'alice', a.token));
-  bob = cli().as(writeTokenFile(daemon().dir, 'bob', b.token));
 });
 
 /** The live cursor at the chat's current end (so a follow started now misses nothing). */

@@ -6,7 +6,6 @@
 
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DaemonProcess } from '../helpers/daemon-process.js';
 import {
   ExportVerifier,
   VerificationError,
@@ -21,56 +20,28 @@ import {
 } from '../../src/client/index.js';
 import { canonicalJson } from '../../src/shared/canonical-json.js';
 import { chainDigest } from '../../src/client/hashing.js';
-import {
-  connectAdmin,
-  connectAgent,
-  createChat,
-  readStream,
-  startDaemon,
-  Teardown,
-  uniqueName,
-  type TestChat,
-} from '../helpers/client-fixtures.js';
+import { readStream, type TestChat, appendMessages, openChatOfTwo, type Hold } from '../helpers/client-fixtures.js';
 import { objectContaining } from '../helpers/matchers.js';
+import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: YelloClient;
+const { daemon, admin } = useClientDaemon();
+let chat: TestChat;
 let alice: YelloClient;
 let bob: YelloClient;
-let chat: TestChat;
-let aliceToken = '';
-let aliceNext = '0';
-
-const teardown = new Teardown();
-const closeClient = (c: YelloClient): void => {
-  c.close();
-};
+/** alice's claim on her outbound stream and where it stands. */
+let hold: Hold;
 
 beforeAll(async () => {
-  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
-  admin = teardown.add(await connectAdmin(daemon), closeClient);
-  chat = await createChat(admin);
-  alice = teardown.add(await connectAgent(daemon, chat.alice), closeClient);
-  bob = teardown.add(await connectAgent(daemon, chat.bob), closeClient);
-  const claim = await alice.rpc.streams.claim({ streamId: chat.alice.streamId });
-  aliceToken = claim.coordinatorToken;
-  aliceNext = claim.nextPosition;
-}, 30_000);
+  ({ chat, alice, bob, hold } = await openChatOfTwo(daemon(), admin()));
+});
 
-afterAll(() => teardown.run());
+afterAll(() => {
+  alice.close();
+  bob.close();
+});
 
-async function aliceSends(...contents: string[]) {
-  const res = await alice.rpc.streams.append({
-    streamId: chat.alice.streamId,
-    coordinatorToken: aliceToken,
-    generation: '1',
-    expectedPosition: aliceNext,
-    operationId: uniqueName('op'),
-    records: contents.map((content) => ({ type: 'chat.message' as const, messageId: uniqueName('m'), content })),
-  });
-  aliceNext = res.nextPosition;
-  return res;
-}
+/** alice appends `contents` as one operation at her stream's next position. */
+const aliceSends = (...contents: string[]) => appendMessages(alice, hold, contents);
 
 function messagesOf(records: StoredRecord[]): Extract<StoredRecord['wrapper'], { type: 'chat.message' }>[] {
   return records.flatMap((r) => (r.wrapper.type === 'chat.message' ? [r.wrapper] : []));
@@ -136,12 +107,12 @@ describe('verifyRecord', () => {
     expect(records.some((r) => r.wrapper.type === 'chat.writer-fence')).toBe(true);
   });
 
-  it('passes records as chats.history and streams.read return them, for both agents and admin', async () => {
+  it('passes records as chats.history and streams.read return them, for both agents and admin()', async () => {
     const history = await alice.rpc.chats.history({ chatId: chat.chatId, limit: 500 });
     expect(history.entries.length).toBe(4);
     for (const r of history.entries) verifyRecord(r, jwks);
-    const asAdmin = await readStream(admin, chat.alice.streamId);
-    for (const r of asAdmin) verifyRecord(r, await admin.fetchJwks());
+    const asAdmin = await readStream(admin(), chat.alice.streamId);
+    for (const r of asAdmin) verifyRecord(r, await admin().fetchJwks());
   });
 
   it('fails with VerificationError when the content is altered', () => {
@@ -246,8 +217,8 @@ describe('verifyRecord', () => {
   });
 
   it('after keys.rotate, old records still verify with the retired key and new ones with the new key', async () => {
-    const oldKid = admin.session.signing.kid;
-    const { kid: newKid } = await admin.rpc.keys.rotate({});
+    const oldKid = admin().session.signing.kid;
+    const { kid: newKid } = await admin().rpc.keys.rotate({});
     expect(newKid).not.toBe(oldKid);
     await aliceSends('signed with the new key');
 

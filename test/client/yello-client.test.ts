@@ -3,7 +3,6 @@
 // and notifications as events and as an async iterator.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DaemonProcess } from '../helpers/daemon-process.js';
 import {
   ConnectionLostError,
   ContinuityBreakError,
@@ -28,28 +27,27 @@ import {
   type HelloResult,
 } from '../../src/client/index.js';
 import {
-  connectAdmin,
   connectAgent,
   createChat,
   freeze,
   messageContents,
   rejectionOf,
   settledWithin,
-  startDaemon,
   uniqueName,
   type TestChat,
-  Teardown,
+  appendMessages,
+  openChatOfTwo,
+  type Hold,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
-let daemon: DaemonProcess;
-let admin: YelloClient;
+const { daemon, admin } = useClientDaemon();
 let chat: TestChat;
 let alice: YelloClient;
 let bob: YelloClient;
-/** alice's coordinator token for her outbound stream, and where it is. */
-let aliceToken = '';
-let aliceNext = '0';
+/** alice's claim on her outbound stream and where it stands. */
+let hold: Hold;
 const opened: YelloClient[] = [];
 
 function track(c: YelloClient): YelloClient {
@@ -57,37 +55,18 @@ function track(c: YelloClient): YelloClient {
   return c;
 }
 
-const teardown = new Teardown();
-
 beforeAll(async () => {
-  daemon = teardown.add(await startDaemon(), (d) => d.cleanup());
-  admin = track(await connectAdmin(daemon));
-  chat = await createChat(admin);
-  alice = track(await connectAgent(daemon, chat.alice));
-  bob = track(await connectAgent(daemon, chat.bob));
-  const claim = await alice.rpc.streams.claim({ streamId: chat.alice.streamId });
-  aliceToken = claim.coordinatorToken;
-  aliceNext = claim.nextPosition;
-}, 30_000);
+  ({ chat, alice, bob, hold } = await openChatOfTwo(daemon(), admin()));
+  track(alice);
+  track(bob);
+});
 
-afterAll(async () => {
+afterAll(() => {
   for (const c of opened) c.close();
-  await teardown.run();
 });
 
 /** alice appends `contents` as one operation at her stream's next position. */
-async function aliceAppends(...contents: string[]) {
-  const res = await alice.rpc.streams.append({
-    streamId: chat.alice.streamId,
-    coordinatorToken: aliceToken,
-    generation: '1',
-    expectedPosition: aliceNext,
-    operationId: uniqueName('op'),
-    records: contents.map((content) => ({ type: 'chat.message' as const, messageId: uniqueName('m'), content })),
-  });
-  aliceNext = res.nextPosition;
-  return res;
-}
+const aliceAppends = (...contents: string[]) => appendMessages(alice, hold, contents);
 
 /** Asserts that `err` is the typed remote error `Cls` for `type`/`code`, and returns it. */
 function expectRemote<T extends RemoteError>(err: unknown, Cls: abstract new (...args: never[]) => T, type: string, code: number): T {
@@ -109,18 +88,18 @@ describe('YelloClient.connect', () => {
     expect(s.limits.maxLineBytes).toBeGreaterThanOrEqual(262_144);
     expect(typeof s.daemon.version).toBe('string');
     expect(s.signing.kid).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(admin.session.role).toBe('admin');
-    expect(admin.session.agentId ?? null).toBeNull();
+    expect(admin().session.role).toBe('admin');
+    expect(admin().session.agentId ?? null).toBeNull();
     expect(alice.connected).toBe(true);
   });
 
   it('rejects a bad token with UnauthenticatedError and leaves nothing connected', async () => {
-    const err = await rejectionOf(YelloClient.connect({ socketPath: daemon.socketPath, token: 'not-a-real-token' }));
+    const err = await rejectionOf(YelloClient.connect({ socketPath: daemon().socketPath, token: 'not-a-real-token' }));
     expectRemote(err, UnauthenticatedError, 'UNAUTHENTICATED', 4001);
   });
 
   it('fails with ConnectionLostError (outcome known: nothing was sent) when no daemon listens', async () => {
-    const err = await rejectionOf(YelloClient.connect({ socketPath: `${daemon.dir}/nobody.sock`, token: 'x' }));
+    const err = await rejectionOf(YelloClient.connect({ socketPath: `${daemon().dir}/nobody.sock`, token: 'x' }));
     expect(err).toBeInstanceOf(ConnectionLostError);
     expect((err as ConnectionLostError).outcomeUnknown).toBe(false);
   });
@@ -134,9 +113,9 @@ describe('typed methods', () => {
     expect(viaRpc.chat.id).toBe(chat.chatId);
     expect(viaRpc.streams.map((s) => s.streamId).sort()).toEqual([chat.alice.streamId, chat.bob.streamId].sort());
 
-    const status = await admin.rpc.daemon.status({});
+    const status = await admin().rpc.daemon.status({});
     expect(status.storage).toBe('ok');
-    expect(status.kid).toBe(admin.session.signing.kid);
+    expect(status.kid).toBe(admin().session.signing.kid);
   });
 
   it('appends through rpc.streams.append and reads back through call("streams.read")', async () => {
@@ -190,16 +169,16 @@ describe('errors as classes keyed by data.type', () => {
     const held = await rejectionOf(alice.rpc.streams.claim({ streamId: chat.alice.streamId }));
     expectRemote(held, WriterActiveError, 'WRITER_ACTIVE', 4092);
 
-    const old = aliceToken;
+    const old = hold.token;
     const again = await alice.rpc.streams.claim({ streamId: chat.alice.streamId, replace: true, reason: 'client test' });
-    aliceToken = again.coordinatorToken;
-    aliceNext = again.nextPosition;
+    hold.token = again.coordinatorToken;
+    hold.next = again.nextPosition;
     const err = await rejectionOf(
       alice.rpc.streams.append({
         streamId: chat.alice.streamId,
         coordinatorToken: old,
         generation: '1',
-        expectedPosition: aliceNext,
+        expectedPosition: hold.next,
         operationId: uniqueName('op'),
         records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'stale' }],
       }),
@@ -212,7 +191,7 @@ describe('errors as classes keyed by data.type', () => {
     const err = await rejectionOf(
       alice.rpc.streams.append({
         streamId: chat.alice.streamId,
-        coordinatorToken: aliceToken,
+        coordinatorToken: hold.token,
         generation: '1',
         expectedPosition: '999',
         operationId: uniqueName('op'),
@@ -220,7 +199,7 @@ describe('errors as classes keyed by data.type', () => {
       }),
     );
     const e = expectRemote(err, PositionMismatchError, 'POSITION_MISMATCH', 4091);
-    expect(e.nextPosition).toBe(aliceNext);
+    expect(e.nextPosition).toBe(hold.next);
   });
 
   it('OPERATION_CONFLICT and DUPLICATE_MESSAGE are their own classes', async () => {
@@ -228,19 +207,19 @@ describe('errors as classes keyed by data.type', () => {
     const messageId = uniqueName('m');
     const first = await alice.rpc.streams.append({
       streamId: chat.alice.streamId,
-      coordinatorToken: aliceToken,
+      coordinatorToken: hold.token,
       generation: '1',
-      expectedPosition: aliceNext,
+      expectedPosition: hold.next,
       operationId,
       records: [{ type: 'chat.message', messageId, content: 'once' }],
     });
-    aliceNext = first.nextPosition;
+    hold.next = first.nextPosition;
     const conflict = await rejectionOf(
       alice.rpc.streams.append({
         streamId: chat.alice.streamId,
-        coordinatorToken: aliceToken,
+        coordinatorToken: hold.token,
         generation: '1',
-        expectedPosition: aliceNext,
+        expectedPosition: hold.next,
         operationId,
         records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'different' }],
       }),
@@ -249,9 +228,9 @@ describe('errors as classes keyed by data.type', () => {
     const dup = await rejectionOf(
       alice.rpc.streams.append({
         streamId: chat.alice.streamId,
-        coordinatorToken: aliceToken,
+        coordinatorToken: hold.token,
         generation: '1',
-        expectedPosition: aliceNext,
+        expectedPosition: hold.next,
         operationId: uniqueName('op'),
         records: [{ type: 'chat.message', messageId, content: 'once' }],
       }),
@@ -274,7 +253,7 @@ describe('errors as classes keyed by data.type', () => {
             type: 'chat.receipt',
             peerStreamId: chat.alice.streamId,
             peerGeneration: '1',
-            nextPosition: aliceNext,
+            nextPosition: hold.next,
             batchId: 'forged-batch-id',
           },
         ],
@@ -295,9 +274,9 @@ describe('errors as classes keyed by data.type', () => {
     const err = await rejectionOf(
       alice.rpc.streams.append({
         streamId: chat.alice.streamId,
-        coordinatorToken: aliceToken,
+        coordinatorToken: hold.token,
         generation: '1',
-        expectedPosition: aliceNext,
+        expectedPosition: hold.next,
         operationId: uniqueName('op'),
         records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'x'.repeat(262_144) }],
       }),
@@ -307,9 +286,9 @@ describe('errors as classes keyed by data.type', () => {
   });
 
   it('POLICY_REJECTED is PolicyRejectedError with the matched kinds', async () => {
-    const other = await createChat(admin);
-    await admin.rpc.agents.setPolicy({ agentId: other.alice.id, pii: 'reject' });
-    const c = track(await connectAgent(daemon, other.alice));
+    const other = await createChat(admin());
+    await admin().rpc.agents.setPolicy({ agentId: other.alice.id, pii: 'reject' });
+    const c = track(await connectAgent(daemon(), other.alice));
     const claim = await c.rpc.streams.claim({ streamId: other.alice.streamId });
     const err = await rejectionOf(
       c.rpc.streams.append({
@@ -360,9 +339,9 @@ function yielded<T>(step: IteratorResult<T>): T {
 
 describe('notifications', () => {
   it('arrive as chats.batch events and through the notifications() iterator, then a chats.break', async () => {
-    const c = await createChat(admin);
-    const a = track(await connectAgent(daemon, c.alice));
-    const b = track(await connectAgent(daemon, c.bob));
+    const c = await createChat(admin());
+    const a = track(await connectAgent(daemon(), c.alice));
+    const b = track(await connectAgent(daemon(), c.bob));
     const claim = await a.rpc.streams.claim({ streamId: c.alice.streamId });
 
     const events: ChatBatchNotification[] = [];
@@ -396,7 +375,7 @@ describe('notifications', () => {
     await waitFor(() => events.length >= 1, 'the chats.batch event');
     expect(events[0]).toEqual(batch);
 
-    await admin.rpc.streams.reset({ streamId: c.alice.streamId, reason: 'client test' });
+    await admin().rpc.streams.reset({ streamId: c.alice.streamId, reason: 'client test' });
     const n2 = yielded(await iter.next());
     expect(n2.method).toBe('chats.break');
     expect(n2.params).toMatchObject({ subscriptionId, reason: 'GENERATION_CHANGED', streamId: c.alice.streamId });
@@ -405,7 +384,7 @@ describe('notifications', () => {
   });
 
   it('the notifications() iterator ends when the client is closed', async () => {
-    const c = track(await connectAgent(daemon, chat.bob));
+    const c = track(await connectAgent(daemon(), chat.bob));
     const iter = c.notifications();
     const next = iter.next();
     c.close();
@@ -416,7 +395,7 @@ describe('notifications', () => {
 
 describe('connection loss and reconnect (the daemon is killed)', () => {
   it('rejects a pending call with a transient ConnectionLostError whose outcome is unknown', async () => {
-    const c = track(await connectAgent(daemon, chat.bob));
+    const c = track(await connectAgent(daemon(), chat.bob));
     const disconnected: Error[] = [];
     c.on('disconnected', (e) => disconnected.push(e));
     const iter = c.notifications();
@@ -424,10 +403,10 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     // A long poll keeps the call pending until the daemon dies.
     // (rejectionOf attaches its handler now, before the loss, so nothing goes unhandled.)
     const pending = rejectionOf(
-      c.rpc.streams.read({ streamId: chat.alice.streamId, generation: '1', fromPosition: aliceNext, waitMs: 30_000 }),
+      c.rpc.streams.read({ streamId: chat.alice.streamId, generation: '1', fromPosition: hold.next, waitMs: 30_000 }),
     );
     await sleep(150);
-    await daemon.kill();
+    await daemon().kill();
 
     const err = await pending;
     expect(err).toBeInstanceOf(ConnectionLostError);
@@ -451,8 +430,8 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
   });
 
   it('with reconnect: true, says hello again after a restart (reconnected) and never resends a request', async () => {
-    if (!daemon.running) await daemon.restart();
-    const a = track(await connectAgent(daemon, chat.alice, { reconnect: { minDelayMs: 50, maxDelayMs: 300 } }));
+    if (!daemon().running) await daemon().restart();
+    const a = track(await connectAgent(daemon(), chat.alice, { reconnect: { minDelayMs: 50, maxDelayMs: 300 } }));
     const firstHello = a.session;
     const seen: string[] = [];
     let reconnected: HelloResult | null = null;
@@ -467,11 +446,11 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     // lost with the process, and the client must not send it again after reconnecting.
     const before = (await a.rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition;
     const operationId = uniqueName('op-lost');
-    freeze(daemon);
+    freeze(daemon());
     const append = rejectionOf(
       a.rpc.streams.append({
         streamId: chat.alice.streamId,
-        coordinatorToken: aliceToken,
+        coordinatorToken: hold.token,
         generation: '1',
         expectedPosition: before,
         operationId,
@@ -479,12 +458,12 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
       }),
     );
     await sleep(150);
-    await daemon.kill();
+    await daemon().kill();
     const err = await append;
     expect(err).toBeInstanceOf(ConnectionLostError);
     expect((err as ConnectionLostError).outcomeUnknown).toBe(true);
 
-    await daemon.restart();
+    await daemon().restart();
     await waitFor(() => reconnected, 'the reconnected event', 15_000);
     expect(a.connected).toBe(true);
     expect(reconnected!).toMatchObject({ role: 'agent', agentId: chat.alice.id, protocol: 'yello.chat.v1' });
@@ -502,7 +481,7 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     // The token stays valid across the restart.
     const res = await a.rpc.streams.append({
       streamId: chat.alice.streamId,
-      coordinatorToken: aliceToken,
+      coordinatorToken: hold.token,
       generation: '1',
       expectedPosition: before,
       operationId: uniqueName('op'),

@@ -16,6 +16,7 @@ import {
   type PeerBatch,
   type StoredRecord,
   type UncertainOutcome,
+  type AppendResult,
 } from '../../src/client/index.js';
 
 export { makeTempDir };
@@ -55,6 +56,39 @@ export interface TestChat {
   chatId: string;
   alice: Participant;
   bob: Participant;
+}
+
+/** A writer's hold on its stream: the coordinator token and the next position to append at. */
+export interface Hold {
+  streamId: string;
+  token: string;
+  next: string;
+}
+
+/** alice and bob of a fresh chat, each connected, alice holding the claim on her outbound stream. */
+export async function openChatOfTwo(
+  daemon: DaemonProcess,
+  admin: YelloClient,
+): Promise<{ chat: TestChat; alice: YelloClient; bob: YelloClient; hold: Hold }> {
+  const chat = await createChat(admin);
+  const alice = await connectAgent(daemon, chat.alice);
+  const bob = await connectAgent(daemon, chat.bob);
+  const claim = await alice.rpc.streams.claim({ streamId: chat.alice.streamId });
+  return { chat, alice, bob, hold: { streamId: chat.alice.streamId, token: claim.coordinatorToken, next: claim.nextPosition } };
+}
+
+/** Appends `contents` as one operation at `hold.next` and moves `hold.next` past it. */
+export async function appendMessages(client: YelloClient, hold: Hold, contents: string[]): Promise<AppendResult> {
+  const res = await client.rpc.streams.append({
+    streamId: hold.streamId,
+    coordinatorToken: hold.token,
+    generation: '1',
+    expectedPosition: hold.next,
+    operationId: uniqueName('op'),
+    records: contents.map((content) => ({ type: 'chat.message' as const, messageId: uniqueName('m'), content })),
+  });
+  hold.next = res.nextPosition;
+  return res;
 }
 
 /** Creates alice and bob through the admin client and opens their chat. */

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { Cli, writeTokenFile, type AgentCli, type LongRunningCli } from './cli-runner.js';
 import { DaemonProcess, type DaemonOptions } from './daemon-process.js';
-import { createPair, uniq, type TestPair, type Wire } from './wire-fixtures.js';
+import { createPair, ok, uniq, type TestPair, type Wire } from './wire-fixtures.js';
 
 /** What an admin connection needs for the fixture to close it. */
 interface Closable {
@@ -76,6 +76,19 @@ export interface CliFixture extends DaemonFixture<Wire> {
   track(r: LongRunningCli): LongRunningCli;
   /** A fresh pair with grants both ways, their chat, and token files for the CLI. */
   pair(): Promise<CliPair>;
+  /**
+   * Agents with the usernames `alice` and `bob` (what a user types: `chats open bob`), granted
+   * both ways, and the CLI acting as each. Once per daemon: usernames are unique.
+   */
+  namedAgents(): Promise<NamedAgents>;
+}
+
+/** See CliFixture.namedAgents. */
+export interface NamedAgents {
+  alice: AgentCli;
+  bob: AgentCli;
+  aliceId: string;
+  bobId: string;
 }
 
 /** A daemon (see useDaemon) and the `yello` CLI bound to it. */
@@ -106,6 +119,20 @@ export function useCli(options: DaemonOptions = {}): CliFixture {
         ...p,
         alice: cliOf().as(writeTokenFile(d.dir, uniq('alice'), p.a.token)),
         bob: cliOf().as(writeTokenFile(d.dir, uniq('bob'), p.b.token)),
+      };
+    },
+    namedAgents: async () => {
+      const d = fixture.daemon();
+      const admin = fixture.admin();
+      const a = ok(await admin.call('agents.create', { username: 'alice', name: 'Alice' }));
+      const b = ok(await admin.call('agents.create', { username: 'bob', name: 'Bob' }));
+      ok(await admin.call('grants.add', { agentId: a.agent.id, peerAgentId: b.agent.id }));
+      ok(await admin.call('grants.add', { agentId: b.agent.id, peerAgentId: a.agent.id }));
+      return {
+        alice: cliOf().as(writeTokenFile(d.dir, 'alice', a.token)),
+        bob: cliOf().as(writeTokenFile(d.dir, 'bob', b.token)),
+        aliceId: a.agent.id,
+        bobId: b.agent.id,
       };
     },
   };
