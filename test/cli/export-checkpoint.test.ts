@@ -7,7 +7,6 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { Checkpoint, StoredRecord } from '../../src/shared/types.js';
 import { Cli, expectExit, parseJson } from '../helpers/cli-runner.js';
@@ -28,6 +27,7 @@ import {
   type Unchecked,
 } from '../helpers/wire-fixtures.js';
 import { objectContaining } from '../helpers/matchers.js';
+import { damageStoredRecord } from '../helpers/store-tamper.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -239,14 +239,7 @@ describe('a corrupt stream', () => {
     await chat.wa.append(messages('m', 5)); // A: 0 fence, 1..5 messages
     await chat.wb.send('reply'); //              B: 0 fence, 1 message
     await d.stop();
-    const db = new ClassicLevel<string, string>(path.join(d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
-    await db.open();
-    const keys = await db.keys({ gte: `r/${chat.streamA}/`, lt: `r/${chat.streamA}0` }).all();
-    const target = keys[3]!; // position 3
-    const value = (await db.get(target))!;
-    const i = value.indexOf('"content":"') + 12;
-    await db.put(target, value.slice(0, i) + (value[i] === 'x' ? 'y' : 'x') + value.slice(i + 1), { sync: true });
-    await db.close();
+    await damageStoredRecord(d.dataDir, chat.streamA, 3); // position 3
     await d.restart();
     await reconnectChat(d, chat);
 

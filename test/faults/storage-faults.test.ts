@@ -3,12 +3,12 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { ok } from '../helpers/wire-fixtures.js';
 import { setupChat, reconnectChat, messages, batchesOf, notificationsOf } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
+import { damageStoredRecord } from '../helpers/store-tamper.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -60,14 +60,7 @@ describe('a corrupted record value', () => {
     const chat = await setupChat(d, admin);
     await chat.wa.append(messages('m', 5));
     await d.stop();
-    const db = new ClassicLevel<string, string>(path.join(d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
-    await db.open();
-    const keys = await db.keys({ gte: `r/${chat.streamA}/`, lt: `r/${chat.streamA}0` }).all();
-    const target = keys[3]!; // position 3: a message
-    const value = (await db.get(target))!;
-    const i = value.indexOf('"content":"') + 12;
-    await db.put(target, value.slice(0, i) + (value[i] === 'x' ? 'y' : 'x') + value.slice(i + 1), { sync: true });
-    await db.close();
+    await damageStoredRecord(d.dataDir, chat.streamA, 3); // position 3: a message
     await d.restart();
     await reconnectChat(d, chat);
     // A read serves the intact records before the damage; the next one starts there and fails.
@@ -106,14 +99,7 @@ describe('a corrupted record met by a follower catching up', () => {
     const early = ok(await chat.bob.client.call('chats.follow', { chatId: chat.chatId }));
     await chat.wa.append(messages('m', 5));
     await d.stop();
-    const db = new ClassicLevel<string, string>(path.join(d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
-    await db.open();
-    const keys = await db.keys({ gte: `r/${chat.streamA}/`, lt: `r/${chat.streamA}0` }).all();
-    const target = keys[3]!; // position 3
-    const value = (await db.get(target))!;
-    const i = value.indexOf('"content":"') + 12;
-    await db.put(target, value.slice(0, i) + (value[i] === 'x' ? 'y' : 'x') + value.slice(i + 1), { sync: true });
-    await db.close();
+    await damageStoredRecord(d.dataDir, chat.streamA, 3); // position 3
     await d.restart();
     await reconnectChat(d, chat);
     const bob = chat.bob.client;
