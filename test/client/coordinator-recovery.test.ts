@@ -4,7 +4,7 @@
 
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   ConnectionLostError,
   CoordinatorPausedError,
@@ -12,6 +12,7 @@ import {
   TimeoutError,
   YelloClient,
   type AppendResult,
+  type ChatBatchNotification,
 } from '../../src/client/index.js';
 import {
   RecordingAdapter,
@@ -44,8 +45,31 @@ afterAll(() => rm(tempDir, { recursive: true, force: true }));
 
 // Before the fixture's afterEach stops the coordinators: a test may leave the daemon stopped.
 afterEach(async () => {
+  vi.restoreAllMocks();
   if (!daemon().running) await daemon().restart();
 });
+
+/**
+ * What the coordinators' connections do, observed (not changed) through YelloClient.connect:
+ * each dial a coordinator makes from now on (answered once its hello was), and each chats.batch
+ * that arrives on such a connection. The tap's listener is added before the coordinator's own,
+ * so a batch seen here is already queued in that coordinator.
+ */
+function tapCoordinators(): { dials: { answered: boolean }[]; received(content: string): boolean } {
+  const dials: { answered: boolean }[] = [];
+  const batches: ChatBatchNotification[] = [];
+  const connect = YelloClient.connect.bind(YelloClient);
+  vi.spyOn(YelloClient, 'connect').mockImplementation(async (options) => {
+    if (options.clientName !== 'yello-coordinator') return connect(options);
+    const dial = { answered: false };
+    dials.push(dial);
+    const client = await connect(options);
+    dial.answered = true;
+    client.on('chats.batch', (batch) => batches.push(batch));
+    return client;
+  });
+  return { dials, received: (content) => batches.some((b) => messageContents(b.records).includes(content)) };
+}
 
 /** Waits until the reconnecting admin client is usable again after a restart. */
 async function adminReady(): Promise<YelloClient> {
@@ -161,7 +185,7 @@ describe('Coordinator: resuming across a daemon SIGKILL', () => {
     coordinators.push(next);
     await next.start();
     await waitFor(() => nextSeen.contents.length >= 1, 'the next run to be shown the new message');
-    await sleep(200);
+    await sleep(200); // nothing else may be shown within 200 ms
     expect(nextSeen.contents).toEqual(['for the next run']);
   });
 });
@@ -171,6 +195,7 @@ describe('Coordinator: a slow daemon', () => {
     const chat = await createChat(admin());
     const alice = await new Writer(chat.alice).open();
     const seen = new RecordingAdapter();
+    const tap = tapCoordinators();
     const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter: seen, callTimeoutMs: 800 });
     coordinators.push(bob);
     await bob.start();
@@ -182,17 +207,17 @@ describe('Coordinator: a slow daemon', () => {
     await alice.send('P0');
     await waitFor(() => release, 'bob to be presenting P0');
     await alice.send('P1');
-    await sleep(200);
+    await waitFor(() => tap.received('P1'), "P1 to be queued in bob's coordinator");
     freeze(daemon());
     try {
       release!();
-      await sleep(1_300); // longer than callTimeoutMs
+      await sleep(1_300); // frozen longer than callTimeoutMs: the check before P1 times out
     } finally {
       thaw(daemon());
     }
     await alice.send('P2');
     await waitFor(() => seen.contents.includes('P2') || bob.state !== 'running', 'bob to go on', 10_000);
-    await sleep(300);
+    await sleep(300); // whatever else would be shown shows within 300 ms
     // Either P1 comes before P2, or the coordinator stops for attention; never P0 then P2.
     if (bob.state === 'running') expect(seen.contents).toEqual(['P0', 'P1', 'P2']);
     else expect(seen.contents).not.toContain('P2');
@@ -203,6 +228,7 @@ describe('Coordinator: stop() during a reconnect', () => {
   it('stays stopped when a dial that was in flight completes afterwards', async () => {
     const chat = await createChat(admin());
     // One dial 3 s after the loss: by then the daemon is back, but frozen, so the dial hangs in hello.
+    const tap = tapCoordinators();
     const bob = makeCoordinator(daemon(), chat, chat.bob, { reconnect: { minDelayMs: 3_000, maxDelayMs: 3_000 } });
     coordinators.push(bob);
     const log = watchStates(bob);
@@ -211,15 +237,17 @@ describe('Coordinator: stop() during a reconnect', () => {
     await waitFor(() => bob.state === 'reconnecting', 'bob to notice the loss');
     await daemon().restart();
     freeze(daemon());
+    let redial: { answered: boolean };
     try {
-      await sleep(3_500);
+      redial = await waitFor(() => tap.dials[1], 'the dial 3 s after the loss', 10_000);
+      expect(redial.answered).toBe(false); // hangs in hello: the daemon is frozen
       expect(bob.state).toBe('reconnecting');
       await bob.stop();
       expect(bob.state).toBe('stopped');
     } finally {
       thaw(daemon());
     }
-    await sleep(1_000); // the dial's hello is answered now
+    await waitFor(() => redial.answered, "the dial's hello to be answered");
     expect(bob.state).toBe('stopped');
     expect(log.states.at(-1)).toBe('stopped');
     expect((await settledWithin(bob.done, 500)).status).toBe('fulfilled');

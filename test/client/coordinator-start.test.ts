@@ -68,7 +68,7 @@ describe('Coordinator start', () => {
     const bob = makeCoordinator(daemon(), chat, chat.bob, { adapter: seen, start: 'end' });
     coordinators.push(bob);
     await bob.start();
-    await sleep(300);
+    await sleep(300); // started at the end: nothing from before may be shown within 300 ms
     expect(seen.contents).toEqual([]);
     await sendAs(chat, chat.alice, ['fresh']);
     await waitFor(() => seen.batchWith('fresh'), 'the new message');

@@ -2,13 +2,14 @@
 // explicit ack, reply+receipt as one operation, sends that never acknowledge, fencing by a
 // replacing coordinator, observable states, and continuity breaks that stop it for a human.
 
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   ContinuityBreakError,
   Coordinator,
   FencedError,
   MemoryCursorStore,
   WriterActiveError,
+  YelloClient,
   YelloClientError,
   type ChatBatchNotification,
 } from '../../src/client/index.js';
@@ -28,6 +29,30 @@ import { sleep, waitFor } from '../helpers/wait.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
 const { daemon, admin, coordinators, clients } = useClientDaemon();
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/**
+ * What the coordinators' connections receive, observed (not changed) through YelloClient.connect:
+ * each chats.batch that arrives on a connection a coordinator dials from now on, with the token it
+ * dialled with. The tap's listener is added before the coordinator's own, so a batch seen here is
+ * already queued in that coordinator.
+ */
+function tapCoordinators(): { received(token: string, streamId: string, content: string): boolean } {
+  const seen: { token: string; batch: ChatBatchNotification }[] = [];
+  const connect = YelloClient.connect.bind(YelloClient);
+  vi.spyOn(YelloClient, 'connect').mockImplementation(async (options) => {
+    const client = await connect(options);
+    if (options.clientName === 'yello-coordinator') client.on('chats.batch', (batch) => seen.push({ token: options.token, batch }));
+    return client;
+  });
+  return {
+    received: (token, streamId, content) =>
+      seen.some((s) => s.token === token && s.batch.streamId === streamId && messageContents(s.batch.records).includes(content)),
+  };
+}
 
 /** A started coordinator pair (alice and bob) in a fresh chat. */
 async function startPair(): Promise<{
@@ -72,7 +97,7 @@ describe('Coordinator: receipts', () => {
     expect(presented[0]).toBe(batch);
 
     // Presented, then some time, then a history read: still nothing acknowledged.
-    await sleep(300);
+    await sleep(300); // no receipt may appear within 300 ms of the presentation
     const bobClient = await connectAgent(daemon(), chat.bob);
     clients.push(bobClient);
     const history = await bobClient.rpc.chats.history({ chatId: chat.chatId });
@@ -131,7 +156,7 @@ describe('Coordinator: receipts', () => {
 
     const res = await bob.send('something unrelated');
     expect(res.records.map((r) => r.wrapper.type)).toEqual(['chat.message']);
-    await sleep(200);
+    await sleep(200); // no receipt may appear within 200 ms of the send
     expect(await acknowledgedOf(chat.alice.streamId)).toEqual({ generation: '1', nextPosition: first.nextPosition });
     const receipts = (await readStream(admin(), chat.bob.streamId)).filter((r) => r.wrapper.type === 'chat.receipt');
     expect(receipts).toHaveLength(1);
@@ -181,13 +206,14 @@ describe('Coordinator: ownership', () => {
 
 describe('Coordinator: ownership checks before presenting', () => {
   it('a replaced coordinator presents nothing more, not even batches it had already received', async () => {
+    const tap = tapCoordinators();
     const { chat, alice, bob, bobSees } = await startPair();
     let release: (() => void) | null = null;
     bobSees.hold = (batch) => (messageContents(batch.records).includes('P1') ? new Promise<void>((r) => (release = r)) : undefined);
     await alice.send('P1');
     await waitFor(() => release, 'bob to be presenting P1');
     await alice.send('P2');
-    await sleep(200); // P2 is now queued in bob's coordinator
+    await waitFor(() => tap.received(chat.bob.token, chat.alice.streamId, 'P2'), "P2 to be queued in bob's coordinator");
 
     const successorSees = new RecordingAdapter();
     const successor = makeCoordinator(daemon(), chat, chat.bob, { replace: true, adapter: successorSees });
@@ -196,7 +222,7 @@ describe('Coordinator: ownership checks before presenting', () => {
     release!();
 
     await waitFor(() => bob.state === 'fenced', 'the replaced coordinator to stop', 5_000);
-    await sleep(200);
+    await sleep(200); // fenced: nothing more may be presented within 200 ms
     expect(bobSees.contents).toEqual(['P1']);
     await expect(bob.done).rejects.toBeInstanceOf(FencedError);
     // The successor carries on from its own (new) follow position.
@@ -243,7 +269,8 @@ describe('Coordinator: continuity breaks', () => {
     await alice.send('one');
     await alice.send('two');
     await waitFor(() => bobSees.contents.length === 2, 'bob to be shown both messages');
-    await sleep(100); // the cursor is saved right after the presentation
+    const shown = bobSees.batches.at(-1)!;
+    await waitFor(async () => (await bobStore.load(chat.chatId)) === shown.cursor, "bob's cursor to be saved after the presentation");
     await bob.stop();
 
     await alice.send('three');
@@ -296,6 +323,7 @@ describe('Coordinator: continuity breaks', () => {
 
 describe('Coordinator: cursor saving', () => {
   it('never stores a cursor past a peer batch it has not presented, even when own-stream batches arrive meanwhile', async () => {
+    const tap = tapCoordinators();
     const { chat, alice, bob, bobSees, bobStore } = await startPair();
     // Hold bob's presentation of P1 open while P2 (peer) and then O1 (bob's own) arrive.
     let release: (() => void) | null = null;
@@ -306,9 +334,9 @@ describe('Coordinator: cursor saving', () => {
     await alice.send('P1');
     await waitFor(() => release, 'bob to be presenting P1');
     await alice.send('P2');
-    await sleep(250);
+    await waitFor(() => tap.received(chat.bob.token, chat.alice.streamId, 'P2'), "P2 to be queued in bob's coordinator");
     await bob.send('O1');
-    await sleep(250);
+    await waitFor(() => tap.received(chat.bob.token, chat.bob.streamId, 'O1'), "bob's own O1 to be queued behind P2");
 
     // When P2's presentation begins, take the cursor a crash at that moment would resume from.
     let snapshot: string | null | undefined;
@@ -324,8 +352,12 @@ describe('Coordinator: cursor saving', () => {
     clients.push(c);
     const batches: ChatBatchNotification[] = [];
     c.on('chats.batch', (b) => batches.push(b));
+    const head = (await admin().rpc.streams.get({ streamId: chat.alice.streamId })).nextPosition;
     await c.rpc.chats.follow({ chatId: chat.chatId, cursor: snapshot! });
-    await sleep(500);
+    await waitFor(
+      () => batches.some((b) => b.streamId === chat.alice.streamId && b.nextPosition === head),
+      "the follow from that cursor to deliver alice's stream up to her head (P2 again)",
+    );
     const redelivered = batches.filter((b) => b.streamId === chat.alice.streamId).flatMap((b) => messageContents(b.records));
     expect(redelivered, 'a crash while P2 is being presented must not lose P2').toContain('P2');
   });
@@ -338,11 +370,13 @@ describe('Coordinator: cursor saving', () => {
     // A store whose next save (after the initial one) fails once, like a full disk that recovers.
     const inner = new MemoryCursorStore();
     let failNext = false;
+    let failedSaves = 0;
     const flaky = {
       load: (chatId: string) => inner.load(chatId),
       save: async (chatId: string, cursor: string) => {
         if (failNext) {
           failNext = false;
+          failedSaves += 1;
           throw new Error('disk full (once)');
         }
         await inner.save(chatId, cursor);
@@ -358,7 +392,7 @@ describe('Coordinator: cursor saving', () => {
     failNext = true;
     await alice.send('first');
     await waitFor(() => seen.contents.includes('first'), 'bob to be shown "first"');
-    await sleep(100);
+    await waitFor(() => failedSaves === 1, 'the save after "first" to fail');
     await alice.send('second');
     // Either "second" is presented, or the failure is surfaced (an error event / a non-running state).
     await waitFor(

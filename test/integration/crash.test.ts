@@ -20,7 +20,7 @@ import {
   type TestPair,
   messageOf,
 } from '../helpers/wire-fixtures.js';
-import { sleep } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
 const WRITERS = 4;
@@ -126,8 +126,12 @@ async function round(stop: () => Promise<void>, errorsAllowed: boolean, minAcksP
   const ackedBefore = totalAcked();
   const loops = writers.map((w, i) => runWriter(w, clients[i]!, errorsAllowed));
   // Let the writers get going, then stop while each has an append outstanding.
-  const deadline = Date.now() + 5_000;
-  while (totalAcked() - ackedBefore < minAcksPerWriter * WRITERS && Date.now() < deadline) await sleep(20);
+  await waitFor(
+    () => totalAcked() - ackedBefore >= minAcksPerWriter * WRITERS,
+    `${minAcksPerWriter * WRITERS} acknowledged appends`,
+    20_000,
+    20,
+  );
   const openBefore = writers.reduce((n, w) => n + w.uncertain.length + w.failed.length, 0);
   await stop();
   await Promise.all(loops);

@@ -55,7 +55,7 @@ describe('chats.follow from', () => {
       );
       const records = expectContiguous(batchesOf(bob, acked.subscriptionId), c.streamA, '1', shown.nextPosition, c.wa.next);
       expect(records.map((r) => messageOf(r).content)).toEqual(['message unseen number 0', 'message unseen number 1']);
-      await sleep(200);
+      await sleep(200); // the subscriptions at the ends: nothing may arrive on them within 200 ms
       expect(batchesOf(bob, byDefault.subscriptionId)).toEqual([]);
       expect(batchesOf(bob, atEnd.subscriptionId)).toEqual([]);
     } finally {

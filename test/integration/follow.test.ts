@@ -54,7 +54,7 @@ describe('chats.follow', () => {
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: c.chatId }));
       expect(sub).toMatchObject({ subscriptionId: anyString, cursor: anyString });
-      await sleep(150);
+      await sleep(150); // a follow at the ends: nothing from before it may arrive within 150 ms
       expect(batchesOf(follower, sub.subscriptionId), 'nothing from before the follow').toEqual([]);
 
       await c.wa.send('live-a', 2);
@@ -129,7 +129,7 @@ describe('chats.follow', () => {
       })();
       await live;
       await waitCaughtUp(follower, sub.subscriptionId, c, starts, 30_000);
-      await sleep(100);
+      await sleep(100); // no duplicate: nothing more may arrive within 100 ms of catching up
       const batches = batchesOf(follower, sub.subscriptionId);
       const recA = expectContiguous(batches, c.streamA, '1', starts.a, c.wa.next, 'A');
       const recB = expectContiguous(batches, c.streamB, '1', starts.b, c.wb.next, 'B');
@@ -176,7 +176,7 @@ describe('chats.follow', () => {
       ok(await follower.call('chats.unfollow', { subscriptionId: sub.subscriptionId }));
       await c.wa.send('after-unfollow', 2);
       await c.wb.send('after-unfollow-b', 2);
-      await sleep(300);
+      await sleep(300); // unfollowed: nothing more may arrive within 300 ms
       expect(batchesOf(follower, sub.subscriptionId)).toHaveLength(1);
       expect(batchesOf(follower, sub.subscriptionId)[0]!.fromPosition).toBe(starts.a);
 
@@ -252,7 +252,7 @@ describe('chats.follow', () => {
           const t0 = Date.now();
           ok(await status.call('daemon.status', {}));
           statusLatencies.push(Date.now() - t0);
-          await sleep(100);
+          await sleep(100); // pacing: one status probe every 100 ms during the load
         }
       })();
       const lag: number[] = [];

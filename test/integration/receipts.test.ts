@@ -191,7 +191,7 @@ describe('receipts', () => {
       ok(await c.bob.client.call('chats.history', { chatId: c.chatId, direction: 'forward', limit: 500 }));
       ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: b1.nextPosition }));
       await c.wb.send('unrelated', 2);
-      await sleep(100);
+      await sleep(100); // nothing acknowledges late either: no receipt may take effect within 100 ms
       for (const viewer of [admin(), c.alice.client, c.bob.client]) {
         expect((await streamState(viewer, c.streamA)).acknowledged).toEqual(acked);
       }
@@ -338,8 +338,14 @@ describe('receipt atomicity under SIGKILL', () => {
     );
     const loops = loads.flatMap((l, i) => [runAlice(l, clients[2 * i]!, l.chat.wa), runBob(l, clients[2 * i + 1]!, l.chat.wb)]);
 
-    await waitFor(() => loads.every((l) => l.ackedOps.size >= 25), 'some acknowledged replies in every chat', 30_000);
-    await sleep(150);
+    // Some acknowledged replies in every chat, and the kill lands while a reply+receipt of bob is
+    // on the wire (sent, not yet answered) in at least one of them.
+    await waitFor(
+      () => loads.every((l) => l.ackedOps.size >= 25) && loads.some((l) => l.bobOps.size > l.ackedOps.size),
+      'some acknowledged replies in every chat and one in flight',
+      30_000,
+      1,
+    );
     const exit = await daemon().kill();
     expect(exit.signal).toBe('SIGKILL');
     for (const l of loads) l.stop = true;

@@ -99,9 +99,16 @@ describe('streams.trim', () => {
         actual: end,
       });
       expect(BigInt(brk.expected as string)).toBeLessThan(BigInt(end));
-      // What it did get is exact, and stops where the break says it stood.
-      await sleep(200);
-      const got = batchesOf(behind, lagging.subscriptionId);
+      // What it did get is exact, and stops where the break says it stood (the batches before the
+      // break came on the same connection ahead of it; anything after it fails the check below).
+      const got = await waitFor(
+        () => {
+          const b = batchesOf(behind, lagging.subscriptionId);
+          return reached(b, c.streamA, starts.a) === brk.expected ? b : null;
+        },
+        'the lagging batches up to where the break says it stood',
+        5_000,
+      );
       expectContiguous(got, c.streamA, '1', starts.a, brk.expected as string, 'lagging A');
       // The break is the last word of that subscription.
       const nBefore = behind.notifications.length;
@@ -112,7 +119,7 @@ describe('streams.trim', () => {
         'the live follower to see B',
         5_000,
       );
-      await sleep(200);
+      await sleep(200); // ended by the break: nothing more for it may arrive within 200 ms
       expect(
         behind.notifications
           .slice(nBefore)
@@ -202,7 +209,7 @@ describe('streams.reset', () => {
         actual: '2',
       });
       await c.wb.send('after-reset', 1);
-      await sleep(200);
+      await sleep(200); // ended by the break: nothing more may arrive within 200 ms
       expect(batchesOf(follower, sub.subscriptionId)).toEqual([]);
 
       // Old cursors fail closed.
@@ -235,7 +242,7 @@ describe('streams.read waitMs', () => {
     const from = c.wa.next;
     const t0 = Date.now();
     const pending = read(c.bob.client, c.streamA, '1', from, { waitMs: 10_000 });
-    await sleep(300);
+    await sleep(300); // the long poll is held open 300 ms before the append wakes it
     await c.wa.send('wake', 1);
     const r = ok(await pending);
     const elapsed = Date.now() - t0;

@@ -1038,7 +1038,7 @@ describe('streams.read', () => {
   it('long-polls with waitMs until a record arrives', async () => {
     const started = Date.now();
     const pending = pair.b.client.call('streams.read', { streamId: pair.streamA, generation: '1', fromPosition: end, waitMs: 10_000 });
-    await sleep(300);
+    await sleep(300); // the long poll is held open 300 ms before the append wakes it
     const r = ok(await append(pair.a.client, c, end, [msg('r4', 'four')]));
     const got = ok(await pending);
     expect(Date.now() - started).toBeLessThan(8_000);
