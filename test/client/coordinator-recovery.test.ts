@@ -12,7 +12,6 @@ import {
   TimeoutError,
   YelloClient,
   type AppendResult,
-  type ChatBatchNotification,
 } from '../../src/client/index.js';
 import {
   RecordingAdapter,
@@ -30,6 +29,7 @@ import {
   watchStates,
   type Participant,
   type TestChat,
+  tapCoordinators,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
@@ -48,28 +48,6 @@ afterEach(async () => {
   vi.restoreAllMocks();
   if (!daemon().running) await daemon().restart();
 });
-
-/**
- * What the coordinators' connections do, observed (not changed) through YelloClient.connect:
- * each dial a coordinator makes from now on (answered once its hello was), and each chats.batch
- * that arrives on such a connection. The tap's listener is added before the coordinator's own,
- * so a batch seen here is already queued in that coordinator.
- */
-function tapCoordinators(): { dials: { answered: boolean }[]; received(content: string): boolean } {
-  const dials: { answered: boolean }[] = [];
-  const batches: ChatBatchNotification[] = [];
-  const connect = YelloClient.connect.bind(YelloClient);
-  vi.spyOn(YelloClient, 'connect').mockImplementation(async (options) => {
-    if (options.clientName !== 'yello-coordinator') return connect(options);
-    const dial = { answered: false };
-    dials.push(dial);
-    const client = await connect(options);
-    dial.answered = true;
-    client.on('chats.batch', (batch) => batches.push(batch));
-    return client;
-  });
-  return { dials, received: (content) => batches.some((b) => messageContents(b.records).includes(content)) };
-}
 
 /** Waits until the reconnecting admin client is usable again after a restart. */
 async function adminReady(): Promise<YelloClient> {

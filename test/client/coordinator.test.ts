@@ -9,7 +9,6 @@ import {
   FencedError,
   MemoryCursorStore,
   WriterActiveError,
-  YelloClient,
   YelloClientError,
   type ChatBatchNotification,
 } from '../../src/client/index.js';
@@ -24,6 +23,7 @@ import {
   settledWithin,
   watchStates,
   type TestChat,
+  tapCoordinators,
 } from '../helpers/client-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
@@ -33,26 +33,6 @@ const { daemon, admin, coordinators, clients } = useClientDaemon();
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-/**
- * What the coordinators' connections receive, observed (not changed) through YelloClient.connect:
- * each chats.batch that arrives on a connection a coordinator dials from now on, with the token it
- * dialled with. The tap's listener is added before the coordinator's own, so a batch seen here is
- * already queued in that coordinator.
- */
-function tapCoordinators(): { received(token: string, streamId: string, content: string): boolean } {
-  const seen: { token: string; batch: ChatBatchNotification }[] = [];
-  const connect = YelloClient.connect.bind(YelloClient);
-  vi.spyOn(YelloClient, 'connect').mockImplementation(async (options) => {
-    const client = await connect(options);
-    if (options.clientName === 'yello-coordinator') client.on('chats.batch', (batch) => seen.push({ token: options.token, batch }));
-    return client;
-  });
-  return {
-    received: (token, streamId, content) =>
-      seen.some((s) => s.token === token && s.batch.streamId === streamId && messageContents(s.batch.records).includes(content)),
-  };
-}
 
 /** A started coordinator pair (alice and bob) in a fresh chat. */
 async function startPair(): Promise<{
@@ -213,7 +193,10 @@ describe('Coordinator: ownership checks before presenting', () => {
     await alice.send('P1');
     await waitFor(() => release, 'bob to be presenting P1');
     await alice.send('P2');
-    await waitFor(() => tap.received(chat.bob.token, chat.alice.streamId, 'P2'), "P2 to be queued in bob's coordinator");
+    await waitFor(
+      () => tap.received('P2', { token: chat.bob.token, streamId: chat.alice.streamId }),
+      "P2 to be queued in bob's coordinator",
+    );
 
     const successorSees = new RecordingAdapter();
     const successor = makeCoordinator(daemon(), chat, chat.bob, { replace: true, adapter: successorSees });
@@ -334,9 +317,12 @@ describe('Coordinator: cursor saving', () => {
     await alice.send('P1');
     await waitFor(() => release, 'bob to be presenting P1');
     await alice.send('P2');
-    await waitFor(() => tap.received(chat.bob.token, chat.alice.streamId, 'P2'), "P2 to be queued in bob's coordinator");
+    await waitFor(
+      () => tap.received('P2', { token: chat.bob.token, streamId: chat.alice.streamId }),
+      "P2 to be queued in bob's coordinator",
+    );
     await bob.send('O1');
-    await waitFor(() => tap.received(chat.bob.token, chat.bob.streamId, 'O1'), "bob's own O1 to be queued behind P2");
+    await waitFor(() => tap.received('O1', { token: chat.bob.token, streamId: chat.bob.streamId }), "bob's own O1 to be queued behind P2");
 
     // When P2's presentation begins, take the cursor a crash at that moment would resume from.
     let snapshot: string | null | undefined;

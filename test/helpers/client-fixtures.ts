@@ -3,6 +3,7 @@
 // adapter that records what a Coordinator presents, and small waiting helpers.
 
 import { DaemonProcess, makeTempDir } from './daemon-process.js';
+import { vi } from 'vitest';
 import { sleep } from './wait.js';
 import { jsonPreview } from './wire-fixtures.js';
 import {
@@ -17,6 +18,7 @@ import {
   type StoredRecord,
   type UncertainOutcome,
   type AppendResult,
+  type ChatBatchNotification,
 } from '../../src/client/index.js';
 
 export { makeTempDir };
@@ -245,4 +247,39 @@ export function freeze(daemon: DaemonProcess): void {
 /** Resumes a daemon stopped by {@link freeze}. */
 export function thaw(daemon: DaemonProcess): void {
   process.kill(daemon.pid!, 'SIGCONT');
+}
+
+/**
+ * What the coordinators' connections do, observed (not changed) through YelloClient.connect:
+ * each dial a coordinator makes from now on (answered once its hello was), and each chats.batch
+ * that arrives on such a connection. The tap's listener is added before the coordinator's own,
+ * so a batch seen here is already queued in that coordinator. Undo with vi.restoreAllMocks().
+ */
+export function tapCoordinators(): {
+  dials: { answered: boolean }[];
+  /** Whether a batch holding message `content` reached a coordinator (of `token`, for `streamId`). */
+  received(content: string, where?: { token?: string; streamId?: string }): boolean;
+} {
+  const dials: { answered: boolean }[] = [];
+  const seen: { token: string; batch: ChatBatchNotification }[] = [];
+  const connect = YelloClient.connect.bind(YelloClient);
+  vi.spyOn(YelloClient, 'connect').mockImplementation(async (options) => {
+    if (options.clientName !== 'yello-coordinator') return connect(options);
+    const dial = { answered: false };
+    dials.push(dial);
+    const client = await connect(options);
+    dial.answered = true;
+    client.on('chats.batch', (batch) => seen.push({ token: options.token, batch }));
+    return client;
+  });
+  return {
+    dials,
+    received: (content, where = {}) =>
+      seen.some(
+        (s) =>
+          (where.token === undefined || s.token === where.token) &&
+          (where.streamId === undefined || s.batch.streamId === where.streamId) &&
+          messageContents(s.batch.records).includes(content),
+      ),
+  };
 }
