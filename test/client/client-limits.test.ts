@@ -8,7 +8,16 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
-import { FakeDaemon, FAKE_LIMITS, helloAnswer, helloThenHang, type FakeHandler } from '../helpers/fake-daemon.js';
+import { sleep } from '../helpers/wait.js';
+import {
+  FakeDaemon,
+  FAKE_CHAT,
+  FAKE_LIMITS,
+  coordinatorStartResults,
+  helloAnswer,
+  helloThenHang,
+  type FakeHandler,
+} from '../helpers/fake-daemon.js';
 import {
   ConnectionLostError,
   Coordinator,
@@ -135,38 +144,18 @@ describe('inbound framing', () => {
   });
 
   it('a Coordinator that meets an over-size line stops for intervention instead of re-following into it', async () => {
-    const agent = 'agt_a',
-      peer = 'agt_b',
-      chatId = 'chat_c';
-    const stream = (author: string) => ({
-      streamId: `${chatId}:${author}`,
-      chatId,
-      authorAgentId: author,
-      generation: '1',
-      firstPosition: '0',
-      nextPosition: '0',
-      acknowledged: null,
-      writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
-    });
+    const { chatId } = FAKE_CHAT;
+    const start = coordinatorStartResults('0');
     const fake = await fakeDaemon((req, socket) => {
       const ok = (result: unknown) => ({ jsonrpc: '2.0', id: req.id, result });
       switch (req.method) {
         case 'session.hello':
-          return ok({
-            role: 'agent',
-            agentId: agent,
-            protocol: 'yello.chat.v1',
-            daemon: { version: 'fake' },
-            limits: FAKE_LIMITS,
-            signing: { kid: 'k', alg: 'ES256' },
-          });
         case 'chats.get':
-          return ok({ chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] });
         case 'streams.claim':
-          return ok({ streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' });
+          return ok(start[req.method]);
         case 'chats.follow':
           // The answer, then a batch far over the client's cap.
-          socket.write(JSON.stringify(ok({ subscriptionId: 'sub', cursor: 'c0' })) + '\n');
+          socket.write(JSON.stringify(ok(start['chats.follow'])) + '\n');
           return { jsonrpc: '2.0', method: 'chats.batch', params: { subscriptionId: 'sub', pad: 'q'.repeat(2 * MiB) } };
         case undefined:
         default:
@@ -187,7 +176,8 @@ describe('inbound framing', () => {
     const err = await rejectionOf(coord.done);
     expect(err).toBeInstanceOf(LineTooLargeError);
     expect(coord.state).toBe('needs-intervention');
-    await new Promise((r) => setTimeout(r, 100));
+    // No second dial within 100 ms: it stays down for a person instead of re-following.
+    await sleep(100);
     expect(fake.connections).toBe(1);
   });
 

@@ -5,7 +5,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FakeDaemon, FAKE_LIMITS, type FakeRequest } from '../helpers/fake-daemon.js';
+import { FakeDaemon, FAKE_CHAT, coordinatorStartResults, type FakeRequest } from '../helpers/fake-daemon.js';
 import { ConnectionLostError, Coordinator, MemoryCursorStore, type CoordinatorState } from '../../src/client/index.js';
 import { makeTempDir, rejectionOf } from '../helpers/client-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
@@ -15,37 +15,12 @@ afterEach(async () => {
   for (const f of cleanups.splice(0).reverse()) await f();
 });
 
-const agent = 'agt_a',
-  peer = 'agt_b',
-  chatId = 'chat_c';
-const stream = (author: string) => ({
-  streamId: `${chatId}:${author}`,
-  chatId,
-  authorAgentId: author,
-  generation: '1',
-  firstPosition: '0',
-  nextPosition: '1',
-  acknowledged: null,
-  writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
-});
+const { chatId } = FAKE_CHAT;
 
 /** A daemon that lets the coordinator start, answers everything else with {}, and never answers an append. */
 function appendHangs(req: FakeRequest): unknown {
-  const results: Record<string, unknown> = {
-    'session.hello': {
-      role: 'agent',
-      agentId: agent,
-      protocol: 'yello.chat.v1',
-      daemon: { version: 'fake' },
-      limits: FAKE_LIMITS,
-      signing: { kid: 'k', alg: 'ES256' },
-    },
-    'chats.get': { chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] },
-    'streams.claim': { streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' },
-    'chats.follow': { subscriptionId: 'sub', cursor: 'c0' },
-  };
   if (req.method === 'streams.append') return undefined;
-  return { jsonrpc: '2.0', id: req.id, result: results[req.method ?? ''] ?? {} };
+  return { jsonrpc: '2.0', id: req.id, result: coordinatorStartResults('1')[req.method ?? ''] ?? {} };
 }
 
 describe('Coordinator states', () => {

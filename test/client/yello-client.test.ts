@@ -405,6 +405,7 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     const pending = rejectionOf(
       c.rpc.streams.read({ streamId: chat.alice.streamId, generation: '1', fromPosition: hold.next, waitMs: 30_000 }),
     );
+    // Time for the request to reach the daemon: nothing observable says a long poll is waiting.
     await sleep(150);
     await daemon().kill();
 
@@ -457,6 +458,7 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
         records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'lost with the daemon' }],
       }),
     );
+    // Time for the request to leave the client into the frozen daemon's socket (not observable).
     await sleep(150);
     await daemon().kill();
     const err = await append;
@@ -473,7 +475,8 @@ describe('connection loss and reconnect (the daemon is killed)', () => {
     expect(seen).toContain('reconnecting#1');
     expect(seen.at(-1)).toBe('reconnected');
 
-    // Calls work on the new connection; the lost append was never resent.
+    // Calls work on the new connection; the lost append was never resent (a resend would
+    // have landed within 300 ms).
     await sleep(300);
     const op = await a.rpc.operations.get({ streamId: chat.alice.streamId, operationId });
     expect(op.state).toBe('unknown');

@@ -31,6 +31,40 @@ export function helloAnswer(req: FakeRequest, limits = FAKE_LIMITS): unknown {
 /** Answers hello, then never answers anything: a hung daemon. */
 export const helloThenHang: FakeHandler = (req) => (req.method === 'session.hello' ? helloAnswer(req) : undefined);
 
+/** The chat the fake daemon's Coordinator tests use: the caller `agt_a`, its peer `agt_b`. */
+export const FAKE_CHAT = { agent: 'agt_a', peer: 'agt_b', chatId: 'chat_c' } as const;
+
+/**
+ * Results that let a Coordinator start in FAKE_CHAT, by method: hello as agt_a, chats.get with
+ * both streams at `nextPosition` (agt_a's claimed), streams.claim and chats.follow.
+ */
+export function coordinatorStartResults(nextPosition: string): Record<string, unknown> {
+  const { agent, peer, chatId } = FAKE_CHAT;
+  const stream = (author: string) => ({
+    streamId: `${chatId}:${author}`,
+    chatId,
+    authorAgentId: author,
+    generation: '1',
+    firstPosition: '0',
+    nextPosition,
+    acknowledged: null,
+    writer: { epoch: author === agent ? '1' : '0', claimedAt: null, active: author === agent },
+  });
+  return {
+    'session.hello': {
+      role: 'agent',
+      agentId: agent,
+      protocol: 'yello.chat.v1',
+      daemon: { version: 'fake' },
+      limits: FAKE_LIMITS,
+      signing: { kid: 'k', alg: 'ES256' },
+    },
+    'chats.get': { chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] },
+    'streams.claim': { streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' },
+    'chats.follow': { subscriptionId: 'sub', cursor: 'c0' },
+  };
+}
+
 export class FakeDaemon {
   readonly socketPath: string;
   readonly #server: net.Server;
