@@ -122,7 +122,7 @@ describe('startup failures', () => {
       import { installProcessGuards } from '${path.join(repoRoot, 'dist/daemon/runtime/process-guards.js')}';
       installProcessGuards(pino({ base: null }));
       Promise.reject(new Error('nobody handled me'));
-      setTimeout(() => {}, 5000);
+      setTimeout(() => {}, 5000); // keeps the process alive: only the guard may end it
     `,
     );
     const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 10_000 });

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connectAs, connectWire, type Wire } from './wire-fixtures.js';
-import { sleep } from './wait.js';
+import { waitFor } from './wait.js';
 
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -157,38 +157,38 @@ export class DaemonProcess {
 
   /** Polls until the socket accepts and `session.hello` with the admin token answers. */
   async waitReady(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
     const tokenFile = path.join(this.dataDir, 'admin.token');
     let lastError = '';
-    while (Date.now() < deadline) {
-      if (this.exitInfo) {
-        throw new Error(
-          `daemon exited before ready: ${JSON.stringify(this.exitInfo)}\nstderr: ${this.stderr.slice(-2000)}\nstdout: ${this.stdoutLines.slice(-20).join('\n')}`,
-        );
-      }
-      try {
-        const token = (await fs.readFile(tokenFile, 'utf8')).trim();
-        if (token) {
+    const outcome = await waitFor(
+      async (): Promise<'ready' | 'exited' | undefined> => {
+        if (this.exitInfo) return 'exited';
+        try {
+          const token = (await fs.readFile(tokenFile, 'utf8')).trim();
+          if (!token) return undefined;
           const c = await connectWire(this.socketPath, 1_000);
           try {
             const r = await c.hello(token);
             if (r.result) {
               this.adminToken = token;
-              return;
+              return 'ready';
             }
             lastError = JSON.stringify(r.error);
           } finally {
             c.close();
           }
+        } catch (e) {
+          lastError = String(e);
         }
-      } catch (e) {
-        lastError = String(e);
-      }
-      await sleep(100);
-    }
-    throw new Error(
-      `daemon not ready within ${timeoutMs} ms (${lastError})\nstderr: ${this.stderr.slice(-2000)}\nstdout: ${this.stdoutLines.slice(-20).join('\n')}`,
-    );
+        return undefined;
+      },
+      'the daemon to be ready',
+      timeoutMs,
+      25,
+    ).catch(() => 'timeout' as const);
+    if (outcome === 'ready') return;
+    const tail = `stderr: ${this.stderr.slice(-2000)}\nstdout: ${this.stdoutLines.slice(-20).join('\n')}`;
+    if (outcome === 'exited') throw new Error(`daemon exited before ready: ${JSON.stringify(this.exitInfo)}\n${tail}`);
+    throw new Error(`daemon not ready within ${timeoutMs} ms (${lastError})\n${tail}`);
   }
 
   /** Waits for the current run to exit, failing after `timeoutMs`. */

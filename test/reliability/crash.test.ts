@@ -21,7 +21,7 @@ import type { ChatBatchNotification } from '../../src/shared/types.js';
 import { ok, type Result, type Wire, type WireResponse } from '../helpers/wire-fixtures.js';
 import { HistoryChecker, type AppendInput, type CheckReport, type HistoryOp } from '../helpers/history-checker.js';
 import { Prng, intFromEnv, seedFrom } from './lib/prng.js';
-import { sleep } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const CYCLES = intFromEnv('CRASH_CYCLES', 20);
 const SEED = seedFrom('CRASH_SEED');
@@ -243,12 +243,24 @@ async function prepareWriter(d: DaemonProcess, w: Writer): Promise<void> {
   w.client = client;
   if (w.unknown) {
     const h = w.unknown;
-    let op: Result<'operations.get'>;
-    for (let i = 0; ; i++) {
-      op = ok(await client.call('operations.get', { streamId: w.streamId, operationId: h.operationId }), `operations.get ${h.operationId}`);
-      if (op.state !== 'pending' || i > 200) break;
-      await sleep(10);
-    }
+    // An operation still pending after the timeout is reported as a problem below; a failed
+    // call (op left undefined) fails the test.
+    let op: Result<'operations.get'> | undefined;
+    await waitFor(
+      async () => {
+        op = undefined;
+        op = ok(
+          await client.call('operations.get', { streamId: w.streamId, operationId: h.operationId }),
+          `operations.get ${h.operationId}`,
+        );
+        return op.state !== 'pending';
+      },
+      `operations.get ${h.operationId} to leave 'pending'`,
+      5_000,
+    ).catch((e: unknown) => {
+      if (op?.state !== 'pending') throw e;
+    });
+    if (op === undefined) throw new Error(`operations.get ${h.operationId}: no answer`);
     checker.resolve(h, op);
     if (op.state === 'committed') stats.resolvedCommitted++;
     else if (op.state === 'unknown') stats.resolvedNotCommitted++;
@@ -483,6 +495,7 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
             const rotator = await d.connectAs();
             const at = rng.range(0, killAfter);
             loops.push(
+              // A random point of the load (the timing is the subject, like the kill's).
               sleep(at).then(async () => {
                 const r = await rotator.call('keys.rotate', {}).catch(() => null);
                 if (r?.result) stats.keyRotations++;
@@ -490,6 +503,7 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
               }),
             );
           }
+          // The kill point is the subject: SIGKILL after a random KILL_MIN_MS..KILL_MAX_MS of load.
           await sleep(killAfter);
           await d.kill();
           await Promise.all(loops);
@@ -500,6 +514,7 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
             // data must come through two kills in a row.
             const early = spawn(process.execPath, d.args, { cwd: repoRoot, stdio: 'ignore' });
             const exited = new Promise((r) => early.once('exit', r));
+            // A random point of startup/recovery (the subject): 0..600 ms after the spawn.
             await sleep(rng.range(0, 600));
             early.kill('SIGKILL');
             await exited;
@@ -530,12 +545,23 @@ describe('crash checker: SIGKILL of the daemon under concurrent writers and a fo
         // A last look with the follower: it catches up from its cursor exactly where it stopped.
         checker.cycle = CYCLES + 1;
         const follower = await startFollower(d, chatIds, streamsOf);
-        await sleep(300);
+        const ends = new Map<string, string>();
+        for (const s of allStreams) ends.set(s, ok(await admin.call('streams.get', { streamId: s }), 'streams.get').nextPosition);
+        // Nothing writes any more: wait until the follower has been shown every stream up to its
+        // end (a follower that never gets there is reported just below).
+        await waitFor(
+          () => {
+            checkFollower(follower);
+            return allStreams.every((s) => followerExpected.get(s)!.next === ends.get(s));
+          },
+          'the follower to catch up to the end of every stream',
+          10_000,
+        ).catch(() => undefined);
         checkFollower(follower);
         for (const s of allStreams) {
-          const st = ok(await admin.call('streams.get', { streamId: s }), 'streams.get');
+          const end = ends.get(s)!;
           const exp = followerExpected.get(s)!;
-          if (exp.next !== st.nextPosition) problems.push(`follower: ${s} caught up to ${exp.next}, the stream ends at ${st.nextPosition}`);
+          if (exp.next !== end) problems.push(`follower: ${s} caught up to ${exp.next}, the stream ends at ${end}`);
         }
         lastReport = await checker.check(admin, allStreams);
         if (lastReport.problems.length > 0 || problems.length > 0)

@@ -81,6 +81,7 @@ async function watch(other: Wire): Promise<{ peakMb: number; latencies: number[]
       ok(await other.call('daemon.status', {}, 15_000), 'daemon.status');
       latencies.push(performance.now() - t);
       peakMb = Math.max(peakMb, vmRssMb(pid));
+      // Pacing the probes over the watch window (time is the subject): one status every ~25 ms.
       await new Promise((r) => setTimeout(r, 25));
     }
   } finally {

@@ -257,6 +257,7 @@ describe('Subscriptions', () => {
       const conn = new RecordingConnection();
       s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
       await waitFor(() => conn.notifications.length > 0, 'a notification', 5_000);
+      // Nothing else may arrive (and nothing escape as an unhandled rejection) within 50 ms.
       await new Promise((r) => setTimeout(r, 50));
       expect(conn.notifications).toHaveLength(1);
       expect(conn.notifications[0]).toMatchObject({

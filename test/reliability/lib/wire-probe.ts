@@ -138,6 +138,7 @@ export class WireProbe {
       if (p <= at) continue;
       this.client.sendRaw(buf.subarray(at, p));
       at = p;
+      // The pause is the subject: it makes each piece arrive at the daemon as a read of its own.
       await new Promise((r) => setTimeout(r, pauseMs));
     }
   }
@@ -295,6 +296,8 @@ export class WireProbe {
         this.problems.push(`${this.name}: after ${timeoutMs} ms still owed: ${this.#outstanding().join('; ')}`);
         break;
       }
+      // Not a pause: wakes on the next answer (#waiters), at the latest after 50 ms to look at
+      // the deadline and the connection again.
       await new Promise<void>((r) => {
         const t = setTimeout(r, 50);
         this.#waiters.push(() => {
