@@ -12,6 +12,7 @@ import {
   type ReadBatch,
   type StreamState,
 } from '../client/index.js';
+import { continuityBreakError, fencedError } from '../client/errors.js';
 import type { DaemonLink } from './daemon-link.js';
 import type { McpLog } from './log.js';
 import type { SessionState, SessionView } from './tool-schemas.js';
@@ -194,11 +195,13 @@ export class ChatSession {
   async #startPosition(peer: StreamState): Promise<Position> {
     const ack = peer.acknowledged ?? { generation: '1', nextPosition: '0' };
     const breakAt = (reason: 'GENERATION_CHANGED' | 'PREFIX_UNAVAILABLE', expected: string, actual: string): Position => {
-      const err = new ContinuityBreakError({
-        code: 4100,
-        message: `cannot continue ${peer.streamId} from the last receipt (generation ${ack.generation}, position ${ack.nextPosition})`,
-        data: { type: 'CONTINUITY_BREAK', reason, streamId: peer.streamId, expected, actual },
-      });
+      const err = continuityBreakError(
+        reason,
+        peer.streamId,
+        expected,
+        actual,
+        `cannot continue ${peer.streamId} from the last receipt (generation ${ack.generation}, position ${ack.nextPosition})`,
+      );
       if (!this.#opts.resumeAfterBreak) throw err;
       this.#opts.log.warn(
         { chatId: this.chatId, reason, expected, actual, from: peer.firstPosition },
@@ -328,42 +331,14 @@ export class ChatSession {
     const own = streamIn(streams, this.streamId);
     const peer = streamIn(streams, this.peerStreamId);
     if (own.writer.epoch !== this.#coordinator.epoch || !own.writer.active) {
-      return this.#fail(
-        new FencedError({
-          code: 4090,
-          message: `stream ${this.streamId} is now held by epoch ${own.writer.epoch}`,
-          data: { type: 'FENCED', streamId: this.streamId, epoch: own.writer.epoch },
-        }),
-      );
+      return this.#fail(fencedError(this.streamId, own.writer.epoch, `stream ${this.streamId} is now held by epoch ${own.writer.epoch}`));
     }
     if (own.generation !== this.#ownGeneration) {
-      return this.#fail(
-        new ContinuityBreakError({
-          code: 4100,
-          message: 'own stream reset',
-          data: {
-            type: 'CONTINUITY_BREAK',
-            reason: 'GENERATION_CHANGED',
-            streamId: own.streamId,
-            expected: this.#ownGeneration,
-            actual: own.generation,
-          },
-        }),
-      );
+      return this.#fail(continuityBreakError('GENERATION_CHANGED', own.streamId, this.#ownGeneration, own.generation, 'own stream reset'));
     }
     if (peer.generation !== this.#next.generation) {
       return this.#fail(
-        new ContinuityBreakError({
-          code: 4100,
-          message: 'peer stream reset',
-          data: {
-            type: 'CONTINUITY_BREAK',
-            reason: 'GENERATION_CHANGED',
-            streamId: peer.streamId,
-            expected: this.#next.generation,
-            actual: peer.generation,
-          },
-        }),
+        continuityBreakError('GENERATION_CHANGED', peer.streamId, this.#next.generation, peer.generation, 'peer stream reset'),
       );
     }
     return peer;
@@ -405,19 +380,7 @@ export class ChatSession {
       throw err;
     }
     if (batch.sealed) {
-      return this.#fail(
-        new ContinuityBreakError({
-          code: 4100,
-          message: 'peer stream reset',
-          data: {
-            type: 'CONTINUITY_BREAK',
-            reason: 'GENERATION_CHANGED',
-            streamId: this.peerStreamId,
-            expected: this.#next.generation,
-            actual: null,
-          },
-        }),
-      );
+      return this.#fail(continuityBreakError('GENERATION_CHANGED', this.peerStreamId, this.#next.generation, null, 'peer stream reset'));
     }
     if (batch.records.length === 0) return { batch: null, repeated: false, more: false };
     this.#presented = batch;
