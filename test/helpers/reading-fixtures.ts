@@ -2,7 +2,7 @@
 // Everything goes over the real socket through the raw line client; nothing here imports src/.
 
 import { expect } from 'vitest';
-import type { MethodResults } from '../../src/shared/methods.js';
+import type { MethodResults, ParamsIn } from '../../src/shared/methods.js';
 import type { ChatBatchNotification, ChatBreakNotification, StoredRecord } from '../../src/shared/types.js';
 import type { DaemonProcess } from './daemon-process.js';
 import {
@@ -298,13 +298,7 @@ export async function followPaused(
   return { client, ...ok(r, 'chats.follow') };
 }
 
-/** A chat.receipt input record of streams.append. */
-export interface ReceiptInput {
-  type: 'chat.receipt';
-  peerStreamId: string;
-  peerGeneration: string;
-  nextPosition: string;
-  batchId: string;
-}
+/** A chat.receipt input record of streams.append, as the contract's schema types it. */
+export type ReceiptInput = Extract<ParamsIn<'streams.append'>['records'][number], { type: 'chat.receipt' }>;
 
 export { connectAs, ok, uniq };
