@@ -75,6 +75,10 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const counters = await Counters.load(storage, log);
     const codec = new TokenCodec(secret);
     const directory = new Directory(storage, counters, codec, adminToken, config.policy);
+    const damagedGrants = await directory.checkGrantDamage();
+    if (damagedGrants.length > 0) {
+      log.error({ keys: damagedGrants }, 'grant keys fail their checksum: a missing grant is answered STORAGE_FAILURE; run yello doctor');
+    }
     const batcher = new SignBatcher(signer);
     const streams = new StreamStore(storage, directory, signer, codec, counters, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);

@@ -8,7 +8,7 @@ import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { ok } from '../helpers/wire-fixtures.js';
 import { setupChat, reconnectChat, messages, batchesOf, notificationsOf } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
-import { damageStoredRecord } from '../helpers/store-tamper.js';
+import { damageStoredRecord, renameStoredKey } from '../helpers/store-tamper.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -49,6 +49,31 @@ describe('a failed synced write', () => {
     const status2 = ok(await (await d.connectAs()).call('daemon.status', {}));
     expect(status2.storage).toBe('ok');
     expect(d.logs().some((l) => l.level === 60 && String(l.msg).includes('read-only'))).toBe(true);
+  });
+});
+
+describe('a grant whose key was damaged', () => {
+  it('answers STORAGE_FAILURE/CORRUPT naming the damaged key, never a silent PERMISSION_DENIED NO_GRANT', async () => {
+    const d = await DaemonProcess.start();
+    daemons.push(d);
+    const admin = await d.connectAs();
+    const chat = await setupChat(d, admin);
+    await chat.wa.append(messages('before', 1));
+    await d.stop();
+    const renamed = await renameStoredKey(d.dataDir, `g/${chat.alice.id}/${chat.bob.id}`);
+    await d.restart();
+    await reconnectChat(d, chat);
+    const r = await chat.wa.tryAppend(messages('after', 1));
+    expect(r.error?.data, JSON.stringify(r.error)).toMatchObject({
+      type: 'STORAGE_FAILURE',
+      reason: 'CORRUPT',
+      key: renamed,
+      streamId: null,
+    });
+    // The grant the other way is intact: bob still sends.
+    await chat.wb.append(messages('bob-still-sends', 1));
+    // And the daemon says so at startup.
+    expect(d.stdoutLines.some((l) => l.includes('grant keys fail their checksum') && l.includes(renamed))).toBe(true);
   });
 });
 

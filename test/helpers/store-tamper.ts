@@ -23,3 +23,29 @@ export async function damageStoredRecord(dataDir: string, streamId: string, inde
     await db.close();
   }
 }
+
+/**
+ * Moves the stored value at `key` to a key one character different (the last one changed):
+ * what a bit flip in a table file's key bytes does. The value keeps the checksum bound to the
+ * old key. Returns the new key. The daemon must be stopped.
+ */
+export async function renameStoredKey(dataDir: string, key: string): Promise<string> {
+  const db = new ClassicLevel<string, string>(path.join(dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+  await db.open();
+  try {
+    const value = await db.get(key);
+    if (value === undefined) throw new Error(`renameStoredKey: no value at ${key}`);
+    const last = key.at(-1);
+    const renamed = key.slice(0, -1) + (last === 'a' ? 'b' : 'a');
+    await db.batch(
+      [
+        { type: 'del', key },
+        { type: 'put', key: renamed, value },
+      ],
+      { sync: true },
+    );
+    return renamed;
+  } finally {
+    await db.close();
+  }
+}

@@ -89,6 +89,11 @@ export class Directory {
     return this.#grants.remove(agentId, peerAgentId);
   }
 
+  /** Startup: remember grant keys that fail their checksum (grants.ts checkDamage). */
+  checkGrantDamage(): Promise<string[]> {
+    return this.#grants.checkDamage();
+  }
+
   listGrants(agentId: string | undefined): Promise<Grant[]> {
     return this.#grants.list(agentId);
   }

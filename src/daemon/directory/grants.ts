@@ -1,4 +1,4 @@
-import { errors } from '../../shared/errors.js';
+import { errors, YelloError } from '../../shared/errors.js';
 import type { Grant } from '../../shared/results.js';
 import type { Chat } from '../../shared/types.js';
 import { K, prefixEnd } from '../store/key-layout.js';
@@ -18,6 +18,12 @@ export class Grants {
   readonly policy: ChatPolicy;
   /** Committed grants (null: known absent) by key. */
   readonly #cache = new Map<string, Grant | null>();
+  /**
+   * Keys in the grants range that failed their checksum at startup (checkDamage). A flipped bit
+   * in a key turns `g/A/B` into a key nobody looks up: the grant is then simply absent. While
+   * such damage exists, an absent grant is not a definite "no".
+   */
+  #damaged: string[] = [];
 
   constructor(storage: Storage, agents: Agents, policy: ChatPolicy) {
     this.#storage = storage;
@@ -72,9 +78,44 @@ export class Grants {
     return grant;
   }
 
-  /** Whether `agentId` may open a chat with, or send to, `peerAgentId` now. */
+  /**
+   * Reads every stored grant once and remembers the keys that fail their checksum (startup; a
+   * store has few grants). Returns those keys, for the log.
+   */
+  async checkDamage(): Promise<string[]> {
+    const damaged: string[] = [];
+    const prefix = K.grantsPrefix();
+    try {
+      for await (const { key, error } of this.#storage.entriesChecked<Grant>({ gte: prefix, lt: prefixEnd(prefix) })) {
+        if (error) damaged.push(key);
+      }
+    } catch (err) {
+      // LevelDB could not read on through the range: what follows is unknown, so all of it is suspect.
+      if (!(err instanceof YelloError)) throw err;
+      damaged.push(prefix);
+    }
+    this.#damaged = damaged;
+    return damaged;
+  }
+
+  /**
+   * Whether `agentId` may open a chat with, or send to, `peerAgentId` now. With no grant while
+   * damaged grant keys exist, the answer is STORAGE_FAILURE/CORRUPT naming one: the missing
+   * grant may be the damaged one, and a silent "no grant" would misreport it.
+   */
   maySend(agentId: string, peerAgentId: string): boolean {
-    return this.policy === 'open' || this.get(agentId, peerAgentId) !== null;
+    if (this.policy === 'open' || this.get(agentId, peerAgentId) !== null) return true;
+    const damaged = this.#damaged[0];
+    if (damaged !== undefined) {
+      throw errors.corrupt({
+        key: damaged,
+        streamId: null,
+        generation: null,
+        fromPosition: null,
+        detail: `a grant key failed its checksum, so the absence of a grant from ${agentId} to ${peerAgentId} cannot be trusted`,
+      });
+    }
+    return false;
   }
 
   /** `chats.permissions`: what each participant may do in `chat` now, and why. */
