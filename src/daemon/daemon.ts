@@ -75,6 +75,13 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const counters = await Counters.load(storage, log);
     const codec = new TokenCodec(secret);
     const directory = new Directory(storage, counters, codec, adminToken, config.policy);
+    const damagedTokens = await directory.checkTokenIndexDamage();
+    if (damagedTokens.length > 0) {
+      log.error(
+        { keys: damagedTokens },
+        'token index keys fail their checksum: an unknown token is answered STORAGE_FAILURE; run yello doctor',
+      );
+    }
     const damagedGrants = await directory.checkGrantDamage();
     if (damagedGrants.length > 0) {
       log.error({ keys: damagedGrants }, 'grant keys fail their checksum: a missing grant is answered STORAGE_FAILURE; run yello doctor');

@@ -9,6 +9,7 @@ import { ok } from '../helpers/wire-fixtures.js';
 import { setupChat, reconnectChat, messages, batchesOf, notificationsOf } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { damageStoredRecord, renameStoredKey } from '../helpers/store-tamper.js';
+import { hashToken } from '../../src/daemon/crypto/tokens.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {
@@ -74,6 +75,28 @@ describe('a grant whose key was damaged', () => {
     await chat.wb.append(messages('bob-still-sends', 1));
     // And the daemon says so at startup.
     expect(d.stdoutLines.some((l) => l.includes('grant keys fail their checksum') && l.includes(renamed))).toBe(true);
+  });
+});
+
+describe('a token-index entry whose key was damaged', () => {
+  it('answers the valid token STORAGE_FAILURE/CORRUPT naming the damaged key, not UNAUTHENTICATED; other agents still say hello', async () => {
+    const d = await DaemonProcess.start();
+    daemons.push(d);
+    const admin = await d.connectAs();
+    const chat = await setupChat(d, admin);
+    await d.stop();
+    const renamed = await renameStoredKey(d.dataDir, `t/${hashToken(chat.alice.token)}`);
+    await d.restart();
+    const c = await d.connect();
+    const r = await c.hello(chat.alice.token);
+    expect(r.error?.data, JSON.stringify(r.error)).toMatchObject({
+      type: 'STORAGE_FAILURE',
+      reason: 'CORRUPT',
+      key: renamed,
+      streamId: null,
+    });
+    ok(await (await d.connect()).hello(chat.bob.token));
+    expect(d.stdoutLines.some((l) => l.includes('token index keys fail their checksum') && l.includes(renamed))).toBe(true);
   });
 });
 

@@ -89,6 +89,16 @@ export class Directory {
     return this.#grants.remove(agentId, peerAgentId);
   }
 
+  /** Startup: remember token-index keys that fail their checksum (sessions.ts checkDamage). */
+  checkTokenIndexDamage(): Promise<string[]> {
+    return this.#sessions.checkDamage();
+  }
+
+  /** A damaged token-index key, if any: an unknown token may then be a valid one. */
+  get tokenIndexDamage(): string | null {
+    return this.#sessions.indexDamage;
+  }
+
   /** Startup: remember grant keys that fail their checksum (grants.ts checkDamage). */
   checkGrantDamage(): Promise<string[]> {
     return this.#grants.checkDamage();

@@ -1,6 +1,7 @@
 import type { Caller } from '../caller.js';
 import { hashToken, safeEqual } from '../crypto/tokens.js';
-import { K } from '../store/key-layout.js';
+import { YelloError } from '../../shared/errors.js';
+import { K, prefixEnd } from '../store/key-layout.js';
 import type { Storage } from '../store/storage.js';
 import type { Agents } from './agents.js';
 
@@ -12,6 +13,8 @@ export class Sessions {
   readonly #storage: Storage;
   readonly #agents: Agents;
   readonly #adminToken: string;
+  /** Token-index keys that failed their checksum at startup (checkDamage). */
+  #damaged: string[] = [];
 
   constructor(storage: Storage, agents: Agents, adminToken: string) {
     this.#storage = storage;
@@ -28,6 +31,32 @@ export class Sessions {
     const agent = this.#agents.row(agentId, false);
     if (!agent || agent.disabled || agent.tokenHash !== tokenHash) return null;
     return { role: 'agent', agentId, tokenHash };
+  }
+
+  /**
+   * Reads the whole token index once and remembers the keys that fail their checksum (startup).
+   * A flipped bit in a key moves an agent's entry where no hash finds it: that agent's valid
+   * token then looks unknown. Returns the damaged keys, for the log.
+   */
+  async checkDamage(): Promise<string[]> {
+    const damaged: string[] = [];
+    const prefix = K.token('');
+    try {
+      for await (const { key, error } of this.#storage.entriesChecked<string>({ gte: prefix, lt: prefixEnd(prefix) })) {
+        if (error) damaged.push(key);
+      }
+    } catch (err) {
+      // LevelDB could not read on through the range: all of it is suspect.
+      if (!(err instanceof YelloError)) throw err;
+      damaged.push(prefix);
+    }
+    this.#damaged = damaged;
+    return damaged;
+  }
+
+  /** A damaged token-index key, while there is one: an unknown token may be a valid one. */
+  get indexDamage(): string | null {
+    return this.#damaged[0] ?? null;
   }
 
   /** A session stays valid only while its token is the agent's current one and it is enabled. */

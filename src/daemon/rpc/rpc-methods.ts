@@ -57,6 +57,17 @@ export function createHandlers(s: Services): Handlers {
       if (!caller) {
         s.helloLimiter.failed(connId);
         s.audit.security('session.hello.failed', { ...peerOf(ctx) });
+        // An unknown token may be a valid one whose index entry was damaged: say so, not "unknown".
+        const damaged = s.directory.tokenIndexDamage;
+        if (damaged !== null) {
+          throw errors.corrupt({
+            key: damaged,
+            streamId: null,
+            generation: null,
+            fromPosition: null,
+            detail: 'the token index is damaged, so an unknown token cannot be told from a valid one',
+          });
+        }
         throw errors.unauthenticated('unknown, rotated or disabled token');
       }
       s.helloLimiter.succeeded(connId);
