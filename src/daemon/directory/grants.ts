@@ -1,7 +1,8 @@
-import { errors, YelloError } from '../../shared/errors.js';
+import { errors } from '../../shared/errors.js';
 import type { Grant } from '../../shared/results.js';
 import type { Chat } from '../../shared/types.js';
 import { K, prefixEnd } from '../store/key-layout.js';
+import { damagedKeys, untrustworthy } from '../store/damage-scan.js';
 import { put, type Storage } from '../store/storage.js';
 import type { Agents } from './agents.js';
 
@@ -83,19 +84,8 @@ export class Grants {
    * store has few grants). Returns those keys, for the log.
    */
   async checkDamage(): Promise<string[]> {
-    const damaged: string[] = [];
-    const prefix = K.grantsPrefix();
-    try {
-      for await (const { key, error } of this.#storage.entriesChecked<Grant>({ gte: prefix, lt: prefixEnd(prefix) })) {
-        if (error) damaged.push(key);
-      }
-    } catch (err) {
-      // LevelDB could not read on through the range: what follows is unknown, so all of it is suspect.
-      if (!(err instanceof YelloError)) throw err;
-      damaged.push(prefix);
-    }
-    this.#damaged = damaged;
-    return damaged;
+    this.#damaged = await damagedKeys(this.#storage, K.grantsPrefix());
+    return this.#damaged;
   }
 
   /**
@@ -107,13 +97,10 @@ export class Grants {
     if (this.policy === 'open' || this.get(agentId, peerAgentId) !== null) return true;
     const damaged = this.#damaged[0];
     if (damaged !== undefined) {
-      throw errors.corrupt({
-        key: damaged,
-        streamId: null,
-        generation: null,
-        fromPosition: null,
-        detail: `a grant key failed its checksum, so the absence of a grant from ${agentId} to ${peerAgentId} cannot be trusted`,
-      });
+      throw untrustworthy(
+        damaged,
+        `a grant key failed its checksum, so the absence of a grant from ${agentId} to ${peerAgentId} cannot be trusted`,
+      );
     }
     return false;
   }

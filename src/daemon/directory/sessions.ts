@@ -1,7 +1,7 @@
 import type { Caller } from '../caller.js';
 import { hashToken, safeEqual } from '../crypto/tokens.js';
-import { YelloError } from '../../shared/errors.js';
-import { K, prefixEnd } from '../store/key-layout.js';
+import { damagedKeys } from '../store/damage-scan.js';
+import { K } from '../store/key-layout.js';
 import type { Storage } from '../store/storage.js';
 import type { Agents } from './agents.js';
 
@@ -39,19 +39,8 @@ export class Sessions {
    * token then looks unknown. Returns the damaged keys, for the log.
    */
   async checkDamage(): Promise<string[]> {
-    const damaged: string[] = [];
-    const prefix = K.token('');
-    try {
-      for await (const { key, error } of this.#storage.entriesChecked<string>({ gte: prefix, lt: prefixEnd(prefix) })) {
-        if (error) damaged.push(key);
-      }
-    } catch (err) {
-      // LevelDB could not read on through the range: all of it is suspect.
-      if (!(err instanceof YelloError)) throw err;
-      damaged.push(prefix);
-    }
-    this.#damaged = damaged;
-    return damaged;
+    this.#damaged = await damagedKeys(this.#storage, K.token(''));
+    return this.#damaged;
   }
 
   /** A damaged token-index key, while there is one: an unknown token may be a valid one. */

@@ -1,5 +1,6 @@
 import { errors } from '../../shared/errors.js';
 import { parseDecimal } from '../../shared/ids.js';
+import { untrustworthy } from '../store/damage-scan.js';
 import type { Audit } from './audit.js';
 import type { Caller } from '../caller.js';
 import { streamCheckpoint } from '../streams/checkpoints.js';
@@ -60,13 +61,7 @@ export function createHandlers(s: Services): Handlers {
         // An unknown token may be a valid one whose index entry was damaged: say so, not "unknown".
         const damaged = s.directory.tokenIndexDamage;
         if (damaged !== null) {
-          throw errors.corrupt({
-            key: damaged,
-            streamId: null,
-            generation: null,
-            fromPosition: null,
-            detail: 'the token index is damaged, so an unknown token cannot be told from a valid one',
-          });
+          throw untrustworthy(damaged, 'the token index is damaged, so an unknown token cannot be told from a valid one');
         }
         throw errors.unauthenticated('unknown, rotated or disabled token');
       }
