@@ -75,16 +75,12 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const counters = await Counters.load(storage, log);
     const codec = new TokenCodec(secret);
     const directory = new Directory(storage, counters, codec, adminToken, config.policy);
-    const damagedTokens = await directory.checkTokenIndexDamage();
-    if (damagedTokens.length > 0) {
-      log.error(
-        { keys: damagedTokens },
-        'token index keys fail their checksum: an unknown token is answered STORAGE_FAILURE; run yello doctor',
-      );
-    }
-    const damagedGrants = await directory.checkGrantDamage();
-    if (damagedGrants.length > 0) {
-      log.error({ keys: damagedGrants }, 'grant keys fail their checksum: a missing grant is answered STORAGE_FAILURE; run yello doctor');
+    const damage = await directory.checkDamage();
+    for (const [keys, what, answer] of [
+      [damage.tokenIndex, 'token index', 'an unknown token'],
+      [damage.grants, 'grant', 'a missing grant'],
+    ] as const) {
+      if (keys.length > 0) log.error({ keys }, `${what} keys fail their checksum: ${answer} is answered STORAGE_FAILURE; run yello doctor`);
     }
     const batcher = new SignBatcher(signer);
     const streams = new StreamStore(storage, directory, signer, codec, counters, integrity, batcher);

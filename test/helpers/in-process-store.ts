@@ -15,6 +15,7 @@ import { Integrity } from '../../src/daemon/store/integrity.js';
 import { applyRecoveryReport } from '../../src/daemon/store/recovery-check.js';
 import type { ConnectionHandle } from '../../src/daemon/rpc/rpc-server.js';
 import { Signer } from '../../src/daemon/crypto/signer.js';
+import { SignBatcher } from '../../src/daemon/crypto/sign-batcher.js';
 import { openStore, type OpenedStore } from '../../src/daemon/store/store-open.js';
 import { StreamStore } from '../../src/daemon/streams/stream-store.js';
 import { Subscriptions } from '../../src/daemon/streams/subscriptions.js';
@@ -67,7 +68,8 @@ export async function openInProcess(dir?: string, options: { injectFailure?: () 
   const counters = await Counters.load(store.storage, silentLog);
   const codec = new TokenCodec(randomBytes(32));
   const directory = new Directory(store.storage, counters, codec, 'admin-token', 'open');
-  const streams = new StreamStore(store.storage, directory, new Signer(path.join(root, 'keys')), codec, counters, integrity);
+  const signer = new Signer(path.join(root, 'keys'));
+  const streams = new StreamStore(store.storage, directory, signer, codec, counters, integrity, new SignBatcher(signer));
   const reader = new ChatReader(streams, directory, codec);
   const subscriptions = new Subscriptions(streams, reader, directory, integrity, silentLog);
   return {

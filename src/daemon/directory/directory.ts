@@ -89,19 +89,17 @@ export class Directory {
     return this.#grants.remove(agentId, peerAgentId);
   }
 
-  /** Startup: remember token-index keys that fail their checksum (sessions.ts checkDamage). */
-  checkTokenIndexDamage(): Promise<string[]> {
-    return this.#sessions.checkDamage();
+  /**
+   * Startup: read the token index and the grants whole and remember keys that fail their
+   * checksum (sessions.ts, grants.ts checkDamage); returns them, for the log.
+   */
+  async checkDamage(): Promise<{ tokenIndex: string[]; grants: string[] }> {
+    return { tokenIndex: await this.#sessions.checkDamage(), grants: await this.#grants.checkDamage() };
   }
 
   /** A damaged token-index key, if any: an unknown token may then be a valid one. */
   get tokenIndexDamage(): string | null {
     return this.#sessions.indexDamage;
-  }
-
-  /** Startup: remember grant keys that fail their checksum (grants.ts checkDamage). */
-  checkGrantDamage(): Promise<string[]> {
-    return this.#grants.checkDamage();
   }
 
   listGrants(agentId: string | undefined): Promise<Grant[]> {

@@ -39,11 +39,11 @@ export class Appender {
   readonly #counters: Counters;
   readonly #codec: TokenCodec;
   readonly #signer: Signer;
-  readonly #batcher: SignBatcher | null;
+  readonly #batcher: SignBatcher;
   readonly #reader: StreamReader;
   readonly #negative: NegativeIndexes;
 
-  constructor(ctx: StreamContext, signer: Signer, batcher: SignBatcher | null, reader: StreamReader) {
+  constructor(ctx: StreamContext, signer: Signer, batcher: SignBatcher, reader: StreamReader) {
     this.#storage = ctx.storage;
     this.#heads = ctx.heads;
     this.#tables = ctx.tables;
@@ -167,7 +167,7 @@ export class Appender {
       const fields = { chatId, fromAgentId: authorAgentId, toAgentId: peerAgentId, createdAt: nextTimestamp(next), contentSha256: sha };
       const signature: MessageSignature = { kid: this.#signer.kid, alg: 'ES256', value: '', createdAt: fields.createdAt };
       const payload = messagePayload(fields);
-      const value = this.#batcher ? this.#batcher.sign(signature.kid, payload) : this.#signer.signPayloadAs(signature.kid, payload);
+      const value = this.#batcher.sign(signature.kid, payload);
       if (typeof value === 'string') signature.value = value;
       else signing.push(value.then((v) => void (signature.value = v)));
       const message = {

@@ -45,7 +45,7 @@ export class StreamStore {
     codec: TokenCodec,
     counters: Counters,
     integrity: Integrity,
-    batcher: SignBatcher | null = null,
+    batcher: SignBatcher,
   ) {
     const tables = new StreamTables(storage);
     const heads = new StreamHeads(storage, directory, integrity, tables);
