@@ -254,6 +254,34 @@ describe('receipts', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
+// The receipt checks of §3.5 one by one, each by the reason it must answer: a receipt that
+// fails one check must not be caught by a later one instead (or, with the check gone, pass).
+
+describe('receipt checks, each by its reason', () => {
+  it("WRONG_STREAM: a receipt naming a batch of the reader's own stream is refused and acknowledges nothing", async () => {
+    // Guards: "a receipt acknowledges the peer's stream only" (§3.5 WRONG_STREAM). Without the
+    // check, bob's batch of his own stream passes every later check (it was presented to him, its
+    // generation and end match) and moves the acknowledgement of alice's stream.
+    const c = await setupChat(daemon(), admin());
+    await c.wa.send('peer', 2);
+    await c.wb.send('own', 3);
+    const ownBatch = ok(await c.bob.client.call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: '0' }));
+    expect(ownBatch.nextPosition).toBe(c.wb.next);
+    const before = c.wb.next;
+    const data = expectError(
+      await c.wb.tryAppend([receipt(c.streamB, '1', ownBatch.nextPosition, ownBatch.batchId)]),
+      'INVALID_RECEIPT',
+      'receipt of own stream',
+    );
+    expect(data.reason).toBe('WRONG_STREAM');
+    expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
+    expect((await streamState(admin(), c.streamB)).acknowledged).toBeNull();
+  });
+
+});
+
+// ---------------------------------------------------------------------------------------------
 // Atomicity across SIGKILL. Several chats; in each, alice keeps sending and bob keeps answering
 // with [reply × k, receipt] operations. After SIGKILL and a restart, no operation is half there.
 
