@@ -279,6 +279,38 @@ describe('receipt checks, each by its reason', () => {
     expect((await streamState(admin(), c.streamB)).acknowledged).toBeNull();
   });
 
+  it('STALE_GENERATION: a receipt for a batch of a sealed (pre-reset) generation of alice is refused', async () => {
+    // Guards: "a receipt acknowledges the peer's current generation only" (§3.5
+    // STALE_GENERATION). The batch is genuine and matches its generation and end, so only this
+    // check stands between it and an acknowledgement of a generation that no longer runs.
+    const c = await setupChat(daemon(), admin());
+    await c.wa.send('old', 4);
+    const shown = await bobReads(c, '0');
+    expect(shown.nextPosition).toBe('5');
+    ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'stale receipt test' }));
+    await c.wa.reclaim();
+    await c.wa.send('new', 4);
+    expect(c.wa.generation).toBe('2');
+    const before = c.wb.next;
+    const data = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]),
+      'INVALID_RECEIPT',
+      'receipt of sealed generation 1',
+    );
+    expect(data.reason).toBe('STALE_GENERATION');
+    // Read again from the sealed generation after the reset: the same answer.
+    const sealed = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
+    expect(sealed.sealed).toBe(true);
+    const again = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '1', sealed.nextPosition, sealed.batchId)]),
+      'INVALID_RECEIPT',
+      'receipt of a batch read from the sealed generation',
+    );
+    expect(again.reason).toBe('STALE_GENERATION');
+    expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
+  });
+
 });
 
 // ---------------------------------------------------------------------------------------------
