@@ -311,6 +311,32 @@ describe('receipt checks, each by its reason', () => {
     expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
   });
 
+  it('BATCH_MISMATCH: a batch of sealed generation 1 used for generation 2 at the same positions is refused', async () => {
+    // Guards: "a batch acknowledges the generation it was presented from" (§3.5 BATCH_MISMATCH
+    // compares peerGeneration with the batch's). Generation 2 holds the same positions (fence +
+    // 4 messages), so a check of the end alone would let generation 1's batch acknowledge it.
+    const c = await setupChat(daemon(), admin());
+    await c.wa.send('first', 4);
+    const shown = await bobReads(c, '0');
+    expect(shown.nextPosition).toBe('5');
+    ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'batch mismatch test' }));
+    await c.wa.reclaim();
+    await c.wa.send('second', 4);
+    expect(c.wa.generation).toBe('2');
+    expect(c.wa.next).toBe(shown.nextPosition);
+    const data = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '2', shown.nextPosition, shown.batchId)]),
+      'INVALID_RECEIPT',
+      'generation 1 batch for generation 2',
+    );
+    expect(data.reason).toBe('BATCH_MISMATCH');
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
+    // A batch of generation 2 itself, at the same positions, is accepted.
+    const current = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '2', fromPosition: '0' }));
+    expect(current.nextPosition).toBe(shown.nextPosition);
+    await c.wb.append([receipt(c.streamA, '2', current.nextPosition, current.batchId)]);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '2', nextPosition: current.nextPosition });
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
