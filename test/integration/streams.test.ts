@@ -590,6 +590,25 @@ describe('streams.append', () => {
       expect((await state(pair.streamA)).nextPosition).toBe(next);
     });
 
+    it('same operationId and messageId with different content is OPERATION_CONFLICT, not a duplicate of the first', async () => {
+      // Guards: "the request digest covers the records as sent" (§6.6 step 7). A digest without
+      // the content would replay the first result as duplicate:true, telling the sender its new
+      // text was stored when it was not.
+      const opId = uniq('op-content');
+      const messageId = uniq('same-id');
+      const at = next;
+      const first = ok(await append(pair.a.client, c, at, [msg(messageId, 'the original text')], opId));
+      expect(first.duplicate).toBe(false);
+      const changed = await append(pair.a.client, c, at, [msg(messageId, 'a different text')], opId);
+      expectError(changed, 4093, 'OPERATION_CONFLICT');
+      expect(changed.error?.data?.operation).toBe(opId);
+      // The same request as the first still replays.
+      const replay = ok(await append(pair.a.client, c, at, [msg(messageId, 'the original text')], opId));
+      expect(replay).toEqual({ ...first, duplicate: true });
+      next = first.nextPosition;
+      expect((await state(pair.streamA)).nextPosition).toBe(next);
+    });
+
     it('lets an operationId whose append failed be used again', async () => {
       const opId = uniq('op-retry');
       const failed = await append(pair.a.client, c, inc(next, 1), [msg(uniq('m'), 'wrong place')], opId);
