@@ -10,6 +10,7 @@ import {
   breaksOf,
   expectContiguous,
   expectError,
+  messages,
   reached,
   receipt,
   setupChat,
@@ -136,6 +137,55 @@ describe('streams.trim', () => {
       current.close();
     }
   }, 60_000);
+
+  it('a trim of 30,000 records (three delete chunks) answers streams.read below the new start with PREFIX_UNAVAILABLE while its deletes run, never a trimmed record', async () => {
+    // Guards: "a fromPosition below the retained start is PREFIX_UNAVAILABLE" (§6.6 streams.read)
+    // checked against the head, not left to the records' absence. Retention commits the new
+    // firstPosition with the first chunk of 10,000 deletes (retention.ts TRIM_CHUNK) and deletes
+    // the rest afterwards, so during a large trim trimmed records are still on disk: a read that
+    // only looked for them would serve them. The last chunk is deleted last: read just below the
+    // new start, where the records survive longest.
+    const c = await setupChat(daemon(), admin());
+    for (let i = 0; i < 470; i++) await c.wa.append(messages(`bulk${i}`, 64));
+    expect(BigInt(c.wa.next)).toBeGreaterThan(30_000n);
+    const before = '30000';
+    const below = '29999';
+    const reader = await connectAs(daemon().socketPath, c.bob.token);
+    try {
+      let trimmed = false;
+      const trim = admin()
+        .call('streams.trim', { streamId: c.streamA, beforePosition: before, force: true }, 60_000)
+        .finally(() => {
+          trimmed = true;
+        });
+      let startMoved = false;
+      let readsBeforeAnswer = 0;
+      const answers: string[] = [];
+      while (!trimmed) {
+        if (!startMoved) {
+          startMoved = (await streamState(reader, c.streamA)).firstPosition === before;
+          continue;
+        }
+        // The new start is committed: every read sent from now on is below it.
+        const r = await read(reader, c.streamA, '1', below, { limit: 1 });
+        if (!trimmed) readsBeforeAnswer++;
+        answers.push(
+          r.result
+            ? `records ${r.result.records.map((x) => x.position).join(',')}`
+            : `${r.error?.data?.type}/${String(r.error?.data?.reason)}`,
+        );
+      }
+      expect(ok(await trim)).toEqual({ firstPosition: before });
+      expect(readsBeforeAnswer, 'no read landed while the trim was still deleting').toBeGreaterThan(0);
+      expect(new Set(answers)).toEqual(new Set(['CONTINUITY_BREAK/PREFIX_UNAVAILABLE']));
+      // And after it, the same.
+      const after = expectError(await read(reader, c.streamA, '1', below), 'CONTINUITY_BREAK');
+      expect(after).toMatchObject({ reason: 'PREFIX_UNAVAILABLE', expected: below, actual: before });
+      expect(ok(await read(reader, c.streamA, '1', before, { limit: 1 })).records[0]!.position).toBe(before);
+    } finally {
+      reader.close();
+    }
+  }, 120_000);
 
   it('fails chats.follow with a cursor below the trim with CONTINUITY_BREAK PREFIX_UNAVAILABLE', async () => {
     const c = await setupChat(daemon(), admin());
