@@ -217,14 +217,16 @@ export async function settledWithin<T>(
   }
 }
 
-/** The rejection of `p` (fails if it resolves). */
+/** The rejection of `p`; throws (failing the test) if it resolves instead. */
 export async function rejectionOf(p: Promise<unknown>): Promise<unknown> {
+  let value: unknown;
   try {
-    const value = await p;
-    throw new Error(`expected a rejection, got ${jsonPreview(value)}`);
+    value = await p;
   } catch (err) {
     return err;
   }
+  // Outside the try: this error is the test's failure, never mistaken for the rejection.
+  throw new Error(`expected a rejection, got ${jsonPreview(value)}`);
 }
 
 /** Every record of a stream generation, read from its first retained position. */
