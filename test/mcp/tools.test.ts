@@ -26,18 +26,23 @@ const inputJson = (schema: z.ZodType) => z.toJSONSchema(schema, { io: 'input' })
 
 /** A call with invalid input: a tool error result, or an MCP error the SDK raises; never a dead server. */
 async function expectRejected(agent: McpAgent, name: string, args: Record<string, unknown>): Promise<string> {
-  let outcome: string;
-  try {
-    const r = await agent.call(name, args);
-    expect(r.isError, `${name}(${JSON.stringify(args)}) should fail, got ${JSON.stringify(r.structuredContent)}`).toBe(true);
-    outcome = (r._meta?.['yello/error'] as { type?: string } | undefined)?.type ?? 'INPUT_VALIDATION';
-  } catch (err) {
-    expect(err).toBeInstanceOf(McpError);
-    outcome = `MCP_${(err as McpError).code}`;
-  }
+  const outcome = await rejectionKind(agent, name, args);
   // The server is still there and still itself.
   expect((await agent.call('whoami')).isError).toBeFalsy();
   return outcome;
+}
+
+/** How `name(args)` was refused. Only the call sits in the try: an assertion fails with its own message. */
+async function rejectionKind(agent: McpAgent, name: string, args: Record<string, unknown>): Promise<string> {
+  let r: Awaited<ReturnType<McpAgent['call']>>;
+  try {
+    r = await agent.call(name, args);
+  } catch (err) {
+    if (err instanceof McpError) return `MCP_${err.code}`;
+    throw err;
+  }
+  expect(r.isError, `${name}(${JSON.stringify(args)}) should fail, got ${JSON.stringify(r.structuredContent)}`).toBe(true);
+  return (r._meta?.['yello/error'] as { type?: string } | undefined)?.type ?? 'INPUT_VALIDATION';
 }
 
 describe('yello mcp: tools/list', () => {
