@@ -152,23 +152,24 @@ describe('streams.trim', () => {
     const below = '29999';
     const reader = await connectAs(daemon().socketPath, c.bob.token);
     try {
-      let trimmed = false;
+      let answered = false;
+      const trimAnswered = (): boolean => answered;
       const trim = admin()
         .call('streams.trim', { streamId: c.streamA, beforePosition: before, force: true }, 60_000)
         .finally(() => {
-          trimmed = true;
+          answered = true;
         });
       let startMoved = false;
       let readsBeforeAnswer = 0;
       const answers: string[] = [];
-      while (!trimmed) {
+      while (!trimAnswered()) {
         if (!startMoved) {
           startMoved = (await streamState(reader, c.streamA)).firstPosition === before;
           continue;
         }
         // The new start is committed: every read sent from now on is below it.
         const r = await read(reader, c.streamA, '1', below, { limit: 1 });
-        if (!trimmed) readsBeforeAnswer++;
+        if (!trimAnswered()) readsBeforeAnswer++;
         answers.push(
           r.result
             ? `records ${r.result.records.map((x) => x.position).join(',')}`
