@@ -11,7 +11,8 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { AckLog, checkAcked, type IntegrityReport } from '../helpers/integrity-checker.js';
+import { AckLog, checkAcked, judgeTrial, type IntegrityReport, type TrialJudgement } from '../helpers/integrity-checker.js';
+import { copyStore, storeDamage, type StoreDamage } from '../helpers/store-damage.js';
 import { messages, setupChat, type ReadingChat, type StreamWriter } from '../helpers/reading-fixtures.js';
 import { ok, uniq, type WireResponse, type Result } from '../helpers/wire-fixtures.js';
 import { Prng, intFromEnv, seedFrom } from '../reliability/lib/prng.js';
@@ -24,20 +25,34 @@ type Totals = {
   trials: number;
   acked: number;
   intact: number;
-  reportedCorrupt: number;
+  /** Reported corrupt on a stream whose stored data really changed (store-damage.ts ground truth). */
+  reportedDamaged: number;
+  /** Reported corrupt on a stream LevelDB reads back unchanged. */
+  falseAlarms: number;
   silentlyLost: number;
   refusedToStart: number;
   lockedOut: number;
 };
-const zero = (): Totals => ({ trials: 0, acked: 0, intact: 0, reportedCorrupt: 0, silentlyLost: 0, refusedToStart: 0, lockedOut: 0 });
+const zero = (): Totals => ({
+  trials: 0,
+  acked: 0,
+  intact: 0,
+  reportedDamaged: 0,
+  falseAlarms: 0,
+  silentlyLost: 0,
+  refusedToStart: 0,
+  lockedOut: 0,
+});
 const byKind: Record<string, Totals> = { log: zero(), table: zero(), head: zero() };
 let totals = byKind.log!;
 
 afterAll(async () => {
   for (const d of daemons) await d.cleanup();
   for (const [kind, t] of Object.entries(byKind)) {
+    const reported = t.reportedDamaged + t.falseAlarms;
+    const precision = reported === 0 ? 'n/a' : (t.reportedDamaged / reported).toFixed(3);
     console.log(
-      `[bit-flips] ${kind}: seed=${SEED} trials=${t.trials} acked=${t.acked} intact=${t.intact} reportedCorrupt=${t.reportedCorrupt} refusedToStart=${t.refusedToStart} agentsLockedOut=${t.lockedOut} lostSilently=${t.silentlyLost}`,
+      `[bit-flips] ${kind}: seed=${SEED} trials=${t.trials} acked=${t.acked} intact=${t.intact} reportedDamaged=${t.reportedDamaged} falseAlarms=${t.falseAlarms} precision=${precision} refusedToStart=${t.refusedToStart} agentsLockedOut=${t.lockedOut} lostSilently=${t.silentlyLost}`,
     );
   }
 });
@@ -88,18 +103,44 @@ async function probe(chats: ReadingChat[], streamId: string): Promise<WireRespon
   });
 }
 
-/** Restart on the damaged store and check the rule; a daemon that refuses to start lost nothing silently. */
-async function restartAndCheck(l: Loaded): Promise<IntegrityReport | null> {
+/** Copies the stopped daemon's store aside, for the ground truth of what the fault changed. */
+function keepPristine(l: Loaded): string {
+  return copyStore(path.join(l.d.dataDir, 'db'), path.join(l.d.dir, `pristine-${uniq('db')}`));
+}
+
+/** What the fault really changed: the pristine copy against a copy of the damaged store. */
+function damageSince(l: Loaded, pristine: string): Promise<StoreDamage> {
+  return storeDamage(pristine, copyStore(path.join(l.d.dataDir, 'db'), path.join(l.d.dir, `flipped-${uniq('db')}`)));
+}
+
+/**
+ * Restart on the damaged store, check the rule and judge the trial against `damage`; a daemon
+ * that refuses to start lost nothing silently, but is counted apart and must have had a reason.
+ */
+async function restartAndCheck(
+  l: Loaded,
+  damage: StoreDamage,
+  unlocalisedLoss: boolean,
+): Promise<{ report: IntegrityReport | null; judgement: TrialJudgement }> {
   totals.trials++;
   totals.acked += l.log.acked.length;
+  const streamIds = l.chats.flatMap((c) => [c.streamA, c.streamB]);
+  const judged = (report: IntegrityReport | null) => {
+    const judgement = judgeTrial({ report, damage, streamIds, unlocalisedLoss });
+    totals.intact += judgement.intact;
+    totals.reportedDamaged += judgement.reportedDamaged;
+    totals.falseAlarms += judgement.falseAlarms;
+    if (judgement.refusedToStart) totals.refusedToStart++;
+    return { report, judgement };
+  };
   try {
     await l.d.restart();
   } catch {
-    // Refusing to start with one clear line is a report, not a silent loss.
+    // Refusing to start with one clear line is a report, not a silent loss (judgeTrial says
+    // whether the store gave a reason to).
     expect(l.d.exitInfo?.code).toBe(76);
     expect(l.d.stderr.trim().split('\n').at(-1)).toMatch(/corrupt/i);
-    totals.refusedToStart++;
-    return null;
+    return judged(null);
   }
   // A flip can also hit the token index: that agent cannot say hello (loud, not a lost
   // append; `yello doctor` names the damaged index). Its stream is checked as admin only.
@@ -122,10 +163,8 @@ async function restartAndCheck(l: Loaded): Promise<IntegrityReport | null> {
   const report = await checkAcked(admin, l.log.acked, (s) =>
     locked.has(s) ? Promise.resolve(null) : (probe(l.chats, s) as Promise<WireResponse<Result<'streams.append'>>>),
   );
-  totals.intact += report.intact;
-  totals.reportedCorrupt += report.reportedCorrupt;
   totals.silentlyLost += report.violations.length;
-  return report;
+  return judged(report);
 }
 
 function flipBit(file: string, offset: number, bit: number): void {
@@ -149,11 +188,12 @@ describe('a flipped bit in the write-ahead log of a stopped daemon', () => {
       const logs = filesOf(path.join(l.d.dataDir, 'db'), '.log');
       expect(logs.length, 'LevelDB keeps recent writes in its log until the next open').toBeGreaterThan(0);
       const file = rng.pick(logs);
+      const pristine = keepPristine(l);
       // Skip the first 4 KiB (agents, grants, chats): the flip hits appends.
       const size = statSync(file).size;
       flipBit(file, rng.range(Math.min(4096, size - 1), size - 1), rng.int(8));
-      const report = await restartAndCheck(l);
-      if (report) expect(report.violations, `seed ${SEED}`).toEqual([]);
+      const { report, judgement } = await restartAndCheck(l, await damageSince(l, pristine), true);
+      expect(judgement.failures, `seed ${SEED}`).toEqual([]);
       if (report) expect(report.intact + report.reportedCorrupt).toBe(report.acked);
     });
   }
@@ -173,9 +213,10 @@ describe('a flipped bit in a table file', () => {
       const tables = filesOf(path.join(l.d.dataDir, 'db'), '.ldb');
       expect(tables.length).toBeGreaterThan(0);
       const file = rng.pick(tables);
+      const pristine = keepPristine(l);
       flipBit(file, rng.int(statSync(file).size), rng.int(8));
-      const report = await restartAndCheck(l);
-      if (report) expect(report.violations, `seed ${SEED}`).toEqual([]);
+      const { judgement } = await restartAndCheck(l, await damageSince(l, pristine), false);
+      expect(judgement.failures, `seed ${SEED}`).toEqual([]);
     });
   }
 });
@@ -188,6 +229,7 @@ describe('a changed stream head', () => {
     const before = ok(await l.chats[0]!.alice.client.call('streams.get', { streamId: stream }));
     expect(before.nextPosition).toMatch(/^3\d$/);
     await l.d.stop();
+    const pristine = keepPristine(l);
     const db = new ClassicLevel<string, string>(path.join(l.d.dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     await db.open();
     // The head's nextPosition lives in its tail (`h/`, [generation, nextPosition, …]) since
@@ -201,8 +243,9 @@ describe('a changed stream head', () => {
     expect(value[at]).toBe('3');
     await db.put(key, value.slice(0, at) + '2' + value.slice(at + 1), { sync: true });
     await db.close();
-    const report = await restartAndCheck(l);
-    expect(report!.violations).toEqual([]);
+    const { report, judgement } = await restartAndCheck(l, await damageSince(l, pristine), false);
+    expect(judgement.failures).toEqual([]);
     expect(report!.corruptStreams).toContain(stream);
+    expect(judgement.reportedDamaged).toBeGreaterThan(0);
   });
 });

@@ -5,8 +5,11 @@
 // calls an acknowledged operation "unknown".
 //
 // It speaks only the wire (test/helpers/wire-fixtures.ts), like every integration helper.
+// `judgeTrial` then scores a trial against what the fault really changed (store-damage.ts), so
+// that flagging everything or refusing to start does not pass as finding the damage.
 
 import type { AppendResult, StoredRecord } from '../../src/shared/types.js';
+import { damagedStreams, type StoreDamage } from './store-damage.js';
 import { fetchKeys, jsonPreview, messageProblems, ok, type Wire, type WireResponse } from './wire-fixtures.js';
 
 /** An append the daemon acknowledged, as its result reported it. */
@@ -24,8 +27,10 @@ export interface IntegrityReport {
   acked: number;
   /** Acknowledged appends readable exactly, with verifying signatures. */
   intact: number;
-  /** Acknowledged appends on a stream the daemon reports corrupt. */
+  /** Acknowledged appends not readable whole, on a stream the daemon reports corrupt. */
   reportedCorrupt: number;
+  /** `reportedCorrupt` by stream (to compare with what was really damaged: `judgeTrial`). */
+  reportedByStream: Record<string, number>;
   /** Problems that break the rule, each naming the append and what went wrong. */
   violations: string[];
   /** Streams daemon.status lists as corrupt. */
@@ -71,6 +76,7 @@ export async function checkAcked(
   for (const a of acked) byStream.set(a.streamId, [...(byStream.get(a.streamId) ?? []), a]);
   let intact = 0;
   let reportedCorrupt = 0;
+  const reportedByStream: Record<string, number> = {};
 
   for (const [streamId, appends] of byStream) {
     // Read the stream from 0; stop at the first error and remember what it said.
@@ -117,8 +123,10 @@ export async function checkAcked(
         }
       }
       if (whole) intact++;
-      else if (corrupt) reportedCorrupt++;
-      else violations.push(`${streamId} op ${a.operationId} [${a.firstPosition}, ${a.nextPosition}): acknowledged but silently absent`);
+      else if (corrupt) {
+        reportedCorrupt++;
+        reportedByStream[streamId] = (reportedByStream[streamId] ?? 0) + 1;
+      } else violations.push(`${streamId} op ${a.operationId} [${a.firstPosition}, ${a.nextPosition}): acknowledged but silently absent`);
 
       // operations.get must never call an acknowledged operation unknown.
       const op = await admin.call('operations.get', { streamId, operationId: a.operationId });
@@ -156,5 +164,65 @@ export async function checkAcked(
       }
     }
   }
-  return { acked: acked.length, intact, reportedCorrupt, violations, corruptStreams: [...listed] };
+  return { acked: acked.length, intact, reportedCorrupt, reportedByStream, violations, corruptStreams: [...listed] };
+}
+
+/** One fault trial: what the daemon did (null: it refused to start) and what really changed. */
+export interface TrialOutcome {
+  report: IntegrityReport | null;
+  damage: StoreDamage;
+  /** Every stream of the trial. */
+  streamIds: readonly string[];
+  /**
+   * The daemon may report streams it cannot localise damage to: after LevelDB drops part of its
+   * write-ahead log, every stream written since the last flush is suspect from its position
+   * then (src/daemon/store/wal-guard.ts), damaged or not. Table and head damage is found per
+   * value, so there a stream reported with nothing of its own changed is a false alarm that fails.
+   */
+  unlocalisedLoss: boolean;
+}
+
+/** How a trial scored, and why it fails (empty `failures`: it passes). */
+export interface TrialJudgement {
+  intact: number;
+  /** Reported corrupt, on a stream whose stored data really changed. */
+  reportedDamaged: number;
+  /** Reported corrupt, on a stream whose stored data LevelDB reads back unchanged. */
+  falseAlarms: number;
+  refusedToStart: boolean;
+  failures: string[];
+}
+
+/**
+ * Scores a trial against the ground truth: damage found is counted apart from false alarms
+ * and from refusals to start, so a daemon that flags everything, or refuses to start, does not
+ * pass as one that found the damage.
+ */
+export function judgeTrial(t: TrialOutcome): TrialJudgement {
+  const failures: string[] = [];
+  const nothingChanged = !t.damage.unreadable && t.damage.changedKeys.length === 0;
+  if (t.report === null) {
+    // Refusing is right only when LevelDB itself cannot read the store, or the daemon's own
+    // metadata (the store format) is what changed; any other damage is reported per stream.
+    const metaChanged = t.damage.changedKeys.some((k) => k.startsWith('meta/'));
+    if (!t.damage.unreadable && !metaChanged) {
+      failures.push(
+        `refused to start on a store LevelDB reads (changed: ${t.damage.changedKeys.slice(0, 5).join(', ') || 'nothing'}): the damage should have been reported per stream`,
+      );
+    }
+    return { intact: 0, reportedDamaged: 0, falseAlarms: 0, refusedToStart: true, failures };
+  }
+  failures.push(...t.report.violations);
+  const hit = damagedStreams(t.damage, t.streamIds);
+  let reportedDamaged = 0;
+  let falseAlarms = 0;
+  for (const [streamId, n] of Object.entries(t.report.reportedByStream)) {
+    if (hit.has(streamId)) reportedDamaged += n;
+    else {
+      falseAlarms += n;
+      if (nothingChanged) failures.push(`${streamId}: ${n} appends reported corrupt, yet LevelDB reads the whole store back unchanged`);
+      else if (!t.unlocalisedLoss) failures.push(`${streamId}: ${n} appends reported corrupt, yet nothing of this stream changed`);
+    }
+  }
+  return { intact: t.report.intact, reportedDamaged, falseAlarms, refusedToStart: false, failures };
 }
