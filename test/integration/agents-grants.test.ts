@@ -197,7 +197,8 @@ describe('grants', () => {
     }[];
     expect(forA).toHaveLength(1);
     expect(forA[0]).toMatchObject({ agentId: a.id, peerAgentId: b.id });
-    if (forA[0]!.grantedAt !== undefined) expect(forA[0]!.grantedAt).toMatch(RFC3339_MS);
+    // §5 Grant: {agentId, peerAgentId, grantedAt}.
+    expect(forA[0]!.grantedAt).toMatch(RFC3339_MS);
     // Directional: b has no grant to a.
     const forB = listIn(ok(await admin().call('grants.list', { agentId: b.id })), 'grants');
     expect(forB).toHaveLength(0);

@@ -63,10 +63,14 @@ describe('data dir and socket', () => {
     expect(octal(await mode(path.join(d.dataDir, 'admin.token')))).toBe('0600');
     expect(octal(await mode(path.join(d.dataDir, 'secret.key')))).toBe('0600');
     expect(octal(await mode(path.join(d.dataDir, 'keys')))).toBe('0700');
+    let keyFiles = 0;
     for (const f of await fs.readdir(path.join(d.dataDir, 'keys'))) {
       const p = path.join(d.dataDir, 'keys', f);
-      if ((await fs.stat(p)).isFile()) expect(octal(await mode(p)), f).toBe('0600');
+      if (!(await fs.stat(p)).isFile()) continue;
+      expect(octal(await mode(p)), f).toBe('0600');
+      keyFiles++;
     }
+    expect(keyFiles, 'the signing key file in keys/').toBeGreaterThan(0);
     expect((await fs.stat(path.join(d.dataDir, 'db'))).isDirectory()).toBe(true);
     const sock = await fs.stat(d.socketPath);
     expect(sock.isSocket()).toBe(true);
@@ -291,13 +295,19 @@ describe('logs', () => {
       secretKey.toString('base64url'),
       secretKey.toString('hex'),
     );
+    let privateScalars = 0;
     for (const f of await fs.readdir(path.join(d.dataDir, 'keys'))) {
       const text = await fs.readFile(path.join(d.dataDir, 'keys', f), 'utf8').catch(() => '');
       // Private EC scalars in JWK form ("d") or any long base64url run in a key file.
-      for (const m of text.matchAll(/"d"\s*:\s*"([A-Za-z0-9_-]{40,})"/g)) material.push(m[1]!);
+      for (const m of text.matchAll(/"d"\s*:\s*"([A-Za-z0-9_-]{40,})"/g)) {
+        material.push(m[1]!);
+        privateScalars++;
+      }
       for (const m of text.matchAll(/-----BEGIN [A-Z ]*PRIVATE KEY-----([\s\S]*?)-----END/g))
         material.push(m[1]!.replace(/\s+/g, '').slice(0, 40));
     }
+    // The signing key's private scalar was found, so the check below covers it.
+    expect(privateScalars, 'a private JWK ("d") in keys/').toBeGreaterThan(0);
     for (const m of material.filter((x) => x.length >= 16)) expect(all.includes(m), `log leaks key material ${m.slice(0, 6)}…`).toBe(false);
   });
 });
