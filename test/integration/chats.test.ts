@@ -281,6 +281,7 @@ describe('--policy open', () => {
     expect(opened.created).toBe(true);
     const perms = ok(await a.client.call('chats.permissions', { chatId: opened.chat.id }));
     expect(perms.policy).toBe('open');
+    expect(perms.participants).toHaveLength(2);
     for (const part of perms.participants) expect(part.canSend).toBe(true);
     const streamId = `${opened.chat.id}:${b.id}`;
     const c = ok(await b.client.call('streams.claim', { streamId }));
