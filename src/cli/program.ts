@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { adminCommands } from './admin-commands.js';
 import { chatCommands } from './chat-commands.js';
@@ -9,6 +10,9 @@ import { mcpCommand } from './mcp-command.js';
 import { EXIT, reportError } from './output.js';
 import { installStdoutGuard } from './shutdown.js';
 import { verifyCommand } from './verify-command.js';
+
+/** package.json's version; yargs' own lookup finds none once yello is installed under node_modules. */
+const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
 
 /** The `yello` program (yargs): admin tool and agent front end. `argv` is without node and script. */
 export async function runCli(argv: string[]): Promise<void> {
@@ -65,7 +69,7 @@ export async function runCli(argv: string[]): Promise<void> {
     await cli
       .help()
       .alias('h', 'help')
-      .version()
+      .version(VERSION)
       .wrap(Math.min(110, process.stdout.columns || 100))
       .parseAsync();
   } catch (err) {
