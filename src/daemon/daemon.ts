@@ -68,7 +68,12 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   }
   const { storage } = store;
   try {
-    writeLockHolder(dbDir, config.socketPath ?? 'systemd:fd3');
+    try {
+      writeLockHolder(dbDir, config.socketPath ?? 'systemd:fd3');
+    } catch (err) {
+      // Advisory only (it names this daemon in a second one's lock error): never a reason not to start.
+      log.warn({ err: { message: errorMessage(err) } }, 'could not record the lock holder');
+    }
     const integrity = new Integrity(storage, log);
     let adminToken: string;
     let secret: Buffer;
@@ -172,6 +177,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   } catch (err) {
     // A start that fails (another daemon on the socket, say) leaves no half-made data dir:
     // what this start created (keys, admin token, a new store) goes.
+    removeLockHolder(dbDir);
     await removeCreated(config.dataDir, existedBefore, () => storage.close().catch(() => {}), log);
     throw err;
   }

@@ -16,7 +16,7 @@ import { Teardown } from '../helpers/teardown.js';
 
 const run = promisify(execFile);
 const PACK_TIMEOUT_MS = 400_000;
-const STEP_TIMEOUT_MS = 120_000;
+const STEP_TIMEOUT_MS = 180_000;
 const tsc = path.join(repoRoot, 'node_modules/typescript/bin/tsc');
 
 interface PackResult {

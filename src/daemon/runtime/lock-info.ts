@@ -26,9 +26,13 @@ export function writeLockHolder(dbDir: string, socket: string): void {
   writeFileDurable(holderPath(dbDir), JSON.stringify(holder) + '\n', 0o644);
 }
 
-/** Remove the record on a clean stop, if it is still this process's. */
+/** Remove the record (a clean stop, a failed start), if it is still this process's; never throws. */
 export function removeLockHolder(dbDir: string): void {
-  if (readLockHolder(dbDir)?.pid === process.pid) rmSync(holderPath(dbDir), { force: true });
+  try {
+    if (readLockHolder(dbDir)?.pid === process.pid) rmSync(holderPath(dbDir), { force: true });
+  } catch {
+    /* advisory: a leftover names a pid that is gone, and is ignored */
+  }
 }
 
 /** The recorded holder, if the file is there, parses and its process still exists. */
