@@ -1,12 +1,24 @@
 import type { Argv } from 'yargs';
-import type { Agent, StreamState } from '../client/index.js';
+import { existsSync } from 'node:fs';
+import { ConnectionLostError, TimeoutError, type Agent, type MethodResults, type StreamState } from '../client/index.js';
 import { CliWriter } from './cli-writer.js';
-import { connectAdmin, connectAgent, connectAny, resolveAgentId, socketPath, withClient, type GlobalArgs } from './context.js';
-import { CliError, EXIT, printJson, printObject, printTable } from './output.js';
+import {
+  adminTokenPath,
+  agentToken,
+  connectAdmin,
+  connectAgent,
+  connectAny,
+  resolveAgentId,
+  socketPath,
+  withClient,
+  type GlobalArgs,
+} from './context.js';
+import { CliError, errorMessage, EXIT, printJson, printObject, printTable } from './output.js';
 import { readSecretFile, SecretFileSink } from './secret-files.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
 type A<T = object> = GlobalArgs & T;
+type Result<M extends keyof MethodResults> = MethodResults[M];
 const out = (args: GlobalArgs, value: unknown, human: () => void) => {
   if (args.json) printJson(value);
   else human();
@@ -62,12 +74,60 @@ export function coordinatorTokenArg(args: { 'coordinator-token'?: string; 'coord
   return readSecretFile(file === '' ? '-' : file, '--coordinator-token-file');
 }
 
+const DEFAULT_WAIT_S = 30;
+const WAIT_POLL_MS = 100;
+
+function daemonStatus(args: GlobalArgs): Promise<Result<'daemon.status'>> {
+  return withClient(connectAny(args), (c) => c.call('daemon.status', {}));
+}
+
+/** `--wait` alone (yargs gives '') means the default; else a positive number of seconds. */
+function waitSeconds(value: string): number {
+  if (value === '') return DEFAULT_WAIT_S;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new CliError(`--wait takes a number of seconds, not ${JSON.stringify(value)}`, EXIT.usage);
+  return n;
+}
+
+/**
+ * `status --wait`: poll until the daemon answers. Not answering yet means nothing listens on
+ * the socket, or (a first start) the daemon has not written its admin.token; anything else
+ * (a refused token, an untrusted socket) is an answer or a mistake, and is reported at once.
+ */
+async function waitForStatus(args: GlobalArgs, seconds: number): Promise<Result<'daemon.status'>> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    try {
+      return await daemonStatus(args);
+    } catch (err) {
+      const notYet =
+        err instanceof ConnectionLostError ||
+        err instanceof TimeoutError ||
+        (err instanceof CliError && agentToken(args) === null && !existsSync(adminTokenPath(args)));
+      if (!notYet) throw err;
+      if (Date.now() + WAIT_POLL_MS > deadline) {
+        throw new CliError(`the daemon at ${socketPath(args)} did not answer within ${seconds} s (last: ${errorMessage(err)})`, EXIT.error);
+      }
+      await new Promise((r) => setTimeout(r, WAIT_POLL_MS));
+    }
+  }
+}
+
 /** status, agents, grants, keys, streams, ops. */
 export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
   return y
-    .command('status', 'Daemon version, uptime, counts, storage state and active key', {}, async (args: A) => {
-      await withClient(connectAny(args), async (c) => {
-        const s = await c.call('daemon.status', {});
+    .command(
+      'status',
+      'Daemon version, uptime, counts, storage state and active key',
+      (z: Argv<GlobalArgs>) =>
+        z
+          .option('wait', {
+            type: 'string',
+            describe: `wait up to SECONDS (default ${DEFAULT_WAIT_S}) until the daemon answers; exit 1 with one line if it does not`,
+          })
+          .example('$0 daemon & $0 status --wait 10 >/dev/null', 'start a daemon and block until it is ready'),
+      async (args: A<{ wait?: string }>) => {
+        const s = args.wait === undefined ? await daemonStatus(args) : await waitForStatus(args, waitSeconds(args.wait));
         out(args, s, () => {
           printObject({
             version: s.version,
@@ -93,8 +153,8 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             );
           }
         });
-      });
-    })
+      },
+    )
     .command('agents', 'Manage agents (admin)', (yy: Argv<GlobalArgs>) =>
       yy
         .command(

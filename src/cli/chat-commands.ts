@@ -36,7 +36,13 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                       agentBId: await resolveAgentId(c, args.with ?? ''),
                     })
                   : await c.call('chats.open', { peerAgentId: await resolveAgentId(c, args.peer) });
-              out(args, r, () => process.stdout.write(`${r.chat.id}${r.created ? ' (created)' : ''}\n`));
+              // Only the id on stdout, so `CHAT=$(yello chats open bob)` holds just the id.
+              out(args, r, () => {
+                process.stdout.write(`${r.chat.id}\n`);
+                process.stderr.write(
+                  `${r.created ? 'created' : 'found'} chat ${r.chat.id} (${r.chat.agentA.username}, ${r.chat.agentB.username})\n`,
+                );
+              });
             });
           },
         )
@@ -110,9 +116,12 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           (z: Argv<GlobalArgs>) =>
             z
               .positional('chatId', { type: 'string', demandOption: true })
-              .option('limit', { type: 'number', default: 50 })
-              .option('direction', { choices: ['backward', 'forward'] as const })
-              .option('cursor', { type: 'string' })
+              .option('limit', { type: 'number', default: 50, describe: 'entries per page (1–500)' })
+              .option('direction', {
+                choices: ['backward', 'forward'] as const,
+                describe: 'backward (default): the newest entries; forward: from the oldest',
+              })
+              .option('cursor', { type: 'string', describe: 'continue from the nextCursor a previous page printed' })
               .option('all', { type: 'boolean', default: false, describe: 'page through the whole snapshot' }),
           async (args: A<{ chatId: string; limit: number; direction?: 'backward' | 'forward'; cursor?: string; all: boolean }>) => {
             await withClient(connectAny(args), async (c) => {

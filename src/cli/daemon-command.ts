@@ -15,7 +15,8 @@ export function daemonCommand(yargs: Argv): Argv {
         .hide('admin-token-file')
         .hide('state-dir')
         .hide('json')
-        .example('$0 daemon --socket /tmp/y.sock --data-dir ./data', 'run on a private socket and data dir'),
+        .example('$0 daemon --socket ~/.yello-test/y.sock --data-dir ~/.yello-test/data', '')
+        .epilogue('The example runs on a private socket and data dir. A socket directly in /tmp is refused (exit 78).'),
     (argv) => runDaemon(argv as unknown as DaemonArgs),
   );
 }

@@ -74,6 +74,15 @@ export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value) + '\n');
 }
 
+/** What to do about a failed connection: a refused permission is not a stopped daemon. */
+function connectionHint(err: ConnectionLostError): string {
+  const code = (err.cause as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'EACCES' || code === 'EPERM') {
+    return "permission denied: the socket's directory or the socket belong to another user or group; add your user to the socket's group (e.g. sudo usermod -aG yello $USER, effective at the next login) or use your own daemon's --socket";
+  }
+  return 'is the daemon running? see --socket / $YELLO_SOCKET';
+}
+
 /** Map any failure to one stderr line and the exit code of §9. */
 export function reportError(err: unknown): number {
   if (err instanceof CliError) {
@@ -97,15 +106,16 @@ export function reportError(err: unknown): number {
     return EXIT.error;
   }
   if (err instanceof RemoteError) {
+    // A detail the message already says (INVALID_PARAMS' reason, often its path) is not repeated.
     const details = Object.entries(err.data)
-      .filter(([k]) => k !== 'type')
+      .filter(([k, v]) => k !== 'type' && !err.message.includes(plain(v)))
       .map(([k, v]) => `${k}=${plain(v)}`)
       .join(' ');
     process.stderr.write(`yello: ${err.type}: ${err.message}${details ? ` (${details})` : ''}\n`);
     return EXIT.error;
   }
   if (err instanceof ConnectionLostError) {
-    process.stderr.write(`yello: ${err.message} (is the daemon running? see --socket / $YELLO_SOCKET)\n`);
+    process.stderr.write(`yello: ${err.message} (${connectionHint(err)})\n`);
     return EXIT.error;
   }
   if (err instanceof YelloClientError) {

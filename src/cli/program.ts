@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { adminCommands } from './admin-commands.js';
 import { chatCommands } from './chat-commands.js';
@@ -10,9 +11,19 @@ import { EXIT, reportError } from './output.js';
 import { installStdoutGuard } from './shutdown.js';
 import { verifyCommand } from './verify-command.js';
 
+/** package.json's version; yargs' own lookup finds none once yello is installed under node_modules. */
+const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+
+const COMPLETION_HELP = 'print a shell completion script (bash/zsh): yello completion >> ~/.bashrc';
+
 /** The `yello` program (yargs): admin tool and agent front end. `argv` is without node and script. */
 export async function runCli(argv: string[]): Promise<void> {
   installStdoutGuard();
+  // yargs' completion command prints the script even when asked for help.
+  if (argv[0] === 'completion' && argv.some((a) => a === '--help' || a === '-h')) {
+    process.stdout.write(`yello completion\n\n${COMPLETION_HELP}\n`);
+    return;
+  }
   let cli = yargs(argv)
     .scriptName('yello')
     .usage(
@@ -44,7 +55,7 @@ export async function runCli(argv: string[]): Promise<void> {
     .strict()
     .demandCommand(1, 'name a command')
     .recommendCommands()
-    .completion('completion', 'print a shell completion script (bash/zsh): yello completion >> ~/.bashrc')
+    .completion('completion', COMPLETION_HELP)
     .epilogue('Exit codes: 0 ok, 1 error, 2 usage, 3 continuity break needing intervention, 4 fenced.')
     // yargs passes a null message when a handler threw, and no error for a usage failure
     // (its typings claim both are always there).
@@ -65,7 +76,7 @@ export async function runCli(argv: string[]): Promise<void> {
     await cli
       .help()
       .alias('h', 'help')
-      .version()
+      .version(VERSION)
       .wrap(Math.min(110, process.stdout.columns || 100))
       .parseAsync();
   } catch (err) {

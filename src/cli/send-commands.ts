@@ -97,10 +97,10 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             }),
         )
           .example('$0 --token-file alice.token send chat_… "hello, bob"', '')
-          .example(
-            '$0 --json streams claim chat_…:agt_… | jq -r .coordinatorToken > my.ct; $0 send chat_… hi --coordinator-token-file my.ct',
-            'send under a claim you hold',
-          ),
+          // Two lines without descriptions: yargs wraps a command that shares its line with one.
+          .example('$0 --json streams claim chat_…:agt_… | jq -r .coordinatorToken > my.ct', '')
+          .example('$0 send chat_… hi --coordinator-token-file my.ct', '')
+          .epilogue('The last two examples send under a claim you hold.'),
       async (args: SendArgs) => {
         if ((args['coordinator-token-file'] === '-' || args['coordinator-token-file'] === '') && fromStdin(args.text))
           throw new CliError('stdin cannot be both the text and --coordinator-token-file', EXIT.usage);

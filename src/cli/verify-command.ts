@@ -43,7 +43,7 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         }
         const n = result.problems.length;
         process.stdout.write(
-          `${result.records} records, ${result.messages} messages, ${result.checkpoints} checkpoints checked, ${n} problem${n === 1 ? '' : 's'}\n`,
+          `${count(result.records, 'record')}, ${count(result.messages, 'message')}, ${count(result.checkpoints, 'checkpoint')} checked, ${count(n, 'problem')}\n`,
         );
       }
       if (result.problems.length > 0) process.exitCode = EXIT.error;
@@ -54,4 +54,9 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
 /** The shape check `verify` makes before use: a `keys` array (each key is checked when it is used). */
 function hasKeyList(value: unknown): value is Jwks {
   return typeof value === 'object' && value !== null && 'keys' in value && Array.isArray(value.keys);
+}
+
+/** `1 message`, `2 messages`. */
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
 }

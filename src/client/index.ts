@@ -72,4 +72,4 @@ export type {
   CorruptStream,
 } from '../shared/types.js';
 export type { HelloResult, OperationInfo, Grant } from '../shared/results.js';
-export type { MethodName, MethodResults, ParamsIn } from '../shared/methods.js';
+export type { MethodName, MethodParams, MethodResults, ParamsIn, AppendMessageInput, AppendReceiptInput } from '../shared/method-types.js';

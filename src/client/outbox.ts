@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ParamsIn } from '../shared/methods.js';
+import type { ParamsIn } from '../shared/method-types.js';
 import type { AppendResult } from '../shared/types.js';
 import type { NativeAdapter, PeerBatch, UncertainOutcome } from './coordinator-types.js';
 import { FencedError, YelloClientError, fencedError } from './errors.js';

@@ -33,7 +33,12 @@ export async function assertTrustedSocket(socketPath: string, uid: number | unde
   const parentPath = dirname(dir);
   const parentStat = parentPath === dir ? null : await lstatOrCannotConnect(parentPath, socketPath);
   const problem = socketDirectoryProblem(facts(dirStat), parentStat && facts(parentStat), uid);
-  if (problem) throw new UntrustedSocketError(socketPath, `the socket directory ${dir} is not trusted: ${problem}`);
+  if (problem) {
+    throw new UntrustedSocketError(
+      socketPath,
+      `the socket directory ${dir} is not trusted: ${problem}; use a private directory (mode 0700) such as $XDG_RUNTIME_DIR/yello`,
+    );
+  }
   const sock = await lstatOrCannotConnect(socketPath, socketPath);
   if (sock.isSymbolicLink()) throw new UntrustedSocketError(socketPath, 'the socket path is a symbolic link');
   if (!sock.isSocket()) throw new UntrustedSocketError(socketPath, 'the socket path is not a socket');

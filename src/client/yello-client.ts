@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
 import { METHOD_NAMES } from '../shared/method-names.js';
-import type { MethodName, ParamsIn, Result } from '../shared/methods.js';
+import type { MethodName, ParamsIn, Result } from '../shared/method-types.js';
 import { resolveSocketPath } from '../shared/paths.js';
 import type { HelloResult, NotificationParams } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';

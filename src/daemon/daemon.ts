@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, rmSync, rmdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir, readOrCreate } from './runtime/files.js';
+import { describeLockHolder, removeLockHolder, writeLockHolder } from './runtime/lock-info.js';
+import type { Logger } from 'pino';
 import { createLogger } from './runtime/log.js';
 import type { DaemonConfig } from './runtime/config.js';
 import { EXIT_CODES } from './runtime/exit-codes.js';
@@ -43,6 +45,7 @@ export interface RunningDaemon {
 export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> {
   const log = createLogger(config.logLevel);
   const removeGuards = installProcessGuards(log);
+  const existedBefore = dataDirEntries(config.dataDir);
   prepareDataDir(config.dataDir);
   const dbDir = join(config.dataDir, 'db');
   let store: OpenedStore;
@@ -52,10 +55,25 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       injectFailure: failSyncFile ? () => existsSync(failSyncFile) : null,
     });
   } catch (err) {
-    throw startupFailure(err, `open the store ${dbDir}`);
+    // Not ours to clean beyond the empty directories this start made: another daemon may be
+    // filling the data dir right now (it holds the lock).
+    removeEmptyDirsCreated(config.dataDir, existedBefore);
+    const failure = startupFailure(err, `open the store ${dbDir}`);
+    if (failure.exitCode !== EXIT_CODES.storeLocked) throw failure;
+    const holder = describeLockHolder(dbDir);
+    throw new StartupError(
+      `${failure.message} (${holder ?? 'holder unknown: its pid was not recorded'}); stop it first, or give this one another --data-dir`,
+      failure.exitCode,
+    );
   }
   const { storage } = store;
   try {
+    try {
+      writeLockHolder(dbDir, config.socketPath ?? 'systemd:fd3');
+    } catch (err) {
+      // Advisory only (it names this daemon in a second one's lock error): never a reason not to start.
+      log.warn({ err: { message: errorMessage(err) } }, 'could not record the lock holder');
+    }
     const integrity = new Integrity(storage, log);
     let adminToken: string;
     let secret: Buffer;
@@ -148,6 +166,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
           batcher.close();
           await storage.close();
+          removeLockHolder(dbDir);
           server.closeConnections();
           removeGuards();
           log.info('stopped');
@@ -156,9 +175,55 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       },
     };
   } catch (err) {
-    await storage.close().catch(() => {});
+    // A start that fails (another daemon on the socket, say) leaves no half-made data dir:
+    // what this start created (keys, admin token, a new store) goes.
+    removeLockHolder(dbDir);
+    await removeCreated(config.dataDir, existedBefore, () => storage.close().catch(() => {}), log);
     throw err;
   }
+}
+
+/** The names in the data dir before this start touched it; null when there was no data dir. */
+function dataDirEntries(dataDir: string): Set<string> | null {
+  try {
+    return new Set(readdirSync(dataDir));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * After a start that failed while holding the lock: remove the data dir entries this start
+ * created (keys, admin token, secret), and a store this start created, once it is closed
+ * (nothing was ever acknowledged from it).
+ */
+async function removeCreated(dataDir: string, before: Set<string> | null, closeStore: () => Promise<void>, log: Logger): Promise<void> {
+  const created = [...(dataDirEntries(dataDir) ?? [])].filter((name) => !before?.has(name));
+  for (const name of created.filter((n) => n !== 'db')) removeLogged(join(dataDir, name), log);
+  await closeStore();
+  if (created.includes('db')) removeLogged(join(dataDir, 'db'), log);
+  removeEmptyDirsCreated(dataDir, before);
+}
+
+function removeLogged(path: string, log: Logger): void {
+  try {
+    rmSync(path, { recursive: true, force: true });
+  } catch (err) {
+    log.warn({ err: { message: errorMessage(err) }, path }, 'could not remove what a failed start created');
+  }
+}
+
+/** After a failed start: remove the directories this start made, if they are empty. */
+function removeEmptyDirsCreated(dataDir: string, before: Set<string> | null): void {
+  const tryRmdir = (path: string) => {
+    try {
+      rmdirSync(path);
+    } catch {
+      /* not empty (another daemon's files), or already gone */
+    }
+  };
+  if (!before?.has('db')) tryRmdir(join(dataDir, 'db'));
+  if (before === null) tryRmdir(dataDir);
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { MethodName } from './methods.js';
+import type { MethodName } from './method-types.js';
 
 /**
  * Every RPC method name, in the method table's order, without the table: the client builds its

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineMethod, indexMethods, type ResultOf } from './method-descriptor.js';
+import type { MethodName as PlainMethodName, MethodParams as PlainParams, MethodResults as PlainResults } from './method-types.js';
 import type { ChatPermissions, DaemonStatus, Grant, HelloResult, OperationInfo } from './results.js';
 import {
   appendMessageSchema,
@@ -302,3 +303,22 @@ export type Params<M extends MethodName> = z.output<MethodOf<M>['params']>;
 export type Result<M extends MethodName> = ResultOf<MethodOf<M>>;
 /** Result types keyed by method name. */
 export type MethodResults = { [M in MethodName]: Result<M> };
+
+// The exact type equality test (each side's assignability alone would let optional and
+// required params pass as the same).
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type MustBeNever<T extends never> = T;
+type Both = MethodName & PlainMethodName;
+/** Methods whose params or result differ from the zod-free types of method-types.ts (none). */
+type TypeDrift = {
+  [M in Both]: Same<ParamsIn<M>, PlainParams[M]> extends true ? (Same<Result<M>, PlainResults[M]> extends true ? never : M) : M;
+}[Both];
+/**
+ * Compile-time proof that method-types.ts (what the client and its declarations use) names the
+ * methods of this table and says what their params and results are: a drift fails the build,
+ * naming the method.
+ */
+export type PlainTypesMatch = MustBeNever<TypeDrift>;
+/** The same proof for the method names. */
+export type PlainNamesMatch = MustBeNever<Same<MethodName, PlainMethodName> extends true ? never : 'the method names differ'>;

@@ -35,11 +35,16 @@ beforeAll(async () => {
 });
 
 describe('chats', () => {
-  it('open: the agent creates the chat (prints its id), reopening finds it, admin opens a pair with --with', async () => {
+  it('open: the agent creates the chat (prints only its id), reopening finds it, admin opens a pair with --with', async () => {
     const created = await alice.ok(['chats', 'open', 'bob']);
-    const m = /^(chat_[a-z0-9]{26}) \(created\)\s*$/.exec(created.stdout);
+    // stdout is the id alone (for `CHAT=$(yello chats open bob)`); what happened goes to stderr.
+    const m = /^(chat_[a-z0-9]{26})\n$/.exec(created.stdout);
     expect(m, created.stdout).not.toBeNull();
     chatId = m![1]!;
+    expect(created.stderr).toMatch(new RegExp(`^created chat ${chatId} \\(`));
+    const reopened = await alice.ok(['chats', 'open', 'bob']);
+    expect(reopened.stdout).toBe(`${chatId}\n`);
+    expect(reopened.stderr).toMatch(new RegExp(`^found chat ${chatId} \\(`));
     streamA = `${chatId}:${aliceId}`;
     streamB = `${chatId}:${bobId}`;
     const [again, byAdmin] = await Promise.all([

@@ -69,7 +69,7 @@ describe('YelloClient.connect refuses an untrusted socket before sending the tok
     const fake = await plant(path.join(dir, 'yello.sock'));
     const e = await refused(fake.socketPath, fake);
     expect(e.reason).toBe(
-      `the socket directory ${dir} is not trusted: owned by uid 1001, not 0, and its parent is not trusted either: writable by group or others (mode 01777)`,
+      `the socket directory ${dir} is not trusted: owned by uid 1001, not 0, and its parent is not trusted either: writable by group or others (mode 01777); use a private directory (mode 0700) such as $XDG_RUNTIME_DIR/yello`,
     );
   });
 
