@@ -18,7 +18,8 @@ import { checkpointFailure, KeyRing, messageFailure } from './verify.js';
  * - `OPERATION`: records of one operation that are not consecutive with recordIndex 0, 1, …,
  *   an operationId used again later in its stream, or a fence whose operationId is not `fence.<epoch>`.
  * - `RECEIPT`: a receipt for another stream than the chat's other one, or one that does not
- *   move forward within its stream generation.
+ *   move forward within its stream generation, or one that acknowledges positions beyond the
+ *   export's checkpoint of that peer stream generation (acknowledged records are missing).
  * - `AFTER_CHECKPOINT`: a record after its stream generation's checkpoint line.
  * - `NO_CHECKPOINT`: records of a stream generation without a checkpoint: their completeness and
  *   order cannot be proved (an export made before checkpoints existed: export it again).
@@ -183,6 +184,8 @@ export class ExportVerifier {
   /** Per author: the agents its messages and receipts name as the peer, with where first. */
   readonly #peers = new Map<string, Map<string, Where>>();
   readonly #problems: ExportProblem[] = [];
+  /** Per peer stream generation: the highest position a receipt acknowledges, and where. */
+  readonly #acknowledged = new Map<string, { nextPosition: bigint; at: Where }>();
   #chat: { chatId: string; line: number } | null = null;
   #line = 0;
   #records = 0;
@@ -251,6 +254,7 @@ export class ExportVerifier {
       }
     }
     this.#checkPeers();
+    this.#checkAcknowledged();
     if (this.#records === 0 && this.#checkpoints === 0 && this.#problems.length === 0) {
       this.#report(
         { line: 0, streamId: null, generation: null, position: null },
@@ -485,6 +489,26 @@ export class ExportVerifier {
       );
     }
     g.lastReceipt = cur;
+    const key = `${rc.peerStreamId}\n${rc.peerGeneration}`;
+    const seen = this.#acknowledged.get(key);
+    if (!seen || cur.nextPosition > seen.nextPosition) this.#acknowledged.set(key, { nextPosition: cur.nextPosition, at });
+  }
+
+  /**
+   * A receipt says its author was shown the peer's records before `nextPosition`; a checkpoint
+   * of that peer stream generation that ends below it leaves acknowledged records out (an
+   * export of a stream whose head was rolled back, made before the daemon refused that).
+   */
+  #checkAcknowledged(): void {
+    for (const [key, { nextPosition, at }] of this.#acknowledged) {
+      const c = this.#groups.get(key)?.checkpoint?.value;
+      if (!c || BigInt(c.nextPosition) >= nextPosition) continue;
+      this.#report(
+        at,
+        'RECEIPT',
+        `the receipt acknowledges ${c.streamId} generation ${c.generation} before position ${nextPosition}, but the export's checkpoint of it ends at ${c.nextPosition}: positions ${range(BigInt(c.nextPosition), nextPosition - 1n)} were acknowledged and are not in the export`,
+      );
+    }
   }
 
   #checkpoint(line: number, c: Checkpoint): void {
