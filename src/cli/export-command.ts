@@ -11,7 +11,7 @@ import {
 } from '../client/index.js';
 import { ChainDigest } from '../client/hashing.js';
 import { connectAny, withClient, type GlobalArgs } from './context.js';
-import { CliError, EXIT } from './output.js';
+import { CliError, displayText, EXIT } from './output.js';
 import { OutFile } from './secret-files.js';
 
 /** A stream generation, or the part of it from `fromPosition` on, that the daemon cannot vouch for. */
@@ -151,7 +151,7 @@ async function writeExport(c: YelloClient, chatId: string, sink: Writable): Prom
       const u = item.unexportable;
       written.damaged++;
       const part = u.fromPosition === null ? 'cannot be exported' : `is exported only below position ${u.fromPosition}`;
-      process.stderr.write(`yello: ${u.streamId} generation ${u.generation} ${part}: ${u.message}\n`);
+      process.stderr.write(displayText(`yello: ${u.streamId} generation ${u.generation} ${part}: ${u.message}`) + '\n');
     }
   }
   return written;
