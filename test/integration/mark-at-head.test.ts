@@ -42,6 +42,8 @@ beforeAll(async () => {
   const batch = ok(await chat.bob.client.call('streams.read', { streamId: chat.streamA, generation: '1', fromPosition: '0' }));
   expect(batch.nextPosition).toBe('6');
   await chat.wb.append([receipt(chat.streamA, '1', batch.nextPosition, batch.batchId)]);
+  // ...and replies: his signed reply dates the receipt (it existed before any later checkpoint).
+  await chat.wb.send('reply', 1);
   await d.stop();
   // Roll alice's head back to 5 with a valid checksum: the record at 5 now lies past it, and the
   // daemon marks the stream corrupt from 5 — exactly at the head it keeps.
