@@ -17,6 +17,24 @@ import { CliError, errorMessage, EXIT, printJson, printObject, printTable } from
 import { readSecretFile, SecretFileSink } from './secret-files.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
+/** The largest page a list method gives (docs/protocol.md §6.2): the CLI pages through all of them. */
+const CLI_PAGE = 500;
+
+/** Every item of a paginated list method, page by page, following `nextCursor` to the end. */
+async function allPages<P extends { nextCursor: string | null }, T>(
+  page: (cursor: { cursor?: string }) => Promise<P>,
+  items: (p: P) => T[],
+): Promise<T[]> {
+  const out: T[] = [];
+  let cursor: string | null = null;
+  do {
+    const p: P = await page(cursor === null ? {} : { cursor });
+    out.push(...items(p));
+    cursor = p.nextCursor;
+  } while (cursor !== null);
+  return out;
+}
+
 type A<T = object> = GlobalArgs & T;
 type Result<M extends keyof MethodResults> = MethodResults[M];
 const out = (args: GlobalArgs, value: unknown, human: () => void) => {
@@ -195,7 +213,12 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         )
         .command('list', 'List agents', {}, async (args: A) => {
           await withClient(connectAny(args), async (c) => {
-            const r = await c.call('agents.list', {});
+            const r = {
+              agents: await allPages(
+                (cursor) => c.call('agents.list', { limit: CLI_PAGE, ...cursor }),
+                (p) => p.agents,
+              ),
+            };
             out(args, r, () => {
               printTable(r.agents.map(agentRow));
             });
@@ -309,7 +332,13 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           (z: Argv<GlobalArgs>) => z.positional('agent', { type: 'string' }),
           async (args: A<{ agent?: string }>) => {
             await withClient(connectAny(args), async (c) => {
-              const r = await c.call('grants.list', args.agent ? { agentId: await resolveAgentId(c, args.agent) } : {});
+              const filter = args.agent ? { agentId: await resolveAgentId(c, args.agent) } : {};
+              const r = {
+                grants: await allPages(
+                  (cursor) => c.call('grants.list', { ...filter, limit: CLI_PAGE, ...cursor }),
+                  (p) => p.grants,
+                ),
+              };
               out(args, r, () => {
                 printTable(r.grants as unknown as Array<Record<string, unknown>>, ['agentId', 'peerAgentId', 'grantedAt']);
               });

@@ -1,4 +1,3 @@
-import { createWriteStream } from 'node:fs';
 import type { Writable } from 'node:stream';
 import type { Argv, CommandModule } from 'yargs';
 import {
@@ -12,7 +11,8 @@ import {
 } from '../client/index.js';
 import { ChainDigest } from '../client/hashing.js';
 import { connectAny, withClient, type GlobalArgs } from './context.js';
-import { CliError, EXIT } from './output.js';
+import { CliError, displayText, EXIT } from './output.js';
+import { OutFile } from './secret-files.js';
 
 /** A stream generation, or the part of it from `fromPosition` on, that the daemon cannot vouch for. */
 export interface Unexportable {
@@ -102,7 +102,7 @@ async function writeLine(sink: Writable, value: unknown): Promise<void> {
   if (!sink.write(JSON.stringify(value) + '\n')) await new Promise<void>((resolve) => sink.once('drain', resolve));
 }
 
-type ExportArgs = GlobalArgs & { chatId: string; out?: string };
+type ExportArgs = GlobalArgs & { chatId: string; out?: string; force: boolean };
 
 /** `yello chats export`: a subcommand of `chats`. */
 export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
@@ -111,42 +111,48 @@ export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
   builder: (z: Argv<GlobalArgs>) =>
     z
       .positional('chatId', { type: 'string', demandOption: true })
-      .option('out', { type: 'string', describe: 'file to write (default stdout)' }),
+      .option('out', { type: 'string', describe: 'new file to write (0600; an existing file or symlink is refused; default stdout)' })
+      .option('force', { type: 'boolean', default: false, describe: 'with --out: replace an existing file (by a new one, atomically)' }),
   handler: async (args: ExportArgs) => {
     await withClient(connectAny(args), async (c) => {
-      const sink = args.out ? createWriteStream(args.out) : process.stdout;
-      let records = 0;
-      let checkpoints = 0;
-      const damaged: Unexportable[] = [];
-      for await (const item of exportChat(c, args.chatId)) {
-        if ('record' in item) {
-          await writeLine(sink, item.record);
-          records++;
-        } else if ('checkpoint' in item) {
-          await writeLine(sink, { checkpoint: item.checkpoint });
-          checkpoints++;
-        } else {
-          const u = item.unexportable;
-          damaged.push(u);
-          const part = u.fromPosition === null ? 'cannot be exported' : `is exported only below position ${u.fromPosition}`;
-          process.stderr.write(`yello: ${u.streamId} generation ${u.generation} ${part}: ${u.message}\n`);
-        }
+      const file = args.out ? OutFile.open(args.out, args.force) : null;
+      let written: Written;
+      try {
+        written = await writeExport(c, args.chatId, file ? file.stream : process.stdout);
+        await file?.commit();
+      } catch (err) {
+        file?.abort();
+        throw err;
       }
-      if (args.out) {
-        await new Promise<void>((res, rej) =>
-          (sink as ReturnType<typeof createWriteStream>).end((err?: Error | null) => {
-            if (err) rej(err);
-            else res();
-          }),
-        );
-        process.stderr.write(`${records} records and ${checkpoints} checkpoints written to ${args.out}\n`);
-      }
-      if (damaged.length > 0) {
+      if (args.out) process.stderr.write(`${written.records} records and ${written.checkpoints} checkpoints written to ${args.out}\n`);
+      if (written.damaged > 0) {
         throw new CliError(
-          `the export is incomplete: ${damaged.length} stream generation${damaged.length === 1 ? ' is' : 's are'} damaged (see yello status)`,
+          `the export is incomplete: ${written.damaged} stream generation${written.damaged === 1 ? ' is' : 's are'} damaged (see yello status)`,
           EXIT.error,
         );
       }
     });
   },
 };
+
+type Written = { records: number; checkpoints: number; damaged: number };
+
+/** Write the export's lines to `sink`, and each damaged part as one stderr line as it is met. */
+async function writeExport(c: YelloClient, chatId: string, sink: Writable): Promise<Written> {
+  const written: Written = { records: 0, checkpoints: 0, damaged: 0 };
+  for await (const item of exportChat(c, chatId)) {
+    if ('record' in item) {
+      await writeLine(sink, item.record);
+      written.records++;
+    } else if ('checkpoint' in item) {
+      await writeLine(sink, { checkpoint: item.checkpoint });
+      written.checkpoints++;
+    } else {
+      const u = item.unexportable;
+      written.damaged++;
+      const part = u.fromPosition === null ? 'cannot be exported' : `is exported only below position ${u.fromPosition}`;
+      process.stderr.write(displayText(`yello: ${u.streamId} generation ${u.generation} ${part}: ${u.message}`) + '\n');
+    }
+  }
+  return written;
+}

@@ -300,12 +300,15 @@ async function read(args: ReadArgs): Promise<void> {
     const acked = state.acknowledged?.generation === state.generation ? state.acknowledged.nextPosition : '0';
     const records: StoredRecord[] = [];
     let last: { batchId: string; nextPosition: string } | null = null;
-    for (let from = acked; BigInt(from) < BigInt(state.nextPosition);) {
+    // Read at least once, also when nothing seems new: the daemon then vouches for the head
+    // (a corruption mark there, or a receipt beyond it, is STORAGE_FAILURE/CORRUPT, not "nothing").
+    for (let from = acked; ;) {
       const b = await c.call('streams.read', { streamId: peer, generation: state.generation, fromPosition: from });
       if (b.records.length === 0) break;
       records.push(...b.records);
       last = b;
       from = b.nextPosition;
+      if (BigInt(from) >= BigInt(state.nextPosition)) break;
     }
     let acknowledged: { generation: string; nextPosition: string } | null = null;
     if (args.ack && last) {

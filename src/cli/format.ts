@@ -1,7 +1,12 @@
 import type { Chat, StoredRecord } from '../client/index.js';
+import { displayText } from './output.js';
 
-/** One human line for a record. */
+/** One human line for a record: content and names shown as data, never as terminal control or extra lines. */
 export function formatRecord(r: StoredRecord, chat: Chat): string {
+  return displayText(recordLine(r, chat));
+}
+
+function recordLine(r: StoredRecord, chat: Chat): string {
   const name = (id: string) => (id === chat.agentA.id ? chat.agentA.username : id === chat.agentB.id ? chat.agentB.username : id);
   const w = r.wrapper;
   const at = `#${r.position}`;

@@ -13,6 +13,35 @@ export class CliError extends Error {
   }
 }
 
+/**
+ * Text from the daemon or a file (content, names, messages that echo them) as it may appear
+ * in human output: one line, no terminal control. Backslash, newline, CR and tab become `\\`,
+ * `\n`, `\r`, `\t`; every other C0/C1 control and DEL (so ESC, CSI, OSC, BEL) becomes `\xHH`;
+ * bidi embeddings, overrides, isolates and marks and the Unicode line/paragraph separators
+ * become `\u{HHHH}`. So no content can start a line of its own, look like a header or another
+ * record, or move the cursor, retitle the window or reorder what is shown. `--json` output is
+ * JSON and never passes through here.
+ */
+export function displayText(text: string): string {
+  return text.replace(UNSAFE, (ch) => {
+    switch (ch) {
+      case '\\':
+        return '\\\\';
+      case '\n':
+        return '\\n';
+      case '\r':
+        return '\\r';
+      case '\t':
+        return '\\t';
+    }
+    const code = ch.codePointAt(0) ?? 0;
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16).toUpperCase()}}`;
+  });
+}
+
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const UNSAFE = /[\\\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
 /** Print rows as an aligned table (human output). */
 export function printTable(rows: Array<Record<string, unknown>>, columns?: string[]): void {
   const [first] = rows;
@@ -50,9 +79,9 @@ function plain(v: unknown): string {
   }
 }
 
-/** A table or object cell: `-` for a missing value. */
+/** A table or object cell: `-` for a missing value; text shown as data (`displayText`). */
 function cell(v: unknown): string {
-  return v === null || v === undefined ? '-' : plain(v);
+  return v === null || v === undefined ? '-' : displayText(plain(v));
 }
 
 /** The message of anything thrown: its `message` when it has one, else the value as a string. */
@@ -83,26 +112,27 @@ function connectionHint(err: ConnectionLostError): string {
   return 'is the daemon running? see --socket / $YELLO_SOCKET';
 }
 
-/** Map any failure to one stderr line and the exit code of §9. */
+/** Map any failure to one stderr line (its text shown as data: it may echo names) and the exit code of §9. */
 export function reportError(err: unknown): number {
+  const say = (text: string) => process.stderr.write(displayText(text.replace(/\n$/, '')) + '\n');
   if (err instanceof CliError) {
-    process.stderr.write(`yello: ${err.message}\n`);
+    say(`yello: ${err.message}\n`);
     return err.exitCode;
   }
   if (err instanceof ContinuityBreakError) {
-    process.stderr.write(
+    say(
       `yello: continuity break (${err.reason}) on ${String(err.data.streamId)}: expected ${JSON.stringify(err.data.expected)}, actual ${JSON.stringify(err.data.actual)}; this needs intervention\n`,
     );
     return EXIT.continuity;
   }
   if (err instanceof FencedError) {
-    process.stderr.write(
+    say(
       `yello: fenced: the coordinator token is no longer current for ${String(err.data.streamId)} (stream epoch ${String(err.data.epoch)}); it was replaced, released or reset\n`,
     );
     return EXIT.fenced;
   }
   if (err instanceof NotFoundError && err.data.kind === 'chat') {
-    process.stderr.write(`yello: no such chat: ${String(err.data.id)}\n`);
+    say(`yello: no such chat: ${String(err.data.id)}\n`);
     return EXIT.error;
   }
   if (err instanceof RemoteError) {
@@ -111,17 +141,17 @@ export function reportError(err: unknown): number {
       .filter(([k, v]) => k !== 'type' && !err.message.includes(plain(v)))
       .map(([k, v]) => `${k}=${plain(v)}`)
       .join(' ');
-    process.stderr.write(`yello: ${err.type}: ${err.message}${details ? ` (${details})` : ''}\n`);
+    say(`yello: ${err.type}: ${err.message}${details ? ` (${details})` : ''}\n`);
     return EXIT.error;
   }
   if (err instanceof ConnectionLostError) {
-    process.stderr.write(`yello: ${err.message} (${connectionHint(err)})\n`);
+    say(`yello: ${err.message} (${connectionHint(err)})\n`);
     return EXIT.error;
   }
   if (err instanceof YelloClientError) {
-    process.stderr.write(`yello: ${err.type}: ${err.message}\n`);
+    say(`yello: ${err.type}: ${err.message}\n`);
     return EXIT.error;
   }
-  process.stderr.write(`yello: ${errorMessage(err)}\n`);
+  say(`yello: ${errorMessage(err)}\n`);
   return EXIT.error;
 }

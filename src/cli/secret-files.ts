@@ -1,5 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fchmodSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  createWriteStream,
+  fchmodSync,
+  fsyncSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+  type WriteStream,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { CliError, EXIT } from './output.js';
 
@@ -118,6 +130,82 @@ export class SecretFileSink {
     if (this.#fd === null) return;
     closeSync(this.#fd);
     this.#fd = null;
+    try {
+      unlinkSync(this.#tmp ?? this.#path);
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+/**
+ * A file that a command writes as it goes (`chats export --out`), created like a secret file:
+ * without `force` the path itself is created O_EXCL|O_NOFOLLOW at 0600, so an existing file or
+ * a planted symlink is refused and never written into; with `force` a 0600 temp file beside it
+ * is written and renamed over it on `commit`, replacing whatever was there (a symlink itself,
+ * never its target) by a new inode. `abort` removes what was created.
+ */
+export class OutFile {
+  readonly stream: WriteStream;
+  readonly #path: string;
+  readonly #tmp: string | null;
+  readonly #fd: number;
+  #done = false;
+
+  private constructor(path: string, fd: number, tmp: string | null) {
+    this.#path = path;
+    this.#tmp = tmp;
+    this.#fd = fd;
+    this.stream = createWriteStream('', { fd, autoClose: false });
+  }
+
+  /** Create `path` (usage error, exit 2, when it exists and `force` is not set). */
+  static open(path: string, force: boolean, flag = '--out'): OutFile {
+    try {
+      if (!force) return new OutFile(path, openExclusive(path), null);
+      const tmp = tempPathBeside(path);
+      return new OutFile(path, openExclusive(tmp), tmp);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST' || code === 'ELOOP')
+        throw new CliError(
+          `${flag} ${path} already exists; refusing to write into a file (or through a link) that may not be yours: choose a new path, or pass --force to replace it with a new file`,
+          EXIT.usage,
+        );
+      throw new CliError(`cannot create ${flag} ${path}: ${(err as Error).message}`, EXIT.usage);
+    }
+  }
+
+  /** Flush, fsync and close; with `force`, rename the temp file into place. */
+  async commit(): Promise<void> {
+    if (this.#done) return;
+    this.#done = true;
+    const fd = this.#fd;
+    await new Promise<void>((resolve, reject) => {
+      this.stream.end((err?: Error | null) => {
+        if (err) reject(err);
+        else resolve();
+      });
+    });
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    if (this.#tmp) renameSync(this.#tmp, this.#path);
+    syncDir(dirname(this.#path));
+  }
+
+  /** Give up (the command failed before its output was complete): remove what was created. */
+  abort(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.stream.destroy();
+    try {
+      closeSync(this.#fd);
+    } catch {
+      /* already closed */
+    }
     try {
       unlinkSync(this.#tmp ?? this.#path);
     } catch {

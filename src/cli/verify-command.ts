@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import type { Argv } from 'yargs';
 import { ExportVerifier, type Jwks } from '../client/index.js';
 import type { GlobalArgs } from './context.js';
-import { CliError, EXIT, printJson } from './output.js';
+import { CliError, displayText, EXIT, printJson } from './output.js';
 
 export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
   return y.command(
@@ -37,8 +37,11 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       if (args.json) printJson(result);
       else {
         for (const p of result.problems) {
+          // An export is untrusted input: what it names is shown as data.
           process.stdout.write(
-            `line ${p.line}: ${p.streamId ?? '?'} generation ${p.generation ?? '?'} position ${p.position ?? '-'}: ${p.kind}: ${p.problem}\n`,
+            displayText(
+              `line ${p.line}: ${p.streamId ?? '?'} generation ${p.generation ?? '?'} position ${p.position ?? '-'}: ${p.kind}: ${p.problem}`,
+            ) + '\n',
           );
         }
         const n = result.problems.length;

@@ -18,7 +18,9 @@ import { checkpointFailure, KeyRing, messageFailure } from './verify.js';
  * - `OPERATION`: records of one operation that are not consecutive with recordIndex 0, 1, …,
  *   an operationId used again later in its stream, or a fence whose operationId is not `fence.<epoch>`.
  * - `RECEIPT`: a receipt for another stream than the chat's other one, or one that does not
- *   move forward within its stream generation.
+ *   move forward within its stream generation, or one that provably existed when the export's
+ *   checkpoint of that peer stream generation was taken and acknowledges positions beyond it
+ *   (acknowledged records are missing).
  * - `AFTER_CHECKPOINT`: a record after its stream generation's checkpoint line.
  * - `NO_CHECKPOINT`: records of a stream generation without a checkpoint: their completeness and
  *   order cannot be proved (an export made before checkpoints existed: export it again).
@@ -167,6 +169,14 @@ function isCheckpoint(v: unknown): v is Checkpoint {
   );
 }
 
+/** The latest receipt of a peer stream generation (see ExportVerifier's `#acknowledged`). */
+interface Acknowledged {
+  nextPosition: bigint;
+  at: Where;
+  group: Group;
+  signedAfter: string | null;
+}
+
 /**
  * Checks an export (`yello chats export`) offline, one line at a time, against a JWKS
  * (docs/protocol.md §5.9): every message's hash and signature; every checkpoint's signature;
@@ -183,6 +193,11 @@ export class ExportVerifier {
   /** Per author: the agents its messages and receipts name as the peer, with where first. */
   readonly #peers = new Map<string, Map<string, Where>>();
   readonly #problems: ExportProblem[] = [];
+  /**
+   * Per peer stream generation: the highest position a receipt acknowledges, where, its own
+   * stream generation, and the createdAt of the first message its author signed after it.
+   */
+  readonly #acknowledged = new Map<string, Acknowledged>();
   #chat: { chatId: string; line: number } | null = null;
   #line = 0;
   #records = 0;
@@ -251,6 +266,7 @@ export class ExportVerifier {
       }
     }
     this.#checkPeers();
+    this.#checkAcknowledged();
     if (this.#records === 0 && this.#checkpoints === 0 && this.#problems.length === 0) {
       this.#report(
         { line: 0, streamId: null, generation: null, position: null },
@@ -398,6 +414,7 @@ export class ExportVerifier {
 
   #message(at: RecordWhere, g: Group, m: ChatMessage): void {
     this.#messages++;
+    for (const a of this.#acknowledged.values()) if (a.group === g && a.signedAfter === null) a.signedAfter = m.signature.createdAt;
     const failure = messageFailure(m, this.#keys);
     if (failure) this.#report(at, failure.kind, failure.problem);
     // Which copy is the replay cannot be told apart: both places are named.
@@ -485,6 +502,34 @@ export class ExportVerifier {
       );
     }
     g.lastReceipt = cur;
+    const key = `${rc.peerStreamId}\n${rc.peerGeneration}`;
+    const seen = this.#acknowledged.get(key);
+    if (!seen || cur.nextPosition > seen.nextPosition)
+      this.#acknowledged.set(key, { nextPosition: cur.nextPosition, at, group: g, signedAfter: null });
+  }
+
+  /**
+   * A receipt says its author was shown the peer's records before `nextPosition`; a checkpoint
+   * of that peer stream generation that ends below it leaves acknowledged records out (an
+   * export of a stream whose head was rolled back, made before the daemon refused that).
+   */
+  #checkAcknowledged(): void {
+    for (const [key, { nextPosition, at, group, signedAfter }] of this.#acknowledged) {
+      const c = this.#groups.get(key)?.checkpoint?.value;
+      if (!c || BigInt(c.nextPosition) >= nextPosition) continue;
+      // Each stream is checkpointed at its own moment, so in a live chat a receipt may
+      // acknowledge records appended after the peer's checkpoint. Only a receipt that provably
+      // existed when that checkpoint fixed its range is a problem: its own stream was
+      // checkpointed no later, or its author signed a message after it no later.
+      const own = group.checkpoint?.value.createdAt;
+      const existed = (own !== undefined && own <= c.createdAt) || (signedAfter !== null && signedAfter <= c.createdAt);
+      if (!existed) continue;
+      this.#report(
+        at,
+        'RECEIPT',
+        `the receipt acknowledges ${c.streamId} generation ${c.generation} before position ${nextPosition}, but the export's checkpoint of it ends at ${c.nextPosition}: positions ${range(BigInt(c.nextPosition), nextPosition - 1n)} were acknowledged and are not in the export`,
+      );
+    }
   }
 
   #checkpoint(line: number, c: Checkpoint): void {

@@ -6,6 +6,7 @@ import { AgentSessions } from './agent-sessions.js';
 import { createMcpLogger } from './log.js';
 import { registerTranscriptResource, transcriptUri } from './resources.js';
 import { describeError } from './tool-errors.js';
+import { StdinLines } from './stdin-lines.js';
 import { registerTools } from './tools.js';
 
 /** Options of {@link runMcpServer}, as `yello mcp` resolves them. */
@@ -106,7 +107,9 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
   registerTools(mcp, agent, log);
   registerTranscriptResource(mcp, agent, subscriptions);
 
-  const transport = new StdioServerTransport();
+  // Our own framing in front of the SDK's: an oversized line is answered, not fatal.
+  const stdinLines = process.stdin.pipe(new StdinLines((line) => process.stdout.write(line)));
+  const transport = new StdioServerTransport(stdinLines);
   const ended = new Promise<string>((resolve) => {
     process.stdin.once('end', () => {
       resolve('stdin closed');

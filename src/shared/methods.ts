@@ -66,12 +66,12 @@ export const methods = indexMethods([
     summary: 'Create an agent; its token is returned once and stored only as a hash.',
     result: '{agent, token}',
   }),
-  defineMethod<{ agents: Agent[] }>()({
+  defineMethod<{ agents: Agent[]; nextCursor: string | null }>()({
     name: 'agents.list',
     access: 'authenticated',
-    params: z.strictObject({}),
-    summary: 'List agents.',
-    result: '{agents}',
+    params: z.strictObject({ cursor: opt(cursor()), limit: opt(limit(500)) }),
+    summary: 'List agents, a page at a time.',
+    result: '{agents, nextCursor}',
   }),
   defineMethod<{ agent: Agent }>()({
     name: 'agents.get',
@@ -118,12 +118,12 @@ export const methods = indexMethods([
     summary: 'Revoke a grant; applies to the next append.',
     result: '{removed}',
   }),
-  defineMethod<{ grants: Grant[] }>()({
+  defineMethod<{ grants: Grant[]; nextCursor: string | null }>()({
     name: 'grants.list',
     access: 'authenticated',
-    params: z.strictObject({ agentId: opt(id()) }),
-    summary: 'List grants (agents see their own).',
-    result: '{grants}',
+    params: z.strictObject({ agentId: opt(id()), cursor: opt(cursor()), limit: opt(limit(500)) }),
+    summary: 'List grants (agents see their own), a page at a time.',
+    result: '{grants, nextCursor}',
   }),
 
   defineMethod<{ chat: Chat; created: boolean }>()({

@@ -110,6 +110,11 @@ export interface StreamState {
   nextPosition: string;
   acknowledged: { generation: string; nextPosition: string } | null;
   writer: { epoch: string; claimedAt: string | null; active: boolean };
+  /**
+   * Present only when a corruption mark covers the current generation: the first position reads
+   * may not reach (a mark at `nextPosition` means records after the head may have been lost).
+   */
+  corruptFrom?: string;
 }
 
 /** A JWKS entry as `keys.list` returns it. */

@@ -2,8 +2,10 @@ import { errors } from '../../shared/errors.js';
 import type { Agent, AgentSummary, PiiMode } from '../../shared/types.js';
 import { hashToken, newToken, randomId } from '../crypto/tokens.js';
 import type { Counters } from '../store/counters.js';
-import { K, prefixEnd } from '../store/key-layout.js';
+import { K } from '../store/key-layout.js';
 import { put, type Storage, type WriteOp } from '../store/storage.js';
+import { keyPage } from '../store/key-page.js';
+import type { TokenCodec } from '../crypto/token-codec.js';
 
 /** An agent row as stored: the public agent plus its token hash. */
 export interface AgentRow extends Agent {
@@ -11,6 +13,7 @@ export interface AgentRow extends Agent {
 }
 
 const AGENT_TOKEN_PREFIX = 'yello_agt_';
+const AGENTS_CURSOR_KIND = 'agents';
 
 /**
  * Agents: who exists, their bearer token (stored as a hash, indexed by it), their PII mode and
@@ -19,12 +22,14 @@ const AGENT_TOKEN_PREFIX = 'yello_agt_';
 export class Agents {
   readonly #storage: Storage;
   readonly #counters: Counters;
+  readonly #codec: TokenCodec;
   /** Committed agent rows by id (filled on read, refreshed on commit). */
   readonly #rows = new Map<string, AgentRow>();
 
-  constructor(storage: Storage, counters: Counters) {
+  constructor(storage: Storage, counters: Counters, codec: TokenCodec) {
     this.#storage = storage;
     this.#counters = counters;
+    this.#codec = codec;
   }
 
   /**
@@ -94,12 +99,10 @@ export class Agents {
     return { agent: publicAgent(row), token };
   }
 
-  async list(): Promise<Agent[]> {
-    const out: Agent[] = [];
-    for await (const { value } of this.#storage.entries<AgentRow>({ gte: K.agentsPrefix, lt: prefixEnd(K.agentsPrefix) })) {
-      out.push(publicAgent(value));
-    }
-    return out;
+  /** `agents.list`: a page of agents in id order (docs/protocol.md §6.4). */
+  async list(cursor: string | undefined, limit: number): Promise<{ agents: Agent[]; nextCursor: string | null }> {
+    const page = await keyPage<AgentRow>(this.#storage, this.#codec, AGENTS_CURSOR_KIND, K.agentsPrefix, cursor, limit);
+    return { agents: page.entries.map(({ value }) => publicAgent(value)), nextCursor: page.nextCursor };
   }
 
   async rotateToken(agentId: string): Promise<{ token: string }> {

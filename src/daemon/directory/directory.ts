@@ -26,9 +26,9 @@ export class Directory {
 
   constructor(storage: Storage, counters: Counters, codec: TokenCodec, adminToken: string, policy: ChatPolicy) {
     this.policy = policy;
-    this.#agents = new Agents(storage, counters);
+    this.#agents = new Agents(storage, counters, codec);
     this.#sessions = new Sessions(storage, this.#agents, adminToken);
-    this.#grants = new Grants(storage, this.#agents, policy);
+    this.#grants = new Grants(storage, this.#agents, policy, codec);
     this.#chats = new Chats(storage, counters, codec, this.#agents, this.#grants);
   }
 
@@ -58,8 +58,8 @@ export class Directory {
     return this.#agents.create(username, name, image);
   }
 
-  listAgents(): Promise<Agent[]> {
-    return this.#agents.list();
+  listAgents(cursor: string | undefined, limit: number): Promise<{ agents: Agent[]; nextCursor: string | null }> {
+    return this.#agents.list(cursor, limit);
   }
 
   rotateToken(agentId: string): Promise<{ token: string }> {
@@ -102,8 +102,12 @@ export class Directory {
     return this.#sessions.indexDamage;
   }
 
-  listGrants(agentId: string | undefined): Promise<Grant[]> {
-    return this.#grants.list(agentId);
+  listGrants(
+    agentId: string | undefined,
+    cursor: string | undefined,
+    limit: number,
+  ): Promise<{ grants: Grant[]; nextCursor: string | null }> {
+    return this.#grants.list(agentId, cursor, limit);
   }
 
   /** Whether `agentId` may open a chat with, or send to, `peerAgentId` now. */

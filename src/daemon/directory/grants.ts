@@ -1,10 +1,14 @@
 import { errors } from '../../shared/errors.js';
 import type { Grant } from '../../shared/results.js';
 import type { Chat } from '../../shared/types.js';
-import { K, prefixEnd } from '../store/key-layout.js';
+import { K } from '../store/key-layout.js';
 import { damagedKeys, untrustworthy } from '../store/damage-scan.js';
 import { put, type Storage } from '../store/storage.js';
+import { keyPage } from '../store/key-page.js';
+import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Agents } from './agents.js';
+
+const GRANTS_CURSOR_KIND = 'grants';
 
 /** Who may talk to whom: `open`, anyone; `grants`, only pairs an admin granted. */
 export type ChatPolicy = 'grants' | 'open';
@@ -16,6 +20,7 @@ export type ChatPolicy = 'grants' | 'open';
 export class Grants {
   readonly #storage: Storage;
   readonly #agents: Agents;
+  readonly #codec: TokenCodec;
   readonly policy: ChatPolicy;
   /** Committed grants (null: known absent) by key. */
   readonly #cache = new Map<string, Grant | null>();
@@ -26,7 +31,8 @@ export class Grants {
    */
   #damaged: string[] = [];
 
-  constructor(storage: Storage, agents: Agents, policy: ChatPolicy) {
+  constructor(storage: Storage, agents: Agents, policy: ChatPolicy, codec: TokenCodec) {
+    this.#codec = codec;
     this.#storage = storage;
     this.#agents = agents;
     this.policy = policy;
@@ -60,11 +66,14 @@ export class Grants {
     return true;
   }
 
-  async list(agentId: string | undefined): Promise<Grant[]> {
-    const prefix = K.grantsPrefix(agentId);
-    const out: Grant[] = [];
-    for await (const { value } of this.#storage.entries<Grant>({ gte: prefix, lt: prefixEnd(prefix) })) out.push(value);
-    return out;
+  /** `grants.list`: a page of the grants of `agentId` (all without it), by agent then peer. */
+  async list(
+    agentId: string | undefined,
+    cursor: string | undefined,
+    limit: number,
+  ): Promise<{ grants: Grant[]; nextCursor: string | null }> {
+    const page = await keyPage<Grant>(this.#storage, this.#codec, GRANTS_CURSOR_KIND, K.grantsPrefix(agentId), cursor, limit);
+    return { grants: page.entries.map(({ value }) => value), nextCursor: page.nextCursor };
   }
 
   /** The grant letting `agentId` talk to `peerAgentId` (admitted state: revocation applies to the next append). */

@@ -8,8 +8,13 @@ export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/**
+ * A request id we can echo exactly (docs/protocol.md §3.3): a string, null, or a number that is
+ * a safe integer (|n| ≤ 2^53 − 1). A longer or fractional number may not survive JSON.parse
+ * unchanged (a 20-digit id would come back rounded), so it is refused as an invalid request.
+ */
 export function isId(v: unknown): v is string | number | null {
-  return typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || v === null;
+  return typeof v === 'string' || (typeof v === 'number' && Number.isSafeInteger(v)) || v === null;
 }
 
 /** A JSON-RPC 2.0 request or notification object, and nothing else (not a response). */

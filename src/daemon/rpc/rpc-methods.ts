@@ -19,6 +19,7 @@ import type { Subscriptions } from '../streams/subscriptions.js';
 import { buildOpenRpc } from '../../shared/openrpc.js';
 import { checkStore } from '../store/doctor.js';
 import { PAGE_BYTES } from '../limits.js';
+import { LIST_LIMIT } from '../store/key-page.js';
 
 /** Everything the handlers use. */
 export interface Services {
@@ -94,6 +95,8 @@ export function createHandlers(s: Services): Handlers {
     'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': (_p, caller, ctx) => {
+      // A daemon that turned read-only after a failed write changes nothing on disk, keys included.
+      s.storage.assertWritable();
       const kid = s.signer.rotate();
       s.audit.action('keys.rotate', caller, peerOf(ctx), { kid });
       return { kid };
@@ -104,7 +107,7 @@ export function createHandlers(s: Services): Handlers {
       s.audit.action('agents.create', caller, peerOf(ctx), { target: r.agent.id, username: r.agent.username });
       return r;
     },
-    'agents.list': async () => ({ agents: await s.directory.listAgents() }),
+    'agents.list': (p) => s.directory.listAgents(p.cursor, p.limit ?? LIST_LIMIT),
     'agents.get': (p) => {
       if (p.agentId !== undefined) return { agent: s.directory.agent(p.agentId) };
       if (p.username !== undefined) return { agent: s.directory.agentByUsername(p.username) };
@@ -141,7 +144,7 @@ export function createHandlers(s: Services): Handlers {
       const own = agentIdOf(caller);
       if (own !== null && p.agentId !== undefined && p.agentId !== own)
         throw errors.permissionDenied('NOT_OWN', 'agents may list only their own grants');
-      return { grants: await s.directory.listGrants(own ?? p.agentId) };
+      return s.directory.listGrants(own ?? p.agentId, p.cursor, p.limit ?? LIST_LIMIT);
     },
 
     'chats.open': async (p, caller, ctx) => {
@@ -170,7 +173,7 @@ export function createHandlers(s: Services): Handlers {
       };
       return { chat, streams: [state(a), state(b)] };
     },
-    'chats.list': (p, caller) => s.directory.listChats(caller, p.cursor, p.limit ?? 100),
+    'chats.list': (p, caller) => s.directory.listChats(caller, p.cursor, p.limit ?? LIST_LIMIT),
     'chats.permissions': (p, caller) => s.directory.permissions(s.directory.readableChat(caller, p.chatId)),
     'chats.history': (p, caller, ctx) => s.reader.history(caller, { ...p, limit: p.limit ?? 50 }, pageBytes(ctx)()),
     'chats.follow': (p, caller, ctx) => s.subscriptions.follow(caller, p, ctx.connection),

@@ -37,6 +37,11 @@ export function sealedBounds(meta: StreamMeta, generation: number): { first: num
   return s ? { first: s.firstPosition, next: s.nextPosition } : null;
 }
 
+/** The retained bounds of a generation the head knows (current or sealed), or null. */
+function generationBounds(meta: StreamMeta, generation: number): { first: number; next: number } | null {
+  return generation === meta.generation ? { first: meta.firstPosition, next: meta.nextPosition } : sealedBounds(meta, generation);
+}
+
 /** A point read (`read`) that reports a value failing its checksum instead of throwing. */
 function tryRead<T>(read: () => T): T | 'corrupt' {
   try {
@@ -68,13 +73,23 @@ export function checkRecord(
   if (record.streamId !== streamId || record.generation !== formatDecimal(generation) || record.position !== formatDecimal(position)) {
     bad(`the record names ${record.streamId} generation ${record.generation} position ${record.position}`);
   }
+  const meta = scan.meta;
+  const bounds = meta ? generationBounds(meta, generation) : null;
+  // The first record of a generation lies at its retained start; one that lies above it leaves
+  // records of the retained range missing (readers would stop at the start).
+  if (scan.expect === null && bounds && position > bounds.first) {
+    problem('record', null, `positions ${bounds.first}..${position - 1} are missing`, { ...where, position: formatDecimal(bounds.first) });
+    scan.damage.set(generation, Math.min(scan.damage.get(generation) ?? Infinity, bounds.first));
+  }
+  // A trim may have cut the first retained record's operation in two: its earlier records are
+  // gone with the prefix, so the operation is continued from here rather than started.
+  const continuesTrimmed = scan.expect === null && bounds !== null && position === bounds.first;
   if (scan.expect !== null && position !== scan.expect) {
     // Named at the first missing position: that is where readers will stop.
     problem('record', null, `positions ${scan.expect}..${position - 1} are missing`, { ...where, position: formatDecimal(scan.expect) });
     scan.damage.set(generation, Math.min(scan.damage.get(generation) ?? Infinity, scan.expect));
   }
   scan.expect = position + 1;
-  const meta = scan.meta;
   if (meta) {
     if (generation === meta.generation && position >= meta.nextPosition) bad(`a record at or past the head (${meta.nextPosition})`);
     const sealed = sealedBounds(meta, generation);
@@ -117,6 +132,14 @@ export function checkRecord(
         scan.op = null;
       } else {
         scan.op = { id: w.operationId, next: op.nextPosition, index: 0 };
+      }
+    } else if (continuesTrimmed) {
+      const op = tryRead(() => tables.operation(streamId, w.operationId));
+      if (op === 'corrupt' || op === undefined || op.generation !== generation || op.firstPosition + w.recordIndex !== position) {
+        bad(`operation ${w.operationId} is missing or does not cover record ${w.recordIndex} here`);
+        scan.op = null;
+      } else {
+        scan.op = { id: w.operationId, next: op.nextPosition, index: w.recordIndex };
       }
     } else if (!scan.op || scan.op.id !== w.operationId || w.recordIndex !== scan.op.index + 1) {
       bad(`record ${w.recordIndex} of operation ${w.operationId} does not follow its operation's records`);

@@ -175,8 +175,9 @@ export class ChatReader {
     const forward = cur.d === 'forward';
     const lo = forward ? cur.p[i] : cur.f[i];
     const hi = forward ? cur.h[i] : cur.p[i];
-    // A transcript that passes a corruption mark would hide what may be missing: refuse it.
-    if (hi > lo) this.#streams.assertReadable(streamId, generation, hi - 1);
+    // A transcript that reaches a corruption mark would hide what may be missing: refuse it,
+    // also when the mark lies exactly at the snapshot's head ("nothing after it" is unknown).
+    this.#streams.assertReadable(streamId, generation, cur.h[i]);
     if (lo >= hi) return { messages: [], exhausted: true, end: forward ? hi : lo };
     if (forward && lo < meta.firstPosition) {
       throw errors.continuityBreak('PREFIX_UNAVAILABLE', streamId, formatDecimal(lo), formatDecimal(meta.firstPosition));

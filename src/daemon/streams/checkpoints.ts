@@ -31,7 +31,11 @@ export async function streamCheckpoint(streams: StreamStore, signer: Signer, cal
   if (next > b.nextPosition)
     throw errors.invalidParams('nextPosition', `nextPosition is beyond the generation's nextPosition ${b.nextPosition}`);
   if (from > next) throw errors.invalidParams('fromPosition', `fromPosition is beyond nextPosition ${next}`);
-  if (next > from) streams.assertReadable(p.streamId, generation, next - 1);
+  // The default range claims to reach the head: a mark inside it or exactly at its end (the
+  // head rolled back over acknowledged records) refuses it. An explicit nextPosition at or below
+  // the mark is a statement about that sub-range only (the exporter's part below the damage).
+  if (p.nextPosition === undefined) streams.assertReadable(p.streamId, generation, next);
+  else if (next > from) streams.assertReadable(p.streamId, generation, next - 1);
 
   const digest = new ChainDigest();
   for (let at = from; at < next;) {

@@ -45,9 +45,10 @@ export function startCursors(
     let position = meta.nextPosition;
     if (p.from === 'acknowledged' && caller.role === 'agent' && meta.authorAgentId !== caller.agentId) {
       position = acknowledgedStart(streams, chatId, caller.agentId, meta.generation);
-      // Unacknowledged records that were trimmed away are a break, never a skip.
-      streams.checkContinuity(id, meta.generation, position);
     }
+    // Unacknowledged records that were trimmed away are a break, never a skip; a corruption
+    // mark at the start (also at the head: what came after it is unknown) is CORRUPT.
+    streams.checkContinuity(id, meta.generation, position);
     cursors.set(id, { generation: meta.generation, position });
   }
   return cursors;

@@ -115,9 +115,11 @@ export class StreamHeads {
     return meta;
   }
 
-  /** Public state, with the peer's receipt as `acknowledged`. */
+  /** Public state, with the peer's receipt as `acknowledged` and a mark of the current generation as `corruptFrom`. */
   state(meta: StreamMeta): StreamState {
-    return publicStreamState(meta, this.committed(peerStreamIdOf(meta)));
+    const state = publicStreamState(meta, this.committed(peerStreamIdOf(meta)));
+    const limit = this.#integrity.readLimit(meta.streamId, meta.generation);
+    return Number.isFinite(limit) ? { ...state, corruptFrom: formatDecimal(limit) } : state;
   }
 
   /** Take a head rebuilt from its records as the admitted one (retention.ts). */

@@ -1,0 +1,56 @@
+import { Transform, type TransformCallback } from 'node:stream';
+
+/** The SDK's stdio read buffer (10 MiB): a longer line makes it throw and close the transport. */
+export const MAX_STDIN_LINE_BYTES = 10 * 1024 * 1024 - 1;
+
+/**
+ * Stdin framing in front of the SDK's stdio transport: passes each complete line through as
+ * its own chunk, and a line longer than `maxLineBytes` is discarded up to its newline and
+ * answered with a JSON-RPC error (-32600, id null) through `answer`, so one oversized line
+ * neither ends the server (the SDK would close on it and exit 0) nor grows memory past the limit.
+ */
+export class StdinLines extends Transform {
+  readonly #max: number;
+  readonly #answer: (line: string) => void;
+  #parts: Buffer[] = [];
+  #size = 0;
+  #discarding = false;
+
+  constructor(answer: (line: string) => void, maxLineBytes = MAX_STDIN_LINE_BYTES) {
+    super();
+    this.#answer = answer;
+    this.#max = maxLineBytes;
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(0x0a, start);
+      const end = nl === -1 ? chunk.length : nl;
+      if (!this.#discarding) {
+        this.#size += end - start;
+        if (this.#size > this.#max) this.#startDiscarding();
+        else this.#parts.push(chunk.subarray(start, end));
+      }
+      if (nl === -1) break;
+      if (!this.#discarding) this.push(Buffer.concat([...this.#parts, Buffer.from('\n')]));
+      this.#parts = [];
+      this.#size = 0;
+      this.#discarding = false;
+      start = nl + 1;
+    }
+    done();
+  }
+
+  #startDiscarding(): void {
+    this.#discarding = true;
+    this.#parts = [];
+    this.#answer(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32600, message: `request line longer than ${this.#max} bytes: discarded up to its newline; nothing was done` },
+      }) + '\n',
+    );
+  }
+}
