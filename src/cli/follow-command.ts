@@ -154,7 +154,7 @@ async function follow(args: FollowArgs): Promise<void> {
               message: 'subscription ended',
               data: { type: 'CONTINUITY_BREAK', ...n.params },
             });
-          } else {
+          } else if (n.method === 'chats.error') {
             throw remoteError(n.params.error);
           }
         }

@@ -56,7 +56,10 @@ export class RemoteError extends YelloClientError {
   constructor(error: RpcErrorObject) {
     // The one way an unknown type gets in: passed on as received (see YelloClientError.type).
     const type = (error.data?.type ?? `JSONRPC_${error.code}`) as YelloErrorType;
-    super(type, error.message, { transient: type === 'RATE_LIMITED' });
+    // A daemon that is stopping answers STORAGE_FAILURE/SHUTTING_DOWN: asking again once it is
+    // back may succeed (unlike READ_ONLY, WRITE_FAILED or CORRUPT, which need a person).
+    const transient = type === 'RATE_LIMITED' || (type === 'STORAGE_FAILURE' && error.data?.reason === 'SHUTTING_DOWN');
+    super(type, error.message, { transient });
     this.code = error.code;
     this.data = error.data ?? {};
   }
@@ -150,7 +153,10 @@ export class PolicyRejectedError extends RemoteError {
 export class RateLimitedError extends RemoteError {
   declare readonly type: 'RATE_LIMITED';
 }
-/** The daemon could not make a write durable and is read-only. */
+/**
+ * The store failed or refused (`data.reason`): `WRITE_FAILED`, `READ_ONLY`, `CORRUPT` need a
+ * person; `SHUTTING_DOWN` is `transient` (the daemon is stopping: ask again once it is back).
+ */
 export class StorageFailureError extends RemoteError {
   declare readonly type: 'STORAGE_FAILURE';
 }

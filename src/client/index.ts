@@ -63,6 +63,7 @@ export type {
   ChatBatchNotification,
   ChatBreakNotification,
   ChatErrorNotification,
+  ChatOpenedNotification,
   AppendResult,
   Redaction,
   PiiMode,

@@ -135,6 +135,9 @@ export class ChatSession {
       replace: opts.replace,
       reason: 'yello mcp',
       cursorStore: new MemoryCursorStore(),
+      // The session reads from its own start position (#startPosition); the follow only wakes it.
+      // After a break a person chose to pass, the daemon's resume policy would refuse it again.
+      ...(opts.resumeAfterBreak ? { start: 'end' as const } : {}),
       ...(opts.callTimeoutMs !== undefined ? { callTimeoutMs: opts.callTimeoutMs } : {}),
       ...(opts.reconnect ? { reconnect: opts.reconnect } : {}),
       adapter: {

@@ -109,11 +109,16 @@ export const errors = {
       nextPosition,
       generation,
     }),
-  writerActive: (epoch: string, claimedAt: string) =>
+  writerActive: (streamId: string, epoch: string, claimedAt: string, connected: boolean) =>
     new YelloError(
       'WRITER_ACTIVE',
-      `a coordinator holds this stream since ${claimedAt} (epoch ${epoch}); claim with replace: true to take over`,
-      { epoch, claimedAt },
+      connected
+        ? `a coordinator holds ${streamId} since ${claimedAt} (epoch ${epoch}) and its connection is open: stop that coordinator ` +
+            `(it releases the claim), or claim with replace: true to take over anyway; if it is stuck, the admin can run ` +
+            `\`yello streams release ${streamId}\``
+        : `a coordinator claimed ${streamId} at ${claimedAt} (epoch ${epoch}) but none of its connections is open (abandoned): ` +
+            `claim with replace: "if-abandoned" to take over, or have the admin run \`yello streams release ${streamId}\``,
+      { epoch, claimedAt, connected },
     ),
   operationConflict: (operation: string) =>
     new YelloError('OPERATION_CONFLICT', `operationId ${operation} was used for a different request`, { operation }),
@@ -128,6 +133,18 @@ export const errors = {
     new YelloError('RATE_LIMITED', `too many ${what}; retry after ${retryAfterMs} ms`, { retryAfterMs }),
   storageFailure: (operationId: string | null, reason: Exclude<StorageFailureReason, 'CORRUPT'>, message: string) =>
     new YelloError('STORAGE_FAILURE', message, { operationId, reason, outcome: reason === 'WRITE_FAILED' ? 'unknown' : 'not-written' }),
+  /**
+   * The daemon is stopping: a write not admitted (`outcome: "not-written"`) or a read the store
+   * closed under (`outcome: null`). Transient: ask again once the daemon is back.
+   */
+  shuttingDown: (operationId: string | null, outcome: 'not-written' | null) =>
+    new YelloError(
+      'STORAGE_FAILURE',
+      outcome === null
+        ? 'the daemon is shutting down; nothing was read; ask again once it is back'
+        : 'the daemon is shutting down; nothing was written; send it again once the daemon is back',
+      { operationId, reason: 'SHUTTING_DOWN', outcome },
+    ),
   corrupt: (where: CorruptionDetails, operationId: string | null = null) => {
     const at = where.streamId
       ? ` in ${where.streamId}${where.generation !== null ? ` generation ${where.generation}` : ''}${where.fromPosition !== null ? ` from position ${where.fromPosition}` : ''}`

@@ -176,10 +176,17 @@ export const methods = indexMethods([
   defineMethod<{ subscriptionId: string; cursor: string }>()({
     name: 'chats.follow',
     access: 'authenticated',
-    params: z.strictObject({ chatId: id(), cursor: opt(cursor()), from: opt(z.enum(['end', 'acknowledged'])) }),
+    params: z.strictObject({ chatId: id(), cursor: opt(cursor()), from: opt(z.enum(['end', 'acknowledged', 'generation-start'])) }),
     summary:
-      'Subscribe to chats.batch notifications from a compound cursor, the current ends, or (agents) where their own last receipt left off.',
+      "Subscribe to chats.batch notifications from a compound cursor, the current ends, (agents) where their own last receipt left off, or (agents) the start of the peer stream's current generation.",
     result: '{subscriptionId, cursor}',
+  }),
+  defineMethod<{ subscriptionId: string }>()({
+    name: 'chats.watch',
+    access: 'agent',
+    params: z.strictObject({}),
+    summary: 'Subscribe to chats.opened notifications: every chat created later that includes the caller.',
+    result: '{subscriptionId}',
   }),
   defineMethod<{ subscriptionId: string; ended: boolean }>()({
     name: 'chats.unfollow',
@@ -199,8 +206,13 @@ export const methods = indexMethods([
   defineMethod<{ streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string }>()({
     name: 'streams.claim',
     access: 'agent',
-    params: z.strictObject({ streamId: streamIdSchema(), replace: opt(z.boolean()), reason: opt(label(512)) }),
-    summary: 'Become the coordinator of your outbound stream (appends a writer fence).',
+    params: z.strictObject({
+      streamId: streamIdSchema(),
+      replace: opt(z.union([z.boolean(), z.literal('if-abandoned')])),
+      reason: opt(label(512)),
+    }),
+    summary:
+      'Become the coordinator of your outbound stream (appends a writer fence); replace: true displaces any holder, "if-abandoned" only one without an open connection.',
     result: '{streamId, generation, epoch, coordinatorToken, nextPosition}',
   }),
   defineMethod<StreamState>()({

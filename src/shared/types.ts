@@ -109,7 +109,12 @@ export interface StreamState {
   firstPosition: string;
   nextPosition: string;
   acknowledged: { generation: string; nextPosition: string } | null;
-  writer: { epoch: string; claimedAt: string | null; active: boolean };
+  /**
+   * `active`: a coordinator holds the stream; `connected`: it is active and a connection that
+   * made or used the claim is open (false for an abandoned claim, and after a daemon restart
+   * until the token is used again).
+   */
+  writer: { epoch: string; claimedAt: string | null; active: boolean; connected: boolean };
   /**
    * Present only when a corruption mark covers the current generation: the first position reads
    * may not reach (a mark at `nextPosition` means records after the head may have been lost).
@@ -175,6 +180,16 @@ export interface ChatBreakNotification {
 export interface ChatErrorNotification {
   subscriptionId: string;
   error: { code: number; message: string; data: { type: string; [key: string]: unknown } };
+}
+
+/**
+ * A `chats.opened` notification of a `chats.watch` subscription: `chats.open` created a chat
+ * that includes the watching agent (opened by either agent or the admin).
+ */
+export interface ChatOpenedNotification {
+  subscriptionId: string;
+  /** The chat as `chats.get` returns it in `chat`. */
+  chat: Chat;
 }
 
 /** One PII redaction summary entry of an append result. */

@@ -150,11 +150,14 @@ export function createHandlers(s: Services): Handlers {
     'chats.open': async (p, caller, ctx) => {
       if (caller.role === 'agent') {
         if (p.peerAgentId === undefined) throw errors.invalidParams('peerAgentId', 'agents open a chat with {peerAgentId}');
-        return s.directory.openChat(caller, caller.agentId, p.peerAgentId);
+        const r = await s.directory.openChat(caller, caller.agentId, p.peerAgentId);
+        if (r.created) s.subscriptions.opened(r.chat);
+        return r;
       }
       if (p.agentAId === undefined || p.agentBId === undefined)
         throw errors.invalidParams('agentAId', 'admin opens a chat with {agentAId, agentBId}');
       const r = await s.directory.openChat(caller, p.agentAId, p.agentBId);
+      if (r.created) s.subscriptions.opened(r.chat);
       s.audit.action('chats.open', caller, peerOf(ctx), {
         chatId: r.chat.id,
         agentAId: r.chat.agentAId,
@@ -177,18 +180,28 @@ export function createHandlers(s: Services): Handlers {
     'chats.permissions': (p, caller) => s.directory.permissions(s.directory.readableChat(caller, p.chatId)),
     'chats.history': (p, caller, ctx) => s.reader.history(caller, { ...p, limit: p.limit ?? 50 }, pageBytes(ctx)()),
     'chats.follow': (p, caller, ctx) => s.subscriptions.follow(caller, p, ctx.connection),
+    'chats.watch': (_p, caller, ctx) => {
+      // Unreachable for the admin: the method is agent-only (AGENT_ONLY at the gate).
+      if (caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', 'chats.watch is for agents');
+      return s.subscriptions.watch(caller.agentId, ctx.connection);
+    },
     'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
 
     'streams.get': (p, caller) => s.streams.get(caller, p.streamId),
-    'streams.claim': (p, caller) => s.streams.claim(caller, { streamId: p.streamId, replace: p.replace === true, reason: p.reason }),
+    'streams.claim': (p, caller, ctx) =>
+      s.streams.claim(caller, { streamId: p.streamId, replace: p.replace ?? false, reason: p.reason }, ctx.connection),
     'streams.release': async (p, caller, ctx) => {
       const state = await s.streams.release(caller, p);
       if (caller.role === 'admin')
         s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
       return state;
     },
-    'streams.append': (p, caller) =>
-      s.streams.append(caller, { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) }),
+    'streams.append': (p, caller, ctx) =>
+      s.streams.append(
+        caller,
+        { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) },
+        ctx.connection,
+      ),
     'streams.read': (p, caller, ctx) =>
       s.reader.read(
         caller,

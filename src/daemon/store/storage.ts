@@ -66,6 +66,7 @@ export class Storage {
 
   /** A committed value, verified, or undefined when absent (read paths). */
   get<T>(key: string): T | undefined {
+    this.#assertOpen();
     return this.#reads.get(key) as T | undefined;
   }
 
@@ -92,11 +93,13 @@ export class Storage {
 
   /** Committed entries of a range, each verified (verified-reads.ts). */
   entries<T>(range: Range): AsyncGenerator<{ key: string; value: T; bytes: number }> {
+    this.#assertOpen();
     return this.#reads.entries(range) as AsyncGenerator<{ key: string; value: T; bytes: number }>;
   }
 
   /** Committed entries of a range; a value that fails its check comes back as `error` (verified-reads.ts). */
   entriesChecked<T>(range: Range): AsyncGenerator<{ key: string; value: T | undefined; error: YelloError | null; bytes: number }> {
+    this.#assertOpen();
     return this.#reads.entriesChecked(range) as AsyncGenerator<{
       key: string;
       value: T | undefined;
@@ -109,12 +112,27 @@ export class Storage {
 
   /** Committed keys of a range, without their values (verified-reads.ts). */
   keys(range: Range): AsyncGenerator<string> {
+    this.#assertOpen();
     return this.#reads.keys(range);
   }
 
   /** The last committed key of a range (one seek), or undefined. */
   lastKey(range: { gte: string; lt: string }): Promise<string | undefined> {
+    this.#assertOpen();
     return this.#reads.lastKey(range);
+  }
+
+  /** Whether the daemon is stopping: the store is closing or closed (reads and writes refused). */
+  get stopping(): boolean {
+    return this.#closing;
+  }
+
+  /**
+   * Reads are refused once the store starts closing (SIGTERM): transient SHUTTING_DOWN, never
+   * CORRUPT. A read already under way when LevelDB closes gets the same (verified-reads.ts).
+   */
+  #assertOpen(): void {
+    if (this.#closing) throw errors.shuttingDown(null, null);
   }
 
   // ---- writes ---------------------------------------------------------------------------

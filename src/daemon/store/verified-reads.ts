@@ -16,9 +16,16 @@ export interface Range {
 }
 
 /**
+ * What abstract-level raises for a read on a store (or iterator) that is closing or closed: the
+ * daemon is stopping, and nothing is known about the data. Never corruption.
+ */
+const CLOSED_CODES = new Set(['LEVEL_DATABASE_NOT_OPEN', 'LEVEL_ITERATOR_NOT_OPEN', 'LEVEL_SNAPSHOT_NOT_OPEN', 'LEVEL_ABORTED']);
+
+/**
  * Reads of committed values, each verified against the checksum bound to its key
  * (`value-codec.ts`): a mismatch, or an error LevelDB raises while reading, is a STORAGE_FAILURE
- * with reason CORRUPT naming the key, never a silently different value.
+ * with reason CORRUPT naming the key, never a silently different value. A read the store was
+ * closed under (shutdown) is STORAGE_FAILURE/SHUTTING_DOWN instead: it says nothing about the data.
  */
 export class VerifiedReads {
   readonly #db: Db;
@@ -33,14 +40,14 @@ export class VerifiedReads {
     try {
       raw = this.#db.getSync(key);
     } catch (err) {
-      throw readFailure(key, err);
+      throw this.#failure(key, err);
     }
     return raw === undefined ? undefined : decode(key, raw);
   }
 
   /** Committed entries of a range, each verified; `bytes` is the stored size of the value. */
   async *entries(range: Range): AsyncGenerator<{ key: string; value: unknown; bytes: number }> {
-    for await (const [key, raw] of iterate(this.#db.iterator(range), range)) {
+    for await (const [key, raw] of this.#iterate(() => this.#db.iterator(range), range)) {
       yield { key, value: decode(key, raw), bytes: raw.length };
     }
   }
@@ -51,7 +58,7 @@ export class VerifiedReads {
    * An error LevelDB raises while iterating still ends it.
    */
   async *entriesChecked(range: Range): AsyncGenerator<{ key: string; value: unknown; error: YelloError | null; bytes: number }> {
-    for await (const [key, raw] of iterate(this.#db.iterator(range), range)) {
+    for await (const [key, raw] of this.#iterate(() => this.#db.iterator(range), range)) {
       let value: unknown;
       let error: YelloError | null = null;
       try {
@@ -69,7 +76,7 @@ export class VerifiedReads {
    * only ever speed up a lookup the real read confirms).
    */
   keys(range: Range): AsyncGenerator<string> {
-    return iterate(this.#db.keys(range), range);
+    return this.#iterate(() => this.#db.keys(range), range);
   }
 
   /** The last committed key of a range (one seek), or undefined. */
@@ -78,26 +85,51 @@ export class VerifiedReads {
       const keys = await this.#db.keys({ ...range, reverse: true, limit: 1 }).all();
       return keys[0];
     } catch (err) {
-      throw readFailure(range.gte, err);
+      throw this.#failure(range.gte, err);
     }
   }
-}
 
-/** The items of a LevelDB iterator; a read error is corruption at the range, and the iterator is always closed. */
-async function* iterate<V>(it: { next(): Promise<V | undefined>; close(): Promise<void> }, range: Range): AsyncGenerator<V> {
-  try {
-    for (;;) {
-      let item: V | undefined;
-      try {
-        item = await it.next();
-      } catch (err) {
-        throw readFailure(range.gte ?? range.gt ?? range.lt, err);
-      }
-      if (item === undefined) return;
-      yield item;
+  /**
+   * The items of a LevelDB iterator; a read error is corruption at the range (or shutdown), and
+   * the iterator is always closed.
+   */
+  async *#iterate<V>(open: () => { next(): Promise<V | undefined>; close(): Promise<void> }, range: Range): AsyncGenerator<V> {
+    const at = range.gte ?? range.gt ?? range.lt;
+    let it: { next(): Promise<V | undefined>; close(): Promise<void> };
+    try {
+      it = open();
+    } catch (err) {
+      throw this.#failure(at, err);
     }
-  } finally {
-    await it.close();
+    try {
+      for (;;) {
+        let item: V | undefined;
+        try {
+          item = await it.next();
+        } catch (err) {
+          throw this.#failure(at, err);
+        }
+        if (item === undefined) return;
+        yield item;
+      }
+    } finally {
+      // Closing an iterator of a store that closed under it fails too; the read's answer stands.
+      await it.close().catch((err: unknown) => {
+        if (!this.#closedUnder(err)) throw err;
+      });
+    }
+  }
+
+  /** Whether `err` comes from the store closing (shutdown), not from the data. */
+  #closedUnder(err: unknown): boolean {
+    return CLOSED_CODES.has(String((err as { code?: unknown } | null)?.code)) || this.#db.status !== 'open';
+  }
+
+  /** A read error from LevelDB: the store closed under the read (shutdown), or corrupt data at `key`. */
+  #failure(key: string, err: unknown): YelloError {
+    if (err instanceof YelloError) return err;
+    if (this.#closedUnder(err)) return errors.shuttingDown(null, null);
+    return readFailure(key, err);
   }
 }
 
