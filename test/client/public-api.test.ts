@@ -13,6 +13,7 @@ import { repoRoot } from '../helpers/daemon-process.js';
 const EXPECTED_VALUES = [
   'ConnectionLostError',
   'ContinuityBreakError',
+  'Conversation',
   'Coordinator',
   'CoordinatorPausedError',
   'DEFAULT_CALL_TIMEOUT_MS',
@@ -43,7 +44,9 @@ const EXPECTED_VALUES = [
   'YelloClient',
   'YelloClientError',
   'defaultSocketPath',
+  'receiptFor',
   'remoteError',
+  'toMessageBatch',
   'verifyCheckpoint',
   'verifyExport',
   'verifyRecord',
