@@ -15,6 +15,8 @@ export type {
 } from './coordinator-types.js';
 export { Conversation } from './conversation.js';
 export type { ConversationOptions, ConversationStart, ConversationEvents, Acknowledged } from './conversation.js';
+export { ChatWriter } from './chat-writer.js';
+export type { ChatWriterOptions, ChatWriterState, ChatWriterEvents, Unsettled } from './chat-writer.js';
 export { receiptFor, toMessageBatch } from './message-batch.js';
 export type { MessageBatch, ReceiptRecordInput } from './message-batch.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';

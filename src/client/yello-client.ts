@@ -187,6 +187,14 @@ export class YelloClient {
     return this.#transport.call(method, params, timeoutFor(this.#options.callTimeoutMs, options?.timeoutMs, params)) as Promise<Result<M>>;
   }
 
+  /**
+   * A separate new connection with this client's options (without reconnecting), e.g. to
+   * release a claim after this one was closed. The caller closes it.
+   */
+  dialAgain(): Promise<YelloClient> {
+    return YelloClient.connect({ ...this.#options, reconnect: false });
+  }
+
   /** The daemon's JWKS, for {@link verifyRecord}. */
   fetchJwks(): Promise<Jwks> {
     return this.call('keys.list', {});

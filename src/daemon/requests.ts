@@ -64,10 +64,13 @@ export interface CheckpointRequest {
   nextPosition?: number;
 }
 
-/** `streams.claim`. */
+/**
+ * `streams.claim`: `replace` false refuses any holder, `"if-abandoned"` refuses only a holder
+ * with an open connection, true displaces any holder.
+ */
 export interface ClaimRequest {
   streamId: string;
-  replace: boolean;
+  replace: boolean | 'if-abandoned';
   reason?: string;
 }
 

@@ -109,11 +109,16 @@ export const errors = {
       nextPosition,
       generation,
     }),
-  writerActive: (epoch: string, claimedAt: string) =>
+  writerActive: (streamId: string, epoch: string, claimedAt: string, connected: boolean) =>
     new YelloError(
       'WRITER_ACTIVE',
-      `a coordinator holds this stream since ${claimedAt} (epoch ${epoch}); claim with replace: true to take over`,
-      { epoch, claimedAt },
+      connected
+        ? `a coordinator holds ${streamId} since ${claimedAt} (epoch ${epoch}) and its connection is open: stop that coordinator ` +
+            `(it releases the claim), or claim with replace: true to take over anyway; if it is stuck, the admin can run ` +
+            `\`yello streams release ${streamId}\``
+        : `a coordinator claimed ${streamId} at ${claimedAt} (epoch ${epoch}) but none of its connections is open (abandoned): ` +
+            `claim with replace: "if-abandoned" to take over, or have the admin run \`yello streams release ${streamId}\``,
+      { epoch, claimedAt, connected },
     ),
   operationConflict: (operation: string) =>
     new YelloError('OPERATION_CONFLICT', `operationId ${operation} was used for a different request`, { operation }),

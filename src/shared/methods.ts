@@ -198,8 +198,13 @@ export const methods = indexMethods([
   defineMethod<{ streamId: string; generation: string; epoch: string; coordinatorToken: string; nextPosition: string }>()({
     name: 'streams.claim',
     access: 'agent',
-    params: z.strictObject({ streamId: streamIdSchema(), replace: opt(z.boolean()), reason: opt(label(512)) }),
-    summary: 'Become the coordinator of your outbound stream (appends a writer fence).',
+    params: z.strictObject({
+      streamId: streamIdSchema(),
+      replace: opt(z.union([z.boolean(), z.literal('if-abandoned')])),
+      reason: opt(label(512)),
+    }),
+    summary:
+      'Become the coordinator of your outbound stream (appends a writer fence); replace: true displaces any holder, "if-abandoned" only one without an open connection.',
     result: '{streamId, generation, epoch, coordinatorToken, nextPosition}',
   }),
   defineMethod<StreamState>()({

@@ -109,7 +109,12 @@ export interface StreamState {
   firstPosition: string;
   nextPosition: string;
   acknowledged: { generation: string; nextPosition: string } | null;
-  writer: { epoch: string; claimedAt: string | null; active: boolean };
+  /**
+   * `active`: a coordinator holds the stream; `connected`: it is active and a connection that
+   * made or used the claim is open (false for an abandoned claim, and after a daemon restart
+   * until the token is used again).
+   */
+  writer: { epoch: string; claimedAt: string | null; active: boolean; connected: boolean };
 }
 
 /** A JWKS entry as `keys.list` returns it. */

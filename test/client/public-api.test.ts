@@ -11,6 +11,7 @@ import * as client from '../../src/client/index.js';
 import { repoRoot } from '../helpers/daemon-process.js';
 
 const EXPECTED_VALUES = [
+  'ChatWriter',
   'ConnectionLostError',
   'ContinuityBreakError',
   'Conversation',

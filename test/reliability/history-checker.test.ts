@@ -109,7 +109,7 @@ class FakeStore implements RpcCaller {
       firstPosition: rs[0]?.position ?? '0',
       nextPosition: String(rs.length ? Number(rs.at(-1)!.position) + 1 : 0),
       acknowledged: last?.wrapper.type === 'chat.receipt' ? { generation: '1', nextPosition: last.wrapper.receipt.nextPosition } : null,
-      writer: { epoch: this.epoch.get(streamId)!, claimedAt: '', active: true },
+      writer: { epoch: this.epoch.get(streamId)!, claimedAt: '', active: true, connected: true },
     };
   }
 

@@ -177,15 +177,20 @@ export function createHandlers(s: Services): Handlers {
     'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
 
     'streams.get': (p, caller) => s.streams.get(caller, p.streamId),
-    'streams.claim': (p, caller) => s.streams.claim(caller, { streamId: p.streamId, replace: p.replace === true, reason: p.reason }),
+    'streams.claim': (p, caller, ctx) =>
+      s.streams.claim(caller, { streamId: p.streamId, replace: p.replace ?? false, reason: p.reason }, ctx.connection),
     'streams.release': async (p, caller, ctx) => {
       const state = await s.streams.release(caller, p);
       if (caller.role === 'admin')
         s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
       return state;
     },
-    'streams.append': (p, caller) =>
-      s.streams.append(caller, { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) }),
+    'streams.append': (p, caller, ctx) =>
+      s.streams.append(
+        caller,
+        { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) },
+        ctx.connection,
+      ),
     'streams.read': (p, caller, ctx) =>
       s.reader.read(
         caller,

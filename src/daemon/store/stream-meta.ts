@@ -69,8 +69,11 @@ export function cloneMeta(meta: StreamMeta): StreamMeta {
   };
 }
 
-/** The public StreamState; `acknowledged` comes from the peer stream's receipt. */
-export function publicStreamState(meta: StreamMeta, peer: StreamMeta | undefined): StreamState {
+/**
+ * The public StreamState; `acknowledged` comes from the peer stream's receipt, `connected`
+ * from the writer's presence (streams/writer-presence.ts), which the store does not keep.
+ */
+export function publicStreamState(meta: StreamMeta, peer: StreamMeta | undefined, connected: boolean): StreamState {
   const r = peer?.receipt;
   return {
     streamId: meta.streamId,
@@ -80,6 +83,11 @@ export function publicStreamState(meta: StreamMeta, peer: StreamMeta | undefined
     firstPosition: formatDecimal(meta.firstPosition),
     nextPosition: formatDecimal(meta.nextPosition),
     acknowledged: r ? { generation: formatDecimal(r.peerGeneration), nextPosition: formatDecimal(r.nextPosition) } : null,
-    writer: { epoch: formatDecimal(meta.writer.epoch), claimedAt: meta.writer.claimedAt, active: meta.writer.active },
+    writer: {
+      epoch: formatDecimal(meta.writer.epoch),
+      claimedAt: meta.writer.claimedAt,
+      active: meta.writer.active,
+      connected: meta.writer.active && connected,
+    },
   };
 }

@@ -23,6 +23,7 @@ import { nextTimestamp, tokenCurrent } from './fencing.js';
 import type { StreamHeads } from './heads.js';
 import { NegativeIndexes } from './negative-index.js';
 import type { StreamReader } from './stream-reader.js';
+import type { Holder, WriterPresence } from './writer-presence.js';
 
 /**
  * `streams.append`: compare-and-append with idempotent replay. Checked in the order of §6
@@ -42,6 +43,7 @@ export class Appender {
   readonly #batcher: SignBatcher;
   readonly #reader: StreamReader;
   readonly #negative: NegativeIndexes;
+  readonly #presence: WriterPresence;
 
   constructor(ctx: StreamContext, signer: Signer, batcher: SignBatcher, reader: StreamReader) {
     this.#storage = ctx.storage;
@@ -55,6 +57,7 @@ export class Appender {
     this.#batcher = batcher;
     this.#reader = reader;
     this.#negative = new NegativeIndexes(ctx.storage);
+    this.#presence = ctx.presence;
   }
 
   /** Whether the stream's negative index is built (tests observe it instead of sleeping). */
@@ -62,7 +65,7 @@ export class Appender {
     return this.#negative.ready(streamId);
   }
 
-  async append(caller: Caller, p: AppendRequest): Promise<AppendResult> {
+  async append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
     this.#storage.assertWritable(p.operationId);
     assertAuthor(caller, p.streamId);
     const meta = this.#heads.requireAdmitted(p.streamId);
@@ -116,6 +119,9 @@ export class Appender {
     this.#counters.records += p.records.length;
     ops.push(this.#counters.op());
     const range = { generation, fromPosition: expected, nextPosition: next.nextPosition, records };
+    // Admitted with the current token: this connection holds the claim (so it is not abandoned).
+    // Attached now, while the token is still current; after the await a claim may have moved on.
+    if (holder && meta.writer.tokenHash !== null) this.#presence.attach(p.streamId, meta.writer.tokenHash, holder);
     try {
       await this.#heads.commit(next, ops, range, signing.length > 0 ? Promise.all(signing).then(() => {}) : null);
     } catch (err) {

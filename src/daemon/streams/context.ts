@@ -5,6 +5,7 @@ import type { Integrity } from '../store/integrity.js';
 import type { Storage } from '../store/storage.js';
 import type { StreamTables } from '../store/stream-tables.js';
 import type { StreamHeads } from './heads.js';
+import type { WriterPresence } from './writer-presence.js';
 
 /**
  * What the parts of the stream store share: the heads (the only mutable state, and the one way
@@ -18,4 +19,6 @@ export interface StreamContext {
   directory: Directory;
   counters: Counters;
   codec: TokenCodec;
+  /** Which claims have a live holder (memory only). */
+  presence: WriterPresence;
 }

@@ -11,6 +11,7 @@ import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
 import { assertAuthor } from './access.js';
 import type { StreamContext } from './context.js';
 import type { StreamHeads } from './heads.js';
+import type { Holder, WriterPresence } from './writer-presence.js';
 
 const COORDINATOR_TOKEN_PREFIX = 'yello_ct_';
 
@@ -32,21 +33,30 @@ export class Fencing {
   readonly #storage: Storage;
   readonly #heads: StreamHeads;
   readonly #counters: Counters;
+  readonly #presence: WriterPresence;
 
-  constructor({ storage, heads, counters }: StreamContext) {
+  constructor({ storage, heads, counters, presence }: StreamContext) {
     this.#storage = storage;
     this.#heads = heads;
     this.#counters = counters;
+    this.#presence = presence;
   }
 
-  /** `streams.claim`. */
-  async claim(caller: Caller, p: ClaimRequest): Promise<Claim> {
+  /**
+   * `streams.claim`. A holder blocks the claim unless `replace` is true, or it is
+   * `"if-abandoned"` and no connection attached to the holder's claim is open. The claim is
+   * attached to `holder`.
+   */
+  async claim(caller: Caller, p: ClaimRequest, holder?: Holder): Promise<Claim> {
     this.#storage.assertWritable();
     assertAuthor(caller, p.streamId);
     const meta = this.#heads.writable(p.streamId);
-    if (meta.writer.active && !p.replace) {
-      throw errors.writerActive(formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '');
+    const connected = this.#presence.connected(meta);
+    if (meta.writer.active && (p.replace === false || (p.replace === 'if-abandoned' && connected))) {
+      throw errors.writerActive(p.streamId, formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '', connected);
     }
+    // The fence says whether an active coordinator was displaced, whatever replace asked.
+    const reason = p.reason ?? (p.replace === 'if-abandoned' && meta.writer.active ? 'abandoned' : undefined);
     const next = cloneMeta(meta);
     const epoch = meta.writer.epoch + 1;
     const claimedAt = nextTimestamp(next);
@@ -56,7 +66,7 @@ export class Fencing {
       epoch: formatDecimal(epoch),
       claimedAt,
       replaced: meta.writer.active,
-      ...(p.reason !== undefined ? { reason: p.reason } : {}),
+      ...(reason !== undefined ? { reason } : {}),
     };
     const record: StoredRecord = {
       streamId: p.streamId,
@@ -72,8 +82,11 @@ export class Fencing {
         fence,
       },
     };
-    next.writer = { epoch, claimedAt, active: true, tokenHash: hashToken(token) };
+    const tokenHash = hashToken(token);
+    next.writer = { epoch, claimedAt, active: true, tokenHash };
     next.nextPosition = position + 1;
+    // Attached before the commit: the claim is admitted now, and its holder is this connection.
+    if (holder) this.#presence.attach(p.streamId, tokenHash, holder);
     this.#counters.records++;
     await this.#heads.commit(next, [this.#counters.op()], {
       generation: next.generation,

@@ -8,6 +8,7 @@ import type { Storage, WriteOp } from '../store/storage.js';
 import { cloneMeta, peerStreamIdOf, publicStreamState, type StreamMeta } from '../store/stream-meta.js';
 import type { StreamIdentity, StreamTables } from '../store/stream-tables.js';
 import type { Touch } from '../store/wal-guard.js';
+import type { WriterPresence } from './writer-presence.js';
 
 /** A committed range of one stream, handed to subscribers in commit order. */
 export interface CommittedRange {
@@ -46,14 +47,16 @@ export class StreamHeads {
   readonly #directory: Directory;
   readonly #integrity: Integrity;
   readonly #tables: StreamTables;
+  readonly #presence: WriterPresence;
   readonly #admitted = new Map<string, StreamMeta>();
   readonly #committed = new Map<string, StreamMeta>();
   readonly #listeners: StreamEvents[] = [];
   /** Streams whose head was checked against its records in this process. */
   readonly #reconciled = new Set<string>();
 
-  constructor(storage: Storage, directory: Directory, integrity: Integrity, tables: StreamTables) {
+  constructor(storage: Storage, directory: Directory, integrity: Integrity, tables: StreamTables, presence: WriterPresence) {
     this.#storage = storage;
+    this.#presence = presence;
     this.#directory = directory;
     this.#integrity = integrity;
     this.#tables = tables;
@@ -117,7 +120,7 @@ export class StreamHeads {
 
   /** Public state, with the peer's receipt as `acknowledged`. */
   state(meta: StreamMeta): StreamState {
-    return publicStreamState(meta, this.committed(peerStreamIdOf(meta)));
+    return publicStreamState(meta, this.committed(peerStreamIdOf(meta)), this.#presence.connected(meta));
   }
 
   /** Take a head rebuilt from its records as the admitted one (retention.ts). */

@@ -19,6 +19,7 @@ import { StreamHeads, type StreamEvents } from './heads.js';
 import { Operations } from './operations.js';
 import { Retention } from './retention.js';
 import { StreamReader, type GenerationBounds, type SizedRecord } from './stream-reader.js';
+import { WriterPresence, type Holder } from './writer-presence.js';
 
 /**
  * The directional streams, as the handlers, readers and subscriptions see them. Each call goes
@@ -48,8 +49,9 @@ export class StreamStore {
     batcher: SignBatcher,
   ) {
     const tables = new StreamTables(storage);
-    const heads = new StreamHeads(storage, directory, integrity, tables);
-    const ctx: StreamContext = { storage, heads, tables, integrity, directory, counters, codec };
+    const presence = new WriterPresence();
+    const heads = new StreamHeads(storage, directory, integrity, tables, presence);
+    const ctx: StreamContext = { storage, heads, tables, integrity, directory, counters, codec, presence };
     this.#heads = heads;
     this.#reader = new StreamReader(ctx);
     this.#fencing = new Fencing(ctx);
@@ -82,9 +84,9 @@ export class StreamStore {
 
   // ---- writes (fencing.ts, appender.ts) --------------------------------------------------
 
-  /** `streams.claim`. */
-  claim(caller: Caller, p: ClaimRequest): Promise<Claim> {
-    return this.#fencing.claim(caller, p);
+  /** `streams.claim`; `holder` is the connection the claim is attached to (none in-process). */
+  claim(caller: Caller, p: ClaimRequest, holder?: Holder): Promise<Claim> {
+    return this.#fencing.claim(caller, p, holder);
   }
 
   /** `streams.release`. */
@@ -92,9 +94,9 @@ export class StreamStore {
     return this.#fencing.release(caller, p);
   }
 
-  /** `streams.append`. */
-  append(caller: Caller, p: AppendRequest): Promise<AppendResult> {
-    return this.#appender.append(caller, p);
+  /** `streams.append`; a successful append attaches the claim to `holder`. */
+  append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
+    return this.#appender.append(caller, p, holder);
   }
 
   /** Whether the stream's negative index is built (tests observe it instead of sleeping). */
