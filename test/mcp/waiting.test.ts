@@ -180,10 +180,7 @@ describe('yello mcp: waiting means a message', () => {
       const q = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
       expect(messagesOf(q)).toEqual(['one question']);
       await bob.ok('send', { chatId: chat.chatId, text: 'one answer', acknowledge: true, batchId: q.batchId });
-      const [a, b] = await Promise.all([
-        documentedLoop(alice, chat.chatId, 1_000, 5_000),
-        documentedLoop(bob, chat.chatId, 1_000, 5_000),
-      ]);
+      const [a, b] = await Promise.all([documentedLoop(alice, chat.chatId, 1_000, 5_000), documentedLoop(bob, chat.chatId, 1_000, 5_000)]);
       // Alice acknowledges bob's answer once; the receipt it writes wakes nobody.
       expect({ alice: a.acks, bob: b.acks }).toEqual({ alice: 1, bob: 0 });
       expect(await recordTypes(chat.alice.streamId)).toEqual(['chat.writer-fence', 'chat.message', 'chat.receipt']);
@@ -226,7 +223,7 @@ describe('yello mcp: reads never write; claims clear themselves', () => {
     await alice.ok('send', { chatId: chat.chatId, text: 'hello' });
     const bob = await world().serve(chat.bobToken);
     const opened = await bob.ok('open_chat', { peer: chat.alice.username });
-    expect(opened.pendingRecords).toBe(1);
+    expect(opened.unreadMessages).toBe(1);
     const b = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
     expect(messagesOf(b)).toEqual(['hello']);
     expect(await recordTypes(chat.bob.streamId)).toEqual([]);
