@@ -69,6 +69,7 @@ export type {
   ChatBatchNotification,
   ChatBreakNotification,
   ChatErrorNotification,
+  ChatOpenedNotification,
   AppendResult,
   Redaction,
   PiiMode,
