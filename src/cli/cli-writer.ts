@@ -1,19 +1,9 @@
-import { randomUUID } from 'node:crypto';
-import {
-  ConnectionLostError,
-  FencedError,
-  TimeoutError,
-  WriterActiveError,
-  type AppendResult,
-  type ParamsIn,
-  type StreamState,
-  type YelloClient,
-} from '../client/index.js';
+import { ChatWriter, FencedError, WriterActiveError, type ParamsIn, type StreamState, type YelloClient } from '../client/index.js';
+import { splitStreamId } from '../shared/ids.js';
+import { writerActiveError } from './break-advice.js';
 import { sessionAgentId } from './context.js';
 import { CliError, EXIT } from './output.js';
 import type { WriterStore } from './writer-state.js';
-
-type Records = ParamsIn<'streams.append'>['records'];
 
 /** Same length as a real coordinator token (`yello_ct_` + 43 base64url characters). */
 const TOKEN_PLACEHOLDER = 'yello_ct_' + 'x'.repeat(43);
@@ -29,11 +19,17 @@ export function appendRequestBytes(params: ParamsIn<'streams.append'>): number {
 }
 
 /**
- * The CLI as the long-lived writer of one stream. It keeps its coordinator token in the
- * {@link WriterStore} and reuses it, so consecutive commands append no writer fences; it claims
- * only when it holds no token, or when its token was fenced (taking over from another
- * coordinator only with `replace`). Everything that can be refused locally is refused before
- * any claim.
+ * The CLI as the writer of the agent's stream in one chat: the library's {@link ChatWriter},
+ * with the claim's coordinator token kept in the {@link WriterStore} between commands.
+ *
+ * Why it keeps a claim file at all (issue 20): so that consecutive `send`/`ack` commands append
+ * one writer fence, not one each. The kept claim locks nobody out: between commands no
+ * connection is attached to it, so the daemon reports it abandoned (`writer.connected: false`)
+ * and `yello mcp`, a Coordinator or `chats follow --ack` of the same agent take it over with
+ * `replace: "if-abandoned"`, their default, without `--replace`. The CLI claims the same way: a
+ * kept token that was fenced meanwhile is claimed again if the holder is gone, and only a
+ * holder connected right now refuses it (`WRITER_ACTIVE`, whose advice names
+ * `yello streams release`).
  */
 export class CliWriter {
   readonly #client: YelloClient;
@@ -41,8 +37,6 @@ export class CliWriter {
   readonly #socket: string;
   readonly #agentId: string;
   readonly streamId: string;
-  /** The claim could not be kept (no writable state dir): release it after this command. */
-  #oneShot = false;
 
   constructor(client: YelloClient, store: WriterStore, socket: string, streamId: string) {
     this.#client = client;
@@ -52,48 +46,97 @@ export class CliWriter {
     this.streamId = streamId;
   }
 
-  /** Append `records` as this stream's writer; with `release`, give the stream up afterwards. */
-  async append(records: Records, opts: { replace: boolean; release: boolean }): Promise<AppendResult> {
-    const operationId = `cli-${randomUUID()}`;
-    const state = await this.#client.call('streams.get', { streamId: this.streamId });
-    const token = this.#store.load(this.#socket, this.#agentId, this.streamId)?.coordinatorToken ?? null;
-    // Without a kept token a claim comes first, and its fence moves the append one position on.
-    this.#checkSize({
-      streamId: this.streamId,
-      coordinatorToken: token ?? TOKEN_PLACEHOLDER,
-      generation: state.generation,
-      expectedPosition: token ? state.nextPosition : (BigInt(state.nextPosition) + 1n).toString(),
-      operationId,
-      records,
-    });
-    // The append's result and the token it was made under.
-    let sent: { result: AppendResult; token: string } | null = null;
-    let wasFenced = false;
-    if (token) {
-      try {
-        sent = { result: await this.#appendWith(token, state.generation, state.nextPosition, operationId, records), token };
-      } catch (err) {
-        if (!(err instanceof FencedError)) throw err;
-        // Nothing was written under the stale token, so the operationId is still unused.
-        this.#store.delete(this.#socket, this.#agentId, this.streamId);
-        wasFenced = true;
-      }
-    }
-    if (!sent) {
-      const current = wasFenced ? await this.#client.call('streams.get', { streamId: this.streamId }) : state;
-      const claim = await this.#claim(current, opts.replace, wasFenced);
-      const claimed = claim.coordinatorToken;
-      sent = { result: await this.#appendWith(claimed, claim.generation, claim.nextPosition, operationId, records), token: claimed };
-    }
-    if (opts.release) await this.release(sent.token);
-    else if (this.#oneShot)
-      await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: sent.token }).catch(() => {});
-    return sent.result;
+  #kept(): string | null {
+    return this.#store.load(this.#socket, this.#agentId, this.streamId)?.coordinatorToken ?? null;
   }
 
-  /** Release the stream with `token` (default: the stored one) and forget it. */
+  /**
+   * Refuse locally what the daemon would refuse for size (the 256 KiB append cap), before any
+   * claim: a claim's fence would move the append one position on, so that is assumed.
+   */
+  checkSize(records: ParamsIn<'streams.append'>['records'], state: StreamState): void {
+    const limit = this.#client.session.limits.maxAppendRequestBytes;
+    const size = appendRequestBytes({
+      streamId: this.streamId,
+      coordinatorToken: TOKEN_PLACEHOLDER,
+      generation: state.generation,
+      expectedPosition: (BigInt(state.nextPosition) + 1n).toString(),
+      operationId: `cli-${'x'.repeat(36)}`,
+      records,
+    });
+    if (size > limit) {
+      throw new CliError(
+        `the message is too large: the append request would be ${size} bytes, over the daemon's limit of ${limit} bytes (nothing was sent)`,
+        EXIT.error,
+      );
+    }
+  }
+
+  /**
+   * Run `fn` with a ChatWriter that resumes the kept claim (or claims on its first write), then
+   * keep its token for the next command, or release it (`release`, or no usable state dir).
+   */
+  async run<T>(opts: { replace: boolean; release: boolean }, fn: (writer: ChatWriter) => Promise<T>): Promise<T> {
+    const chatId = splitStreamId(this.streamId)?.chatId;
+    if (!chatId) throw new CliError(`not a stream id: ${this.streamId}`, EXIT.usage);
+    const kept = this.#kept();
+    const writerWith = (token: string | null) =>
+      new ChatWriter(this.#client, {
+        chatId,
+        replace: opts.replace ? true : 'if-abandoned',
+        reason: 'yello cli',
+        ...(token ? { coordinatorToken: token } : {}),
+      });
+    let writer = writerWith(kept);
+    let result: T;
+    try {
+      try {
+        result = await fn(writer);
+      } catch (err) {
+        // The kept claim was taken over, released or reset meanwhile; nothing was written under
+        // it, so claim (as the options say) and write once more.
+        if (!(kept && err instanceof FencedError)) throw err;
+        this.#store.delete(this.#socket, this.#agentId, this.streamId);
+        writer = writerWith(null);
+        result = await fn(writer);
+        process.stderr.write(
+          `yello: the claim this CLI kept on ${this.streamId} had been taken over, released or reset; claimed it again (epoch ${writer.epoch ?? '?'})\n`,
+        );
+      }
+    } catch (err) {
+      if (writer.uncertainOperationId) {
+        throw new CliError(
+          `the answer to the append was lost; whether it committed is unknown: check with \`yello ops show ${this.streamId} ${writer.uncertainOperationId}\` before sending again (or resend with the same --message-id)`,
+          EXIT.error,
+        );
+      }
+      if (err instanceof WriterActiveError) throw writerActiveError(err, this.streamId);
+      throw err;
+    }
+    const token = writer.coordinatorToken;
+    if (opts.release || !token) {
+      this.#store.delete(this.#socket, this.#agentId, this.streamId);
+      await writer.release();
+    } else if (token !== kept) await this.#save(token, writer.epoch ?? '0');
+    return result;
+  }
+
+  async #save(token: string, epoch: string): Promise<void> {
+    try {
+      this.#store.save({ socket: this.#socket, agentId: this.#agentId, streamId: this.streamId, coordinatorToken: token, epoch });
+    } catch (err) {
+      // No writable state dir (a service user without a home, say): still send, the old way.
+      const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      process.stderr.write(
+        `yello: cannot keep the claim between commands (${reason} in the CLI state dir; pass --state-dir): this command claims and releases the stream\n`,
+      );
+      await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: token }).catch(() => {});
+    }
+  }
+
+  /** Release the stream with `token` (default: the kept one) and forget it. */
   async release(token?: string): Promise<StreamState> {
-    const t = token ?? this.#store.load(this.#socket, this.#agentId, this.streamId)?.coordinatorToken;
+    const t = token ?? this.#kept();
     if (!t)
       throw new CliError(
         `this CLI holds no claim on ${this.streamId} (see --state-dir); pass --coordinator-token-file to release another claim`,
@@ -107,89 +150,8 @@ export class CliWriter {
     }
   }
 
-  /** Whether this CLI holds a stored claim on the stream. */
+  /** Whether this CLI keeps a claim on the stream. */
   holdsClaim(): boolean {
-    return this.#store.load(this.#socket, this.#agentId, this.streamId) !== null;
-  }
-
-  #checkSize(params: ParamsIn<'streams.append'>): void {
-    const limit = this.#client.session.limits.maxAppendRequestBytes;
-    const size = appendRequestBytes(params);
-    if (size > limit) {
-      throw new CliError(
-        `the message is too large: the append request would be ${size} bytes, over the daemon's limit of ${limit} bytes (nothing was sent)`,
-        EXIT.error,
-      );
-    }
-  }
-
-  /**
-   * Claim the stream and store the token. `wasFenced`: our stored token had been fenced, so a
-   * coordinator holding the stream now is someone else, and taking over needs `replace`.
-   */
-  async #claim(state: StreamState, replace: boolean, wasFenced: boolean) {
-    const other = state.writer.active;
-    if (other && wasFenced && !replace) {
-      throw new CliError(
-        `the stream ${this.streamId} was claimed by another coordinator (epoch ${state.writer.epoch}) since this CLI last wrote to it; pass --replace to take it over`,
-        EXIT.fenced,
-      );
-    }
-    let claim;
-    try {
-      claim = await this.#client.call('streams.claim', { streamId: this.streamId, replace, reason: 'yello cli' });
-    } catch (err) {
-      if (err instanceof WriterActiveError)
-        throw new CliError(`a coordinator holds ${this.streamId}; pass --replace to take over`, EXIT.error);
-      throw err;
-    }
-    if (other && replace)
-      process.stderr.write(`yello: the stream was claimed by another coordinator; took it over (epoch ${claim.epoch})\n`);
-    else if (wasFenced)
-      process.stderr.write(`yello: this CLI's claim on ${this.streamId} was released or reset; claimed it again (epoch ${claim.epoch})\n`);
-    try {
-      this.#store.save({
-        socket: this.#socket,
-        agentId: this.#agentId,
-        streamId: this.streamId,
-        coordinatorToken: claim.coordinatorToken,
-        epoch: claim.epoch,
-      });
-    } catch (err) {
-      // No writable state dir (a service user without a home, say): still send, the old way.
-      this.#oneShot = true;
-      const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-      process.stderr.write(
-        `yello: cannot keep the claim between commands (${reason} in the CLI state dir; pass --state-dir): this command claims and releases the stream\n`,
-      );
-    }
-    return claim;
-  }
-
-  async #appendWith(
-    coordinatorToken: string,
-    generation: string,
-    expectedPosition: string,
-    operationId: string,
-    records: Records,
-  ): Promise<AppendResult> {
-    try {
-      return await this.#client.call('streams.append', {
-        streamId: this.streamId,
-        coordinatorToken,
-        generation,
-        expectedPosition,
-        operationId,
-        records,
-      });
-    } catch (err) {
-      if ((err instanceof ConnectionLostError && err.outcomeUnknown) || err instanceof TimeoutError) {
-        throw new CliError(
-          `the answer to the append was lost; whether it committed is unknown: check with \`yello ops show ${this.streamId} ${operationId}\` before sending again (or resend with the same --message-id)`,
-          EXIT.error,
-        );
-      }
-      throw err;
-    }
+    return this.#kept() !== null;
   }
 }

@@ -57,10 +57,15 @@ export function adminToken(args: GlobalArgs): string {
  * Say hello; a refused token says which token was read and how to point at the right one
  * (a forgotten $YELLO_DATA_DIR reads another daemon's admin.token, say).
  */
-async function connect(args: GlobalArgs, token: string, source: { admin: string } | { agent: string }): Promise<YelloClient> {
+async function connect(
+  args: GlobalArgs,
+  token: string,
+  source: { admin: string } | { agent: string },
+  options: ConnectChoices = {},
+): Promise<YelloClient> {
   const socket = socketPath(args);
   try {
-    return await YelloClient.connect({ socketPath: socket, token, clientName: 'yello-cli' });
+    return await YelloClient.connect({ socketPath: socket, token, clientName: 'yello-cli', ...options });
   } catch (err) {
     if (!(err instanceof UnauthenticatedError)) throw err;
     if ('admin' in source) {
@@ -80,18 +85,23 @@ function agentSource(args: GlobalArgs): { agent: string } {
   return { agent: args['token-file'] ? `--token-file ${args['token-file']}` : '$YELLO_TOKEN' };
 }
 
+/** What a long-running command asks of its connection: `reconnect` rides through daemon restarts. */
+export interface ConnectChoices {
+  reconnect?: boolean;
+}
+
 /** Connect as the agent (token given) or else as admin. */
-export function connectAny(args: GlobalArgs): Promise<YelloClient> {
+export function connectAny(args: GlobalArgs, options: ConnectChoices = {}): Promise<YelloClient> {
   const token = agentToken(args);
-  if (token) return connect(args, token, agentSource(args));
-  return connect(args, adminToken(args), { admin: adminTokenPath(args) });
+  if (token) return connect(args, token, agentSource(args), options);
+  return connect(args, adminToken(args), { admin: adminTokenPath(args) }, options);
 }
 
 /** Connect with the agent token; required. */
-export function connectAgent(args: GlobalArgs): Promise<YelloClient> {
+export function connectAgent(args: GlobalArgs, options: ConnectChoices = {}): Promise<YelloClient> {
   const token = agentToken(args);
   if (!token) throw new CliError('this command acts as an agent: pass --token-file FILE or set $YELLO_TOKEN', EXIT.usage);
-  return connect(args, token, agentSource(args));
+  return connect(args, token, agentSource(args), options);
 }
 
 /** Connect with the admin token; required. */

@@ -1,7 +1,6 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Argv } from 'yargs';
-import { makeStreamId } from '../shared/ids.js';
-import { ExportVerifier, YelloClient } from '../client/index.js';
+import { ChatWriter, Conversation, ExportVerifier, YelloClient } from '../client/index.js';
 import { formatRecord } from './chat-commands.js';
 import { connectAdmin, socketPath, withClient, type GlobalArgs } from './context.js';
 import { exportChat } from './export-command.js';
@@ -27,46 +26,20 @@ export function demoCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         const b = await YelloClient.connect({ socketPath: socketPath(args), token: bob.token, clientName: 'yello-demo' });
         try {
           const { chat } = await a.call('chats.open', { peerAgentId: bob.agent.id });
-          const aStream = makeStreamId(chat.id, alice.agent.id);
-          const bStream = makeStreamId(chat.id, bob.agent.id);
-          const aClaim = await a.call('streams.claim', { streamId: aStream });
-          const bClaim = await b.call('streams.claim', { streamId: bStream });
-          const sent = await a.call('streams.append', {
-            streamId: aStream,
-            coordinatorToken: aClaim.coordinatorToken,
-            generation: aClaim.generation,
-            expectedPosition: aClaim.nextPosition,
-            operationId: `demo-${randomUUID()}`,
-            records: [{ type: 'chat.message', messageId: 'demo-1', content: 'Hi Bob, can you review the report?' }],
-          });
-          const seen = await b.call('streams.read', { streamId: aStream, generation: '1', fromPosition: '0' });
-          await b.call('streams.append', {
-            streamId: bStream,
-            coordinatorToken: bClaim.coordinatorToken,
-            generation: bClaim.generation,
-            expectedPosition: bClaim.nextPosition,
-            operationId: `demo-${randomUUID()}`,
-            records: [
-              { type: 'chat.message', messageId: 'demo-2', content: 'Sure, Alice: reading it now.' },
-              {
-                type: 'chat.receipt',
-                peerStreamId: aStream,
-                peerGeneration: seen.generation,
-                nextPosition: seen.nextPosition,
-                batchId: seen.batchId,
-              },
-            ],
-          });
-          await a.call('streams.append', {
-            streamId: aStream,
-            coordinatorToken: aClaim.coordinatorToken,
-            generation: aClaim.generation,
-            expectedPosition: sent.nextPosition,
-            operationId: `demo-${randomUUID()}`,
-            records: [{ type: 'chat.message', messageId: 'demo-3', content: 'Thanks!' }],
-          });
-          await a.call('streams.release', { streamId: aStream, coordinatorToken: aClaim.coordinatorToken });
-          await b.call('streams.release', { streamId: bStream, coordinatorToken: bClaim.coordinatorToken });
+          // The library end to end: each agent's writer claims on its first write; bob reads
+          // alice's message through his conversation and replies with its receipt atomically.
+          const aliceWriter = new ChatWriter(a, { chatId: chat.id });
+          const bobWriter = new ChatWriter(b, { chatId: chat.id });
+          await aliceWriter.send('Hi Bob, can you review the report?', { messageId: 'demo-1' });
+          const bobReads = await Conversation.open(b, { chatId: chat.id });
+          const seen = await bobReads.next({ waitMs: 10_000 });
+          if (!seen) throw new CliError("demo: bob did not receive alice's message within 10 s", EXIT.error);
+          await bobWriter.send('Sure, Alice: reading it now.', { ack: seen, messageId: 'demo-2' });
+          await aliceWriter.send('Thanks!', { messageId: 'demo-3' });
+          await bobReads.close();
+          await aliceWriter.release();
+          await bobWriter.release();
+          const aStream = bobReads.peerStreamId;
 
           const history = await admin.call('chats.history', { chatId: chat.id, direction: 'forward' });
           process.stdout.write(`chat ${chat.id}: ${chat.agentA.username} ↔ ${chat.agentB.username}\n\ntranscript:\n`);

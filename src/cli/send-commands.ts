@@ -4,6 +4,7 @@ import type { AppendResult, ParamsIn, YelloClient } from '../client/index.js';
 import { coordinatorTokenArg, coordinatorTokenOptions } from './admin-commands.js';
 import { appendRequestBytes, CliWriter } from './cli-writer.js';
 import { connectAgent, getChat, sessionAgentId, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
+import { openConversation, unreadNow } from './follow-command.js';
 import { CliError, EXIT, printJson } from './output.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
@@ -47,7 +48,7 @@ async function readText(text: string[], lossy: boolean): Promise<string> {
   return decoded.replace(/\n$/, '');
 }
 
-/** Append under a claim the caller holds and manages itself (`--coordinator-token-file`). */
+/** Append under a claim the caller holds and manages itself (`--coordinator-token-file`): no claim, no takeover. */
 async function appendWithToken(
   c: YelloClient,
   streamId: string,
@@ -84,7 +85,11 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             .positional('chatId', { type: 'string', demandOption: true })
             .positional('text', { type: 'string', array: true, demandOption: true })
             .option('message-id', { type: 'string', describe: 'your id for the message (idempotency); default random' })
-            .option('replace', { type: 'boolean', default: false, describe: 'take over from another coordinator holding your stream' })
+            .option('replace', {
+              type: 'boolean',
+              default: false,
+              describe: 'take over from a coordinator connected now (an abandoned claim is taken over without it)',
+            })
             .option('release', {
               type: 'boolean',
               default: false,
@@ -109,13 +114,14 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         await withClient(connectAgent(args), async (c) => {
           const { chat } = await getChat(c, args.chatId);
           const { own } = streamsOf(chat, sessionAgentId(c));
-          const records = [{ type: 'chat.message' as const, messageId: args['message-id'] ?? randomUUID(), content: text }];
-          const r = token
-            ? await appendWithToken(c, own, records, token)
-            : await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).append(records, {
-                replace: args.replace,
-                release: args.release,
-              });
+          const messageId = args['message-id'] ?? randomUUID();
+          let r: AppendResult;
+          if (token) r = await appendWithToken(c, own, [{ type: 'chat.message', messageId, content: text }], token);
+          else {
+            const writer = new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own);
+            writer.checkSize([{ type: 'chat.message', messageId, content: text }], await c.call('streams.get', { streamId: own }));
+            r = await writer.run({ replace: args.replace, release: args.release }, (w) => w.send(text, { messageId }));
+          }
           if (args.json) printJson(r);
           else {
             process.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
@@ -126,7 +132,7 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
     )
     .command(
       'ack <chatId>',
-      'Acknowledge everything the peer has sent so far (appends a receipt)',
+      'Acknowledge every message the peer has sent so far without printing them (appends a receipt)',
       (z: Argv<GlobalArgs>) =>
         z
           .positional('chatId', { type: 'string', demandOption: true })
@@ -134,38 +140,26 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       async (args: A<{ chatId: string; replace: boolean }>) => {
         await withClient(connectAgent(args), async (c) => {
           const { chat } = await getChat(c, args.chatId);
-          const { own, peer: peerStreamId } = streamsOf(chat, sessionAgentId(c));
-          const peer = await c.call('streams.get', { streamId: peerStreamId });
-          // An explicit "mark everything read": what was trimmed before it was acknowledged is
-          // acknowledged too, as the person asked.
-          let from =
-            peer.acknowledged && peer.acknowledged.generation === peer.generation ? peer.acknowledged.nextPosition : peer.firstPosition;
-          if (BigInt(from) < BigInt(peer.firstPosition)) from = peer.firstPosition;
-          let last: { batchId: string; nextPosition: string } | null = null;
-          while (BigInt(from) < BigInt(peer.nextPosition)) {
-            const b = await c.call('streams.read', { streamId: peerStreamId, generation: peer.generation, fromPosition: from });
-            last = b;
-            from = b.nextPosition;
+          const { conversation, head } = await openConversation(c, chat, { start: 'acknowledged' });
+          try {
+            const last = (await unreadNow(conversation, head)).at(-1);
+            if (!last) {
+              if (args.json) printJson({ acknowledged: null });
+              else process.stdout.write('nothing new to acknowledge\n');
+              return;
+            }
+            const r = await new CliWriter(
+              c,
+              new WriterStore(cliStateDir(args['state-dir'])),
+              socketPath(args),
+              conversation.ownStreamId,
+            ).run({ replace: args.replace, release: false }, (w) => w.ack(last));
+            if (args.json) printJson(r);
+            else process.stdout.write(`acknowledged ${last.streamId} before position ${last.nextPosition}\n`);
+          } finally {
+            head.close();
+            await conversation.close();
           }
-          if (!last) {
-            if (args.json) printJson({ acknowledged: null });
-            else process.stdout.write('nothing new to acknowledge\n');
-            return;
-          }
-          const r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).append(
-            [
-              {
-                type: 'chat.receipt',
-                peerStreamId,
-                peerGeneration: peer.generation,
-                nextPosition: last.nextPosition,
-                batchId: last.batchId,
-              },
-            ],
-            { replace: args.replace, release: false },
-          );
-          if (args.json) printJson(r);
-          else process.stdout.write(`acknowledged ${peerStreamId} before position ${last.nextPosition}\n`);
         });
       },
     );

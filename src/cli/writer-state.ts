@@ -27,7 +27,9 @@ export interface HeldClaim {
 /**
  * Coordinator tokens the CLI keeps so that `send` and `ack` act as one long-lived writer per
  * (socket, agent, stream) instead of claiming — and leaving a writer fence in the stream —
- * at every command. One 0600 file per key in a 0700 directory that must be ours.
+ * at every command. A kept claim has no process behind it between commands, so the daemon
+ * reports it abandoned and the agent's other tools take it over (see CliWriter). One 0600 file
+ * per key in a 0700 directory that must be ours.
  */
 export class WriterStore {
   readonly #dir: string;

@@ -13,6 +13,14 @@ export type {
   PeerBatch,
   UncertainOutcome,
 } from './coordinator-types.js';
+export { Conversation } from './conversation.js';
+export type { ConversationOptions, ConversationStart, ConversationEvents, Acknowledged } from './conversation.js';
+export { ChatWriter } from './chat-writer.js';
+export { Inbox } from './inbox.js';
+export type { InboxBatch, InboxEntry, InboxOptions } from './inbox.js';
+export type { ChatWriterOptions, ChatWriterState, ChatWriterEvents, Unsettled } from './chat-writer.js';
+export { receiptFor, toMessageBatch } from './message-batch.js';
+export type { MessageBatch, ReceiptRecordInput } from './message-batch.js';
 export { FileCursorStore, MemoryCursorStore } from './cursor-store.js';
 export type { CursorStore } from './cursor-store.js';
 export { verifyCheckpoint, verifyRecord } from './verify.js';

@@ -5,7 +5,7 @@ import { resolveSocketPath } from '../shared/paths.js';
 import type { HelloResult, NotificationParams } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
 import { Backoff } from './backoff.js';
-import { ConnectionLostError } from './errors.js';
+import { ConnectionLostError, YelloClientError } from './errors.js';
 import { LineTransport } from './transport.js';
 import { Listeners, type Listener } from './listeners.js';
 
@@ -121,6 +121,7 @@ export class YelloClient {
   #transport: LineTransport;
   #hello: HelloResult;
   #closed = false;
+  #reconnecting = false;
   readonly #listeners = new Listeners<ClientEvents>();
   #onClosed = new Set<() => void>();
   /** Typed methods grouped by namespace. */
@@ -173,11 +174,28 @@ export class YelloClient {
   }
 
   /**
+   * Whether the client is dialling again after a loss (option `reconnect`): true from the
+   * `disconnected` event of the loss until `reconnected`, or until it gives up (then a second
+   * `disconnected` says why). A reader that sees `disconnected` with this false is on its own.
+   */
+  get reconnecting(): boolean {
+    return this.#reconnecting;
+  }
+
+  /**
    * Call any method with typed params and result. Rejects with `TimeoutError` after the
    * client's `callTimeoutMs` (or `options.timeoutMs`), plus `waitMs` for a long poll.
    */
   call<M extends MethodName>(method: M, params: ParamsIn<M>, options?: CallOptions): Promise<Result<M>> {
     return this.#transport.call(method, params, timeoutFor(this.#options.callTimeoutMs, options?.timeoutMs, params)) as Promise<Result<M>>;
+  }
+
+  /**
+   * A separate new connection with this client's options (without reconnecting), e.g. to
+   * release a claim after this one was closed. The caller closes it.
+   */
+  dialAgain(): Promise<YelloClient> {
+    return YelloClient.connect({ ...this.#options, reconnect: false });
   }
 
   /** The daemon's JWKS, for {@link verifyRecord}. */
@@ -262,6 +280,7 @@ export class YelloClient {
     };
     transport.onClose((err) => {
       if (this.#closed) return;
+      this.#reconnecting = Boolean(this.#options.reconnect);
       this.#listeners.emit('disconnected', err);
       if (this.#options.reconnect) void this.#reconnect();
     });
@@ -281,18 +300,28 @@ export class YelloClient {
       if (this.#isClosed()) return;
       try {
         const { transport, hello } = await YelloClient.#open(this.#options);
+        // Closed while that dial was in flight (hung in hello, say): it must not come back to life.
+        if (this.#isClosed()) {
+          transport.close();
+          return;
+        }
         this.#transport = transport;
         this.#hello = hello;
+        this.#reconnecting = false;
         this.#wire(transport);
         this.#listeners.emit('reconnected', hello);
         return;
       } catch (err) {
-        if (!(err instanceof ConnectionLostError)) {
+        // A daemon that is still stopping or starting (SHUTTING_DOWN, a hello timeout, a
+        // rate limit) is dialled again; anything else (a revoked token, an untrusted socket) ends it.
+        if (!(err instanceof ConnectionLostError) && !(err instanceof YelloClientError && err.transient)) {
+          this.#reconnecting = false;
           this.#listeners.emit('disconnected', err as Error);
           return;
         }
       }
     }
+    this.#reconnecting = false;
     if (!this.#closed) this.#listeners.emit('disconnected', new ConnectionLostError('gave up reconnecting to yellod', false));
   }
 
@@ -307,6 +336,7 @@ export class YelloClient {
   /** Close the connection; pending calls reject with `ConnectionLostError`. */
   close(): void {
     this.#closed = true;
+    this.#reconnecting = false;
     this.#transport.close();
     for (const f of [...this.#onClosed]) f();
   }

@@ -13,6 +13,7 @@ export interface AgentSessionsOptions {
   callTimeoutMs?: number;
   /** How long tools wait through a reconnect before failing (default 15 s). */
   settleMs?: number;
+  /** The connection's reconnect backoff (the client library's). */
   reconnect?: { minDelayMs?: number; maxDelayMs?: number };
   log: McpLog;
   onPeerWrote: ChatSessionOptions['onPeerWrote'];
@@ -20,10 +21,11 @@ export interface AgentSessionsOptions {
 }
 
 /**
- * Everything one `yello mcp` knows: its connection to the daemon and one {@link ChatSession}
- * (a coordinator) per chat the agent has used, created on first use. A session that stopped
- * for good (fenced, continuity break) stays in the map, so the chat keeps answering its error
- * instead of silently claiming again; a session that failed to start is not kept.
+ * Everything one `yello mcp` knows: its one connection to the daemon and one
+ * {@link ChatSession} per chat the agent has used, opened on first use (reading only: the
+ * claim comes with the first write). A session that stopped for good (fenced, continuity
+ * break) stays in the map, so the chat keeps answering its error instead of silently claiming
+ * again; a session that failed to open is not kept.
  */
 export class AgentSessions {
   readonly link: DaemonLink;
@@ -38,6 +40,7 @@ export class AgentSessions {
       socketPath: options.socketPath,
       token: options.token,
       retryForMs: options.settleMs ?? 15_000,
+      ...(options.reconnect ? { reconnect: options.reconnect } : {}),
       ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
     });
   }
@@ -84,7 +87,7 @@ export class AgentSessions {
     return [...this.#sessions.values()];
   }
 
-  /** The session of `chatId`, started (claim, follow, find the last receipt) on first use. */
+  /** The session of `chatId`, opened (follow from the last receipt; nothing is written) on first use. */
   async session(chatId: string): Promise<ChatSession> {
     if (this.#closed) throw new ToolFailure('STOPPED', 'the MCP server is shutting down', 'Start it again.');
     const known = this.#sessions.get(chatId);
@@ -98,23 +101,18 @@ export class AgentSessions {
   }
 
   async #start(chatId: string): Promise<ChatSession> {
-    const { agentId } = await this.hello();
+    await this.hello();
     const session = await ChatSession.start(
       {
-        token: this.#opts.token,
-        socketPath: this.#opts.socketPath,
-        link: this.link,
+        client: await this.link.client(),
         replace: this.#opts.replace,
         resumeAfterBreak: this.#opts.resumeAfterBreak,
         settleMs: this.#opts.settleMs ?? 15_000,
         log: this.#opts.log,
         onPeerWrote: this.#opts.onPeerWrote,
         onStopped: this.#opts.onStopped,
-        ...(this.#opts.callTimeoutMs !== undefined ? { callTimeoutMs: this.#opts.callTimeoutMs } : {}),
-        ...(this.#opts.reconnect ? { reconnect: this.#opts.reconnect } : {}),
       },
       chatId,
-      agentId,
     );
     if (this.#closed) {
       await session.stop();

@@ -1,6 +1,6 @@
 import { ConnectionLostError, YelloClient, type MethodResults, type ParamsIn } from '../client/index.js';
 
-/** Methods the link may retry after a connection loss: reads, and the create-or-find `chats.open`. */
+/** Methods the link may repeat after a connection loss: reads, and the create-or-find `chats.open`. */
 export type RetryableMethod =
   | 'agents.get'
   | 'chats.get'
@@ -18,15 +18,18 @@ export interface DaemonLinkOptions {
   socketPath: string;
   token: string;
   callTimeoutMs?: number;
-  /** How long a retryable call keeps re-dialling after a loss (a daemon restart) before it fails. */
+  /** How long a retryable call waits for the connection to come back (a daemon restart) before it fails. */
   retryForMs?: number;
+  reconnect?: { minDelayMs?: number; maxDelayMs?: number };
 }
 
 /**
- * The MCP server's own connection to the daemon, for everything that is not a coordinator's
- * append: lookups, reads, history. It dials lazily and again after a loss, and repeats a call
- * only when repeating cannot change anything (`RetryableMethod`), so a daemon restart is
- * invisible to the agent beyond a short wait. Appends never go through here.
+ * The MCP server's one connection to the daemon, shared by every chat session (their
+ * conversations and writers) and the lookups of the tools. It dials on first use (a daemon that
+ * starts after the server is no error) and then reconnects by itself: the client library's
+ * reconnect and its one backoff. A call that is safe to repeat (`RetryableMethod`) waits for
+ * the reconnect and is repeated, so a daemon restart is invisible to the agent beyond a short
+ * wait; appends never go through {@link call}.
  */
 export class DaemonLink {
   readonly #opts: DaemonLinkOptions;
@@ -42,14 +45,15 @@ export class DaemonLink {
     return this.#opts.socketPath;
   }
 
-  /** A connected client, dialling (once, shared by concurrent callers) when there is none. */
+  /** The client, dialling once (shared by concurrent callers) until the first connect succeeded. */
   async client(): Promise<YelloClient> {
     if (this.#closed) throw new ConnectionLostError('the MCP server is shutting down', false);
-    if (this.#client?.connected) return this.#client;
+    if (this.#client) return this.#client;
     this.#dialing ??= YelloClient.connect({
       socketPath: this.#opts.socketPath,
       token: this.#opts.token,
       clientName: 'yello-mcp',
+      reconnect: this.#opts.reconnect ?? true,
       ...(this.#opts.callTimeoutMs !== undefined ? { callTimeoutMs: this.#opts.callTimeoutMs } : {}),
     }).then(
       (c) => {
@@ -66,16 +70,30 @@ export class DaemonLink {
     return this.#dialing;
   }
 
-  /** Call a method that is safe to repeat; connection losses are retried until `retryForMs` has passed. */
+  /** Resolves once `client` is connected again, or after `ms`. */
+  #reconnected(client: YelloClient, ms: number): Promise<void> {
+    if (client.connected) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const offs = [client.on('reconnected', done), client.on('disconnected', () => !client.reconnecting && done())];
+      function done() {
+        clearTimeout(timer);
+        for (const off of offs) off();
+        resolve();
+      }
+    });
+  }
+
+  /** Call a method that is safe to repeat; a lost connection is waited for (up to `retryForMs`) and the call repeated. */
   async call<M extends RetryableMethod>(method: M, params: ParamsIn<M>): Promise<MethodResults[M]> {
-    const deadline = Date.now() + (this.#opts.retryForMs ?? 10_000);
-    for (let attempt = 0; ; attempt++) {
+    const deadline = Date.now() + (this.#opts.retryForMs ?? 15_000);
+    for (;;) {
+      const client = await this.client();
       try {
-        const client = await this.client();
         return (await client.call(method, params)) as MethodResults[M];
       } catch (err) {
-        if (!(err instanceof ConnectionLostError) || this.#closed || Date.now() >= deadline) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(1000, 50 * 2 ** attempt)));
+        if (!(err instanceof ConnectionLostError) || this.#closed || !client.reconnecting || Date.now() >= deadline) throw err;
+        await this.#reconnected(client, deadline - Date.now());
       }
     }
   }

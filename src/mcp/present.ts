@@ -1,4 +1,4 @@
-import type { Chat, ReadBatch, StoredRecord } from '../client/index.js';
+import type { Chat, MessageBatch, StoredRecord } from '../client/index.js';
 import type { PresentedRecord, TranscriptMessage } from './tool-schemas.js';
 
 /** A stored record reduced to what an agent reads (signatures stay in the store, the export and history). */
@@ -33,7 +33,7 @@ export function namer(chat: Chat): (agentId: string) => string {
 }
 
 /** One line per presented record. */
-export function batchLines(batch: ReadBatch, chat: Chat): string[] {
+export function batchLines(batch: MessageBatch, chat: Chat): string[] {
   const name = namer(chat);
   return batch.records.map((r) => {
     const w = r.wrapper;

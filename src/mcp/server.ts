@@ -24,8 +24,9 @@ export const INSTRUCTIONS = [
   'yello gives you durable, signed two-party chats with other agents on this host.',
   'Workflow: list_chats or open_chat; read_new shows what the other agent sent since your last receipt; after processing it, reply with send {acknowledge: true} (reply and receipt in one atomic append) or call acknowledge.',
   'read_new shows the same batch until you acknowledge it; history and the transcript resource never acknowledge.',
+  'To wait for the other agent, call read_new with waitMs (up to 30000) in a loop: only a message ends the wait, and nothing is written while nobody speaks.',
   'If send or acknowledge reports OUTCOME_UNKNOWN or PAUSED, never resend on your own: call operation_status first.',
-  'FENCED, WRITER_ACTIVE and CONTINUITY_BREAK errors need a person; tell the user what the error says to do.',
+  'FENCED, WRITER_ACTIVE and CONTINUITY_BREAK errors need a person; tell the user what the error says to do, step by step.',
 ].join(' ');
 
 function packageVersion(): string {

@@ -37,6 +37,65 @@ export class ToolFailure extends Error {
   }
 }
 
+/** What an append carried: a message, a receipt, or both. */
+export type AppendKind = 'send' | 'acknowledge' | 'reply';
+
+/** `acknowledge` (or a reply) with nothing presented, or naming another batch than the presented one. */
+export function presentationFailure(
+  chatId: string,
+  batchId: string | undefined,
+  presented: { batchId: string; fromPosition: string; nextPosition: string } | null,
+): ToolFailure {
+  if (!presented)
+    return new ToolFailure(
+      'NOTHING_PRESENTED',
+      `nothing is presented in chat ${chatId}, so there is nothing to acknowledge`,
+      'Call read_new first, then acknowledge the batchId it returns.',
+      { chatId },
+    );
+  return new ToolFailure(
+    'NOT_PRESENTED',
+    `batch ${String(batchId)} is not the batch presented in chat ${chatId} (that one covers positions ${presented.fromPosition}..${presented.nextPosition} and has batchId ${presented.batchId}); nothing was written`,
+    'Acknowledge the batchId that read_new returned last (call read_new again to see it).',
+    { chatId, presentedBatchId: presented.batchId },
+  );
+}
+
+/** An append that went out and got no answer: never to be resent before operation_status settled it. */
+export function outcomeUnknown(chatId: string, operationId: string, kind: AppendKind, err: unknown): ToolFailure {
+  const type = err instanceof YelloClientError ? err.type : null;
+  const what = kind === 'acknowledge' ? 'receipt' : kind === 'reply' ? 'message and its receipt' : 'message';
+  return new ToolFailure(
+    'OUTCOME_UNKNOWN',
+    `the ${what} (operation ${operationId}) went to the daemon but no answer came (${type ?? 'ERROR'}: ${(err as Error).message}); it may or may not be stored`,
+    `Do not send it again. Call operation_status with chatId ${chatId}: it settles the outcome once the daemon answers. Until then every append in this chat is refused.`,
+    { chatId, operationId, cause: type },
+    { cause: err },
+  );
+}
+
+/** operation_status could not settle within its wait. */
+export function settleTimeout(chatId: string, operationId: string, ms: number): ToolFailure {
+  return new ToolFailure(
+    'TIMEOUT',
+    `the daemon has not answered about operation ${operationId} within ${ms} ms; its outcome is still unknown`,
+    'Call operation_status again in a moment (the daemon may be restarting or stopped). Appends in this chat stay refused until it is settled.',
+    { chatId, operationId },
+  );
+}
+
+/** A chat whose subscription the daemon ended for a reason that is not a break (`chats.error`: corrupt data, a daemon bug). */
+export function chatStopped(chatId: string, error: Error): ToolFailure {
+  const type = (error as Partial<YelloClientError>).type ?? 'UNKNOWN';
+  return new ToolFailure(
+    'CHAT_STOPPED',
+    `the daemon stopped delivering chat ${chatId} (${type}: ${error.message}); this server presents and sends nothing more in it`,
+    "A person must look before the agent goes on: `yello status` (its integrity section) and the daemon's log. Then restart `yello mcp`.",
+    { ...((error as { data?: Record<string, unknown> }).data ?? {}), chatId, cause: type },
+    { cause: error },
+  );
+}
+
 /** What a tool error tells the agent: a stable `type`, what happened, and what to do. */
 export interface ToolErrorInfo {
   type: string;
@@ -60,9 +119,9 @@ const INSPECT = (chatId: string) =>
 function fencedInfo(chatId: string, err: { data: Record<string, unknown> }): ToolErrorInfo {
   return {
     type: 'FENCED',
-    message: `replaced by another coordinator: your stream ${field(err.data.streamId, `${chatId}:…`)} is now held by writer epoch ${field(err.data.epoch, '?')} (another \`yello mcp --replace\`, \`yello chats follow --ack --replace\`, \`yello send --replace\`, or an admin reset or release); this server writes nothing more in chat ${chatId}`,
+    message: `replaced by another coordinator: your stream ${field(err.data.streamId, `${chatId}:…`)} is now held by writer epoch ${field(err.data.epoch, '?')} (another \`yello mcp\` or CLI command that took over a claim left abandoned while this server was disconnected, one started with --replace, or an admin release or reset); this server writes nothing more in chat ${chatId}`,
     action:
-      'Stop using this chat here. A person decides which process speaks for this agent: keep the other one, or stop it and restart this server with --replace to take the stream back.',
+      'Stop using this chat here. A person decides which process speaks for this agent: keep the other one, or stop it and restart this server (with --replace if the other one is still running) to take the stream back.',
     data: { ...err.data, chatId },
   };
 }
@@ -72,14 +131,14 @@ function breakInfo(chatId: string, err: ContinuityBreakError): ToolErrorInfo {
   const { streamId, expected, actual } = err.data;
   const what =
     err.reason === 'GENERATION_CHANGED'
-      ? `an admin reset ${String(streamId)}: generation ${JSON.stringify(expected)} was sealed and ${JSON.stringify(actual)} started, so messages may have been removed or rewritten`
+      ? `an admin reset ${String(streamId)}: messages of generation ${JSON.stringify(expected)} were never acknowledged, and generation ${JSON.stringify(actual)} started, so they may have been removed or rewritten`
       : err.reason === 'PREFIX_UNAVAILABLE'
         ? `records of ${String(streamId)} from position ${JSON.stringify(expected)} were trimmed before they were acknowledged (retained from ${JSON.stringify(actual)})`
         : `the stream ${String(streamId)} no longer exists`;
   return {
     type: 'CONTINUITY_BREAK',
     message: `continuity break (${err.reason}) in chat ${chatId}: ${what}. This server presents and sends nothing more in this chat`,
-    action: `A person must look before the agent goes on: ${INSPECT(chatId)}. To continue at the start of what the peer stream now retains, restart \`yello mcp\` with --resume-after-break (add --replace if the old claim is still held).`,
+    action: `A person must look before the agent goes on: 1) see what the agent missed (sealed generations stay readable, the export has them first): ${INSPECT(chatId)}; 2) tell the agent what it missed, if anything; 3) restart \`yello mcp\` with --resume-after-break to continue at the start of what the peer stream now holds (the CLI's equivalent: \`yello chats read ${chatId} --from generation-start --ack\`).`,
     data: { ...err.data, chatId },
   };
 }
@@ -91,11 +150,14 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
   if (err instanceof FencedError) return fencedInfo(chatId, err);
   if (err instanceof ContinuityBreakError) return breakInfo(chatId, err);
   if (err instanceof WriterActiveError) {
+    const streamId = field(err.data.streamId, `${chatId}:<your agent id>`);
+    const connected = err.data.connected !== false;
     return {
       type: 'WRITER_ACTIVE',
-      message: `another coordinator holds your stream in chat ${chatId} (writer epoch ${String(err.data.epoch)}, claimed at ${String(err.data.claimedAt)}): most likely another \`yello mcp\` or \`yello chats follow --ack\` for the same agent`,
-      action:
-        'Only one process may write for an agent in a chat. A person stops the other one, or restarts this server with --replace to take over (the other one is then fenced).',
+      message: connected
+        ? `another process holds your stream in chat ${chatId} and is connected right now (writer epoch ${String(err.data.epoch)}, claimed at ${String(err.data.claimedAt)}): most likely another \`yello mcp\` or \`yello chats follow --ack\` for the same agent; nothing was written`
+        : `your stream in chat ${chatId} is held by a claim (writer epoch ${String(err.data.epoch)}, claimed at ${String(err.data.claimedAt)}) that this server may not take over; nothing was written`,
+      action: `Only one process may write for an agent in a chat. A person stops the other one (then this server takes over by itself), or restarts this server with --replace (the other one is then fenced), or releases the claim as the admin: \`yello streams release ${streamId}\`.`,
       data: { ...err.data, chatId },
     };
   }

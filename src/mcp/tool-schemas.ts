@@ -26,9 +26,9 @@ export const toolInputs = {
   }),
   read_new: z.strictObject({
     chatId,
-    limit: read.limit.describe('most records in one batch (1–1000, default 50)'),
-    maxBytes: read.maxBytes.describe('stop the batch after the record that reaches this many stored bytes (default 262144)'),
-    waitMs: read.waitMs.describe('when nothing is new, wait up to this long for the peer to write (0–30000, default 0)'),
+    waitMs: read.waitMs.describe(
+      'when nothing is new, wait up to this long for the peer to write a message (0–30000, default 0); only a message (or a break) ends the wait',
+    ),
   }),
   acknowledge: z.strictObject({
     chatId,
@@ -91,7 +91,7 @@ const sessionView = z.object({
   state: sessionState,
   streamId: z.string(),
   peerStreamId: z.string(),
-  epoch: z.string(),
+  epoch: z.string().nullable().describe("the writer epoch of this server's claim; null until the first send or acknowledge claims"),
   next: z
     .object({ generation: z.string(), position: z.string() })
     .describe('where the next presentation starts in the peer stream (after your last receipt)'),
@@ -119,7 +119,7 @@ export const toolOutputs = {
     created: z.boolean().describe('the chat did not exist before'),
     peer: agentRef,
     session: sessionView,
-    pendingRecords: z.number().describe('records of the peer stream after your last receipt (messages, receipts, fences)'),
+    unreadMessages: z.number().describe('messages of the peer after your last receipt'),
   }),
   read_new: z.object({
     chatId: z.string(),
@@ -135,7 +135,7 @@ export const toolOutputs = {
       .nullable()
       .describe('the presented batch; null when nothing is new'),
     repeated: z.boolean().describe('the same batch as before: it has not been acknowledged yet'),
-    more: z.boolean().describe('the peer stream holds records after this batch'),
+    more: z.boolean().describe('more batches with messages are waiting after this one'),
   }),
   acknowledge: z.object({
     chatId: z.string(),

@@ -1,15 +1,15 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
-import type { Chat, ReadBatch } from '../client/index.js';
+import type { Chat, MessageBatch } from '../client/index.js';
+import { makeStreamId } from '../shared/ids.js';
 import type { AgentSessions } from './agent-sessions.js';
 import type { McpLog } from './log.js';
 import { batchLines, presentRecord, transcriptLines, transcriptMessage } from './present.js';
-import { streamIn } from './chat-session.js';
 import { describeError, type ToolErrorInfo } from './tool-errors.js';
 import { toolInputs, toolOutputs, type ToolInput, type ToolName, type ToolOutput, type TranscriptMessage } from './tool-schemas.js';
 
-/** Default size of one presented batch: enough for a conversation turn, small enough for a model's context. */
-export const READ_DEFAULTS = { limit: 50, maxBytes: 262_144, waitMs: 0 } as const;
+/** `read_new` without `waitMs` does not wait. */
+export const READ_DEFAULTS = { waitMs: 0 } as const;
 
 /** One tool: what the model is told, and how it runs. */
 interface ToolSpec<T extends ToolName> {
@@ -34,7 +34,7 @@ function toolErrorResult(info: ToolErrorInfo): CallToolResult {
 
 const peerOf = (chat: Chat, me: string) => (chat.agentAId === me ? chat.agentB : chat.agentA);
 const agentRef = (a: { id: string; username: string; name: string }) => ({ agentId: a.id, username: a.username, name: a.name });
-const batchView = (b: ReadBatch) => ({
+const batchView = (b: MessageBatch) => ({
   batchId: b.batchId,
   streamId: b.streamId,
   generation: b.generation,
@@ -123,32 +123,27 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
   register('open_chat', {
     title: 'Open a chat',
     description:
-      "Open (or find) your chat with another agent, named by agent id or username, and start this server's session for it: it becomes the one writer for you in that chat. Reports how many records wait since your last receipt. Reads and acknowledges nothing.",
+      "Open (or find) your chat with another agent, named by agent id or username, and start this server's session for it. Writes nothing: your first send or acknowledge makes this server the one writer for you in that chat. Reports how many messages wait since your last receipt. Reads and acknowledges nothing.",
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     async run(input) {
       const peer = await agent.resolveAgent(input.peer);
       const { chat, created } = await agent.link.call('chats.open', { peerAgentId: peer.id });
       const session = await agent.session(chat.id);
       session.assertUsable();
-      const { streams } = await agent.link.call('chats.get', { chatId: chat.id });
-      const pendingRecords = session.pendingRecords(streamIn(streams, session.peerStreamId));
-      const text = `Chat ${chat.id} with ${peer.username} (${created ? 'created' : 'existing'}). ${pendingRecords === 0 ? 'Nothing waits since your last receipt.' : `${pendingRecords} record(s) wait since your last receipt: call read_new.`}`;
-      return { text, structured: { chatId: chat.id, created, peer: agentRef(peer), session: session.view(), pendingRecords } };
+      const unreadMessages = await session.unreadMessages();
+      const text = `Chat ${chat.id} with ${peer.username} (${created ? 'created' : 'existing'}). ${unreadMessages === 0 ? 'No message waits since your last receipt.' : `${unreadMessages} message(s) wait since your last receipt: call read_new.`}`;
+      return { text, structured: { chatId: chat.id, created, peer: agentRef(peer), session: session.view(), unreadMessages } };
     },
   });
 
   register('read_new', {
     title: 'Read new messages',
     description:
-      'Show the next batch from the other agent that you have not acknowledged, starting after your last receipt. The same batch (same batchId) is shown again until you acknowledge it with acknowledge, or with send and acknowledge: true. Reading never acknowledges. waitMs waits for the peer when nothing is new.',
+      'Show the next batch of messages from the other agent that you have not acknowledged, starting after your last receipt. The same batch (same batchId) is shown again until you acknowledge it with acknowledge, or with send and acknowledge: true. Reading never acknowledges and never writes. To wait for the other agent, call it with waitMs: only a message ends the wait (their receipts never do), so a loop of read_new {waitMs} and acknowledge writes nothing while nobody speaks.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
       const session = await agent.session(input.chatId);
-      const r = await session.readNew({
-        limit: input.limit ?? READ_DEFAULTS.limit,
-        maxBytes: input.maxBytes ?? READ_DEFAULTS.maxBytes,
-        waitMs: input.waitMs ?? READ_DEFAULTS.waitMs,
-      });
+      const r = await session.readNew({ waitMs: input.waitMs ?? READ_DEFAULTS.waitMs });
       const peer = peerOf(session.chat, session.agentId).username;
       if (!r.batch)
         return {
@@ -159,7 +154,7 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
         `Chat ${input.chatId}, from ${peer}, positions ${r.batch.fromPosition}..${r.batch.nextPosition} of ${r.batch.streamId}${r.repeated ? ' (shown before, not acknowledged yet)' : ''}:`,
         ...batchLines(r.batch, session.chat),
         `batchId: ${r.batch.batchId}`,
-        `When you have processed it: acknowledge {chatId, batchId}, or reply with send {chatId, text, acknowledge: true}.${r.more ? ' More records follow after this batch.' : ''}`,
+        `When you have processed it: acknowledge {chatId, batchId}, or reply with send {chatId, text, acknowledge: true}.${r.more ? ' More messages follow after this batch.' : ''}`,
       ].join('\n');
       return { text, structured: { chatId: input.chatId, batch: batchView(r.batch), repeated: r.repeated, more: r.more } };
     },
@@ -270,7 +265,7 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
       else if (input.operationId) {
         const { agentId } = await agent.hello();
         const operation = await agent.link.call('operations.get', {
-          streamId: `${input.chatId}:${agentId}`,
+          streamId: makeStreamId(input.chatId, agentId),
           operationId: input.operationId,
         });
         status = {

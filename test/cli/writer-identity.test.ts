@@ -1,8 +1,8 @@
 // The CLI's writer identity (docs/protocol.md §9): `send` and `ack` keep their coordinator
 // token in a 0600 file under the CLI state dir and reuse it, so consecutive sends add no
-// writer fences; they claim only when they hold none or were fenced (taking over from another
-// coordinator only with --replace, else exit 4); --release and `streams release` give the
-// stream up. Size (and UTF-8) checks run before any claim.
+// writer fences; they claim only when they hold none or were fenced, taking over an abandoned
+// claim by themselves and a connected holder's only with --replace (else WRITER_ACTIVE, exit 1);
+// --release and `streams release` give the stream up. Size (and UTF-8) checks run before any claim.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -64,18 +64,18 @@ describe('send keeps one writer', () => {
     expect(mode(own)).toBe(0o700);
   });
 
-  it('a stored claim fenced by another coordinator: exit 4 and nothing written; --replace takes over and says so', async () => {
+  it('a stored claim taken over by a coordinator that is connected: WRITER_ACTIVE naming `yello streams release`, nothing written; --replace takes over and says so', async () => {
     const p = await pair();
     await p.alice.ok(['send', p.chatId, 'first']);
-    const other = await claim(p.a.client, p.streamA, true);
+    const other = await claim(p.a.client, p.streamA, true); // held by this live connection
     const before = await state(p.streamA);
     const refused = await p.alice.run(['send', p.chatId, 'not without --replace']);
-    expectOneLine(refused, 4, /claimed by another coordinator.*--replace/);
+    expectOneLine(refused, 1, /WRITER_ACTIVE.*connected right now.*--replace.*yello streams release/);
     expect((await state(p.streamA)).nextPosition).toBe(before.nextPosition);
     expect((await state(p.streamA)).writer.epoch).toBe(other.epoch);
 
     const taken = await p.alice.ok(['send', p.chatId, 'taken over', '--replace']);
-    expect(taken.stderr).toMatch(/the stream was claimed by another coordinator; took it over/);
+    expect(taken.stderr).toMatch(/had been taken over, released or reset; claimed it again/);
     const after = await state(p.streamA);
     expect(BigInt(after.writer.epoch)).toBe(BigInt(other.epoch) + 1n);
     // And the takeover is the CLI's writer from now on: the next send adds no fence.
@@ -89,6 +89,15 @@ describe('send keeps one writer', () => {
       'chat.message', // the takeover, "taken over", "and on"
     ]);
     expect((await state(p.streamA)).writer.epoch).toBe(after.writer.epoch);
+  });
+
+  it('a stored claim taken over by a coordinator that has gone: claimed again without --replace', async () => {
+    const p = await pair();
+    await p.alice.ok(['send', p.chatId, 'first']);
+    await p.alice.ok(['streams', 'claim', p.streamA, '--replace']); // a CLI process: gone when it exits
+    const again = await p.alice.ok(['send', p.chatId, 'second']);
+    expect(again.stderr).toMatch(/claimed it again/);
+    expect(await types(p.streamA)).toEqual(['chat.writer-fence', 'chat.message', 'chat.writer-fence', 'chat.writer-fence', 'chat.message']);
   });
 
   it('a claim released by the admin is claimed again with a note', async () => {

@@ -11,8 +11,10 @@ import * as client from '../../src/client/index.js';
 import { repoRoot } from '../helpers/daemon-process.js';
 
 const EXPECTED_VALUES = [
+  'ChatWriter',
   'ConnectionLostError',
   'ContinuityBreakError',
+  'Conversation',
   'Coordinator',
   'CoordinatorPausedError',
   'DEFAULT_CALL_TIMEOUT_MS',
@@ -21,6 +23,7 @@ const EXPECTED_VALUES = [
   'ExportVerifier',
   'FencedError',
   'FileCursorStore',
+  'Inbox',
   'InternalError',
   'InvalidParamsError',
   'InvalidReceiptError',
@@ -43,7 +46,9 @@ const EXPECTED_VALUES = [
   'YelloClient',
   'YelloClientError',
   'defaultSocketPath',
+  'receiptFor',
   'remoteError',
+  'toMessageBatch',
   'verifyCheckpoint',
   'verifyExport',
   'verifyRecord',

@@ -27,7 +27,7 @@ describe('yello mcp: a conversation between two agents', () => {
       created: false,
       peer: { agentId: chat.bob.id },
       session: { state: 'running', streamId: chat.alice.streamId },
-      pendingRecords: 0,
+      unreadMessages: 0,
     });
     expect((await bob.ok('open_chat', { peer: chat.alice.id })).chatId).toBe(chat.chatId);
 
@@ -112,7 +112,7 @@ describe('yello mcp: a conversation between two agents', () => {
     const bob2 = await world().serve(chat.bobToken);
     const opened = await bob2.ok('open_chat', { peer: chat.alice.username });
     expect(opened.session.next).toEqual({ generation: '1', position: b1.nextPosition });
-    expect(opened.pendingRecords).toBe(2);
+    expect(opened.unreadMessages).toBe(2);
     const b2 = presentedBatch(await bob2.ok('read_new', { chatId: chat.chatId }));
     expect(b2.fromPosition).toBe(b1.nextPosition);
     expect(messagesOf(b2)).toEqual(['four', 'five']);
@@ -222,11 +222,14 @@ describe('yello mcp as a process', () => {
     const chat = await world().chat();
     const first = await world().serve(chat.aliceToken);
     await first.ok('open_chat', { peer: chat.bob.username });
+    // Opening claims nothing; the first write does.
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(false);
+    await first.ok('send', { chatId: chat.chatId, text: 'claims the stream' });
     expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(true);
     await first.close();
     expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(false);
     const second = await world().serve(chat.aliceToken);
-    await second.ok('open_chat', { peer: chat.bob.username });
+    await second.ok('send', { chatId: chat.chatId, text: 'claims it again' });
     expect(text(await second.call('whoami'))).toContain(chat.alice.username);
   });
 });

@@ -63,22 +63,27 @@ describe('yello mcp across a daemon restart', () => {
 });
 
 describe('yello mcp: one writer per agent and chat', () => {
-  it('a second server is WRITER_ACTIVE; with --replace it takes over and the first answers FENCED and writes nothing more', async () => {
+  it('a second server is WRITER_ACTIVE on its first write; with --replace it takes over and the first answers FENCED and writes nothing more', async () => {
     const chat = await world().chat();
     const first = await world().serve(chat.aliceToken);
     const bob = await world().serve(chat.bobToken);
-    const opened = await first.ok('open_chat', { peer: chat.bob.username });
+    await first.ok('open_chat', { peer: chat.bob.username });
     await first.ok('send', { chatId: chat.chatId, text: 'from the first server' });
+    const firstEpoch = (await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch;
 
     const second = await world().serve(chat.aliceToken);
-    const active = await second.fail('open_chat', { peer: chat.bob.username });
+    // Reading is free; writing is one process's.
+    await second.ok('open_chat', { peer: chat.bob.username });
+    const active = await second.fail('send', { chatId: chat.chatId, text: 'must not be stored' });
     expect(active.type).toBe('WRITER_ACTIVE');
+    expect(active.data).toMatchObject({ connected: true, streamId: chat.alice.streamId });
     expect(active.action).toMatch(/--replace/);
-    expect((await second.fail('send', { chatId: chat.chatId, text: 'must not be stored' })).type).toBe('WRITER_ACTIVE');
 
     const third = await world().serve(chat.aliceToken, ['--replace']);
-    const taken = await third.ok('open_chat', { peer: chat.bob.username });
-    expect(BigInt(taken.session.epoch)).toBeGreaterThan(BigInt(opened.session.epoch));
+    await third.ok('open_chat', { peer: chat.bob.username });
+    await third.ok('send', { chatId: chat.chatId, text: 'from the third server' });
+    const taken = (await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch;
+    expect(BigInt(taken)).toBeGreaterThan(BigInt(firstEpoch));
 
     const fenced = await first.fail('send', { chatId: chat.chatId, text: 'after being replaced' });
     expect(fenced.type).toBe('FENCED');
@@ -86,14 +91,13 @@ describe('yello mcp: one writer per agent and chat', () => {
     expect((await first.fail('read_new', { chatId: chat.chatId })).type).toBe('FENCED');
     // It does not claim back on its own, even when asked to open the chat again.
     expect((await first.fail('open_chat', { peer: chat.bob.username })).type).toBe('FENCED');
-    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken.session.epoch);
+    expect((await world().admin.rpc.streams.get({ streamId: chat.alice.streamId })).writer.epoch).toBe(taken);
     await waitFor(
       () => first.notifications.some((n) => n.params.data?.event === 'chat-stopped' && n.params.data.type === 'FENCED'),
       'chat-stopped notification',
       10_000,
     );
 
-    await third.ok('send', { chatId: chat.chatId, text: 'from the third server' });
     expect(messageContents(await readStream(world().admin, chat.alice.streamId))).toEqual([
       'from the first server',
       'from the third server',
@@ -213,6 +217,15 @@ describe('yello mcp: continuity breaks', () => {
     expect(messagesOf(presented)).toEqual(['before the reset']);
 
     await world().admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'test: rewrite history' });
+    // The daemon pushes the break (chats.break); the session stops on it.
+    await waitFor(
+      () =>
+        bob.notifications.some(
+          (n) => n.params.level === 'error' && n.params.data?.event === 'chat-stopped' && n.params.data.type === 'CONTINUITY_BREAK',
+        ),
+      'chat-stopped',
+      10_000,
+    );
 
     const broken = await bob.fail('read_new', { chatId: chat.chatId });
     expect(broken.type).toBe('CONTINUITY_BREAK');

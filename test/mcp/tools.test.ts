@@ -64,7 +64,8 @@ describe('yello mcp: tools/list', () => {
     for (const key of ['chatId', 'cursor', 'limit', 'direction'])
       expect(strip(byName.history!.properties[key]!), key).toEqual(history[key]);
     const read = inputJson(paramSchemas['streams.read']).properties;
-    for (const key of ['limit', 'maxBytes', 'waitMs']) expect(strip(byName.read_new!.properties[key]!), key).toEqual(read[key]);
+    for (const key of ['waitMs']) expect(strip(byName.read_new!.properties[key]!), key).toEqual(read[key]);
+    expect(Object.keys(byName.read_new!.properties).sort()).toEqual(['chatId', 'waitMs']);
     expect(strip(byName.send!.properties.text!)).toMatchObject({ type: 'string', maxLength: 262_144 });
     expect(byName.send!.required).toEqual(['chatId', 'text']);
     expect(strip(byName.operation_status!.properties.operationId!)).toEqual({
@@ -128,10 +129,10 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     await reject(alice, 'send', { chatId: 'chat_missing', text: 'x' });
 
     // read_new
-    const batch = presentedBatch(await bob.ok('read_new', { chatId, limit: 10, maxBytes: 100_000, waitMs: 0 }));
+    const batch = presentedBatch(await bob.ok('read_new', { chatId, waitMs: 0 }));
     expect(batch.records.map((r: { type: string }) => r.type)).toEqual(['fence', 'message']);
     await reject(bob, 'read_new', { chatId: 'bad id!' });
-    await reject(bob, 'read_new', { chatId, limit: 0 });
+    await reject(bob, 'read_new', { chatId, limit: 10 }); // batches are the daemon's: no limit any more
     await reject(bob, 'read_new', { chatId, waitMs: 30_001 });
     await reject(bob, 'read_new', { chatId: 'chat_missing' });
 

@@ -1,0 +1,337 @@
+import { randomUUID } from 'node:crypto';
+import { makeStreamId } from '../shared/ids.js';
+import type { ParamsIn } from '../shared/methods.js';
+import type { OperationInfo } from '../shared/results.js';
+import type { AppendResult } from '../shared/types.js';
+import { Backoff } from './backoff.js';
+import type { Conversation } from './conversation.js';
+import type { UncertainOutcome } from './coordinator-types.js';
+import { ConnectionLostError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError, fencedError } from './errors.js';
+import { Listeners, type Listener } from './listeners.js';
+import { receiptFor, type MessageBatch } from './message-batch.js';
+import { isOutcomeUnknown, lookUpOperation } from './uncertain.js';
+import type { YelloClient } from './yello-client.js';
+
+/** Options of a {@link ChatWriter}. */
+export interface ChatWriterOptions {
+  chatId: string;
+  /**
+   * How the first write claims the stream: `'if-abandoned'` (default) takes over a claim whose
+   * holder has no open connection (a crashed process, a daemon restart) and is `WRITER_ACTIVE`
+   * while the holder is connected; `true` forces (a person's decision: the holder is fenced);
+   * `false` only claims a stream nobody holds.
+   */
+  replace?: boolean | 'if-abandoned';
+  /** Recorded in the claim's fence. */
+  reason?: string;
+  /** Resume a kept claim instead of claiming: its token (the stream's current epoch is assumed). */
+  coordinatorToken?: string;
+  /** The reading side of the same chat: told the writer's epoch (so it sees being replaced) and the receipts written. */
+  conversation?: Conversation;
+  /** How long an append waits for the client to reconnect before failing (nothing written). Default 10 s. */
+  connectWaitMs?: number;
+}
+
+/** State of a {@link ChatWriter}. */
+export type ChatWriterState = 'unclaimed' | 'claimed' | 'paused' | 'fenced' | 'released';
+// 'released' claims again on the next write, like 'unclaimed'; only 'fenced' is final.
+
+/** What a claim that took over another holder's found in the stream's operations, before the first write. */
+export interface Unsettled {
+  /** The epoch that was displaced. */
+  previousEpoch: string;
+  /** Appends of the current generation committed since the displaced holder claimed: it may not have learnt of them. */
+  operations: OperationInfo[];
+}
+
+/** Events of a {@link ChatWriter}. */
+export interface ChatWriterEvents {
+  claimed: { epoch: string; generation: string; nextPosition: string; tookOver: boolean };
+  /** After a takeover, before the first write: what the displaced holder may have left unsettled. */
+  unsettled: Unsettled;
+  /** An append's outcome became unknown: the writer is paused until `resolveUncertain()`. */
+  uncertain: { operationId: string; error: Error };
+  resolved: UncertainOutcome;
+  fenced: FencedError;
+}
+
+type Records = ParamsIn<'streams.append'>['records'];
+
+/** What the writer holds of its stream once claimed. */
+interface Claim {
+  token: string;
+  epoch: string;
+  generation: string;
+  nextPosition: string;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The writing side of one agent in one chat (docs/protocol.md §8). It claims the agent's
+ * stream lazily, on the first write (reading never writes), appends one operation at a time
+ * at the stream's head with a fresh operationId, and never resends: an append of unknown
+ * outcome pauses it (`CoordinatorPausedError`) until `resolveUncertain()` asked the daemon.
+ * After taking a claim over, it lists `operations.list` before its first write and reports
+ * (`unsettled`) what the displaced holder committed since its claim.
+ */
+export class ChatWriter {
+  readonly chatId: string;
+  readonly #client: YelloClient;
+  readonly #options: ChatWriterOptions;
+  readonly #listeners = new Listeners<ChatWriterEvents>();
+  #streamId: string | null = null;
+  #claim: Claim | null = null;
+  #state: ChatWriterState = 'unclaimed';
+  #uncertain: string | null = null;
+  #inspect: { previousEpoch: string; since: string | null } | null = null;
+  #chain: Promise<unknown> = Promise.resolve();
+
+  constructor(client: YelloClient, options: ChatWriterOptions) {
+    this.#client = client;
+    this.#options = options;
+    this.chatId = options.chatId;
+    const agentId = client.session.agentId;
+    if (client.session.role === 'agent' && agentId) this.#streamId = makeStreamId(options.chatId, agentId);
+  }
+
+  get state(): ChatWriterState {
+    return this.#state;
+  }
+  /** The agent's stream in the chat. */
+  get streamId(): string {
+    return this.#streamId ?? '';
+  }
+  /** The claim's epoch, or null before the first write. */
+  get epoch(): string | null {
+    return this.#claim?.epoch ?? null;
+  }
+  /** The claim's token, to keep it for a later `coordinatorToken` (null before the first write). */
+  get coordinatorToken(): string | null {
+    return this.#claim?.token ?? null;
+  }
+  /** The operationId of an append of unknown outcome, while paused (and after, until settled). */
+  get uncertainOperationId(): string | null {
+    return this.#uncertain;
+  }
+
+  /** Listen to an event; returns a function that removes the listener. */
+  on<E extends keyof ChatWriterEvents>(event: E, listener: Listener<ChatWriterEvents[E]>): () => void {
+    return this.#listeners.on(event, listener);
+  }
+
+  /** Send a message; with `ack`, the message and the receipt of `ack` in one atomic append. */
+  send(text: string, options: { ack?: MessageBatch; messageId?: string } = {}): Promise<AppendResult> {
+    const message = { type: 'chat.message' as const, messageId: options.messageId ?? randomUUID(), content: text };
+    return this.#append(options.ack ? [message, receiptFor(options.ack)] : [message]);
+  }
+
+  /** Acknowledge a batch (and, receipts being cumulative, everything before it). */
+  ack(batch: MessageBatch): Promise<AppendResult> {
+    return this.#append([receiptFor(batch)]);
+  }
+
+  /** Resolves once every append handed out has its answer. */
+  settled(): Promise<unknown> {
+    return this.#chain;
+  }
+
+  #append(records: Records): Promise<AppendResult> {
+    const run = async (): Promise<AppendResult> => {
+      if (this.#state === 'fenced')
+        throw new YelloClientError('BAD_STATE', `the writer of ${this.chatId} was replaced by another claim: nothing more is appended`);
+      if (this.#uncertain !== null) throw new CoordinatorPausedError(this.#uncertain);
+      const client = await this.#connected();
+      const claim = this.#claim ?? (await this.#claimNow(client));
+      if (this.#inspect) await this.#report(client, claim);
+      const operationId = `op-${randomUUID()}`;
+      try {
+        const result = await client.call('streams.append', {
+          streamId: this.streamId,
+          coordinatorToken: claim.token,
+          generation: claim.generation,
+          expectedPosition: claim.nextPosition,
+          operationId,
+          records,
+        });
+        claim.nextPosition = result.nextPosition;
+        this.#options.conversation?.observeOwn(result.records);
+        return result;
+      } catch (err) {
+        if (isOutcomeUnknown(err)) {
+          this.#uncertain = operationId;
+          this.#state = 'paused';
+          this.#listeners.emit('uncertain', { operationId, error: err as Error });
+        } else if (err instanceof FencedError) {
+          this.#fenced(err);
+        }
+        throw err;
+      }
+    };
+    const p = this.#chain.then(run, run);
+    this.#chain = p.catch(() => {});
+    return p;
+  }
+
+  /** The client once connected: waits (nothing written) while it reconnects. */
+  async #connected(): Promise<YelloClient> {
+    const deadline = Date.now() + (this.#options.connectWaitMs ?? 10_000);
+    while (!this.#client.connected && this.#client.reconnecting && Date.now() < deadline) await sleep(25);
+    if (!this.#client.connected) throw new ConnectionLostError('not connected to yellod; nothing was written', false);
+    return this.#client;
+  }
+
+  async #claimNow(client: YelloClient): Promise<Claim> {
+    if (!this.#streamId) throw new YelloClientError('BAD_TOKEN', 'a chat writer needs an agent token');
+    const streamId = this.#streamId;
+    const before = await client.call('streams.get', { streamId });
+    let claim: Claim;
+    if (this.#options.coordinatorToken) {
+      claim = {
+        token: this.#options.coordinatorToken,
+        epoch: before.writer.epoch,
+        generation: before.generation,
+        nextPosition: before.nextPosition,
+      };
+    } else {
+      this.#options.conversation?.expectWriter(null);
+      const res = await client.call('streams.claim', {
+        streamId,
+        replace: this.#options.replace ?? 'if-abandoned',
+        ...(this.#options.reason !== undefined ? { reason: this.#options.reason } : {}),
+      });
+      claim = { token: res.coordinatorToken, epoch: res.epoch, generation: res.generation, nextPosition: res.nextPosition };
+      if (before.writer.active) this.#inspect = { previousEpoch: before.writer.epoch, since: before.writer.claimedAt };
+    }
+    this.#claim = claim;
+    this.#state = 'claimed';
+    this.#options.conversation?.expectWriter(claim.epoch);
+    this.#listeners.emit('claimed', {
+      epoch: claim.epoch,
+      generation: claim.generation,
+      nextPosition: claim.nextPosition,
+      tookOver: this.#inspect !== null,
+    });
+    return claim;
+  }
+
+  /** After a takeover: what the displaced holder committed since its claim (`operations.list`), reported once. */
+  async #report(client: YelloClient, claim: Claim): Promise<void> {
+    const inspect = this.#inspect;
+    if (!inspect) return;
+    const operations: OperationInfo[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { operations: OperationInfo[]; nextCursor: string | null } = await client.call('operations.list', {
+        streamId: this.streamId,
+        limit: 500,
+        ...(cursor ? { cursor } : {}),
+      });
+      for (const op of page.operations)
+        if (op.generation === claim.generation && (inspect.since === null || (op.committedAt ?? '') >= inspect.since)) operations.push(op);
+      cursor = page.nextCursor;
+    } while (cursor);
+    this.#inspect = null;
+    if (operations.length > 0) this.#listeners.emit('unsettled', { previousEpoch: inspect.previousEpoch, operations });
+  }
+
+  #fenced(err: FencedError): void {
+    if (this.#state === 'fenced') return;
+    this.#state = 'fenced';
+    this.#listeners.emit('fenced', err);
+  }
+
+  /**
+   * After an append of unknown outcome: ask the daemon (`operations.get`, waiting while it is
+   * `pending` or the client reconnects) whether it committed, and resume. Nothing is resent;
+   * an uncommitted message is the caller's to send again if it still wants to.
+   */
+  async resolveUncertain(): Promise<UncertainOutcome> {
+    const operationId = this.#uncertain;
+    const claim = this.#claim;
+    if (operationId === null || !claim) throw new YelloClientError('BAD_STATE', 'no append of unknown outcome');
+    for (;;) {
+      if (!this.#client.connected) {
+        if (!this.#client.reconnecting) throw new ConnectionLostError('not connected to yellod; the outcome is still unknown', false);
+        await sleep(50);
+        continue;
+      }
+      const found = await lookUpOperation(this.#client, this.streamId, operationId).catch((err: unknown) => {
+        if (err instanceof YelloClientError && err.transient) return null;
+        throw err;
+      });
+      if (!found) continue;
+      const { operation, head } = found;
+      if (head.writer.epoch !== claim.epoch || !head.writer.active) {
+        const err = fencedError(
+          this.streamId,
+          head.writer.epoch,
+          `stream ${this.streamId} was claimed by epoch ${head.writer.epoch} while paused`,
+        );
+        this.#fenced(err);
+        throw err;
+      }
+      // operations.get can say committed a moment before the head shows it: wait for the head,
+      // or the next append would be POSITION_MISMATCH.
+      if (
+        operation.state === 'committed' &&
+        operation.generation === head.generation &&
+        BigInt(head.nextPosition) < BigInt(operation.nextPosition ?? '0')
+      ) {
+        await sleep(20);
+        continue;
+      }
+      claim.nextPosition = head.nextPosition;
+      claim.generation = head.generation;
+      this.#uncertain = null;
+      this.#state = 'claimed';
+      const outcome: UncertainOutcome = { operationId, committed: operation.state === 'committed', operation };
+      this.#listeners.emit('resolved', outcome);
+      return outcome;
+    }
+  }
+
+  /**
+   * Release the claim, if this writer holds one (a later write claims again): after the appends handed out have their
+   * answers, over the client, or (if it is closed or gave up) over a connection of its own,
+   * retrying for up to `timeoutMs` (default 10 s) through a daemon restart. A stream someone
+   * else claimed meanwhile (FENCED) is left alone.
+   */
+  async release(options: { timeoutMs?: number } = {}): Promise<void> {
+    await this.#chain;
+    const claim = this.#claim;
+    if (!claim || this.#state === 'fenced') return;
+    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+    const backoff = new Backoff({ minDelayMs: 50, maxDelayMs: 1000 });
+    let own: YelloClient | null = null;
+    try {
+      for (;;) {
+        try {
+          let via = this.#client;
+          if (!via.connected && via.reconnecting && Date.now() < deadline) {
+            await sleep(25);
+            continue;
+          }
+          if (!via.connected) via = own ??= await this.#client.dialAgain();
+          await via.call('streams.release', { streamId: this.streamId, coordinatorToken: claim.token });
+          this.#state = 'released';
+          this.#claim = null;
+          this.#options.conversation?.expectWriter(null);
+          return;
+        } catch (err) {
+          if (err instanceof FencedError) {
+            this.#fenced(err);
+            return;
+          }
+          const again =
+            err instanceof ConnectionLostError || err instanceof TimeoutError || (err instanceof YelloClientError && err.transient);
+          if (!again || Date.now() >= deadline) throw err;
+          if (own && !own.connected) own = null;
+          await sleep(backoff.next()?.delayMs ?? 1000);
+        }
+      }
+    } finally {
+      own?.close();
+    }
+  }
+}

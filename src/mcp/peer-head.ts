@@ -1,0 +1,118 @@
+import type { Chat, Conversation, YelloClient } from '../client/index.js';
+import { makeStreamId } from '../shared/ids.js';
+
+/** A position of a stream generation. */
+interface Position {
+  generation: string;
+  position: string;
+}
+
+const after = (a: Position, b: Position) =>
+  BigInt(a.generation) !== BigInt(b.generation) ? BigInt(a.generation) > BigInt(b.generation) : BigInt(a.position) > BigInt(b.position);
+
+/**
+ * What a {@link Conversation} of one chat has absorbed of the peer stream, observed from the
+ * client's `chats.batch` notifications (it reads nothing itself): how far the follow got, so
+ * that "nothing new" is only said once everything the peer stream held at the start has
+ * arrived; which positions hold messages, for an unread count; and a callback per batch with
+ * messages, for the MCP "peer-wrote" notification. Receipts and fences move the position and
+ * nothing else.
+ */
+export class PeerHead {
+  readonly #client: YelloClient;
+  readonly #peerStreamId: string;
+  readonly #off: () => void;
+  #seen: Position | null = null;
+  #target: Position | null = null;
+  #start: Position = { generation: '1', position: '0' };
+  #messages: Position[] = [];
+  readonly #waiters = new Set<() => void>();
+  #onMessages: ((info: { generation: string; nextPosition: string; messages: number }) => void) | null = null;
+  #conversation: Conversation | null = null;
+
+  private constructor(client: YelloClient, peerStreamId: string) {
+    this.#client = client;
+    this.#peerStreamId = peerStreamId;
+    this.#off = client.on('chats.batch', (b) => {
+      if (b.streamId !== this.#peerStreamId) return;
+      const messages = b.records.filter((r) => r.wrapper.type === 'chat.message');
+      for (const m of messages) this.#messages.push({ generation: m.generation, position: m.position });
+      const reached = { generation: b.generation, position: b.nextPosition };
+      if (!this.#seen || after(reached, this.#seen)) this.#seen = reached;
+      if (messages.length > 0) this.#onMessages?.({ generation: b.generation, nextPosition: b.nextPosition, messages: messages.length });
+      this.#wake();
+    });
+  }
+
+  /** Start watching before the conversation follows, so that no batch is missed. */
+  static watch(client: YelloClient, chat: Chat): PeerHead {
+    const agentId = client.session.agentId;
+    const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
+    return new PeerHead(client, makeStreamId(chat.id, peer));
+  }
+
+  /**
+   * The conversation is following: the peer stream's head now is what must have arrived before
+   * the conversation is caught up; it started after the agent's receipt, or at the current
+   * generation's start.
+   */
+  async startedAt(conversation: Conversation): Promise<void> {
+    this.#conversation = conversation;
+    const head = await this.#client.call('streams.get', { streamId: this.#peerStreamId });
+    this.#target = { generation: head.generation, position: head.nextPosition };
+    const acked = conversation.acknowledged;
+    this.#start =
+      acked && acked.generation === head.generation
+        ? { generation: acked.generation, position: acked.nextPosition }
+        : { generation: head.generation, position: '0' };
+    this.#wake();
+  }
+
+  /** Where reading started (the receipt, or the generation's start). */
+  start(): Position {
+    return { ...this.#start };
+  }
+
+  #isCaughtUp(): boolean {
+    const t = this.#target;
+    if (!t || this.#conversation?.failure) return true;
+    if (!after(t, this.#start)) return true;
+    return this.#seen !== null && !after(t, this.#seen);
+  }
+
+  /** Resolves once the follow delivered what the peer stream held at the start (or after `ms`, or on a failure). */
+  caughtUp(ms: number): Promise<void> {
+    if (this.#isCaughtUp()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        resolve();
+      };
+      const check = () => {
+        if (this.#isCaughtUp()) done();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiters.add(check);
+    });
+  }
+
+  /** Messages seen after `acknowledged` (in its generation or later). */
+  messagesAfter(acknowledged: { generation: string; nextPosition: string } | null): number {
+    const from = acknowledged ? { generation: acknowledged.generation, position: acknowledged.nextPosition } : null;
+    return this.#messages.filter((m) => !from || !after(from, m)).length;
+  }
+
+  onMessages(listener: (info: { generation: string; nextPosition: string; messages: number }) => void): void {
+    this.#onMessages = listener;
+  }
+
+  #wake(): void {
+    for (const w of [...this.#waiters]) w();
+  }
+
+  close(): void {
+    this.#off();
+    this.#wake();
+  }
+}
