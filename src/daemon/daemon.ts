@@ -28,6 +28,7 @@ import { MAX_APPEND_REQUEST_BYTES } from '../shared/paths.js';
 import { newToken } from './crypto/tokens.js';
 import { VERSION } from './runtime/version.js';
 import { errorMessage } from './runtime/error-fields.js';
+import { monotonicMs } from './runtime/clock.js';
 
 /** A running daemon. */
 export interface RunningDaemon {
@@ -90,7 +91,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const audit = new Audit(log);
     const handlers = createHandlers({
       version: VERSION,
-      startedAt: Date.now(),
+      startedAt: monotonicMs(),
       maxLineBytes: config.maxLineBytes,
       maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
       storage,

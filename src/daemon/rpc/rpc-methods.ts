@@ -19,10 +19,12 @@ import type { Subscriptions } from '../streams/subscriptions.js';
 import { buildOpenRpc } from '../../shared/openrpc.js';
 import { checkStore } from '../store/doctor.js';
 import { PAGE_BYTES } from '../limits.js';
+import { monotonicMs } from '../runtime/clock.js';
 
 /** Everything the handlers use. */
 export interface Services {
   version: string;
+  /** When the daemon started, on the monotonic clock (`clock.ts`). */
   startedAt: number;
   maxLineBytes: number;
   maxAppendRequestBytes: number;
@@ -78,7 +80,7 @@ export function createHandlers(s: Services): Handlers {
     },
     'daemon.status': () => ({
       version: s.version,
-      uptimeMs: Date.now() - s.startedAt,
+      uptimeMs: Math.round(monotonicMs() - s.startedAt),
       counts: s.counters.snapshot(),
       storage: s.storage.readOnly ? 'read-only' : 'ok',
       commits: { ...s.storage.stats },
