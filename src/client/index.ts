@@ -35,6 +35,7 @@ export {
   InvalidReceiptError,
   PolicyRejectedError,
   RateLimitedError,
+  QuotaExceededError,
   StorageFailureError,
   InternalError,
   ConnectionLostError,

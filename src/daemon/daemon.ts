@@ -20,7 +20,14 @@ import { ChatReader } from './streams/chat-reader.js';
 import { Subscriptions } from './streams/subscriptions.js';
 import { HelloLimiter } from './rpc/hello-limiter.js';
 import { Audit } from './rpc/audit.js';
-import { DEFAULT_MAX_UNSENT_BYTES } from './limits.js';
+import {
+  DEFAULT_HELLO_TIMEOUT_MS,
+  DEFAULT_MAX_PENDING_HELLOS,
+  DEFAULT_MAX_SESSIONS_PER_AGENT,
+  DEFAULT_MAX_UNSENT_BYTES,
+  DEFAULT_QUOTAS,
+} from './limits.js';
+import { Quotas } from './streams/quotas.js';
 import { RpcServer } from './rpc/rpc-server.js';
 import { createHandlers } from './rpc/rpc-methods.js';
 import { SocketServer, StartupError, prepareSocketPath } from './rpc/socket-server.js';
@@ -88,6 +95,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
     const helloLimiter = new HelloLimiter();
+    const quotas = new Quotas({ ...DEFAULT_QUOTAS, ...config.quotas }, storage);
     const audit = new Audit(log);
     const handlers = createHandlers({
       version: VERSION,
@@ -102,6 +110,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       signer,
       counters,
       helloLimiter,
+      quotas,
       integrity,
       audit,
       walIncidents: () => walIncidents(store),
@@ -110,6 +119,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const server = new SocketServer(rpc, log, {
       maxLineBytes: config.maxLineBytes,
       maxConnections: config.maxConnections,
+      maxPendingHellos: config.maxPendingHellos ?? DEFAULT_MAX_PENDING_HELLOS,
+      maxSessionsPerAgent: config.maxSessionsPerAgent ?? DEFAULT_MAX_SESSIONS_PER_AGENT,
+      helloTimeoutMs: config.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS,
       maxUnsentBytes: config.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
       audit,
       onConnection: (c) => {

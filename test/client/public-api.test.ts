@@ -31,6 +31,7 @@ const EXPECTED_VALUES = [
   'PermissionDeniedError',
   'PolicyRejectedError',
   'PositionMismatchError',
+  'QuotaExceededError',
   'RateLimitedError',
   'RemoteError',
   'RequestTooLargeError',
@@ -64,6 +65,7 @@ const REMOTE_ERRORS = [
   'InvalidReceiptError',
   'PolicyRejectedError',
   'RateLimitedError',
+  'QuotaExceededError',
   'StorageFailureError',
   'InternalError',
 ] as const;

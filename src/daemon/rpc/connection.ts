@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import type { JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
-import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from '../../shared/errors.js';
+import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, type YelloError } from '../../shared/errors.js';
 import { MAX_APPEND_REQUEST_BYTES } from '../../shared/paths.js';
 import type { Audit, PeerInfo } from './audit.js';
 import type { Caller } from '../caller.js';
@@ -25,7 +25,12 @@ export interface ConnectionOptions {
   /** Hard cap on unsent output: past it after a write, the connection is closed and audited. */
   maxUnsentBytes: number;
   audit: Audit;
+  /** Admission checks a session against its caps before it is set (admission.ts). */
+  admitSession?: (c: Connection, caller: Caller) => void;
 }
+
+/** How long a connection closed with an error line may linger for its client to read the line. */
+const CLOSE_LINGER_MS = 1_000;
 
 /**
  * One client connection: newline-delimited JSON-RPC framing (line-reader.ts), the line and
@@ -47,6 +52,7 @@ export class Connection implements ConnectionHandle {
   #inFlight = 0;
   readonly #budget: OutputBudget;
   #closed = false;
+  readonly #admitSession: ((c: Connection, caller: Caller) => void) | undefined;
   #closeListeners: Array<() => void> = [];
   #drainListeners: Array<() => void> = [];
 
@@ -59,6 +65,7 @@ export class Connection implements ConnectionHandle {
     this.#lines = new LineReader(opts.maxLineBytes);
     this.#budget = new OutputBudget(() => socket.writableLength);
     this.#maxUnsentBytes = opts.maxUnsentBytes;
+    this.#admitSession = opts.admitSession;
     // Taken now: once the socket closes, its fd number may belong to another one.
     this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
     socket.on('data', (chunk: Buffer) => {
@@ -79,8 +86,27 @@ export class Connection implements ConnectionHandle {
     return this.#caller;
   }
 
+  /** Throws RATE_LIMITED when admission refuses the session (per-agent and agent caps). */
   setCaller(caller: Caller): void {
+    this.#admitSession?.(this, caller);
     this.#caller = caller;
+  }
+
+  /** True while a request is running or input waits to be read. */
+  get busy(): boolean {
+    return this.#inFlight > 0 || this.#lines.pending;
+  }
+
+  /**
+   * Send `error` as one line (id null) and close: the socket lingers, dropping input, until the
+   * client closes or CLOSE_LINGER_MS pass, so a client that wrote first still reads the line.
+   */
+  closeWith(error: YelloError): void {
+    if (this.#closed || this.#socket.destroyed) return;
+    this.#socket.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: error.code, message: error.message, data: error.toData() } }) + '\n');
+    this.#onClose();
+    this.#socket.resume();
+    setTimeout(() => this.#socket.destroy(), CLOSE_LINGER_MS).unref();
   }
 
   onClose(listener: () => void): void {
@@ -159,6 +185,8 @@ export class Connection implements ConnectionHandle {
    * cannot make the daemon do (and buffer) unbounded work for it.
    */
   #onData(chunk: Buffer): void {
+    // Closed with an error line and lingering: input is dropped.
+    if (this.#closed) return;
     this.#lines.push(chunk);
     this.#pumpInput();
   }

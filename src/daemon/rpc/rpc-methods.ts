@@ -8,6 +8,7 @@ import type { Counters } from '../store/counters.js';
 import { chatStreamIds } from '../directory/chats.js';
 import type { Directory } from '../directory/directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
+import type { Quotas } from '../streams/quotas.js';
 import type { Integrity } from '../store/integrity.js';
 import type { WalIncident } from '../store/recovery-check.js';
 import type { CallContext, Handlers } from './rpc-server.js';
@@ -36,6 +37,7 @@ export interface Services {
   signer: Signer;
   counters: Counters;
   helloLimiter: HelloLimiter;
+  quotas: Quotas;
   integrity: Integrity;
   audit: Audit;
   walIncidents: () => WalIncident[];
@@ -179,15 +181,30 @@ export function createHandlers(s: Services): Handlers {
     'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
 
     'streams.get': (p, caller) => s.streams.get(caller, p.streamId),
-    'streams.claim': (p, caller) => s.streams.claim(caller, { streamId: p.streamId, replace: p.replace === true, reason: p.reason }),
+    'streams.claim': (p, caller) => {
+      // Every claim writes a fence record: claims per minute bound what one agent adds to the log.
+      if (caller.role === 'agent') s.quotas.admitClaim(caller.agentId);
+      return s.streams.claim(caller, { streamId: p.streamId, replace: p.replace === true, reason: p.reason });
+    },
     'streams.release': async (p, caller, ctx) => {
       const state = await s.streams.release(caller, p);
       if (caller.role === 'admin')
         s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
       return state;
     },
-    'streams.append': (p, caller) =>
-      s.streams.append(caller, { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) }),
+    'streams.append': async (p, caller) => {
+      const agentId = agentIdOf(caller);
+      // The records as sent: what the agent asks the daemon to store (quotas.ts).
+      const bytes = agentId === null ? 0 : Buffer.byteLength(JSON.stringify(p.records), 'utf8');
+      if (agentId !== null) await s.quotas.admitAppend(agentId, p.records.length, bytes);
+      const r = await s.streams.append(caller, {
+        ...p,
+        generation: parseDecimal(p.generation),
+        expectedPosition: parseDecimal(p.expectedPosition),
+      });
+      if (agentId !== null && !r.duplicate) s.quotas.appended(agentId, bytes);
+      return r;
+    },
     'streams.read': (p, caller, ctx) =>
       s.reader.read(
         caller,
