@@ -24,10 +24,12 @@ import {
   DEFAULT_HELLO_TIMEOUT_MS,
   DEFAULT_MAX_PENDING_HELLOS,
   DEFAULT_MAX_SESSIONS_PER_AGENT,
+  DEFAULT_MAX_OUTPUT_BYTES,
   DEFAULT_MAX_UNSENT_BYTES,
   DEFAULT_QUOTAS,
 } from './limits.js';
 import { Quotas } from './streams/quotas.js';
+import { OutputPool } from './rpc/output-pool.js';
 import { RpcServer } from './rpc/rpc-server.js';
 import { createHandlers } from './rpc/rpc-methods.js';
 import { SocketServer, StartupError, prepareSocketPath } from './rpc/socket-server.js';
@@ -115,6 +117,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       audit,
       walIncidents: () => walIncidents(store),
     });
+    const pool = new OutputPool(config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES);
     const rpc = new RpcServer(handlers, log, (caller) => directory.stillValid(caller));
     const server = new SocketServer(rpc, log, {
       maxLineBytes: config.maxLineBytes,
@@ -123,6 +126,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       maxSessionsPerAgent: config.maxSessionsPerAgent ?? DEFAULT_MAX_SESSIONS_PER_AGENT,
       helloTimeoutMs: config.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS,
       maxUnsentBytes: config.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
+      pool,
       audit,
       onConnection: (c) => {
         c.onClose(() => {
@@ -162,6 +166,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           batcher.close();
           await storage.close();
           server.closeConnections();
+          pool.close();
           removeGuards();
           log.info('stopped');
         })();

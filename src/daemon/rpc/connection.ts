@@ -9,6 +9,7 @@ import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICA
 import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
 import { LineReader } from './line-reader.js';
 import { OutputBudget, Owed } from './output-budget.js';
+import type { OutputPool, PoolMember } from './output-pool.js';
 import { batchElementSize, errorResponse, invalidRequest, isId, isObject, isRequestShape, notRun } from './request-shape.js';
 import { socketFd, socketInode } from './socket-fd.js';
 import { errorMessage } from '../runtime/error-fields.js';
@@ -25,9 +26,14 @@ export interface ConnectionOptions {
   /** Hard cap on unsent output: past it after a write, the connection is closed and audited. */
   maxUnsentBytes: number;
   audit: Audit;
+  /** The daemon-wide memory budget this connection's output and reads count against. */
+  pool?: OutputPool;
   /** Admission checks a session against its caps before it is set (admission.ts). */
   admitSession?: (c: Connection, caller: Caller) => void;
 }
+
+/** Methods that read pages of records: each counts as a page against the daemon-wide budget while it runs. */
+const READ_METHODS = new Set(['chats.history', 'streams.read']);
 
 /** How long a connection closed with an error line may linger for its client to read the line. */
 const CLOSE_LINGER_MS = 1_000;
@@ -53,6 +59,8 @@ export class Connection implements ConnectionHandle {
   readonly #budget: OutputBudget;
   #closed = false;
   readonly #admitSession: ((c: Connection, caller: Caller) => void) | undefined;
+  readonly #pool: OutputPool | undefined;
+  readonly #member: PoolMember;
   #closeListeners: Array<() => void> = [];
   #drainListeners: Array<() => void> = [];
 
@@ -66,6 +74,17 @@ export class Connection implements ConnectionHandle {
     this.#budget = new OutputBudget(() => socket.writableLength);
     this.#maxUnsentBytes = opts.maxUnsentBytes;
     this.#admitSession = opts.admitSession;
+    this.#pool = opts.pool;
+    this.#member = {
+      unsent: () => socket.writableLength,
+      wake: () => {
+        this.#onDrain();
+      },
+      shed: (fields) => {
+        this.#closeForBudget(fields);
+      },
+    };
+    this.#pool?.join(this.#member);
     // Taken now: once the socket closes, its fd number may belong to another one.
     this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
     socket.on('data', (chunk: Buffer) => {
@@ -121,7 +140,7 @@ export class Connection implements ConnectionHandle {
 
   /** True when more output should wait: the peer is not reading fast enough. */
   get congested(): boolean {
-    return this.#socket.writableLength >= WRITE_HIGH_WATER;
+    return this.#socket.writableLength >= WRITE_HIGH_WATER || (this.#pool?.holds(this.#member) ?? false);
   }
 
   get closed(): boolean {
@@ -144,6 +163,7 @@ export class Connection implements ConnectionHandle {
   #write(line: string): void {
     if (this.#closed || this.#socket.destroyed) return;
     this.#socket.write(line + '\n');
+    this.#pool?.update(this.#member);
     const unsent = this.#socket.writableLength;
     if (unsent > this.#maxUnsentBytes) this.#closeForUnsent(unsent);
   }
@@ -163,6 +183,21 @@ export class Connection implements ConnectionHandle {
       agentId: caller?.role === 'agent' ? caller.agentId : null,
     });
     this.#socket.destroy();
+  }
+
+  /** The daemon-wide budget is exhausted and this connection holds the most of it (output-pool.ts). */
+  #closeForBudget(fields: Record<string, number>): void {
+    const caller = this.#caller;
+    this.#audit.security('connection.closed', {
+      ...this.peer,
+      reason: 'MEMORY_BUDGET',
+      ...fields,
+      role: caller?.role ?? null,
+      agentId: caller?.role === 'agent' ? caller.agentId : null,
+    });
+    this.#socket.destroy();
+    // Closed now, not at the socket's close event: its waiting requests must not start.
+    this.#onClose();
   }
 
   /** A call context per request line: the session is the connection's, the page budget the line's. */
@@ -255,11 +290,16 @@ export class Connection implements ConnectionHandle {
 
   async #runOne(message: unknown, size: number): Promise<void> {
     const owed = new Owed();
+    const read = this.#pool !== undefined && isObject(message) && READ_METHODS.has(String(message.method));
     try {
+      if (read) await this.#pool?.startRead(this.#member);
+      // Work not started for a client that left is dropped, not done.
+      if (this.#closed) return;
       const r = await this.#handleMessage(message, size, this.#contextFor(owed));
       if (r) this.#sendRaw(r);
     } finally {
       this.#budget.release(owed);
+      if (read) this.#pool?.endRead(this.#member);
     }
   }
 
@@ -272,7 +312,10 @@ export class Connection implements ConnectionHandle {
     const owed = new Owed();
     const ctx = this.#contextFor(owed);
     const answers: string[] = [];
+    // A batch with reads counts as one read: its answer is held whole, at most BATCH_ANSWER_BYTES.
+    const read = this.#pool !== undefined && elements.some((m) => isObject(m) && READ_METHODS.has(String(m.method)));
     try {
+      if (read) await this.#pool?.startRead(this.#member);
       for (const m of elements) {
         // Work not started for a client that left is dropped, not done.
         if (this.#closed) return;
@@ -285,6 +328,7 @@ export class Connection implements ConnectionHandle {
       if (answers.length > 0) this.#write(`[${answers.join(',')}]`);
     } finally {
       this.#budget.release(owed);
+      if (read) this.#pool?.endRead(this.#member);
     }
   }
 
@@ -330,6 +374,7 @@ export class Connection implements ConnectionHandle {
   }
 
   #onDrain(): void {
+    this.#pool?.update(this.#member);
     this.#pumpInput();
     const listeners = this.#drainListeners.splice(0);
     for (const l of listeners) l();
@@ -338,6 +383,7 @@ export class Connection implements ConnectionHandle {
   #onClose(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#pool?.leave(this.#member);
     // Work not started for a client that left is dropped, not done.
     this.#lines.clear();
     for (const l of this.#closeListeners.splice(0)) l();

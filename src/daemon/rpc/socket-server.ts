@@ -7,6 +7,7 @@ import { ownedDirectoryProblem } from '../../shared/socket-trust.js';
 import type { Audit, AuditFields } from './audit.js';
 import { Admission, type AdmissionOptions } from './admission.js';
 import { Connection } from './connection.js';
+import type { OutputPool } from './output-pool.js';
 import { EXIT_CODES } from '../runtime/exit-codes.js';
 import type { RpcServer } from './rpc-server.js';
 import { openFileLimit, socketFd, socketInode } from './socket-fd.js';
@@ -138,6 +139,8 @@ export async function prepareSocketPath(path: string, log: Logger, socketMode?: 
 export interface SocketServerOptions extends AdmissionOptions {
   maxLineBytes: number;
   maxUnsentBytes: number;
+  /** The daemon-wide memory budget every connection counts against (output-pool.ts). */
+  pool?: OutputPool;
   audit: Audit;
   onConnection?: (c: Connection) => void;
 }
@@ -193,6 +196,7 @@ export class SocketServer {
         maxLineBytes: opts.maxLineBytes,
         maxUnsentBytes: opts.maxUnsentBytes,
         audit: opts.audit,
+        pool: opts.pool,
         admitSession: (c, caller) => {
           this.#admission.session(c, caller);
         },
