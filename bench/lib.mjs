@@ -284,7 +284,19 @@ export class Daemon {
     const t0 = nowMs();
     const child = spawn(
       process.execPath,
-      [this.bin, 'daemon', '--socket', this.socketPath, '--data-dir', this.dataDir, '--policy', 'open', '--log-level', 'warn', ...this.extraArgs],
+      [
+        this.bin,
+        'daemon',
+        '--socket',
+        this.socketPath,
+        '--data-dir',
+        this.dataDir,
+        '--policy',
+        'open',
+        '--log-level',
+        'warn',
+        ...this.extraArgs,
+      ],
       { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     trackChild(child);

@@ -11,7 +11,20 @@
 
 import net from 'node:net';
 import { WireClient } from '../test/helpers/wire-client.mjs';
-import { Daemon, cleanupAll, connectConn, envCounts, makeTempDir, median, nowMs, openConn, percentile, rssKiB, sleep, table } from './lib.mjs';
+import {
+  Daemon,
+  cleanupAll,
+  connectConn,
+  envCounts,
+  makeTempDir,
+  median,
+  nowMs,
+  openConn,
+  percentile,
+  rssKiB,
+  sleep,
+  table,
+} from './lib.mjs';
 
 const FLOOD = 2_048;
 const RECORDS = 40;
@@ -63,7 +76,12 @@ async function adminDuringFlood(d) {
   }
   for (const s of sockets) s.destroy();
   return [
-    [`${FLOOD} silent connections (opened in ${floodMs.toFixed(0)} ms)`, 'connect+hello+status', median(connects).toFixed(1), percentile(connects, 0.99).toFixed(1)],
+    [
+      `${FLOOD} silent connections (opened in ${floodMs.toFixed(0)} ms)`,
+      'connect+hello+status',
+      median(connects).toFixed(1),
+      percentile(connects, 0.99).toFixed(1),
+    ],
     ['', 'daemon.status', median(statuses).toFixed(1), percentile(statuses, 0.99).toFixed(1)],
   ];
 }
@@ -158,14 +176,21 @@ async function neverReading(d, n) {
 }
 
 try {
-  table('admin during a connection flood (ms)', ['flood', 'call', 'p50', 'p99'], await withDaemon(adminDuringFlood), 2);
-  table('valid hellos during a bad-hello flood', ['flood', 'valid hellos that succeeded'], await withDaemon(helloFlood), 2);
+  console.log(table('admin during a connection flood (ms)', ['flood', 'call', 'p50', 'p99'], await withDaemon(adminDuringFlood), 2) + '\n');
+  console.log(
+    table('valid hellos during a bad-hello flood', ['flood', 'valid hellos that succeeded'], await withDaemon(helloFlood), 2) + '\n',
+  );
   const rows = [];
-  for (const n of envCounts('BENCH_NEVER_READING', '64,320')) rows.push(await withDaemon((d) => neverReading(d, n)));
-  table(
-    'never-reading connections × 16 chats.history {limit: 500} over ~255 KB messages',
-    ['connections', 'RSS before MB', 'peak RSS MB', 'status p50 ms', 'status p99 ms', 'watched s'],
-    rows,
+  for (const n of envCounts('BENCH_NEVER_READING', '64,320')) {
+    rows.push(await withDaemon((d) => neverReading(d, n)));
+    console.log(`never-reading ${rows.at(-1).join(' | ')}`);
+  }
+  console.log(
+    table(
+      'never-reading connections × 16 chats.history {limit: 500} over ~255 KB messages',
+      ['connections', 'RSS before MB', 'peak RSS MB', 'status p50 ms', 'status p99 ms', 'watched s'],
+      rows,
+    ),
   );
 } finally {
   cleanupAll();

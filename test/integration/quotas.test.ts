@@ -16,7 +16,11 @@ async function append(client: Wire, streamId: string, c: { coordinatorToken: str
     generation: '1',
     expectedPosition: String(c.next),
     operationId: `${tag}-${c.next}`,
-    records: Array.from({ length: count }, (_, i) => ({ type: 'chat.message', messageId: `${tag}.${c.next}.${i}`, content: 'x'.repeat(chars) })),
+    records: Array.from({ length: count }, (_, i) => ({
+      type: 'chat.message',
+      messageId: `${tag}.${c.next}.${i}`,
+      content: 'x'.repeat(chars),
+    })),
   });
   if (r.result) c.next = BigInt(r.result.nextPosition);
   return r as WireResponse<{ nextPosition: string }>;
@@ -37,7 +41,7 @@ describe('append rate per agent', () => {
     const pair = await createPair(admin(), daemon().socketPath);
     const a = await writer(pair, 'a');
     const b = await writer(pair, 'b');
-    let limited: WireResponse<unknown> | null = null;
+    let limited: WireResponse | null = null;
     let appended = 0;
     for (let i = 0; i < 10 && !limited; i++) {
       const r = await append(a.client, a.streamId, a.w, 64);
@@ -66,7 +70,7 @@ describe('claims per minute', () => {
     const pair = await createPair(admin(), daemon().socketPath);
     const client = pair.a.client;
     let claims = 0;
-    let limited: WireResponse<unknown> | null = null;
+    let limited: WireResponse | null = null;
     const started = performance.now();
     while (performance.now() - started < 3_000) {
       const r = await client.call('streams.claim', { streamId: pair.streamA });
@@ -97,7 +101,7 @@ describe('stored bytes per agent', () => {
     const pair = await createPair(admin(), daemon().socketPath);
     const a = await writer(pair, 'a');
     const b = await writer(pair, 'b');
-    let exceeded: WireResponse<unknown> | null = null;
+    let exceeded: WireResponse | null = null;
     let appended = 0;
     for (let i = 0; i < 20 && !exceeded; i++) {
       const r = await append(a.client, a.streamId, a.w, 1, 10_000);

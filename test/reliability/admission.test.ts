@@ -32,12 +32,16 @@ async function silentFlood(socketPath: string, n: number): Promise<{ sockets: ne
         new Promise<void>((resolve) => {
           const s = net.createConnection(socketPath);
           sockets.push(s);
-          s.on('error', () => resolve());
+          s.on('error', () => {
+            resolve();
+          });
           s.on('close', () => {
             closed++;
             resolve();
           });
-          s.on('connect', () => resolve());
+          s.on('connect', () => {
+            resolve();
+          });
           s.resume();
         }),
     ),

@@ -66,5 +66,4 @@ describe('a flood of bad hellos', () => {
     expect(valid, 'valid hellos tried').toBeGreaterThan(20);
     expect(refused, 'valid hellos refused').toBe(0);
   }, 60_000);
-
 });

@@ -44,13 +44,15 @@ describe('monotonic time in the daemon', () => {
     for (let conn = 1; conn <= 21; conn++) limiter.failed(conn);
     const real = Date.now();
     vi.spyOn(Date, 'now').mockReturnValue(real - 3_600_000);
-    expect(() => limiter.check(1000)).not.toThrow();
+    expect(() => {
+      limiter.check(1000);
+    }).not.toThrow();
     // The failing connection itself waits its own back-off, not an hour.
     let retryAfterMs = 0;
     try {
       limiter.check(21);
     } catch (err) {
-      retryAfterMs = Number((err as { details: { retryAfterMs: number } }).details.retryAfterMs);
+      retryAfterMs = (err as { details: { retryAfterMs: number } }).details.retryAfterMs;
     }
     expect(retryAfterMs).toBeLessThanOrEqual(HelloLimiter.MAX_WAIT_MS);
   });
@@ -59,9 +61,13 @@ describe('monotonic time in the daemon', () => {
     let t = 1_000;
     const limiter = new HelloLimiter(() => t);
     for (let i = 0; i < HelloLimiter.FREE_FAILURES; i++) limiter.failed(7);
-    expect(() => limiter.check(7)).toThrow(/retry after 250 ms/);
+    expect(() => {
+      limiter.check(7);
+    }).toThrow(/retry after 250 ms/);
     t += 250;
-    expect(() => limiter.check(7)).not.toThrow();
+    expect(() => {
+      limiter.check(7);
+    }).not.toThrow();
   });
 
   it('src/daemon reads the wall clock only for timestamps (allow-list with reasons)', () => {

@@ -73,9 +73,19 @@ export class Admission {
     for (const c of this.#pending) {
       if (c.busy) continue;
       const full = this.#pending.size >= this.#opts.maxPendingHellos;
-      this.#close(c, full ? 'PENDING_HELLOS' : 'MAX_CONNECTIONS', errors.rateLimited(1000, full ? `connections waiting for session.hello (max ${this.#opts.maxPendingHellos})` : `connections (max ${this.#opts.maxConnections})`), {
-        max: full ? this.#opts.maxPendingHellos : this.#opts.maxConnections,
-      });
+      this.#close(
+        c,
+        full ? 'PENDING_HELLOS' : 'MAX_CONNECTIONS',
+        errors.rateLimited(
+          1000,
+          full
+            ? `connections waiting for session.hello (max ${this.#opts.maxPendingHellos})`
+            : `connections (max ${this.#opts.maxConnections})`,
+        ),
+        {
+          max: full ? this.#opts.maxPendingHellos : this.#opts.maxConnections,
+        },
+      );
       return true;
     }
     return false;
@@ -86,9 +96,16 @@ export class Admission {
     this.#pending.add(c);
     const timer = setTimeout(() => {
       if (c.caller === null)
-        this.#close(c, 'HELLO_TIMEOUT', errors.unauthenticated(`no session.hello within ${this.#opts.helloTimeoutMs} ms of connecting; connect again and call session.hello first`), {
-          timeoutMs: this.#opts.helloTimeoutMs,
-        });
+        this.#close(
+          c,
+          'HELLO_TIMEOUT',
+          errors.unauthenticated(
+            `no session.hello within ${this.#opts.helloTimeoutMs} ms of connecting; connect again and call session.hello first`,
+          ),
+          {
+            timeoutMs: this.#opts.helloTimeoutMs,
+          },
+        );
     }, this.#opts.helloTimeoutMs);
     timer.unref();
     this.#timers.set(c, timer);

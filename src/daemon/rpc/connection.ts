@@ -122,7 +122,9 @@ export class Connection implements ConnectionHandle {
    */
   closeWith(error: YelloError): void {
     if (this.#closed || this.#socket.destroyed) return;
-    this.#socket.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: error.code, message: error.message, data: error.toData() } }) + '\n');
+    this.#socket.end(
+      JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: error.code, message: error.message, data: error.toData() } }) + '\n',
+    );
     this.#onClose();
     this.#socket.resume();
     setTimeout(() => this.#socket.destroy(), CLOSE_LINGER_MS).unref();
@@ -290,16 +292,16 @@ export class Connection implements ConnectionHandle {
 
   async #runOne(message: unknown, size: number): Promise<void> {
     const owed = new Owed();
-    const read = this.#pool !== undefined && isObject(message) && READ_METHODS.has(String(message.method));
+    const pool = isObject(message) && READ_METHODS.has(String(message.method)) ? this.#pool : undefined;
     try {
-      if (read) await this.#pool?.startRead(this.#member);
+      if (pool) await pool.startRead(this.#member);
       // Work not started for a client that left is dropped, not done.
       if (this.#closed) return;
       const r = await this.#handleMessage(message, size, this.#contextFor(owed));
       if (r) this.#sendRaw(r);
     } finally {
       this.#budget.release(owed);
-      if (read) this.#pool?.endRead(this.#member);
+      pool?.endRead(this.#member);
     }
   }
 
@@ -313,9 +315,9 @@ export class Connection implements ConnectionHandle {
     const ctx = this.#contextFor(owed);
     const answers: string[] = [];
     // A batch with reads counts as one read: its answer is held whole, at most BATCH_ANSWER_BYTES.
-    const read = this.#pool !== undefined && elements.some((m) => isObject(m) && READ_METHODS.has(String(m.method)));
+    const pool = elements.some((m) => isObject(m) && READ_METHODS.has(String(m.method))) ? this.#pool : undefined;
     try {
-      if (read) await this.#pool?.startRead(this.#member);
+      if (pool) await pool.startRead(this.#member);
       for (const m of elements) {
         // Work not started for a client that left is dropped, not done.
         if (this.#closed) return;
@@ -328,7 +330,7 @@ export class Connection implements ConnectionHandle {
       if (answers.length > 0) this.#write(`[${answers.join(',')}]`);
     } finally {
       this.#budget.release(owed);
-      if (read) this.#pool?.endRead(this.#member);
+      pool?.endRead(this.#member);
     }
   }
 

@@ -37,10 +37,16 @@ export class HelloLimiter {
   check(connectionId: number): void {
     const now = this.#now();
     const c = this.#perConnection.get(connectionId);
-    if (c && c.blockedUntil > now) throw errors.rateLimited(Math.ceil(c.blockedUntil - now), 'failed session.hello attempts on this connection');
+    if (c && c.blockedUntil > now)
+      throw errors.rateLimited(Math.ceil(c.blockedUntil - now), 'failed session.hello attempts on this connection');
   }
 
-  failed(connectionId: number): void {
+  /**
+   * A failed hello on this connection. Returns the wait to answer with RATE_LIMITED instead of
+   * UNAUTHENTICATED when failures across the daemon are over their rate (the flood is told to
+   * slow down), else null.
+   */
+  failed(connectionId: number): number | null {
     const now = this.#now();
     if (now - this.#globalWindowStart >= 1000) {
       this.#globalWindowStart = now;
@@ -50,12 +56,16 @@ export class HelloLimiter {
     const c = this.#perConnection.get(connectionId) ?? { failures: 0, blockedUntil: 0 };
     c.failures++;
     // In a flood, a new connection gets no free tries: reconnecting does not reset the wait.
-    const free = this.#globalFailures > HelloLimiter.GLOBAL_PER_SECOND ? 0 : HelloLimiter.FREE_FAILURES;
+    const flood = this.#globalFailures > HelloLimiter.GLOBAL_PER_SECOND;
+    const free = flood ? 0 : HelloLimiter.FREE_FAILURES;
+    let wait = 0;
     if (c.failures >= free) {
-      const doublings = Math.min(16, c.failures - Math.min(free, c.failures));
-      c.blockedUntil = now + Math.min(HelloLimiter.MAX_WAIT_MS, 250 * 2 ** doublings);
+      const doublings = Math.min(16, c.failures - Math.max(1, free));
+      wait = Math.min(HelloLimiter.MAX_WAIT_MS, 250 * 2 ** doublings);
+      c.blockedUntil = now + wait;
     }
     this.#perConnection.set(connectionId, c);
+    return flood ? wait : null;
   }
 
   succeeded(connectionId: number): void {

@@ -159,7 +159,7 @@ export class OutputPool {
 
   #admitWaiting(): void {
     // In order, skipping those that must still wait: one holding nothing goes before a big one.
-    for (let i = 0; i < this.#waiting.length && this.#total + PAGE_BYTES <= this.#hard; ) {
+    for (let i = 0; i < this.#waiting.length && this.#total + PAGE_BYTES <= this.#hard;) {
       const w = this.#waiting[i];
       if (!w || !this.#mayStart(w.entry)) {
         i++;

@@ -60,13 +60,15 @@ export function createHandlers(s: Services): Handlers {
       s.helloLimiter.check(connId);
       const caller = s.directory.authenticate(p.token);
       if (!caller) {
-        s.helloLimiter.failed(connId);
+        const floodWait = s.helloLimiter.failed(connId);
         s.audit.security('session.hello.failed', { ...peerOf(ctx) });
         // An unknown token may be a valid one whose index entry was damaged: say so, not "unknown".
         const damaged = s.directory.tokenIndexDamage;
         if (damaged !== null) {
           throw untrustworthy(damaged, 'the token index is damaged, so an unknown token cannot be told from a valid one');
         }
+        // Failures across the daemon are over their rate: this failing caller is told to wait.
+        if (floodWait !== null) throw errors.rateLimited(floodWait, 'failed session.hello attempts across the daemon');
         throw errors.unauthenticated('unknown, rotated or disabled token');
       }
       s.helloLimiter.succeeded(connId);
