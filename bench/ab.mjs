@@ -16,6 +16,7 @@ import { existsSync, lstatSync, mkdtempSync, realpathSync, rmSync, symlinkSync, 
 import os from 'node:os';
 import path from 'node:path';
 import {
+  BENCH_DAEMON_ARGS,
   Daemon,
   PushProbe,
   cleanupAll,
@@ -121,7 +122,9 @@ function describeB() {
 async function startSide(name, checkout, label) {
   const bin = path.join(checkout, 'bin', 'yello');
   if (!existsSync(path.join(checkout, 'dist', 'cli', 'main.js'))) throw new Error(`${name}: ${checkout}/dist is not built (npm run build)`);
-  const daemon = new Daemon(makeTempDir(`yab${name}-`), { bin, cwd: checkout });
+  // A build from before the per-agent quotas has none of their options.
+  const hasQuotas = existsSync(path.join(checkout, 'dist', 'daemon', 'streams', 'quotas.js'));
+  const daemon = new Daemon(makeTempDir(`yab${name}-`), { bin, cwd: checkout, extraArgs: hasQuotas ? BENCH_DAEMON_ARGS : [] });
   await daemon.start();
   const admin = await daemon.admin();
   const { agent: sink } = await admin.request('agents.create', { username: 'sink', name: 'Sink' });

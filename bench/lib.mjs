@@ -243,10 +243,27 @@ export const connectConn = (socketPath, timeoutMs = 5000) => WireClient.connect(
 
 // ---- the daemon process -----------------------------------------------------------------
 
+/**
+ * Per-agent quotas and session caps off: the bench measures throughput, which the defaults
+ * (docs/security.md "Quotas") would cap for one fast coordinator. bench/ab.mjs passes `[]` for
+ * a build that predates these options.
+ */
+export const BENCH_DAEMON_ARGS = [
+  '--quota-append-records',
+  '0',
+  '--quota-append-bytes',
+  '0',
+  '--quota-claims-per-minute',
+  '0',
+  '--max-sessions-per-agent',
+  '1000000',
+];
+
 /** `node bin/yello daemon` on a private socket and data dir, log level warn, policy open. */
 export class Daemon {
   /** `bin`/`cwd`: another checkout's bin/yello (bench/ab.mjs runs two builds side by side). */
-  constructor(dir, { bin = yelloBin, cwd = repoRoot } = {}) {
+  constructor(dir, { bin = yelloBin, cwd = repoRoot, extraArgs = BENCH_DAEMON_ARGS } = {}) {
+    this.extraArgs = extraArgs;
     this.bin = bin;
     this.cwd = cwd;
     this.dir = dir;
@@ -267,7 +284,19 @@ export class Daemon {
     const t0 = nowMs();
     const child = spawn(
       process.execPath,
-      [this.bin, 'daemon', '--socket', this.socketPath, '--data-dir', this.dataDir, '--policy', 'open', '--log-level', 'warn'],
+      [
+        this.bin,
+        'daemon',
+        '--socket',
+        this.socketPath,
+        '--data-dir',
+        this.dataDir,
+        '--policy',
+        'open',
+        '--log-level',
+        'warn',
+        ...this.extraArgs,
+      ],
       { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     trackChild(child);

@@ -29,6 +29,31 @@ export const DAEMON_OPTIONS = {
   'max-line-bytes': { type: 'number', default: DEFAULT_MAX_LINE_BYTES, describe: 'longest accepted request line' },
   'max-connections': { type: 'number', default: 2048, describe: 'concurrent connections before new ones are refused with RATE_LIMITED' },
   'max-unsent-bytes': { type: 'number', default: 16_777_216, describe: 'output one connection may leave unread before it is closed' },
+  'max-output-bytes': {
+    type: 'number',
+    default: 67_108_864,
+    describe:
+      'daemon-wide budget of answers being made and left unread, over all connections (the biggest consumers wait, then are closed)',
+  },
+  'hello-timeout-ms': {
+    type: 'number',
+    default: 5_000,
+    describe: 'a connection without a successful session.hello this long after connecting is closed',
+  },
+  'max-pending-hellos': {
+    type: 'number',
+    default: 64,
+    describe: 'connections without a session at once; past it the oldest idle one is closed',
+  },
+  'max-sessions-per-agent': { type: 'number', default: 64, describe: 'sessions one agent may hold at once' },
+  'quota-append-records': { type: 'number', default: 1_000, describe: 'records one agent may append per second, sustained (0: no quota)' },
+  'quota-append-bytes': {
+    type: 'number',
+    default: 16_777_216,
+    describe: 'append request bytes one agent may send per second, sustained (0: no quota)',
+  },
+  'quota-stored-bytes': { type: 'number', default: 4_294_967_296, describe: 'bytes of records one agent may have stored (0: no quota)' },
+  'quota-claims-per-minute': { type: 'number', default: 60, describe: 'streams.claim calls one agent may make per minute (0: no quota)' },
   policy: {
     type: 'string',
     choices: ['grants', 'open'],

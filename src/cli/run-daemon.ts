@@ -12,8 +12,19 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   };
   const socketMode = Number.parseInt(argv['socket-mode'], 8);
   if (!/^[0-7]{1,4}$/.test(argv['socket-mode']) || socketMode > 0o777) usage('--socket-mode must be an octal mode such as 0660');
-  for (const name of ['max-line-bytes', 'max-connections', 'max-unsent-bytes'] as const) {
+  for (const name of [
+    'max-line-bytes',
+    'max-connections',
+    'max-unsent-bytes',
+    'max-output-bytes',
+    'hello-timeout-ms',
+    'max-pending-hellos',
+    'max-sessions-per-agent',
+  ] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 1) usage(`--${name} must be a positive integer`);
+  }
+  for (const name of ['quota-append-records', 'quota-append-bytes', 'quota-stored-bytes', 'quota-claims-per-minute'] as const) {
+    if (!Number.isSafeInteger(argv[name]) || argv[name] < 0) usage(`--${name} must be a whole number (0: no quota)`);
   }
   // Loaded here so other commands do not pay for LevelDB and pino at startup.
   const { startDaemon, StartupError, EXIT_CODES } = await import('../daemon/entry.js');
@@ -35,6 +46,16 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
       maxLineBytes: argv['max-line-bytes'],
       maxConnections: argv['max-connections'],
       maxUnsentBytes: argv['max-unsent-bytes'],
+      maxOutputBytes: argv['max-output-bytes'],
+      helloTimeoutMs: argv['hello-timeout-ms'],
+      maxPendingHellos: argv['max-pending-hellos'],
+      maxSessionsPerAgent: argv['max-sessions-per-agent'],
+      quotas: {
+        appendRecordsPerSecond: argv['quota-append-records'],
+        appendBytesPerSecond: argv['quota-append-bytes'],
+        storedBytes: argv['quota-stored-bytes'],
+        claimsPerMinute: argv['quota-claims-per-minute'],
+      },
       policy: argv.policy as 'grants' | 'open',
       faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
     });

@@ -152,6 +152,17 @@ export class PolicyRejectedError extends RemoteError {
 /** Too many attempts; see `data.retryAfterMs`. */
 export class RateLimitedError extends RemoteError {
   declare readonly type: 'RATE_LIMITED';
+  /** How long to wait before trying again, in milliseconds. */
+  get retryAfterMs(): number {
+    return Number(this.data.retryAfterMs);
+  }
+}
+/**
+ * A per-agent quota that waiting does not restore (today: stored bytes); `data.quota`,
+ * `data.limit` and `data.used` say which and how much. Nothing was written.
+ */
+export class QuotaExceededError extends RemoteError {
+  declare readonly type: 'QUOTA_EXCEEDED';
 }
 /**
  * The store failed or refused (`data.reason`): `WRITE_FAILED`, `READ_ONLY`, `CORRUPT` need a
@@ -180,6 +191,7 @@ const classes: Record<ErrorType, new (e: RpcErrorObject) => RemoteError> = {
   CONTINUITY_BREAK: ContinuityBreakError,
   POLICY_REJECTED: PolicyRejectedError,
   RATE_LIMITED: RateLimitedError,
+  QUOTA_EXCEEDED: QuotaExceededError,
   STORAGE_FAILURE: StorageFailureError,
   INTERNAL: InternalError,
 };

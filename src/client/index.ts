@@ -43,6 +43,7 @@ export {
   InvalidReceiptError,
   PolicyRejectedError,
   RateLimitedError,
+  QuotaExceededError,
   StorageFailureError,
   InternalError,
   ConnectionLostError,

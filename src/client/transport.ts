@@ -12,6 +12,9 @@ import {
 import { LineOverflow, LineSplitter } from './line-splitter.js';
 import { assertTrustedSocket } from './socket-check.js';
 
+/** The `data.type`s of an error line (id null) the daemon sends just before it closes the connection. */
+const FAREWELL_TYPES = new Set(['RATE_LIMITED', 'UNAUTHENTICATED']);
+
 interface Pending {
   method: string;
   resolve: (value: unknown) => void;
@@ -46,6 +49,12 @@ export class LineTransport {
   readonly #splitter: LineSplitter;
   #nextId = 1;
   #closed = false;
+  /**
+   * The error line (id null) the daemon sent before closing the connection on purpose (a
+   * refused or evicted connection: RATE_LIMITED; no hello in time: UNAUTHENTICATED). Calls the
+   * close fails get it instead of a bare ConnectionLostError, so the caller sees why.
+   */
+  #farewell: Error | null = null;
   #closeListeners: Array<(err: Error) => void> = [];
   onNotification: NotificationHandler = () => {};
   /** Caps to refuse over-size requests locally; null until `session.hello` told them. */
@@ -60,10 +69,10 @@ export class LineTransport {
       this.#onData(chunk);
     });
     socket.on('close', () => {
-      this.#onClose(new ConnectionLostError('the connection to yellod closed', true));
+      this.#onClose(this.#farewell ?? new ConnectionLostError('the connection to yellod closed', true));
     });
     socket.on('error', (err) => {
-      this.#onClose(new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err));
+      this.#onClose(this.#farewell ?? new ConnectionLostError(`the connection to yellod failed: ${err.message}`, true, err));
     });
   }
 
@@ -101,7 +110,7 @@ export class LineTransport {
    * `timeoutMs` undefined, 0 or Infinity: no timeout.
    */
   call(method: string, params: unknown, timeoutMs?: number): Promise<unknown> {
-    if (this.#closed) return Promise.reject(new ConnectionLostError('the connection to yellod is closed', false));
+    if (this.#closed) return Promise.reject(this.#farewell ?? new ConnectionLostError('the connection to yellod is closed', false));
     const id = this.#nextId++;
     // The executor runs now; a throw in it (params JSON cannot encode: a cycle, a BigInt)
     // rejects the call.
@@ -186,6 +195,10 @@ export class LineTransport {
           throw err;
         });
       }
+      return;
+    }
+    if (msg.id === null && msg.error && FAREWELL_TYPES.has(String(msg.error.data?.type))) {
+      this.#farewell = remoteError(msg.error);
       return;
     }
     if (typeof msg.id !== 'number') return;

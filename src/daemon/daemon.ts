@@ -22,7 +22,16 @@ import { ChatReader } from './streams/chat-reader.js';
 import { Subscriptions } from './streams/subscriptions.js';
 import { HelloLimiter } from './rpc/hello-limiter.js';
 import { Audit } from './rpc/audit.js';
-import { DEFAULT_MAX_UNSENT_BYTES } from './limits.js';
+import {
+  DEFAULT_HELLO_TIMEOUT_MS,
+  DEFAULT_MAX_PENDING_HELLOS,
+  DEFAULT_MAX_SESSIONS_PER_AGENT,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  DEFAULT_MAX_UNSENT_BYTES,
+  DEFAULT_QUOTAS,
+} from './limits.js';
+import { Quotas } from './streams/quotas.js';
+import { OutputPool } from './rpc/output-pool.js';
 import { RpcServer } from './rpc/rpc-server.js';
 import { createHandlers } from './rpc/rpc-methods.js';
 import { SocketServer, StartupError, prepareSocketPath } from './rpc/socket-server.js';
@@ -30,6 +39,7 @@ import { MAX_APPEND_REQUEST_BYTES } from '../shared/paths.js';
 import { newToken } from './crypto/tokens.js';
 import { VERSION } from './runtime/version.js';
 import { errorMessage } from './runtime/error-fields.js';
+import { monotonicMs } from './runtime/clock.js';
 
 /** A running daemon. */
 export interface RunningDaemon {
@@ -105,10 +115,11 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
     const helloLimiter = new HelloLimiter();
+    const quotas = new Quotas({ ...DEFAULT_QUOTAS, ...config.quotas }, storage);
     const audit = new Audit(log);
     const handlers = createHandlers({
       version: VERSION,
-      startedAt: Date.now(),
+      startedAt: monotonicMs(),
       maxLineBytes: config.maxLineBytes,
       maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
       storage,
@@ -119,15 +130,21 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       signer,
       counters,
       helloLimiter,
+      quotas,
       integrity,
       audit,
       walIncidents: () => walIncidents(store),
     });
+    const pool = new OutputPool(config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES);
     const rpc = new RpcServer(handlers, log, (caller) => directory.stillValid(caller));
     const server = new SocketServer(rpc, log, {
       maxLineBytes: config.maxLineBytes,
       maxConnections: config.maxConnections,
+      maxPendingHellos: config.maxPendingHellos ?? DEFAULT_MAX_PENDING_HELLOS,
+      maxSessionsPerAgent: config.maxSessionsPerAgent ?? DEFAULT_MAX_SESSIONS_PER_AGENT,
+      helloTimeoutMs: config.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS,
       maxUnsentBytes: config.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
+      pool,
       audit,
       onConnection: (c) => {
         c.onClose(() => {
@@ -168,6 +185,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           await storage.close();
           removeLockHolder(dbDir);
           server.closeConnections();
+          pool.close();
           removeGuards();
           log.info('stopped');
         })();

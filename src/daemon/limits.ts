@@ -29,3 +29,27 @@ export const MAX_BATCH_ELEMENTS_UNAUTHENTICATED = 16;
 
 /** Answer bytes of one batch after which its remaining elements are not run (REQUEST_TOO_LARGE each). */
 export const BATCH_ANSWER_BYTES = 1_048_576;
+
+/** Default daemon-wide budget of answers in the making and unsent output (`--max-output-bytes`). */
+export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1_048_576;
+
+/** Default time from connecting to a successful `session.hello` (`--hello-timeout-ms`). */
+export const DEFAULT_HELLO_TIMEOUT_MS = 5_000;
+
+/** Default connections without a session at once (`--max-pending-hellos`). */
+export const DEFAULT_MAX_PENDING_HELLOS = 64;
+
+/** Default sessions one agent may hold at once (`--max-sessions-per-agent`). */
+export const DEFAULT_MAX_SESSIONS_PER_AGENT = 64;
+
+/**
+ * Default per-agent quotas (docs/security.md "Quotas"): far above what a chatting agent does
+ * (a few messages a second, a claim when its coordinator starts), far below what one agent
+ * needs to fill the disk or the log for everyone. 0 turns a quota off.
+ */
+export const DEFAULT_QUOTAS = {
+  appendRecordsPerSecond: 1_000,
+  appendBytesPerSecond: 16 * 1_048_576,
+  storedBytes: 4 * 1_073_741_824,
+  claimsPerMinute: 60,
+} as const;

@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   CONTINUITY_BREAK: 4100,
   POLICY_REJECTED: 4220,
   RATE_LIMITED: 4290,
+  QUOTA_EXCEEDED: 4291,
   STORAGE_FAILURE: 5030,
   INTERNAL: -32603,
 } as const;
@@ -131,6 +132,13 @@ export const errors = {
     new YelloError('POLICY_REJECTED', `content matched the outbound PII policy: ${kinds.join(', ')}`, { kinds }),
   rateLimited: (retryAfterMs: number, what: string) =>
     new YelloError('RATE_LIMITED', `too many ${what}; retry after ${retryAfterMs} ms`, { retryAfterMs }),
+  /** A per-agent quota that waiting does not restore (`retryAfterMs: null`): stored bytes. */
+  quotaExceeded: (quota: 'storedBytes', limit: number, used: number) =>
+    new YelloError(
+      'QUOTA_EXCEEDED',
+      `this agent has ${used} bytes stored, and the quota is ${limit}; trim old records (yello streams trim) or ask the operator for a larger --quota-stored-bytes`,
+      { quota, limit, used, retryAfterMs: null },
+    ),
   storageFailure: (operationId: string | null, reason: Exclude<StorageFailureReason, 'CORRUPT'>, message: string) =>
     new YelloError('STORAGE_FAILURE', message, { operationId, reason, outcome: reason === 'WRITE_FAILED' ? 'unknown' : 'not-written' }),
   /**

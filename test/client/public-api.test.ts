@@ -34,6 +34,7 @@ const EXPECTED_VALUES = [
   'PermissionDeniedError',
   'PolicyRejectedError',
   'PositionMismatchError',
+  'QuotaExceededError',
   'RateLimitedError',
   'RemoteError',
   'RequestTooLargeError',
@@ -69,6 +70,7 @@ const REMOTE_ERRORS = [
   'InvalidReceiptError',
   'PolicyRejectedError',
   'RateLimitedError',
+  'QuotaExceededError',
   'StorageFailureError',
   'InternalError',
 ] as const;

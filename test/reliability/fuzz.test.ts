@@ -347,7 +347,10 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
   const teardown = new Teardown();
 
   beforeAll(async () => {
-    daemon = teardown.add(await DaemonProcess.start({ extraArgs: ['--policy', 'open'] }), (d) => d.cleanup());
+    // The fuzzed connection without a session lives through the whole suite: no hello deadline for it.
+    daemon = teardown.add(await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--hello-timeout-ms', '3600000'] }), (d) =>
+      d.cleanup(),
+    );
     admin = await daemon.connectAs();
     const tag = Date.now().toString(36);
     const mk = async (u: string) => {
@@ -770,7 +773,10 @@ describe('floods against a daemon with --max-connections 20', () => {
   const teardown = new Teardown();
 
   beforeAll(async () => {
-    daemon = teardown.add(await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', '20'] }), (d) => d.cleanup());
+    daemon = teardown.add(
+      await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', '20', '--hello-timeout-ms', '3600000'] }),
+      (d) => d.cleanup(),
+    );
     admin = await daemon.connectAs();
   }, 30_000);
 
@@ -935,7 +941,10 @@ describe('floods against a daemon with --max-connections 20', () => {
         const m = parsed.find((x) => x.error?.data?.type === 'RATE_LIMITED');
         if (m?.id !== null || m.error?.code !== 4290 || typeof m.error.data?.retryAfterMs !== 'number')
           problems.push(`bad RATE_LIMITED line ${lines[0]}`);
-        if (parsed.length !== 1) problems.push(`a refused connection got ${parsed.length} lines`);
+        // At the cap, a newcomer closes the oldest idle connection without a session (admission.ts):
+        // that one may have had its 'who' answered before it made room.
+        const others = parsed.filter((x) => x !== m);
+        if (others.length > 1 || others.some((x) => x.id !== 'who')) problems.push(`a refused connection got ${parsed.length} lines`);
         if (!e.closed) problems.push('a refused connection was left open');
       } else if (e.closed && parsed.length === 0) refusedSilently++;
       else if (parsed.length === 1 && parsed[0]!.id === 'who' && parsed[0]!.error?.data?.type === 'UNAUTHENTICATED') accepted++;

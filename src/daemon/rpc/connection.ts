@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import type { JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
-import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from '../../shared/errors.js';
+import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, type YelloError } from '../../shared/errors.js';
 import { MAX_APPEND_REQUEST_BYTES } from '../../shared/paths.js';
 import type { Audit, PeerInfo } from './audit.js';
 import type { Caller } from '../caller.js';
@@ -9,6 +9,7 @@ import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICA
 import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
 import { LineReader } from './line-reader.js';
 import { OutputBudget, Owed } from './output-budget.js';
+import type { OutputPool, PoolMember } from './output-pool.js';
 import { batchElementSize, errorResponse, invalidRequest, isId, isObject, isRequestShape, notRun } from './request-shape.js';
 import { socketFd, socketInode } from './socket-fd.js';
 import { errorMessage } from '../runtime/error-fields.js';
@@ -25,7 +26,17 @@ export interface ConnectionOptions {
   /** Hard cap on unsent output: past it after a write, the connection is closed and audited. */
   maxUnsentBytes: number;
   audit: Audit;
+  /** The daemon-wide memory budget this connection's output and reads count against. */
+  pool?: OutputPool;
+  /** Admission checks a session against its caps before it is set (admission.ts). */
+  admitSession?: (c: Connection, caller: Caller) => void;
 }
+
+/** Methods that read pages of records: each counts as a page against the daemon-wide budget while it runs. */
+const READ_METHODS = new Set(['chats.history', 'streams.read']);
+
+/** How long a connection closed with an error line may linger for its client to read the line. */
+const CLOSE_LINGER_MS = 1_000;
 
 /**
  * One client connection: newline-delimited JSON-RPC framing (line-reader.ts), the line and
@@ -47,6 +58,9 @@ export class Connection implements ConnectionHandle {
   #inFlight = 0;
   readonly #budget: OutputBudget;
   #closed = false;
+  readonly #admitSession: ((c: Connection, caller: Caller) => void) | undefined;
+  readonly #pool: OutputPool | undefined;
+  readonly #member: PoolMember;
   #closeListeners: Array<() => void> = [];
   #drainListeners: Array<() => void> = [];
 
@@ -59,6 +73,18 @@ export class Connection implements ConnectionHandle {
     this.#lines = new LineReader(opts.maxLineBytes);
     this.#budget = new OutputBudget(() => socket.writableLength);
     this.#maxUnsentBytes = opts.maxUnsentBytes;
+    this.#admitSession = opts.admitSession;
+    this.#pool = opts.pool;
+    this.#member = {
+      unsent: () => socket.writableLength,
+      wake: () => {
+        this.#onDrain();
+      },
+      shed: (fields) => {
+        this.#closeForBudget(fields);
+      },
+    };
+    this.#pool?.join(this.#member);
     // Taken now: once the socket closes, its fd number may belong to another one.
     this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
     socket.on('data', (chunk: Buffer) => {
@@ -79,8 +105,29 @@ export class Connection implements ConnectionHandle {
     return this.#caller;
   }
 
+  /** Throws RATE_LIMITED when admission refuses the session (per-agent and agent caps). */
   setCaller(caller: Caller): void {
+    this.#admitSession?.(this, caller);
     this.#caller = caller;
+  }
+
+  /** True while a request is running or input waits to be read. */
+  get busy(): boolean {
+    return this.#inFlight > 0 || this.#lines.pending;
+  }
+
+  /**
+   * Send `error` as one line (id null) and close: the socket lingers, dropping input, until the
+   * client closes or CLOSE_LINGER_MS pass, so a client that wrote first still reads the line.
+   */
+  closeWith(error: YelloError): void {
+    if (this.#closed || this.#socket.destroyed) return;
+    this.#socket.end(
+      JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: error.code, message: error.message, data: error.toData() } }) + '\n',
+    );
+    this.#onClose();
+    this.#socket.resume();
+    setTimeout(() => this.#socket.destroy(), CLOSE_LINGER_MS).unref();
   }
 
   onClose(listener: () => void): void {
@@ -95,7 +142,7 @@ export class Connection implements ConnectionHandle {
 
   /** True when more output should wait: the peer is not reading fast enough. */
   get congested(): boolean {
-    return this.#socket.writableLength >= WRITE_HIGH_WATER;
+    return this.#socket.writableLength >= WRITE_HIGH_WATER || (this.#pool?.holds(this.#member) ?? false);
   }
 
   get closed(): boolean {
@@ -118,6 +165,7 @@ export class Connection implements ConnectionHandle {
   #write(line: string): void {
     if (this.#closed || this.#socket.destroyed) return;
     this.#socket.write(line + '\n');
+    this.#pool?.update(this.#member);
     const unsent = this.#socket.writableLength;
     if (unsent > this.#maxUnsentBytes) this.#closeForUnsent(unsent);
   }
@@ -137,6 +185,21 @@ export class Connection implements ConnectionHandle {
       agentId: caller?.role === 'agent' ? caller.agentId : null,
     });
     this.#socket.destroy();
+  }
+
+  /** The daemon-wide budget is exhausted and this connection holds the most of it (output-pool.ts). */
+  #closeForBudget(fields: Record<string, number>): void {
+    const caller = this.#caller;
+    this.#audit.security('connection.closed', {
+      ...this.peer,
+      reason: 'MEMORY_BUDGET',
+      ...fields,
+      role: caller?.role ?? null,
+      agentId: caller?.role === 'agent' ? caller.agentId : null,
+    });
+    this.#socket.destroy();
+    // Closed now, not at the socket's close event: its waiting requests must not start.
+    this.#onClose();
   }
 
   /** A call context per request line: the session is the connection's, the page budget the line's. */
@@ -159,6 +222,8 @@ export class Connection implements ConnectionHandle {
    * cannot make the daemon do (and buffer) unbounded work for it.
    */
   #onData(chunk: Buffer): void {
+    // Closed with an error line and lingering: input is dropped.
+    if (this.#closed) return;
     this.#lines.push(chunk);
     this.#pumpInput();
   }
@@ -227,11 +292,16 @@ export class Connection implements ConnectionHandle {
 
   async #runOne(message: unknown, size: number): Promise<void> {
     const owed = new Owed();
+    const pool = isObject(message) && READ_METHODS.has(String(message.method)) ? this.#pool : undefined;
     try {
+      if (pool) await pool.startRead(this.#member);
+      // Work not started for a client that left is dropped, not done.
+      if (this.#closed) return;
       const r = await this.#handleMessage(message, size, this.#contextFor(owed));
       if (r) this.#sendRaw(r);
     } finally {
       this.#budget.release(owed);
+      pool?.endRead(this.#member);
     }
   }
 
@@ -244,7 +314,10 @@ export class Connection implements ConnectionHandle {
     const owed = new Owed();
     const ctx = this.#contextFor(owed);
     const answers: string[] = [];
+    // A batch with reads counts as one read: its answer is held whole, at most BATCH_ANSWER_BYTES.
+    const pool = elements.some((m) => isObject(m) && READ_METHODS.has(String(m.method))) ? this.#pool : undefined;
     try {
+      if (pool) await pool.startRead(this.#member);
       for (const m of elements) {
         // Work not started for a client that left is dropped, not done.
         if (this.#closed) return;
@@ -257,6 +330,7 @@ export class Connection implements ConnectionHandle {
       if (answers.length > 0) this.#write(`[${answers.join(',')}]`);
     } finally {
       this.#budget.release(owed);
+      pool?.endRead(this.#member);
     }
   }
 
@@ -302,6 +376,7 @@ export class Connection implements ConnectionHandle {
   }
 
   #onDrain(): void {
+    this.#pool?.update(this.#member);
     this.#pumpInput();
     const listeners = this.#drainListeners.splice(0);
     for (const l of listeners) l();
@@ -310,6 +385,7 @@ export class Connection implements ConnectionHandle {
   #onClose(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#pool?.leave(this.#member);
     // Work not started for a client that left is dropped, not done.
     this.#lines.clear();
     for (const l of this.#closeListeners.splice(0)) l();

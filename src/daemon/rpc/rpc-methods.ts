@@ -8,6 +8,7 @@ import type { Counters } from '../store/counters.js';
 import { chatStreamIds } from '../directory/chats.js';
 import type { Directory } from '../directory/directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
+import type { Quotas } from '../streams/quotas.js';
 import type { Integrity } from '../store/integrity.js';
 import type { WalIncident } from '../store/recovery-check.js';
 import type { CallContext, Handlers } from './rpc-server.js';
@@ -20,10 +21,12 @@ import { buildOpenRpc } from '../../shared/openrpc.js';
 import { checkStore } from '../store/doctor.js';
 import { PAGE_BYTES } from '../limits.js';
 import { LIST_LIMIT } from '../store/key-page.js';
+import { monotonicMs } from '../runtime/clock.js';
 
 /** Everything the handlers use. */
 export interface Services {
   version: string;
+  /** When the daemon started, on the monotonic clock (`clock.ts`). */
   startedAt: number;
   maxLineBytes: number;
   maxAppendRequestBytes: number;
@@ -35,6 +38,7 @@ export interface Services {
   signer: Signer;
   counters: Counters;
   helloLimiter: HelloLimiter;
+  quotas: Quotas;
   integrity: Integrity;
   audit: Audit;
   walIncidents: () => WalIncident[];
@@ -57,13 +61,15 @@ export function createHandlers(s: Services): Handlers {
       s.helloLimiter.check(connId);
       const caller = s.directory.authenticate(p.token);
       if (!caller) {
-        s.helloLimiter.failed(connId);
+        const floodWait = s.helloLimiter.failed(connId);
         s.audit.security('session.hello.failed', { ...peerOf(ctx) });
         // An unknown token may be a valid one whose index entry was damaged: say so, not "unknown".
         const damaged = s.directory.tokenIndexDamage;
         if (damaged !== null) {
           throw untrustworthy(damaged, 'the token index is damaged, so an unknown token cannot be told from a valid one');
         }
+        // Failures across the daemon are over their rate: this failing caller is told to wait.
+        if (floodWait !== null) throw errors.rateLimited(floodWait, 'failed session.hello attempts across the daemon');
         throw errors.unauthenticated('unknown, rotated or disabled token');
       }
       s.helloLimiter.succeeded(connId);
@@ -79,7 +85,7 @@ export function createHandlers(s: Services): Handlers {
     },
     'daemon.status': () => ({
       version: s.version,
-      uptimeMs: Date.now() - s.startedAt,
+      uptimeMs: Math.round(monotonicMs() - s.startedAt),
       counts: s.counters.snapshot(),
       storage: s.storage.readOnly ? 'read-only' : 'ok',
       commits: { ...s.storage.stats },
@@ -188,20 +194,34 @@ export function createHandlers(s: Services): Handlers {
     'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
 
     'streams.get': (p, caller) => s.streams.get(caller, p.streamId),
-    'streams.claim': (p, caller, ctx) =>
-      s.streams.claim(caller, { streamId: p.streamId, replace: p.replace ?? false, reason: p.reason }, ctx.connection),
+    'streams.claim': (p, caller, ctx) => {
+      // Every claim writes a fence record: claims per minute bound what one agent adds to the log.
+      if (caller.role === 'agent') s.quotas.admitClaim(caller.agentId);
+      return s.streams.claim(caller, { streamId: p.streamId, replace: p.replace ?? false, reason: p.reason }, ctx.connection);
+    },
     'streams.release': async (p, caller, ctx) => {
       const state = await s.streams.release(caller, p);
       if (caller.role === 'admin')
         s.audit.action('streams.release', caller, peerOf(ctx), { streamId: p.streamId, epoch: state.writer.epoch });
       return state;
     },
-    'streams.append': (p, caller, ctx) =>
-      s.streams.append(
+    'streams.append': async (p, caller, ctx) => {
+      const agentId = agentIdOf(caller);
+      // The records as sent: what the agent asks the daemon to store (quotas.ts).
+      const bytes = agentId === null ? 0 : Buffer.byteLength(JSON.stringify(p.records), 'utf8');
+      if (agentId !== null) await s.quotas.admitAppend(agentId, p.records.length, bytes);
+      const r = await s.streams.append(
         caller,
-        { ...p, generation: parseDecimal(p.generation), expectedPosition: parseDecimal(p.expectedPosition) },
+        {
+          ...p,
+          generation: parseDecimal(p.generation),
+          expectedPosition: parseDecimal(p.expectedPosition),
+        },
         ctx.connection,
-      ),
+      );
+      if (agentId !== null && !r.duplicate) s.quotas.appended(agentId, bytes);
+      return r;
+    },
     'streams.read': (p, caller, ctx) =>
       s.reader.read(
         caller,

@@ -5,7 +5,9 @@ import type { Logger } from 'pino';
 import { errors } from '../../shared/errors.js';
 import { ownedDirectoryProblem } from '../../shared/socket-trust.js';
 import type { Audit, AuditFields } from './audit.js';
+import { Admission, type AdmissionOptions } from './admission.js';
 import { Connection } from './connection.js';
+import type { OutputPool } from './output-pool.js';
 import { EXIT_CODES } from '../runtime/exit-codes.js';
 import type { RpcServer } from './rpc-server.js';
 import { openFileLimit, socketFd, socketInode } from './socket-fd.js';
@@ -134,12 +136,20 @@ export async function prepareSocketPath(path: string, log: Logger, socketMode?: 
 }
 
 /** Options of the listening side. */
-export interface SocketServerOptions {
+export interface SocketServerOptions extends AdmissionOptions {
   maxLineBytes: number;
-  maxConnections: number;
   maxUnsentBytes: number;
+  /** The daemon-wide memory budget every connection counts against (output-pool.ts). */
+  pool?: OutputPool;
   audit: Audit;
   onConnection?: (c: Connection) => void;
+}
+
+/** Why a new connection is refused, for its RATE_LIMITED line and the audit log. */
+interface Refusal {
+  reason: 'MAX_CONNECTIONS' | 'PENDING_HELLOS' | 'FILE_DESCRIPTORS';
+  what: string;
+  fields: AuditFields;
 }
 
 /** How long a connection refused at the cap may stay open for its client to read the refusal. */
@@ -168,12 +178,16 @@ export class SocketServer {
   readonly #connections = new Set<Connection>();
   readonly #log: Logger;
   readonly #audit: Audit;
+  readonly #admission: Admission;
 
   constructor(rpc: RpcServer, log: Logger, opts: SocketServerOptions) {
     this.#log = log;
     this.#audit = opts.audit;
+    this.#admission = new Admission(opts, opts.audit);
     this.#server = createServer((socket: Socket) => {
-      const refusal = this.#refusal(socket, opts.maxConnections);
+      // Room first: the oldest idle connection without a session gives way to the newcomer.
+      const room = this.#admission.makeRoom(this.#connections.size);
+      const refusal = this.#refusal(socket, room, opts);
       if (refusal) {
         this.#refuse(socket, refusal);
         return;
@@ -182,19 +196,27 @@ export class SocketServer {
         maxLineBytes: opts.maxLineBytes,
         maxUnsentBytes: opts.maxUnsentBytes,
         audit: opts.audit,
+        pool: opts.pool,
+        admitSession: (c, caller) => {
+          this.#admission.session(c, caller);
+        },
       });
       this.#connections.add(conn);
       conn.onClose(() => this.#connections.delete(conn));
+      this.#admission.accepted(conn);
       opts.onConnection?.(conn);
     });
   }
 
-  #refusal(
-    socket: Socket,
-    maxConnections: number,
-  ): { reason: 'MAX_CONNECTIONS' | 'FILE_DESCRIPTORS'; what: string; fields: AuditFields } | null {
-    if (this.#connections.size >= maxConnections) {
-      return { reason: 'MAX_CONNECTIONS', what: `connections (max ${maxConnections})`, fields: { max: maxConnections } };
+  #refusal(socket: Socket, room: boolean, opts: AdmissionOptions): Refusal | null {
+    if (!room) {
+      if (this.#connections.size >= opts.maxConnections)
+        return { reason: 'MAX_CONNECTIONS', what: `connections (max ${opts.maxConnections})`, fields: { max: opts.maxConnections } };
+      return {
+        reason: 'PENDING_HELLOS',
+        what: `connections waiting for session.hello (max ${opts.maxPendingHellos})`,
+        fields: { max: opts.maxPendingHellos },
+      };
     }
     const fd = socketFd(socket);
     const limit = openFileLimit();
@@ -217,7 +239,7 @@ export class SocketServer {
    * EMFILE, where libuv drops the rest unseen. A client that wrote before reading may then see a
    * reset instead of the line; the refusal is in the audit log either way.
    */
-  #refuse(socket: Socket, refusal: { reason: 'MAX_CONNECTIONS' | 'FILE_DESCRIPTORS'; what: string; fields: AuditFields }): void {
+  #refuse(socket: Socket, refusal: Refusal): void {
     this.#audit.burst('connection.refused', refusal.reason, {
       reason: refusal.reason,
       connections: this.#connections.size,

@@ -1,3 +1,5 @@
+import type { QuotaOptions } from '../streams/quotas.js';
+
 /** Everything the daemon needs to start, resolved from flags and environment (§2). */
 export interface DaemonConfig {
   /** null: use the socket passed by systemd (LISTEN_FDS). */
@@ -10,6 +12,14 @@ export interface DaemonConfig {
   maxConnections: number;
   /** Unsent output one connection may leave unread before it is closed (default DEFAULT_MAX_UNSENT_BYTES). */
   maxUnsentBytes?: number;
+  /** Daemon-wide budget of answers in the making and unsent output (default DEFAULT_MAX_OUTPUT_BYTES). */
+  maxOutputBytes?: number;
+  /** Admission (docs/security.md "Connection admission"); defaults in limits.ts. */
+  helloTimeoutMs?: number;
+  maxPendingHellos?: number;
+  maxSessionsPerAgent?: number;
+  /** Per-agent quotas (0: none); defaults in limits.ts DEFAULT_QUOTAS. */
+  quotas?: Partial<QuotaOptions>;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
 }

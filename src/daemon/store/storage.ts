@@ -116,6 +116,14 @@ export class Storage {
     return this.#reads.keys(range);
   }
 
+  /**
+   * LevelDB's estimate of the bytes a key range takes on disk (compressed tables; what is still
+   * in the memtable counts nothing). For quotas, never for anything exact.
+   */
+  approximateSize(gte: string, lt: string): Promise<number> {
+    return this.#db.approximateSize(gte, lt);
+  }
+
   /** The last committed key of a range (one seek), or undefined. */
   lastKey(range: { gte: string; lt: string }): Promise<string | undefined> {
     this.#assertOpen();

@@ -6,6 +6,7 @@ import type { Caller } from '../caller.js';
 import { chatStreamIds } from '../directory/chats.js';
 import type { Directory } from '../directory/directory.js';
 import { PAGE_BYTES } from '../limits.js';
+import { monotonicMs } from '../runtime/clock.js';
 import type { HistoryRequest, WaitingReadRequest } from '../requests.js';
 import type { StreamMeta } from '../store/stream-meta.js';
 import type { CommittedRange } from './heads.js';
@@ -69,10 +70,10 @@ export class ChatReader {
    * budget is asked for at each read, not held while waiting: a long poll reserves nothing.
    */
   async read(caller: Caller, p: WaitingReadRequest, pageBytes: () => number = () => PAGE_BYTES): Promise<ReadBatch> {
-    const deadline = Date.now() + p.waitMs;
+    const deadline = monotonicMs() + p.waitMs;
     for (;;) {
       const batch = await this.#streams.read(caller, { ...p, maxBytes: Math.min(p.maxBytes, pageBytes()) });
-      const remaining = deadline - Date.now();
+      const remaining = deadline - monotonicMs();
       if (batch.records.length > 0 || batch.sealed || remaining <= 0) return batch;
       await this.#waitFor(p.streamId, remaining);
     }

@@ -1,0 +1,138 @@
+import { errors } from '../../shared/errors.js';
+import { makeStreamId } from '../../shared/ids.js';
+import { monotonicMs } from '../runtime/clock.js';
+import { K, prefixEnd } from '../store/key-layout.js';
+import type { Storage } from '../store/storage.js';
+
+/** Per-agent quotas (docs/security.md "Quotas"); 0 turns one off. */
+export interface QuotaOptions {
+  appendRecordsPerSecond: number;
+  /** Append request bytes (the records as sent) per second. */
+  appendBytesPerSecond: number;
+  /** Bytes of records an agent may have stored, over the streams it writes. */
+  storedBytes: number;
+  claimsPerMinute: number;
+}
+
+/** Seconds of its rate an append bucket holds: bursts up to this are never slowed. */
+const APPEND_BURST_SECONDS = 10;
+
+/** A token bucket on the monotonic clock: `capacity` tokens, refilled at `perMs`. */
+class Bucket {
+  #tokens: number;
+  #last: number;
+  constructor(
+    readonly capacity: number,
+    readonly perMs: number,
+    now: number,
+  ) {
+    this.#tokens = capacity;
+    this.#last = now;
+  }
+
+  /** Milliseconds until `n` tokens are there (0: now). */
+  waitFor(n: number, now: number): number {
+    this.#tokens = Math.min(this.capacity, this.#tokens + (now - this.#last) * this.perMs);
+    this.#last = now;
+    const need = Math.min(n, this.capacity) - this.#tokens;
+    return need <= 0 ? 0 : Math.ceil(need / this.perMs);
+  }
+
+  take(n: number): void {
+    this.#tokens -= n;
+  }
+}
+
+interface AgentUsage {
+  records: Bucket | null;
+  bytes: Bucket | null;
+  claims: Bucket | null;
+  /** LevelDB's estimate of the agent's stored records at first use since start (null: no stored quota). */
+  onDisk: Promise<number> | null;
+  /** Bytes appended since then. */
+  appended: number;
+}
+
+/**
+ * What one agent may write: records and bytes per second (token buckets holding
+ * APPEND_BURST_SECONDS of their rate), stored bytes, claims per minute. Over a rate the answer
+ * is RATE_LIMITED with `retryAfterMs`, over stored bytes QUOTA_EXCEEDED; either way nothing was
+ * written. Admin calls are not counted (the admin does not append or claim as an agent).
+ */
+export class Quotas {
+  readonly #opts: QuotaOptions;
+  readonly #storage: Storage;
+  readonly #now: () => number;
+  readonly #agents = new Map<string, AgentUsage>();
+
+  constructor(opts: QuotaOptions, storage: Storage, now: () => number = monotonicMs) {
+    this.#opts = opts;
+    this.#storage = storage;
+    this.#now = now;
+  }
+
+  #usage(agentId: string): AgentUsage {
+    let u = this.#agents.get(agentId);
+    if (!u) {
+      const now = this.#now();
+      const o = this.#opts;
+      const bucket = (perSecond: number) => (perSecond > 0 ? new Bucket(perSecond * APPEND_BURST_SECONDS, perSecond / 1000, now) : null);
+      u = {
+        records: bucket(o.appendRecordsPerSecond),
+        bytes: bucket(o.appendBytesPerSecond),
+        claims: o.claimsPerMinute > 0 ? new Bucket(o.claimsPerMinute, o.claimsPerMinute / 60_000, now) : null,
+        onDisk: o.storedBytes > 0 ? this.#storedOnDisk(agentId) : null,
+        appended: 0,
+      };
+      this.#agents.set(agentId, u);
+    }
+    return u;
+  }
+
+  /** LevelDB's estimate of the records in the streams `agentId` writes (one per chat it is in). */
+  async #storedOnDisk(agentId: string): Promise<number> {
+    const members = K.membersPrefix(agentId);
+    let total = 0;
+    for await (const key of this.#storage.keys({ gte: members, lt: prefixEnd(members) })) {
+      const records = K.recordsOfStream(makeStreamId(key.slice(members.length), agentId));
+      total += await this.#storage.approximateSize(records, prefixEnd(records));
+    }
+    return total;
+  }
+
+  /**
+   * Before an append of `records` records and `bytes` request bytes by `agentId`: throw
+   * RATE_LIMITED or QUOTA_EXCEEDED, or take them from the agent's buckets.
+   */
+  async admitAppend(agentId: string, records: number, bytes: number): Promise<void> {
+    const u = this.#usage(agentId);
+    if (u.onDisk !== null) {
+      const stored = (await u.onDisk) + u.appended;
+      if (stored + bytes > this.#opts.storedBytes) throw errors.quotaExceeded('storedBytes', this.#opts.storedBytes, stored);
+    }
+    const now = this.#now();
+    const wait = Math.max(u.records?.waitFor(records, now) ?? 0, u.bytes?.waitFor(bytes, now) ?? 0);
+    if (wait > 0) {
+      throw errors.rateLimited(
+        wait,
+        `appends by this agent (quota ${this.#opts.appendRecordsPerSecond} records/s, ${this.#opts.appendBytesPerSecond} bytes/s)`,
+      );
+    }
+    u.records?.take(records);
+    u.bytes?.take(bytes);
+  }
+
+  /** An append of `bytes` was stored. */
+  appended(agentId: string, bytes: number): void {
+    this.#usage(agentId).appended += bytes;
+  }
+
+  /** Before `streams.claim` by `agentId`: throw RATE_LIMITED past its claims per minute. */
+  admitClaim(agentId: string): void {
+    const u = this.#usage(agentId);
+    if (!u.claims) return;
+    const wait = u.claims.waitFor(1, this.#now());
+    if (wait > 0) throw errors.rateLimited(wait, `streams.claim calls by this agent (quota ${this.#opts.claimsPerMinute} per minute)`);
+    u.claims.take(1);
+  }
+}
