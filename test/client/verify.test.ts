@@ -216,6 +216,28 @@ describe('verifyRecord', () => {
     expectVerificationError(wrongAuthor, jwks);
   });
 
+  it("fails when a record's author is not the signed sender: a genuine signature moved to another author, or the author swapped", async () => {
+    // Guards: "a verified record was signed for its author" (§5: the signed fromAgentId is the
+    // wrapper's authorAgentId). Both cases below carry a signature that verifies over its own
+    // payload, so only the binding of fromAgentId to the record's author can refuse them.
+    const bobClaim = await bob.rpc.streams.claim({ streamId: chat.bob.streamId });
+    const bobHold: Hold = { streamId: chat.bob.streamId, token: bobClaim.coordinatorToken, next: bobClaim.nextPosition };
+    const sent = await appendMessages(bob, bobHold, ['signed for bob']);
+    const bobsRecord = sent.records[0]!;
+    verifyRecord(bobsRecord, jwks);
+    // bob's genuinely signed message presented as a record of alice's stream, at one of her positions.
+    const relabelled = structuredClone(bobsRecord);
+    relabelled.streamId = chat.alice.streamId;
+    relabelled.position = sample.position;
+    relabelled.wrapper.authorAgentId = chat.alice.id;
+    expectVerificationError(relabelled, jwks);
+    // alice's record with only its author changed: the message still says (and is signed for) alice.
+    const swapped = structuredClone(sample);
+    swapped.streamId = chat.bob.streamId;
+    swapped.wrapper.authorAgentId = chat.bob.id;
+    expectVerificationError(swapped, jwks);
+  });
+
   it('after keys.rotate, old records still verify with the retired key and new ones with the new key', async () => {
     const oldKid = admin().session.signing.kid;
     const { kid: newKid } = await admin().rpc.keys.rotate({});

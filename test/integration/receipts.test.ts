@@ -71,10 +71,9 @@ describe('receipts', () => {
     const batch = await bobReads(c, '0');
     const before = c.wb.next;
     const data = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', batch.nextPosition, tamper(batch.batchId))]), 'INVALID_RECEIPT');
-    expect(typeof data.reason).toBe('string');
-    expect((data.reason as string).length).toBeGreaterThan(0);
+    expect(data.reason).toBe('UNKNOWN_BATCH');
     const data2 = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', batch.nextPosition, 'not-a-batch-id')]), 'INVALID_RECEIPT');
-    expect(typeof data2.reason).toBe('string');
+    expect(data2.reason).toBe('UNKNOWN_BATCH');
     expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
     expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
   });
@@ -92,7 +91,7 @@ describe('receipts', () => {
       ['alice', aliceBatch],
     ] as const) {
       const data = expectError(await c.wb.tryAppend([receipt(c.streamA, '1', end, b.batchId)]), 'INVALID_RECEIPT', who);
-      expect(typeof data.reason).toBe('string');
+      expect(data.reason, who).toBe('NOT_PRESENTED');
     }
     expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
     // The same range read by bob himself is accepted.
@@ -112,11 +111,17 @@ describe('receipts', () => {
         'INVALID_RECEIPT',
         `nextPosition ${wrong}`,
       );
-      expect(typeof data.reason).toBe('string');
+      expect(data.reason, `nextPosition ${wrong}`).toBe('BATCH_MISMATCH');
     }
     // Wrong peer generation or peer stream with an otherwise good batch.
-    expectError(await c.wb.tryAppend([receipt(c.streamA, '2', '4', batch.batchId)]), 'INVALID_RECEIPT', 'peerGeneration 2');
-    expectError(await c.wb.tryAppend([receipt(c.streamB, '1', '4', batch.batchId)]), 'INVALID_RECEIPT', "bob's own stream as peerStreamId");
+    const gen2 = expectError(await c.wb.tryAppend([receipt(c.streamA, '2', '4', batch.batchId)]), 'INVALID_RECEIPT', 'peerGeneration 2');
+    expect(gen2.reason).toBe('BATCH_MISMATCH');
+    const own = expectError(
+      await c.wb.tryAppend([receipt(c.streamB, '1', '4', batch.batchId)]),
+      'INVALID_RECEIPT',
+      "bob's own stream as peerStreamId",
+    );
+    expect(own.reason).toBe('WRONG_STREAM');
     expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
     await c.wb.append([receipt(c.streamA, '1', '4', batch.batchId)]);
     expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: '4' });
@@ -133,13 +138,18 @@ describe('receipts', () => {
       'INVALID_RECEIPT',
       'same batch again',
     );
-    expect(typeof again.reason).toBe('string');
-    expectError(await c.wb.tryAppend([receipt(c.streamA, '1', early.nextPosition, early.batchId)]), 'INVALID_RECEIPT', 'earlier batch');
+    expect(again.reason).toBe('NOT_FORWARD');
+    const earlier = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '1', early.nextPosition, early.batchId)]),
+      'INVALID_RECEIPT',
+      'earlier batch',
+    );
+    expect(earlier.reason).toBe('NOT_FORWARD');
     // Two receipts for the same batch inside one operation: the second does not move forward.
     await c.wa.send('rep2', 2);
     const fresh = await bobReads(c, later.nextPosition);
     const before = c.wb.next;
-    expectError(
+    const twice = expectError(
       await c.wb.tryAppend([
         receipt(c.streamA, '1', fresh.nextPosition, fresh.batchId),
         receipt(c.streamA, '1', fresh.nextPosition, fresh.batchId),
@@ -147,6 +157,7 @@ describe('receipts', () => {
       'INVALID_RECEIPT',
       'duplicate receipt in one operation',
     );
+    expect(twice.reason).toBe('NOT_FORWARD');
     expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
     expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: later.nextPosition });
   });
@@ -232,12 +243,99 @@ describe('receipts', () => {
     const b2 = await bobReads(c, batch.nextPosition);
     const mid = c.wb.next;
     const badOp = uniq('reply-bad');
-    expectError(
-      await c.wb.tryAppend([...messages('answer2', 3), receipt(c.streamA, '1', b2.nextPosition, b2.batchId.slice(0, -3) + 'AAA')], badOp),
+    const bad = expectError(
+      await c.wb.tryAppend([...messages('answer2', 3), receipt(c.streamA, '1', b2.nextPosition, tamper(b2.batchId))], badOp),
       'INVALID_RECEIPT',
     );
+    expect(bad.reason).toBe('UNKNOWN_BATCH');
     expect((await streamState(admin(), c.streamB)).nextPosition).toBe(mid);
     expect(ok(await admin().call('operations.get', { streamId: c.streamB, operationId: badOp })).state).toBe('unknown');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The receipt checks of §3.5 one by one, each by the reason it must answer: a receipt that
+// fails one check must not be caught by a later one instead (or, with the check gone, pass).
+
+describe('receipt checks, each by its reason', () => {
+  it("WRONG_STREAM: a receipt naming a batch of the reader's own stream is refused and acknowledges nothing", async () => {
+    // Guards: "a receipt acknowledges the peer's stream only" (§3.5 WRONG_STREAM). Without the
+    // check, bob's batch of his own stream passes every later check (it was presented to him, its
+    // generation and end match) and moves the acknowledgement of alice's stream.
+    const c = await setupChat(daemon(), admin());
+    await c.wa.send('peer', 2);
+    await c.wb.send('own', 3);
+    const ownBatch = ok(await c.bob.client.call('streams.read', { streamId: c.streamB, generation: '1', fromPosition: '0' }));
+    expect(ownBatch.nextPosition).toBe(c.wb.next);
+    const before = c.wb.next;
+    const data = expectError(
+      await c.wb.tryAppend([receipt(c.streamB, '1', ownBatch.nextPosition, ownBatch.batchId)]),
+      'INVALID_RECEIPT',
+      'receipt of own stream',
+    );
+    expect(data.reason).toBe('WRONG_STREAM');
+    expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
+    expect((await streamState(admin(), c.streamB)).acknowledged).toBeNull();
+  });
+
+  it('STALE_GENERATION: a receipt for a batch of a sealed (pre-reset) generation of alice is refused', async () => {
+    // Guards: "a receipt acknowledges the peer's current generation only" (§3.5
+    // STALE_GENERATION). The batch is genuine and matches its generation and end, so only this
+    // check stands between it and an acknowledgement of a generation that no longer runs.
+    const c = await setupChat(daemon(), admin());
+    await c.wa.send('old', 4);
+    const shown = await bobReads(c, '0');
+    expect(shown.nextPosition).toBe('5');
+    ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'stale receipt test' }));
+    await c.wa.reclaim();
+    await c.wa.send('new', 4);
+    expect(c.wa.generation).toBe('2');
+    const before = c.wb.next;
+    const data = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]),
+      'INVALID_RECEIPT',
+      'receipt of sealed generation 1',
+    );
+    expect(data.reason).toBe('STALE_GENERATION');
+    // Read again from the sealed generation after the reset: the same answer.
+    const sealed = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
+    expect(sealed.sealed).toBe(true);
+    const again = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '1', sealed.nextPosition, sealed.batchId)]),
+      'INVALID_RECEIPT',
+      'receipt of a batch read from the sealed generation',
+    );
+    expect(again.reason).toBe('STALE_GENERATION');
+    expect((await streamState(admin(), c.streamB)).nextPosition).toBe(before);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
+  });
+
+  it('BATCH_MISMATCH: a batch of sealed generation 1 used for generation 2 at the same positions is refused', async () => {
+    // Guards: "a batch acknowledges the generation it was presented from" (§3.5 BATCH_MISMATCH
+    // compares peerGeneration with the batch's). Generation 2 holds the same positions (fence +
+    // 4 messages), so a check of the end alone would let generation 1's batch acknowledge it.
+    const c = await setupChat(daemon(), admin());
+    await c.wa.send('first', 4);
+    const shown = await bobReads(c, '0');
+    expect(shown.nextPosition).toBe('5');
+    ok(await admin().call('streams.reset', { streamId: c.streamA, reason: 'batch mismatch test' }));
+    await c.wa.reclaim();
+    await c.wa.send('second', 4);
+    expect(c.wa.generation).toBe('2');
+    expect(c.wa.next).toBe(shown.nextPosition);
+    const data = expectError(
+      await c.wb.tryAppend([receipt(c.streamA, '2', shown.nextPosition, shown.batchId)]),
+      'INVALID_RECEIPT',
+      'generation 1 batch for generation 2',
+    );
+    expect(data.reason).toBe('BATCH_MISMATCH');
+    expect((await streamState(admin(), c.streamA)).acknowledged).toBeNull();
+    // A batch of generation 2 itself, at the same positions, is accepted.
+    const current = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '2', fromPosition: '0' }));
+    expect(current.nextPosition).toBe(shown.nextPosition);
+    await c.wb.append([receipt(c.streamA, '2', current.nextPosition, current.batchId)]);
+    expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '2', nextPosition: current.nextPosition });
   });
 });
 

@@ -209,6 +209,29 @@ describe('streams.claim', () => {
     ok(await append(pair.a.client, newer, newer.nextPosition, [msg(uniq('m'), 'from the new writer')]));
   });
 
+  it('records replaced:true only when a live coordinator was displaced, not whenever replace was asked', async () => {
+    // Guards: the fence's `replaced` says "whether a live coordinator was replaced" (§5 writer
+    // fence), i.e. it tells a reader of the stream that a takeover happened. `replace: true` on
+    // a stream nobody holds (never claimed, or released) displaces nobody.
+    const fresh = await createPair(admin(), daemon().socketPath);
+    const fenceAt = async (nextPosition: string) => {
+      const r = await read(admin(), fresh.streamA, inc(nextPosition, -1));
+      return fenceOf(r.records[0]);
+    };
+    const first = await claim(fresh.a.client, fresh.streamA, true);
+    expect(await fenceAt(first.nextPosition)).toMatchObject({ epoch: first.epoch, replaced: false, reason: 'test' });
+    ok(await fresh.a.client.call('streams.release', { streamId: fresh.streamA, coordinatorToken: first.coordinatorToken }));
+    const afterRelease = await claim(fresh.a.client, fresh.streamA, true);
+    expect(await fenceAt(afterRelease.nextPosition)).toMatchObject({ epoch: afterRelease.epoch, replaced: false });
+    // A real takeover: afterRelease's coordinator is live.
+    const takeover = await claim(fresh.a.client, fresh.streamA, true);
+    expect(await fenceAt(takeover.nextPosition)).toMatchObject({ epoch: takeover.epoch, replaced: true });
+    // After the admin released it, nobody is displaced again.
+    ok(await admin().call('streams.release', { streamId: fresh.streamA }));
+    const afterAdminRelease = await claim(fresh.a.client, fresh.streamA, true);
+    expect(await fenceAt(afterAdminRelease.nextPosition)).toMatchObject({ epoch: afterAdminRelease.epoch, replaced: false });
+  });
+
   it('is author only: the peer gets PERMISSION_DENIED', async () => {
     expectError(await pair.b.client.call('streams.claim', { streamId: pair.streamA, replace: true }), 4003, 'PERMISSION_DENIED');
   });
