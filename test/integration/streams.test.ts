@@ -1,7 +1,7 @@
 // streams.get / claim / release / append / read and operations.get / list (§4–§6) over the
 // real socket. Every chat.message read back in this file is verified independently (§5).
 
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { MethodResults } from '../../src/shared/methods.js';
 import type { StoredRecord } from '../../src/shared/types.js';
 import {
@@ -11,12 +11,10 @@ import {
   connectAs,
   createAgent,
   createPair,
-  errorShapeProblems,
   fetchKeys,
   listIn,
   messageProblems,
   ok,
-  seenErrors,
   sha256b64url,
   uniq,
   type WireResponse,
@@ -26,6 +24,7 @@ import {
   fenceOf,
 } from '../helpers/wire-fixtures.js';
 import { sleep } from '../helpers/wait.js';
+import { expectWellFormedErrors } from '../helpers/error-shapes.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -111,6 +110,21 @@ function expectError(r: WireResponse, code: number, type: string): void {
   expect(r.result, JSON.stringify(r)).toBeUndefined();
   expect(r.error?.code, JSON.stringify(r.error)).toBe(code);
   expect(r.error?.data?.type).toBe(type);
+}
+
+/**
+ * The request digest of an append (§6.6: streamId, generation, expectedPosition and the records
+ * as sent; not the token, not the operationId), computed here from what the test sent:
+ * base64url(SHA-256) of the JSON array [streamId, generation, expectedPosition, records], each
+ * message as ["m", messageId, content] and each receipt as ["r", peerStreamId, peerGeneration,
+ * nextPosition, batchId]. Digests are stored with the operations, so this form cannot change
+ * without making stored ones incomparable.
+ */
+function requestDigestOf(streamId: string, generation: string, expectedPosition: string, records: RecordIn[]): string {
+  const tuples = records.map((r) =>
+    r.type === 'chat.message' ? ['m', r.messageId, r.content] : ['r', r.peerStreamId, r.peerGeneration, r.nextPosition, r.batchId],
+  );
+  return sha256b64url(JSON.stringify([streamId, generation, expectedPosition, tuples]));
 }
 
 function inc(pos: string, by = 1): string {
@@ -340,11 +354,13 @@ describe('streams.release', () => {
 });
 
 describe('streams.append', () => {
+  // Each test gets its own chat, claim and position, so one failure cannot cascade into the
+  // next test's expectedPosition and every test runs alone (`-t`).
   let pair: TestPair;
   let c: Claim;
   let next: string;
 
-  beforeAll(async () => {
+  beforeEach(async () => {
     pair = await createPair(admin(), daemon().socketPath);
     c = await claim(pair.a.client, pair.streamA);
     next = c.nextPosition;
@@ -590,6 +606,25 @@ describe('streams.append', () => {
       expect((await state(pair.streamA)).nextPosition).toBe(next);
     });
 
+    it('same operationId and messageId with different content is OPERATION_CONFLICT, not a duplicate of the first', async () => {
+      // Guards: "the request digest covers the records as sent" (§6.6 step 7). A digest without
+      // the content would replay the first result as duplicate:true, telling the sender its new
+      // text was stored when it was not.
+      const opId = uniq('op-content');
+      const messageId = uniq('same-id');
+      const at = next;
+      const first = ok(await append(pair.a.client, c, at, [msg(messageId, 'the original text')], opId));
+      expect(first.duplicate).toBe(false);
+      const changed = await append(pair.a.client, c, at, [msg(messageId, 'a different text')], opId);
+      expectError(changed, 4093, 'OPERATION_CONFLICT');
+      expect(changed.error?.data?.operation).toBe(opId);
+      // The same request as the first still replays.
+      const replay = ok(await append(pair.a.client, c, at, [msg(messageId, 'the original text')], opId));
+      expect(replay).toEqual({ ...first, duplicate: true });
+      next = first.nextPosition;
+      expect((await state(pair.streamA)).nextPosition).toBe(next);
+    });
+
     it('lets an operationId whose append failed be used again', async () => {
       const opId = uniq('op-retry');
       const failed = await append(pair.a.client, c, inc(next, 1), [msg(uniq('m'), 'wrong place')], opId);
@@ -635,12 +670,24 @@ describe('streams.append', () => {
       next = later.nextPosition;
     });
 
-    it('rejects the same messageId twice in one request, writing nothing', async () => {
+    it('rejects the same messageId twice in one request with DUPLICATE_MESSAGE 4094 at the first one, writing nothing', async () => {
+      // §6.6 step 12: unique in the request, answered DUPLICATE_MESSAGE with the position of the
+      // earlier message (where it would have been written), whatever the contents.
       const twice = uniq('twice');
       const r = await append(pair.a.client, c, next, [msg(twice, 'one'), msg(twice, 'two')]);
-      expect(r.result).toBeUndefined();
-      expect([4094, -32602]).toContain(r.error?.code);
+      expectError(r, 4094, 'DUPLICATE_MESSAGE');
+      expect(r.error?.data?.position).toBe(next);
+      const apart = await append(pair.a.client, c, next, [
+        msg(uniq('other'), 'x'),
+        msg(twice, 'same'),
+        msg(uniq('other'), 'y'),
+        msg(twice, 'same'),
+      ]);
+      expectError(apart, 4094, 'DUPLICATE_MESSAGE');
+      expect(apart.error?.data?.position).toBe(inc(next, 1));
       expect((await state(pair.streamA)).nextPosition).toBe(next);
+      // Nothing was consumed: the messageId is still free.
+      ok(await append(pair.a.client, c, next, [msg(twice, 'once')]));
     });
 
     it('scopes messageIds to the sender: the peer may use the same messageId', async () => {
@@ -705,6 +752,18 @@ describe('streams.append', () => {
   });
 
   describe('receipts', () => {
+    beforeEach(async () => {
+      // Something for bob to read and acknowledge: alice's fence and five messages.
+      next = ok(
+        await append(
+          pair.a.client,
+          c,
+          next,
+          [1, 2, 3, 4, 5].map((i) => msg(uniq('to-ack'), `to acknowledge ${i}`)),
+        ),
+      ).nextPosition;
+    });
+
     it('accepts a receipt for a batch presented to the peer and records it as acknowledged', async () => {
       const bClaim = await claim(pair.b.client, pair.streamB, true);
       const batch = await read(pair.b.client, pair.streamA, '0', { limit: 3 });
@@ -732,7 +791,7 @@ describe('streams.append', () => {
       // The same receipt again does not go forward.
       const again = await append(pair.b.client, bClaim, r.nextPosition, [receipt]);
       expectError(again, 4095, 'INVALID_RECEIPT');
-      expect(again.error?.data?.reason).toBeDefined();
+      expect(again.error?.data?.reason).toBe('NOT_FORWARD');
 
       // A later batch moves the acknowledgement forward.
       const later = await read(pair.b.client, pair.streamA, batch.nextPosition, { limit: 2 });
@@ -748,15 +807,14 @@ describe('streams.append', () => {
         { type: 'chat.receipt', peerStreamId: pair.streamA, peerGeneration: '1', nextPosition: next, batchId: 'garbage-batch-id' },
       ]);
       expectError(r, 4095, 'INVALID_RECEIPT');
-      expect(r.error?.data?.reason).toBeDefined();
+      expect(r.error?.data?.reason).toBe('UNKNOWN_BATCH');
       expect((await state(pair.streamB)).nextPosition).toBe(bClaim.nextPosition);
       expect(BigInt(bClaim.nextPosition)).toBeGreaterThan(BigInt(bState.nextPosition));
     });
 
     it('rejects a receipt whose nextPosition is not the end of the presented batch', async () => {
       const bClaim = await claim(pair.b.client, pair.streamB, true);
-      const acked = (await state(pair.streamA)).acknowledged as { nextPosition: string };
-      const batch = await read(pair.b.client, pair.streamA, acked.nextPosition, { limit: 2 });
+      const batch = await read(pair.b.client, pair.streamA, '2', { limit: 2 });
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
         {
           type: 'chat.receipt',
@@ -767,12 +825,13 @@ describe('streams.append', () => {
         },
       ]);
       expectError(r, 4095, 'INVALID_RECEIPT');
+      expect(r.error?.data?.reason).toBe('BATCH_MISMATCH');
+      expect((await state(pair.streamA)).acknowledged).toBeNull();
     });
 
     it('rejects a batch that was presented to someone else', async () => {
       const bClaim = await claim(pair.b.client, pair.streamB, true);
-      const acked = (await state(pair.streamA)).acknowledged as { nextPosition: string };
-      const adminBatch = await read(admin(), pair.streamA, acked.nextPosition, { limit: 1 });
+      const adminBatch = await read(admin(), pair.streamA, '1', { limit: 1 });
       const r = await append(pair.b.client, bClaim, bClaim.nextPosition, [
         {
           type: 'chat.receipt',
@@ -783,6 +842,8 @@ describe('streams.append', () => {
         },
       ]);
       expectError(r, 4095, 'INVALID_RECEIPT');
+      expect(r.error?.data?.reason).toBe('NOT_PRESENTED');
+      expect((await state(pair.streamA)).acknowledged).toBeNull();
     });
   });
 
@@ -869,7 +930,7 @@ describe('streams.append', () => {
     let p: TestPair;
     let pc: Claim;
     let pnext: string;
-    beforeAll(async () => {
+    beforeEach(async () => {
       p = await createPair(admin(), daemon().socketPath);
       pc = await claim(p.a.client, p.streamA);
       pnext = pc.nextPosition;
@@ -939,6 +1000,7 @@ describe('streams.append', () => {
         { type: 'chat.receipt', peerStreamId: p.streamB, peerGeneration: '1', nextPosition: '1', batchId: 'nonsense' },
       ]);
       expectError(r, 4095, 'INVALID_RECEIPT');
+      expect(r.error?.data?.reason).toBe('UNKNOWN_BATCH');
       ok(await admin().call('agents.setPolicy', { agentId: p.a.id, pii: 'reject' }));
       try {
         const dup = await append(p.a.client, pc, pnext, [msg(messageId, 'now with dave@example.com')]);
@@ -1088,20 +1150,51 @@ describe('operations.get', () => {
     c = await claim(pair.a.client, pair.streamA);
   });
 
-  it('reports a committed operation with its positions, time and digest', async () => {
+  it('reports a committed operation with its positions, time and the digest of what was sent', async () => {
     const opId = uniq('op-get');
-    const r = ok(await append(pair.a.client, c, c.nextPosition, [msg(uniq('m'), 'a'), msg(uniq('m'), 'b')], opId));
+    const records = [msg(uniq('m'), 'a'), msg(uniq('m'), 'b ünïcødé')];
+    const r = ok(await append(pair.a.client, c, c.nextPosition, records, opId));
+    const digest = requestDigestOf(pair.streamA, '1', c.nextPosition, records);
     for (const client of [pair.a.client, admin()]) {
       const op = ok(await client.call('operations.get', { streamId: pair.streamA, operationId: opId }));
-      expect(op).toMatchObject({
+      expect(op).toEqual({
+        operationId: opId,
         state: 'committed',
         generation: '1',
         firstPosition: r.firstPosition,
         nextPosition: r.nextPosition,
         committedAt: rfc3339Ms,
-        requestDigest: anyString,
+        requestDigest: digest,
       });
     }
+    // operations.list reports the same digest, and another request another one.
+    const listed = listIn(ok(await admin().call('operations.list', { streamId: pair.streamA })), 'operations') as {
+      operationId: string;
+      requestDigest: string;
+    }[];
+    expect(listed.find((o) => o.operationId === opId)?.requestDigest).toBe(digest);
+    const other = uniq('op-get-other');
+    const otherRecords = [msg(uniq('m'), 'a')];
+    ok(await append(pair.a.client, c, r.nextPosition, otherRecords, other));
+    const otherOp = ok(await admin().call('operations.get', { streamId: pair.streamA, operationId: other }));
+    expect(otherOp.requestDigest).toBe(requestDigestOf(pair.streamA, '1', r.nextPosition, otherRecords));
+    expect(otherOp.requestDigest).not.toBe(digest);
+  });
+
+  it("digests a receipt's fields too", async () => {
+    const p = await createPair(admin(), daemon().socketPath);
+    const ac = await claim(p.a.client, p.streamA);
+    ok(await append(p.a.client, ac, ac.nextPosition, [msg(uniq('m'), 'to be acknowledged')]));
+    const bc = await claim(p.b.client, p.streamB);
+    const batch = await read(p.b.client, p.streamA, '0');
+    const opId = uniq('op-receipt');
+    const records: RecordIn[] = [
+      msg(uniq('m'), 'thanks'),
+      { type: 'chat.receipt', peerStreamId: p.streamA, peerGeneration: '1', nextPosition: batch.nextPosition, batchId: batch.batchId },
+    ];
+    ok(await append(p.b.client, bc, bc.nextPosition, records, opId));
+    const op = ok(await p.a.client.call('operations.get', { streamId: p.streamB, operationId: opId }));
+    expect(op.requestDigest).toBe(requestDigestOf(p.streamB, '1', bc.nextPosition, records));
   });
 
   it('reports unknown for an operationId that never committed', async () => {
@@ -1170,9 +1263,14 @@ describe('operations.list', () => {
 
 describe('signatures', () => {
   it('every chat.message read back in this file verifies against keys.list', async () => {
+    // Messages of its own first, so the check runs on something when this test runs alone.
+    const own = await createPair(admin(), daemon().socketPath);
+    const oc = await claim(own.a.client, own.streamA);
+    ok(await append(own.a.client, oc, oc.nextPosition, [msg(uniq('sig'), 'one'), msg(uniq('sig'), 'two ✓'), msg(uniq('sig'), '')]));
+    await read(own.b.client, own.streamA, '0');
     const keys = await fetchKeys(admin());
     const messages = readBack.filter((x) => x.record.wrapper.type === 'chat.message');
-    expect(messages.length).toBeGreaterThan(20);
+    expect(messages.filter((x) => x.record.streamId === own.streamA)).toHaveLength(3);
     for (const { record } of messages) {
       const m = messageOf(record);
       const messageId = sentMessageIds.get(m.clientMessageId);
@@ -1189,9 +1287,13 @@ describe('signatures', () => {
 });
 
 describe('error responses', () => {
-  it('never use code 0 and never carry a stack', () => {
-    for (const { method, error } of seenErrors) {
-      expect(errorShapeProblems(error), `${method}: ${JSON.stringify(error)}`).toEqual([]);
-    }
+  it('never use code 0 and never carry a stack (errors provoked here, and every one seen in this file)', async () => {
+    await expectWellFormedErrors(async () => {
+      const p = await createPair(admin(), daemon().socketPath);
+      const pc = await claim(p.a.client, p.streamA);
+      await append(p.a.client, pc, inc(pc.nextPosition, 5), [msg(uniq('m'), 'misplaced')]);
+      await p.b.client.call('streams.claim', { streamId: p.streamA });
+      await p.b.client.call('streams.read', { streamId: p.streamA, generation: '2', fromPosition: '0' });
+    });
   });
 });
