@@ -4,12 +4,29 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'bench/**', 'examples/**', 'scripts/**', '**/*.mjs', '**/*.js', '**/*.d.ts'] },
+  {
+    ignores: [
+      '.stryker-tmp/**',
+      'reports/**',
+      'dist/**',
+      'node_modules/**',
+      'coverage/**',
+      'bench/**',
+      'examples/**',
+      'scripts/**',
+      '**/*.mjs',
+      '**/*.js',
+      '**/*.d.ts',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['vitest.config.ts'] }, tsconfigRootDir: import.meta.dirname },
+      parserOptions: {
+        projectService: { allowDefaultProject: ['vitest.config.ts', 'vitest.mutation.config.ts'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
     },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',

@@ -1,0 +1,59 @@
+// Mutation testing: `npm run test:mutation` (README "Testing"). Not part of `npm test`.
+//
+// How mutants reach the daemon. The integration tests spawn the built daemon (dist/) in child
+// processes, so a mutant switched on inside the vitest worker would never reach it. Measured on
+// the 2-core dev machine, design (a) was kept:
+//   - buildCommand compiles Stryker's instrumented sandbox sources (all mutants, behind
+//     switches) to the sandbox's dist/ (scripts/mutation-build.mjs);
+//   - the setup file of vitest.mutation.config.ts (test/mutation/child-mutants.ts) copies the
+//     active mutant into process.env.__STRYKER_ACTIVE_MUTANT__ before a test file's daemon is
+//     spawned; the instrumenter's header in the child reads it;
+//   - coverage: children preload test/mutation/child-coverage.mjs, which dumps the mutants they
+//     passed; the setup file adds them to the coverage of the test file's tests, so `perTest`
+//     coverage analysis works (per test file for daemon code, per test for code the tests import
+//     themselves) and a mutant runs only the files whose daemons reached it.
+// Measured with (a): 5-20 mutants a minute at concurrency 2 on a loaded 2-core machine, every
+// mutant of append-checks.ts (daemon-only code that no test imports) reached through the
+// socket. The alternative (b), the daemon in the vitest worker, was not built: (a) already gives
+// per-test-file coverage, and (b) would have needed a second daemon fixture and dropping every
+// test that restarts, kills or reads the logs of its daemon.
+//
+// To mutate more modules, add globs to `mutate` (or pass `--mutate <glob>` on the command line)
+// and the tests that guard them to vitest.mutation.config.ts.
+export default {
+  packageManager: 'npm',
+  testRunner: 'vitest',
+  plugins: ['@stryker-mutator/vitest-runner', './test/mutation/ignore-logging.mjs'],
+  vitest: {
+    configFile: 'vitest.mutation.config.ts',
+    // The integration tests import no daemon module: "related" files would find none of them.
+    related: false,
+  },
+  buildCommand: 'node scripts/mutation-build.mjs',
+  coverageAnalysis: 'perTest',
+  mutate: [
+    'src/daemon/streams/*.ts',
+    'src/daemon/store/value-codec.ts',
+    'src/daemon/store/integrity.ts',
+    'src/daemon/store/verified-reads.ts',
+    'src/daemon/store/doctor-checks.ts',
+    'src/daemon/crypto/*.ts',
+    'src/shared/message-signing.ts',
+    'src/client/verify*.ts',
+    'src/client/outbox.ts',
+    'src/client/peer-feed.ts',
+    'src/mcp/chat-session.ts',
+  ],
+  ignorers: ['logging'],
+  ignorePatterns: ['dist', 'reports', '.stryker-tmp', '.tmp', 'bench', 'examples'],
+  tempDirName: '.stryker-tmp',
+  concurrency: 2,
+  // A mutant that hangs a daemon shows as a test timing out; keep that bounded.
+  timeoutMS: 15_000,
+  incremental: true,
+  incrementalFile: 'test/mutation/stryker-incremental.json',
+  reporters: ['clear-text', 'progress', 'html', 'json'],
+  htmlReporter: { fileName: 'reports/mutation/mutation.html' },
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  clearTextReporter: { allowColor: false, logTests: false, reportMutants: false },
+};

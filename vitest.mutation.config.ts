@@ -1,0 +1,46 @@
+import { defineConfig } from 'vitest/config';
+
+// The test set of `npm run test:mutation` (stryker.config.mjs): the tests that guard the mutated
+// modules. Add a file here when it guards one of them; keep out tests whose subject is the
+// process (signals, exit codes, systemd), long randomized runs (crash cycles, bit flips, fuzz)
+// and time, which are slow and would run for every mutant their daemon passed.
+// `npx stryker run --mutate <file> --testFiles <test files>` narrows a run further.
+export default defineConfig({
+  test: {
+    include: [
+      // streams: append checks, fencing, appender, readers, retention, operations
+      'test/integration/streams.test.ts',
+      'test/integration/receipts.test.ts',
+      'test/integration/retention.test.ts',
+      'test/integration/follow.test.ts',
+      'test/integration/follow-from.test.ts',
+      'test/integration/history.test.ts',
+      'test/integration/chats.test.ts',
+      'test/integration/null-fields.test.ts',
+      'test/unit/negative-index.test.ts',
+      // crypto and signing
+      'test/integration/keys.test.ts',
+      'test/integration/signing-vectors.test.ts',
+      'test/unit/signing.test.ts',
+      'test/unit/sign-batcher.test.ts',
+      // value codec and integrity checks
+      'test/unit/storage-faults.test.ts',
+      'test/faults/storage-faults.test.ts',
+      'test/faults/doctor.test.ts',
+      // client: verification, outbox, reader; MCP session
+      'test/client/verify.test.ts',
+      'test/client/coordinator.test.ts',
+      'test/client/coordinator-recovery.test.ts',
+      'test/client/yello-client.test.ts',
+      'test/mcp/conversation.test.ts',
+      'test/mcp/tools.test.ts',
+      // killers of mutants found by the mutation run (test/MUTATION.md)
+      'test/mutation-guards/**/*.test.ts',
+    ],
+    // Passes the active mutant (and, in the dry run, coverage) between Stryker and the daemon
+    // children; see the file.
+    setupFiles: ['test/mutation/child-mutants.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+  },
+});
