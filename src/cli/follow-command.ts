@@ -10,7 +10,7 @@ import {
   type StoredRecord,
 } from '../client/index.js';
 import { ERROR_CODES } from '../shared/errors.js';
-import { PeerHead } from '../mcp/peer-head.js';
+import { PeerHead } from '../client/peer-head.js';
 import { breakError } from './break-advice.js';
 import { CliWriter } from './cli-writer.js';
 import { agentToken, connectAgent, connectAny, getChat, sessionAgentId, socketPath, withClient, type GlobalArgs } from './context.js';
