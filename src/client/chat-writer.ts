@@ -197,8 +197,7 @@ export class ChatWriter {
       this.#options.conversation?.expectWriter(null);
       const res = await client.call('streams.claim', {
         streamId,
-        // `"if-abandoned"` is new in the contract (issue 20); the method table's type follows it.
-        replace: (this.#options.replace ?? 'if-abandoned') as boolean,
+        replace: this.#options.replace ?? 'if-abandoned',
         ...(this.#options.reason !== undefined ? { reason: this.#options.reason } : {}),
       });
       claim = { token: res.coordinatorToken, epoch: res.epoch, generation: res.generation, nextPosition: res.nextPosition };

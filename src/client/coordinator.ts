@@ -1,43 +1,32 @@
 import type { AppendResult } from '../shared/types.js';
-import { Backoff } from './backoff.js';
-import { clientOf, failureOf, isTerminal, stateOf, uncertainOf, type Phase } from './coordinator-phase.js';
+import { ChatWriter } from './chat-writer.js';
+import { Conversation } from './conversation.js';
 import type { CoordinatorEvents, CoordinatorOptions, CoordinatorState, PeerBatch, UncertainOutcome } from './coordinator-types.js';
-import {
-  ConnectionLostError,
-  ContinuityBreakError,
-  CoordinatorPausedError,
-  FencedError,
-  LineTooLargeError,
-  YelloClientError,
-} from './errors.js';
+import { ContinuityBreakError, FencedError, YelloClientError } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
-import { Outbox, type WritableStream } from './outbox.js';
-import { PeerFeed, checkOwnership } from './peer-feed.js';
+import { isOutcomeUnknown } from './uncertain.js';
 import { YelloClient } from './yello-client.js';
 
-/** The outbound stream this coordinator claimed, and where its next append goes. */
-interface Ownership extends WritableStream {
-  agentId: string;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** What a coordinator is doing; `state` adds `reconnecting` and `paused` from its client and writer. */
+type Phase = 'idle' | 'starting' | 'running' | 'fenced' | 'needs-intervention' | 'stopped';
 
 /**
- * Drives one agent in one chat (docs/protocol.md §8): claims the outbound stream, follows the chat
- * from a stored compound cursor, presents peer batches to the native adapter after checking
- * that it still owns its stream and both generations are current, and appends messages and
- * receipts with fencing. It never resends an append of unknown outcome and never skips.
- *
- * A state machine: `#phase` (coordinator-phase.ts) says what it is doing, with the facts that
- * hold only then, and changes only through `#enter`, which emits the `state` event.
+ * Drives one agent in one chat (docs/protocol.md §8), as a {@link Conversation} (reading) and a
+ * {@link ChatWriter} (writing) on one connection: presents each peer batch that holds a message
+ * to the native adapter, one at a time, saving the cursor after each; appends messages and
+ * receipts only when asked. It claims the agent's stream on its first write, never resends an
+ * append of unknown outcome, never skips, and rides through connection losses and daemon restarts.
  */
 export class Coordinator {
   readonly #opts: CoordinatorOptions;
   readonly #listeners = new Listeners<CoordinatorEvents>();
-  #phase: Phase = { type: 'idle' };
-  readonly #own: Ownership = { agentId: '', streamId: '', peerStreamId: '', token: '', epoch: '', generation: '', nextPosition: '' };
-  readonly #feed: PeerFeed;
-  readonly #outbox: Outbox;
+  #phase: Phase = 'idle';
+  #state: CoordinatorState = 'idle';
+  #failure: Error | null = null;
+  #client: YelloClient | null = null;
+  #conversation: Conversation | null = null;
+  #writer: ChatWriter | null = null;
+  #loop: Promise<void> = Promise.resolve();
   readonly #stopped: Promise<void>;
   #resolveStopped!: () => void;
   #rejectStopped!: (err: Error) => void;
@@ -49,56 +38,33 @@ export class Coordinator {
       this.#rejectStopped = rej;
     });
     this.#stopped.catch(() => {});
-    this.#feed = new PeerFeed({
-      options: this.#opts,
-      client: () => clientOf(this.#phase),
-      stopped: () => isTerminal(this.#phase),
-      own: () => this.#own,
-      fail: (err) => {
-        this.#fail(err);
-      },
-      presented: (batch) => {
-        this.#listeners.emit('presented', batch);
-      },
-    });
-    this.#outbox = new Outbox({
-      adapter: this.#opts.adapter,
-      own: () => this.#own,
-      appendVia: () => this.#appendVia(),
-      uncertain: () => uncertainOf(this.#phase),
-      askVia: () => this.#askVia(),
-      pause: (operationId, error) => {
-        this.#pause(operationId, error);
-      },
-      resume: () => {
-        this.#resume();
-      },
-      fail: (err) => {
-        this.#fail(err);
-      },
-    });
   }
 
   get state(): CoordinatorState {
-    return stateOf(this.#phase);
+    return this.#state;
   }
-  /** The agent this coordinator speaks for. */
+  /** The agent this coordinator speaks for ('' before `start()`). */
   get agentId(): string {
-    return this.#own.agentId;
+    return this.#conversation?.agentId ?? '';
   }
-  /** This coordinator's outbound stream. */
+  /** This coordinator's outbound stream ('' before `start()`). */
   get streamId(): string {
-    return this.#own.streamId;
+    return this.#conversation?.ownStreamId ?? '';
   }
   get peerStreamId(): string {
-    return this.#own.peerStreamId;
+    return this.#conversation?.peerStreamId ?? '';
   }
+  /** The epoch of its claim: '' until the first write claims the stream. */
   get epoch(): string {
-    return this.#own.epoch;
+    return this.#writer?.epoch ?? '';
   }
-  /** The operationId of an append of unknown outcome, while paused. */
+  /** The operationId of an append of unknown outcome, while paused (and after a stop, until settled). */
   get uncertainOperationId(): string | null {
-    return uncertainOf(this.#phase);
+    return this.#writer?.uncertainOperationId ?? null;
+  }
+  /** The reading side, once started (its `peerAcknowledged`, `cursor`, events). */
+  get conversation(): Conversation | null {
+    return this.#conversation;
   }
   /** Resolves on `stop()`, rejects with `FencedError` or `ContinuityBreakError` when it had to stop. */
   get done(): Promise<void> {
@@ -110,197 +76,205 @@ export class Coordinator {
     return this.#listeners.on(event, listener);
   }
 
-  /** Every phase change goes through here; listeners hear of changes of the public state. */
-  #enter(next: Phase, detail: { error?: Error; operationId?: string } = {}): void {
-    const previous = stateOf(this.#phase);
-    this.#phase = next;
-    const state = stateOf(next);
+  /** The public state follows the phase, the connection and the writer's pause; listeners hear of changes. */
+  #update(detail: { error?: Error; operationId?: string } = {}): void {
+    const previous = this.#state;
+    const paused = this.#writer?.state === 'paused';
+    let state: CoordinatorState = this.#phase;
+    if (this.#phase === 'running') state = paused ? 'paused' : this.#client?.connected === false ? 'reconnecting' : 'running';
+    this.#state = state;
     if (state !== previous) this.#listeners.emit('state', { state, previous, ...detail });
   }
 
-  /** The phase as it is now (after an await, not as a check before it narrowed it). */
-  #now(): Phase {
-    return this.#phase;
+  #enter(phase: Phase, detail: { error?: Error; operationId?: string } = {}): void {
+    this.#phase = phase;
+    this.#update(detail);
+  }
+
+  /** A check after an await: `stop()` may have run meanwhile, which narrowing on the field would rule out. */
+  #isStopped(): boolean {
+    return this.#phase === 'stopped';
   }
 
   // ---- lifecycle ------------------------------------------------------------------------
 
-  /** Connect, claim the outbound stream, and follow the chat from the stored cursor. */
+  /** Connect and follow the chat from the stored cursor (or per option `start`). Claims nothing. */
   async start(): Promise<void> {
-    if (this.#phase.type !== 'idle') throw new YelloClientError('BAD_STATE', `start() in state ${this.state}`);
-    this.#enter({ type: 'starting', client: null });
+    if (this.#phase !== 'idle') throw new YelloClientError('BAD_STATE', `start() in state ${this.state}`);
+    this.#enter('starting');
+    const { token, chatId, callTimeoutMs, socketPath, maxInboundLineBytes, verifySocket, cursorStore } = this.#opts;
     try {
-      const client = await this.#connect();
-      if (this.#now().type !== 'starting') {
+      const client = await YelloClient.connect({
+        token,
+        callTimeoutMs,
+        socketPath,
+        maxInboundLineBytes,
+        verifySocket,
+        clientName: 'yello-coordinator',
+        reconnect: { minDelayMs: 50, maxDelayMs: 2000, ...this.#opts.reconnect },
+      });
+      this.#client = client;
+      if (this.#isStopped()) {
         client.close(); // stopped while connecting
         return;
       }
-      this.#enter({ type: 'starting', client });
-      const agentId = client.session.agentId;
-      if (client.session.role !== 'agent' || !agentId) throw new YelloClientError('BAD_TOKEN', 'a coordinator needs an agent token');
-      this.#own.agentId = agentId;
-      const { chat } = await client.call('chats.get', { chatId: this.#opts.chatId });
-      const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-      const streamId = `${chat.id}:${agentId}`;
-      Object.assign(this.#own, { streamId, peerStreamId: `${chat.id}:${peer}` });
-      const claim = await client.call('streams.claim', {
-        streamId,
-        replace: this.#opts.replace === true,
-        ...(this.#opts.reason !== undefined ? { reason: this.#opts.reason } : {}),
+      if (client.session.role !== 'agent') throw new YelloClientError('BAD_TOKEN', 'a coordinator needs an agent token');
+      const cursor = await cursorStore.load(chatId);
+      const conversation = await Conversation.open(client, {
+        chatId,
+        start: this.#opts.start ?? 'acknowledged',
+        ...(cursor ? { cursor } : {}),
       });
-      Object.assign(this.#own, {
-        token: claim.coordinatorToken,
-        epoch: claim.epoch,
-        generation: claim.generation,
-        nextPosition: claim.nextPosition,
+      this.#conversation = conversation;
+      if (!cursor) await cursorStore.save(chatId, conversation.cursor);
+      this.#writer = this.#makeWriter(client, conversation);
+      client.on('disconnected', () => {
+        this.#update();
       });
-      await this.#feed.follow(client);
-      // Something that arrived with the follow's answer (a break, a line over the cap) may
-      // already have stopped it: a terminal phase is never left.
-      if (this.#now().type === 'starting') this.#enter({ type: 'running', client });
-    } catch (err) {
-      const client = clientOf(this.#phase);
-      if (this.#own.token && client?.connected) {
-        // Do not leave a claim behind that would make the next start WRITER_ACTIVE.
-        await client.call('streams.release', { streamId: this.#own.streamId, coordinatorToken: this.#own.token }).catch(() => {});
+      client.on('reconnected', () => {
+        this.#update();
+      });
+      conversation.on('peer-acknowledged', (a) => {
+        this.#listeners.emit('peer-acknowledged', a);
+      });
+      conversation.on('peer-writer', (f) => {
+        this.#listeners.emit('peer-writer', f);
+      });
+      // Replaced: stop at once, also in the middle of a presentation (a break first presents what came before it).
+      conversation.on('replaced', (err) => {
+        this.#fail(err);
+      });
+      if (this.#isStopped()) {
+        await conversation.close();
+        client.close();
+        return;
       }
+      this.#enter('running');
+      this.#loop = this.#present(conversation);
+    } catch (err) {
       if (err instanceof ContinuityBreakError || err instanceof FencedError) {
         this.#fail(err);
         throw err;
       }
-      client?.close();
-      this.#enter({ type: 'stopped', terminal: failureOf(this.#phase), operationId: null }, { error: err as Error });
+      this.#client?.close();
+      if (!this.#isStopped()) this.#enter('stopped', { error: err as Error });
+      this.#resolveStopped();
       throw err;
     }
   }
 
-  /** Stop following, release the stream (unless fenced), close the connection. */
-  async stop(options: { release?: boolean } = {}): Promise<void> {
-    const from = this.#phase;
-    if (from.type === 'stopped') return;
-    const client = clientOf(from);
-    this.#enter({ type: 'stopped', terminal: failureOf(from), operationId: uncertainOf(from) });
-    await this.#feed.settled();
-    if (client?.connected) {
-      const subscriptionId = this.#feed.subscriptionId;
-      if (subscriptionId) await client.call('chats.unfollow', { subscriptionId }).catch(() => {});
-      if (from.type !== 'fenced' && options.release !== false && this.#own.token) {
-        await client.call('streams.release', { streamId: this.#own.streamId, coordinatorToken: this.#own.token }).catch(() => {});
-      }
-      client.close();
-    }
-    const failure = failureOf(from);
-    if (failure) this.#rejectStopped(failure);
-    else this.#resolveStopped();
+  #makeWriter(client: YelloClient, conversation: Conversation): ChatWriter {
+    const writer = new ChatWriter(client, {
+      chatId: this.#opts.chatId,
+      replace: this.#opts.replace ?? 'if-abandoned',
+      conversation,
+      ...(this.#opts.reason !== undefined ? { reason: this.#opts.reason } : {}),
+    });
+    writer.on('uncertain', (u) => {
+      this.#update({ error: u.error, operationId: u.operationId });
+    });
+    writer.on('unsettled', (u) => {
+      this.#listeners.emit('unsettled', u);
+    });
+    writer.on('fenced', (err) => {
+      this.#fail(err);
+    });
+    return writer;
   }
 
-  async #connect(): Promise<YelloClient> {
-    const { token, callTimeoutMs, socketPath, maxInboundLineBytes, verifySocket } = this.#opts;
-    const client = await YelloClient.connect({
-      token,
-      callTimeoutMs,
-      socketPath,
-      maxInboundLineBytes,
-      verifySocket,
-      clientName: 'yello-coordinator',
-    });
-    client.on('chats.batch', (b) => {
-      this.#feed.onBatch(b);
-    });
-    client.on('chats.break', (b) => {
-      this.#feed.onBreak(b);
-    });
-    client.on('chats.error', (e) => {
-      this.#feed.onError(e);
-    });
-    client.on('disconnected', (err) => {
-      if (clientOf(this.#phase) !== client) return;
-      // Re-following would bring the same over-size line again, forever: a human raises the cap.
-      if (err instanceof LineTooLargeError) this.#fail(err);
-      else void this.#reconnect();
-    });
-    return client;
-  }
-
-  /** Terminal failure: fenced, or a continuity break (or anything unexpected) that needs a human. */
-  #fail(err: Error): void {
-    const from = this.#phase;
-    if (isTerminal(from)) return;
-    const client = clientOf(from);
-    this.#enter(
-      { type: err instanceof FencedError ? 'fenced' : 'needs-intervention', error: err, client, operationId: uncertainOf(from) },
-      { error: err },
-    );
-    this.#listeners.emit('error', err);
-    const subscriptionId = this.#feed.subscriptionId;
-    if (client?.connected && subscriptionId) void client.call('chats.unfollow', { subscriptionId }).catch(() => {});
-    // Let an append already on the wire get its real answer (FENCED, say) before closing,
-    // rather than turning it into an outcome-unknown connection loss.
-    void this.#outbox.settled().finally(() => client?.close());
-    this.#rejectStopped(err);
-  }
-
-  // ---- reconnecting ---------------------------------------------------------------------
-
-  /** After a loss: dial again with backoff, check ownership, re-follow from the saved cursor. */
-  async #reconnect(): Promise<void> {
-    const from = this.#phase;
-    // Only a live coordinator reconnects; a loss while starting fails start() instead.
-    if (from.type !== 'running' && from.type !== 'paused') return;
-    this.#feed.reset();
-    this.#enter({ type: 'reconnecting', attempt: 0, client: null, operationId: uncertainOf(from) });
-    const backoff = new Backoff({
-      minDelayMs: this.#opts.reconnect?.minDelayMs ?? 50,
-      maxDelayMs: this.#opts.reconnect?.maxDelayMs ?? 2000,
-    });
-    for (let step = backoff.next(); step; step = backoff.next()) {
-      await sleep(step.delayMs);
-      const outcome = await this.#redial(step.attempt).catch((err: unknown) => {
-        if (err instanceof ConnectionLostError) return 'again';
+  /** One batch at a time: present it, then save the cursor after it. */
+  async #present(conversation: Conversation): Promise<void> {
+    const { adapter, cursorStore, chatId } = this.#opts;
+    for (;;) {
+      let batch: PeerBatch | null;
+      try {
+        batch = await conversation.next();
+      } catch (err) {
         this.#fail(err as Error);
-        return 'done';
-      });
-      if (outcome === 'done') return;
+        return;
+      }
+      // Replaced or broken while it was queued: a coordinator that stopped for a person presents nothing more.
+      if (!batch || this.#phase !== 'running' || conversation.failure) {
+        if (conversation.failure) this.#fail(conversation.failure);
+        return;
+      }
+      try {
+        await adapter.present(batch);
+      } catch (err) {
+        const message = `the adapter failed to present batch ${batch.fromPosition}..${batch.nextPosition}: ${(err as Error).message}`;
+        this.#fail(new YelloClientError('ADAPTER_FAILED', message, { cause: err }));
+        return;
+      }
+      try {
+        await cursorStore.save(chatId, conversation.cursor);
+      } catch (err) {
+        // Not saved: a later save covers it, and a restart before that shows the batch again (never skips it).
+        this.#listeners.emit('error', err as Error);
+      }
+      this.#listeners.emit('presented', batch);
     }
   }
 
-  /** One attempt: connect, check ownership, re-follow; then running (or paused) again. */
-  async #redial(attempt: number): Promise<'done' | 'again'> {
-    const phase = this.#now();
-    if (phase.type !== 'reconnecting') return 'done';
-    this.#enter({ ...phase, attempt, client: null });
-    // Whatever was being presented finishes (and saves its cursor) before we re-follow.
-    await this.#feed.settled();
-    const client = await this.#connect();
-    const candidate = this.#now();
-    if (candidate.type !== 'reconnecting') {
-      client.close(); // stopped meanwhile
-      return 'done';
-    }
-    this.#enter({ ...candidate, client });
-    await checkOwnership(client, this.#opts.chatId, this.#own);
-    await this.#feed.follow(client);
-    const now = this.#now();
-    if (now.type !== 'reconnecting') client.close();
-    else this.#enter(now.operationId !== null ? { type: 'paused', client, operationId: now.operationId } : { type: 'running', client });
-    return 'done';
+  /**
+   * Stopped for a person: fenced, a continuity break, corrupt data, a failing adapter. It stops
+   * reading and closes its connection (so its claim is abandoned, not held); `stop()` still
+   * releases the claim.
+   */
+  #fail(err: Error): void {
+    if (this.#phase === 'fenced' || this.#phase === 'needs-intervention' || this.#phase === 'stopped') return;
+    this.#failure = err;
+    this.#enter(err instanceof FencedError ? 'fenced' : 'needs-intervention', { error: err });
+    this.#listeners.emit('error', err);
+    this.#rejectStopped(err);
+    const client = this.#client;
+    void this.#conversation?.close();
+    // Let an append already on the wire get its real answer before closing the connection.
+    void (this.#writer?.settled() ?? Promise.resolve()).finally(() => client?.close());
+  }
+
+  /**
+   * Stop reading, release the claim (unless fenced, or `release: false`), close the connection.
+   * It releases also after a break or a stop for intervention, over a new connection if needed.
+   */
+  async stop(options: { release?: boolean } = {}): Promise<void> {
+    if (this.#phase === 'stopped') return;
+    this.#enter('stopped');
+    await this.#conversation?.close();
+    await this.#loop;
+    if (options.release !== false) await this.#writer?.release().catch(() => {});
+    this.#client?.close();
+    if (this.#failure) this.#rejectStopped(this.#failure);
+    else this.#resolveStopped();
   }
 
   // ---- writing ------------------------------------------------------------------------
 
   /** Send a message. Never acknowledges anything. */
   send(text: string, options: { messageId?: string } = {}): Promise<AppendResult> {
-    return this.#outbox.send(text, { messageId: options.messageId });
+    return this.#write((w) => w.send(text, options));
   }
 
   /** Acknowledge a presented peer batch (appends a receipt). */
   ack(batch: PeerBatch): Promise<AppendResult> {
-    return this.#outbox.ack(batch);
+    return this.#write((w) => w.ack(batch));
   }
 
   /** Reply and acknowledge `ack` in one atomic append. */
   reply(text: string, options: { ack: PeerBatch; messageId?: string }): Promise<AppendResult> {
-    return this.#outbox.send(text, options);
+    return this.#write((w) => w.send(text, options));
+  }
+
+  async #write(append: (writer: ChatWriter) => Promise<AppendResult>): Promise<AppendResult> {
+    if (this.#failure) throw this.#failure;
+    const writer = this.#writer;
+    if (this.#phase !== 'running' || !writer) throw new YelloClientError('BAD_STATE', `cannot append in state ${this.state}`);
+    try {
+      return await append(writer);
+    } catch (err) {
+      if (isOutcomeUnknown(err) && writer.uncertainOperationId)
+        await this.#opts.adapter.uncertain?.({ operationId: writer.uncertainOperationId, error: err as Error });
+      throw err;
+    }
   }
 
   /**
@@ -308,47 +282,13 @@ export class Coordinator {
    * tell the adapter, and resume. Nothing is resent; an uncommitted message is the caller's to
    * send again if it still wants to.
    */
-  resolveUncertain(): Promise<UncertainOutcome> {
-    return this.#outbox.resolve();
-  }
-
-  /** Whether an append may go now: only while running, never past a failure or a pause. */
-  #appendVia(): YelloClient {
-    const phase = this.#phase;
-    const failure = failureOf(phase);
-    if (failure) throw failure;
-    const pending = uncertainOf(phase);
-    if (pending !== null) throw new CoordinatorPausedError(pending);
-    if (phase.type !== 'running')
-      throw new YelloClientError('BAD_STATE', `cannot append in state ${this.state}`, { transient: phase.type === 'reconnecting' });
-    return phase.client;
-  }
-
-  /** While paused, the live connection to ask with (null while it reconnects); throws once stopped. */
-  #askVia(): YelloClient | null {
-    const phase = this.#phase;
-    if (isTerminal(phase)) throw failureOf(phase) ?? new YelloClientError('BAD_STATE', `coordinator is ${this.state}`);
-    return phase.type === 'paused' && phase.client.connected ? phase.client : null;
-  }
-
-  /** An append's outcome became unknown: nothing is sent until `resolveUncertain()` settles it. */
-  #pause(operationId: string, error: Error): void {
-    const p = this.#phase;
-    // The connection may already be gone (reconnecting), or the coordinator stopped meanwhile:
-    // the operation is recorded either way, and a terminal phase stays terminal.
-    const next: Phase =
-      p.type === 'running'
-        ? { type: 'paused', client: p.client, operationId }
-        : p.type === 'reconnecting' || isTerminal(p)
-          ? { ...p, operationId }
-          : p;
-    this.#enter(next, { error, operationId });
-  }
-
-  /** The pause is settled: running again, or (if the connection went meanwhile) reconnecting. */
-  #resume(): void {
-    const p = this.#phase;
-    if (p.type === 'paused') this.#enter({ type: 'running', client: p.client });
-    else if (p.type === 'reconnecting') this.#enter({ ...p, operationId: null });
+  async resolveUncertain(): Promise<UncertainOutcome> {
+    const writer = this.#writer;
+    if (!writer || writer.uncertainOperationId === null) throw new YelloClientError('BAD_STATE', 'no append of unknown outcome');
+    if (this.#failure) throw this.#failure;
+    const outcome = await writer.resolveUncertain();
+    await this.#opts.adapter.resolved?.(outcome);
+    this.#update();
+    return outcome;
   }
 }

@@ -291,6 +291,11 @@ export class YelloClient {
       if (this.#isClosed()) return;
       try {
         const { transport, hello } = await YelloClient.#open(this.#options);
+        // Closed while that dial was in flight (hung in hello, say): it must not come back to life.
+        if (this.#isClosed()) {
+          transport.close();
+          return;
+        }
         this.#transport = transport;
         this.#hello = hello;
         this.#reconnecting = false;

@@ -80,9 +80,12 @@ export interface ReleaseRequest {
   coordinatorToken?: string;
 }
 
-/** `chats.follow`: from a compound cursor, the current ends (default), or the caller's receipts. */
+/**
+ * `chats.follow`: from a compound cursor, the current ends (default), the caller's receipts
+ * (the resume policy), or position 0 of the peer stream's current generation.
+ */
 export interface FollowRequest {
   chatId: string;
   cursor?: string;
-  from?: 'end' | 'acknowledged';
+  from?: 'end' | 'acknowledged' | 'generation-start';
 }

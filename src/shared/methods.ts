@@ -175,9 +175,9 @@ export const methods = indexMethods([
   defineMethod<{ subscriptionId: string; cursor: string }>()({
     name: 'chats.follow',
     access: 'authenticated',
-    params: z.strictObject({ chatId: id(), cursor: opt(cursor()), from: opt(z.enum(['end', 'acknowledged'])) }),
+    params: z.strictObject({ chatId: id(), cursor: opt(cursor()), from: opt(z.enum(['end', 'acknowledged', 'generation-start'])) }),
     summary:
-      'Subscribe to chats.batch notifications from a compound cursor, the current ends, or (agents) where their own last receipt left off.',
+      "Subscribe to chats.batch notifications from a compound cursor, the current ends, (agents) where their own last receipt left off, or (agents) the start of the peer stream's current generation.",
     result: '{subscriptionId, cursor}',
   }),
   defineMethod<{ subscriptionId: string; ended: boolean }>()({

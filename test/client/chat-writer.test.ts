@@ -65,7 +65,7 @@ describe('ChatWriter', () => {
     w2.on('unsettled', (u) => unsettled.push(u));
     await waitFor(async () => {
       const s = await admin().rpc.streams.get({ streamId: chat.alice.streamId });
-      return (s.writer as { connected?: boolean }).connected === false;
+      return !s.writer.connected;
     }, 'the first claim to be abandoned');
     await w2.send('sent by the second');
     expect(unsettled).toHaveLength(1);

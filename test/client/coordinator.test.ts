@@ -11,6 +11,7 @@ import {
   WriterActiveError,
   YelloClientError,
   type ChatBatchNotification,
+  type PeerBatch,
 } from '../../src/client/index.js';
 import {
   RecordingAdapter,
@@ -67,7 +68,7 @@ describe('Coordinator: receipts', () => {
     expect(bob.streamId).toBe(chat.bob.streamId);
     expect(bob.peerStreamId).toBe(chat.alice.streamId);
     expect(bob.agentId).toBe(chat.bob.id);
-    const presented: ChatBatchNotification[] = [];
+    const presented: PeerBatch[] = [];
     bob.on('presented', (b) => presented.push(b));
 
     await alice.send('first question');
@@ -104,9 +105,11 @@ describe('Coordinator: receipts', () => {
     const { chat, alice, bob, bobSees, aliceSees } = await startPair();
     await alice.send('what time is it?');
     const batch = await waitFor(() => bobSees.batchWith('what time is it?'), 'bob to be shown the question');
-    const before = (await admin().rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
+    const head = (await admin().rpc.streams.get({ streamId: chat.bob.streamId })).nextPosition;
 
     const res = await bob.reply('noon', { ack: batch, messageId: 'reply-1' });
+    // bob's first write: its claim's fence goes first, the reply right after it.
+    const before = (BigInt(head) + 1n).toString();
     expect(res.firstPosition).toBe(before);
     expect(BigInt(res.nextPosition) - BigInt(res.firstPosition)).toBe(2n);
 
@@ -144,26 +147,30 @@ describe('Coordinator: receipts', () => {
 });
 
 describe('Coordinator: ownership', () => {
-  it('without replace, a second coordinator for the same agent fails to start with WriterActiveError', async () => {
+  it('a second coordinator for the same agent starts (reading claims nothing) but cannot write while the first is connected: WriterActiveError', async () => {
     const { chat, bob } = await startPair();
+    await bob.send('claims the stream');
     const second = makeCoordinator(daemon(), chat, chat.bob);
     coordinators.push(second);
-    const err = await rejectionOf(second.start());
+    await second.start();
+    const err = await rejectionOf(second.send('me too'));
     expect(err).toBeInstanceOf(WriterActiveError);
-    expect(second.state).toBe('stopped');
+    expect(second.epoch).toBe('');
     // The first one is unaffected.
     expect(bob.state).toBe('running');
     await expect(bob.send('still mine')).resolves.toMatchObject({ duplicate: false });
   });
 
-  it('with replace: true, a second coordinator fences the first: state fenced, done and send() reject with FencedError', async () => {
+  it('with replace: true, a second coordinator fences the first on its first write: state fenced, done and send() reject with FencedError', async () => {
     const { chat, bob } = await startPair();
+    await bob.send('claims the stream');
     const firstStates = watchStates(bob);
     const firstEpoch = bob.epoch;
 
     const second = makeCoordinator(daemon(), chat, chat.bob, { replace: true, reason: 'takeover test' });
     coordinators.push(second);
     await second.start();
+    const res = await second.send('new owner');
     expect(BigInt(second.epoch)).toBeGreaterThan(BigInt(firstEpoch));
 
     await waitFor(() => bob.state === 'fenced', 'the first coordinator to be fenced', 5_000);
@@ -174,20 +181,20 @@ describe('Coordinator: ownership', () => {
     expect((done as { reason: unknown }).reason).toBeInstanceOf(FencedError);
     await expect(bob.send('too late')).rejects.toBeInstanceOf(FencedError);
 
-    // The new owner writes right after its fence; the stale send wrote nothing.
-    const res = await second.send('new owner');
+    // The new owner wrote right after its fence; the stale send wrote nothing.
     const records = await readStream(admin(), chat.bob.streamId);
     const fence = records.findLast((r) => r.wrapper.type === 'chat.writer-fence')!;
     expect(fence.wrapper).toMatchObject({ fence: { epoch: second.epoch, replaced: true, reason: 'takeover test' } });
     expect(res.firstPosition).toBe((BigInt(fence.position) + 1n).toString());
-    expect(messageContents(records)).toEqual(['new owner']);
+    expect(messageContents(records)).toEqual(['claims the stream', 'new owner']);
   });
 });
 
-describe('Coordinator: ownership checks before presenting', () => {
+describe('Coordinator: replaced while presenting', () => {
   it('a replaced coordinator presents nothing more, not even batches it had already received', async () => {
     const tap = tapCoordinators();
     const { chat, alice, bob, bobSees } = await startPair();
+    await bob.send('claims the stream');
     let release: (() => void) | null = null;
     bobSees.hold = (batch) => (messageContents(batch.records).includes('P1') ? new Promise<void>((r) => (release = r)) : undefined);
     await alice.send('P1');
@@ -202,13 +209,13 @@ describe('Coordinator: ownership checks before presenting', () => {
     const successor = makeCoordinator(daemon(), chat, chat.bob, { replace: true, adapter: successorSees });
     coordinators.push(successor);
     await successor.start();
-    release!();
-
+    await successor.send('taking over');
     await waitFor(() => bob.state === 'fenced', 'the replaced coordinator to stop', 5_000);
+    release!();
     await sleep(200); // fenced: nothing more may be presented within 200 ms
     expect(bobSees.contents).toEqual(['P1']);
     await expect(bob.done).rejects.toBeInstanceOf(FencedError);
-    // The successor carries on from its own (new) follow position.
+    // The successor carries on.
     await alice.send('P3');
     await waitFor(() => successorSees.contents.includes('P3'), 'the successor to be shown P3');
   });

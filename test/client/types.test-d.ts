@@ -39,6 +39,7 @@ import {
   type CursorStore,
   type HelloResult,
   type Jwks,
+  type MessageBatch,
   type OperationInfo,
   type ParamsIn,
   type PeerBatch,
@@ -230,7 +231,7 @@ describe('Coordinator types', () => {
     expectTypeOf(coord.uncertainOperationId).toEqualTypeOf<string | null>();
     expectTypeOf(coord.ack).parameter(0).toEqualTypeOf<PeerBatch>();
     expectTypeOf(coord.reply).parameter(1).toEqualTypeOf<{ ack: PeerBatch; messageId?: string }>();
-    expectTypeOf<PeerBatch>().toEqualTypeOf<ChatBatchNotification>();
+    expectTypeOf<PeerBatch>().toEqualTypeOf<MessageBatch>();
     expectTypeOf<UncertainOutcome>().toEqualTypeOf<{ operationId: string; committed: boolean; operation: OperationInfo }>();
   });
 
@@ -244,7 +245,9 @@ describe('Coordinator types', () => {
       expectTypeOf(e.error).toEqualTypeOf<Error | undefined>();
     });
     coord.on('presented', (b) => expectTypeOf(b).toEqualTypeOf<PeerBatch>());
-    expectTypeOf<keyof CoordinatorEvents>().toEqualTypeOf<'state' | 'presented' | 'error'>();
+    expectTypeOf<keyof CoordinatorEvents>().toEqualTypeOf<
+      'state' | 'presented' | 'error' | 'peer-acknowledged' | 'peer-writer' | 'unsettled'
+    >();
     const never = (): void => {
       // @ts-expect-error no such event
       coord.on('batch', () => {});

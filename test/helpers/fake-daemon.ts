@@ -60,6 +60,8 @@ export function coordinatorStartResults(nextPosition: string): Record<string, un
       signing: { kid: 'k', alg: 'ES256' },
     },
     'chats.get': { chat: { id: chatId, agentAId: agent, agentBId: peer }, streams: [stream(agent), stream(peer)] },
+    // Before the claim (ChatWriter looks at the head first): nobody holds the stream.
+    'streams.get': { ...stream(agent), writer: { epoch: '0', claimedAt: null, active: false, connected: false } },
     'streams.claim': { streamId: `${chatId}:${agent}`, generation: '1', epoch: '1', coordinatorToken: 'tok', nextPosition: '1' },
     'chats.follow': { subscriptionId: 'sub', cursor: 'c0' },
   };

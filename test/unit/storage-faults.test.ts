@@ -233,7 +233,7 @@ describe('Subscriptions', () => {
     await appendMessages(s, w, 3);
     const conn = new RecordingConnection();
     conn.congested = true; // hold deliveries until the fault is in place
-    const sub = s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: undefined, from: undefined }, conn);
+    const sub = await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: undefined, from: undefined }, conn);
     return { w, conn, sub };
   }
 
@@ -255,7 +255,7 @@ describe('Subscriptions', () => {
       });
       s.streams.range = () => Promise.reject(new Error('a plain error from below'));
       const conn = new RecordingConnection();
-      s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
+      await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
       await waitFor(() => conn.notifications.length > 0, 'a notification', 5_000);
       // Nothing else may arrive (and nothing escape as an unhandled rejection) within 50 ms.
       await new Promise((r) => setTimeout(r, 50));
@@ -284,7 +284,7 @@ describe('Subscriptions', () => {
     });
     s.streams.range = () => Promise.reject(s.streams.missing(w.streamId, 1, 2));
     const conn2 = new RecordingConnection();
-    s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn2);
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn2);
     await waitFor(() => conn2.notifications.length > 0, 'a notification', 5_000);
     expect(conn2.notifications[0]).toMatchObject({
       method: 'chats.error',
@@ -309,7 +309,7 @@ describe('Subscriptions', () => {
     });
     const conn = new RecordingConnection();
     conn.congested = true;
-    s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor, from: undefined }, conn);
     await s.streams.trim(w.streamId, 3, true);
     await waitFor(() => conn.notifications.length > 0, 'a notification', 5_000);
     expect(conn.notifications[0]).toMatchObject({ method: 'chats.break', params: { reason: 'PREFIX_UNAVAILABLE', streamId: w.streamId } });

@@ -80,13 +80,13 @@ export class Subscriptions {
     return this.#byId.size;
   }
 
-  follow(caller: Caller, p: FollowRequest, connection: ConnectionHandle): { subscriptionId: string; cursor: string } {
+  async follow(caller: Caller, p: FollowRequest, connection: ConnectionHandle): Promise<{ subscriptionId: string; cursor: string }> {
     const chat = this.#directory.readableChat(caller, p.chatId);
     const streamIds = chatStreamIds(chat);
-    const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
-    if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
-      throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
-    const cursors = startCursors(this.#streams, this.#reader, caller, chat.id, streamIds, p);
+    this.#assertRoom(connection);
+    // The resume policy may read a sealed generation; the cap is checked again after it.
+    const cursors = await startCursors(this.#streams, this.#reader, caller, chat.id, streamIds, p);
+    this.#assertRoom(connection);
     const sub: Subscription = {
       id: randomId('sub_'),
       chatId: chat.id,
@@ -114,6 +114,13 @@ export class Subscriptions {
       this.#pump(sub);
     });
     return { subscriptionId: sub.id, cursor: this.#cursorOf(sub) };
+  }
+
+  /** RATE_LIMITED when the connection holds MAX_SUBSCRIPTIONS_PER_CONNECTION already. */
+  #assertRoom(connection: ConnectionHandle): void {
+    const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
+    if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
+      throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
   }
 
   unfollow(subscriptionId: string, connection: ConnectionHandle): { subscriptionId: string; ended: boolean } {
