@@ -1,5 +1,4 @@
 import { makeStreamId } from '../shared/ids.js';
-import type { ParamsIn } from '../shared/methods.js';
 import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord, WriterFence } from '../shared/types.js';
 import { Backoff } from './backoff.js';
 import {
@@ -292,8 +291,7 @@ export class Conversation {
     this.#early = [];
     let answer: { subscriptionId: string; cursor: string } | undefined;
     try {
-      // `from: "generation-start"` is new in the contract (issue 20); the method table's type follows it.
-      answer = await this.#client.call('chats.follow', { chatId: this.chatId, ...start } as ParamsIn<'chats.follow'>);
+      answer = await this.#client.call('chats.follow', { chatId: this.chatId, ...start });
     } finally {
       const early = this.#early;
       this.#early = null;

@@ -16,6 +16,8 @@ export type {
 export { Conversation } from './conversation.js';
 export type { ConversationOptions, ConversationStart, ConversationEvents, Acknowledged } from './conversation.js';
 export { ChatWriter } from './chat-writer.js';
+export { Inbox } from './inbox.js';
+export type { InboxBatch, InboxEntry, InboxOptions } from './inbox.js';
 export type { ChatWriterOptions, ChatWriterState, ChatWriterEvents, Unsettled } from './chat-writer.js';
 export { receiptFor, toMessageBatch } from './message-batch.js';
 export type { MessageBatch, ReceiptRecordInput } from './message-batch.js';
@@ -69,6 +71,7 @@ export type {
   ChatBatchNotification,
   ChatBreakNotification,
   ChatErrorNotification,
+  ChatOpenedNotification,
   AppendResult,
   Redaction,
   PiiMode,

@@ -78,6 +78,8 @@ export interface ClientEvents {
   'chats.break': NotificationParams['chats.break'];
   /** A subscription ended for a reason that is not a continuity break (corrupt data, a daemon bug). */
   'chats.error': NotificationParams['chats.error'];
+  /** A `chats.watch` subscription: a new chat includes this agent. */
+  'chats.opened': NotificationParams['chats.opened'];
   disconnected: Error;
   reconnecting: { attempt: number; delayMs: number };
   reconnected: HelloResult;
@@ -92,7 +94,8 @@ export type NotificationIterator = AsyncIterableIterator<ClientNotification> & {
 export type ClientNotification =
   | { method: 'chats.batch'; params: NotificationParams['chats.batch'] }
   | { method: 'chats.break'; params: NotificationParams['chats.break'] }
-  | { method: 'chats.error'; params: NotificationParams['chats.error'] };
+  | { method: 'chats.error'; params: NotificationParams['chats.error'] }
+  | { method: 'chats.opened'; params: NotificationParams['chats.opened'] };
 
 type Namespace<M extends string> = M extends `${infer NS}.${string}` ? NS : never;
 /** Typed method groups: `client.rpc.streams.append({...})`. */
@@ -233,6 +236,10 @@ export class YelloClient {
         queue.push({ method: 'chats.error', params });
         signal();
       }),
+      this.on('chats.opened', (params) => {
+        queue.push({ method: 'chats.opened', params });
+        signal();
+      }),
       this.on('disconnected', () => {
         done = true;
         signal();
@@ -267,7 +274,9 @@ export class YelloClient {
 
   #wire(transport: LineTransport): void {
     transport.onNotification = (method, params) => {
-      if (method === 'chats.batch' || method === 'chats.break' || method === 'chats.error') this.#listeners.emit(method, params as never);
+      if (method === 'chats.batch' || method === 'chats.break' || method === 'chats.error' || method === 'chats.opened') {
+        this.#listeners.emit(method, params as never);
+      }
     };
     transport.onClose((err) => {
       if (this.#closed) return;

@@ -27,6 +27,7 @@ export const METHOD_NAMES = [
   'chats.permissions',
   'chats.history',
   'chats.follow',
+  'chats.watch',
   'chats.unfollow',
   'streams.get',
   'streams.claim',

@@ -180,6 +180,13 @@ export const methods = indexMethods([
       "Subscribe to chats.batch notifications from a compound cursor, the current ends, (agents) where their own last receipt left off, or (agents) the start of the peer stream's current generation.",
     result: '{subscriptionId, cursor}',
   }),
+  defineMethod<{ subscriptionId: string }>()({
+    name: 'chats.watch',
+    access: 'agent',
+    params: z.strictObject({}),
+    summary: 'Subscribe to chats.opened notifications: every chat created later that includes the caller.',
+    result: '{subscriptionId}',
+  }),
   defineMethod<{ subscriptionId: string; ended: boolean }>()({
     name: 'chats.unfollow',
     access: 'authenticated',

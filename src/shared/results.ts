@@ -1,4 +1,11 @@
-import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, CorruptStream, Role } from './types.js';
+import type {
+  ChatBatchNotification,
+  ChatBreakNotification,
+  ChatErrorNotification,
+  ChatOpenedNotification,
+  CorruptStream,
+  Role,
+} from './types.js';
 
 /**
  * Result types of the methods whose results are not one of the value types of types.ts, and
@@ -64,4 +71,5 @@ export interface NotificationParams {
   'chats.batch': ChatBatchNotification;
   'chats.break': ChatBreakNotification;
   'chats.error': ChatErrorNotification;
+  'chats.opened': ChatOpenedNotification;
 }

@@ -177,6 +177,16 @@ export interface ChatErrorNotification {
   error: { code: number; message: string; data: { type: string; [key: string]: unknown } };
 }
 
+/**
+ * A `chats.opened` notification of a `chats.watch` subscription: `chats.open` created a chat
+ * that includes the watching agent (opened by either agent or the admin).
+ */
+export interface ChatOpenedNotification {
+  subscriptionId: string;
+  /** The chat as `chats.get` returns it in `chat`. */
+  chat: Chat;
+}
+
 /** One PII redaction summary entry of an append result. */
 export interface Redaction {
   recordIndex: number;

@@ -5,7 +5,7 @@
 // sends a message.
 
 import { describe, expect, it } from 'vitest';
-import { Conversation, receiptFor, type MessageBatch, type YelloClient } from '../../src/client/index.js';
+import { ContinuityBreakError, Conversation, receiptFor, type MessageBatch, type YelloClient } from '../../src/client/index.js';
 import {
   connectAgent,
   createChat,
@@ -195,6 +195,28 @@ describe('Conversation', () => {
     const second = await resumed.next({ waitMs: 5000 });
     expect(second?.messages.map((r) => r.position)).toEqual(['2']);
     await resumed.close();
+  });
+
+  it("after a reset with unread messages: open throws ContinuityBreakError; a person's start: 'generation-start' reads the new generation from 0", async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = await writer(alice, chat.alice);
+    await append(alice, wa, [message('unread in generation 1')]);
+    await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'test reset' });
+    const err = await Conversation.open(bob, { chatId: chat.chatId }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ContinuityBreakError);
+    const w2 = await writer(alice, chat.alice);
+    await append(alice, w2, [message('in generation 2')]);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'generation-start' });
+    const batch = await conv.next({ waitMs: 5000 });
+    expect(batch?.generation).toBe('2');
+    expect(batch?.fromPosition).toBe('0');
+    expect(batch?.messages).toHaveLength(1);
+    await conv.close();
   });
 
   it('rides through a daemon restart: follows again from its cursor, nothing skipped or repeated', async () => {

@@ -23,6 +23,7 @@ const EXPECTED_VALUES = [
   'ExportVerifier',
   'FencedError',
   'FileCursorStore',
+  'Inbox',
   'InternalError',
   'InvalidParamsError',
   'InvalidReceiptError',

@@ -147,11 +147,14 @@ export function createHandlers(s: Services): Handlers {
     'chats.open': async (p, caller, ctx) => {
       if (caller.role === 'agent') {
         if (p.peerAgentId === undefined) throw errors.invalidParams('peerAgentId', 'agents open a chat with {peerAgentId}');
-        return s.directory.openChat(caller, caller.agentId, p.peerAgentId);
+        const r = await s.directory.openChat(caller, caller.agentId, p.peerAgentId);
+        if (r.created) s.subscriptions.opened(r.chat);
+        return r;
       }
       if (p.agentAId === undefined || p.agentBId === undefined)
         throw errors.invalidParams('agentAId', 'admin opens a chat with {agentAId, agentBId}');
       const r = await s.directory.openChat(caller, p.agentAId, p.agentBId);
+      if (r.created) s.subscriptions.opened(r.chat);
       s.audit.action('chats.open', caller, peerOf(ctx), {
         chatId: r.chat.id,
         agentAId: r.chat.agentAId,
@@ -174,6 +177,11 @@ export function createHandlers(s: Services): Handlers {
     'chats.permissions': (p, caller) => s.directory.permissions(s.directory.readableChat(caller, p.chatId)),
     'chats.history': (p, caller, ctx) => s.reader.history(caller, { ...p, limit: p.limit ?? 50 }, pageBytes(ctx)()),
     'chats.follow': (p, caller, ctx) => s.subscriptions.follow(caller, p, ctx.connection),
+    'chats.watch': (_p, caller, ctx) => {
+      // Unreachable for the admin: the method is agent-only (AGENT_ONLY at the gate).
+      if (caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', 'chats.watch is for agents');
+      return s.subscriptions.watch(caller.agentId, ctx.connection);
+    },
     'chats.unfollow': (p, _caller, ctx) => s.subscriptions.unfollow(p.subscriptionId, ctx.connection),
 
     'streams.get': (p, caller) => s.streams.get(caller, p.streamId),

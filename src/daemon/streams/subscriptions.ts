@@ -2,7 +2,14 @@ import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import { errors, YelloError } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
-import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord } from '../../shared/types.js';
+import type {
+  Chat,
+  ChatBatchNotification,
+  ChatBreakNotification,
+  ChatErrorNotification,
+  ChatOpenedNotification,
+  StoredRecord,
+} from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import type { ChatReader } from './chat-reader.js';
 import { startCursors, type Cursor } from './follow-start.js';
@@ -37,6 +44,13 @@ interface Subscription {
   ended: boolean;
 }
 
+/** A `chats.watch` of one connection: told of every new chat that includes `agentId`. */
+interface Watch {
+  id: string;
+  agentId: string;
+  connection: ConnectionHandle;
+}
+
 /**
  * `chats.follow`: pushes `chats.batch` as records commit. One pump per subscription moves each
  * stream's cursor forward, from storage while behind and straight from the commit while
@@ -51,6 +65,8 @@ export class Subscriptions {
   readonly #log: Logger;
   readonly #byStream = new Map<string, Set<Subscription>>();
   readonly #byId = new Map<string, Subscription>();
+  /** `chats.watch` subscriptions, by id; they share the ids, the cap and `chats.unfollow`. */
+  readonly #watches = new Map<string, Watch>();
   /**
    * Connections with a catch-up read in progress, and the subscriptions waiting for their turn:
    * one catch-up read per connection at a time, so 64 subscriptions of one client hold one
@@ -77,7 +93,7 @@ export class Subscriptions {
   }
 
   get count(): number {
-    return this.#byId.size;
+    return this.#byId.size + this.#watches.size;
   }
 
   async follow(caller: Caller, p: FollowRequest, connection: ConnectionHandle): Promise<{ subscriptionId: string; cursor: string }> {
@@ -116,23 +132,51 @@ export class Subscriptions {
     return { subscriptionId: sub.id, cursor: this.#cursorOf(sub) };
   }
 
-  /** RATE_LIMITED when the connection holds MAX_SUBSCRIPTIONS_PER_CONNECTION already. */
+  /** RATE_LIMITED when the connection holds MAX_SUBSCRIPTIONS_PER_CONNECTION already (follows and watches). */
   #assertRoom(connection: ConnectionHandle): void {
-    const owned = [...this.#byId.values()].filter((s) => s.connection === connection).length;
+    let owned = 0;
+    for (const s of this.#byId.values()) if (s.connection === connection) owned++;
+    for (const w of this.#watches.values()) if (w.connection === connection) owned++;
     if (owned >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
       throw errors.rateLimited(1000, `subscriptions on this connection (max ${MAX_SUBSCRIPTIONS_PER_CONNECTION})`);
   }
 
+  /** `chats.watch`: push `chats.opened` to this connection for every new chat of the agent. */
+  watch(agentId: string, connection: ConnectionHandle): { subscriptionId: string } {
+    this.#assertRoom(connection);
+    const watch: Watch = { id: randomId('sub_'), agentId, connection };
+    this.#watches.set(watch.id, watch);
+    connection.onClose(() => {
+      this.#watches.delete(watch.id);
+    });
+    return { subscriptionId: watch.id };
+  }
+
+  /** A chat was created (by `chats.open`): tell the watches of both of its agents. */
+  opened(chat: Chat): void {
+    for (const w of this.#watches.values()) {
+      if (w.agentId !== chat.agentAId && w.agentId !== chat.agentBId) continue;
+      const params: ChatOpenedNotification = { subscriptionId: w.id, chat };
+      w.connection.notify('chats.opened', params);
+    }
+  }
+
   unfollow(subscriptionId: string, connection: ConnectionHandle): { subscriptionId: string; ended: boolean } {
+    const watch = this.#watches.get(subscriptionId);
+    if (watch && watch.connection === connection) {
+      this.#watches.delete(subscriptionId);
+      return { subscriptionId, ended: true };
+    }
     const sub = this.#byId.get(subscriptionId);
     if (!sub || sub.connection !== connection) throw errors.notFound('subscription', subscriptionId);
     this.#end(sub);
     return { subscriptionId, ended: true };
   }
 
-  /** End every subscription (shutdown). */
+  /** End every subscription and watch (shutdown). */
   endAll(): void {
     for (const sub of [...this.#byId.values()]) this.#end(sub);
+    this.#watches.clear();
   }
 
   #end(sub: Subscription): void {
