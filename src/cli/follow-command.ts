@@ -77,7 +77,7 @@ export function followCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           })
           .option('from', {
             choices: FROM,
-            default: 'acknowledged' as FromArg,
+            default: FROM[0],
             describe:
               'acknowledged: after your last receipt; generation-start: after a continuity break, the new generation from its start; end: only what comes next',
           })

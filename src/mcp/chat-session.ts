@@ -44,7 +44,15 @@ interface PendingAppend {
 async function within<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(timeout()), ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(() => {
+            reject(timeout());
+          }, ms)),
+      ),
+    ]);
   } finally {
     clearTimeout(timer);
   }
