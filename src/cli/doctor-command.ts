@@ -43,7 +43,7 @@ export function doctorCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
 async function offline(args: GlobalArgs & { mark: boolean }): Promise<DoctorReport> {
   const dataDir = resolveDataDir(args['data-dir'], pathContext());
   // Daemon code, loaded only for this command (as `yello daemon` does).
-  const { runDoctorOffline } = await import('../daemon/store/doctor-offline.js');
+  const { runDoctorOffline } = await import('../daemon/entry.js');
   try {
     return await runDoctorOffline(dataDir, { mark: args.mark });
   } catch (err) {

@@ -16,9 +16,7 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 1) usage(`--${name} must be a positive integer`);
   }
   // Loaded here so other commands do not pay for LevelDB and pino at startup.
-  const { startDaemon } = await import('../daemon/daemon.js');
-  const { StartupError } = await import('../daemon/rpc/socket-server.js');
-  const { EXIT_CODES } = await import('../daemon/runtime/exit-codes.js');
+  const { startDaemon, StartupError, EXIT_CODES } = await import('../daemon/entry.js');
   // A stop asked for while starting (systemd, a quick Ctrl-C) is honoured once the store is
   // open, instead of killing the process halfway through opening it.
   // (An object, not a `let`: the flag is set from a signal handler, which narrowing cannot see.)

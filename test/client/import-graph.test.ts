@@ -1,9 +1,14 @@
-// The client entry must not load zod: only the daemon validates params, and zod was most of
+// The module graph of src/. The dependency rule: cli → mcp → client → shared; daemon → shared;
+// shared does no I/O (no Node APIs); the CLI reaches daemon code only through src/daemon/entry.ts.
+// Every import of every source file (static, re-exports and dynamic `import()`) is checked, and
+// a planted bad import shows the check fails.
+// And the client entry must not load zod: only the daemon validates params, and zod was most of
 // the client's import time. A child node process resolves every import through a hook that
 // refuses zod, so any path to it (a value import of the method table, say) fails the import
 // and names the module that asked for it.
 
 import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -34,6 +39,94 @@ async function importWithoutZod(file: string): Promise<{ ok: boolean; stderr: st
     return { ok: false, stderr: String((err as { stderr?: string }).stderr) };
   }
 }
+
+const SRC = path.join(repoRoot, 'src');
+type Layer = 'cli' | 'mcp' | 'client' | 'shared' | 'daemon';
+/** Which layers each layer may import (besides itself). */
+const MAY_IMPORT: Record<Layer, Layer[]> = {
+  cli: ['mcp', 'client', 'shared'],
+  mcp: ['client', 'shared'],
+  client: ['shared'],
+  shared: [],
+  daemon: ['shared'],
+};
+const DAEMON_ENTRY = 'daemon/entry.ts';
+
+/** Every `.ts` file under src/, relative to it. */
+function sourceFiles(dir = SRC): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const full = path.join(dir, e.name);
+    if (e.isDirectory()) return sourceFiles(full);
+    return e.name.endsWith('.ts') ? [path.relative(SRC, full)] : [];
+  });
+}
+
+/** The specifiers a file imports: `import … from`, `export … from`, `import '…'`, `import('…')`. */
+function specifiers(text: string): string[] {
+  const found: string[] = [];
+  for (const m of text.matchAll(
+    /(?:^|[\s;])(?:import|export)\s[^'";]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm,
+  ))
+    found.push((m[1] ?? m[2] ?? m[3])!);
+  return found;
+}
+
+/** Imports that break the rule, as `file: specifier (why)`. `files` maps a path under src/ to its text. */
+function violations(files: Record<string, string>): string[] {
+  const out: string[] = [];
+  for (const [file, text] of Object.entries(files)) {
+    const layer = file.split(path.sep)[0] as Layer;
+    if (!(layer in MAY_IMPORT)) {
+      out.push(`${file}: not in a known layer`);
+      continue;
+    }
+    for (const spec of specifiers(text)) {
+      if (!spec.startsWith('.')) {
+        if (layer === 'shared' && (spec.startsWith('node:') || !['zod'].includes(spec)))
+          out.push(`${file}: ${spec} (src/shared does no I/O)`);
+        continue;
+      }
+      const target = path.relative(SRC, path.resolve(SRC, path.dirname(file), spec)).replace(/\.js$/, '.ts');
+      const to = target.split(path.sep)[0] as Layer;
+      if (target.startsWith('..')) out.push(`${file}: ${spec} (outside src/)`);
+      else if (to === layer || MAY_IMPORT[layer].includes(to)) continue;
+      else if (layer === 'cli' && to === 'daemon' && target === DAEMON_ENTRY) continue;
+      else
+        out.push(
+          `${file}: ${spec} (${layer} may not import ${to}${layer === 'cli' && to === 'daemon' ? ` except through src/${DAEMON_ENTRY}` : ''})`,
+        );
+    }
+  }
+  return out;
+}
+
+const ALL = Object.fromEntries(sourceFiles().map((f) => [f, readFileSync(path.join(SRC, f), 'utf8')]));
+
+describe('the dependency rule (cli → mcp → client → shared; daemon → shared; cli → daemon only via src/daemon/entry.ts)', () => {
+  it('every import of src/ keeps it', () => {
+    expect(Object.keys(ALL).length).toBeGreaterThan(50);
+    expect(violations(ALL)).toEqual([]);
+  });
+
+  it('the check fails on planted bad imports', () => {
+    const planted = {
+      [path.join('client', 'planted.ts')]: "import { runCli } from '../cli/program.js';",
+      [path.join('mcp', 'planted.ts')]: "export { x } from '../cli/x.js';",
+      [path.join('daemon', 'planted.ts')]: "const m = await import('../client/index.js');",
+      [path.join('shared', 'planted.ts')]: "import { readFile } from 'node:fs/promises';\nimport '../client/errors.js';",
+      [path.join('cli', 'planted.ts')]:
+        "import { startDaemon } from '../daemon/daemon.js';\nimport { EXIT_CODES } from '../daemon/entry.js';",
+    };
+    expect(violations({ ...ALL, ...planted })).toEqual([
+      `${path.join('client', 'planted.ts')}: ../cli/program.js (client may not import cli)`,
+      `${path.join('mcp', 'planted.ts')}: ../cli/x.js (mcp may not import cli)`,
+      `${path.join('daemon', 'planted.ts')}: ../client/index.js (daemon may not import client)`,
+      `${path.join('shared', 'planted.ts')}: node:fs/promises (src/shared does no I/O)`,
+      `${path.join('shared', 'planted.ts')}: ../client/errors.js (shared may not import client)`,
+      `${path.join('cli', 'planted.ts')}: ../daemon/daemon.js (cli may not import daemon except through src/daemon/entry.ts)`,
+    ]);
+  });
+});
 
 describe('client module graph', () => {
   it('importing the built client entry (dist/client/index.js) does not load zod', async () => {

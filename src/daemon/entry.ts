@@ -1,0 +1,10 @@
+/**
+ * The one module through which the CLI reaches daemon code (the dependency rule: cli → mcp →
+ * client → shared, daemon → shared, and the CLI into the daemon only here; checked by
+ * test/client/import-graph.test.ts). The CLI imports it lazily, so commands other than
+ * `yello daemon` and `yello doctor --offline` never load LevelDB or pino.
+ */
+export { startDaemon } from './daemon.js';
+export { StartupError } from './rpc/socket-server.js';
+export { EXIT_CODES } from './runtime/exit-codes.js';
+export { runDoctorOffline } from './store/doctor-offline.js';
