@@ -80,13 +80,19 @@ export class CliWriter {
     const chatId = splitStreamId(this.streamId)?.chatId;
     if (!chatId) throw new CliError(`not a stream id: ${this.streamId}`, EXIT.usage);
     const kept = this.#kept();
-    const writerWith = (token: string | null) =>
-      new ChatWriter(this.#client, {
+    const writerWith = (token: string | null) => {
+      const w = new ChatWriter(this.#client, {
         chatId,
         replace: opts.replace ? true : 'if-abandoned',
         reason: 'yello cli',
         ...(token ? { coordinatorToken: token } : {}),
       });
+      w.on('claimed', (c) => {
+        if (c.tookOver)
+          process.stderr.write(`yello: took over the claim on ${this.streamId} from another coordinator (now epoch ${c.epoch})\n`);
+      });
+      return w;
+    };
     let writer = writerWith(kept);
     let result: T;
     try {

@@ -10,7 +10,7 @@ import {
   type StoredRecord,
 } from '../client/index.js';
 import { ERROR_CODES } from '../shared/errors.js';
-import { PeerHead } from '../mcp/peer-head.js';
+import { PeerHead } from '../client/peer-head.js';
 import { breakError } from './break-advice.js';
 import { CliWriter } from './cli-writer.js';
 import { agentToken, connectAgent, connectAny, getChat, sessionAgentId, socketPath, withClient, type GlobalArgs } from './context.js';
@@ -77,7 +77,7 @@ export function followCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           })
           .option('from', {
             choices: FROM,
-            default: 'acknowledged' as FromArg,
+            default: FROM[0],
             describe:
               'acknowledged: after your last receipt; generation-start: after a continuity break, the new generation from its start; end: only what comes next',
           })
@@ -200,7 +200,11 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
   exitCleanlyOnSignals();
   let conversation: Conversation | null = null;
   let head: PeerHead | null = null;
+  let writer: CliWriter | null = null;
   onShutdown(async () => {
+    // A long-running follow --ack gives its claim up when it ends, as a Coordinator does
+    // (before the conversation closes: that ends the loop, which closes the connection).
+    if (writer?.holdsClaim()) await writer.release().catch(() => {});
     head?.close();
     await conversation?.close();
     client.close();
@@ -221,10 +225,12 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
       );
     }
     client.on('reconnecting', ({ attempt, delayMs }) =>
-      process.stderr.write(`yello: the connection to yellod was lost; reconnecting (attempt ${attempt}, in ${Math.round(delayMs)} ms)\n`),
+      process.stderr.write(
+        `yello: the connection to yellod was lost; reconnecting (attempt ${attempt}); retrying in ${Math.round(delayMs)} ms\n`,
+      ),
     );
     client.on('reconnected', () => process.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`));
-    const writer = args.ack
+    writer = args.ack
       ? new CliWriter(client, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), conversation.ownStreamId)
       : null;
     try {
@@ -234,6 +240,7 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
         cursor.set(batch.cursor || conversation.cursor);
       }
     } catch (err) {
+      if (args.json && err instanceof ContinuityBreakError) printJson(err.data);
       throw readFailure(err, chat.id);
     }
   } catch (err) {

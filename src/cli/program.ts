@@ -6,6 +6,7 @@ import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
+import { inboxCommand } from './inbox-command.js';
 import { mcpCommand } from './mcp-command.js';
 import { EXIT, reportError } from './output.js';
 import { installStdoutGuard } from './shutdown.js';
@@ -68,6 +69,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = daemonCommand(cli);
   cli = adminCommands(cli);
   cli = chatCommands(cli);
+  cli = inboxCommand(cli);
   cli = verifyCommand(cli);
   cli = demoCommand(cli);
   cli = doctorCommand(cli);

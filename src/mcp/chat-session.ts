@@ -12,7 +12,7 @@ import {
   type YelloClient,
 } from '../client/index.js';
 import type { McpLog } from './log.js';
-import { PeerHead } from './peer-head.js';
+import { PeerHead } from '../client/peer-head.js';
 import type { SessionState, SessionView } from './tool-schemas.js';
 import { chatStopped, outcomeUnknown, presentationFailure, settleTimeout, ToolFailure, type AppendKind } from './tool-errors.js';
 
@@ -44,7 +44,15 @@ interface PendingAppend {
 async function within<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(timeout()), ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(() => {
+            reject(timeout());
+          }, ms)),
+      ),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -118,7 +126,7 @@ export class ChatSession {
         conversation = await Conversation.open(opts.client, { chatId, start: 'generation-start' });
       }
       await head.startedAt(conversation);
-      opts.log.info({ chatId, acknowledged: conversation.acknowledged }, 'chat session opened (nothing claimed)');
+      opts.log.info({ chatId, acknowledged: conversation.acknowledged }, 'chat session started');
       return new ChatSession(opts, chat, conversation, head);
     } catch (err) {
       head.close();

@@ -75,7 +75,12 @@ export class DaemonLink {
     if (client.connected) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
-      const offs = [client.on('reconnected', done), client.on('disconnected', () => !client.reconnecting && done())];
+      const offs = [
+        client.on('reconnected', done),
+        client.on('disconnected', () => {
+          if (!client.reconnecting) done();
+        }),
+      ];
       function done() {
         clearTimeout(timer);
         for (const off of offs) off();

@@ -216,16 +216,18 @@ describe('ack and streams show', () => {
 });
 
 describe('streams claim | release and fencing', () => {
-  it('claim prints the coordinator token; a held stream refuses claim and send without --replace', async () => {
+  it('claim prints the coordinator token; a held stream refuses another claim, and send takes an abandoned claim over', async () => {
     // Give up the claim the CLI kept from alice's sends, so that a manual claim needs no takeover.
     const released = await alice.json<Result<'streams.release'>>(['streams', 'release', streamA]);
     expect(released.writer).toMatchObject({ epoch: '1', active: false });
     const human = await alice.ok(['streams', 'claim', streamA, '--reason', 'manual']);
     expect(human.stdout).toMatch(/coordinatorToken\s+yello_ct_\S+/);
     expect(human.stdout).toMatch(/epoch\s+\d+/);
-    const [again, send] = await Promise.all([alice.run(['streams', 'claim', streamA]), alice.run(['send', chatId, 'blocked'])]);
+    const again = await alice.run(['streams', 'claim', streamA]);
     expectOneLineError(again, 1, /WRITER_ACTIVE/);
-    expectOneLineError(send, 1, /--replace/);
+    // The claiming command has exited, so its claim is abandoned: send takes it over (if-abandoned).
+    const send = await alice.ok(['send', chatId, 'takes the abandoned claim over']);
+    expect(send.stderr).toMatch(/took over the claim/);
   });
 
   it('a replaced coordinator token is fenced: send --coordinator-token-file exits 4; the current one works; release frees the stream', async () => {

@@ -39,7 +39,8 @@ describe('chats follow survives a daemon restart', () => {
     const batches: Batch[] = parseJsonLines(res.stdout);
     const fromAlice = batches.filter((b) => b.streamId === p.streamA);
     expect(contents(fromAlice)).toEqual(['before the restart', 'after the restart']);
-    expect(fromAlice[0]!.fromPosition).toBe('0');
+    // Alice's claim (her fence at 0) is state, absorbed: the first batch is her message.
+    expect(fromAlice[0]!.fromPosition).toBe('1');
     for (let i = 1; i < fromAlice.length; i++) expect(fromAlice[i]!.fromPosition, `batch ${i}`).toBe(fromAlice[i - 1]!.nextPosition);
     // The exit names the cursor of the last batch it printed.
     const hint = /resume with --cursor (\S+)/.exec(res.stderr);

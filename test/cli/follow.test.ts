@@ -56,7 +56,6 @@ describe('chats follow --json', () => {
     // Every line is one batch: at least one record, one stream, positions in order.
     for (const b of batches) {
       expect(b).toMatchObject({
-        subscriptionId: anyOf(String),
         batchId: anyOf(String),
         streamId: streamB,
         generation: '1',

@@ -173,7 +173,7 @@ describe("the CLI's claim does not lock the agent out", () => {
       writer: { connected?: boolean };
     };
     expect(state.writer.connected).toBe(false);
-    const taken = ok(await p.a.client.call('streams.claim', { streamId: p.streamA, replace: 'if-abandoned' } as never));
+    const taken = ok(await p.a.client.call('streams.claim', { streamId: p.streamA, replace: 'if-abandoned' }));
     expect(taken.coordinatorToken).toMatch(/^yello_ct_/);
   });
 });

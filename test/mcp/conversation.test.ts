@@ -35,7 +35,8 @@ describe('yello mcp: a conversation between two agents', () => {
     expect(sent).toMatchObject({ chatId: chat.chatId, streamId: chat.alice.streamId, acknowledged: null });
 
     const first = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
-    expect(first).toMatchObject({ streamId: chat.alice.streamId, generation: '1', fromPosition: '0' });
+    // Alice's claim (her fence at 0) arrived on its own while bob followed: state, not a batch.
+    expect(first).toMatchObject({ streamId: chat.alice.streamId, generation: '1', fromPosition: '1' });
     expect(messagesOf(first)).toEqual(['hello bob']);
     // Not acknowledged: the same batch again, flagged as repeated.
     const again = await bob.ok('read_new', { chatId: chat.chatId });

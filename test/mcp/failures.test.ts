@@ -158,6 +158,7 @@ describe('yello mcp: appends of unknown outcome', () => {
     const chat = await world().chat();
     const alice = await world().serve(chat.aliceToken, ['--call-timeout-ms', '1500']);
     await alice.ok('open_chat', { peer: chat.bob.username });
+    await alice.ok('send', { chatId: chat.chatId, text: 'claims the stream' }); // the claim comes with the first write
     freeze(world().daemon);
     const uncertain = await alice.fail('send', { chatId: chat.chatId, text: 'never stored' });
     expect(uncertain.type).toBe('OUTCOME_UNKNOWN');
@@ -175,7 +176,7 @@ describe('yello mcp: appends of unknown outcome', () => {
       kind: 'send',
     });
     await alice.ok('send', { chatId: chat.chatId, text: 'sent again by the agent' });
-    expect(messageContents(await readStream(world().admin, chat.alice.streamId))).toEqual(['sent again by the agent']);
+    expect(messageContents(await readStream(world().admin, chat.alice.streamId))).toEqual(['claims the stream', 'sent again by the agent']);
   });
 
   it('an acknowledgement of unknown outcome that was stored advances presentation once settled', async () => {
@@ -185,6 +186,7 @@ describe('yello mcp: appends of unknown outcome', () => {
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'please acknowledge' });
     const batch = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
+    await bob.ok('send', { chatId: chat.chatId, text: 'claims the stream' }); // the claim comes with the first write
     freeze(world().daemon);
     let uncertain;
     try {

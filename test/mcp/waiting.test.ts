@@ -49,7 +49,7 @@ class RawMcp {
         this.#buffer = this.#buffer.slice(nl + 1);
         if (!line.trim()) continue;
         const msg = JSON.parse(line) as { id?: number; result?: unknown; error?: { message: string } };
-        this.lines.push(msg as Record<string, unknown>);
+        this.lines.push(msg);
         if (typeof msg.id === 'number' && this.#pending.has(msg.id)) {
           const p = this.#pending.get(msg.id)!;
           this.#pending.delete(msg.id);
@@ -114,8 +114,13 @@ class RawMcp {
   /** Ends stdin (what an MCP client does) and waits for the exit. */
   close(): Promise<void> {
     return new Promise((resolve) => {
-      if (this.#child.exitCode !== null || this.#child.signalCode !== null) return resolve();
-      this.#child.once('close', () => resolve());
+      if (this.#child.exitCode !== null || this.#child.signalCode !== null) {
+        resolve();
+        return;
+      }
+      this.#child.once('close', () => {
+        resolve();
+      });
       this.#child.stdin!.end();
     });
   }

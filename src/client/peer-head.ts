@@ -1,4 +1,6 @@
-import type { Chat, Conversation, YelloClient } from '../client/index.js';
+import type { Chat } from '../shared/types.js';
+import type { Conversation } from './conversation.js';
+import type { YelloClient } from './yello-client.js';
 import { makeStreamId } from '../shared/ids.js';
 
 /** A position of a stream generation. */
