@@ -95,7 +95,7 @@ export class DaemonLink {
     for (;;) {
       const client = await this.client();
       try {
-        return (await client.call(method, params)) as MethodResults[M];
+        return await client.call(method, params);
       } catch (err) {
         if (!(err instanceof ConnectionLostError) || this.#closed || !client.reconnecting || Date.now() >= deadline) throw err;
         await this.#reconnected(client, deadline - Date.now());
