@@ -14,26 +14,9 @@ import {
   type GlobalArgs,
 } from './context.js';
 import { CliError, errorMessage, EXIT, printJson, printObject, printTable } from './output.js';
+import { allPages, CLI_PAGE } from './list-pages.js';
 import { readSecretFile, SecretFileSink } from './secret-files.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
-
-/** The largest page a list method gives (docs/protocol.md §6.2): the CLI pages through all of them. */
-const CLI_PAGE = 500;
-
-/** Every item of a paginated list method, page by page, following `nextCursor` to the end. */
-async function allPages<P extends { nextCursor: string | null }, T>(
-  page: (cursor: { cursor?: string }) => Promise<P>,
-  items: (p: P) => T[],
-): Promise<T[]> {
-  const out: T[] = [];
-  let cursor: string | null = null;
-  do {
-    const p: P = await page(cursor === null ? {} : { cursor });
-    out.push(...items(p));
-    cursor = p.nextCursor;
-  } while (cursor !== null);
-  return out;
-}
 
 type A<T = object> = GlobalArgs & T;
 type Result<M extends keyof MethodResults> = MethodResults[M];
@@ -476,15 +459,27 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           (z: Argv<GlobalArgs>) =>
             z
               .positional('streamId', { type: 'string', demandOption: true })
-              .option('limit', { type: 'number', default: 100 })
-              .option('cursor', { type: 'string' }),
-          async (args: A<{ streamId: string; limit: number; cursor?: string }>) => {
+              .option('limit', {
+                type: 'number',
+                describe: 'one page of at most this many (1-500); without --limit or --cursor every page is printed',
+              })
+              .option('cursor', { type: 'string', describe: 'continue from the nextCursor a previous page printed' }),
+          async (args: A<{ streamId: string; limit?: number; cursor?: string }>) => {
             await withClient(connectAny(args), async (c) => {
-              const r = await c.call('operations.list', {
-                streamId: args.streamId,
-                limit: args.limit,
-                ...(args.cursor ? { cursor: args.cursor } : {}),
-              });
+              const onePage = args.limit !== undefined || args.cursor !== undefined;
+              const r = onePage
+                ? await c.call('operations.list', {
+                    streamId: args.streamId,
+                    limit: args.limit ?? 100,
+                    ...(args.cursor ? { cursor: args.cursor } : {}),
+                  })
+                : {
+                    operations: await allPages(
+                      (cur) => c.call('operations.list', { streamId: args.streamId, limit: CLI_PAGE, ...cur }),
+                      (p) => p.operations,
+                    ),
+                    nextCursor: null,
+                  };
               out(args, r, () => {
                 printTable(
                   r.operations.map((o) => ({

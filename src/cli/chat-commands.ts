@@ -4,6 +4,7 @@ import { connectAny, getChat, resolveAgentId, withClient, type GlobalArgs } from
 import { exportCommand } from './export-command.js';
 import { followCommands } from './follow-command.js';
 import { formatRecord } from './format.js';
+import { allPages, CLI_PAGE } from './list-pages.js';
 import { printJson, printObject, printTable } from './output.js';
 import { sendCommands } from './send-commands.js';
 
@@ -49,10 +50,25 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .command(
           'list',
           "The caller's chats (all for admin)",
-          (z: Argv<GlobalArgs>) => z.option('limit', { type: 'number', default: 100 }).option('cursor', { type: 'string' }),
-          async (args: A<{ limit: number; cursor?: string }>) => {
+          (z: Argv<GlobalArgs>) =>
+            z
+              .option('limit', {
+                type: 'number',
+                describe: 'one page of at most this many (1-500); without --limit or --cursor every page is printed',
+              })
+              .option('cursor', { type: 'string', describe: 'continue from the nextCursor a previous page printed' }),
+          async (args: A<{ limit?: number; cursor?: string }>) => {
             await withClient(connectAny(args), async (c) => {
-              const r = await c.call('chats.list', { limit: args.limit, ...(args.cursor ? { cursor: args.cursor } : {}) });
+              const onePage = args.limit !== undefined || args.cursor !== undefined;
+              const r = onePage
+                ? await c.call('chats.list', { limit: args.limit ?? 100, ...(args.cursor ? { cursor: args.cursor } : {}) })
+                : {
+                    chats: await allPages(
+                      (cur) => c.call('chats.list', { limit: CLI_PAGE, ...cur }),
+                      (p) => p.chats,
+                    ),
+                    nextCursor: null,
+                  };
               out(args, r, () => {
                 printTable(r.chats.map((ch) => ({ chat: ch.id, a: ch.agentA.username, b: ch.agentB.username, created: ch.createdAt })));
                 if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { makeStreamId } from '../shared/ids.js';
-import type { ParamsIn } from '../shared/methods.js';
+import type { ParamsIn } from '../shared/method-types.js';
 import type { OperationInfo } from '../shared/results.js';
 import type { AppendResult } from '../shared/types.js';
 import { Backoff } from './backoff.js';

@@ -1,4 +1,4 @@
-import type { ParamsIn } from '../shared/methods.js';
+import type { ParamsIn } from '../shared/method-types.js';
 import type { ChatBatchNotification, ReadBatch, StoredRecord } from '../shared/types.js';
 
 /**

@@ -5,7 +5,7 @@
 
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useCli } from '../helpers/use-daemon.js';
-import { ok, type Wire } from '../helpers/wire-fixtures.js';
+import { claim, createPair, ok, type Wire } from '../helpers/wire-fixtures.js';
 import type { Agent } from '../../src/shared/types.js';
 
 const { daemon, admin, cli } = useCli();
@@ -101,4 +101,59 @@ describe('the answer cap', () => {
     expect(JSON.stringify(r).length).toBeLessThan(1_048_576);
     expect(daemon().running).toBe(true);
   });
+});
+
+describe('the CLI pages through chats.list and operations.list', () => {
+  it('`chats list` prints every chat (more than one page of 500); --limit gives one page and the cursor to go on', async () => {
+    // The admin opens chats between the first agent and 520 others, 64 to a batch.
+    const peers = ids.slice(1, 521);
+    for (let i = 0; i < peers.length; i += 64) {
+      const answers = await admin().batch(
+        peers.slice(i, i + 64).map((peer) => ({ method: 'chats.open', params: { agentAId: ids[0]!, agentBId: peer } })),
+        60_000,
+      );
+      for (const a of answers) ok(a, 'chats.open');
+    }
+    const all = await cli().json<{ chats: Array<{ id: string }>; nextCursor: string | null }>(['chats', 'list']);
+    expect(all.chats.length).toBeGreaterThanOrEqual(520);
+    expect(new Set(all.chats.map((c) => c.id)).size).toBe(all.chats.length);
+    expect(all.nextCursor).toBeNull();
+    const one = await cli().json<{ chats: unknown[]; nextCursor: string | null }>(['chats', 'list', '--limit', '10']);
+    expect(one.chats).toHaveLength(10);
+    expect(typeof one.nextCursor).toBe('string');
+  }, 120_000);
+
+  it('`ops list` prints every operation of a stream (more than one page of 500)', async () => {
+    const pair = await createPair(admin(), daemon().socketPath);
+    const held = await claim(pair.a.client, pair.streamA);
+    let next = held.nextPosition;
+    for (let i = 0; i < 520; i += 64) {
+      const answers = await pair.a.client.batch(
+        Array.from({ length: Math.min(64, 520 - i) }, (_, k) => ({
+          method: 'streams.append',
+          params: {
+            streamId: pair.streamA,
+            coordinatorToken: held.coordinatorToken,
+            generation: '1',
+            expectedPosition: String(Number(next) + k),
+            operationId: `op-${String(i + k)}`,
+            records: [{ type: 'chat.message', messageId: `m-${String(i + k)}`, content: 'x' }],
+          },
+        })),
+        60_000,
+      );
+      for (const a of answers) ok(a, 'streams.append');
+      next = String(Number(next) + answers.length);
+    }
+    const listed = await cli().json<{ operations: Array<{ operationId: string }>; nextCursor: string | null }>([
+      'ops',
+      'list',
+      pair.streamA,
+    ]);
+    expect(listed.operations.map((o) => o.operationId).filter((id) => id.startsWith('op-'))).toHaveLength(520);
+    expect(listed.nextCursor).toBeNull();
+    const one = await cli().json<{ operations: unknown[]; nextCursor: string | null }>(['ops', 'list', pair.streamA, '--limit', '5']);
+    expect(one.operations).toHaveLength(5);
+    expect(typeof one.nextCursor).toBe('string');
+  }, 120_000);
 });

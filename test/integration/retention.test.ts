@@ -22,7 +22,9 @@ import { useDaemon } from '../helpers/use-daemon.js';
 // vitest types its asymmetric matchers `any`; held as `unknown` they fit any expected shape.
 const anyString: unknown = expect.any(String);
 
-const { daemon, admin } = useDaemon();
+// Quotas off: the large-trim test appends 30,000 records as fast as it can, far past one agent's
+// default append rate (quotas have their own tests in quotas.test.ts).
+const { daemon, admin } = useDaemon({ extraArgs: ['--quota-append-records', '0', '--quota-append-bytes', '0'] });
 
 function read(client: Wire, streamId: string, generation: string, fromPosition: string, extra: Record<string, unknown> = {}) {
   return client.call('streams.read', { streamId, generation, fromPosition, ...extra }, 40_000);

@@ -25,6 +25,7 @@ const WALL_CLOCK_TIMESTAMPS: Record<string, string> = {
   'streams/appender.ts': 'committedAt of an append (signed records)',
   'streams/fencing.ts': 'claimedAt of a writer claim (signed fence records)',
   'streams/checkpoints.ts': 'createdAt of a signed checkpoint',
+  'runtime/lock-info.ts': 'startedAt of the lock holder (named in the exit-73 error)',
 };
 
 function sources(dir: string): string[] {

@@ -209,7 +209,8 @@ export function createHandlers(s: Services): Handlers {
       const agentId = agentIdOf(caller);
       // The records as sent: what the agent asks the daemon to store (quotas.ts).
       const bytes = agentId === null ? 0 : Buffer.byteLength(JSON.stringify(p.records), 'utf8');
-      if (agentId !== null) await s.quotas.admitAppend(agentId, p.records.length, bytes);
+      // Synchronous: the append must be admitted in the turn its request is read (§6.7).
+      if (agentId !== null) s.quotas.admitAppend(agentId, p.records.length, bytes);
       const r = await s.streams.append(
         caller,
         {

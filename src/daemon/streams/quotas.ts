@@ -47,8 +47,13 @@ interface AgentUsage {
   records: Bucket | null;
   bytes: Bucket | null;
   claims: Bucket | null;
-  /** LevelDB's estimate of the agent's stored records at first use since start (null: no stored quota). */
-  onDisk: Promise<number> | null;
+  /**
+   * LevelDB's estimate of the agent's stored records at first use since start: 0 until the
+   * estimate arrives (null: no stored quota). Admission never waits for it, so an append is
+   * admitted in the same turn it is read, as the contract needs (a later `operations.get` on
+   * the connection sees it pending or committed, never `unknown`).
+   */
+  onDisk: number | null;
   /** Bytes appended since then. */
   appended: number;
 }
@@ -81,10 +86,18 @@ export class Quotas {
         records: bucket(o.appendRecordsPerSecond),
         bytes: bucket(o.appendBytesPerSecond),
         claims: o.claimsPerMinute > 0 ? new Bucket(o.claimsPerMinute, o.claimsPerMinute / 60_000, now) : null,
-        onDisk: o.storedBytes > 0 ? this.#storedOnDisk(agentId) : null,
+        onDisk: o.storedBytes > 0 ? 0 : null,
         appended: 0,
       };
       this.#agents.set(agentId, u);
+      if (o.storedBytes > 0) {
+        const usage = u;
+        // An estimate that fails leaves the count at what was appended since the start.
+        this.#storedOnDisk(agentId).then(
+          (n) => (usage.onDisk = n),
+          () => undefined,
+        );
+      }
     }
     return u;
   }
@@ -104,10 +117,10 @@ export class Quotas {
    * Before an append of `records` records and `bytes` request bytes by `agentId`: throw
    * RATE_LIMITED or QUOTA_EXCEEDED, or take them from the agent's buckets.
    */
-  async admitAppend(agentId: string, records: number, bytes: number): Promise<void> {
+  admitAppend(agentId: string, records: number, bytes: number): void {
     const u = this.#usage(agentId);
     if (u.onDisk !== null) {
-      const stored = (await u.onDisk) + u.appended;
+      const stored = u.onDisk + u.appended;
       if (stored + bytes > this.#opts.storedBytes) throw errors.quotaExceeded('storedBytes', this.#opts.storedBytes, stored);
     }
     const now = this.#now();
