@@ -3,7 +3,6 @@
 // must say the outcome is unknown (never "not written"), the daemon goes read-only, and after a
 // restart operations.get tells the truth. The Coordinator treats it like any uncertain outcome.
 
-import { execFileSync, spawnSync } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,36 +14,12 @@ import {
   type UncertainOutcome,
 } from '../../src/client/index.js';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
+import { buildFsyncEioShim, hasCc } from '../helpers/fsync-eio-shim.js';
 import { AckLog, checkAcked } from '../helpers/integrity-checker.js';
 import { messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
 import { ok, readAll, uniq, messageOf } from '../helpers/wire-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
-const SHIM = `
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-#include <unistd.h>
-static int failing(void) {
-  const char *t = getenv("YELLO_FAULT_EIO_FILE");
-  return t != NULL && access(t, F_OK) == 0;
-}
-int fsync(int fd) {
-  static int (*real)(int) = NULL;
-  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-  if (failing()) { errno = EIO; return -1; }
-  return real(fd);
-}
-int fdatasync(int fd) {
-  static int (*real)(int) = NULL;
-  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-  if (failing()) { errno = EIO; return -1; }
-  return real(fd);
-}
-`;
-
-const hasCc = spawnSync('cc', ['--version']).status === 0;
 let dir = '';
 let shim = '';
 const daemons: DaemonProcess[] = [];
@@ -52,9 +27,7 @@ const daemons: DaemonProcess[] = [];
 beforeAll(async () => {
   if (!hasCc) return;
   dir = await makeTempDir('yl-eio-');
-  writeFileSync(path.join(dir, 'eio.c'), SHIM);
-  shim = path.join(dir, 'eio.so');
-  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', shim, path.join(dir, 'eio.c'), '-ldl']);
+  shim = buildFsyncEioShim(dir);
 });
 
 afterAll(async () => {

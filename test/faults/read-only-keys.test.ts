@@ -2,39 +2,14 @@
 // refused with STORAGE_FAILURE/READ_ONLY, and the active key stays as it was. The failed write
 // is a real fsync EIO, injected with an LD_PRELOAD shim (as in fsync-eio.test.ts).
 
-import { execFileSync, spawnSync } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
+import { buildFsyncEioShim, hasCc } from '../helpers/fsync-eio-shim.js';
 import { messages, setupChat } from '../helpers/reading-fixtures.js';
 import { ok, uniq } from '../helpers/wire-fixtures.js';
 
-const SHIM = `
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-#include <unistd.h>
-static int failing(void) {
-  const char *t = getenv("YELLO_FAULT_EIO_FILE");
-  return t != NULL && access(t, F_OK) == 0;
-}
-int fsync(int fd) {
-  static int (*real)(int) = NULL;
-  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-  if (failing()) { errno = EIO; return -1; }
-  return real(fd);
-}
-int fdatasync(int fd) {
-  static int (*real)(int) = NULL;
-  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-  if (failing()) { errno = EIO; return -1; }
-  return real(fd);
-}
-`;
-
-const hasCc = spawnSync('cc', ['--version']).status === 0;
 let dir = '';
 let shim = '';
 let d: DaemonProcess | undefined;
@@ -42,9 +17,7 @@ let d: DaemonProcess | undefined;
 beforeAll(async () => {
   if (!hasCc) return;
   dir = await makeTempDir('yl-rok-');
-  writeFileSync(path.join(dir, 'eio.c'), SHIM);
-  shim = path.join(dir, 'eio.so');
-  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', shim, path.join(dir, 'eio.c'), '-ldl']);
+  shim = buildFsyncEioShim(dir);
 });
 
 afterAll(async () => {
