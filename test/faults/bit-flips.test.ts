@@ -138,7 +138,7 @@ async function restartAndCheck(
   } catch {
     // Refusing to start with one clear line is a report, not a silent loss (judgeTrial says
     // whether the store gave a reason to).
-    expect(l.d.exitInfo?.code).toBe(76);
+    expect(l.d.exitInfo?.code, `refused to start: ${l.d.stderr.trim().split('\n').at(-1) ?? ''}`).toBe(76);
     expect(l.d.stderr.trim().split('\n').at(-1)).toMatch(/corrupt/i);
     return judged(null);
   }

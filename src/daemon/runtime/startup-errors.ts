@@ -1,5 +1,6 @@
 import { EXIT_CODES } from './exit-codes.js';
 import { StartupError } from '../rpc/socket-server.js';
+import { YelloError } from '../../shared/errors.js';
 import { StoreFormatError } from '../store/store-format.js';
 
 /** errno codes and the phrase people know them by. */
@@ -42,6 +43,16 @@ export function startupFailure(err: unknown, doing: string): StartupError {
   if (levelCode === 'LEVEL_CORRUPTION') {
     return new StartupError(
       `cannot ${doing}: LevelDB reports corruption (${oneLine(e.cause?.message ?? e.message)}); run yello doctor, restore from a backup`,
+      EXIT_CODES.storeCorrupt,
+    );
+  }
+  // Damage found by the daemon's own checks while starting (a value failing its checksum), or
+  // reported by LevelDB in a read's text ("Corruption: block checksum mismatch"), is a corrupt
+  // store, not a failing filesystem: exit 76, which systemd does not restart.
+  const corruptText = /\bCorruption:/.test(`${e.message ?? ''} ${e.cause?.message ?? ''}`);
+  if ((err instanceof YelloError && err.details.reason === 'CORRUPT') || corruptText) {
+    return new StartupError(
+      `cannot ${doing}: stored data is corrupt (${oneLine(e.message)}); run yello doctor, restore from a backup`,
       EXIT_CODES.storeCorrupt,
     );
   }
