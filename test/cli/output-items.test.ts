@@ -5,11 +5,12 @@
 
 import { describe, expect, it, vi } from 'vitest';
 import { expectExit } from '../helpers/cli-runner.js';
+import type { StoredRecord } from '../../src/shared/types.js';
 import { useCli } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
-const { cli, namedAgents } = useCli();
+const { cli, namedAgents, pair } = useCli();
 const named = namedAgents;
 
 describe('grants list', () => {
@@ -28,4 +29,71 @@ describe('grants list', () => {
     const json = await cli().json<{ grants: Array<Record<string, unknown>> }>(['grants', 'list', 'alice']);
     expect(json.grants.map((g) => [g.agentId, g.peerAgentId, typeof g.grantedAt])).toEqual([[aliceId, bobId, 'string']]);
   });
+});
+
+describe('chats history --all-generations', () => {
+  it('shows the whole conversation across a reset, in order, each generation marked; plain history shows the current generations only', async () => {
+    const p = await pair();
+    await p.alice.ok(['send', p.chatId, 'zero (trimmed)']); // #1 after alice's fence
+    await p.alice.ok(['send', p.chatId, 'one']); // #2
+    await p.bob.ok(['send', p.chatId, 'two']);
+    await cli().ok(['streams', 'trim', p.streamA, '2', '--force']);
+    await cli().ok(['streams', 'reset', p.streamA, '--reason', 'test']);
+    await p.alice.ok(['send', p.chatId, 'three']);
+
+    const plain = await p.bob.json<{ entries: StoredRecord[] }>(['chats', 'history', p.chatId]);
+    expect(plain.entries.map(content)).toEqual(['two', 'three']);
+
+    for (const reader of [p.bob, cli()]) {
+      const whole = await reader.json<{ entries: StoredRecord[]; generations: Array<Record<string, unknown>> }>([
+        'chats',
+        'history',
+        p.chatId,
+        '--all-generations',
+      ]);
+      expect(whole.entries.map((e) => [content(e), e.streamId, e.generation])).toEqual([
+        ['one', p.streamA, '1'],
+        ['two', p.streamB, '1'],
+        ['three', p.streamA, '2'],
+      ]);
+      expect(whole.generations).toEqual([
+        ...(p.a.id < p.b.id ? [] : [span(p.streamB, p.b.id, '1', false, '0', '2')]),
+        span(p.streamA, p.a.id, '1', true, '2', '3'),
+        span(p.streamA, p.a.id, '2', false, '0', '2'),
+        ...(p.a.id < p.b.id ? [span(p.streamB, p.b.id, '1', false, '0', '2')] : []),
+      ]);
+    }
+
+    const human = expectExit(await p.bob.run(['chats', 'history', p.chatId, '--all-generations']), 0);
+    const lines = human.stdout.trim().split('\n');
+    expect(lines).toEqual([
+      expect.stringMatching(/^-- \S+ → \S+: generation 1 \(sealed by a reset, trimmed below #2\) --$/),
+      expect.stringMatching(/\s#2\s+one$/),
+      expect.stringMatching(/\s#1\s+two$/),
+      expect.stringMatching(/^-- \S+ → \S+: generation 2 \(current\) --$/),
+      expect.stringMatching(/\s#1\s+three$/),
+      expect.stringMatching(/^generations: .*1 \(sealed by a reset, trimmed below #2\), 2 \(current\)/),
+    ]);
+
+    const mixed = await p.bob.run(['chats', 'history', p.chatId, '--all-generations', '--direction', 'forward']);
+    expect(mixed.code, mixed.stderr).toBe(2);
+    expect(mixed.stderr).toMatch(/leave out --cursor and --direction/);
+  });
+});
+
+const content = (r: StoredRecord): string => (r.wrapper.type === 'chat.message' ? r.wrapper.message.content : `(${r.wrapper.type})`);
+const span = (
+  streamId: string,
+  authorAgentId: string,
+  generation: string,
+  sealed: boolean,
+  firstPosition: string,
+  nextPosition: string,
+) => ({
+  streamId,
+  authorAgentId,
+  generation,
+  sealed,
+  firstPosition,
+  nextPosition,
 });
