@@ -1,4 +1,12 @@
-import { ContinuityBreakError, FencedError, NotFoundError, RemoteError, YelloClientError, ConnectionLostError } from '../client/index.js';
+import {
+  ContinuityBreakError,
+  FencedError,
+  InvalidParamsError,
+  NotFoundError,
+  RemoteError,
+  YelloClientError,
+  ConnectionLostError,
+} from '../client/index.js';
 
 /** Exit codes of docs/protocol.md §9. */
 export const EXIT = { ok: 0, error: 1, usage: 2, continuity: 3, fenced: 4 } as const;
@@ -133,6 +141,12 @@ export function reportError(err: unknown): number {
   }
   if (err instanceof NotFoundError && err.data.kind === 'chat') {
     say(`yello: no such chat: ${String(err.data.id)}\n`);
+    return EXIT.error;
+  }
+  if (err instanceof InvalidParamsError && typeof err.data.reason === 'string') {
+    // The reason is the message; "INVALID_PARAMS: invalid params at P: …" would say it twice.
+    const at = typeof err.data.path === 'string' && err.data.path !== '' ? ` at ${err.data.path}` : '';
+    say(`yello: ${err.data.reason} (INVALID_PARAMS${at})\n`);
     return EXIT.error;
   }
   if (err instanceof RemoteError) {

@@ -4,7 +4,7 @@
 // says which group to join.
 
 import { describe, expect, it, vi } from 'vitest';
-import { expectExit } from '../helpers/cli-runner.js';
+import { expectExit, oneLineErrorProblems } from '../helpers/cli-runner.js';
 import type { StoredRecord } from '../../src/shared/types.js';
 import { useCli } from '../helpers/use-daemon.js';
 
@@ -96,4 +96,22 @@ const span = (
   sealed,
   firstPosition,
   nextPosition,
+});
+
+describe('an error a person sees', () => {
+  it('says its reason once, and what to do: a taken username', async () => {
+    expectExit(await cli().run(['agents', 'add', 'taken-name']), 0);
+    const r = await cli().run(['agents', 'add', 'taken-name']);
+    expectExit(r, 1);
+    expect(oneLineErrorProblems(r), r.stderr).toEqual([]);
+    expect(r.stderr.trim()).toBe('yello: username "taken-name" is already taken: choose another (INVALID_PARAMS at username)');
+  });
+
+  it('an INVALID_PARAMS from the schema names the parameter once', async () => {
+    const r = await cli().run(['chats', 'list', '--limit', '9999']);
+    expectExit(r, 1);
+    expect(oneLineErrorProblems(r), r.stderr).toEqual([]);
+    expect(r.stderr).toMatch(/^yello: .+ \(INVALID_PARAMS at limit\)$/m);
+    expect(r.stderr.match(/invalid.params/gi)).toHaveLength(1);
+  });
 });
