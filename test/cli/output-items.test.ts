@@ -3,8 +3,12 @@
 // conversation across resets, an error says its reason once, and a socket refused for its group
 // says which group to join.
 
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { expectExit, oneLineErrorProblems } from '../helpers/cli-runner.js';
+import { cliEnv, expectExit, oneLineErrorProblems, yelloBin } from '../helpers/cli-runner.js';
+import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
 import type { StoredRecord } from '../../src/shared/types.js';
 import { useCli } from '../helpers/use-daemon.js';
 
@@ -115,3 +119,59 @@ describe('an error a person sees', () => {
     expect(r.stderr.match(/invalid.params/gi)).toHaveLength(1);
   });
 });
+
+describe('a socket refused by its permissions (EACCES)', () => {
+  // Root is never refused a socket, so the CLI runs as nobody (setpriv) against a real daemon
+  // whose socket directory is 0750; the modes and groups are then changed between runs.
+  const canDrop = process.getuid?.() === 0 && spawnSync('setpriv', ['--help']).status === 0;
+  it.skipIf(!canDrop)(
+    'names the directory or socket, its group, and the step: join the group, log in again, or ask for --socket-mode',
+    async () => {
+      const base = await makeTempDir('yl-acc-');
+      fs.chmodSync(base, 0o755);
+      const d = await DaemonProcess.start({ dir: base, socketPath: path.join(base, 'run', 'y.sock') });
+      try {
+        const run = path.join(base, 'run');
+        expect(fs.statSync(run).mode & 0o777).toBe(0o750);
+        const asNobody = (ids: string[]) => {
+          const r = spawnSync('setpriv', ['--reuid=65534', ...ids, process.execPath, yelloBin, '--socket', d.socketPath, 'status'], {
+            env: cliEnv({ YELLO_TOKEN: 'not-a-token' }),
+            encoding: 'utf8',
+            timeout: 30_000,
+          });
+          expect(r.status, r.stderr).toBe(1);
+          expect(r.stderr.trim().split('\n'), r.stderr).toHaveLength(1);
+          expect(r.stderr).not.toMatch(/is the daemon running/);
+          return r.stderr;
+        };
+        const nogroup = groupOf(65534);
+
+        // Not in the directory's group: join it, then log in again.
+        expect(asNobody(['--regid=65534', '--clear-groups'])).toContain(
+          `permission denied by the directory ${run} (mode 0750, owner root, group ${groupOf(0)}): nobody is not in group ${groupOf(0)}; add yourself (sudo usermod -aG ${groupOf(0)} nobody), then log in again`,
+        );
+        // The account is in the group (its primary group), this session is not: log in again.
+        fs.chownSync(run, 0, 65534);
+        expect(asNobody(['--regid=4242', '--clear-groups'])).toContain(
+          `your account nobody is in group ${nogroup}, but this login session is not yet; log in again (or run \`newgrp ${nogroup}\`)`,
+        );
+        // A socket not even its group may write: ask for --socket-mode 0660.
+        fs.chmodSync(run, 0o755);
+        fs.chmodSync(d.socketPath, 0o600);
+        expect(asNobody(['--regid=65534', '--clear-groups'])).toMatch(
+          new RegExp(
+            `permission denied by the socket ${d.socketPath} \\(mode 0600, owner root, group ${groupOf(0)}\\): not even its group may connect;.*--socket-mode 0660`,
+          ),
+        );
+      } finally {
+        await d.stop();
+        await fs.promises.rm(base, { recursive: true, force: true });
+      }
+    },
+  );
+});
+
+/** The name of group `gid` as the system knows it. */
+function groupOf(gid: number): string {
+  return spawnSync('getent', ['group', String(gid)], { encoding: 'utf8' }).stdout.split(':')[0] ?? String(gid);
+}
