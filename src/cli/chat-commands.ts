@@ -159,7 +159,7 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
               throw new CliError('--all-generations reads the whole chat at once: leave out --cursor and --direction', EXIT.usage);
             }
             await withClient(connectAny(args), async (c) => {
-              const { chat } = await getChat(c, args.chatId);
+              const { chat, streams } = await getChat(c, args.chatId);
               if (args['all-generations']) {
                 const whole = await readWholeChat(c, args.chatId);
                 if (args.json) printJson(whole);
@@ -185,6 +185,12 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                     for (const e of all) process.stdout.write(formatRecord(e, chat) + '\n');
                     if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
                     process.stdout.write(`live cursor: ${r.liveCursor}\n`);
+                    // chats.history reads the current generations; say so when a reset sealed others.
+                    if (streams.some((s) => s.generation !== '1')) {
+                      process.stderr.write(
+                        `earlier generations (sealed by a reset) are not shown: yello chats history ${chat.id} --all-generations\n`,
+                      );
+                    }
                   }
                   return;
                 }

@@ -47,6 +47,11 @@ describe('chats history --all-generations', () => {
 
     const plain = await p.bob.json<{ entries: StoredRecord[] }>(['chats', 'history', p.chatId]);
     expect(plain.entries.map(content)).toEqual(['two', 'three']);
+    // The human transcript says that a reset sealed earlier messages, and how to see them.
+    const plainHuman = expectExit(await p.bob.run(['chats', 'history', p.chatId]), 0);
+    expect(plainHuman.stderr).toBe(
+      `earlier generations (sealed by a reset) are not shown: yello chats history ${p.chatId} --all-generations\n`,
+    );
 
     for (const reader of [p.bob, cli()]) {
       const whole = await reader.json<{ entries: StoredRecord[]; generations: Array<Record<string, unknown>> }>([
