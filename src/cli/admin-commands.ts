@@ -1,6 +1,6 @@
 import type { Argv } from 'yargs';
 import { existsSync } from 'node:fs';
-import { ConnectionLostError, TimeoutError, type Agent, type MethodResults, type StreamState } from '../client/index.js';
+import { ConnectionLostError, TimeoutError, type Agent, type MethodResults, type StreamState, type YelloClient } from '../client/index.js';
 import { CliWriter } from './cli-writer.js';
 import {
   adminTokenPath,
@@ -73,6 +73,26 @@ export function coordinatorTokenArg(args: { 'coordinator-token'?: string; 'coord
   if (file === undefined) return null;
   // yargs turns a lone "-" option value into ''.
   return readSecretFile(file === '' ? '-' : file, '--coordinator-token-file');
+}
+
+/**
+ * The username of each of `ids` (an id that no longer resolves stays an id): one `agents.get`
+ * per agent for a few, every page of `agents.list` when there are more agents than a page.
+ */
+async function usernames(c: YelloClient, ids: string[]): Promise<(id: string) => string> {
+  const unique = [...new Set(ids)];
+  const known = new Map<string, string>();
+  if (unique.length > CLI_PAGE) {
+    const agents = await allPages(
+      (cursor) => c.call('agents.list', { limit: CLI_PAGE, ...cursor }),
+      (p) => p.agents,
+    );
+    for (const a of agents) known.set(a.id, a.username);
+  } else {
+    const found = await Promise.all(unique.map((agentId) => c.call('agents.get', { agentId }).catch(() => null)));
+    for (const r of found) if (r) known.set(r.agent.id, r.agent.username);
+  }
+  return (id) => known.get(id) ?? id;
 }
 
 const DEFAULT_WAIT_S = 30;
@@ -322,9 +342,16 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                   (p) => p.grants,
                 ),
               };
-              out(args, r, () => {
-                printTable(r.grants as unknown as Array<Record<string, unknown>>, ['agentId', 'peerAgentId', 'grantedAt']);
-              });
+              if (args.json) {
+                printJson(r);
+                return;
+              }
+              // People read names; the ids stay in --json.
+              const name = await usernames(
+                c,
+                r.grants.flatMap((g) => [g.agentId, g.peerAgentId]),
+              );
+              printTable(r.grants.map((g) => ({ agent: name(g.agentId), peer: name(g.peerAgentId), granted: g.grantedAt })));
             });
           },
         )

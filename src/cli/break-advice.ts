@@ -19,7 +19,7 @@ export function breakError(err: ContinuityBreakError, chatId: string): CliError 
       ? `continue in the new generation: \`yello chats read ${chatId} --from generation-start --ack\``
       : `mark what remains read: \`yello ack ${chatId}\``;
   return new CliError(
-    `continuity break (${err.reason}) in chat ${chatId}: ${what}; nothing was shown or acknowledged. To recover: 1) see what you missed: \`yello chats export ${chatId}\` (sealed generations first) and \`yello chats history ${chatId}\`; 2) ${onward}; 3) if that is not what you want, ask the admin (\`yello streams show ${stream}\`, \`yello streams reset\`/\`yello streams release\`)`,
+    `continuity break (${err.reason}) in chat ${chatId}: ${what}; nothing was shown or acknowledged. To recover: 1) see what you missed: \`yello chats history ${chatId} --all-generations\` (the whole conversation, sealed generations included; \`yello chats export ${chatId}\` for a verifiable copy); 2) ${onward}; 3) if that is not what you want, ask the admin (\`yello streams show ${stream}\`, \`yello streams reset\`/\`yello streams release\`)`,
     EXIT.continuity,
   );
 }

@@ -5,7 +5,8 @@ import { exportCommand } from './export-command.js';
 import { followCommands } from './follow-command.js';
 import { formatRecord } from './format.js';
 import { allPages, CLI_PAGE } from './list-pages.js';
-import { printJson, printObject, printTable } from './output.js';
+import { CliError, EXIT, printJson, printObject, printTable } from './output.js';
+import { printWholeChat, readWholeChat } from './whole-history.js';
 import { sendCommands } from './send-commands.js';
 
 type A<T = object> = GlobalArgs & T;
@@ -138,10 +139,33 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                 describe: 'backward (default): the newest entries; forward: from the oldest',
               })
               .option('cursor', { type: 'string', describe: 'continue from the nextCursor a previous page printed' })
-              .option('all', { type: 'boolean', default: false, describe: 'page through the whole snapshot' }),
-          async (args: A<{ chatId: string; limit: number; direction?: 'backward' | 'forward'; cursor?: string; all: boolean }>) => {
+              .option('all', { type: 'boolean', default: false, describe: 'page through the whole snapshot' })
+              .option('all-generations', {
+                type: 'boolean',
+                default: false,
+                describe: 'the whole conversation: every generation of both streams, sealed ones (before a reset) included, marked',
+              }),
+          async (
+            args: A<{
+              chatId: string;
+              limit: number;
+              direction?: 'backward' | 'forward';
+              cursor?: string;
+              all: boolean;
+              'all-generations': boolean;
+            }>,
+          ) => {
+            if (args['all-generations'] && (args.cursor !== undefined || args.direction !== undefined)) {
+              throw new CliError('--all-generations reads the whole chat at once: leave out --cursor and --direction', EXIT.usage);
+            }
             await withClient(connectAny(args), async (c) => {
-              const { chat } = await getChat(c, args.chatId);
+              const { chat, streams } = await getChat(c, args.chatId);
+              if (args['all-generations']) {
+                const whole = await readWholeChat(c, args.chatId);
+                if (args.json) printJson(whole);
+                else printWholeChat(whole, chat, (line) => process.stdout.write(line + '\n'));
+                return;
+              }
               let cursor = args.cursor;
               const direction = args.direction;
               const all: StoredRecord[] = [];
@@ -161,6 +185,12 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                     for (const e of all) process.stdout.write(formatRecord(e, chat) + '\n');
                     if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
                     process.stdout.write(`live cursor: ${r.liveCursor}\n`);
+                    // chats.history reads the current generations; say so when a reset sealed others.
+                    if (streams.some((s) => s.generation !== '1')) {
+                      process.stderr.write(
+                        `earlier generations (sealed by a reset) are not shown: yello chats history ${chat.id} --all-generations\n`,
+                      );
+                    }
                   }
                   return;
                 }

@@ -1,4 +1,13 @@
-import { ContinuityBreakError, FencedError, NotFoundError, RemoteError, YelloClientError, ConnectionLostError } from '../client/index.js';
+import {
+  ContinuityBreakError,
+  FencedError,
+  InvalidParamsError,
+  NotFoundError,
+  RemoteError,
+  YelloClientError,
+  ConnectionLostError,
+} from '../client/index.js';
+import { socketAccessAdvice } from './socket-access.js';
 
 /** Exit codes of docs/protocol.md §9. */
 export const EXIT = { ok: 0, error: 1, usage: 2, continuity: 3, fenced: 4 } as const;
@@ -105,8 +114,13 @@ export function printJson(value: unknown): void {
 
 /** What to do about a failed connection: a refused permission is not a stopped daemon. */
 function connectionHint(err: ConnectionLostError): string {
-  const code = (err.cause as NodeJS.ErrnoException | undefined)?.code;
+  const cause = err.cause as (NodeJS.ErrnoException & { address?: string }) | undefined;
+  const code = cause?.code;
   if (code === 'EACCES' || code === 'EPERM') {
+    // The modes and groups on the way to the socket say which group to join, or to log in again.
+    const socket = cause?.address ?? cause?.path;
+    const advice = socket ? socketAccessAdvice(socket) : null;
+    if (advice) return advice;
     return "permission denied: the socket's directory or the socket belong to another user or group; add your user to the socket's group (e.g. sudo usermod -aG yello $USER, effective at the next login) or use your own daemon's --socket";
   }
   return 'is the daemon running? see --socket / $YELLO_SOCKET';
@@ -133,6 +147,12 @@ export function reportError(err: unknown): number {
   }
   if (err instanceof NotFoundError && err.data.kind === 'chat') {
     say(`yello: no such chat: ${String(err.data.id)}\n`);
+    return EXIT.error;
+  }
+  if (err instanceof InvalidParamsError && typeof err.data.reason === 'string') {
+    // The reason is the message; "INVALID_PARAMS: invalid params at P: …" would say it twice.
+    const at = typeof err.data.path === 'string' && err.data.path !== '' ? ` at ${err.data.path}` : '';
+    say(`yello: ${err.data.reason} (INVALID_PARAMS${at})\n`);
     return EXIT.error;
   }
   if (err instanceof RemoteError) {

@@ -76,7 +76,7 @@ export class Agents {
   async create(username: string, name: string, image: string | undefined): Promise<{ agent: Agent; token: string }> {
     this.#storage.assertWritable();
     if (this.#storage.getAdmitted(K.username(username)) !== undefined) {
-      throw errors.invalidParams('username', `username "${username}" is already taken`);
+      throw errors.invalidParams('username', `username "${username}" is already taken: choose another`);
     }
     const token = newToken(AGENT_TOKEN_PREFIX);
     const row: AgentRow = {

@@ -50,7 +50,7 @@ export async function migrateFormat(db: Db, log: Logger): Promise<{ from: number
         true,
       );
     throw new StoreFormatError(
-      `the store has format ${format}; this yello reads format ${CURRENT_FORMAT} (a newer version wrote it?)`,
+      `the store has format ${format}, which this yello (format ${CURRENT_FORMAT}) does not know: a newer version wrote it, and nothing was changed; run that version, or roll back by restoring the copy of the data dir taken before the upgrade`,
       false,
     );
   }
