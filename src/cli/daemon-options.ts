@@ -3,7 +3,7 @@ import { DEFAULT_MAX_LINE_BYTES } from '../shared/paths.js';
 
 /** One option of `yello daemon`. Both the yargs command and the fast start path read this table. */
 export interface DaemonOption {
-  type: 'string' | 'number';
+  type: 'string' | 'number' | 'boolean';
   describe: string;
   default?: string | number;
   choices?: readonly string[];
@@ -60,11 +60,22 @@ export const DAEMON_OPTIONS = {
     default: 'grants',
     describe: 'grants: chats and sends need a grant; open: every agent may chat with every other',
   },
+  'metrics-listen': {
+    type: 'string',
+    describe:
+      'also serve Prometheus metrics over HTTP (GET /metrics only) on HOST:PORT, e.g. 127.0.0.1:9464; a loopback address only, ' +
+      'unless --metrics-allow-remote (default: off; `yello metrics` scrapes through the socket either way)',
+  },
+  'metrics-allow-remote': {
+    type: 'boolean',
+    describe:
+      'let --metrics-listen bind a non-loopback address (0.0.0.0, a LAN address): the endpoint has no TLS and no authentication, so anyone who can reach it reads the metrics',
+  },
   'fault-fail-sync-file': { type: 'string', hidden: true, describe: 'tests only: once this file exists, synced writes fail' },
 } as const satisfies Record<string, DaemonOption>;
 
 type OptionName = keyof typeof DAEMON_OPTIONS;
-type OptionValue<O> = O extends { type: 'number' } ? number : string;
+type OptionValue<O> = O extends { type: 'number' } ? number : O extends { type: 'boolean' } ? boolean : string;
 
 /** Parsed `yello daemon` options, typed from the table: defaults applied, choices checked. */
 export type DaemonArgs = {
@@ -82,16 +93,26 @@ export type DaemonArgs = {
 export function parseDaemonArgsFast(args: string[]): DaemonArgs | null {
   let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
   try {
-    const options = Object.fromEntries(Object.keys(DAEMON_OPTIONS).map((name) => [name, { type: 'string' as const }]));
+    const options = Object.fromEntries(
+      Object.entries(DAEMON_OPTIONS).map(([name, spec]) => [
+        name,
+        { type: spec.type === 'boolean' ? ('boolean' as const) : ('string' as const) },
+      ]),
+    );
     ({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }));
   } catch {
     return null;
   }
-  const out: Record<string, string | number | undefined> = {};
+  const out: Record<string, string | number | boolean | undefined> = {};
   for (const [name, spec] of Object.entries(DAEMON_OPTIONS) as Array<[OptionName, DaemonOption]>) {
     const raw = values[name];
     if (raw === undefined) {
       out[name] = spec.default;
+      continue;
+    }
+    if (spec.type === 'boolean') {
+      if (raw !== true) return null;
+      out[name] = raw;
       continue;
     }
     if (typeof raw !== 'string') return null;

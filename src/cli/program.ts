@@ -8,6 +8,7 @@ import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
 import { inboxCommand } from './inbox-command.js';
 import { mcpCommand } from './mcp-command.js';
+import { metricsCommand } from './metrics-command.js';
 import { EXIT, reportError } from './output.js';
 import { installStdoutGuard } from './shutdown.js';
 import { verifyCommand } from './verify-command.js';
@@ -74,6 +75,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = demoCommand(cli);
   cli = doctorCommand(cli);
   cli = mcpCommand(cli);
+  cli = metricsCommand(cli);
   try {
     await cli
       .help()

@@ -2,6 +2,7 @@ import { resolveDaemonSocketPath, resolveDataDir } from '../shared/paths.js';
 import type { DaemonArgs } from './daemon-options.js';
 import { errorMessage } from './output.js';
 import { pathContext } from './path-context.js';
+import { parseMetricsListen } from './metrics-listen.js';
 
 /** Run yellod in the foreground until SIGTERM/SIGINT; startup failures exit with their own code. */
 export async function runDaemon(argv: DaemonArgs): Promise<void> {
@@ -26,6 +27,10 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   for (const name of ['quota-append-records', 'quota-append-bytes', 'quota-stored-bytes', 'quota-claims-per-minute'] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 0) usage(`--${name} must be a whole number (0: no quota)`);
   }
+  const metricsListen =
+    argv['metrics-listen'] === undefined ? null : parseMetricsListen(argv['metrics-listen'], argv['metrics-allow-remote'] === true);
+  if (typeof metricsListen === 'string') usage(metricsListen);
+  if (argv['metrics-allow-remote'] === true && metricsListen === null) usage('--metrics-allow-remote needs --metrics-listen HOST:PORT');
   // Loaded here so other commands do not pay for LevelDB and pino at startup.
   const { startDaemon, StartupError, EXIT_CODES } = await import('../daemon/entry.js');
   // A stop asked for while starting (systemd, a quick Ctrl-C) is honoured once the store is
@@ -58,6 +63,7 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
       },
       policy: argv.policy as 'grants' | 'open',
       faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
+      metricsListen: typeof metricsListen === 'string' ? null : metricsListen,
     });
     const shutdown = () => {
       daemon.stop().then(

@@ -40,6 +40,8 @@ import { newToken } from './crypto/tokens.js';
 import { VERSION } from './runtime/version.js';
 import { errorMessage } from './runtime/error-fields.js';
 import { monotonicMs } from './runtime/clock.js';
+import { Metrics } from './runtime/metrics.js';
+import { listenMetrics, type MetricsEndpoint } from './runtime/metrics-http.js';
 
 /** A running daemon. */
 export interface RunningDaemon {
@@ -117,6 +119,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const helloLimiter = new HelloLimiter();
     const quotas = new Quotas({ ...DEFAULT_QUOTAS, ...config.quotas }, storage);
     const audit = new Audit(log);
+    const metrics = new Metrics(VERSION);
+    storage.onCommit((writes, seconds) => metrics.committed(writes, seconds));
+    quotas.onHit((quota) => metrics.quotaHit(quota));
     const handlers = createHandlers({
       version: VERSION,
       startedAt: monotonicMs(),
@@ -134,9 +139,15 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       integrity,
       audit,
       walIncidents: () => walIncidents(store),
+      metrics,
     });
     const pool = new OutputPool(config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES);
-    const rpc = new RpcServer(handlers, log, (caller) => directory.stillValid(caller));
+    const rpc = new RpcServer(
+      handlers,
+      log,
+      (caller) => directory.stillValid(caller),
+      (error) => metrics.refused(error),
+    );
     const server = new SocketServer(rpc, log, {
       maxLineBytes: config.maxLineBytes,
       maxConnections: config.maxConnections,
@@ -151,7 +162,18 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           helloLimiter.forget(c.id);
         });
       },
+      onRefused: (reason) => metrics.connectionRefused(reason),
     });
+    metrics.observe({
+      counts: () => counters.snapshot(),
+      commits: () => storage.stats,
+      readOnly: () => storage.readOnly,
+      corruptMarks: () => integrity.list().length,
+      walIncidents: () => walIncidents(store).length,
+      followers: () => subscriptions.count,
+      connections: () => server.connectionsByRole(),
+    });
+    const metricsEndpoint: MetricsEndpoint | null = config.metricsListen ? await listenMetrics(metrics, config.metricsListen, log) : null;
     try {
       if (config.socketPath === null) {
         await server.listenFd(3);
@@ -160,8 +182,10 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
         await server.listenPath(config.socketPath, config.socketMode);
       }
     } catch (err) {
+      await metricsEndpoint?.close();
       throw startupFailure(err, `listen on ${config.socketPath ?? 'the socket passed by systemd'}`);
     }
+    if (metricsEndpoint) log.info({ url: metricsEndpoint.url }, 'metrics endpoint listening');
     log.info(
       { socket: config.socketPath ?? 'systemd:fd3', dataDir: config.dataDir, kid: signer.kid, policy: config.policy, version: VERSION },
       'yellod ready',
@@ -178,6 +202,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
         stopping ??= (async () => {
           log.info('stopping');
           server.stopAccepting();
+          await metricsEndpoint?.close();
           subscriptions.endAll();
           await sweep;
           // Queued writes wait for their signatures: sign what is waiting, then close the store.

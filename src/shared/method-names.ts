@@ -9,6 +9,7 @@ import type { MethodName } from './method-types.js';
 export const METHOD_NAMES = [
   'session.hello',
   'daemon.status',
+  'daemon.metrics',
   'daemon.check',
   'keys.list',
   'keys.rotate',

@@ -1,4 +1,4 @@
-import type { ChatPermissions, DaemonStatus, Grant, HelloResult, OperationInfo } from './results.js';
+import type { ChatPermissions, DaemonStatus, Grant, HelloResult, MetricsScrape, OperationInfo } from './results.js';
 import type { Agent, AppendResult, Chat, Checkpoint, DoctorReport, Jwks, PiiMode, ReadBatch, StoredRecord, StreamState } from './types.js';
 
 /**
@@ -31,6 +31,7 @@ type Empty = Record<string, never>;
 export interface MethodParams {
   'session.hello': { token: string; client?: unknown };
   'daemon.status': Empty;
+  'daemon.metrics': Empty;
   'daemon.check': { mark?: boolean | null };
   'keys.list': Empty;
   'keys.rotate': Empty;
@@ -82,6 +83,7 @@ export interface MethodParams {
 export interface MethodResults {
   'session.hello': HelloResult;
   'daemon.status': DaemonStatus;
+  'daemon.metrics': MetricsScrape;
   'daemon.check': DoctorReport;
   'keys.list': Jwks;
   'keys.rotate': { kid: string };

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineMethod, indexMethods, type ResultOf } from './method-descriptor.js';
 import type { MethodName as PlainMethodName, MethodParams as PlainParams, MethodResults as PlainResults } from './method-types.js';
-import type { ChatPermissions, DaemonStatus, Grant, HelloResult, OperationInfo } from './results.js';
+import type { ChatPermissions, DaemonStatus, Grant, HelloResult, MetricsScrape, OperationInfo } from './results.js';
 import {
   appendMessageSchema,
   appendReceiptSchema,
@@ -35,6 +35,14 @@ export const methods = indexMethods([
     params: z.strictObject({}),
     summary: 'Version, uptime, counts, storage state, active kid and corrupt streams.',
     result: '{version, uptimeMs, counts, storage, commits, kid, policy, integrity}',
+  }),
+  defineMethod<MetricsScrape>()({
+    name: 'daemon.metrics',
+    access: 'admin',
+    params: z.strictObject({}),
+    summary:
+      "One Prometheus scrape (yello metrics): the text exposition of the daemon's counters, histograms and gauges; no ids, content or secrets.",
+    result: '{contentType, text}',
   }),
   defineMethod<DoctorReport>()({
     name: 'daemon.check',

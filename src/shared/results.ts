@@ -24,6 +24,14 @@ export interface HelloResult {
   signing: { kid: string; alg: 'ES256' };
 }
 
+/** The result of `daemon.metrics`: one Prometheus scrape. */
+export interface MetricsScrape {
+  /** The exposition format's content type (`text/plain; version=0.0.4; charset=utf-8`). */
+  contentType: string;
+  /** The metrics in the Prometheus text exposition format. */
+  text: string;
+}
+
 /** The result of `daemon.status`. */
 export interface DaemonStatus {
   version: string;

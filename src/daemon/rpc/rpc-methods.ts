@@ -22,6 +22,7 @@ import { checkStore } from '../store/doctor.js';
 import { PAGE_BYTES } from '../limits.js';
 import { LIST_LIMIT } from '../store/key-page.js';
 import { monotonicMs } from '../runtime/clock.js';
+import type { Metrics } from '../runtime/metrics.js';
 
 /** Everything the handlers use. */
 export interface Services {
@@ -42,6 +43,7 @@ export interface Services {
   integrity: Integrity;
   audit: Audit;
   walIncidents: () => WalIncident[];
+  metrics: Metrics;
 }
 
 const agentIdOf = (caller: Caller) => (caller.role === 'agent' ? caller.agentId : null);
@@ -98,6 +100,7 @@ export function createHandlers(s: Services): Handlers {
           .map((i) => ({ detectedAt: i.detectedAt, bytes: i.bytes, streams: i.streams, guardDamaged: i.guardDamaged })),
       },
     }),
+    'daemon.metrics': () => s.metrics.scrape(),
     'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': (_p, caller, ctx) => {
@@ -184,7 +187,11 @@ export function createHandlers(s: Services): Handlers {
     },
     'chats.list': (p, caller) => s.directory.listChats(caller, p.cursor, p.limit ?? LIST_LIMIT),
     'chats.permissions': (p, caller) => s.directory.permissions(s.directory.readableChat(caller, p.chatId)),
-    'chats.history': (p, caller, ctx) => s.reader.history(caller, { ...p, limit: p.limit ?? 50 }, pageBytes(ctx)()),
+    'chats.history': async (p, caller, ctx) => {
+      const page = await s.reader.history(caller, { ...p, limit: p.limit ?? 50 }, pageBytes(ctx)());
+      s.metrics.read('chats.history', page.entries.length);
+      return page;
+    },
     'chats.follow': (p, caller, ctx) => s.subscriptions.follow(caller, p, ctx.connection),
     'chats.watch': (_p, caller, ctx) => {
       // Unreachable for the admin: the method is agent-only (AGENT_ONLY at the gate).
@@ -206,6 +213,7 @@ export function createHandlers(s: Services): Handlers {
       return state;
     },
     'streams.append': async (p, caller, ctx) => {
+      const started = performance.now();
       const agentId = agentIdOf(caller);
       // The records as sent: what the agent asks the daemon to store (quotas.ts).
       const bytes = agentId === null ? 0 : Buffer.byteLength(JSON.stringify(p.records), 'utf8');
@@ -221,10 +229,11 @@ export function createHandlers(s: Services): Handlers {
         ctx.connection,
       );
       if (agentId !== null && !r.duplicate) s.quotas.appended(agentId, bytes);
+      s.metrics.appended(p.records.length, bytes, r.duplicate, (performance.now() - started) / 1000);
       return r;
     },
-    'streams.read': (p, caller, ctx) =>
-      s.reader.read(
+    'streams.read': async (p, caller, ctx) => {
+      const batch = await s.reader.read(
         caller,
         {
           streamId: p.streamId,
@@ -235,7 +244,10 @@ export function createHandlers(s: Services): Handlers {
           waitMs: p.waitMs ?? 0,
         },
         pageBytes(ctx),
-      ),
+      );
+      s.metrics.read('streams.read', batch.records.length);
+      return batch;
+    },
     'streams.checkpoint': (p, caller) =>
       streamCheckpoint(s.streams, s.signer, caller, {
         streamId: p.streamId,

@@ -54,10 +54,13 @@ export class RpcServer {
   readonly #server = new JSONRPCServer<CallContext>({ errorListener: () => {} });
   readonly #log: Logger;
   readonly #sessionValid: (caller: Caller) => boolean;
+  readonly #onError: ((error: YelloError) => void) | undefined;
 
-  constructor(handlers: Handlers, log: Logger, sessionValid: (caller: Caller) => boolean) {
+  /** `onError` sees every error a method answers with, once it is mapped (metrics). */
+  constructor(handlers: Handlers, log: Logger, sessionValid: (caller: Caller) => boolean, onError?: (error: YelloError) => void) {
     this.#log = log;
     this.#sessionValid = sessionValid;
+    this.#onError = onError;
     this.#server.mapErrorToJSONRPCErrorResponse = (id, error) => this.#mapError(id, error);
     for (const method of Object.values(methods) as MethodDescriptor[]) {
       const handler = handlers[method.name as MethodName] as (params: unknown, caller: Caller, ctx: CallContext) => unknown;
@@ -98,6 +101,7 @@ export class RpcServer {
 
   #mapError(id: JSONRPCRequest['id'], error: unknown): JSONRPCResponse & { error: object } {
     if (error instanceof YelloError) {
+      this.#onError?.(error);
       return { jsonrpc: '2.0', id: id ?? null, error: { code: error.code, message: error.message, data: error.toData() } };
     }
     const correlationId = randomUUID();
@@ -106,6 +110,7 @@ export class RpcServer {
       'internal error',
     );
     const mapped = errors.internal(correlationId);
+    this.#onError?.(mapped);
     return { jsonrpc: '2.0', id: id ?? null, error: { code: mapped.code, message: mapped.message, data: mapped.toData() } };
   }
 }

@@ -143,6 +143,8 @@ export interface SocketServerOptions extends AdmissionOptions {
   pool?: OutputPool;
   audit: Audit;
   onConnection?: (c: Connection) => void;
+  /** A connection refused at accept, with the audit log's reason (metrics). */
+  onRefused?: (reason: Refusal['reason']) => void;
 }
 
 /** Why a new connection is refused, for its RATE_LIMITED line and the audit log. */
@@ -179,11 +181,13 @@ export class SocketServer {
   readonly #log: Logger;
   readonly #audit: Audit;
   readonly #admission: Admission;
+  readonly #onRefused: ((reason: Refusal['reason']) => void) | undefined;
 
   constructor(rpc: RpcServer, log: Logger, opts: SocketServerOptions) {
     this.#log = log;
     this.#audit = opts.audit;
     this.#admission = new Admission(opts, opts.audit);
+    this.#onRefused = opts.onRefused;
     this.#server = createServer((socket: Socket) => {
       // Room first: the oldest idle connection without a session gives way to the newcomer.
       const room = this.#admission.makeRoom(this.#connections.size);
@@ -206,6 +210,13 @@ export class SocketServer {
       this.#admission.accepted(conn);
       opts.onConnection?.(conn);
     });
+  }
+
+  /** Open connections by the role of their session, read at a metrics scrape. */
+  connectionsByRole(): { unauthenticated: number; agent: number; admin: number } {
+    const n = { unauthenticated: 0, agent: 0, admin: 0 };
+    for (const c of this.#connections) n[c.caller?.role ?? 'unauthenticated']++;
+    return n;
   }
 
   #refusal(socket: Socket, room: boolean, opts: AdmissionOptions): Refusal | null {
@@ -240,6 +251,7 @@ export class SocketServer {
    * reset instead of the line; the refusal is in the audit log either way.
    */
   #refuse(socket: Socket, refusal: Refusal): void {
+    this.#onRefused?.(refusal.reason);
     this.#audit.burst('connection.refused', refusal.reason, {
       reason: refusal.reason,
       connections: this.#connections.size,

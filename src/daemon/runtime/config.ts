@@ -20,6 +20,8 @@ export interface DaemonConfig {
   maxSessionsPerAgent?: number;
   /** Per-agent quotas (0: none); defaults in limits.ts DEFAULT_QUOTAS. */
   quotas?: Partial<QuotaOptions>;
+  /** Serve GET /metrics over HTTP here (`--metrics-listen`); null or absent: not at all. */
+  metricsListen?: { host: string; port: number } | null;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
 }

@@ -39,6 +39,7 @@ export class Storage {
   #readOnly = false;
   #closing = false;
   #failureListeners: Array<() => void> = [];
+  #commitListener: ((writes: number, seconds: number) => void) | null = null;
   #checkpoint: Promise<void> | null = null;
   /** Keys of writes whose synced batch failed: on disk or not, nobody can tell until a restart. */
   readonly #inDoubt = new Set<string>();
@@ -154,6 +155,11 @@ export class Storage {
     this.#failureListeners.push(listener);
   }
 
+  /** Called after each synced batch with its writes and how long the synced write took (metrics). */
+  onCommit(listener: (writes: number, seconds: number) => void): void {
+    this.#commitListener = listener;
+  }
+
   /** Throw STORAGE_FAILURE (nothing written) when the store no longer accepts writes. */
   assertWritable(operationId: string | null = null): void {
     if (this.#readOnly)
@@ -233,19 +239,23 @@ export class Storage {
       }
       const only = group.length === 1 ? group[0] : undefined;
       const ops = only ? only.ops : coalesce(group);
+      let synced = 0;
       try {
         if (this.#guard) {
           const fresh = this.#guard.fresh(group.flatMap((g) => g.touches));
           // The streams this group writes are on record before LevelDB's log holds their data.
           if (fresh.length > 0) await this.#guard.record(fresh);
         }
+        const started = performance.now();
         await this.#syncedBatch(ops);
+        synced = (performance.now() - started) / 1000;
       } catch (err) {
         this.#fail(err, group);
         break;
       }
       this.stats.batches++;
       this.stats.writes += group.length;
+      this.#commitListener?.(group.length, synced);
       for (const g of group) {
         for (const op of g.ops) if (this.#overlay.get(op.key)?.owner === g) this.#overlay.delete(op.key);
         g.resolve();

@@ -69,11 +69,17 @@ export class Quotas {
   readonly #storage: Storage;
   readonly #now: () => number;
   readonly #agents = new Map<string, AgentUsage>();
+  #hitListener: ((quota: 'appendRate' | 'storedBytes' | 'claimRate') => void) | null = null;
 
   constructor(opts: QuotaOptions, storage: Storage, now: () => number = monotonicMs) {
     this.#opts = opts;
     this.#storage = storage;
     this.#now = now;
+  }
+
+  /** Called with the quota each time one refuses a call (metrics). */
+  onHit(listener: (quota: 'appendRate' | 'storedBytes' | 'claimRate') => void): void {
+    this.#hitListener = listener;
   }
 
   #usage(agentId: string): AgentUsage {
@@ -121,11 +127,15 @@ export class Quotas {
     const u = this.#usage(agentId);
     if (u.onDisk !== null) {
       const stored = u.onDisk + u.appended;
-      if (stored + bytes > this.#opts.storedBytes) throw errors.quotaExceeded('storedBytes', this.#opts.storedBytes, stored);
+      if (stored + bytes > this.#opts.storedBytes) {
+        this.#hitListener?.('storedBytes');
+        throw errors.quotaExceeded('storedBytes', this.#opts.storedBytes, stored);
+      }
     }
     const now = this.#now();
     const wait = Math.max(u.records?.waitFor(records, now) ?? 0, u.bytes?.waitFor(bytes, now) ?? 0);
     if (wait > 0) {
+      this.#hitListener?.('appendRate');
       throw errors.rateLimited(
         wait,
         `appends by this agent (quota ${this.#opts.appendRecordsPerSecond} records/s, ${this.#opts.appendBytesPerSecond} bytes/s)`,
@@ -145,7 +155,10 @@ export class Quotas {
     const u = this.#usage(agentId);
     if (!u.claims) return;
     const wait = u.claims.waitFor(1, this.#now());
-    if (wait > 0) throw errors.rateLimited(wait, `streams.claim calls by this agent (quota ${this.#opts.claimsPerMinute} per minute)`);
+    if (wait > 0) {
+      this.#hitListener?.('claimRate');
+      throw errors.rateLimited(wait, `streams.claim calls by this agent (quota ${this.#opts.claimsPerMinute} per minute)`);
+    }
     u.claims.take(1);
   }
 }
