@@ -4,9 +4,11 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { ConnectionLostError } from '../client/index.js';
 import { AgentSessions } from './agent-sessions.js';
 import { createMcpLogger } from './log.js';
-import { registerTranscriptResource, transcriptUri } from './resources.js';
+import { RequestGate } from './request-gate.js';
+import { chatIdOfUri, registerTranscriptResource, TRANSCRIPT_TEMPLATE, transcriptUri } from './resources.js';
 import { describeError } from './tool-errors.js';
 import { StdinLines } from './stdin-lines.js';
+import { toolInputs } from './tool-schemas.js';
 import { registerTools } from './tools.js';
 
 /** Options of {@link runMcpServer}, as `yello mcp` resolves them. */
@@ -109,8 +111,20 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
   registerTools(mcp, agent, log);
   registerTranscriptResource(mcp, agent, subscriptions);
 
-  // Our own framing in front of the SDK's: an oversized line is answered, not fatal.
-  const stdinLines = process.stdin.pipe(new StdinLines((line) => process.stdout.write(line)));
+  // Our own framing and checks in front of the SDK's: an oversized line is answered, not fatal,
+  // and what the SDK would ignore or answer wrongly is answered as the specification says.
+  const gate = new RequestGate({
+    toolNames: () => Object.keys(toolInputs),
+    isResourceUri: (uri) => chatIdOfUri(uri) !== null,
+    resourceTemplate: TRANSCRIPT_TEMPLATE,
+  });
+  const stdinLines = process.stdin.pipe(
+    new StdinLines(
+      (line) => process.stdout.write(line),
+      undefined,
+      (line) => gate.check(line),
+    ),
+  );
   const transport = new StdioServerTransport(stdinLines);
   const ended = new Promise<string>((resolve) => {
     process.stdin.once('end', () => {
