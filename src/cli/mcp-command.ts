@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Argv } from 'yargs';
-import { socketPath, type GlobalArgs } from './context.js';
+import { connectAgent, sessionAgentId, socketPath, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT } from './output.js';
 
 type McpArgs = GlobalArgs & {
@@ -11,7 +11,39 @@ type McpArgs = GlobalArgs & {
   'call-timeout-ms'?: number;
   'log-level': string;
   'print-config': boolean;
+  check: boolean;
 };
+
+/**
+ * The username of the agent whose token is in `tokenFile`, asked of the daemon: a token it
+ * refuses, or the admin token, is an error here, before it goes into an MCP client's config.
+ */
+async function checkedUsername(args: GlobalArgs, tokenFile: string): Promise<string> {
+  const connecting = connectAgent({ ...args, 'token-file': tokenFile }).catch((err: unknown) => {
+    if (err instanceof CliError) throw err;
+    throw new CliError(
+      `cannot check the token with the daemon at ${socketPath(args)}: ${(err as Error).message}; start the daemon (yello status says whether it runs), or pass --no-check to print the entry unchecked`,
+      EXIT.error,
+    );
+  });
+  return withClient(connecting, async (c) => {
+    if (c.session.role !== 'agent')
+      throw new CliError(
+        `${tokenFile} holds the admin token; yello mcp acts as one agent. Give it an agent's token file: yello agents add NAME --token-out FILE (or yello agents rotate-token NAME --token-out FILE)`,
+        EXIT.usage,
+      );
+    return (await c.call('agents.get', { agentId: sessionAgentId(c) })).agent.username;
+  });
+}
+
+/** Without the check: the server is named after the token file (`alice.token` → `yello-alice`). */
+function usernameFromFile(tokenFile: string): string {
+  return (
+    basename(tokenFile)
+      .replace(/\.token$/, '')
+      .replace(/[^A-Za-z0-9_.-]/g, '-') || 'agent'
+  );
+}
 
 /** The agent token and, when it came from a file, that file's absolute path. */
 function mcpToken(args: GlobalArgs): { token: string; tokenFile: string | null } {
@@ -61,9 +93,15 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .option('print-config', {
           type: 'boolean',
           default: false,
-          describe: 'print the {"mcpServers": …} JSON for MCP clients (paths, never the token) and exit',
+          describe:
+            'check the token with the daemon and print the {"mcpServers": {"yello-<username>": …}} JSON for MCP clients (paths, never the token), then exit',
         })
-        .example('$0 --token-file alice.token mcp --print-config', 'configuration for an MCP client')
+        .option('check', {
+          type: 'boolean',
+          default: true,
+          describe: 'with --print-config: ask the daemon whose token it is (--no-check: name the server after the token file)',
+        })
+        .example('$0 --token-file alice.token mcp --print-config', 'checks the token, prints the "yello-alice" entry for an MCP client')
         .example('YELLO_TOKEN_FILE=alice.token $0 mcp', 'what the MCP client runs'),
     async (args: McpArgs) => {
       const timeout = args['call-timeout-ms'];
@@ -77,11 +115,13 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             '--print-config names a token file and never the token: pass --token-file FILE or set $YELLO_TOKEN_FILE',
             EXIT.usage,
           );
-        const { mcpClientConfig } = await import('../mcp/config.js');
+        const { mcpClientConfig, mcpServerName } = await import('../mcp/config.js');
+        const username = args.check ? await checkedUsername(args, tokenFile) : usernameFromFile(tokenFile);
         const binPath = fileURLToPath(new URL('../../bin/yello', import.meta.url));
         process.stdout.write(
           JSON.stringify(
             mcpClientConfig({
+              serverName: mcpServerName(username),
               nodePath: process.execPath,
               binPath,
               socketPath: socket,

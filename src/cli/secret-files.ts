@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import {
+  chmodSync,
   closeSync,
   constants,
   createWriteStream,
+  existsSync,
   fchmodSync,
   fsyncSync,
+  mkdirSync,
   openSync,
   readFileSync,
   renameSync,
@@ -12,7 +15,7 @@ import {
   writeSync,
   type WriteStream,
 } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { CliError, EXIT } from './output.js';
 
 const EXCLUSIVE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
@@ -77,6 +80,24 @@ export function writeFileAtomic(path: string, content: string): void {
 }
 
 /**
+ * Creates the missing directories above `path` (`--token-out ~/.config/yello/alice.token` on a
+ * fresh machine) with mode 0700, whatever the umask: they hold secrets. Existing directories
+ * are left as they are.
+ */
+function ensurePrivateParent(path: string, flag: string): void {
+  const parent = dirname(resolve(path));
+  if (existsSync(parent)) return;
+  const missing: string[] = [];
+  for (let dir = parent; !existsSync(dir); dir = dirname(dir)) missing.unshift(dir);
+  try {
+    mkdirSync(parent, { recursive: true, mode: 0o700 });
+    for (const dir of missing) chmodSync(dir, 0o700);
+  } catch (err) {
+    throw new CliError(`cannot create the directory ${parent} for ${flag} ${path}: ${(err as Error).message}`, EXIT.usage);
+  }
+}
+
+/**
  * A file reserved for a secret before the secret exists (`agents add --token-out`): the token
  * is shown once, so the file is claimed first and a refusal costs nothing. Without `force` the
  * path itself is created O_EXCL at 0600: a file someone else pre-created (and could read) is
@@ -96,6 +117,7 @@ export class SecretFileSink {
 
   /** Reserve `path` (usage error, exit 2, when it exists and `force` is not set). */
   static open(path: string, force: boolean, flag = '--token-out'): SecretFileSink {
+    ensurePrivateParent(path, flag);
     try {
       if (!force) return new SecretFileSink(path, openExclusive(path), null);
       const tmp = tempPathBeside(path);

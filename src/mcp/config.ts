@@ -3,12 +3,19 @@ export interface McpClientConfig {
   mcpServers: Record<string, { command: string; args: string[]; env: Record<string, string> }>;
 }
 
+/** The `mcpServers` key of an agent's server: `yello-<username>`, so two agents in one client do not collide. */
+export function mcpServerName(username: string): string {
+  return `yello-${username}`;
+}
+
 /**
  * The configuration snippet `yello mcp --print-config` prints: absolute paths to node, the
- * yello program, the socket and the token file. It names the token file and never contains the
- * token, so the snippet can be pasted, shared and committed without leaking a credential.
+ * yello program, the socket and the token file, under the key `serverName`. It names the token
+ * file and never contains the token, so the snippet can be pasted, shared and committed
+ * without leaking a credential.
  */
 export function mcpClientConfig(o: {
+  serverName: string;
   nodePath: string;
   binPath: string;
   socketPath: string;
@@ -17,7 +24,7 @@ export function mcpClientConfig(o: {
 }): McpClientConfig {
   return {
     mcpServers: {
-      yello: {
+      [o.serverName]: {
         command: o.nodePath,
         args: [o.binPath, 'mcp', ...(o.callTimeoutMs !== undefined ? ['--call-timeout-ms', String(o.callTimeoutMs)] : [])],
         env: { YELLO_SOCKET: o.socketPath, YELLO_TOKEN_FILE: o.tokenFile },

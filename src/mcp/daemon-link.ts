@@ -1,4 +1,5 @@
-import { ConnectionLostError, YelloClient, type MethodResults, type ParamsIn } from '../client/index.js';
+import { ConnectionLostError, UnauthenticatedError, YelloClient, type MethodResults, type ParamsIn } from '../client/index.js';
+import { ToolFailure } from './tool-errors.js';
 
 /** Methods the link may repeat after a connection loss: reads, and the create-or-find `chats.open`. */
 export type RetryableMethod =
@@ -12,6 +13,28 @@ export type RetryableMethod =
   | 'streams.read'
   | 'operations.get'
   | 'keys.list';
+
+const FIX_TOKEN =
+  "A person must fix this MCP server's configuration: write the agent's token to a file with `yello agents add NAME --token-out FILE` (a new agent) or `yello agents rotate-token NAME --token-out FILE` (an existing one; its old token stops working), set YELLO_TOKEN_FILE to that file in the MCP client's configuration (`yello --token-file FILE mcp --print-config` checks it and prints the entry), then restart the MCP client. Until then every tool answers this error.";
+
+/** The daemon refused the token at hello: no tool can work (a setup problem, not the agent's). */
+function refusedTokenFailure(socketPath: string): ToolFailure {
+  return new ToolFailure(
+    'BAD_TOKEN',
+    `the daemon at ${socketPath} does not accept the token this MCP server was started with: it is no agent's token (mistyped, rotated, the agent disabled, a file holding something else, or another daemon's token)`,
+    FIX_TOKEN,
+    { socketPath },
+  );
+}
+
+/** The admin token: `yello mcp` acts as one agent and refuses it for every tool. */
+function adminTokenFailure(): ToolFailure {
+  return new ToolFailure(
+    'BAD_TOKEN',
+    'yello mcp acts as an agent, but it was started with the admin token; it does nothing with it',
+    FIX_TOKEN,
+  );
+}
 
 /** Options of a {@link DaemonLink}. */
 export interface DaemonLinkOptions {
@@ -29,7 +52,8 @@ export interface DaemonLinkOptions {
  * starts after the server is no error) and then reconnects by itself: the client library's
  * reconnect and its one backoff. A call that is safe to repeat (`RetryableMethod`) waits for
  * the reconnect and is repeated, so a daemon restart is invisible to the agent beyond a short
- * wait; appends never go through {@link call}.
+ * wait; appends never go through {@link call}. A token the daemon refuses, or the admin token,
+ * fails every use with a BAD_TOKEN {@link ToolFailure} that says how to fix the setup.
  */
 export class DaemonLink {
   readonly #opts: DaemonLinkOptions;
@@ -58,13 +82,17 @@ export class DaemonLink {
     }).then(
       (c) => {
         this.#dialing = null;
+        if (c.session.role !== 'agent') {
+          c.close();
+          throw adminTokenFailure();
+        }
         if (this.#closed) c.close();
         this.#client = c;
         return c;
       },
       (err: unknown) => {
         this.#dialing = null;
-        throw err;
+        throw err instanceof UnauthenticatedError ? refusedTokenFailure(this.#opts.socketPath) : err;
       },
     );
     return this.#dialing;

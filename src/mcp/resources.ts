@@ -3,8 +3,11 @@ import { ErrorCode, McpError, SubscribeRequestSchema, UnsubscribeRequestSchema }
 import { ID_PATTERN } from '../shared/ids.js';
 import type { AgentSessions } from './agent-sessions.js';
 import { transcriptLines, transcriptMessage } from './present.js';
+import { RPC_ERROR } from './request-gate.js';
 import { describeError } from './tool-errors.js';
 import type { TranscriptMessage } from './tool-schemas.js';
+
+const RESOURCE_NOT_FOUND = RPC_ERROR.RESOURCE_NOT_FOUND;
 
 /** The URI template of a chat's transcript resource. */
 export const TRANSCRIPT_TEMPLATE = 'yello://chats/{chatId}/transcript';
@@ -25,9 +28,9 @@ export function chatIdOfUri(uri: string): string | null {
 function asMcpError(err: unknown, agent: AgentSessions, chatId: string): McpError {
   const info = describeError(err, { chatId, socketPath: agent.link.socketPath });
   const internal = info.type === 'CONNECTION_LOST' || info.type === 'TIMEOUT' || info.type === 'INTERNAL';
-  return new McpError(internal ? ErrorCode.InternalError : ErrorCode.InvalidParams, `${info.type}: ${info.message}. ${info.action}`, {
-    'yello/error': info,
-  });
+  // MCP (resources, "Error Handling"): a resource that does not exist is -32002.
+  const code = info.type === 'NOT_FOUND' ? RESOURCE_NOT_FOUND : internal ? ErrorCode.InternalError : ErrorCode.InvalidParams;
+  return new McpError(code, `${info.type}: ${info.message}. ${info.action}`, { 'yello/error': info });
 }
 
 /**

@@ -8,18 +8,22 @@ export const MAX_STDIN_LINE_BYTES = 10 * 1024 * 1024 - 1;
  * its own chunk, and a line longer than `maxLineBytes` is discarded up to its newline and
  * answered with a JSON-RPC error (-32600, id null) through `answer`, so one oversized line
  * neither ends the server (the SDK would close on it and exit 0) nor grows memory past the limit.
+ * Each complete line is then given to `check` (the {@link RequestGate}): a line it answers is
+ * not passed on. Blank lines are dropped.
  */
 export class StdinLines extends Transform {
   readonly #max: number;
   readonly #answer: (line: string) => void;
+  readonly #check: (line: string) => string | null;
   #parts: Buffer[] = [];
   #size = 0;
   #discarding = false;
 
-  constructor(answer: (line: string) => void, maxLineBytes = MAX_STDIN_LINE_BYTES) {
+  constructor(answer: (line: string) => void, maxLineBytes = MAX_STDIN_LINE_BYTES, check: (line: string) => string | null = () => null) {
     super();
     this.#answer = answer;
     this.#max = maxLineBytes;
+    this.#check = check;
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
@@ -33,13 +37,21 @@ export class StdinLines extends Transform {
         else this.#parts.push(chunk.subarray(start, end));
       }
       if (nl === -1) break;
-      if (!this.#discarding) this.push(Buffer.concat([...this.#parts, Buffer.from('\n')]));
+      if (!this.#discarding) this.#complete(Buffer.concat(this.#parts));
       this.#parts = [];
       this.#size = 0;
       this.#discarding = false;
       start = nl + 1;
     }
     done();
+  }
+
+  #complete(line: Buffer): void {
+    const text = line.toString('utf8');
+    if (text.trim() === '') return;
+    const refusal = this.#check(text);
+    if (refusal !== null) this.#answer(refusal);
+    else this.push(Buffer.concat([line, Buffer.from('\n')]));
   }
 
   #startDiscarding(): void {

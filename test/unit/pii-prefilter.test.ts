@@ -60,6 +60,8 @@ const MINIMAL: ReadonlyArray<[detector: string, text: string, kind: PiiKind]> = 
   ['SSN', '123-45-6789', 'SSN'],
   ['EMAIL', 'a@b.io', 'EMAIL'],
   ['PHONE', 'tel: 5550100', 'PHONE'],
+  ['IPV4', '10.0.0.1', 'IP_ADDRESS'],
+  ['IPV6', 'fe::abc', 'IP_ADDRESS'], // letters only: only "::" can trigger it
 ];
 
 describe('prefilter: one minimal positive example per detector', () => {
@@ -209,6 +211,21 @@ const realValue: fc.Arbitrary<[string, string]> = fc.oneof(
     .tuple(chars('23456789'), digitsOf(2), chars('23456789'), digitsOf(2), digitsOf(4), fc.constantFrom(' ', '-', '.'))
     .filter(([a, b, c, d, e]) => !/([0-9])\1{6}/.test(a + b + c + d + e))
     .map(([a, b, c, d, e, sep]): [string, string] => ['PHONE', `+1 ${a}${b}${sep}${c}${d}${sep}${e}`]),
+  fc
+    .tuple(
+      fc.integer({ min: 1, max: 126 }),
+      fc.integer({ min: 0, max: 255 }),
+      fc.integer({ min: 0, max: 255 }),
+      fc.integer({ min: 1, max: 254 }),
+    )
+    .map((o): [string, string] => ['IPV4', o.join('.')]),
+  fc
+    // Hex letters only half the time (body()), so that only the IPv6 trigger carries it.
+    .tuple(fc.array(body('abcdef0123456789', 1, 4), { minLength: 8, maxLength: 8 }), fc.boolean())
+    .map(([groups, compress]): [string, string] => [
+      'IPV6',
+      compress ? `${(groups[0] ?? 'abc').padEnd(3, 'e')}::${groups[1] ?? 'f'}` : groups.join(':'),
+    ]),
 );
 
 // Pieces of the detectors' alphabets and shapes, with and without their triggers, and their
@@ -286,6 +303,12 @@ const nearMissPiece = fc.oneof(
     'pwd=',
     'AUTH_TOKEN=',
     'tel: ',
+    '::',
+    ':',
+    'fe80::',
+    'ab:cd',
+    '10.0.0.',
+    '\uFF1A\uFF1A', // full-width colons
     'phone ',
     'call me at ',
     'SSN: ',
@@ -342,7 +365,7 @@ const nearMiss = fc.array(nearMissPiece, { maxLength: 30 }).map((parts) => parts
 // The documented trigger set (docs/pii.md, "Prefilter"). Stripping it to a fixpoint leaves
 // text that the prefilter must wave through and that no detector may match.
 const TRIGGER_SET =
-  /[0-9@]|-----BEGIN |eyJ|[Bb][Ee][Aa][Rr][Ee][Rr]|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|npm_|https:\/\/hooks\.slack\.com\/|[sr]k_(?:live|test)_|AIza|SG\./g;
+  /[0-9@]|::|[0-9A-Fa-f]:[0-9A-Fa-f]|-----BEGIN |eyJ|[Bb][Ee][Aa][Rr][Ee][Rr]|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|npm_|https:\/\/hooks\.slack\.com\/|[sr]k_(?:live|test)_|AIza|SG\./g;
 function stripTriggers(text: string): string {
   let s = text;
   for (let prev = ''; prev !== s;) {

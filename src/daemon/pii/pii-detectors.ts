@@ -24,6 +24,7 @@
 import { detectCards, detectIban } from './detectors/banking.js';
 import type { Candidate, PiiMatch, PiiTrigger } from './detectors/common.js';
 import { detectEmail, detectPhones } from './detectors/contact.js';
+import { detectIpv4, detectIpv6 } from './detectors/network.js';
 import { detectBearer, detectGenericSecrets, detectJwt, detectKeyShape, detectPem, KEY_SHAPES, SECRET_WORD } from './detectors/secrets.js';
 import { detectSsn } from './detectors/ssn.js';
 
@@ -94,6 +95,8 @@ const DETECTORS: readonly Detector[] = [
   { name: 'CARD', trigger: 'DIGIT', detect: detectCards },
   { name: 'SSN', trigger: 'DIGIT', detect: detectSsn },
   { name: 'EMAIL', trigger: 'AT', detect: detectEmail },
+  { name: 'IPV4', trigger: 'DIGIT', detect: detectIpv4 },
+  { name: 'IPV6', trigger: 'IPV6', detect: detectIpv6 },
   { name: 'PHONE', trigger: 'DIGIT', detect: detectPhones },
 ];
 
@@ -129,6 +132,7 @@ const TRIGGERS: Readonly<Record<PiiTrigger, RegExp>> = {
   PEM: /-----BEGIN /,
   JWT: /eyJ/,
   BEARER: /[Bb][Ee][Aa][Rr][Ee][Rr]/,
+  IPV6: /::|[0-9A-Fa-f]:[0-9A-Fa-f]/,
   VENDOR_KEY: new RegExp(KEY_SHAPES.flatMap((shape) => (shape.trigger === 'DIGIT' ? [] : [`(?:${shape.trigger.literal})`])).join('|')),
 };
 const TRIGGER_NAMES = Object.keys(TRIGGERS) as PiiTrigger[];
@@ -170,7 +174,7 @@ const MAX_PASSES = 4;
 
 /**
  * Finds e-mail addresses, phone numbers, payment cards, US SSNs, IBANs, PEM private keys,
- * API keys, bearer tokens and JWTs in `text`.
+ * API keys, bearer tokens, JWTs and IP addresses in `text`.
  *
  * Returns non-overlapping matches sorted by `start`, with UTF-16 offsets (`end` exclusive).
  * When detectors overlap, the longer span wins, and on equal length the more specific kind

@@ -3,7 +3,8 @@
 // The detectors themselves are in the sibling modules; pii-detectors.ts runs them.
 
 /** The kinds of sensitive content the outbound policy recognises. */
-export type PiiKind = 'EMAIL' | 'PHONE' | 'PAYMENT_CARD' | 'SSN' | 'IBAN' | 'PRIVATE_KEY' | 'API_KEY' | 'BEARER_TOKEN' | 'JWT';
+export type PiiKind =
+  'EMAIL' | 'PHONE' | 'PAYMENT_CARD' | 'SSN' | 'IBAN' | 'PRIVATE_KEY' | 'API_KEY' | 'BEARER_TOKEN' | 'JWT' | 'IP_ADDRESS';
 
 /** One detected span: UTF-16 offsets into the scanned text, `end` exclusive. */
 export interface PiiMatch {
@@ -35,8 +36,9 @@ export const RANK = {
   PAYMENT_CARD: 5,
   SSN: 6,
   EMAIL: 7,
-  PHONE: 8,
-  GENERIC_SECRET: 9,
+  IP_ADDRESS: 8,
+  PHONE: 9,
+  GENERIC_SECRET: 10,
 } as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -66,7 +68,7 @@ export function re(source: string, flags: string): RegExp {
 }
 
 /** A detector's necessary condition (see "Prefilter triggers" in pii-detectors.ts, where the regexes are). */
-export type PiiTrigger = 'DIGIT' | 'AT' | 'PEM' | 'JWT' | 'BEARER' | 'VENDOR_KEY';
+export type PiiTrigger = 'DIGIT' | 'AT' | 'PEM' | 'JWT' | 'BEARER' | 'VENDOR_KEY' | 'IPV6';
 
 /**
  * Runs a global regex over `text`, calling `onMatch` for each hit. `onMatch` returns the end

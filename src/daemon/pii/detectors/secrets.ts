@@ -58,6 +58,11 @@ function hasDigitUpperLower(s: string): boolean {
   return /[0-9]/.test(s) && /[A-Z]/.test(s) && /[a-z]/.test(s);
 }
 
+/** A run of 16+ ASCII letters and digits that holds both: what random key material looks like, and words do not. */
+function hasRandomRun(s: string): boolean {
+  return (s.match(/[A-Za-z0-9]{16,}/g) ?? []).some((run) => /[0-9]/.test(run) && /[A-Za-z]/.test(run));
+}
+
 interface KeyShape {
   /** For diagnostics (`traceDetectors`). */
   name: string;
@@ -133,11 +138,12 @@ export const KEY_SHAPES: readonly KeyShape[] = [
     trigger: 'DIGIT',
   },
   // OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-...) and similar. "sk-" also opens
-  // ordinary kebab-case words, so the body must mix digits and both letter cases.
+  // ordinary kebab-case words, so the body must look random: mix digits and both letter cases,
+  // or hold a run of 16 or more letters and digits with both (`sk-ant-api03-` + lowercase hex).
   {
     name: 'sk-',
     pattern: re(TOK_L + String.raw`sk-[A-Za-z0-9_\-]{20,300}` + TOK_R, 'g'),
-    valid: hasDigitUpperLower,
+    valid: (s) => hasDigitUpperLower(s) || hasRandomRun(s),
     trigger: 'DIGIT',
   },
 ];
