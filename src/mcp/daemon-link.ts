@@ -3,6 +3,9 @@ import { ConnectionLostError, YelloClient, type MethodResults, type ParamsIn } f
 /** Methods the link may repeat after a connection loss: reads, and the create-or-find `chats.open`. */
 export type RetryableMethod =
   | 'agents.get'
+  | 'agents.list'
+  | 'grants.list'
+  | 'daemon.status'
   | 'chats.get'
   | 'chats.list'
   | 'chats.open'
