@@ -18,7 +18,7 @@ const chatId = history.chatId.describe('the chat (chat_…), from list_chats or 
 /**
  * Room the rest of a `streams.append` request line takes next to the text: the JSON-RPC
  * envelope, stream id, coordinator token, operation id, a messageId of up to 256 characters and
- * the receipt of a reply with its batchId. Measured at about 1.1 KB with the longest messageId
+ * the receipt of a reply with its batchId. Measured at 1,043 bytes with the longest messageId and positions
  * (test/mcp/inbox.test.ts); 4 KiB leaves room for longer ids.
  */
 export const APPEND_ENVELOPE_BYTES = 4096;

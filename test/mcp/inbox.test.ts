@@ -4,12 +4,14 @@
 // list_changed when a peer opens a chat, message events that no logging level silences,
 // progress during waits; acknowledging without traps; a text limit in UTF-8 bytes.
 
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { RequestTooLargeError } from '../../src/client/index.js';
+import { RequestTooLargeError, YelloClient } from '../../src/client/index.js';
+import { receiptFor } from '../../src/client/message-batch.js';
 import { describeError } from '../../src/mcp/tool-errors.js';
-import { TEXT_MAX_BYTES } from '../../src/mcp/tool-schemas.js';
+import { APPEND_ENVELOPE_BYTES, TEXT_MAX_BYTES } from '../../src/mcp/tool-schemas.js';
 import { ERROR_CODES } from '../../src/shared/errors.js';
 import { MAX_APPEND_REQUEST_BYTES } from '../../src/shared/paths.js';
 import { repoRoot } from '../helpers/daemon-process.js';
@@ -252,7 +254,7 @@ describe('yello mcp: the text limit in UTF-8 bytes', () => {
     // The largest envelope: a reply with its receipt and a 256-character messageId.
     const bobMcp = await world().serve(bob.tokenPath);
     await bobMcp.ok('send', { chatId: ab, text: 'q' });
-    presentedBatch(await aliceMcp.ok('read_new', { chatId: ab, waitMs: 10_000 }));
+    const shown = presentedBatch(await aliceMcp.ok('read_new', { chatId: ab, waitMs: 10_000 }));
     const messageId = 'm'.repeat(256);
     const full = await aliceMcp.ok('send', { chatId: ab, text: 'a'.repeat(TEXT_MAX_BYTES), messageId, acknowledge: true });
     expect(full.acknowledged).not.toBeNull();
@@ -264,11 +266,43 @@ describe('yello mcp: the text limit in UTF-8 bytes', () => {
       expect(refused.message).toMatch(new RegExp(`limit of ${TEXT_MAX_BYTES} bytes`));
       expect(refused.action).toMatch(/docs\/mcp\.md, "Limits"/);
     }
-    // The limit sits below the daemon's append cap by the envelope, and the docs list both errors.
-    expect(TEXT_MAX_BYTES).toBeLessThan(MAX_APPEND_REQUEST_BYTES);
+    // The limit is the daemon's append cap minus the envelope: measured here with real values
+    // (this agent's coordinator token, the batchId of a reply, the longest messageId and
+    // positions), the envelope takes well under the room left for it.
+    const agent = await YelloClient.connect({ socketPath: world().daemon.socketPath, token: alice.token, clientName: 'envelope' });
+    try {
+      const streamId = streamOf(ab, alice.id);
+      const claim = await agent.call('streams.claim', { streamId, replace: true });
+      const line = JSON.stringify({
+        jsonrpc: '2.0',
+        id: 9_999_999_999,
+        method: 'streams.append',
+        params: {
+          streamId,
+          coordinatorToken: claim.coordinatorToken,
+          generation: '18446744073709551615',
+          expectedPosition: '18446744073709551615',
+          operationId: `op-${randomUUID()}`,
+          records: [
+            { type: 'chat.message', messageId, content: '' },
+            receiptFor({
+              streamId: streamOf(ab, bob.id),
+              generation: '18446744073709551615',
+              nextPosition: '18446744073709551615',
+              batchId: shown.batchId,
+            }),
+          ],
+        },
+      });
+      const envelope = Buffer.byteLength(line, 'utf8') + 1;
+      expect(envelope).toBeLessThan(APPEND_ENVELOPE_BYTES / 2);
+      expect(TEXT_MAX_BYTES).toBe(MAX_APPEND_REQUEST_BYTES - APPEND_ENVELOPE_BYTES);
+    } finally {
+      agent.close();
+    }
     const docs = fs.readFileSync(path.join(repoRoot, 'docs/mcp.md'), 'utf8');
     const limits = docs.slice(docs.indexOf('### 4.5 Limits'), docs.indexOf('## 5.'));
-    expect(limits).toContain(String(TEXT_MAX_BYTES));
+    expect(limits).toContain(TEXT_MAX_BYTES.toLocaleString('en-US'));
     expect(limits).toContain('TEXT_TOO_LARGE');
     expect(limits).toContain('REQUEST_TOO_LARGE');
   });
