@@ -121,7 +121,7 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
     if (!chatId)
       throw new McpError(
         ErrorCode.InvalidParams,
-        `not a yello resource URI: ${request.params.uri} (expected ${INBOX_URI} or ${TRANSCRIPT_TEMPLATE})`,
+        `not a yello transcript URI: ${request.params.uri} (expected ${TRANSCRIPT_TEMPLATE}, or ${INBOX_URI})`,
       );
     try {
       const session = await agent.session(chatId);
