@@ -152,6 +152,26 @@ describe('yello mcp: an inbox', () => {
     }
   });
 
+  it('wait_for_message honours cancellation: the cancelled wait takes nothing, the next one presents the message', async () => {
+    const { alice, bob, ab } = await threeAgents();
+    const aliceMcp = await world().serve(alice.tokenPath);
+    const cancel = new AbortController();
+    let progressed = 0;
+    const waiting = aliceMcp.client.callTool({ name: 'wait_for_message', arguments: { waitMs: 10_000 } }, undefined, {
+      signal: cancel.signal,
+      onprogress: () => (progressed += 1),
+    });
+    // The first progress notification says the wait is running on the server.
+    await waitFor(() => progressed > 0, 'the wait to run', 10_000);
+    cancel.abort();
+    await expect(waiting).rejects.toThrow();
+    const bobMcp = await world().serve(bob.tokenPath);
+    await bobMcp.ok('send', { chatId: ab, text: 'after the cancel' });
+    const got = await aliceMcp.ok('wait_for_message', { waitMs: 10_000 });
+    expect(got.chatId).toBe(ab);
+    expect(messagesOf(presentedBatch(got as never))).toEqual(['after the cancel']);
+  });
+
   it('list_peers lists the agents one may talk to (policy open: every other agent), with their chat', async () => {
     const { alice, bob, carol, ab } = await threeAgents();
     const aliceMcp = await world().serve(alice.tokenPath);
