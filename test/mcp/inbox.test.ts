@@ -172,6 +172,20 @@ describe('yello mcp: an inbox', () => {
     expect(messagesOf(presentedBatch(got as never))).toEqual(['after the cancel']);
   });
 
+  it('a chat that broke ends a wait once with its error, naming the chat; later waits go on, and list_chats shows the problem', async () => {
+    const chat = await world().chat();
+    const cli = world().cli;
+    await cli.ok(['--token-file', chat.aliceToken, 'send', chat.chatId, 'm1']);
+    await cli.ok(['streams', 'reset', chat.alice.streamId, '--reason', 'test: reset with m1 unread']);
+    const bob = await world().serve(chat.bobToken);
+    const broken = await bob.fail('wait_for_message', { waitMs: 10_000 });
+    expect(broken.type).toBe('CONTINUITY_BREAK');
+    expect(broken.data).toMatchObject({ chatId: chat.chatId, streamId: chat.alice.streamId, reason: 'GENERATION_CHANGED' });
+    expect(broken.message).toContain(chat.chatId);
+    expect(await bob.ok('wait_for_message', { waitMs: 300 })).toMatchObject({ chatId: null });
+    expect((await bob.ok('list_chats', {})).chats).toEqual([expect.objectContaining({ chatId: chat.chatId, problem: 'CONTINUITY_BREAK' })]);
+  });
+
   it('list_peers lists the agents one may talk to (policy open: every other agent), with their chat', async () => {
     const { alice, bob, carol, ab } = await threeAgents();
     const aliceMcp = await world().serve(alice.tokenPath);
