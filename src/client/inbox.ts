@@ -39,6 +39,8 @@ interface Entry {
   failure: Error | null;
   /** The failure was thrown by `wait()` once already. */
   reported: boolean;
+  /** Settles once the Conversation is open (or failed to open). */
+  opening: Promise<void>;
 }
 
 /**
@@ -86,6 +88,17 @@ export class Inbox {
   /** The chats followed so far. */
   get chatIds(): string[] {
     return [...this.#entries.keys()];
+  }
+
+  /**
+   * Follow `chat` now if it is not followed yet (a chat this agent just opened, whose
+   * `chats.opened` may still be on its way): its Conversation once open, or null when following
+   * it failed (`list()` reports why) or the inbox is closed.
+   */
+  async follow(chat: Chat): Promise<Conversation | null> {
+    await this.#add(chat);
+    await this.#entries.get(chat.id)?.opening;
+    return this.#entries.get(chat.id)?.conversation ?? null;
   }
 
   /** The Conversation of a chat (to read on in it alone), or null. */
@@ -296,8 +309,14 @@ export class Inbox {
 
   async #add(chat: Chat): Promise<void> {
     if (this.#entries.has(chat.id) || this.#closed) return;
-    const entry: Entry = { chat, conversation: null, failure: null, reported: false };
+    const entry: Entry = { chat, conversation: null, failure: null, reported: false, opening: Promise.resolve() };
     this.#entries.set(chat.id, entry);
+    entry.opening = this.#open(entry);
+    await entry.opening;
+  }
+
+  async #open(entry: Entry): Promise<void> {
+    const { chat } = entry;
     try {
       const conversation = await Conversation.open(this.#client, { chatId: chat.id, start: this.#start });
       // close() may have run while it opened (the field's narrowing cannot know).

@@ -1,4 +1,5 @@
-import type { Agent, HelloResult, YelloClient } from '../client/index.js';
+import { Inbox, InvalidParamsError, NotFoundError, type Agent, type Chat, type HelloResult, type YelloClient } from '../client/index.js';
+import { PeerHead } from '../client/peer-head.js';
 import { ChatSession, type ChatSessionOptions } from './chat-session.js';
 import { DaemonLink } from './daemon-link.js';
 import type { McpLog } from './log.js';
@@ -16,8 +17,18 @@ export interface AgentSessionsOptions {
   /** The connection's reconnect backoff (the client library's). */
   reconnect?: { minDelayMs?: number; maxDelayMs?: number };
   log: McpLog;
-  onPeerWrote: ChatSessionOptions['onPeerWrote'];
+  /** The peer wrote messages in a chat: a batch of its stream with at least one message arrived. */
+  onPeerWrote(info: { chatId: string; generation: string; nextPosition: string; messages: number }): void;
+  /** A chat of this agent appeared (opened by the peer, or by this agent). */
+  onChatOpened?(chat: Chat): void;
   onStopped: ChatSessionOptions['onStopped'];
+}
+
+/** An agent this one may open a chat with. */
+export interface Peer {
+  agent: Agent;
+  /** Their chat, if one exists already. */
+  chatId: string | null;
 }
 
 /**
@@ -32,6 +43,10 @@ export class AgentSessions {
   readonly #opts: AgentSessionsOptions;
   readonly #sessions = new Map<string, ChatSession>();
   readonly #starting = new Map<string, Promise<ChatSession>>();
+  /** One per chat, watching the peer stream from before the inbox follows it. */
+  readonly #heads = new Map<string, PeerHead>();
+  #inbox: Promise<Inbox> | null = null;
+  #offOpened: (() => void) | null = null;
   #closed = false;
 
   constructor(options: AgentSessionsOptions) {
@@ -65,16 +80,144 @@ export class AgentSessions {
     return (await this.link.call('agents.get', { agentId })).agent;
   }
 
-  /** An agent by id (`agt_…`) or username. */
+  /**
+   * An agent by id (`agt_…`), username (any case, with or without a leading `@`) or display name
+   * (any case, if exactly one agent has it). Several matches are AMBIGUOUS, none NOT_FOUND; both
+   * say how to find the right one.
+   */
   async resolveAgent(ref: string): Promise<Agent> {
-    if (ref.startsWith('agt_')) {
+    const name = ref.trim().replace(/^@/, '');
+    for (const params of [{ agentId: name }, { username: name }]) {
+      if ('agentId' in params && !name.startsWith('agt_')) continue;
       try {
-        return (await this.link.call('agents.get', { agentId: ref })).agent;
-      } catch {
-        /* maybe a username that starts with agt_ */
+        return (await this.link.call('agents.get', params)).agent;
+      } catch (err) {
+        if (!(err instanceof NotFoundError) && !(err instanceof InvalidParamsError)) throw err;
       }
     }
-    return (await this.link.call('agents.get', { username: ref })).agent;
+    const wanted = name.toLowerCase();
+    const agents = (await this.#allAgents()).filter((a) => !a.disabled);
+    const byUsername = agents.filter((a) => a.username.toLowerCase() === wanted);
+    const matches = byUsername.length > 0 ? byUsername : agents.filter((a) => a.name.trim().toLowerCase() === wanted);
+    const [only, ...others] = matches;
+    if (only && others.length === 0) return only;
+    if (only)
+      throw new ToolFailure(
+        'AMBIGUOUS',
+        `${matches.length} agents are called ${JSON.stringify(ref)}: ${matches.map((a) => `${a.username} (${a.id})`).join(', ')}`,
+        'Name the agent by its username or agent id (list_peers shows them).',
+        { peer: ref, candidates: matches.map((a) => a.id) },
+      );
+    throw new ToolFailure(
+      'NOT_FOUND',
+      `no agent has the id, username or display name ${JSON.stringify(ref)}`,
+      'Call list_peers: it lists the agents you may open a chat with, by username and display name.',
+      { kind: 'agent', id: ref },
+    );
+  }
+
+  async #allAgents(): Promise<Agent[]> {
+    const all: Agent[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { agents: Agent[]; nextCursor: string | null } = await this.link.call('agents.list', {
+        limit: 500,
+        ...(cursor ? { cursor } : {}),
+      });
+      all.push(...page.agents);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return all;
+  }
+
+  /**
+   * The agents this one may open a chat with: under policy `open` every other enabled agent,
+   * under `grants` those it holds a grant to (docs/protocol.md §6.4); with their chat, if any.
+   */
+  async peers(): Promise<{ policy: 'open' | 'grants'; peers: Peer[] }> {
+    const { agentId } = await this.hello();
+    const { policy } = await this.link.call('daemon.status', {});
+    let candidates: Agent[];
+    if (policy === 'open') candidates = (await this.#allAgents()).filter((a) => a.id !== agentId);
+    else {
+      const granted = new Set<string>();
+      let cursor: string | null = null;
+      do {
+        const page: { grants: Array<{ peerAgentId: string }>; nextCursor: string | null } = await this.link.call('grants.list', {
+          agentId,
+          limit: 500,
+          ...(cursor ? { cursor } : {}),
+        });
+        for (const g of page.grants) granted.add(g.peerAgentId);
+        cursor = page.nextCursor;
+      } while (cursor);
+      candidates = (await this.#allAgents()).filter((a) => granted.has(a.id));
+    }
+    const chats = new Map<string, string>();
+    let cursor: string | null = null;
+    do {
+      const page: { chats: Chat[]; nextCursor: string | null } = await this.link.call('chats.list', {
+        limit: 500,
+        ...(cursor ? { cursor } : {}),
+      });
+      for (const c of page.chats) chats.set(c.agentAId === agentId ? c.agentBId : c.agentAId, c.id);
+      cursor = page.nextCursor;
+    } while (cursor);
+    const peers = candidates
+      .filter((a) => !a.disabled)
+      .map((agent) => ({ agent, chatId: chats.get(agent.id) ?? null }))
+      .sort((a, b) => a.agent.username.localeCompare(b.agent.username));
+    return { policy, peers };
+  }
+
+  /**
+   * The agent's inbox (the library's one reader across all its chats, chats opened later
+   * included), opened on first use. Every session reads through its conversations.
+   */
+  inbox(): Promise<Inbox> {
+    this.#inbox ??= this.#openInbox().catch((err: unknown) => {
+      this.#inbox = null;
+      throw err;
+    });
+    return this.#inbox;
+  }
+
+  async #openInbox(): Promise<Inbox> {
+    await this.hello();
+    const client = await this.link.client();
+    // The heads watch before the inbox follows, so that they see every batch of the catch-up.
+    this.#offOpened ??= client.on('chats.opened', (n) => {
+      const fresh = !this.#heads.has(n.chat.id);
+      this.#head(client, n.chat);
+      if (fresh) this.#opts.onChatOpened?.(n.chat);
+    });
+    let cursor: string | null = null;
+    do {
+      const page: { chats: Chat[]; nextCursor: string | null } = await this.link.call('chats.list', {
+        limit: 500,
+        ...(cursor ? { cursor } : {}),
+      });
+      for (const chat of page.chats) this.#head(client, chat);
+      cursor = page.nextCursor;
+    } while (cursor);
+    const inbox = await Inbox.open(client);
+    if (this.#closed) {
+      await inbox.close();
+      throw new ToolFailure('STOPPED', 'the MCP server is shutting down', 'Start it again.');
+    }
+    return inbox;
+  }
+
+  #head(client: YelloClient, chat: Chat): PeerHead {
+    let head = this.#heads.get(chat.id);
+    if (!head) {
+      head = PeerHead.watch(client, chat);
+      head.onMessages((info) => {
+        this.#opts.onPeerWrote({ chatId: chat.id, ...info });
+      });
+      this.#heads.set(chat.id, head);
+    }
+    return head;
   }
 
   /** The session of `chatId` if this server has one. */
@@ -102,17 +245,22 @@ export class AgentSessions {
 
   async #start(chatId: string): Promise<ChatSession> {
     await this.hello();
+    const inbox = await this.inbox();
+    const client = await this.link.client();
+    const { chat } = await this.link.call('chats.get', { chatId });
+    const head = this.#head(client, chat);
     const session = await ChatSession.start(
       {
-        client: await this.link.client(),
+        client,
         replace: this.#opts.replace,
         resumeAfterBreak: this.#opts.resumeAfterBreak,
         settleMs: this.#opts.settleMs ?? 15_000,
         log: this.#opts.log,
-        onPeerWrote: this.#opts.onPeerWrote,
         onStopped: this.#opts.onStopped,
       },
-      chatId,
+      chat,
+      await inbox.follow(chat),
+      head,
     );
     if (this.#closed) {
       await session.stop();
@@ -127,6 +275,10 @@ export class AgentSessions {
     this.#closed = true;
     await Promise.allSettled([...this.#starting.values()]);
     await Promise.allSettled(this.all().map((s) => s.stop()));
+    const inbox = await this.#inbox?.catch(() => null);
+    await inbox?.close().catch(() => {});
+    this.#offOpened?.();
+    for (const head of this.#heads.values()) head.close();
     this.link.close();
   }
 }

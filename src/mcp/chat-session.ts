@@ -27,8 +27,6 @@ export interface ChatSessionOptions {
   /** How long a tool waits for a reconnect, or for an uncertain append to be settled. */
   settleMs: number;
   log: McpLog;
-  /** The peer wrote messages: a batch of the peer stream with at least one message arrived. */
-  onPeerWrote(info: { chatId: string; generation: string; nextPosition: string; messages: number }): void;
   /** The session stopped for good (fenced, continuity break, corrupt data). */
   onStopped(info: { chatId: string; error: Error }): void;
 }
@@ -77,7 +75,15 @@ export class ChatSession {
   readonly #conversation: Conversation;
   readonly #writer: ChatWriter;
   readonly #head: PeerHead;
-  #presented: MessageBatch | null = null;
+  /**
+   * Batches taken from the conversation and not acknowledged yet, in stream order: read_new and
+   * wait_for_message both take from the one conversation, so one may take a batch while the
+   * other waits. The first one is presented once it was shown.
+   */
+  #held: MessageBatch[] = [];
+  /** batchIds of held batches the agent has been shown. */
+  readonly #shown = new Set<string>();
+  readonly #ownConversation: boolean;
   #terminal: Error | null = null;
   #stopped = false;
   #pending: PendingAppend | null = null;
@@ -85,8 +91,9 @@ export class ChatSession {
   /** read_new calls run one at a time: two waits must not take two batches. */
   #reading: Promise<unknown> = Promise.resolve();
 
-  private constructor(opts: ChatSessionOptions, chat: Chat, conversation: Conversation, head: PeerHead) {
+  private constructor(opts: ChatSessionOptions, chat: Chat, conversation: Conversation, head: PeerHead, own: boolean) {
     this.#opts = opts;
+    this.#ownConversation = own;
     this.chat = chat;
     this.chatId = chat.id;
     this.#conversation = conversation;
@@ -107,17 +114,19 @@ export class ChatSession {
     };
     conversation.on('break', stopped);
     conversation.on('replaced', stopped);
-    head.onMessages((info) => {
-      opts.onPeerWrote({ chatId: this.chatId, ...info });
-    });
   }
 
-  /** Open `chatId` for reading (nothing is claimed or written) at the agent's last receipt. */
-  static async start(opts: ChatSessionOptions, chatId: string): Promise<ChatSession> {
-    const { chat } = await opts.client.call('chats.get', { chatId });
-    const head = PeerHead.watch(opts.client, chat);
-    try {
-      let conversation: Conversation;
+  /**
+   * A session of `chat` (nothing is claimed or written) on `followed`, the conversation the
+   * agent's inbox follows, at the agent's last receipt. Without one (the inbox could not follow
+   * the chat: a continuity break at its start, say) the session opens its own, which fails with
+   * that break unless a person chose `--resume-after-break`. `head` watched the peer stream
+   * before the conversation followed it.
+   */
+  static async start(opts: ChatSessionOptions, chat: Chat, followed: Conversation | null, head: PeerHead): Promise<ChatSession> {
+    const chatId = chat.id;
+    let conversation = followed;
+    if (!conversation) {
       try {
         conversation = await Conversation.open(opts.client, { chatId });
       } catch (err) {
@@ -125,13 +134,10 @@ export class ChatSession {
         opts.log.warn({ chatId, reason: err.reason, data: err.data }, 'resuming after a continuity break (--resume-after-break)');
         conversation = await Conversation.open(opts.client, { chatId, start: 'generation-start' });
       }
-      await head.startedAt(conversation);
-      opts.log.info({ chatId, acknowledged: conversation.acknowledged }, 'chat session started');
-      return new ChatSession(opts, chat, conversation, head);
-    } catch (err) {
-      head.close();
-      throw err;
     }
+    await head.startedAt(conversation);
+    opts.log.info({ chatId, acknowledged: conversation.acknowledged }, 'chat session started');
+    return new ChatSession(opts, chat, conversation, head, conversation !== followed);
   }
 
   // ---- state ----------------------------------------------------------------------------
@@ -151,7 +157,7 @@ export class ChatSession {
       peerStreamId: this.peerStreamId,
       epoch: this.#writer.epoch,
       next: acked ? { generation: acked.generation, position: acked.nextPosition } : this.#head.start(),
-      presentedBatchId: this.#presented?.batchId ?? null,
+      presentedBatchId: this.presented?.batchId ?? null,
       uncertainOperationId: this.#writer.uncertainOperationId,
     };
   }
@@ -184,6 +190,47 @@ export class ChatSession {
 
   // ---- reading --------------------------------------------------------------------------
 
+  /** The batch shown to the agent and not acknowledged yet, or null. */
+  get presented(): MessageBatch | null {
+    const first = this.#held[0];
+    return first && this.#shown.has(first.batchId) ? first : null;
+  }
+
+  /** The held batch to show next (the presented one again, or the first taken), marked as shown. */
+  #show(): { batch: MessageBatch; repeated: boolean } | null {
+    const first = this.#held[0];
+    if (!first) return null;
+    const repeated = this.#shown.has(first.batchId);
+    this.#shown.add(first.batchId);
+    return { batch: first, repeated };
+  }
+
+  /** Keep a batch taken from the conversation, in stream order (takers may finish out of order). */
+  #hold(batch: MessageBatch): void {
+    const before = (a: MessageBatch, b: MessageBatch) =>
+      BigInt(a.generation) !== BigInt(b.generation)
+        ? BigInt(a.generation) < BigInt(b.generation)
+        : BigInt(a.fromPosition) < BigInt(b.fromPosition);
+    const at = this.#held.findIndex((h) => before(batch, h));
+    if (at === -1) this.#held.push(batch);
+    else this.#held.splice(at, 0, batch);
+  }
+
+  /**
+   * A batch wait_for_message took from this chat's conversation: held, and what is to be shown
+   * now (that batch, or an earlier one still held), marked as shown.
+   */
+  adopt(batch: MessageBatch): { batch: MessageBatch; repeated: boolean; more: boolean } {
+    this.#hold(batch);
+    const shown = this.#show() ?? { batch, repeated: false };
+    return { ...shown, more: this.#held.length > 1 || this.#conversation.queued > 0 };
+  }
+
+  /** Something is held or waits in the conversation: wait_for_message answers this chat at once. */
+  get hasPending(): boolean {
+    return this.#held.length > 0;
+  }
+
   /**
    * The presented batch again while no receipt covers it; else the next batch with a message,
    * waiting up to `waitMs` for one (only a message, a break or a fence of the agent's own
@@ -192,8 +239,9 @@ export class ChatSession {
   readNew(options: { waitMs: number }): Promise<{ batch: MessageBatch | null; repeated: boolean; more: boolean }> {
     const run = async () => {
       this.assertUsable();
-      const presented = this.#presented;
-      if (presented) return { batch: presented, repeated: true, more: this.#conversation.queued > 0 };
+      const more = () => this.#held.length > 1 || this.#conversation.queued > 0;
+      const held = this.#show();
+      if (held) return { ...held, more: more() };
       const deadline = Date.now() + options.waitMs;
       // What the daemon held when the session opened is delivered before "nothing new" is said.
       await this.#head.caughtUp(Math.max(options.waitMs, this.#opts.settleMs));
@@ -203,23 +251,40 @@ export class ChatSession {
       } catch (err) {
         return this.#absorb(err);
       }
-      this.#presented = batch;
-      return { batch, repeated: false, more: this.#conversation.queued > 0 };
+      if (batch) this.#hold(batch);
+      const shown = this.#show();
+      return shown ? { ...shown, more: more() } : { batch: null, repeated: false, more: false };
     };
     const p = this.#reading.then(run, run);
     this.#reading = p.catch(() => {});
     return p;
   }
 
-  #requirePresented(batchId: string | undefined): MessageBatch {
-    const presented = this.#presented;
-    if (!presented) throw presentationFailure(this.chatId, batchId, null);
-    if (batchId !== undefined && batchId !== presented.batchId) throw presentationFailure(this.chatId, batchId, presented);
-    return presented;
+  /**
+   * The batch to acknowledge: the presented one (`batchId` left out, or naming it). A `batchId`
+   * with nothing presented (this server restarted since read_new showed it, say) is looked up
+   * by presenting again: the same batch is acknowledged; another one is shown first.
+   */
+  async #toAcknowledge(batchId: string | undefined, what: 'acknowledge' | 'reply'): Promise<MessageBatch> {
+    const presented = this.presented;
+    if (presented) {
+      if (batchId !== undefined && batchId !== presented.batchId) throw presentationFailure(this.chatId, batchId, presented, what);
+      return presented;
+    }
+    if (batchId === undefined) throw presentationFailure(this.chatId, undefined, null, what);
+    const again = await this.readNew({ waitMs: 0 });
+    if (again.batch?.batchId === batchId) return again.batch;
+    throw presentationFailure(this.chatId, batchId, again.batch, what, true);
   }
 
+  /** A receipt up to `batch` covers it and every held batch before it. */
   #advance(batch: MessageBatch | null | undefined): void {
-    if (batch && this.#presented === batch) this.#presented = null;
+    if (!batch) return;
+    const covered = (b: MessageBatch) =>
+      BigInt(b.generation) < BigInt(batch.generation) ||
+      (b.generation === batch.generation && BigInt(b.nextPosition) <= BigInt(batch.nextPosition));
+    for (const b of this.#held) if (covered(b)) this.#shown.delete(b.batchId);
+    this.#held = this.#held.filter((b) => !covered(b));
   }
 
   // ---- writing --------------------------------------------------------------------------
@@ -255,10 +320,10 @@ export class ChatSession {
     }
   }
 
-  /** Receipt for the presented batch. */
-  async acknowledge(batchId: string): Promise<{ result: AppendResult; batch: MessageBatch }> {
+  /** Receipt for the presented batch (`batchId` left out: the one presented). */
+  async acknowledge(batchId: string | undefined): Promise<{ result: AppendResult; batch: MessageBatch }> {
     this.assertUsable();
-    const batch = this.#requirePresented(batchId);
+    const batch = await this.#toAcknowledge(batchId, 'acknowledge');
     const result = await this.#append('acknowledge', batch, () => this.#writer.ack(batch));
     this.#advance(batch);
     return { result, batch };
@@ -274,7 +339,7 @@ export class ChatSession {
     const options = input.messageId !== undefined ? { messageId: input.messageId } : {};
     this.assertUsable();
     if (input.acknowledge) {
-      const batch = this.#requirePresented(input.batchId);
+      const batch = await this.#toAcknowledge(input.batchId, 'reply');
       const result = await this.#append('reply', batch, () => this.#writer.send(input.text, { ack: batch, ...options }));
       this.#advance(batch);
       return { result, acknowledged: batch };
@@ -329,8 +394,7 @@ export class ChatSession {
   /** Stop reading and release the claim if this session made one (the writer always releases, reconnecting if needed). */
   async stop(): Promise<void> {
     this.#stopped = true;
-    this.#head.close();
-    await this.#conversation.close().catch(() => {});
+    if (this.#ownConversation) await this.#conversation.close().catch(() => {});
     await this.#writer.release().catch(() => {});
   }
 }

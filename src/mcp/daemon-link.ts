@@ -4,6 +4,9 @@ import { ToolFailure } from './tool-errors.js';
 /** Methods the link may repeat after a connection loss: reads, and the create-or-find `chats.open`. */
 export type RetryableMethod =
   | 'agents.get'
+  | 'agents.list'
+  | 'grants.list'
+  | 'daemon.status'
   | 'chats.get'
   | 'chats.list'
   | 'chats.open'

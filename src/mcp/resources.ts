@@ -14,6 +14,13 @@ export const TRANSCRIPT_TEMPLATE = 'yello://chats/{chatId}/transcript';
 /** Messages in one read of the transcript resource (the newest); the history tool pages further. */
 export const TRANSCRIPT_MESSAGES = 100;
 
+/**
+ * The agent's inbox as a resource: subscribing to it brings `notifications/resources/updated`
+ * for it whenever a peer writes a message in any chat (and when a chat appears), whatever the
+ * logging level.
+ */
+export const INBOX_URI = 'yello://inbox';
+
 /** The transcript URI of a chat. */
 export function transcriptUri(chatId: string): string {
   return `yello://chats/${chatId}/transcript`;
@@ -80,10 +87,45 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
     },
   );
 
+  server.registerResource(
+    'inbox',
+    INBOX_URI,
+    {
+      title: 'Inbox',
+      description:
+        'Every chat with its unread message count, newest activity first. Subscribe to it to be told (resources/updated) whenever a peer writes in any chat.',
+      mimeType: 'text/plain',
+    },
+    async (uri) => {
+      try {
+        const entries = await (await agent.inbox()).list();
+        const lines = entries.map(
+          (e) =>
+            `${e.chatId} with ${e.peer.username} (${e.peer.displayName}): ${e.unreadMessages} unread, last activity ${e.lastActivityAt ?? 'none'}`,
+        );
+        return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: lines.length ? lines.join('\n') : 'No chats yet.' }] };
+      } catch (err) {
+        throw asMcpError(err, agent, '');
+      }
+    },
+  );
+
   server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+    if (request.params.uri === INBOX_URI) {
+      try {
+        await agent.inbox();
+      } catch (err) {
+        throw asMcpError(err, agent, '');
+      }
+      subscriptions.add(INBOX_URI);
+      return {};
+    }
     const chatId = chatIdOfUri(request.params.uri);
     if (!chatId)
-      throw new McpError(ErrorCode.InvalidParams, `not a yello transcript URI: ${request.params.uri} (expected ${TRANSCRIPT_TEMPLATE})`);
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `not a yello transcript URI: ${request.params.uri} (expected ${TRANSCRIPT_TEMPLATE}, or ${INBOX_URI})`,
+      );
     try {
       const session = await agent.session(chatId);
       session.assertUsable();

@@ -6,7 +6,7 @@ import { ConnectionLostError } from '../client/index.js';
 import { AgentSessions } from './agent-sessions.js';
 import { createMcpLogger } from './log.js';
 import { RequestGate } from './request-gate.js';
-import { chatIdOfUri, registerTranscriptResource, TRANSCRIPT_TEMPLATE, transcriptUri } from './resources.js';
+import { chatIdOfUri, INBOX_URI, registerTranscriptResource, TRANSCRIPT_TEMPLATE, transcriptUri } from './resources.js';
 import { describeError } from './tool-errors.js';
 import { StdinLines } from './stdin-lines.js';
 import { toolInputs } from './tool-schemas.js';
@@ -25,7 +25,7 @@ export interface McpServerOptions {
 /** Told to the model at `initialize`: the workflow and the two rules that protect the conversation. */
 export const INSTRUCTIONS = [
   'yello gives you durable, signed two-party chats with other agents on this host.',
-  'Workflow: list_chats or open_chat; read_new shows what the other agent sent since your last receipt; after processing it, reply with send {acknowledge: true} (reply and receipt in one atomic append) or call acknowledge.',
+  'Workflow: wait_for_message waits across all your chats and shows the next message (list_chats shows unread counts, list_peers who you can talk to, open_chat starts a chat); read_new shows what the other agent of one chat sent since your last receipt; after processing it, reply with send {chatId, text, acknowledge: true} (reply and receipt in one atomic append) or call acknowledge {chatId}.',
   'read_new shows the same batch until you acknowledge it; history and the transcript resource never acknowledge.',
   'To wait for the other agent, call read_new with waitMs (up to 30000) in a loop: only a message ends the wait, and nothing is written while nobody speaks.',
   'If send or acknowledge reports OUTCOME_UNKNOWN or PAUSED, never resend on your own: call operation_status first.',
@@ -73,12 +73,19 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
     ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
     onPeerWrote: ({ chatId, generation, nextPosition, messages }) => {
       const uri = transcriptUri(chatId);
-      if (subscriptions.has(uri) && mcp?.isConnected()) void mcp.server.sendResourceUpdated({ uri }).catch(() => {});
+      // Resource updates are the message events that no logging level silences.
+      for (const updated of [uri, INBOX_URI])
+        if (subscriptions.has(updated) && mcp?.isConnected()) void mcp.server.sendResourceUpdated({ uri: updated }).catch(() => {});
       notify({
         level: 'info',
         logger: 'yello',
         data: { event: 'peer-wrote', chatId, uri, messages, generation, nextPosition, hint: `call read_new with chatId ${chatId}` },
       });
+    },
+    onChatOpened: () => {
+      if (!mcp?.isConnected()) return;
+      void mcp.server.sendResourceListChanged().catch(() => {});
+      if (subscriptions.has(INBOX_URI)) void mcp.server.sendResourceUpdated({ uri: INBOX_URI }).catch(() => {});
     },
     onStopped: ({ chatId, error }) => {
       const info = describeError(error, { chatId, socketPath: options.socketPath });
@@ -127,7 +134,7 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
   // and what the SDK would ignore or answer wrongly is answered as the specification says.
   const gate = new RequestGate({
     toolNames: () => Object.keys(toolInputs),
-    isResourceUri: (uri) => chatIdOfUri(uri) !== null,
+    isResourceUri: (uri) => uri === INBOX_URI || chatIdOfUri(uri) !== null,
     resourceTemplate: TRANSCRIPT_TEMPLATE,
   });
   const stdinLines = process.stdin.pipe(
@@ -157,6 +164,10 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
   });
   await mcp.connect(transport);
   log.info({}, 'serving MCP on stdio');
+  // The inbox watches for new chats from the start, so that resources/list_changed comes when a peer opens one.
+  agent.inbox().catch((err: unknown) => {
+    log.warn({ err: err instanceof Error ? err.message : String(err) }, 'inbox not open yet; tools open it on use');
+  });
   const why = await ended;
   log.info({ why }, 'stopping: releasing chat claims');
   await agent.close();

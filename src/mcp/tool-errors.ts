@@ -11,6 +11,7 @@ import {
   PolicyRejectedError,
   RateLimitedError,
   RemoteError,
+  RequestTooLargeError,
   StorageFailureError,
   TimeoutError,
   UnauthenticatedError,
@@ -40,23 +41,36 @@ export class ToolFailure extends Error {
 /** What an append carried: a message, a receipt, or both. */
 export type AppendKind = 'send' | 'acknowledge' | 'reply';
 
-/** `acknowledge` (or a reply) with nothing presented, or naming another batch than the presented one. */
+/**
+ * `acknowledge` (or a reply with `acknowledge: true`) with nothing presented, or naming another
+ * batch than the presented one; `again`: the named batch was looked for by presenting again (it
+ * was presented before this server restarted, or is already acknowledged).
+ */
 export function presentationFailure(
   chatId: string,
   batchId: string | undefined,
   presented: { batchId: string; fromPosition: string; nextPosition: string } | null,
+  what: 'acknowledge' | 'reply' = 'acknowledge',
+  again = false,
 ): ToolFailure {
+  const nothing = what === 'reply' ? 'nothing was sent and nothing acknowledged' : 'nothing was written';
   if (!presented)
     return new ToolFailure(
       'NOTHING_PRESENTED',
-      `nothing is presented in chat ${chatId}, so there is nothing to acknowledge`,
-      'Call read_new first, then acknowledge the batchId it returns.',
+      again
+        ? `batch ${String(batchId)} is not waiting to be acknowledged in chat ${chatId} (it is acknowledged already, or no longer the next batch) and nothing else is new; ${nothing}`
+        : `nothing is presented in chat ${chatId}, so there is nothing to acknowledge; ${nothing}`,
+      what === 'reply'
+        ? 'Call read_new (or wait_for_message) first and reply to what it shows; to send without a receipt, leave acknowledge out.'
+        : 'Call read_new (or wait_for_message) first, then acknowledge what it shows.',
       { chatId },
     );
   return new ToolFailure(
     'NOT_PRESENTED',
-    `batch ${String(batchId)} is not the batch presented in chat ${chatId} (that one covers positions ${presented.fromPosition}..${presented.nextPosition} and has batchId ${presented.batchId}); nothing was written`,
-    'Acknowledge the batchId that read_new returned last (call read_new again to see it).',
+    again
+      ? `batch ${String(batchId)} is not the batch waiting in chat ${chatId} (this server may have restarted since it was shown, and the peer wrote more since); the batch waiting now covers positions ${presented.fromPosition}..${presented.nextPosition} (batchId ${presented.batchId}); ${nothing}`
+      : `batch ${String(batchId)} is not the batch presented in chat ${chatId} (that one covers positions ${presented.fromPosition}..${presented.nextPosition} and has batchId ${presented.batchId}); ${nothing}`,
+    'Call read_new to see the batch waiting now, then acknowledge it (batchId can be left out: it defaults to the batch presented).',
     { chatId, presentedBatchId: presented.batchId },
   );
 }
@@ -240,6 +254,14 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
   }
   if (err instanceof RateLimitedError) {
     return { type: 'RATE_LIMITED', message: err.message, action: `Try again after ${String(err.data.retryAfterMs)} ms.`, data: err.data };
+  }
+  if (err instanceof RequestTooLargeError) {
+    return {
+      type: 'REQUEST_TOO_LARGE',
+      message: `${err.message}; nothing was written`,
+      action: 'Send a shorter text, or split it into several messages (docs/mcp.md, "Limits", lists the limits in bytes).',
+      data: err.data,
+    };
   }
   if (err instanceof RemoteError)
     return { type: err.type, message: err.message, action: 'See docs/mcp.md for this error type.', data: err.data };

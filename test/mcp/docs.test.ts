@@ -89,7 +89,7 @@ describe('docs/mcp.md', () => {
 
   it('explains every error type the MCP layer answers', () => {
     const doc = fs.readFileSync(DOC, 'utf8');
-    const sources = ['tool-errors.ts', 'chat-session.ts', 'agent-sessions.ts']
+    const sources = ['tool-errors.ts', 'chat-session.ts', 'agent-sessions.ts', 'tools.ts']
       .map((f) => fs.readFileSync(path.join(repoRoot, 'src/mcp', f), 'utf8'))
       .join('\n');
     const types = new Set([

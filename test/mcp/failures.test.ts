@@ -102,8 +102,14 @@ describe('yello mcp: one writer per agent and chat', () => {
       'from the first server',
       'from the third server',
     ]);
-    const toBob = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
-    expect(messagesOf(toBob)).toEqual(['from the first server', 'from the third server']);
+    // Bob's inbox followed the chat all along: each message came as its own batch.
+    const toBob: Array<string | null> = [];
+    for (let batch = (await bob.ok('read_new', { chatId: chat.chatId })).batch; batch;) {
+      toBob.push(...messagesOf(batch));
+      await bob.ok('acknowledge', { chatId: chat.chatId });
+      batch = (await bob.ok('read_new', { chatId: chat.chatId })).batch;
+    }
+    expect(toBob).toEqual(['from the first server', 'from the third server']);
   });
 });
 

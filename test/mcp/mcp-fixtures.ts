@@ -10,10 +10,10 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeAll, expect } from 'vitest';
 import type { YelloClient } from '../../src/client/index.js';
 import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
-import { connectAdmin, createChat, makeTempDir, startDaemon, type TestChat } from '../helpers/client-fixtures.js';
+import { connectAdmin, createChat, makeTempDir, startDaemon, uniqueName, type TestChat } from '../helpers/client-fixtures.js';
 import { Cli, yelloBin } from '../helpers/cli-runner.js';
 import { waitFor } from '../helpers/wait.js';
-import { repoRoot, type DaemonProcess } from '../helpers/daemon-process.js';
+import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 
 /** What a tool error carries for programs (`_meta["yello/error"]`). */
 export interface ToolErrorMeta {
@@ -144,8 +144,9 @@ export class McpWorld {
     readonly cli: Cli,
   ) {}
 
-  static async start(): Promise<McpWorld> {
-    const daemon = await startDaemon();
+  /** `policy: 'grants'` starts the daemon with its default policy (chats need grants); default `open`. */
+  static async start(options: { policy?: 'open' | 'grants' } = {}): Promise<McpWorld> {
+    const daemon = options.policy === 'grants' ? await DaemonProcess.start({ extraArgs: [] }) : await startDaemon();
     const admin = await connectAdmin(daemon, { reconnect: { minDelayMs: 50, maxDelayMs: 500 } });
     const dir = await makeTempDir('ym-');
     return new McpWorld(daemon, admin, dir, new Cli(daemon.socketPath, daemon.dataDir));
@@ -159,6 +160,12 @@ export class McpWorld {
       aliceToken: tokenFile(this.dir, chat.alice.username, chat.alice.token),
       bobToken: tokenFile(this.dir, chat.bob.username, chat.bob.token),
     };
+  }
+
+  /** One more agent (a username of `prefix-…`, the display name `name`), with its token file. */
+  async agent(prefix: string, name: string): Promise<{ id: string; username: string; name: string; token: string; tokenPath: string }> {
+    const { agent, token } = await this.admin.rpc.agents.create({ username: uniqueName(prefix), name });
+    return { id: agent.id, username: agent.username, name: agent.name, token, tokenPath: tokenFile(this.dir, agent.username, token) };
   }
 
   /** A `yello mcp` for the agent of `token`, closed by `stopServers()`. */
@@ -189,10 +196,13 @@ export class McpWorld {
  * One McpWorld for the file: started in beforeAll (and cleaned up after the file, only if it
  * started), its MCP servers stopped after each test. `beforeEachStop` runs first, after each test.
  */
-export function useMcpWorld(beforeEachStop?: (world: McpWorld) => Promise<void>): () => McpWorld {
+export function useMcpWorld(
+  beforeEachStop?: (world: McpWorld) => Promise<void>,
+  options: { policy?: 'open' | 'grants' } = {},
+): () => McpWorld {
   let world: McpWorld | undefined;
   beforeAll(async () => {
-    const started = await McpWorld.start();
+    const started = await McpWorld.start(options);
     world = started;
     // vitest runs a cleanup returned from beforeAll after the file, and only if the start succeeded.
     return () => started.cleanup();

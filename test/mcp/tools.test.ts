@@ -9,6 +9,7 @@ import path from 'node:path';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
+import { TEXT_MAX_BYTES } from '../../src/mcp/tool-schemas.js';
 import { paramSchemas } from '../../src/shared/schemas.js';
 import { createChat } from '../helpers/client-fixtures.js';
 import { cliEnv, yelloBin } from '../helpers/cli-runner.js';
@@ -16,12 +17,21 @@ import { repoRoot } from '../helpers/daemon-process.js';
 import { useMcpWorld, tokenFile, type McpAgent, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
-// vitest types its asymmetric matchers `any`; held as `unknown` they fit any expected shape.
-const anyString: unknown = expect.any(String);
-
 const world = useMcpWorld();
 
-const TOOLS = ['whoami', 'list_chats', 'open_chat', 'read_new', 'acknowledge', 'send', 'history', 'permissions', 'operation_status'];
+const TOOLS = [
+  'whoami',
+  'list_chats',
+  'list_peers',
+  'wait_for_message',
+  'open_chat',
+  'read_new',
+  'acknowledge',
+  'send',
+  'history',
+  'permissions',
+  'operation_status',
+];
 const inputJson = (schema: z.ZodType) => z.toJSONSchema(schema, { io: 'input' }) as { properties: Record<string, Record<string, unknown>> };
 
 /** A call with invalid input: a tool error result, or an MCP error the SDK raises; never a dead server. */
@@ -66,7 +76,7 @@ describe('yello mcp: tools/list', () => {
     const read = inputJson(paramSchemas['streams.read']).properties;
     for (const key of ['waitMs']) expect(strip(byName.read_new!.properties[key]!), key).toEqual(read[key]);
     expect(Object.keys(byName.read_new!.properties).sort()).toEqual(['chatId', 'waitMs']);
-    expect(strip(byName.send!.properties.text!)).toMatchObject({ type: 'string', maxLength: 262_144 });
+    expect(strip(byName.send!.properties.text!)).toMatchObject({ type: 'string', minLength: 1, maxLength: TEXT_MAX_BYTES });
     expect(byName.send!.required).toEqual(['chatId', 'text']);
     expect(strip(byName.operation_status!.properties.operationId!)).toEqual({
       anyOf: [inputJson(paramSchemas['operations.get']).properties.operationId, { type: 'null' }],
@@ -104,11 +114,31 @@ describe('yello mcp: every tool, valid and invalid input', () => {
 
     // list_chats
     const listed = await alice.ok('list_chats', { limit: 10 });
-    expect(listed.chats).toEqual([
-      { chatId, peer: { agentId: chat.bob.id, username: chat.bob.username, name: 'Bob' }, createdAt: anyString, session: null },
-    ]);
+    expect(listed).toEqual({
+      chats: [
+        {
+          chatId,
+          peer: { agentId: chat.bob.id, username: chat.bob.username, name: 'Bob' },
+          unreadMessages: 0,
+          lastActivityAt: null,
+          preview: null,
+          session: null,
+          problem: null,
+        },
+      ],
+      total: 1,
+    });
     await reject(alice, 'list_chats', { limit: 0 });
     await reject(alice, 'list_chats', { cursor: 'not-a-cursor' });
+
+    // list_peers
+    expect((await alice.ok('list_peers')).peers).toContainEqual({
+      agentId: chat.bob.id,
+      username: chat.bob.username,
+      name: 'Bob',
+      chatId,
+    });
+    await reject(alice, 'list_peers', { extra: 1 });
 
     // open_chat
     expect(await alice.ok('open_chat', { peer: chat.bob.username })).toMatchObject({ chatId, session: { state: 'running' } });
@@ -130,19 +160,25 @@ describe('yello mcp: every tool, valid and invalid input', () => {
 
     // read_new
     const batch = presentedBatch(await bob.ok('read_new', { chatId, waitMs: 0 }));
-    expect(batch.records.map((r: { type: string }) => r.type)).toEqual(['fence', 'message']);
+    // Bob's inbox followed the chat from his server's start: alice's claim (her fence) came on its own, as state.
+    expect(batch.records.map((r: { type: string }) => r.type)).toEqual(['message']);
     await reject(bob, 'read_new', { chatId: 'bad id!' });
     await reject(bob, 'read_new', { chatId, limit: 10 }); // batches are the daemon's: no limit any more
     await reject(bob, 'read_new', { chatId, waitMs: 30_001 });
     await reject(bob, 'read_new', { chatId: 'chat_missing' });
 
     // acknowledge
-    await reject(bob, 'acknowledge', { chatId });
+    await reject(bob, 'acknowledge', { chatId: 'bad id!' });
     await reject(bob, 'acknowledge', { chatId, batchId: 'not-the-presented-batch' });
     expect(await bob.ok('acknowledge', { chatId, batchId: batch.batchId })).toMatchObject({
       acknowledged: { nextPosition: batch.nextPosition },
     });
     await reject(bob, 'acknowledge', { chatId, batchId: batch.batchId });
+
+    // wait_for_message
+    expect(await bob.ok('wait_for_message', { waitMs: 0 })).toMatchObject({ chatId: null, batch: null });
+    await reject(bob, 'wait_for_message', { waitMs: 600_001 });
+    await reject(bob, 'wait_for_message', { chatId });
 
     // history
     const hist = await bob.ok('history', { chatId, limit: 5, direction: 'backward' });
@@ -177,8 +213,10 @@ describe('yello mcp: every tool, valid and invalid input', () => {
     await reject(alice, 'no_such_tool', {});
 
     // The daemon's own answers come through with their stable types.
-    expect(rejected.list_chats).toContain('INVALID_PARAMS');
-    expect(rejected.open_chat).toEqual(['INPUT_VALIDATION', 'INPUT_VALIDATION', 'NOT_FOUND', 'INVALID_PARAMS']);
+    expect(rejected.list_chats).toEqual(['INPUT_VALIDATION', 'INPUT_VALIDATION']);
+    expect(rejected.list_peers).toEqual(['INPUT_VALIDATION']);
+    expect(rejected.wait_for_message).toEqual(['INPUT_VALIDATION', 'INPUT_VALIDATION']);
+    expect(rejected.open_chat).toEqual(['INPUT_VALIDATION', 'NOT_FOUND', 'NOT_FOUND', 'INVALID_PARAMS']);
     expect(rejected.send).toEqual([
       'INPUT_VALIDATION',
       'INPUT_VALIDATION',
