@@ -119,6 +119,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const audit = new Audit(log);
     const handlers = createHandlers({
       version: VERSION,
+      dataDir: config.dataDir,
       startedAt: monotonicMs(),
       maxLineBytes: config.maxLineBytes,
       maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,

@@ -10,6 +10,7 @@ export const METHOD_NAMES = [
   'session.hello',
   'daemon.status',
   'daemon.check',
+  'daemon.backup',
   'keys.list',
   'keys.rotate',
   'agents.create',

@@ -1,4 +1,4 @@
-import type { ChatPermissions, DaemonStatus, Grant, HelloResult, OperationInfo } from './results.js';
+import type { BackupManifest, ChatPermissions, DaemonStatus, Grant, HelloResult, OperationInfo } from './results.js';
 import type { Agent, AppendResult, Chat, Checkpoint, DoctorReport, Jwks, PiiMode, ReadBatch, StoredRecord, StreamState } from './types.js';
 
 /**
@@ -32,6 +32,7 @@ export interface MethodParams {
   'session.hello': { token: string; client?: unknown };
   'daemon.status': Empty;
   'daemon.check': { mark?: boolean | null };
+  'daemon.backup': { path: string };
   'keys.list': Empty;
   'keys.rotate': Empty;
   'agents.create': { username: string; name: string; image?: string | null };
@@ -83,6 +84,7 @@ export interface MethodResults {
   'session.hello': HelloResult;
   'daemon.status': DaemonStatus;
   'daemon.check': DoctorReport;
+  'daemon.backup': BackupManifest;
   'keys.list': Jwks;
   'keys.rotate': { kid: string };
   'agents.create': { agent: Agent; token: string };
