@@ -19,6 +19,7 @@ import { SignBatcher } from './crypto/sign-batcher.js';
 import { TokenCodec } from './crypto/token-codec.js';
 import { StreamStore } from './streams/stream-store.js';
 import { ChatReader } from './streams/chat-reader.js';
+import { RetentionRunner } from './streams/retention-policy.js';
 import { Subscriptions } from './streams/subscriptions.js';
 import { HelloLimiter } from './rpc/hello-limiter.js';
 import { Audit } from './rpc/audit.js';
@@ -172,6 +173,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const sweep = streams.reconcileAll().catch((err: unknown) => {
       log.error({ err: { message: errorMessage(err) } }, 'head check sweep failed');
     });
+    const retention = RetentionRunner.enabled(config.retention) ? streams.retentionRunner(config.retention, log) : null;
+    retention?.start();
 
     let stopping: Promise<void> | null = null;
     return {
@@ -181,6 +184,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           server.stopAccepting();
           subscriptions.endAll();
           await sweep;
+          await retention?.stop();
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
           batcher.close();
           await storage.close();

@@ -1,4 +1,5 @@
 import type { QuotaOptions } from '../streams/quotas.js';
+import type { RetentionPolicy } from '../streams/retention-policy.js';
 
 /** Everything the daemon needs to start, resolved from flags and environment (§2). */
 export interface DaemonConfig {
@@ -20,6 +21,8 @@ export interface DaemonConfig {
   maxSessionsPerAgent?: number;
   /** Per-agent quotas (0: none); defaults in limits.ts DEFAULT_QUOTAS. */
   quotas?: Partial<QuotaOptions>;
+  /** The operator's retention policy (docs/operations.md); none when absent. */
+  retention?: RetentionPolicy | null;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
 }
