@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Cli, describeRun, expectExit, parseJson } from '../helpers/cli-runner.js';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
 import { useDaemon } from '../helpers/use-daemon.js';
+import { waitFor } from '../helpers/wait.js';
 import {
   claim,
   connectAs,
@@ -203,6 +204,50 @@ describe('daemon.backup / yello backup and yello restore', () => {
       expect(fs.readFileSync(path.join(dataDir, 'admin.token'), 'utf8').trim()).toBe(daemon().adminToken);
       expect(fs.readdirSync(dataDir).filter((n) => n.startsWith('.restore-'))).toEqual([]);
       await old.cleanup();
+    },
+  );
+});
+
+describe('a SIGKILL while a backup is written', () => {
+  const { daemon, admin, restart } = useDaemon({ extraArgs: ['--quota-append-records', '0', '--quota-append-bytes', '0'] });
+
+  it(
+    'leaves no backup under the name asked for (or a complete one), and a store the doctor finds clean',
+    { timeout: 120_000 },
+    async () => {
+      const pair = await createPair(admin(), daemon().socketPath);
+      const claimed = await claim(pair.a.client, pair.streamA);
+      const load = appendLoop(pair.a.client, pair.streamA, claimed.coordinatorToken, Number(claimed.nextPosition));
+      await load.until(200);
+      await load.stop();
+      const parent = await tempDir();
+      const target = path.join(parent, 'backup-killed');
+      // Answered or not (the connection dies with the daemon): what is on disk is the subject.
+      const asked = admin()
+        .call('daemon.backup', { path: target })
+        .catch(() => undefined);
+      // As soon as the daemon has begun writing (the partial directory is there), kill it.
+      await waitFor(() => fs.readdirSync(parent).length > 0, 'the backup to begin', 30_000, 1);
+      await daemon().kill();
+      await asked;
+      const names = fs.readdirSync(parent);
+      if (names.includes('backup-killed')) {
+        // The rename came first: then it is complete (the rename is its last step).
+        expect(JSON.parse(fs.readFileSync(path.join(target, 'manifest.json'), 'utf8'))).toMatchObject({ format: 'yello.backup.v1' });
+      } else {
+        expect(
+          names.every((n) => n.startsWith('.backup-killed.partial-')),
+          names.join(', '),
+        ).toBe(true);
+      }
+      await restart();
+      const check = ok(await admin().call('daemon.check', { mark: false }));
+      expect(check.problems).toEqual([]);
+      expect(ok(await admin().call('streams.get', { streamId: pair.streamA })).nextPosition).toBe(
+        String(Number(claimed.nextPosition) + load.acked.length),
+      );
+      // And a backup to the same name now works (a leftover partial directory is not in the way).
+      if (!names.includes('backup-killed')) ok(await admin().call('daemon.backup', { path: target }));
     },
   );
 });
