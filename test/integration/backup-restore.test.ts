@@ -140,7 +140,7 @@ describe('daemon.backup / yello backup and yello restore', () => {
     },
   );
 
-  it('refuses a relative path, an existing path and a missing parent with INVALID_PARAMS at path, writing nothing', async () => {
+  it('refuses a relative path, an existing path, a missing parent and an unwritable directory with INVALID_PARAMS at path, writing nothing', async () => {
     const dir = await tempDir();
     const cases = ['relative/backup', dir, path.join(dir, 'no-such-parent', 'backup')];
     for (const p of cases) {
@@ -148,6 +148,10 @@ describe('daemon.backup / yello backup and yello restore', () => {
       expect(r.error?.data, p).toMatchObject({ type: 'INVALID_PARAMS', path: 'path' });
     }
     expect(fs.readdirSync(dir)).toEqual([]);
+    // A directory the filesystem refuses to write in (here /proc, even for root).
+    const refused = await admin().call('daemon.backup', { path: '/proc/yello-backup' });
+    expect(refused.error?.data).toMatchObject({ type: 'INVALID_PARAMS', path: 'path' });
+    expect(refused.error?.message).toContain('cannot write a backup at /proc/yello-backup');
   });
 
   it('is admin only: an agent gets PERMISSION_DENIED', async () => {

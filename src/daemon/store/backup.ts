@@ -14,7 +14,8 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
-import { errors } from '../../shared/errors.js';
+import { errors, YelloError } from '../../shared/errors.js';
+import { errorMessage } from '../runtime/error-fields.js';
 import { formatDecimal } from '../../shared/ids.js';
 import type { BackupManifest, BackupStreamCheckpoint } from '../../shared/results.js';
 import { fsyncDir, writeFileDurable } from '../runtime/files.js';
@@ -77,6 +78,11 @@ export async function writeBackup(storage: Storage, dataDir: string, target: str
     return manifest;
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
+    const code = (err as NodeJS.ErrnoException | null)?.code;
+    // The target's filesystem refused (permissions, space): the caller's path, not the store.
+    if (!(err instanceof YelloError) && typeof code === 'string' && code.startsWith('E')) {
+      throw errors.invalidParams('path', `cannot write a backup at ${target} (${code}: ${errorMessage(err)}); nothing was written there`);
+    }
     throw err;
   } finally {
     await snapshot.close().catch(() => {});
