@@ -54,6 +54,23 @@ export const DAEMON_OPTIONS = {
   },
   'quota-stored-bytes': { type: 'number', default: 4_294_967_296, describe: 'bytes of records one agent may have stored (0: no quota)' },
   'quota-claims-per-minute': { type: 'number', default: 60, describe: 'streams.claim calls one agent may make per minute (0: no quota)' },
+  'retention-max-records': {
+    type: 'number',
+    default: 0,
+    describe: 'retention: keep at most this many records of each stream, trimming the oldest (0: no limit)',
+  },
+  'retention-max-age-seconds': {
+    type: 'number',
+    default: 0,
+    describe: 'retention: trim records older than this many seconds (0: no limit)',
+  },
+  'retention-unacknowledged': {
+    type: 'string',
+    choices: ['keep', 'trim'],
+    default: 'keep',
+    describe: "retention: keep records the peer has not acknowledged (default), or trim them too (streams.trim's force)",
+  },
+  'retention-interval-seconds': { type: 'number', default: 600, describe: 'retention: seconds between runs of the policy' },
   policy: {
     type: 'string',
     choices: ['grants', 'open'],

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { adminCommands } from './admin-commands.js';
+import { backupCommands } from './backup-commands.js';
 import { chatCommands } from './chat-commands.js';
 import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
@@ -74,6 +75,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = verifyCommand(cli);
   cli = demoCommand(cli);
   cli = doctorCommand(cli);
+  cli = backupCommands(cli);
   cli = mcpCommand(cli);
   cli = metricsCommand(cli);
   try {

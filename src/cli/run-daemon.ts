@@ -24,6 +24,11 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   ] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 1) usage(`--${name} must be a positive integer`);
   }
+  for (const name of ['retention-max-records', 'retention-max-age-seconds'] as const) {
+    if (!Number.isSafeInteger(argv[name]) || argv[name] < 0) usage(`--${name} must be a whole number (0: no limit)`);
+  }
+  if (!Number.isSafeInteger(argv['retention-interval-seconds']) || argv['retention-interval-seconds'] < 1)
+    usage('--retention-interval-seconds must be a positive integer');
   for (const name of ['quota-append-records', 'quota-append-bytes', 'quota-stored-bytes', 'quota-claims-per-minute'] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 0) usage(`--${name} must be a whole number (0: no quota)`);
   }
@@ -62,6 +67,12 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
         claimsPerMinute: argv['quota-claims-per-minute'],
       },
       policy: argv.policy as 'grants' | 'open',
+      retention: {
+        maxRecords: argv['retention-max-records'] || null,
+        maxAgeMs: argv['retention-max-age-seconds'] ? argv['retention-max-age-seconds'] * 1000 : null,
+        force: argv['retention-unacknowledged'] === 'trim',
+        intervalMs: argv['retention-interval-seconds'] * 1000,
+      },
       faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
       metricsListen: typeof metricsListen === 'string' ? null : metricsListen,
     });

@@ -19,6 +19,7 @@ import { SignBatcher } from './crypto/sign-batcher.js';
 import { TokenCodec } from './crypto/token-codec.js';
 import { StreamStore } from './streams/stream-store.js';
 import { ChatReader } from './streams/chat-reader.js';
+import { RetentionRunner } from './streams/retention-policy.js';
 import { Subscriptions } from './streams/subscriptions.js';
 import { HelloLimiter } from './rpc/hello-limiter.js';
 import { Audit } from './rpc/audit.js';
@@ -124,6 +125,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     quotas.onHit((quota) => metrics.quotaHit(quota));
     const handlers = createHandlers({
       version: VERSION,
+      dataDir: config.dataDir,
       startedAt: monotonicMs(),
       maxLineBytes: config.maxLineBytes,
       maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
@@ -195,6 +197,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const sweep = streams.reconcileAll().catch((err: unknown) => {
       log.error({ err: { message: errorMessage(err) } }, 'head check sweep failed');
     });
+    const retention = RetentionRunner.enabled(config.retention) ? streams.retentionRunner(config.retention, log) : null;
+    retention?.start();
 
     let stopping: Promise<void> | null = null;
     return {
@@ -205,6 +209,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           await metricsEndpoint?.close();
           subscriptions.endAll();
           await sweep;
+          await retention?.stop();
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
           batcher.close();
           await storage.close();

@@ -11,6 +11,7 @@ export const METHOD_NAMES = [
   'daemon.status',
   'daemon.metrics',
   'daemon.check',
+  'daemon.backup',
   'keys.list',
   'keys.rotate',
   'agents.create',

@@ -1,4 +1,4 @@
-import type { ChatPermissions, DaemonStatus, Grant, HelloResult, MetricsScrape, OperationInfo } from './results.js';
+import type { BackupManifest, ChatPermissions, DaemonStatus, Grant, HelloResult, MetricsScrape, OperationInfo } from './results.js';
 import type { Agent, AppendResult, Chat, Checkpoint, DoctorReport, Jwks, PiiMode, ReadBatch, StoredRecord, StreamState } from './types.js';
 
 /**
@@ -33,6 +33,7 @@ export interface MethodParams {
   'daemon.status': Empty;
   'daemon.metrics': Empty;
   'daemon.check': { mark?: boolean | null };
+  'daemon.backup': { path: string };
   'keys.list': Empty;
   'keys.rotate': Empty;
   'agents.create': { username: string; name: string; image?: string | null };
@@ -85,6 +86,7 @@ export interface MethodResults {
   'daemon.status': DaemonStatus;
   'daemon.metrics': MetricsScrape;
   'daemon.check': DoctorReport;
+  'daemon.backup': BackupManifest;
   'keys.list': Jwks;
   'keys.rotate': { kid: string };
   'agents.create': { agent: Agent; token: string };

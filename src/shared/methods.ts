@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineMethod, indexMethods, type ResultOf } from './method-descriptor.js';
 import type { MethodName as PlainMethodName, MethodParams as PlainParams, MethodResults as PlainResults } from './method-types.js';
-import type { ChatPermissions, DaemonStatus, Grant, HelloResult, MetricsScrape, OperationInfo } from './results.js';
+import type { BackupManifest, ChatPermissions, DaemonStatus, Grant, HelloResult, MetricsScrape, OperationInfo } from './results.js';
 import {
   appendMessageSchema,
   appendReceiptSchema,
@@ -51,6 +51,14 @@ export const methods = indexMethods([
     summary:
       'Scan the whole store (yello doctor): checksums, heads against records, signatures, operations, indexes; marks damaged streams corrupt unless mark is false.',
     result: 'DoctorReport',
+  }),
+  defineMethod<BackupManifest>()({
+    name: 'daemon.backup',
+    access: 'admin',
+    params: z.strictObject({ path: label(4096).min(1) }),
+    summary:
+      'Write a consistent copy of the store (one LevelDB snapshot), the signing keys, the admin token and the token secret to a new directory (yello backup); returns its manifest.',
+    result: 'BackupManifest',
   }),
   defineMethod<Jwks>()({
     name: 'keys.list',

@@ -81,3 +81,31 @@ export interface NotificationParams {
   'chats.error': ChatErrorNotification;
   'chats.opened': ChatOpenedNotification;
 }
+
+/** One stream's retained range of its current generation when a backup was taken. */
+export interface BackupStreamCheckpoint {
+  streamId: string;
+  generation: string;
+  firstPosition: string;
+  nextPosition: string;
+}
+
+/**
+ * `manifest.json` of a backup (`daemon.backup`, `yello backup`): what the snapshot held, so a
+ * restore can prove it complete (every stream's head as listed, the same count of records).
+ */
+export interface BackupManifest {
+  format: 'yello.backup.v1';
+  /** When the snapshot was taken (wall clock, for people). */
+  createdAt: string;
+  daemonVersion: string;
+  /** LevelDB entries copied, and the records among them. */
+  entries: number;
+  records: number;
+  /** Bytes of the values copied, as stored. */
+  bytes: number;
+  /** Every stream's current generation and retained range at the snapshot, ordered by id. */
+  streams: BackupStreamCheckpoint[];
+  /** The data-dir files copied beside the store (signing keys, admin token, token secret). */
+  files: string[];
+}

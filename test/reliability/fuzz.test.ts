@@ -23,7 +23,10 @@ import { intFromEnv } from './lib/prng.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { Teardown } from '../helpers/teardown.js';
 
-const METHODS = Object.keys(paramSchemas);
+// daemon.backup is left out: a junk string such as "/x" is a valid absolute path, and an admin
+// probe (the suite may run as root) would write a copy of the store there. Its refusals have
+// their own socket tests (test/integration/backup-restore.test.ts).
+const METHODS = Object.keys(paramSchemas).filter((m) => m !== 'daemon.backup');
 const RUNS = intFromEnv('FUZZ_RUNS', 300);
 const FUZZ_SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined;
 const MAX_LINE = 1_048_576;

@@ -21,6 +21,10 @@ describe('parseDaemonArgsFast', () => {
       'quota-append-bytes': 16_777_216,
       'quota-stored-bytes': 4_294_967_296,
       'quota-claims-per-minute': 60,
+      'retention-max-records': 0,
+      'retention-max-age-seconds': 0,
+      'retention-unacknowledged': 'keep',
+      'retention-interval-seconds': 600,
       policy: 'grants',
       'fault-fail-sync-file': undefined,
     });

@@ -25,6 +25,9 @@ const WALL_CLOCK_TIMESTAMPS: Record<string, string> = {
   'streams/appender.ts': 'committedAt of an append (signed records)',
   'streams/fencing.ts': 'claimedAt of a writer claim (signed fence records)',
   'streams/checkpoints.ts': 'createdAt of a signed checkpoint',
+  'streams/retention-policy.ts': 'the age of stored records for --retention-max-age-seconds (their committedAt is wall-clock)',
+  'store/backup.ts': 'createdAt of a backup manifest',
+  'store/restore.ts': 'the name of the directory a restore sets the old state aside in',
   'runtime/lock-info.ts': 'startedAt of the lock holder (named in the exit-73 error)',
 };
 

@@ -10,6 +10,7 @@ export type AuditAction =
   | 'grants.add'
   | 'grants.remove'
   | 'keys.rotate'
+  | 'daemon.backup'
   | 'streams.trim'
   | 'streams.reset'
   | 'streams.release'

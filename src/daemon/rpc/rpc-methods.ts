@@ -19,6 +19,7 @@ import type { ChatReader } from '../streams/chat-reader.js';
 import type { Subscriptions } from '../streams/subscriptions.js';
 import { buildOpenRpc } from '../../shared/openrpc.js';
 import { checkStore } from '../store/doctor.js';
+import { writeBackup } from '../store/backup.js';
 import { PAGE_BYTES } from '../limits.js';
 import { LIST_LIMIT } from '../store/key-page.js';
 import { monotonicMs } from '../runtime/clock.js';
@@ -27,6 +28,8 @@ import type { Metrics } from '../runtime/metrics.js';
 /** Everything the handlers use. */
 export interface Services {
   version: string;
+  /** The data dir: the keys and secrets a backup copies beside the store. */
+  dataDir: string;
   /** When the daemon started, on the monotonic clock (`clock.ts`). */
   startedAt: number;
   maxLineBytes: number;
@@ -102,6 +105,11 @@ export function createHandlers(s: Services): Handlers {
     }),
     'daemon.metrics': () => s.metrics.scrape(),
     'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
+    'daemon.backup': async (p, caller, ctx) => {
+      const manifest = await writeBackup(s.storage, s.dataDir, p.path, s.version);
+      s.audit.action('daemon.backup', caller, peerOf(ctx), { path: p.path, entries: manifest.entries });
+      return manifest;
+    },
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': (_p, caller, ctx) => {
       // A daemon that turned read-only after a failed write changes nothing on disk, keys included.

@@ -1,4 +1,5 @@
 import type { QuotaOptions } from '../streams/quotas.js';
+import type { RetentionPolicy } from '../streams/retention-policy.js';
 
 /** Everything the daemon needs to start, resolved from flags and environment (§2). */
 export interface DaemonConfig {
@@ -22,6 +23,8 @@ export interface DaemonConfig {
   quotas?: Partial<QuotaOptions>;
   /** Serve GET /metrics over HTTP here (`--metrics-listen`); null or absent: not at all. */
   metricsListen?: { host: string; port: number } | null;
+  /** The operator's retention policy (docs/operations.md); none when absent. */
+  retention?: RetentionPolicy | null;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
 }

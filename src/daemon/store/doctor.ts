@@ -145,6 +145,11 @@ export async function checkStore(
         }
         const generation = Number(loc.generation);
         const position = Number(loc.position);
+        const head = scans.get(streamId)?.meta;
+        // Left below the retained start by a trim that a crash interrupted: trimmed already
+        // (reads fail closed below firstPosition) and deleted by the next compaction
+        // (retention.ts), so not damage, and not a record of the retained range.
+        if (head && generation === head.generation && position < head.firstPosition) break;
         if (!current || current.streamId !== streamId || current.scan.generation !== generation) {
           finishGeneration();
           let scan = scans.get(streamId);

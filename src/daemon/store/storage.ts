@@ -8,6 +8,12 @@ import { coalesce, type EncodedOp, type PendingWrite, type WriteOp } from './wri
 
 export { put, type WriteOp } from './write-ops.js';
 
+/** A snapshot read of the whole store: entries as `[key, stored value]`, a page at a time. */
+export interface SnapshotIterator {
+  nextv(size: number): Promise<Array<[string, string]>>;
+  close(): Promise<void>;
+}
+
 /** Most writes grouped into one synced LevelDB batch. */
 const MAX_GROUP_WRITES = 256;
 /** A key past every table (`~` sorts after the letters): compacting it only flushes the memtable. */
@@ -110,6 +116,25 @@ export class Storage {
   }
 
   /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
+
+  /**
+   * Every committed entry as stored (the value with its checksum), read from the one LevelDB
+   * snapshot taken synchronously by this call: writes committed later are not seen, writes
+   * acknowledged before it all are (backup.ts). The caller closes the iterator.
+   */
+  snapshot(): SnapshotIterator {
+    this.#assertOpen();
+    return this.#db.iterator({ keyEncoding: 'utf8', valueEncoding: 'utf8' });
+  }
+
+  /**
+   * Let LevelDB rewrite the tables of a key range now (after a large trim: the deleted records'
+   * space comes back and later scans skip no tombstones).
+   */
+  compactRange(gte: string, lt: string): Promise<void> {
+    this.#assertOpen();
+    return this.#db.compactRange(gte, lt);
+  }
 
   /** Committed keys of a range, without their values (verified-reads.ts). */
   keys(range: Range): AsyncGenerator<string> {

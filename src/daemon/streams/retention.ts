@@ -9,12 +9,14 @@ import { K, prefixEnd } from '../store/key-layout.js';
 import { expandRecord, type CompactRecord } from '../store/record-layout.js';
 import type { Storage, WriteOp } from '../store/storage.js';
 import { cloneMeta, newStreamMeta, peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
-import { placeOf } from '../store/stream-tables.js';
+import { placeOf, type StreamTables } from '../store/stream-tables.js';
 import type { StreamContext } from './context.js';
 import type { StreamHeads } from './heads.js';
 
 /** Records deleted per batch when trimming, so a huge trim never builds one giant batch. */
 const TRIM_CHUNK = 10_000;
+/** Trims at least this large are followed by a LevelDB compaction of the stream's records. */
+const COMPACT_AFTER = 10_000;
 
 /**
  * Retention and generations: `streams.trim` drops a prefix of the current generation,
@@ -27,8 +29,10 @@ export class Retention {
   readonly #integrity: Integrity;
   readonly #directory: Directory;
   readonly #counters: Counters;
+  readonly #tables: StreamTables;
 
-  constructor({ storage, heads, integrity, directory, counters }: StreamContext) {
+  constructor({ storage, heads, integrity, directory, counters, tables }: StreamContext) {
+    this.#tables = tables;
     this.#storage = storage;
     this.#heads = heads;
     this.#integrity = integrity;
@@ -74,7 +78,66 @@ export class Retention {
     for (let start = firstChunkEnd; start < beforePosition; start += TRIM_CHUNK) {
       await this.#storage.write(deletes(start, Math.min(beforePosition, start + TRIM_CHUNK)));
     }
+    await this.compact(streamId);
+    if (beforePosition - from >= COMPACT_AFTER) {
+      // Tombstones of a large trim would be skipped by every later scan until LevelDB gets to
+      // them on its own; rewriting the stream's tables now gives the space back.
+      const records = K.recordsOfStream(streamId);
+      await this.#storage.compactRange(records, prefixEnd(records));
+    }
     return { firstPosition: formatDecimal(beforePosition) };
+  }
+
+  /**
+   * Forget what the trimmed prefix of the current generation left behind: records a trim
+   * interrupted by a crash had not deleted yet, the entries and operation-log entries of
+   * operations whose records all lie below the retained start, and the message-id index
+   * entries of trimmed messages. An operation whose records were cut in two keeps its entry.
+   * Each batch deletes an operation's entry and its log entry together, so a crash never
+   * leaves a log entry without its operation (which `operations.get` would report as damage).
+   * Idempotent: it only removes what lies below the committed `firstPosition`.
+   */
+  async compact(streamId: string): Promise<{ records: number; operations: number; messageIds: number }> {
+    const meta = this.#heads.writable(streamId);
+    const { generation, firstPosition } = meta;
+    const done = { records: 0, operations: 0, messageIds: 0 };
+    if (firstPosition === 0) return done;
+    let batch: WriteOp[] = [];
+    const flush = async () => {
+      if (batch.length > 0) await this.#storage.write(batch);
+      batch = [];
+    };
+    const recordsPrefix = K.recordsPrefix(streamId, generation);
+    let leftovers = 0;
+    for await (const key of this.#storage.keys({ gte: recordsPrefix, lt: K.record(streamId, generation, firstPosition) })) {
+      batch.push({ type: 'del', key });
+      leftovers++;
+      if (batch.length >= TRIM_CHUNK) await flush();
+    }
+    // (The record counter already went down with the trim that committed this firstPosition.)
+    done.records = leftovers;
+    await flush();
+    for await (const { key, value: operationId } of this.#storage.entries<string>({
+      gte: K.opLog(streamId, generation, 0),
+      lt: K.opLog(streamId, generation, firstPosition),
+    })) {
+      const op = this.#tables.operation(streamId, operationId);
+      // Cut in two by the trim: it stays, and so does every later one.
+      if (op && op.nextPosition > firstPosition) break;
+      batch.push({ type: 'del', key }, { type: 'del', key: K.operation(streamId, operationId) });
+      done.operations++;
+      if (batch.length >= TRIM_CHUNK) await flush();
+    }
+    await flush();
+    const idsPrefix = K.messageIdsPrefix(streamId, generation);
+    for await (const { key, value: position } of this.#storage.entries<string>({ gte: idsPrefix, lt: prefixEnd(idsPrefix) })) {
+      if (Number(position) >= firstPosition) continue;
+      batch.push({ type: 'del', key });
+      done.messageIds++;
+      if (batch.length >= TRIM_CHUNK) await flush();
+    }
+    await flush();
+    return done;
   }
 
   /**

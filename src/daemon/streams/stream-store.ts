@@ -18,6 +18,8 @@ import { Fencing, type Claim } from './fencing.js';
 import { StreamHeads, type StreamEvents } from './heads.js';
 import { Operations } from './operations.js';
 import { Retention } from './retention.js';
+import { RetentionRunner, type RetentionPolicy } from './retention-policy.js';
+import type { Logger } from 'pino';
 import { StreamReader, type GenerationBounds, type SizedRecord } from './stream-reader.js';
 import { WriterPresence, type Holder } from './writer-presence.js';
 
@@ -38,6 +40,7 @@ export class StreamStore {
   readonly #reader: StreamReader;
   readonly #operations: Operations;
   readonly #retention: Retention;
+  readonly #ctx: StreamContext;
 
   constructor(
     storage: Storage,
@@ -58,6 +61,7 @@ export class StreamStore {
     this.#appender = new Appender(ctx, signer, batcher, this.#reader);
     this.#operations = new Operations(ctx);
     this.#retention = new Retention(ctx);
+    this.#ctx = ctx;
   }
 
   // ---- heads (heads.ts) -----------------------------------------------------------------
@@ -174,6 +178,12 @@ export class StreamStore {
   /** `streams.trim`. */
   trim(streamId: string, beforePosition: number, force: boolean): Promise<{ firstPosition: string }> {
     return this.#retention.trim(streamId, beforePosition, force);
+  }
+
+  /** The operator's retention policy, run in the background (retention-policy.ts). */
+  retentionRunner(policy: RetentionPolicy, log: Logger): RetentionRunner {
+    const { storage, heads, tables } = this.#ctx;
+    return new RetentionRunner(policy, { storage, heads, tables, retention: this.#retention, log });
   }
 
   /** `streams.reset`. */
