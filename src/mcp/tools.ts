@@ -458,7 +458,10 @@ export function registerTools(server: McpServer, agent: AgentSessions, log: McpL
         text = `Operation ${op.operationId} is stored at positions ${op.firstPosition}..${op.nextPosition} (generation ${op.generation}, ${op.committedAt}). Do not send it again.`;
       else if (op.state === 'pending') text = `Operation ${op.operationId} is admitted but not yet on disk; ask again in a moment.`;
       else
-        text = `Operation ${op.operationId} is not stored.${status.resolved ? ' Sending works again; send the message again if you still want it delivered.' : ''}`;
+        text = status.resolved
+          ? `Operation ${op.operationId} is not stored. Sending works again; send the message again if you still want it delivered.`
+          : // An older operation may have been committed and then trimmed (docs/protocol.md §6.7).
+            `Operation ${op.operationId} is not stored: never committed, or committed and since trimmed by retention.`;
       if (status.resolved) text += ' This chat is no longer paused.';
       else if (status.paused) text += ' This chat is still paused: call operation_status without operationId to settle it.';
       return { text, structured };
