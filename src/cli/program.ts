@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { adminCommands } from './admin-commands.js';
 import { chatCommands } from './chat-commands.js';
+import { consoleCommand } from './console-command.js';
 import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
@@ -74,6 +75,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = demoCommand(cli);
   cli = doctorCommand(cli);
   cli = mcpCommand(cli);
+  cli = consoleCommand(cli);
   try {
     await cli
       .help()
