@@ -90,6 +90,10 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       answer(res, 200, 'text/css; charset=utf-8', CONSOLE_CSS);
       return;
     }
+    if (req.method === 'GET' && path === '/favicon.ico') {
+      res.writeHead(204, SECURITY_HEADERS).end();
+      return;
+    }
     if (req.method === 'GET' && path === '/login') {
       login(url, res);
       return;

@@ -119,7 +119,8 @@ export const SECURITY_HEADERS: Record<string, string> = {
   'Content-Security-Policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
+  // `no-referrer` would make the browser send `Origin: null` on the console's own form posts.
+  'Referrer-Policy': 'same-origin',
   'Cache-Control': 'no-store',
   'X-Frame-Options': 'DENY',
   'Cross-Origin-Opener-Policy': 'same-origin',
