@@ -21,7 +21,7 @@ const browser = useBrowser();
 let c: ConsoleProcess;
 let agents: NamedAgents;
 let chatId: string;
-let context: BrowserContext;
+let context: BrowserContext | undefined;
 let page: Page;
 
 beforeAll(async () => {
@@ -31,10 +31,11 @@ beforeAll(async () => {
   await agents.bob.ok(['chats', 'read', chatId, '--ack']);
   await agents.bob.ok(['send', chatId, 'thanks, alice <b>not bold</b>']);
   c = await startConsole(cli(), track);
-  context = await browser().newContext({ viewport: { width: 1200, height: 900 } });
+  const ctx = await browser().newContext({ viewport: { width: 1200, height: 900 } });
+  context = ctx;
   // Fail an action that cannot happen within 10 s instead of waiting forever (the library's default).
-  context.setDefaultTimeout(10_000);
-  page = await context.newPage();
+  ctx.setDefaultTimeout(10_000);
+  page = await ctx.newPage();
   await page.goto(c.url);
 }, 90_000);
 

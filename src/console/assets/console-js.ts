@@ -210,8 +210,17 @@ export const CONSOLE_JS = String.raw`'use strict';
     document.getElementById('older').addEventListener('click', function () { t.shown += PAGE; t.render(); });
     document.getElementById('q').addEventListener('input', function (e) { t.query = e.target.value.trim(); t.render(); });
     document.getElementById('search').addEventListener('submit', function (e) { e.preventDefault(); });
-    var src = new EventSource('/chats/' + encodeURIComponent(d.chat) + '/events');
-    function on(name, f) { src.addEventListener(name, function (e) { f(JSON.parse(e.data)); }); }
+    var handlers = [];
+    function on(name, f) { handlers.push([name, f]); }
+    // EventSource retries by itself after a dropped stream, but gives up on an error answer
+    // (the daemon restarting): then open a new one.
+    function connect() {
+      var src = new EventSource('/chats/' + encodeURIComponent(d.chat) + '/events');
+      handlers.forEach(function (h) { src.addEventListener(h[0], function (e) { h[1](JSON.parse(e.data)); }); });
+      src.onerror = function () {
+        if (src.readyState === 2) { t.note = 'disconnected; retrying'; t.schedule(); setTimeout(connect, 2000); }
+      };
+    }
     on('keys', function (jwks) { t.note = 'loading'; t.reset(jwks); });
     on('streams', function (got) { banners(box, got, names); });
     on('records', function (rs) { t.add(rs); });
@@ -222,6 +231,7 @@ export const CONSOLE_JS = String.raw`'use strict';
       box.prepend(live);
     });
     on('failure', function (f) { t.note = 'interrupted: ' + f.message + '; retrying'; t.schedule(); });
+    connect();
   }
 
   function verifyView() {
