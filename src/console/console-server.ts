@@ -123,7 +123,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     const chatId = m?.[1];
     if (m && chatId !== undefined && ID_PATTERN.test(chatId)) {
       if (m[2] === '/events') return events(req, res, chatId);
-      if (m[2] === '/export.jsonl') return exportJsonl(res, chatId);
+      if (m[2] === '/export.jsonl') return exportJsonl(res, chatId, url.searchParams.get('partial') === '1');
       const { chat, streams } = await getChat(chatId);
       answer(res, 200, HTML, chatPage(chat, streams, session));
       return;
@@ -188,16 +188,46 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     }
   }
 
-  async function exportJsonl(res: ServerResponse, chatId: string): Promise<void> {
+  async function exportJsonl(res: ServerResponse, chatId: string, partial: boolean): Promise<void> {
     await getChat(chatId);
     // Build it whole first: a failure then answers an error page, never half a file.
     const lines: string[] = [];
+    const damage: string[] = [];
     for await (const item of exportChat(client, chatId)) {
       if ('record' in item) lines.push(JSON.stringify(item.record));
       else if ('checkpoint' in item) lines.push(JSON.stringify({ checkpoint: item.checkpoint }));
+      else {
+        const u = item.unexportable;
+        damage.push(
+          `${u.streamId} generation ${u.generation} ${u.fromPosition === null ? 'cannot be exported' : `is exported only below position ${u.fromPosition}`}: ${u.message}`,
+        );
+      }
+    }
+    // Damage is never downloaded silently: the person first reads what is missing.
+    if (damage.length > 0 && !partial) {
+      answer(
+        res,
+        409,
+        HTML,
+        resultPage(
+          'The export would be incomplete',
+          html`<ul>
+              ${damage.map((d) => html`<li>${d}</li>`)}
+            </ul>
+            <p>
+              <a href="/chats/${chatId}/export.jsonl?partial=1" download="${chatId}.partial.jsonl"
+                >Download what verifies below the damage</a
+              >
+              (CLI: <code>yello chats export ${chatId}</code>, which exits 1 for the same reason)
+            </p>`,
+          `/chats/${chatId}`,
+          false,
+        ),
+      );
+      return;
     }
     answer(res, 200, 'application/jsonl; charset=utf-8', lines.map((l) => l + '\n').join(''), {
-      'Content-Disposition': `attachment; filename="${chatId}.jsonl"`,
+      'Content-Disposition': `attachment; filename="${chatId}${damage.length > 0 ? '.partial' : ''}.jsonl"`,
     });
   }
 

@@ -53,10 +53,10 @@ describe('the console in a browser', () => {
     expect(await page.locator('dd', { hasText: 'writable' }).isVisible()).toBe(true);
     // The cookie is not readable by the page's scripts.
     expect(await page.evaluate('document.cookie')).toBe('');
+    await page.screenshot({ path: screenshot('overview'), fullPage: true });
     // Keyboard: the first Tab reaches the skip link.
     await page.keyboard.press('Tab');
     expect(await page.evaluate('document.activeElement.textContent')).toBe('Skip to content');
-    await page.screenshot({ path: screenshot('overview'), fullPage: true });
   });
 
   it('shows the whole chat with verified signatures and read marks, and a message sent by the CLI within a second', async () => {
