@@ -105,8 +105,8 @@ export function connectAgent(args: GlobalArgs, options: ConnectChoices = {}): Pr
 }
 
 /** Connect with the admin token; required. */
-export function connectAdmin(args: GlobalArgs): Promise<YelloClient> {
-  return connect(args, adminToken(args), { admin: adminTokenPath(args) });
+export function connectAdmin(args: GlobalArgs, options: ConnectChoices = {}): Promise<YelloClient> {
+  return connect(args, adminToken(args), { admin: adminTokenPath(args) }, options);
 }
 
 /**

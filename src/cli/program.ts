@@ -3,6 +3,7 @@ import yargs, { type Argv } from 'yargs';
 import { adminCommands } from './admin-commands.js';
 import { backupCommands } from './backup-commands.js';
 import { chatCommands } from './chat-commands.js';
+import { consoleCommand } from './console-command.js';
 import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
@@ -78,6 +79,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = backupCommands(cli);
   cli = mcpCommand(cli);
   cli = metricsCommand(cli);
+  cli = consoleCommand(cli);
   try {
     await cli
       .help()

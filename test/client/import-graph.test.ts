@@ -1,4 +1,5 @@
-// The module graph of src/. The dependency rule: cli → mcp → client → shared; daemon → shared;
+// The module graph of src/. The dependency rule: cli → mcp → client → shared; cli → console →
+// client (the web console talks to the daemon only as a client); daemon → shared;
 // shared does no I/O (no Node APIs); the CLI reaches daemon code only through src/daemon/entry.ts.
 // Every import of every source file (static, re-exports and dynamic `import()`) is checked, and
 // a planted bad import shows the check fails.
@@ -41,11 +42,12 @@ async function importWithoutZod(file: string): Promise<{ ok: boolean; stderr: st
 }
 
 const SRC = path.join(repoRoot, 'src');
-type Layer = 'cli' | 'mcp' | 'client' | 'shared' | 'daemon';
+type Layer = 'cli' | 'mcp' | 'console' | 'client' | 'shared' | 'daemon';
 /** Which layers each layer may import (besides itself). */
 const MAY_IMPORT: Record<Layer, Layer[]> = {
-  cli: ['mcp', 'client', 'shared'],
+  cli: ['mcp', 'console', 'client', 'shared'],
   mcp: ['client', 'shared'],
+  console: ['client', 'shared'],
   client: ['shared'],
   shared: [],
   daemon: ['shared'],
@@ -102,7 +104,7 @@ function violations(files: Record<string, string>): string[] {
 
 const ALL = Object.fromEntries(sourceFiles().map((f) => [f, readFileSync(path.join(SRC, f), 'utf8')]));
 
-describe('the dependency rule (cli → mcp → client → shared; daemon → shared; cli → daemon only via src/daemon/entry.ts)', () => {
+describe('the dependency rule (cli → mcp → client → shared; cli → console → client; daemon → shared; cli → daemon only via src/daemon/entry.ts)', () => {
   it('every import of src/ keeps it', () => {
     expect(Object.keys(ALL).length).toBeGreaterThan(50);
     expect(violations(ALL)).toEqual([]);
@@ -114,6 +116,9 @@ describe('the dependency rule (cli → mcp → client → shared; daemon → sha
       [path.join('mcp', 'planted.ts')]: "export { x } from '../cli/x.js';",
       [path.join('daemon', 'planted.ts')]: "const m = await import('../client/index.js');",
       [path.join('shared', 'planted.ts')]: "import { readFile } from 'node:fs/promises';\nimport '../client/errors.js';",
+      [path.join('console', 'planted.ts')]:
+        "import { connectAdmin } from '../cli/context.js';\nimport { x } from '../mcp/x.js';\nimport { y } from '../daemon/entry.js';",
+      [path.join('client', 'planted2.ts')]: "import { startConsole } from '../console/console-server.js';",
       [path.join('cli', 'planted.ts')]:
         "import { startDaemon } from '../daemon/daemon.js';\nimport { EXIT_CODES } from '../daemon/entry.js';",
     };
@@ -123,6 +128,10 @@ describe('the dependency rule (cli → mcp → client → shared; daemon → sha
       `${path.join('daemon', 'planted.ts')}: ../client/index.js (daemon may not import client)`,
       `${path.join('shared', 'planted.ts')}: node:fs/promises (src/shared does no I/O)`,
       `${path.join('shared', 'planted.ts')}: ../client/errors.js (shared may not import client)`,
+      `${path.join('console', 'planted.ts')}: ../cli/context.js (console may not import cli)`,
+      `${path.join('console', 'planted.ts')}: ../mcp/x.js (console may not import mcp)`,
+      `${path.join('console', 'planted.ts')}: ../daemon/entry.js (console may not import daemon)`,
+      `${path.join('client', 'planted2.ts')}: ../console/console-server.js (client may not import console)`,
       `${path.join('cli', 'planted.ts')}: ../daemon/daemon.js (cli may not import daemon except through src/daemon/entry.ts)`,
     ]);
   });

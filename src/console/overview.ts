@@ -1,0 +1,212 @@
+// The overview: what the daemon says about itself, its agents and its chats, composed from the
+// admin methods of docs/protocol.md §6, with everything that needs a person first.
+
+import type { Agent, Chat, StoredRecord, StreamState, YelloClient } from '../client/index.js';
+import type { DaemonStatus } from '../shared/results.js';
+import type { Jwks } from '../shared/types.js';
+
+/** Reads counting unread messages stop here; the count then says "at least". */
+const UNREAD_SCAN_LIMIT = 1000;
+/** At most this many chats are summarized (each costs a few reads); the rest are counted. */
+export const OVERVIEW_CHAT_LIMIT = 500;
+
+/** One direction of a chat, as the overview shows it. */
+export interface StreamSummary {
+  state: StreamState;
+  /** Messages of this stream's current generation its reader has not acknowledged. */
+  unread: number;
+  /** Whether the count stopped at the scan limit. */
+  unreadAtLeast: boolean;
+  /** Newest time found among the stream's last records (a message's or a fence's), or null. */
+  lastActivityAt: string | null;
+}
+
+export interface ChatSummary {
+  chat: Chat;
+  streams: [StreamSummary, StreamSummary];
+  lastActivityAt: string | null;
+}
+
+export interface AgentSummaryRow {
+  agent: Agent;
+  /** Some stream it authors has a writer attached to an open connection. */
+  connected: boolean;
+  /** Streams it authors that a coordinator holds. */
+  writers: number;
+  lastActivityAt: string | null;
+}
+
+/** Something a person has to look at, with what to do about it. */
+export interface Attention {
+  kind: 'read-only' | 'corrupt' | 'wal-loss' | 'break' | 'trimmed-unread' | 'abandoned-writer';
+  what: string;
+  todo: string;
+  /** The chat it concerns, to link to. */
+  chatId?: string;
+  streamId?: string;
+}
+
+export interface Overview {
+  status: DaemonStatus;
+  keys: Jwks;
+  agents: AgentSummaryRow[];
+  chats: ChatSummary[];
+  moreChats: boolean;
+  attention: Attention[];
+}
+
+/** Every page of a list method. */
+async function all<T>(
+  page: (cursor: string | undefined) => Promise<{ items: T[]; next: string | null }>,
+  cap = Infinity,
+): Promise<{ items: T[]; more: boolean }> {
+  const items: T[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const p = await page(cursor);
+    items.push(...p.items);
+    if (p.next === null) return { items, more: false };
+    if (items.length >= cap) return { items: items.slice(0, cap), more: true };
+    cursor = p.next;
+  }
+}
+
+/** The time a record carries: a message's signature time, a fence's claim time; receipts carry none. */
+export function recordTime(r: StoredRecord): string | null {
+  const w = r.wrapper;
+  if (w.type === 'chat.message') return w.message.signature.createdAt;
+  if (w.type === 'chat.writer-fence') return w.fence.claimedAt;
+  return null;
+}
+
+const later = (a: string | null, b: string | null): string | null => (a === null ? b : b === null ? a : a > b ? a : b);
+
+/** Where the reader's receipts leave off in the stream's current generation (its first retained position when none applies). */
+function readFrom(s: StreamState): bigint {
+  const first = BigInt(s.firstPosition);
+  const ack = s.acknowledged && s.acknowledged.generation === s.generation ? BigInt(s.acknowledged.nextPosition) : 0n;
+  return ack > first ? ack : first;
+}
+
+async function summarizeStream(c: YelloClient, s: StreamState): Promise<StreamSummary> {
+  const next = BigInt(s.nextPosition);
+  let unread = 0;
+  let atLeast = false;
+  let last: string | null = null;
+  if (s.corruptFrom !== undefined) return { state: s, unread: 0, unreadAtLeast: false, lastActivityAt: null };
+  const tailFrom = next - 20n > BigInt(s.firstPosition) ? next - 20n : BigInt(s.firstPosition);
+  const from = readFrom(s) < tailFrom ? readFrom(s) : tailFrom;
+  let pos = from;
+  let scanned = 0;
+  while (pos < next) {
+    const b = await c.call('streams.read', { streamId: s.streamId, generation: s.generation, fromPosition: pos.toString(), limit: 500 });
+    if (b.records.length === 0) break;
+    for (const r of b.records) {
+      last = later(last, recordTime(r));
+      if (BigInt(r.position) >= readFrom(s) && r.wrapper.type === 'chat.message') unread++;
+    }
+    scanned += b.records.length;
+    pos = BigInt(b.nextPosition);
+    if (scanned >= UNREAD_SCAN_LIMIT) {
+      atLeast = pos < next;
+      break;
+    }
+  }
+  if (s.writer.claimedAt) last = later(last, s.writer.claimedAt);
+  return { state: s, unread, unreadAtLeast: atLeast, lastActivityAt: last };
+}
+
+/** What needs a person in one stream, judged from its state. */
+function streamAttention(chat: Chat, s: StreamState): Attention[] {
+  const out: Attention[] = [];
+  const author = chat.agentAId === s.authorAgentId ? chat.agentA : chat.agentB;
+  const reader = chat.agentAId === s.authorAgentId ? chat.agentB : chat.agentA;
+  const base = { chatId: chat.id, streamId: s.streamId };
+  if (s.writer.active && !s.writer.connected) {
+    out.push({
+      ...base,
+      kind: 'abandoned-writer',
+      what: `${author.username}'s stream is claimed by a writer that is gone (abandoned claim, epoch ${s.writer.epoch})`,
+      todo: `nothing, if ${author.username}'s tools take it over by themselves (they claim with replace "if-abandoned"); else release it: yello streams release ${s.streamId}`,
+    });
+  }
+  if (s.generation !== '1' && (s.acknowledged === null || s.acknowledged.generation !== s.generation)) {
+    out.push({
+      ...base,
+      kind: 'break',
+      what: `${author.username}'s stream was reset (now generation ${s.generation}); ${reader.username} has not acknowledged anything of it yet`,
+      todo: `${reader.username} finishes the sealed generation (yello chats export ${chat.id} shows it), then starts the new one: yello chats read ${chat.id} --from generation-start --ack`,
+    });
+  }
+  const ack = s.acknowledged && s.acknowledged.generation === s.generation ? BigInt(s.acknowledged.nextPosition) : 0n;
+  if (BigInt(s.firstPosition) > ack && BigInt(s.firstPosition) > 0n) {
+    out.push({
+      ...base,
+      kind: 'trimmed-unread',
+      what: `${author.username}'s stream was trimmed to position ${s.firstPosition}, past what ${reader.username} acknowledged (${ack.toString()})`,
+      todo: `${reader.username} cannot read the trimmed messages; it goes on with yello chats read ${chat.id} --from generation-start --ack`,
+    });
+  }
+  return out;
+}
+
+/** Gather the overview. */
+export async function gatherOverview(c: YelloClient): Promise<Overview> {
+  const [status, keys] = await Promise.all([c.call('daemon.status', {}), c.call('keys.list', {})]);
+  const agents = await all(async (cursor) => {
+    const p = await c.call('agents.list', { cursor, limit: 500 });
+    return { items: p.agents, next: p.nextCursor };
+  });
+  const chats = await all(async (cursor) => {
+    const p = await c.call('chats.list', { cursor, limit: 500 });
+    return { items: p.chats, next: p.nextCursor };
+  }, OVERVIEW_CHAT_LIMIT);
+  const attention: Attention[] = [];
+  if (status.storage === 'read-only')
+    attention.push({
+      kind: 'read-only',
+      what: 'the daemon is read-only after a failed write: every write is refused',
+      todo: 'free disk space or fix the filesystem, then restart the daemon (yello daemon); appends whose outcome was unknown are answered by operations.get after the restart',
+    });
+  for (const m of status.integrity.corruptStreams)
+    attention.push({
+      kind: 'corrupt',
+      streamId: m.streamId,
+      chatId: m.streamId.split(':')[0],
+      what: `${m.streamId} generation ${m.generation ?? '(head lost)'} is damaged from position ${m.fromPosition}: ${m.detail}`,
+      todo: `export what verifies (yello chats export ${m.streamId.split(':')[0] ?? ''}), run yello doctor, then reset the stream: yello streams reset ${m.streamId} --reason "corrupt"`,
+    });
+  for (const w of status.integrity.walIncidents)
+    attention.push({
+      kind: 'wal-loss',
+      what: `LevelDB dropped ${w.bytes} bytes of its write-ahead log at startup (${w.detectedAt}); ${w.streams} stream generations were marked`,
+      todo: 'see the corrupt streams above; check the disk',
+    });
+  const rows: ChatSummary[] = [];
+  const byAgent = new Map<string, { connected: boolean; writers: number; last: string | null }>();
+  for (const chat of chats.items) {
+    const { streams } = await c.call('chats.get', { chatId: chat.id });
+    const summaries = [await summarizeStream(c, streams[0]), await summarizeStream(c, streams[1])] as [StreamSummary, StreamSummary];
+    for (const s of summaries) {
+      const a = byAgent.get(s.state.authorAgentId) ?? { connected: false, writers: 0, last: null };
+      a.connected ||= s.state.writer.connected;
+      if (s.state.writer.active) a.writers++;
+      a.last = later(a.last, s.lastActivityAt);
+      byAgent.set(s.state.authorAgentId, a);
+      attention.push(...streamAttention(chat, s.state));
+    }
+    rows.push({ chat, streams: summaries, lastActivityAt: later(summaries[0].lastActivityAt, summaries[1].lastActivityAt) });
+  }
+  rows.sort((x, y) => (y.lastActivityAt ?? '').localeCompare(x.lastActivityAt ?? ''));
+  return {
+    status,
+    keys,
+    agents: agents.items.map((agent) => {
+      const a = byAgent.get(agent.id);
+      return { agent, connected: a?.connected ?? false, writers: a?.writers ?? 0, lastActivityAt: a?.last ?? null };
+    }),
+    chats: rows,
+    moreChats: chats.more,
+    attention,
+  };
+}
