@@ -55,9 +55,9 @@ export interface RunningDaemon {
  */
 export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> {
   const log = createLogger(config.logLevel);
-  // prom-client and its default collectors take a while to load (~0.1 s): loaded while LevelDB
-  // opens rather than before it. Awaited below; the catch only keeps a failed start from also
-  // reporting an unhandled rejection.
+  // prom-client and its default collectors are slow to load (0.5 s on a busy 2-core machine):
+  // loaded while LevelDB opens rather than before it. Awaited below; the catch only keeps a
+  // failed start from also reporting an unhandled rejection.
   const metricsModule = import('./runtime/metrics.js');
   metricsModule.catch(() => undefined);
   const removeGuards = installProcessGuards(log);
