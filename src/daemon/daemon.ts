@@ -41,8 +41,7 @@ import { newToken } from './crypto/tokens.js';
 import { VERSION } from './runtime/version.js';
 import { errorMessage } from './runtime/error-fields.js';
 import { monotonicMs } from './runtime/clock.js';
-import { Metrics } from './runtime/metrics.js';
-import { listenMetrics, type MetricsEndpoint } from './runtime/metrics-http.js';
+import type { MetricsEndpoint } from './runtime/metrics-http.js';
 
 /** A running daemon. */
 export interface RunningDaemon {
@@ -57,6 +56,11 @@ export interface RunningDaemon {
  */
 export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> {
   const log = createLogger(config.logLevel);
+  // prom-client and its default collectors are slow to load (0.5 s on a busy 2-core machine):
+  // loaded while LevelDB opens rather than before it. Awaited below; the catch only keeps a
+  // failed start from also reporting an unhandled rejection.
+  const metricsModule = import('./runtime/metrics.js');
+  metricsModule.catch(() => undefined);
   const removeGuards = installProcessGuards(log);
   const existedBefore = dataDirEntries(config.dataDir);
   prepareDataDir(config.dataDir);
@@ -120,9 +124,13 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const helloLimiter = new HelloLimiter();
     const quotas = new Quotas({ ...DEFAULT_QUOTAS, ...config.quotas }, storage);
     const audit = new Audit(log);
-    const metrics = new Metrics(VERSION);
-    storage.onCommit((writes, seconds) => metrics.committed(writes, seconds));
-    quotas.onHit((quota) => metrics.quotaHit(quota));
+    const metrics = new (await metricsModule).Metrics(VERSION);
+    storage.onCommit((writes, seconds) => {
+      metrics.committed(writes, seconds);
+    });
+    quotas.onHit((quota) => {
+      metrics.quotaHit(quota);
+    });
     const handlers = createHandlers({
       version: VERSION,
       dataDir: config.dataDir,
@@ -148,7 +156,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       handlers,
       log,
       (caller) => directory.stillValid(caller),
-      (error) => metrics.refused(error),
+      (error) => {
+        metrics.refused(error);
+      },
     );
     const server = new SocketServer(rpc, log, {
       maxLineBytes: config.maxLineBytes,
@@ -164,7 +174,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           helloLimiter.forget(c.id);
         });
       },
-      onRefused: (reason) => metrics.connectionRefused(reason),
+      onRefused: (reason) => {
+        metrics.connectionRefused(reason);
+      },
     });
     metrics.observe({
       counts: () => counters.snapshot(),
@@ -175,7 +187,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       followers: () => subscriptions.count,
       connections: () => server.connectionsByRole(),
     });
-    const metricsEndpoint: MetricsEndpoint | null = config.metricsListen ? await listenMetrics(metrics, config.metricsListen, log) : null;
+    const metricsEndpoint: MetricsEndpoint | null = config.metricsListen
+      ? await (await import('./runtime/metrics-http.js')).listenMetrics(metrics, config.metricsListen, log)
+      : null;
     try {
       if (config.socketPath === null) {
         await server.listenFd(3);

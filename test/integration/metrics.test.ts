@@ -163,7 +163,7 @@ describe('daemon.metrics over the socket', () => {
     } finally {
       anon.close();
     }
-    const bad = await admin().call('daemon.metrics', { verbose: true } as never);
+    const bad = await admin().call('daemon.metrics', { verbose: true });
     expect(bad.error?.data?.type).toBe('INVALID_PARAMS');
     const after = await scrape(admin());
     const d = (labels: Record<string, string>) =>
@@ -256,6 +256,29 @@ describe('quota hits', () => {
   });
 });
 
+describe('connections refused at accept', () => {
+  // Two connections in all, both with an admin session (so neither gives way to a newcomer).
+  const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open', '--max-connections', '2'] });
+
+  it('a connection over --max-connections counts in yello_connections_refused_total{reason="MAX_CONNECTIONS"}', async () => {
+    const before = await scrape(admin());
+    const second = await daemon().connectAs();
+    const extra = await connectWire(daemon().socketPath);
+    try {
+      const after = await waitFor(async () => {
+        const s = await scrape(admin());
+        return value(s, 'yello_connections_refused_total', { reason: 'MAX_CONNECTIONS' }) > 0 ? s : null;
+      }, 'the refusal in the counter');
+      expect(value(before, 'yello_connections_refused_total', { reason: 'MAX_CONNECTIONS' })).toBe(0);
+      expect(value(after, 'yello_connections_refused_total', { reason: 'MAX_CONNECTIONS' })).toBe(1);
+      expect(value(after, 'yello_connections', { role: 'admin' })).toBe(2);
+    } finally {
+      extra.close();
+      second.close();
+    }
+  });
+});
+
 describe('corruption marks', () => {
   let d: DaemonProcess | undefined;
   afterAll(async () => {
@@ -295,7 +318,9 @@ function http(
     const req = request(url, { method }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      res.on('end', () => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body });
+      });
     });
     req.on('error', reject);
     req.end();
@@ -368,6 +393,8 @@ describe('--metrics-listen refusals at start', () => {
       const r = await start(args);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr.trim().split('\n')[0]).toMatch(/^yello: .*metrics/);
+      // The daemon knows the options (on the old code this was yargs' "Unknown argument").
+      expect(r.stderr).not.toMatch(/Unknown argument/i);
     }
   });
 

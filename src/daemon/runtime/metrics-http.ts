@@ -61,7 +61,9 @@ export async function listenMetrics(metrics: Metrics, address: { host: string; p
     url: `http://${host}:${bound.port}/metrics`,
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        server.close(() => {
+          resolve();
+        });
         server.closeAllConnections();
       }),
   };
@@ -69,10 +71,14 @@ export async function listenMetrics(metrics: Metrics, address: { host: string; p
 
 async function answer(metrics: Metrics, req: IncomingMessage, res: ServerResponse, log: Logger): Promise<void> {
   const path = (req.url ?? '').split('?')[0];
-  if (path !== '/metrics') return plain(res, 404, 'not found: the only path is GET /metrics\n');
+  if (path !== '/metrics') {
+    plain(res, 404, 'not found: the only path is GET /metrics\n');
+    return;
+  }
   if (req.method !== 'GET') {
     res.setHeader('Allow', 'GET');
-    return plain(res, 405, 'method not allowed: the only request is GET /metrics\n');
+    plain(res, 405, 'method not allowed: the only request is GET /metrics\n');
+    return;
   }
   try {
     const { contentType, text } = await metrics.scrape();

@@ -264,7 +264,7 @@ export class Storage {
       }
       const only = group.length === 1 ? group[0] : undefined;
       const ops = only ? only.ops : coalesce(group);
-      let synced = 0;
+      let synced: number;
       try {
         if (this.#guard) {
           const fresh = this.#guard.fresh(group.flatMap((g) => g.touches));
