@@ -39,9 +39,10 @@ const rec = (ls: Json[], s: string, g: string, p: string) => ls[at(ls, s, g, p)]
 const cp = (ls: Json[], s: string, g: string): Checkpoint => ls[cpAt(ls, s, g)]!.checkpoint!;
 const without = (ls: Json[], ...drop: number[]) => ls.filter((_, j) => !drop.includes(j));
 /** A copy of the export with `change` applied. */
-function edit(change: (ls: Json[]) => Json[] | void): Json[] {
+function edit(change: (ls: Json[]) => unknown): Json[] {
   const ls = structuredClone(lines);
-  return change(ls) ?? ls;
+  const out = change(ls);
+  return Array.isArray(out) ? (out as Json[]) : ls;
 }
 
 /** The ids of the fixture replaced by names, so that expected problems read as text. */
@@ -56,7 +57,7 @@ function named(text: string): string {
 }
 
 /** Every problem verifyExport finds, one string each: `line kind stream/generation#position: problem`. */
-function problems(ls: Array<Json | string | unknown>): string[] {
+function problems(ls: unknown[]): string[] {
   const text = ls.map((l) => (typeof l === 'string' ? l : JSON.stringify(l)));
   return verifyExport(text, jwks).problems.map((p) =>
     named(`${p.line} ${p.kind} ${p.streamId}/${p.generation}#${p.position}: ${p.problem}`),
