@@ -1124,6 +1124,38 @@ describe('receipts', () => {
   });
 });
 
+describe('more mutation guards (found by the run)', () => {
+  it('a record of an unknown type is not a record, even carrying a fence', () => {
+    const r = structuredClone(rec(lines, A, '1', '0'));
+    (r.wrapper as { type: string }).type = 'chat.note';
+    expect(problems([r])).toEqual(['1 NOT_A_RECORD A/1#0: not a stored record']);
+  });
+
+  it('a later, higher receipt of the same peer generation is the one compared with the checkpoint', () => {
+    const found = problems(
+      edit((ls) => {
+        const c = cp(ls, A, '1');
+        c.nextPosition = '3';
+        c.recordCount = '3';
+        receiptOf(rec(ls, B, '1', '3')).nextPosition = '3';
+        const r = structuredClone(rec(ls, B, '1', '3'));
+        r.position = '5';
+        r.wrapper.operationId = 'op-second';
+        r.wrapper.recordIndex = 0;
+        receiptOf(r).nextPosition = '4';
+        ls.splice(15, 0, r);
+        cp(ls, B, '1').nextPosition = '6';
+        cp(ls, B, '1').recordCount = '6';
+        cp(ls, B, '1').createdAt = c.createdAt;
+        return without(ls, 3, 4);
+      }),
+    );
+    expect(found.filter((p) => p.includes('RECEIPT'))).toEqual([
+      "14 RECEIPT B/1#5: the receipt acknowledges A generation 1 before position 4, but the export's checkpoint of it ends at 3: positions 3 were acknowledged and are not in the export",
+    ]);
+  });
+});
+
 describe('verifyCheckpoint (verify.ts) says what failed', () => {
   const problemOf = (c: Checkpoint): string => {
     try {
