@@ -23,7 +23,7 @@
 export default {
   packageManager: 'npm',
   testRunner: 'vitest',
-  plugins: ['@stryker-mutator/vitest-runner', './test/mutation/ignore-logging.mjs'],
+  plugins: ['@stryker-mutator/vitest-runner', './test/mutation/ignore-logging.mjs', './test/mutation/ignore-error-messages.mjs'],
   vitest: {
     configFile: 'vitest.mutation.config.ts',
     // The integration tests import no daemon module: "related" files would find none of them.
@@ -47,7 +47,9 @@ export default {
     'src/client/inbox.ts',
     'src/mcp/chat-session.ts',
   ],
-  ignorers: ['logging'],
+  // 'logging': no mutants inside pino log calls; 'error-messages': none in the human message text
+  // given to an error constructor (its type, reason and data are still mutated). See the files.
+  ignorers: ['logging', 'error-messages'],
   ignorePatterns: ['dist', 'reports', '.stryker-tmp', '.tmp', 'bench', 'examples'],
   tempDirName: '.stryker-tmp',
   concurrency: 2,
