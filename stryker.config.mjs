@@ -23,7 +23,7 @@
 export default {
   packageManager: 'npm',
   testRunner: 'vitest',
-  plugins: ['@stryker-mutator/vitest-runner', './test/mutation/ignore-logging.mjs'],
+  plugins: ['@stryker-mutator/vitest-runner', './test/mutation/ignore-logging.mjs', './test/mutation/ignore-error-messages.mjs'],
   vitest: {
     configFile: 'vitest.mutation.config.ts',
     // The integration tests import no daemon module: "related" files would find none of them.
@@ -47,7 +47,14 @@ export default {
     'src/client/inbox.ts',
     'src/mcp/chat-session.ts',
   ],
-  ignorers: ['logging'],
+  // 'logging': no mutants inside pino log calls; 'error-messages': none in the human message text
+  // given to an error constructor (its type, reason and data are still mutated). See the files.
+  ignorers: ['logging', 'error-messages'],
+  // Mutants in top-level code (constants, regexes built at import) take effect only when a module
+  // is loaded, and the vitest runner keeps modules loaded between mutants: they were reported
+  // survived without ever being switched on (test/MUTATION.md, mut-core section). Left out, not
+  // counted as killed; a planted bug in such code is still caught by the normal suite.
+  ignoreStatic: true,
   ignorePatterns: ['dist', 'reports', '.stryker-tmp', '.tmp', 'bench', 'examples'],
   tempDirName: '.stryker-tmp',
   concurrency: 2,
