@@ -13,6 +13,7 @@ import { feedChat } from './chat-feed.js';
 import { allowedHosts, csrfOk, SECURITY_HEADERS, sameOrigin, sessionCookie, Sessions, type Session } from './guard.js';
 import { html } from './html.js';
 import { gatherOverview } from './overview.js';
+import { QuotaWatch } from './quota-watch.js';
 import { chatPage, overviewPage, refusalPage, resultPage, verifyPage } from './pages.js';
 
 /** Where the console listens. */
@@ -68,6 +69,8 @@ async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
 /** Start the console; it serves until `close()`. */
 export async function startConsole(options: ConsoleOptions): Promise<RunningConsole> {
   const { client } = options;
+  // Quota refusals are counted by the daemon; the console remembers earlier counts (quota-watch.ts).
+  const quotas = new QuotaWatch();
   const sessions = new Sessions();
   let hosts = new Set<string>();
   let feeds = 0;
@@ -108,7 +111,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     if (req.method === 'POST') return post(req, res, session, path);
     if (req.method !== 'GET') throw new HttpRefusal(405, 'Method not allowed', 'only GET and POST');
     if (path === '/') {
-      answer(res, 200, HTML, overviewPage(await gatherOverview(client), session));
+      answer(res, 200, HTML, overviewPage(await gatherOverview(client, quotas), session));
       return;
     }
     if (path === '/verify') {

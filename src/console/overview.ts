@@ -4,6 +4,7 @@
 import type { Agent, Chat, StoredRecord, StreamState, YelloClient } from '../client/index.js';
 import type { DaemonStatus } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
+import type { QuotaWatch } from './quota-watch.js';
 
 /** Reads counting unread messages stop here; the count then says "at least". */
 const UNREAD_SCAN_LIMIT = 1000;
@@ -38,7 +39,7 @@ export interface AgentSummaryRow {
 
 /** Something a person has to look at, with what to do about it. */
 export interface Attention {
-  kind: 'read-only' | 'corrupt' | 'wal-loss' | 'break' | 'trimmed-unread' | 'abandoned-writer';
+  kind: 'read-only' | 'corrupt' | 'wal-loss' | 'break' | 'trimmed-unread' | 'abandoned-writer' | 'quota';
   what: string;
   todo: string;
   /** The chat it concerns, to link to. */
@@ -150,8 +151,14 @@ function streamAttention(chat: Chat, s: StreamState): Attention[] {
   return out;
 }
 
-/** Gather the overview. */
-export async function gatherOverview(c: YelloClient): Promise<Overview> {
+const QUOTA_FLAGS: Record<string, string> = {
+  appendRate: '--quota-append-records / --quota-append-bytes',
+  storedBytes: '--quota-stored-bytes',
+  claimRate: '--quota-claims-per-minute',
+};
+
+/** Gather the overview; `quotas` (one per console) tells which quotas refused lately. */
+export async function gatherOverview(c: YelloClient, quotas?: QuotaWatch): Promise<Overview> {
   const [status, keys] = await Promise.all([c.call('daemon.status', {}), c.call('keys.list', {})]);
   const agents = await all(async (cursor) => {
     const p = await c.call('agents.list', { cursor, limit: 500 });
@@ -181,6 +188,12 @@ export async function gatherOverview(c: YelloClient): Promise<Overview> {
       kind: 'wal-loss',
       what: `LevelDB dropped ${w.bytes} bytes of its write-ahead log at startup (${w.detectedAt}); ${w.streams} stream generations were marked`,
       todo: 'see the corrupt streams above; check the disk',
+    });
+  for (const q of (await quotas?.look(c)) ?? [])
+    attention.push({
+      kind: 'quota',
+      what: `the ${q.quota} quota refused ${q.count} call${q.count === 1 ? '' : 's'} ${q.sinceStart ? 'since the daemon started' : 'in the last 10 minutes'}`,
+      todo: `an agent is writing faster or storing more than the daemon allows: its tool shows RATE_LIMITED or QUOTA_EXCEEDED (the daemon log's rate-limited lines name the agent); slow it down, trim its streams, or raise ${QUOTA_FLAGS[q.quota] ?? 'the quota'} (docs/security.md "Quotas")`,
     });
   const rows: ChatSummary[] = [];
   const byAgent = new Map<string, { connected: boolean; writers: number; last: string | null }>();

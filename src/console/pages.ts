@@ -42,7 +42,9 @@ export function overviewPage(o: Overview, session: Session): string {
       <h2 id="attention-h">Needs a person</h2>
       ${
         o.attention.length === 0
-          ? html`<p class="ok">Nothing needs you: no breaks, no damage, no abandoned writers, storage writable.</p>`
+          ? html`<p class="ok">
+              Nothing needs you: no breaks, no damage, no abandoned writers, no quota refusals lately, storage writable.
+            </p>`
           : html`<ul>
               ${o.attention.map(
                 (a) =>
@@ -55,8 +57,8 @@ export function overviewPage(o: Overview, session: Session): string {
             </ul>`
       }
       <p class="note">
-        Appends paused on an unknown outcome and quota refusals are known only to the agent's own tools (its MCP server or Coordinator
-        logs); the daemon does not record them.
+        Appends paused on an unknown outcome are known only to the agent's own tools (its MCP server's operation_status or the Coordinator's
+        events); the daemon does not record them. Quota refusals come from the daemon's counters.
       </p>
     </section>
     <section aria-labelledby="health-h">
