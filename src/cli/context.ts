@@ -147,6 +147,8 @@ export async function withClient<T>(connect: Promise<YelloClient>, fn: (c: Yello
 
 /** Accept an agent id or a username. */
 export async function resolveAgentId(client: YelloClient, ref: string): Promise<string> {
+  // `@bob` is how people (and the MCP tools) name an agent; usernames never start with `@`.
+  if (ref.startsWith('@')) ref = ref.slice(1);
   if (ref.startsWith('agt_')) {
     try {
       return (await client.call('agents.get', { agentId: ref })).agent.id;

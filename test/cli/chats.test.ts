@@ -42,7 +42,8 @@ describe('chats', () => {
     expect(m, created.stdout).not.toBeNull();
     chatId = m![1]!;
     expect(created.stderr).toMatch(new RegExp(`^created chat ${chatId} \\(`));
-    const reopened = await alice.ok(['chats', 'open', 'bob']);
+    // `@bob` names the agent as the MCP tools and people do.
+    const reopened = await alice.ok(['chats', 'open', '@bob']);
     expect(reopened.stdout).toBe(`${chatId}\n`);
     expect(reopened.stderr).toMatch(new RegExp(`^found chat ${chatId} \\(`));
     streamA = `${chatId}:${aliceId}`;
