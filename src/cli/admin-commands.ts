@@ -14,7 +14,7 @@ import {
   type GlobalArgs,
 } from './context.js';
 import { CliError, errorMessage, EXIT, printJson, printObject, printTable } from './output.js';
-import { allPages, CLI_PAGE } from './list-pages.js';
+import { allPages, LIST_PAGE } from '../client/list-pages.js';
 import { readSecretFile, SecretFileSink } from './secret-files.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
 
@@ -82,9 +82,9 @@ export function coordinatorTokenArg(args: { 'coordinator-token'?: string; 'coord
 async function usernames(c: YelloClient, ids: string[]): Promise<(id: string) => string> {
   const unique = [...new Set(ids)];
   const known = new Map<string, string>();
-  if (unique.length > CLI_PAGE) {
+  if (unique.length > LIST_PAGE) {
     const agents = await allPages(
-      (cursor) => c.call('agents.list', { limit: CLI_PAGE, ...cursor }),
+      (cursor) => c.call('agents.list', { limit: LIST_PAGE, ...cursor }),
       (p) => p.agents,
     );
     for (const a of agents) known.set(a.id, a.username);
@@ -218,7 +218,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           await withClient(connectAny(args), async (c) => {
             const r = {
               agents: await allPages(
-                (cursor) => c.call('agents.list', { limit: CLI_PAGE, ...cursor }),
+                (cursor) => c.call('agents.list', { limit: LIST_PAGE, ...cursor }),
                 (p) => p.agents,
               ),
             };
@@ -338,7 +338,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
               const filter = args.agent ? { agentId: await resolveAgentId(c, args.agent) } : {};
               const r = {
                 grants: await allPages(
-                  (cursor) => c.call('grants.list', { ...filter, limit: CLI_PAGE, ...cursor }),
+                  (cursor) => c.call('grants.list', { ...filter, limit: LIST_PAGE, ...cursor }),
                   (p) => p.grants,
                 ),
               };
@@ -502,7 +502,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                   })
                 : {
                     operations: await allPages(
-                      (cur) => c.call('operations.list', { streamId: args.streamId, limit: CLI_PAGE, ...cur }),
+                      (cur) => c.call('operations.list', { streamId: args.streamId, limit: LIST_PAGE, ...cur }),
                       (p) => p.operations,
                     ),
                     nextCursor: null,

@@ -4,7 +4,7 @@ import { connectAny, getChat, resolveAgentId, withClient, type GlobalArgs } from
 import { exportCommand } from './export-command.js';
 import { followCommands } from './follow-command.js';
 import { formatRecord } from './format.js';
-import { allPages, CLI_PAGE } from './list-pages.js';
+import { allPages, LIST_PAGE } from '../client/list-pages.js';
 import { CliError, EXIT, printJson, printObject, printTable } from './output.js';
 import { printWholeChat, readWholeChat } from './whole-history.js';
 import { sendCommands } from './send-commands.js';
@@ -65,7 +65,7 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                 ? await c.call('chats.list', { limit: args.limit ?? 100, ...(args.cursor ? { cursor: args.cursor } : {}) })
                 : {
                     chats: await allPages(
-                      (cur) => c.call('chats.list', { limit: CLI_PAGE, ...cur }),
+                      (cur) => c.call('chats.list', { limit: LIST_PAGE, ...cur }),
                       (p) => p.chats,
                     ),
                     nextCursor: null,

@@ -5,6 +5,7 @@ import type { Agent, Chat, StoredRecord, StreamState, YelloClient } from '../cli
 import type { DaemonStatus } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
 import type { QuotaWatch } from './quota-watch.js';
+import { allPages, LIST_PAGE } from '../client/list-pages.js';
 
 /** Reads counting unread messages stop here; the count then says "at least". */
 const UNREAD_SCAN_LIMIT = 1000;
@@ -54,22 +55,6 @@ export interface Overview {
   chats: ChatSummary[];
   moreChats: boolean;
   attention: Attention[];
-}
-
-/** Every page of a list method. */
-async function all<T>(
-  page: (cursor: string | undefined) => Promise<{ items: T[]; next: string | null }>,
-  cap = Infinity,
-): Promise<{ items: T[]; more: boolean }> {
-  const items: T[] = [];
-  let cursor: string | undefined;
-  for (;;) {
-    const p = await page(cursor);
-    items.push(...p.items);
-    if (p.next === null) return { items, more: false };
-    if (items.length >= cap) return { items: items.slice(0, cap), more: true };
-    cursor = p.next;
-  }
 }
 
 /** The time a record carries: a message's signature time, a fence's claim time; receipts carry none. */
@@ -160,14 +145,16 @@ const QUOTA_FLAGS: Record<string, string> = {
 /** Gather the overview; `quotas` (one per console) tells which quotas refused lately. */
 export async function gatherOverview(c: YelloClient, quotas?: QuotaWatch): Promise<Overview> {
   const [status, keys] = await Promise.all([c.call('daemon.status', {}), c.call('keys.list', {})]);
-  const agents = await all(async (cursor) => {
-    const p = await c.call('agents.list', { cursor, limit: 500 });
-    return { items: p.agents, next: p.nextCursor };
-  });
-  const chats = await all(async (cursor) => {
-    const p = await c.call('chats.list', { cursor, limit: 500 });
-    return { items: p.chats, next: p.nextCursor };
-  }, OVERVIEW_CHAT_LIMIT);
+  const agents = await allPages(
+    (cursor) => c.call('agents.list', { ...cursor, limit: LIST_PAGE }),
+    (p) => p.agents,
+  );
+  const found = await allPages(
+    (cursor) => c.call('chats.list', { ...cursor, limit: LIST_PAGE }),
+    (p) => p.chats,
+    OVERVIEW_CHAT_LIMIT + 1,
+  );
+  const chats = { items: found.slice(0, OVERVIEW_CHAT_LIMIT), more: found.length > OVERVIEW_CHAT_LIMIT };
   const attention: Attention[] = [];
   if (status.storage === 'read-only')
     attention.push({
@@ -214,7 +201,7 @@ export async function gatherOverview(c: YelloClient, quotas?: QuotaWatch): Promi
   return {
     status,
     keys,
-    agents: agents.items.map((agent) => {
+    agents: agents.map((agent) => {
       const a = byAgent.get(agent.id);
       return { agent, connected: a?.connected ?? false, writers: a?.writers ?? 0, lastActivityAt: a?.last ?? null };
     }),

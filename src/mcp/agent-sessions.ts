@@ -1,5 +1,6 @@
 import { Inbox, InvalidParamsError, NotFoundError, type Agent, type Chat, type HelloResult, type YelloClient } from '../client/index.js';
 import { PeerHead } from '../client/peer-head.js';
+import { allPages, LIST_PAGE } from '../client/list-pages.js';
 import { ChatSession, type ChatSessionOptions } from './chat-session.js';
 import { DaemonLink } from './daemon-link.js';
 import type { McpLog } from './log.js';
@@ -116,18 +117,18 @@ export class AgentSessions {
     );
   }
 
-  async #allAgents(): Promise<Agent[]> {
-    const all: Agent[] = [];
-    let cursor: string | null = null;
-    do {
-      const page: { agents: Agent[]; nextCursor: string | null } = await this.link.call('agents.list', {
-        limit: 500,
-        ...(cursor ? { cursor } : {}),
-      });
-      all.push(...page.agents);
-      cursor = page.nextCursor;
-    } while (cursor);
-    return all;
+  #allChats(): Promise<Chat[]> {
+    return allPages(
+      (c) => this.link.call('chats.list', { limit: LIST_PAGE, ...c }),
+      (p) => p.chats,
+    );
+  }
+
+  #allAgents(): Promise<Agent[]> {
+    return allPages(
+      (c) => this.link.call('agents.list', { limit: LIST_PAGE, ...c }),
+      (p) => p.agents,
+    );
   }
 
   /**
@@ -140,29 +141,15 @@ export class AgentSessions {
     let candidates: Agent[];
     if (policy === 'open') candidates = (await this.#allAgents()).filter((a) => a.id !== agentId);
     else {
-      const granted = new Set<string>();
-      let cursor: string | null = null;
-      do {
-        const page: { grants: Array<{ peerAgentId: string }>; nextCursor: string | null } = await this.link.call('grants.list', {
-          agentId,
-          limit: 500,
-          ...(cursor ? { cursor } : {}),
-        });
-        for (const g of page.grants) granted.add(g.peerAgentId);
-        cursor = page.nextCursor;
-      } while (cursor);
+      const grants = await allPages(
+        (c) => this.link.call('grants.list', { agentId, limit: LIST_PAGE, ...c }),
+        (p) => p.grants,
+      );
+      const granted = new Set(grants.map((g) => g.peerAgentId));
       candidates = (await this.#allAgents()).filter((a) => granted.has(a.id));
     }
     const chats = new Map<string, string>();
-    let cursor: string | null = null;
-    do {
-      const page: { chats: Chat[]; nextCursor: string | null } = await this.link.call('chats.list', {
-        limit: 500,
-        ...(cursor ? { cursor } : {}),
-      });
-      for (const c of page.chats) chats.set(c.agentAId === agentId ? c.agentBId : c.agentAId, c.id);
-      cursor = page.nextCursor;
-    } while (cursor);
+    for (const c of await this.#allChats()) chats.set(c.agentAId === agentId ? c.agentBId : c.agentAId, c.id);
     const peers = candidates
       .filter((a) => !a.disabled)
       .map((agent) => ({ agent, chatId: chats.get(agent.id) ?? null }))
@@ -191,15 +178,7 @@ export class AgentSessions {
       this.#head(client, n.chat);
       if (fresh) this.#opts.onChatOpened?.(n.chat);
     });
-    let cursor: string | null = null;
-    do {
-      const page: { chats: Chat[]; nextCursor: string | null } = await this.link.call('chats.list', {
-        limit: 500,
-        ...(cursor ? { cursor } : {}),
-      });
-      for (const chat of page.chats) this.#head(client, chat);
-      cursor = page.nextCursor;
-    } while (cursor);
+    for (const chat of await this.#allChats()) this.#head(client, chat);
     const inbox = await Inbox.open(client);
     if (this.#closed) {
       await inbox.close();
