@@ -113,7 +113,7 @@ describe('appender (mutation guards)', () => {
     let checked = 0;
     for (const w of writers) {
       for (const rec of await readAll(admin(), w.streamId)) {
-        if (rec.wrapper?.type !== 'chat.message') continue;
+        if (rec.wrapper.type !== 'chat.message') continue;
         const m = messageOf(rec);
         expect(m.signature.value, `${rec.streamId}#${rec.position}`).not.toBe('');
         expect(messageProblems(m, keys), `${rec.streamId}#${rec.position}`).toEqual([]);

@@ -18,7 +18,7 @@ const { daemon, admin, restart } = useDaemon();
 const pad = (n: number): string => n.toString().padStart(16, '0');
 
 /** Runs `edit` on the stopped daemon's LevelDB. */
-async function editStore(edit: (db: ClassicLevel<string, string>) => Promise<void>): Promise<void> {
+async function editStore(edit: (db: ClassicLevel) => Promise<void>): Promise<void> {
   const db = new ClassicLevel<string, string>(path.join(daemon().dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
   await db.open();
   try {
@@ -29,11 +29,7 @@ async function editStore(edit: (db: ClassicLevel<string, string>) => Promise<voi
 }
 
 async function marks(): Promise<Array<{ streamId: string; generation: string | null; fromPosition: string }>> {
-  return ok(await admin().call('daemon.status', {})).integrity.corruptStreams as Array<{
-    streamId: string;
-    generation: string | null;
-    fromPosition: string;
-  }>;
+  return ok(await admin().call('daemon.status', {})).integrity.corruptStreams;
 }
 
 describe('stream heads (mutation guards)', () => {

@@ -43,15 +43,16 @@ describe('operations (mutation guards)', () => {
     const c = await setupChat(daemon(), admin());
     const [op] = await appendOps(c, 1);
     const info = await get(c, op!.operationId);
-    expect(info).toEqual({
+    const { committedAt, requestDigest, ...rest } = info;
+    expect(rest).toEqual({
       operationId: op!.operationId,
       state: 'committed',
       generation: '1',
       firstPosition: op!.firstPosition,
       nextPosition: op!.nextPosition,
-      committedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
-      requestDigest: expect.stringMatching(/^.{16,}$/),
     });
+    expect(committedAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    expect(requestDigest).toMatch(/^.{16,}$/);
     const never = uniq('op-never');
     expect(await get(c, never)).toEqual({
       operationId: never,
