@@ -31,6 +31,10 @@ async function get(c: ReadingChat, operationId: string): Promise<OperationInfo> 
   return ok(await c.alice.client.call('operations.get', { streamId: c.streamA, operationId }), 'operations.get');
 }
 
+async function marks() {
+  return ok(await admin().call('daemon.status', {}), 'daemon.status').integrity.corruptStreams;
+}
+
 /** The response is STORAGE_FAILURE (5030) / CORRUPT of `streamId` from `fromPosition`. */
 function expectCorrupt(r: WireResponse, streamId: string, fromPosition: string): void {
   expect(r.result, 'expected STORAGE_FAILURE/CORRUPT, got a result').toBeUndefined();
@@ -63,6 +67,18 @@ describe('operations (mutation guards)', () => {
       committedAt: null,
       requestDigest: null,
     });
+  });
+
+  it('operations.get is scoped to its stream: an operationId committed in the peer stream is unknown here', async () => {
+    // operations.ts get: the confirming scan covers this stream's operation log only.
+    const c = await setupChat(daemon(), admin());
+    const operationId = uniq('op-shared');
+    await c.wb.append(messages(uniq('peer'), 1), operationId);
+    await c.wa.send('own', 1);
+    expect((await get(c, operationId)).state).toBe('unknown');
+    const peer = ok(await c.bob.client.call('operations.get', { streamId: c.streamB, operationId }), 'operations.get');
+    expect(peer.state).toBe('committed');
+    expect(await marks()).not.toContainEqual(expect.objectContaining({ streamId: c.streamA }));
   });
 
   it('operations.get sent right behind its append is pending or committed, never unknown', async () => {
@@ -103,8 +119,12 @@ describe('operations (mutation guards)', () => {
     const c = await setupChat(daemon(), admin());
     const outsider = await createAgent(admin(), daemon().socketPath);
     const missing = `${c.chatId}:agt_WWWWWWWWWWWWWWWWWWWWWWWWWW`;
-    expectError(await admin().call('operations.get', { streamId: missing, operationId: 'x' }), 'NOT_FOUND');
-    expectError(await admin().call('operations.list', { streamId: missing }), 'NOT_FOUND');
+    for (const r of [
+      await admin().call('operations.get', { streamId: missing, operationId: 'x' }),
+      await admin().call('operations.list', { streamId: missing }),
+    ]) {
+      expect(expectError(r, 'NOT_FOUND')).toEqual({ type: 'NOT_FOUND', kind: 'stream', id: missing });
+    }
     expectError(await outsider.client.call('operations.get', { streamId: c.streamA, operationId: 'x' }), 'PERMISSION_DENIED');
     expectError(await outsider.client.call('operations.list', { streamId: c.streamA }), 'PERMISSION_DENIED');
   });
@@ -214,8 +234,13 @@ describe('operations (mutation guards)', () => {
       forList.streamA,
       lOps[1]!.firstPosition,
     );
-    const marks = ok(await admin().call('daemon.status', {})).integrity.corruptStreams;
-    expect(marks.find((m) => m.streamId === forGet.streamA)).toMatchObject({ generation: '1', fromPosition: gOps[1]!.firstPosition });
-    expect(marks.find((m) => m.streamId === forList.streamA)).toMatchObject({ generation: '1', fromPosition: lOps[1]!.firstPosition });
+    const found = await marks();
+    const getMark = found.find((m) => m.streamId === forGet.streamA);
+    const listMark = found.find((m) => m.streamId === forList.streamA);
+    expect(getMark).toMatchObject({ generation: '1', fromPosition: gOps[1]!.firstPosition });
+    expect(listMark).toMatchObject({ generation: '1', fromPosition: lOps[1]!.firstPosition });
+    // The mark says which operation and why (what `yello doctor` and daemon.status show).
+    expect(getMark?.detail).toBe(`operation ${gOps[1]!.operationId} is in the operation log but its entry is missing`);
+    expect(listMark?.detail).toBe(`operation ${lOps[1]!.operationId} is in the operation log but missing`);
   });
 });
