@@ -15,7 +15,6 @@ import { K } from '../../src/daemon/store/key-layout.js';
 import { streamCheckpoint } from '../../src/daemon/streams/checkpoints.js';
 import { CHECKPOINT_TYPE } from '../../src/shared/checkpoint.js';
 import { YelloError } from '../../src/shared/errors.js';
-import type { Checkpoint } from '../../src/shared/types.js';
 import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
 
 const open: InProcessStore[] = [];
@@ -69,9 +68,13 @@ describe('streams.checkpoint', () => {
     });
     expect(c.chainDigest).toBe(await digestOf(s, w.streamId, 1, 2, 6));
     expect(Date.now() - Date.parse(c.createdAt)).toBeLessThan(60_000);
-    expect(() => verifyCheckpoint(c, signer.jwks())).not.toThrow();
+    expect(() => {
+      verifyCheckpoint(c, signer.jwks());
+    }).not.toThrow();
     // The signature covers the fields: another count does not verify.
-    expect(() => verifyCheckpoint({ ...c, recordCount: '3' } as Checkpoint, signer.jwks())).toThrow();
+    expect(() => {
+      verifyCheckpoint({ ...c, recordCount: '3' }, signer.jwks());
+    }).toThrow();
   });
 
   it('an explicit range [from, next) counts and digests exactly those records', async () => {
@@ -80,7 +83,9 @@ describe('streams.checkpoint', () => {
     expect(c).toMatchObject({ firstPosition: '2', nextPosition: '5', recordCount: '3' });
     expect(c.chainDigest).toBe(await digestOf(s, w.streamId, 1, 2, 5));
     expect(c.chainDigest).not.toBe(await digestOf(s, w.streamId, 1, 2, 6));
-    expect(() => verifyCheckpoint(c, signer.jwks())).not.toThrow();
+    expect(() => {
+      verifyCheckpoint(c, signer.jwks());
+    }).not.toThrow();
     const onlyFrom = await cp({ fromPosition: 4 });
     expect(onlyFrom).toMatchObject({ firstPosition: '4', nextPosition: '7', recordCount: '3' });
     const onlyNext = await cp({ nextPosition: 3 });
@@ -146,7 +151,11 @@ describe('streams.checkpoint', () => {
         generation: 1,
         expectedPosition: next,
         operationId: `op-page-${op}`,
-        records: Array.from({ length: 400 }, (_, i) => ({ type: 'chat.message' as const, messageId: `p${op}-${i}`, content: `${op}/${i}` })),
+        records: Array.from({ length: 400 }, (_, i) => ({
+          type: 'chat.message' as const,
+          messageId: `p${op}-${i}`,
+          content: `${op}/${i}`,
+        })),
       });
       next += 400;
     }
@@ -180,7 +189,9 @@ describe('streams.checkpoint', () => {
     expect(await failure(cp({ nextPosition: 5 }))).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'CORRUPT', fromPosition: '4' });
     const below = await cp({ nextPosition: 4 });
     expect(below).toMatchObject({ firstPosition: '0', nextPosition: '4', recordCount: '4' });
-    expect(() => verifyCheckpoint(below, signer.jwks())).not.toThrow();
+    expect(() => {
+      verifyCheckpoint(below, signer.jwks());
+    }).not.toThrow();
     expect(await cp({ fromPosition: 1, nextPosition: 3 })).toMatchObject({ recordCount: '2' });
     // An empty explicit range claims no record, wherever it lies.
     expect(await cp({ fromPosition: 5, nextPosition: 5 })).toMatchObject({ recordCount: '0' });

@@ -44,7 +44,7 @@ describe('chat cursor shapes', () => {
     expect(isHistoryCursor({ ...good, d: '' })).toBe(false);
     expect(isHistoryCursor({ ...good, c: 7 })).toBe(false);
     for (const member of ['c', 'd', 'g', 'h', 'f', 'p'] as const) {
-      const { [member]: _dropped, ...rest } = good;
+      const rest = Object.fromEntries(Object.entries(good).filter(([k]) => k !== member));
       expect(isHistoryCursor(rest), `without ${member}`).toBe(false);
     }
     for (const member of ['g', 'h', 'f', 'p'] as const) {
@@ -73,17 +73,45 @@ function denial(fn: () => void): Record<string, unknown> {
 
 describe('stream access', () => {
   it('assertReader: the author, the peer and the admin read; any other agent is NOT_PARTICIPANT', () => {
-    expect(() => assertReader(agent('alice'), meta)).not.toThrow();
-    expect(() => assertReader(agent('bob'), meta)).not.toThrow();
-    expect(() => assertReader(admin, meta)).not.toThrow();
-    expect(denial(() => assertReader(agent('carol'), meta))).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_PARTICIPANT' });
+    expect(() => {
+      assertReader(agent('alice'), meta);
+    }).not.toThrow();
+    expect(() => {
+      assertReader(agent('bob'), meta);
+    }).not.toThrow();
+    expect(() => {
+      assertReader(admin, meta);
+    }).not.toThrow();
+    expect(
+      denial(() => {
+        assertReader(agent('carol'), meta);
+      }),
+    ).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_PARTICIPANT' });
   });
 
   it('assertAuthor: only the agent the stream id names; the peer, another agent, the admin and a malformed id are NOT_AUTHOR', () => {
-    expect(() => assertAuthor(agent('alice'), 'chat1:alice')).not.toThrow();
-    expect(denial(() => assertAuthor(agent('bob'), 'chat1:alice'))).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
-    expect(denial(() => assertAuthor(agent('carol'), 'chat1:alice'))).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
-    expect(denial(() => assertAuthor(admin, 'chat1:alice'))).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
-    expect(denial(() => assertAuthor(agent('alice'), 'not-a-stream-id'))).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
+    expect(() => {
+      assertAuthor(agent('alice'), 'chat1:alice');
+    }).not.toThrow();
+    expect(
+      denial(() => {
+        assertAuthor(agent('bob'), 'chat1:alice');
+      }),
+    ).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
+    expect(
+      denial(() => {
+        assertAuthor(agent('carol'), 'chat1:alice');
+      }),
+    ).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
+    expect(
+      denial(() => {
+        assertAuthor(admin, 'chat1:alice');
+      }),
+    ).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
+    expect(
+      denial(() => {
+        assertAuthor(agent('alice'), 'not-a-stream-id');
+      }),
+    ).toEqual({ type: 'PERMISSION_DENIED', reason: 'NOT_AUTHOR' });
   });
 });

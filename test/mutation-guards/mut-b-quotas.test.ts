@@ -47,14 +47,26 @@ describe('append rate (records)', () => {
     const q = new Quotas({ ...off, appendRecordsPerSecond: 2 }, s.store.storage, t.now);
     q.onHit((quota) => hits.push(quota));
     q.admitAppend('a', 20, 1); // the whole burst (2/s × 10 s)
-    expect(refusal(() => q.admitAppend('a', 1, 1))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 500 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 1);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 500 });
     expect(hits).toEqual(['appendRate']);
     // Nothing was taken by the refusal: after 250 ms half a token is there, after 500 all of it.
     t.advance(250);
-    expect(refusal(() => q.admitAppend('a', 1, 1))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 250 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 1);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 250 });
     t.advance(250);
     q.admitAppend('a', 1, 1);
-    expect(refusal(() => q.admitAppend('a', 2, 1))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 1000 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 2, 1);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 1000 });
     // Another agent has its own bucket.
     q.admitAppend('b', 20, 1);
   });
@@ -64,11 +76,19 @@ describe('append rate (records)', () => {
     const t = clock();
     const q = new Quotas({ ...off, appendRecordsPerSecond: 1 }, s.store.storage, t.now);
     q.admitAppend('a', 4, 1); // 6 of 10 left
-    expect(refusal(() => q.admitAppend('a', 50, 1))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 4000 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 50, 1);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 4000 });
     t.advance(4000);
     q.admitAppend('a', 50, 1); // the bucket was full: admitted, and it is now 40 in debt
     t.advance(10_000);
-    expect(refusal(() => q.admitAppend('a', 1, 1))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 31_000 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 1);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 31_000 });
   });
 
   it('the bucket holds no more than its capacity however long it rests', async () => {
@@ -78,7 +98,11 @@ describe('append rate (records)', () => {
     q.admitAppend('a', 1, 1);
     t.advance(3_600_000);
     q.admitAppend('a', 10, 1);
-    expect(refusal(() => q.admitAppend('a', 1, 1))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 1000 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 1);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 1000 });
   });
 });
 
@@ -90,10 +114,22 @@ describe('append rate (bytes)', () => {
     const q = new Quotas({ ...off, appendRecordsPerSecond: 1, appendBytesPerSecond: 100 }, s.store.storage, t.now);
     q.onHit((quota) => hits.push(quota));
     q.admitAppend('a', 1, 1000); // bytes bucket: 1000 (100/s × 10 s), now empty; records 9 left
-    expect(refusal(() => q.admitAppend('a', 1, 250))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 2500 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 250);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 2500 });
     q.admitAppend('a', 9, 0); // records bucket empty as well, bytes still empty
-    expect(refusal(() => q.admitAppend('a', 3, 50))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 3000 });
-    expect(refusal(() => q.admitAppend('a', 1, 500))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 5000 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 3, 50);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 3000 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 500);
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 5000 });
     expect(hits).toEqual(['appendRate', 'appendRate', 'appendRate']);
     t.advance(5000);
     q.admitAppend('a', 1, 500);
@@ -120,13 +156,25 @@ describe('claims per minute', () => {
     q.admitClaim('a');
     q.admitClaim('a');
     q.admitClaim('a');
-    expect(refusal(() => q.admitClaim('a'))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 20_000 });
+    expect(
+      refusal(() => {
+        q.admitClaim('a');
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 20_000 });
     expect(hits).toEqual(['claimRate']);
     t.advance(10_000);
-    expect(refusal(() => q.admitClaim('a'))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 10_000 });
+    expect(
+      refusal(() => {
+        q.admitClaim('a');
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 10_000 });
     t.advance(10_000);
     q.admitClaim('a');
-    expect(refusal(() => q.admitClaim('a'))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 20_000 });
+    expect(
+      refusal(() => {
+        q.admitClaim('a');
+      }),
+    ).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 20_000 });
     q.admitClaim('b');
     // Claims and appends are separate buckets.
     q.admitAppend('a', 1, 1);
@@ -142,7 +190,11 @@ describe('stored bytes', () => {
     q.admitAppend('a', 1, 600);
     q.appended('a', 600);
     q.admitAppend('a', 1, 400); // 600 + 400 = 1000: at the limit
-    expect(refusal(() => q.admitAppend('a', 1, 401))).toEqual({
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 401);
+      }),
+    ).toEqual({
       type: 'QUOTA_EXCEEDED',
       quota: 'storedBytes',
       limit: 1000,
@@ -151,7 +203,11 @@ describe('stored bytes', () => {
     });
     expect(hits).toEqual(['storedBytes']);
     q.appended('a', 400);
-    expect(refusal(() => q.admitAppend('a', 1, 1))).toMatchObject({ type: 'QUOTA_EXCEEDED', used: 1000 });
+    expect(
+      refusal(() => {
+        q.admitAppend('a', 1, 1);
+      }),
+    ).toMatchObject({ type: 'QUOTA_EXCEEDED', used: 1000 });
     // Another agent's count is its own.
     q.admitAppend('b', 1, 1000);
   });
@@ -166,7 +222,12 @@ describe('stored bytes', () => {
     const { chat } = await s.directory.openChat(w.alice, (w.alice as { agentId: string }).agentId, c.agent.id);
     const other = `${chat.id}:${(w.alice as { agentId: string }).agentId}`;
     const claim = await s.streams.claim(w.alice, { streamId: other, replace: false });
-    await appendMessages(s, { alice: w.alice, streamId: other, token: claim.coordinatorToken }, 300, 'another-long-enough-prefix-for-the-second-chat');
+    await appendMessages(
+      s,
+      { alice: w.alice, streamId: other, token: claim.coordinatorToken },
+      300,
+      'another-long-enough-prefix-for-the-second-chat',
+    );
     const sizeOf = async (streamId: string) => {
       const prefix = K.recordsOfStream(streamId);
       await s.store.storage.compactRange(prefix, prefixEnd(prefix));

@@ -5,7 +5,10 @@
 // daemon start. Each test names the check it pins; values are asserted, not only shapes.
 
 import { randomBytes } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Caller } from '../../src/daemon/caller.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import { K, prefixEnd } from '../../src/daemon/store/key-layout.js';
@@ -15,14 +18,29 @@ import { appendMessages, chatWithWriter, openInProcess, silentLog, type InProces
 import { waitFor } from '../helpers/wait.js';
 
 const open: InProcessStore[] = [];
+const dirs: string[] = [];
 afterEach(async () => {
+  vi.useRealTimers();
   for (const s of open.splice(0)) await s.close().catch(() => {});
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function fresh(dir?: string): Promise<InProcessStore> {
-  const s = await openInProcess(dir);
+async function fresh(dir?: string, options?: Parameters<typeof openInProcess>[1]): Promise<InProcessStore> {
+  const s = await openInProcess(dir, options);
   open.push(s);
+  if (dir) dirs.push(dir);
   return s;
+}
+
+/** Close `s`, change the raw LevelDB with `edit`, and open the same dir again. */
+async function reopenAfter(s: InProcessStore, edit: (db: ClassicLevel) => Promise<void>): Promise<InProcessStore> {
+  await s.store.storage.close();
+  open.splice(open.indexOf(s), 1);
+  const db = new ClassicLevel<string, string>(path.join(s.dir, 'db'));
+  await db.open();
+  await edit(db);
+  await db.close();
+  return fresh(s.dir);
 }
 
 type Writer = Awaited<ReturnType<typeof chatWithWriter>>;
@@ -58,7 +76,11 @@ async function appendOp(s: InProcessStore, w: Writer, n: number, prefix: string)
     generation: Number(head.generation),
     expectedPosition: Number(head.nextPosition),
     operationId,
-    records: Array.from({ length: n }, (_, i) => ({ type: 'chat.message' as const, messageId: `${prefix}-${i}`, content: `${prefix} ${i}` })),
+    records: Array.from({ length: n }, (_, i) => ({
+      type: 'chat.message' as const,
+      messageId: `${prefix}-${i}`,
+      content: `${prefix} ${i}`,
+    })),
   });
   return operationId;
 }
@@ -75,19 +97,22 @@ async function acknowledge(s: InProcessStore, w: Writer, upTo: number, generatio
     maxBytes: PAGE_BYTES,
   });
   expect(batch.nextPosition).toBe(String(upTo));
-  let claim: { coordinatorToken: string; nextPosition: string; generation: string };
-  try {
-    claim = await s.streams.claim(w.bob, { streamId: bobStream, replace: true });
-  } catch (err) {
-    throw new Error(`bob could not claim his stream: ${String(err)}`);
-  }
+  const claim = await s.streams.claim(w.bob, { streamId: bobStream, replace: true });
   await s.streams.append(w.bob, {
     streamId: bobStream,
     coordinatorToken: claim.coordinatorToken,
     generation: Number(claim.generation),
     expectedPosition: Number(claim.nextPosition),
     operationId: `op-ack-${randomBytes(3).toString('hex')}`,
-    records: [{ type: 'chat.receipt', peerStreamId: w.streamId, peerGeneration: String(generation), nextPosition: batch.nextPosition, batchId: batch.batchId }],
+    records: [
+      {
+        type: 'chat.receipt',
+        peerStreamId: w.streamId,
+        peerGeneration: String(generation),
+        nextPosition: batch.nextPosition,
+        batchId: batch.batchId,
+      },
+    ],
   });
 }
 
@@ -95,7 +120,13 @@ function readFrom(s: InProcessStore, caller: Caller, streamId: string, generatio
   return s.streams.read(caller, { streamId, generation, fromPosition, limit: 1000, maxBytes: PAGE_BYTES });
 }
 
-const policy = (p: Partial<RetentionPolicy>): RetentionPolicy => ({ maxRecords: null, maxAgeMs: null, force: true, intervalMs: 3_600_000, ...p });
+const policy = (p: Partial<RetentionPolicy>): RetentionPolicy => ({
+  maxRecords: null,
+  maxAgeMs: null,
+  force: true,
+  intervalMs: 3_600_000,
+  ...p,
+});
 
 describe('streams.trim (retention.ts trim)', () => {
   it('refuses beforePosition beyond nextPosition (INVALID_PARAMS at beforePosition); exactly nextPosition trims everything', async () => {
@@ -361,14 +392,16 @@ describe('RetentionRunner (retention-policy.ts)', () => {
   });
 
   it('maxAgeMs trims up to the end of the old operations only, and with a record limit takes the further start', async () => {
+    // The wall clock is faked (Date only): committedAt and the cutoff come from it.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date('2030-03-03T12:00:00.000Z'));
     const s = await fresh();
     const w = await chatWithWriter(s);
     await appendOp(s, w, 3, 'old'); // 1..3 (the fence at 0 is older still)
-    await new Promise((r) => setTimeout(r, 500)); // time is the subject: the next operation is younger than the age
-    const cut = Date.now();
+    vi.setSystemTime(new Date('2030-03-03T12:01:00.000Z'));
     await appendOp(s, w, 2, 'young'); // 4, 5
-    const age = Math.max(1, Date.now() - cut + 150);
-    expect(age).toBeLessThan(500);
+    vi.setSystemTime(new Date('2030-03-03T12:01:30.000Z'));
+    const age = 60_000; // cutoff 12:00:30: the old operations only
     expect(await s.streams.retentionRunner(policy({ maxAgeMs: age }), silentLog).runOnce()).toEqual({ streams: 1, trimmed: 4 });
     expect(s.streams.get(w.alice, w.streamId).firstPosition).toBe('4');
     expect(await s.streams.retentionRunner(policy({ maxAgeMs: age, maxRecords: 1 }), silentLog).runOnce()).toEqual({
@@ -406,5 +439,155 @@ describe('RetentionRunner (retention-policy.ts)', () => {
     // Time is the subject: several intervals pass without a run.
     await new Promise((r) => setTimeout(r, 200));
     expect(s.streams.get(w.alice, w.streamId).firstPosition).toBe('6');
+  });
+});
+
+describe('more retention guards (found by the mutation run)', () => {
+  it('the first chunk of deletes commits with the new firstPosition: a store failing right after keeps no record below it', async () => {
+    // retention.ts trim: `deletes(from, firstChunkEnd)` goes into the head's batch. Every write
+    // after the head commit fails here (the injected fsync error), so what the later compaction
+    // would have removed stays: only the committed batch decides.
+    let failing = false;
+    const s = await fresh(undefined, { injectFailure: () => failing });
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 8); // 0..8
+    s.streams.listen({ committed: () => {}, discontinuity: () => (failing = true) });
+    await s.streams.trim(w.streamId, 5, true).catch(() => undefined);
+    expect(failing).toBe(true);
+    const dir = s.dir;
+    await s.store.storage.close().catch(() => undefined);
+    open.splice(open.indexOf(s), 1);
+    const db = new ClassicLevel<string, string>(path.join(dir, 'db'));
+    await db.open();
+    const positions: number[] = [];
+    const prefix = K.recordsPrefix(w.streamId, 1);
+    for await (const key of db.keys({ gte: prefix, lt: prefixEnd(prefix) })) positions.push(Number(key.split('/').at(-1)));
+    await db.close();
+    dirs.push(dir);
+    expect(positions).toEqual([5, 6, 7, 8]);
+  });
+
+  it('a trim of more than one delete chunk (10,000) keeps every record from the new start on', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    for (let op = 0; op < 11; op++) await appendOp(s, w, 1000, `big${op}`); // 1..11000
+    expect(s.streams.get(w.alice, w.streamId).nextPosition).toBe('11001');
+    expect(await s.streams.trim(w.streamId, 10_990, true)).toEqual({ firstPosition: '10990' });
+    const left = (await keysUnder(s, K.recordsPrefix(w.streamId, 1))).map((k) => Number(k.split('/').at(-1)));
+    expect(left).toEqual(Array.from({ length: 11 }, (_, i) => 10_990 + i));
+    const batch = await readFrom(s, w.bob, w.streamId, 1, 10_990);
+    expect(batch.records.map((r) => r.position)).toEqual(left.map(String));
+  }, 60_000);
+
+  it('reset of a stream id naming a non-member of the chat is NOT_FOUND, and creates nothing', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const carol = await s.directory.createAgent(`carol${randomBytes(3).toString('hex')}`, 'Carol', undefined);
+    const streamId = `${w.chatId}:${carol.agent.id}`;
+    expect(await failure(s.streams.reset(streamId, 'not a stream'))).toMatchObject({ type: 'NOT_FOUND' });
+    expect(s.store.storage.get(K.stream(streamId))).toBeUndefined();
+  });
+
+  it('rebuilding a lost head: the writer epoch moves past every fence, both generations keep their bounds, a damaged record is skipped', async () => {
+    let s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 3); // generation 1: fence 0, messages 1..3
+    for (let i = 0; i < 3; i++) w.token = (await s.streams.claim(w.alice, { streamId: w.streamId, replace: true })).coordinatorToken;
+    await appendMessages(s, w, 1, 'g1'); // 0..7 (three more fences and a message)
+    await s.streams.reset(w.streamId, 'to generation 2');
+    w.token = (await s.streams.claim(w.alice, { streamId: w.streamId, replace: true })).coordinatorToken;
+    await appendMessages(s, w, 2, 'g2'); // generation 2: fence 0, messages 1, 2
+    const epoch = Number(s.streams.get(w.alice, w.streamId).writer.epoch);
+    expect(epoch).toBeGreaterThanOrEqual(5);
+    s = await reopenAfter(s, async (db) => {
+      await db.put(K.stream(w.streamId), 'garbage that fails its checksum');
+      await db.put(K.record(w.streamId, 1, 2), 'a record that fails its checksum');
+    });
+    const state = await s.streams.reset(w.streamId, 'head lost');
+    // The last fence had `epoch`: the rebuilt head is one past it, and the reset one more.
+    expect(state).toMatchObject({
+      generation: '3',
+      firstPosition: '0',
+      nextPosition: '0',
+      writer: { epoch: String(epoch + 2), claimedAt: null, active: false },
+    });
+    const g2 = await readFrom(s, w.bob, w.streamId, 2, 0);
+    expect(g2).toMatchObject({ sealed: true, nextPosition: '3' });
+    expect(g2.records).toHaveLength(3);
+    const g1 = await readFrom(s, w.bob, w.streamId, 1, 3);
+    expect(g1).toMatchObject({ sealed: true, nextPosition: '8' });
+    expect(g1.records.map((r) => r.position)).toEqual(['3', '4', '5', '6', '7']);
+  });
+
+  it('rebuilding a lost head keeps the last message’s createdAt: a clock set back does not make createdAt go backwards', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date('2031-05-05T10:00:00.000Z'));
+    let s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 2);
+    s = await reopenAfter(s, async (db) => db.put(K.stream(w.streamId), 'garbage that fails its checksum'));
+    vi.setSystemTime(new Date('2030-01-01T00:00:00.000Z'));
+    await s.streams.reset(w.streamId, 'head lost');
+    w.token = (await s.streams.claim(w.alice, { streamId: w.streamId, replace: true })).coordinatorToken;
+    await appendMessages(s, w, 1, 'after');
+    const batch = await readFrom(s, w.bob, w.streamId, 2, 0);
+    const created = batch.records.flatMap((r) => (r.wrapper.type === 'chat.message' ? [r.wrapper.message.signature.createdAt] : []));
+    expect(created).toHaveLength(1);
+    expect(created[0]! >= '2031-05-05T10:00:00.000Z').toBe(true);
+  });
+
+  it('stop() during a pass ends it before the next stream is trimmed', async () => {
+    const s = await fresh();
+    const ws = [await chatWithWriter(s), await chatWithWriter(s)];
+    for (const w of ws) await appendMessages(s, w, 5);
+    const runner = s.streams.retentionRunner(policy({ maxRecords: 1 }), silentLog);
+    const pass = runner.runOnce();
+    await runner.stop();
+    expect(await pass).toEqual({ streams: 0, trimmed: 0 });
+    for (const w of ws) expect(s.streams.get(w.alice, w.streamId).firstPosition).toBe('0');
+  });
+
+  it('without force, a peer receipt of a sealed generation leaves the run to compaction (a crashed trim’s leftovers go)', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 6);
+    await acknowledge(s, w, 7);
+    await s.streams.reset(w.streamId, 'to generation 2');
+    w.token = (await s.streams.claim(w.alice, { streamId: w.streamId, replace: true })).coordinatorToken;
+    await appendMessages(s, w, 6, 'g2'); // generation 2: 0..6
+    const key = K.record(w.streamId, 2, 1);
+    const raw = s.store.storage.get<unknown>(key);
+    await s.streams.trim(w.streamId, 2, true);
+    await s.store.storage.write([{ type: 'put', key, value: raw }]);
+    const run = await s.streams.retentionRunner(policy({ maxRecords: 1, force: false }), silentLog).runOnce();
+    expect(run).toEqual({ streams: 0, trimmed: 0 });
+    expect(await keysUnder(s, K.recordsPrefix(w.streamId, 2))).not.toContain(key);
+    expect(s.streams.get(w.alice, w.streamId).firstPosition).toBe('2');
+  });
+
+  it('without force and with no receipt ever, the run still compacts', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 6);
+    const key = K.record(w.streamId, 1, 1);
+    const raw = s.store.storage.get<unknown>(key);
+    await s.streams.trim(w.streamId, 2, true);
+    await s.store.storage.write([{ type: 'put', key, value: raw }]);
+    const run = await s.streams.retentionRunner(policy({ maxRecords: 1, force: false }), silentLog).runOnce();
+    expect(run).toEqual({ streams: 0, trimmed: 0 });
+    expect(await keysUnder(s, K.recordsPrefix(w.streamId, 1))).not.toContain(key);
+  });
+
+  it('maxAgeMs: an operation committed exactly maxAgeMs ago is old enough (the cutoff is inclusive)', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date('2030-03-03T12:00:00.000Z'));
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendOp(s, w, 2, 'at-cutoff'); // 1, 2 — committed at 12:00:00.000
+    vi.setSystemTime(new Date('2030-03-03T12:00:01.000Z'));
+    await appendOp(s, w, 1, 'younger'); // 3
+    vi.setSystemTime(new Date('2030-03-03T12:00:10.000Z'));
+    expect(await s.streams.retentionRunner(policy({ maxAgeMs: 10_000 }), silentLog).runOnce()).toEqual({ streams: 1, trimmed: 3 });
+    expect(s.streams.get(w.alice, w.streamId).firstPosition).toBe('3');
   });
 });

@@ -76,7 +76,13 @@ describe('chats.follow deliveries', () => {
     expect(conn.notifications).toEqual([]);
     await waitFor(() => positions(conn).length === 701, 'the catch-up', 10_000);
     const [b1, b2] = batches(conn);
-    expect(b1).toMatchObject({ subscriptionId: sub.subscriptionId, streamId: w.streamId, generation: '1', fromPosition: '0', nextPosition: '500' });
+    expect(b1).toMatchObject({
+      subscriptionId: sub.subscriptionId,
+      streamId: w.streamId,
+      generation: '1',
+      fromPosition: '0',
+      nextPosition: '500',
+    });
     expect(b1!.records).toHaveLength(500);
     expect(b2).toMatchObject({ fromPosition: '500', nextPosition: '701' });
     expect(b1!.batchId).toBe(s.streams.batchId(w.bob, w.streamId, 1, 0, 500));
@@ -156,7 +162,8 @@ describe('chats.follow deliveries', () => {
     await waitFor(() => positions(conn).length === 12, 'every catch-up', 10_000);
     expect(most).toBe(1);
     const perStream = new Map<string, number[]>();
-    for (const b of batches(conn)) perStream.set(b.streamId, [...(perStream.get(b.streamId) ?? []), ...b.records.map((r) => Number(r.position))]);
+    for (const b of batches(conn))
+      perStream.set(b.streamId, [...(perStream.get(b.streamId) ?? []), ...b.records.map((r) => Number(r.position))]);
     expect([...perStream.values()]).toEqual([range(0, 4), range(0, 4), range(0, 4)]);
   });
 });
@@ -172,7 +179,10 @@ describe('subscription bookkeeping', () => {
     }
     const watch = s.subscriptions.watch(agentId(w.bob), conn);
     expect(s.subscriptions.count).toBe(MAX_SUBSCRIPTIONS_PER_CONNECTION);
-    expect(await failure(() => s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 1000 });
+    expect(await failure(() => s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn))).toEqual({
+      type: 'RATE_LIMITED',
+      retryAfterMs: 1000,
+    });
     expect(await failure(() => s.subscriptions.watch(agentId(w.bob), conn))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 1000 });
     // Another connection has its own room.
     const other = new RecordingConnection();
@@ -193,8 +203,15 @@ describe('subscription bookkeeping', () => {
     const other = new RecordingConnection();
     const { subscriptionId } = await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn);
     const watch = s.subscriptions.watch(agentId(w.bob), conn);
-    expect(await failure(() => s.subscriptions.unfollow(subscriptionId, other))).toMatchObject({ type: 'NOT_FOUND', kind: 'subscription', id: subscriptionId });
-    expect(await failure(() => s.subscriptions.unfollow(watch.subscriptionId, other))).toMatchObject({ type: 'NOT_FOUND', id: watch.subscriptionId });
+    expect(await failure(() => s.subscriptions.unfollow(subscriptionId, other))).toMatchObject({
+      type: 'NOT_FOUND',
+      kind: 'subscription',
+      id: subscriptionId,
+    });
+    expect(await failure(() => s.subscriptions.unfollow(watch.subscriptionId, other))).toMatchObject({
+      type: 'NOT_FOUND',
+      id: watch.subscriptionId,
+    });
     expect(await failure(() => s.subscriptions.unfollow('sub_unknown', conn))).toMatchObject({ type: 'NOT_FOUND', id: 'sub_unknown' });
     await appendMessages(s, w, 1, 'before');
     await waitFor(() => positions(conn).length === 1, 'the first record', 5_000);
@@ -278,7 +295,13 @@ describe('subscriptions that cannot continue', () => {
     await s.streams.reset(w.streamId, 'reset under a follower');
     await waitFor(() => conn.notifications.some((n) => n.method === 'chats.break'), 'the break', 5_000);
     const br = conn.notifications.find((n) => n.method === 'chats.break')!.params as ChatBreakNotification;
-    expect(br).toMatchObject({ subscriptionId: sub.subscriptionId, reason: 'GENERATION_CHANGED', streamId: w.streamId, expected: '1', actual: '2' });
+    expect(br).toMatchObject({
+      subscriptionId: sub.subscriptionId,
+      reason: 'GENERATION_CHANGED',
+      streamId: w.streamId,
+      expected: '1',
+      actual: '2',
+    });
     expect(s.subscriptions.count).toBe(0);
   });
 });
