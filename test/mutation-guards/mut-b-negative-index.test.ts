@@ -113,6 +113,31 @@ describe('NegativeIndexes over a real store', () => {
     expect(indexes.ready(bobStream)).toBe(false);
   });
 
+  it('holds only its own stream’s ids: the other stream of the chat (same key lengths) is not in it', async () => {
+    const s = await openInProcess();
+    open.push(s);
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 2, 'alice');
+    const bobStream = `${w.chatId}:${(w.bob as { agentId: string }).agentId}`;
+    expect(bobStream.length).toBe(w.streamId.length);
+    const claim = await s.streams.claim(w.bob, { streamId: bobStream, replace: false });
+    await appendMessages(s, { alice: w.bob, streamId: bobStream, token: claim.coordinatorToken }, 3, 'bob');
+    const suffixes = async (prefix: string) => {
+      const out: string[] = [];
+      for await (const key of s.store.storage.keys({ gte: prefix, lt: prefixEnd(prefix) })) out.push(key.slice(prefix.length));
+      return out;
+    };
+    const bobOps = await suffixes(K.operationsPrefix(bobStream));
+    const bobIds = await suffixes(K.messageIdsPrefix(bobStream, 1));
+    expect(bobIds).toHaveLength(3);
+    const indexes = new NegativeIndexes(s.store.storage);
+    const index = indexes.of(s.streams.committedMeta(w.streamId)!);
+    await waitFor(() => indexes.ready(w.streamId), 'the index to be built', 5_000);
+    for (const op of bobOps) expect(index.mayHaveOperation(op)).toBe(false);
+    for (const id of bobIds) expect(index.mayHaveMessage(1, id)).toBe(false);
+    for (const id of await suffixes(K.messageIdsPrefix(w.streamId, 1))) expect(index.mayHaveMessage(1, id)).toBe(true);
+  });
+
   it('drops every index when the store fails: the next use builds a new one', async () => {
     let fail = false;
     const s = await openInProcess(undefined, { injectFailure: () => fail });

@@ -263,3 +263,59 @@ describe('stored bytes', () => {
     q.admitAppend((w.bob as { agentId: string }).agentId, 1, limit);
   });
 });
+
+describe('quota refusals (mutation guards, second round)', () => {
+  it('with the stored-bytes quota off, no estimate ever counts: appends are still admitted after it would have arrived', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 50);
+    const prefix = K.recordsOfStream(w.streamId);
+    await s.store.storage.compactRange(prefix, prefixEnd(prefix));
+    const q = new Quotas(off, s.store.storage, clock().now);
+    const alice = (w.alice as { agentId: string }).agentId;
+    q.admitAppend(alice, 1, 1);
+    // Time is the subject: an estimate, if one were asked for, would be back by then.
+    await new Promise((r) => setTimeout(r, 100));
+    q.admitAppend(alice, 1, 1);
+    q.appended(alice, 10_000_000);
+    q.admitAppend(alice, 1, 1);
+  });
+
+  it('refuses without a listener, and the message names the quota', async () => {
+    const s = await fresh();
+    const t = clock();
+    const q = new Quotas(
+      { ...off, appendRecordsPerSecond: 3, appendBytesPerSecond: 5000, claimsPerMinute: 1, storedBytes: 10 },
+      s.store.storage,
+      t.now,
+    );
+    q.admitClaim('a');
+    const claim = (() => {
+      try {
+        q.admitClaim('a');
+      } catch (err) {
+        return err;
+      }
+      return null;
+    })();
+    expect(claim).toBeInstanceOf(YelloError);
+    expect((claim as YelloError).type).toBe('RATE_LIMITED');
+    expect((claim as YelloError).message).toMatch(/streams\.claim.*1 per minute/);
+    q.admitAppend('b', 30, 1);
+    const append = (() => {
+      try {
+        q.admitAppend('b', 1, 1);
+      } catch (err) {
+        return err;
+      }
+      return null;
+    })();
+    expect((append as YelloError).type).toBe('RATE_LIMITED');
+    expect((append as YelloError).message).toMatch(/appends.*3 records\/s.*5000 bytes\/s/);
+    expect(
+      refusal(() => {
+        q.admitAppend('c', 1, 11);
+      }),
+    ).toMatchObject({ type: 'QUOTA_EXCEEDED', limit: 10 });
+  });
+});

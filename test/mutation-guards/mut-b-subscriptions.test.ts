@@ -86,6 +86,8 @@ describe('chats.follow deliveries', () => {
     expect(b1!.records).toHaveLength(500);
     expect(b2).toMatchObject({ fromPosition: '500', nextPosition: '701' });
     expect(b1!.batchId).toBe(s.streams.batchId(w.bob, w.streamId, 1, 0, 500));
+    const read = await s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: 0, limit: 500, maxBytes: 10_000_000 });
+    expect(b1!.batchId).toBe(read.batchId);
     expect(b2!.batchId).toBe(s.streams.batchId(w.bob, w.streamId, 1, 500, 701));
     expect(positions(conn)).toEqual(range(0, 701));
     // Live: one batch per commit, continuing exactly.
