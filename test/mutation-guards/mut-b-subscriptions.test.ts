@@ -1,0 +1,309 @@
+// Kills mutants of src/daemon/streams/subscriptions.ts (chats.follow, chats.watch,
+// chats.unfollow): test/MUTATION.md, "Other stream modules (mut-b)". In-process on a real
+// LevelDB in a temp dir: the daemon's Subscriptions over its StreamStore, with a connection
+// that records what it is sent (test/helpers/in-process-store.ts). The socket suites
+// (follow.test.ts, follow-from.test.ts, chats-watch.test.ts) show the same end to end.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Caller } from '../../src/daemon/caller.js';
+import { MAX_SUBSCRIPTIONS_PER_CONNECTION } from '../../src/daemon/streams/subscriptions.js';
+import { YelloError } from '../../src/shared/errors.js';
+import type { ChatBatchNotification, ChatBreakNotification } from '../../src/shared/types.js';
+import { appendMessages, chatWithWriter, openInProcess, RecordingConnection, type InProcessStore } from '../helpers/in-process-store.js';
+import { waitFor } from '../helpers/wait.js';
+
+const open: InProcessStore[] = [];
+afterEach(async () => {
+  for (const s of open.splice(0)) await s.close().catch(() => {});
+});
+
+async function fresh(): Promise<InProcessStore> {
+  const s = await openInProcess();
+  open.push(s);
+  return s;
+}
+
+/** A recording connection whose close the test triggers. */
+class ClosableConnection extends RecordingConnection {
+  readonly #closers: Array<() => void> = [];
+  override onClose(listener: () => void): void {
+    this.#closers.push(listener);
+  }
+  close(): void {
+    for (const l of this.#closers.splice(0)) l();
+  }
+}
+
+const batches = (c: RecordingConnection) =>
+  c.notifications.filter((n) => n.method === 'chats.batch').map((n) => n.params as ChatBatchNotification);
+const positions = (c: RecordingConnection) => batches(c).flatMap((b) => b.records.map((r) => Number(r.position)));
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+
+async function failure(fn: () => unknown): Promise<Record<string, unknown>> {
+  try {
+    await fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(YelloError);
+    return { type: (err as YelloError).type, ...(err as YelloError).details };
+  }
+  throw new Error('expected a refusal');
+}
+
+const agentId = (c: Caller) => (c as { agentId: string }).agentId;
+
+describe('chats.follow deliveries', () => {
+  it('catches up from storage in batches of 500, then delivers each commit live at the seam, with exact positions and a cursor', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const head = s.streams.get(w.alice, w.streamId);
+    await s.streams.append(w.alice, {
+      streamId: w.streamId,
+      coordinatorToken: w.token,
+      generation: 1,
+      expectedPosition: Number(head.nextPosition),
+      operationId: 'op-many',
+      records: Array.from({ length: 700 }, (_, i) => ({ type: 'chat.message' as const, messageId: `many-${i}`, content: `${i}` })),
+    });
+    const conn = new RecordingConnection();
+    const cursor = s.reader.liveCursor({
+      chatId: w.chatId,
+      streams: { [w.streamId]: { generation: 1, position: 0 }, [`${w.chatId}:${agentId(w.bob)}`]: { generation: 1, position: 0 } },
+    });
+    const sub = await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor }, conn);
+    expect(sub.subscriptionId).toMatch(/^sub_/);
+    expect(typeof sub.cursor).toBe('string');
+    // Nothing before the response is written (deliveries start on the next turn).
+    expect(conn.notifications).toEqual([]);
+    await waitFor(() => positions(conn).length === 701, 'the catch-up', 10_000);
+    const [b1, b2] = batches(conn);
+    expect(b1).toMatchObject({
+      subscriptionId: sub.subscriptionId,
+      streamId: w.streamId,
+      generation: '1',
+      fromPosition: '0',
+      nextPosition: '500',
+    });
+    expect(b1!.records).toHaveLength(500);
+    expect(b2).toMatchObject({ fromPosition: '500', nextPosition: '701' });
+    expect(b1!.batchId).toBe(s.streams.batchId(w.bob, w.streamId, 1, 0, 500));
+    const read = await s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: 0, limit: 500, maxBytes: 10_000_000 });
+    expect(b1!.batchId).toBe(read.batchId);
+    expect(b2!.batchId).toBe(s.streams.batchId(w.bob, w.streamId, 1, 500, 701));
+    expect(positions(conn)).toEqual(range(0, 701));
+    // Live: one batch per commit, continuing exactly.
+    await appendMessages(s, w, 2, 'live');
+    await waitFor(() => positions(conn).length === 703, 'the live records', 5_000);
+    const live = batches(conn).slice(2);
+    expect(live.map((b) => [b.fromPosition, b.nextPosition])).toEqual([
+      ['701', '702'],
+      ['702', '703'],
+    ]);
+    // Each batch's cursor continues after it: a follow from the last cursor gets only what comes next.
+    const again = new RecordingConnection();
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: live[1]!.cursor }, again);
+    await appendMessages(s, w, 1, 'next');
+    await waitFor(() => positions(again).length === 1, 'the next record', 5_000);
+    expect(positions(again)).toEqual([703]);
+  });
+
+  it('a congested connection gets nothing until drain, then everything owed, in order', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 3);
+    const conn = new RecordingConnection();
+    conn.congested = true;
+    const cursor = s.reader.liveCursor({
+      chatId: w.chatId,
+      streams: { [w.streamId]: { generation: 1, position: 0 }, [`${w.chatId}:${agentId(w.bob)}`]: { generation: 1, position: 0 } },
+    });
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor }, conn);
+    await appendMessages(s, w, 2, 'while-congested');
+    // Time is the subject: nothing may be sent to a congested connection.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(conn.notifications).toEqual([]);
+    conn.drain();
+    await waitFor(() => positions(conn).length === 6, 'the owed records', 5_000);
+    expect(positions(conn)).toEqual(range(0, 6));
+    // Congested again while live: the commit waits for drain.
+    conn.congested = true;
+    await appendMessages(s, w, 1, 'later');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(positions(conn)).toEqual(range(0, 6));
+    conn.drain();
+    await waitFor(() => positions(conn).length === 7, 'the later record', 5_000);
+    expect(positions(conn)).toEqual(range(0, 7));
+  });
+
+  it('one catch-up read per connection at a time; another connection reads meanwhile', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 3);
+    const others = await Promise.all([chatWithWriter(s), chatWithWriter(s)]);
+    for (const o of others) await appendMessages(s, o, 3);
+    const original = s.streams.range.bind(s.streams);
+    let reading = 0;
+    let most = 0;
+    s.streams.range = async (...args: Parameters<typeof original>) => {
+      reading++;
+      most = Math.max(most, reading);
+      try {
+        await new Promise((r) => setTimeout(r, 20));
+        return await original(...args);
+      } finally {
+        reading--;
+      }
+    };
+    const conn = new RecordingConnection();
+    const start = (x: { chatId: string; streamId: string; bob: Caller }) =>
+      s.reader.liveCursor({
+        chatId: x.chatId,
+        streams: { [x.streamId]: { generation: 1, position: 0 }, [`${x.chatId}:${agentId(x.bob)}`]: { generation: 1, position: 0 } },
+      });
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: start(w) }, conn);
+    for (const o of others) await s.subscriptions.follow(o.bob, { chatId: o.chatId, cursor: start(o) }, conn);
+    await waitFor(() => positions(conn).length === 12, 'every catch-up', 10_000);
+    expect(most).toBe(1);
+    const perStream = new Map<string, number[]>();
+    for (const b of batches(conn))
+      perStream.set(b.streamId, [...(perStream.get(b.streamId) ?? []), ...b.records.map((r) => Number(r.position))]);
+    expect([...perStream.values()]).toEqual([range(0, 4), range(0, 4), range(0, 4)]);
+  });
+});
+
+describe('subscription bookkeeping', () => {
+  it(`allows ${MAX_SUBSCRIPTIONS_PER_CONNECTION} follows and watches per connection, then RATE_LIMITED; unfollow makes room`, async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const conn = new RecordingConnection();
+    const ids: string[] = [];
+    for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_CONNECTION - 1; i++) {
+      ids.push((await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn)).subscriptionId);
+    }
+    const watch = s.subscriptions.watch(agentId(w.bob), conn);
+    expect(s.subscriptions.count).toBe(MAX_SUBSCRIPTIONS_PER_CONNECTION);
+    expect(await failure(() => s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn))).toEqual({
+      type: 'RATE_LIMITED',
+      retryAfterMs: 1000,
+    });
+    expect(await failure(() => s.subscriptions.watch(agentId(w.bob), conn))).toEqual({ type: 'RATE_LIMITED', retryAfterMs: 1000 });
+    // Another connection has its own room.
+    const other = new RecordingConnection();
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId }, other);
+    expect(s.subscriptions.count).toBe(MAX_SUBSCRIPTIONS_PER_CONNECTION + 1);
+    expect(s.subscriptions.unfollow(ids[0]!, conn)).toEqual({ subscriptionId: ids[0], ended: true });
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn);
+    expect(s.subscriptions.unfollow(watch.subscriptionId, conn)).toEqual({ subscriptionId: watch.subscriptionId, ended: true });
+    s.subscriptions.watch(agentId(w.bob), conn);
+    s.subscriptions.endAll();
+    expect(s.subscriptions.count).toBe(0);
+  });
+
+  it('unfollow: only on the connection that holds it (NOT_FOUND otherwise, and for an unknown id); nothing is delivered after', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const conn = new RecordingConnection();
+    const other = new RecordingConnection();
+    const { subscriptionId } = await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn);
+    const watch = s.subscriptions.watch(agentId(w.bob), conn);
+    expect(await failure(() => s.subscriptions.unfollow(subscriptionId, other))).toMatchObject({
+      type: 'NOT_FOUND',
+      kind: 'subscription',
+      id: subscriptionId,
+    });
+    expect(await failure(() => s.subscriptions.unfollow(watch.subscriptionId, other))).toMatchObject({
+      type: 'NOT_FOUND',
+      id: watch.subscriptionId,
+    });
+    expect(await failure(() => s.subscriptions.unfollow('sub_unknown', conn))).toMatchObject({ type: 'NOT_FOUND', id: 'sub_unknown' });
+    await appendMessages(s, w, 1, 'before');
+    await waitFor(() => positions(conn).length === 1, 'the first record', 5_000);
+    s.subscriptions.unfollow(subscriptionId, conn);
+    expect(await failure(() => s.subscriptions.unfollow(subscriptionId, conn))).toMatchObject({ type: 'NOT_FOUND' });
+    await appendMessages(s, w, 2, 'after');
+    await new Promise((r) => setTimeout(r, 100)); // time is the subject: nothing more may arrive
+    expect(positions(conn)).toHaveLength(1);
+    expect(s.subscriptions.count).toBe(1);
+  });
+
+  it('a closed connection’s follows and watches end', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const conn = new ClosableConnection();
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn);
+    s.subscriptions.watch(agentId(w.bob), conn);
+    expect(s.subscriptions.count).toBe(2);
+    conn.close();
+    expect(s.subscriptions.count).toBe(0);
+    await appendMessages(s, w, 1);
+    await new Promise((r) => setTimeout(r, 100)); // time is the subject: nothing may arrive
+    expect(conn.notifications).toEqual([]);
+  });
+
+  it('chats.opened goes to the watches of either agent of the new chat only', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const carol = await s.directory.createAgent(`carol${Date.now()}`, 'Carol', undefined);
+    const dave = await s.directory.createAgent(`dave${Date.now()}`, 'Dave', undefined);
+    const toCarol = new RecordingConnection();
+    const toDave = new RecordingConnection();
+    const toAlice = new RecordingConnection();
+    const carolWatch = s.subscriptions.watch(carol.agent.id, toCarol);
+    s.subscriptions.watch(dave.agent.id, toDave);
+    const aliceWatch = s.subscriptions.watch(agentId(w.alice), toAlice);
+    const { chat } = await s.directory.openChat(w.alice, agentId(w.alice), carol.agent.id);
+    s.subscriptions.opened(chat);
+    expect(toCarol.notifications).toEqual([{ method: 'chats.opened', params: { subscriptionId: carolWatch.subscriptionId, chat } }]);
+    expect(toAlice.notifications).toEqual([{ method: 'chats.opened', params: { subscriptionId: aliceWatch.subscriptionId, chat } }]);
+    expect(toDave.notifications).toEqual([]);
+  });
+});
+
+describe('subscriptions that cannot continue', () => {
+  it('a trim past the cursor ends it with chats.break PREFIX_UNAVAILABLE (expected, actual); a follower past the trim continues', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 5);
+    const behind = new RecordingConnection();
+    behind.congested = true; // keep it at position 0
+    const bobStream = `${w.chatId}:${agentId(w.bob)}`;
+    const cursor = s.reader.liveCursor({
+      chatId: w.chatId,
+      streams: { [w.streamId]: { generation: 1, position: 0 }, [bobStream]: { generation: 1, position: 0 } },
+    });
+    const sub = await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor }, behind);
+    const current = new RecordingConnection();
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId }, current);
+    await s.streams.trim(w.streamId, 3, true);
+    await waitFor(() => behind.notifications.length > 0, 'the break', 5_000);
+    expect(behind.notifications).toEqual([
+      {
+        method: 'chats.break',
+        params: { subscriptionId: sub.subscriptionId, reason: 'PREFIX_UNAVAILABLE', streamId: w.streamId, expected: '0', actual: '3' },
+      },
+    ]);
+    expect(s.subscriptions.count).toBe(1);
+    await appendMessages(s, w, 1, 'goes-on');
+    await waitFor(() => positions(current).length === 1, 'the record after the trim', 5_000);
+    expect(positions(current)).toEqual([6]);
+    expect(current.notifications.filter((n) => n.method === 'chats.break')).toEqual([]);
+  });
+
+  it('a reset ends every follower of the stream with chats.break GENERATION_CHANGED', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    await appendMessages(s, w, 2);
+    const conn = new RecordingConnection();
+    const sub = await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn);
+    await s.streams.reset(w.streamId, 'reset under a follower');
+    await waitFor(() => conn.notifications.some((n) => n.method === 'chats.break'), 'the break', 5_000);
+    const br = conn.notifications.find((n) => n.method === 'chats.break')!.params as ChatBreakNotification;
+    expect(br).toMatchObject({
+      subscriptionId: sub.subscriptionId,
+      reason: 'GENERATION_CHANGED',
+      streamId: w.streamId,
+      expected: '1',
+      actual: '2',
+    });
+    expect(s.subscriptions.count).toBe(0);
+  });
+});
