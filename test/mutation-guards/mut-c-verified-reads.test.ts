@@ -47,7 +47,7 @@ function varint(b: Buffer, at: number): [number, number] {
  * trailer names no known block type. The index and the footer stay intact: LevelDB opens the
  * store and finds the blocks, and fails reading them.
  */
-async function damagedStore(): Promise<ClassicLevel<string, string>> {
+async function damagedStore(): Promise<ClassicLevel> {
   const dir = await makeTempDir('yl-mutc-vr-');
   const location = path.join(dir, 'db');
   cleanup.push(() => {
