@@ -36,7 +36,7 @@ async function withRawValues(x: World, values: Array<[string, string]>): Promise
   await db.close();
   const s = await openInProcess(x.s.dir);
   opened.push(s);
-  return helpers(s, x.w, x.ops);
+  return helpers(s, x.w, x.ops, x.bobId);
 }
 
 type Writer = Awaited<ReturnType<typeof chatWithWriter>>;
@@ -79,10 +79,10 @@ async function world(shape: number[] = [1, 3, 1]): Promise<World> {
   return helpers(s, w, ops);
 }
 
-function helpers(s: InProcessStore, w: Writer, ops: string[]): World {
+function helpers(s: InProcessStore, w: Writer, ops: string[], knownBobId?: string): World {
   const [chatId, aliceId] = w.streamId.split(':') as [string, string];
-  const chat = s.store.storage.get<{ agentAId: string; agentBId: string }>(K.chat(chatId))!;
-  const bobId = chat.agentAId === aliceId ? chat.agentBId : chat.agentAId;
+  const chat = s.store.storage.get<{ agentAId: string; agentBId: string }>(K.chat(chatId));
+  const bobId = knownBobId ?? (chat!.agentAId === aliceId ? chat!.agentBId : chat!.agentAId);
   return {
     s,
     w,
@@ -95,6 +95,21 @@ function helpers(s: InProcessStore, w: Writer, ops: string[]): World {
     del: (key) => s.store.storage.write([{ type: 'del', key }]),
     doctor: (mark = false) => checkStore(s.store.storage, s.integrity, new Signer(path.join(s.dir, 'keys')), { mark }),
   };
+}
+
+/** Appends one operation of `size` messages to alice's stream with `token`; returns its id. */
+async function appendOp(x: World, token: string, size: number, tag: string): Promise<string> {
+  const head = x.s.streams.get(x.w.alice, x.w.streamId);
+  const operationId = `op-${tag}-${randomBytes(3).toString('hex')}`;
+  await x.s.streams.append(x.w.alice, {
+    streamId: x.w.streamId,
+    coordinatorToken: token,
+    generation: Number(head.generation),
+    expectedPosition: Number(head.nextPosition),
+    operationId,
+    records: Array.from({ length: size }, (_, k) => ({ type: 'chat.message' as const, messageId: `${tag}-${k}`, content: `${tag} ${k}` })),
+  });
+  return operationId;
 }
 
 /** The full record stored at `position` (expanded from its compact form). */
@@ -412,5 +427,100 @@ describe('doctor checks, one edited value at a time', () => {
       pastEnd(4),
       P('index', index, S, '1', '2', 'the message-id index points at position 2, which holds another record'),
     ]);
+  });
+
+  it('a healthy store marks nothing', async () => {
+    const x = await world();
+    const r = await x.doctor(true);
+    expect(r.problems).toEqual([]);
+    expect(r.corruptStreams).toEqual([]);
+  });
+
+  it('each sealed generation is checked against its own end', async () => {
+    const x = await world();
+    const S = x.w.streamId;
+    await x.s.streams.reset(S, 'first');
+    const c2 = await x.s.streams.claim(x.w.alice, { streamId: S, replace: true });
+    await appendOp(x, c2.coordinatorToken, 1, 'g2');
+    await x.s.streams.reset(S, 'second');
+    // Generation 2 holds its fence (0) and one message (1): a copy of that message at 2 lies past its end (2).
+    await x.put(x.rec(2, 2), x.get(x.rec(1, 2)));
+    expect((await x.doctor()).problems).toEqual([
+      P('record', x.rec(2, 2), S, '2', '2', "a record past the sealed generation's end (2)"),
+      P('record', x.rec(2, 2), S, '2', '2', `operation ${x.get<unknown[]>(x.rec(1, 2))[1] as string} is missing or does not start here`),
+    ]);
+  });
+
+  it("a sealed generation's first record is checked against its own start, not the current generation's", async () => {
+    const x = await world();
+    const S = x.w.streamId;
+    await x.s.streams.reset(S, 'test');
+    const c2 = await x.s.streams.claim(x.w.alice, { streamId: S, replace: true });
+    await appendOp(x, c2.coordinatorToken, 2, 'g2');
+    await x.s.streams.trim(S, 1, true);
+    await x.del(x.rec(0, 1));
+    expect((await x.doctor()).problems).toEqual([P('record', null, S, '1', '0', 'positions 0..0 are missing')]);
+  });
+
+  it('records missing at the start, up to a record inside an operation: not a trim, so it does not continue the operation', async () => {
+    const x = await world();
+    const S = x.w.streamId;
+    for (const p of [0, 1, 2]) await x.del(x.rec(p));
+    expect((await x.doctor()).problems).toEqual([
+      P('record', null, S, '1', '0', 'positions 0..2 are missing'),
+      P('record', x.rec(3), S, '1', '3', `record 1 of operation ${x.ops[1]} does not follow its operation's records`),
+      P('record', x.rec(4), S, '1', '4', `record 2 of operation ${x.ops[1]} does not follow its operation's records`),
+    ]);
+  });
+
+  it('a fence ends the operation before it: a record after it cannot continue that operation', async () => {
+    const x = await world([2]);
+    const S = x.w.streamId;
+    const c2 = await x.s.streams.claim(x.w.alice, { streamId: S, replace: true });
+    await appendOp(x, c2.coordinatorToken, 1, 'after');
+    expect((await x.doctor()).problems).toEqual([]);
+    // Fence at 3; the record at 4 now claims to be record 2 of the operation at 1–2.
+    await editCompact(x, 4, (r) => {
+      r[1] = x.ops[0];
+      r[2] = 2;
+    });
+    expect((await x.doctor()).problems).toEqual([
+      P('record', x.rec(4), S, '1', '4', `record 2 of operation ${x.ops[0]} does not follow its operation's records`),
+    ]);
+  });
+
+  it("an unreadable head of the chat's second agent: its records are checked with the first agent as the peer", async () => {
+    const x = await world();
+    const bobStream = `${x.w.chatId}:${x.bobId}`;
+    const chat = x.get<{ agentAId: string; agentBId: string }>(K.chat(x.w.chatId));
+    expect(chat.agentBId).toBe(x.bobId);
+    const claim = await x.s.streams.claim(x.w.bob, { streamId: bobStream, replace: false });
+    await x.s.streams.append(x.w.bob, {
+      streamId: bobStream,
+      coordinatorToken: claim.coordinatorToken,
+      generation: 1,
+      expectedPosition: 1,
+      operationId: 'op-bob',
+      records: [{ type: 'chat.message', messageId: 'b-0', content: 'from bob' }],
+    });
+    const y = await withRawValues(x, [[K.stream(bobStream), 'garbage']]);
+    expect((await y.doctor()).problems).toEqual([
+      P('head', K.stream(bobStream), bobStream, null, null, 'the stream head fails its check (checksum mismatch)'),
+      P('checksum', K.stream(bobStream), bobStream, null, null, 'the value fails its checksum'),
+    ]);
+  });
+
+  it('an unreadable head and no chat row: the records are checked (and fail their signatures) instead of the doctor failing', async () => {
+    const x = await world([1]);
+    const S = x.w.streamId;
+    await x.del(K.chat(x.w.chatId));
+    const y = await withRawValues(x, [[K.stream(S), 'garbage']]);
+    const r = await y.doctor();
+    expect(r.problems).toEqual(
+      expect.arrayContaining([
+        P('head', K.stream(S), S, null, null, 'the stream head fails its check (checksum mismatch)'),
+        P('record', x.rec(1), S, '1', '1', `the signature does not verify (kid ${kidOf(y, 1)})`),
+      ]),
+    );
   });
 });
