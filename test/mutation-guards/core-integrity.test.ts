@@ -1,4 +1,4 @@
-// Kills mutants of src/daemon/store/integrity.ts and src/daemon/store/verified-reads.ts
+// Kills mutants of src/daemon/store/integrity.ts and src/daemon/store/leveldb/verified-reads.ts
 // (test/MUTATION.md, "Store, crypto, signing and client modules"). The fault suites show
 // corruption end to end; here each rule of the corruption marks (which one wins, what blocks a
 // write or a read, what is stored and found again after a restart) and of the verified reads
@@ -10,10 +10,10 @@ import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it } from 'vitest';
 import { YelloError, errors } from '../../src/shared/errors.js';
 import { Integrity, corruptError, isCorrupt, type CorruptMark } from '../../src/daemon/store/integrity.js';
-import { openStore, type OpenedStore } from '../../src/daemon/store/store-open.js';
-import { K } from '../../src/daemon/store/key-layout.js';
-import { encodeValue } from '../../src/daemon/store/value-codec.js';
-import { VerifiedReads } from '../../src/daemon/store/verified-reads.js';
+import { openStore, type OpenedStore } from '../../src/daemon/store/leveldb/store-open.js';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
+import { encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
+import { VerifiedReads } from '../../src/daemon/store/leveldb/verified-reads.js';
 import { makeTempDir } from '../helpers/daemon-process.js';
 import { silentLog } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';

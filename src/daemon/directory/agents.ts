@@ -1,10 +1,10 @@
 import { errors } from '../../shared/errors.js';
 import type { Agent, AgentSummary, PiiMode } from '../../shared/types.js';
 import { hashToken, newToken, randomId } from '../crypto/tokens.js';
-import type { Counters } from '../store/counters.js';
-import { K } from '../store/key-layout.js';
-import { put, type Storage, type WriteOp } from '../store/storage.js';
-import { keyPage } from '../store/key-page.js';
+import type { Counters } from '../store/leveldb/counters.js';
+import { K } from '../store/leveldb/key-layout.js';
+import { put, type Storage, type WriteOp } from '../store/leveldb/storage.js';
+import { keyPage } from '../store/leveldb/key-page.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 
 /** An agent row as stored: the public agent plus its token hash. */

@@ -1,10 +1,10 @@
 import { errors } from '../../shared/errors.js';
 import type { Grant } from '../../shared/results.js';
 import type { Chat } from '../../shared/types.js';
-import { K } from '../store/key-layout.js';
-import { damagedKeys, untrustworthy } from '../store/damage-scan.js';
-import { put, type Storage } from '../store/storage.js';
-import { keyPage } from '../store/key-page.js';
+import { K } from '../store/leveldb/key-layout.js';
+import { damagedKeys, untrustworthy } from '../store/leveldb/damage-scan.js';
+import { put, type Storage } from '../store/leveldb/storage.js';
+import { keyPage } from '../store/leveldb/key-page.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Agents } from './agents.js';
 

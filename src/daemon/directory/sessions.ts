@@ -1,8 +1,8 @@
 import type { Caller } from '../caller.js';
 import { hashToken, safeEqual } from '../crypto/tokens.js';
-import { damagedKeys } from '../store/damage-scan.js';
-import { K } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import { damagedKeys } from '../store/leveldb/damage-scan.js';
+import { K } from '../store/leveldb/key-layout.js';
+import type { Storage } from '../store/leveldb/storage.js';
 import type { Agents } from './agents.js';
 
 /**

@@ -3,8 +3,8 @@ import { errors, YelloError } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
 import type { CorruptStream } from '../../shared/types.js';
 import { errorMessage } from '../runtime/error-fields.js';
-import { K, prefixEnd } from './key-layout.js';
-import type { Storage } from './storage.js';
+import { K, prefixEnd } from './leveldb/key-layout.js';
+import type { Storage } from './leveldb/storage.js';
 
 /**
  * A stream generation the daemon cannot vouch for from `fromPosition` on: records there may

@@ -1,7 +1,7 @@
 import { formatDecimal, makeStreamId } from '../../shared/ids.js';
 import type { StreamState } from '../../shared/types.js';
-import { K } from './key-layout.js';
-import type { WriteOp } from './storage.js';
+import { K } from './leveldb/key-layout.js';
+import type { WriteOp } from './leveldb/storage.js';
 
 /** A sealed earlier generation: still readable, never written again. */
 export interface SealedGeneration {

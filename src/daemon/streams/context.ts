@@ -1,9 +1,9 @@
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Directory } from '../directory/directory.js';
-import type { Counters } from '../store/counters.js';
+import type { Counters } from '../store/leveldb/counters.js';
 import type { Integrity } from '../store/integrity.js';
-import type { Storage } from '../store/storage.js';
-import type { StreamTables } from '../store/stream-tables.js';
+import type { Storage } from '../store/leveldb/storage.js';
+import type { StreamTables } from '../store/leveldb/stream-tables.js';
 import type { StreamHeads } from './heads.js';
 import type { WriterPresence } from './writer-presence.js';
 

@@ -3,11 +3,11 @@ import { formatDecimal, splitStreamId } from '../../shared/ids.js';
 import type { StoredRecord, StreamState } from '../../shared/types.js';
 import type { Directory } from '../directory/directory.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
-import { K, prefixEnd } from '../store/key-layout.js';
-import type { Storage, WriteOp } from '../store/storage.js';
+import { K, prefixEnd } from '../store/leveldb/key-layout.js';
+import type { Storage, WriteOp } from '../store/leveldb/storage.js';
 import { cloneMeta, peerStreamIdOf, publicStreamState, type StreamMeta } from '../store/stream-meta.js';
-import type { StreamIdentity, StreamTables } from '../store/stream-tables.js';
-import type { Touch } from '../store/wal-guard.js';
+import type { StreamIdentity, StreamTables } from '../store/leveldb/stream-tables.js';
+import type { Touch } from '../store/leveldb/wal-guard.js';
 import type { WriterPresence } from './writer-presence.js';
 
 /** A committed range of one stream, handed to subscribers in commit order. */

@@ -1,5 +1,5 @@
-import { K, prefixEnd } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import { K, prefixEnd } from '../store/leveldb/key-layout.js';
+import type { Storage } from '../store/leveldb/storage.js';
 import type { StreamMeta } from '../store/stream-meta.js';
 
 /**

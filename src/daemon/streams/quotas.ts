@@ -1,8 +1,8 @@
 import { errors } from '../../shared/errors.js';
 import { makeStreamId } from '../../shared/ids.js';
 import { monotonicMs } from '../runtime/clock.js';
-import { K, prefixEnd } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import { K, prefixEnd } from '../store/leveldb/key-layout.js';
+import type { Storage } from '../store/leveldb/storage.js';
 
 /** Per-agent quotas (docs/security.md "Quotas"); 0 turns one off. */
 export interface QuotaOptions {

@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
 import { monotonicMs } from '../runtime/clock.js';
 import { errorMessage } from '../runtime/error-fields.js';
-import { K, prefixEnd } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import { K, prefixEnd } from '../store/leveldb/key-layout.js';
+import type { Storage } from '../store/leveldb/storage.js';
 import { peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
-import type { StreamTables } from '../store/stream-tables.js';
+import type { StreamTables } from '../store/leveldb/stream-tables.js';
 import type { StreamHeads } from './heads.js';
 import type { Retention } from './retention.js';
 

@@ -3,13 +3,13 @@ import { formatDecimal, splitStreamId } from '../../shared/ids.js';
 import type { StoredRecord, StreamState } from '../../shared/types.js';
 import { peerOf } from '../directory/chats.js';
 import type { Directory } from '../directory/directory.js';
-import type { Counters } from '../store/counters.js';
+import type { Counters } from '../store/leveldb/counters.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
-import { K, prefixEnd } from '../store/key-layout.js';
+import { K, prefixEnd } from '../store/leveldb/key-layout.js';
 import { expandRecord, type CompactRecord } from '../store/record-layout.js';
-import type { Storage, WriteOp } from '../store/storage.js';
+import type { Storage, WriteOp } from '../store/leveldb/storage.js';
 import { cloneMeta, newStreamMeta, peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
-import { placeOf, type StreamTables } from '../store/stream-tables.js';
+import { placeOf, type StreamTables } from '../store/leveldb/stream-tables.js';
 import type { StreamContext } from './context.js';
 import type { StreamHeads } from './heads.js';
 

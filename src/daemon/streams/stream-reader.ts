@@ -8,7 +8,7 @@ import { PAGE_BYTES } from '../limits.js';
 import type { ReadRequest } from '../requests.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
 import type { StreamMeta } from '../store/stream-meta.js';
-import type { StreamTables } from '../store/stream-tables.js';
+import type { StreamTables } from '../store/leveldb/stream-tables.js';
 import { assertReader } from './access.js';
 import type { StreamContext } from './context.js';
 import type { StreamHeads } from './heads.js';

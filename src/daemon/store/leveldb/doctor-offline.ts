@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import type { DoctorReport } from '../../shared/types.js';
+import type { DoctorReport } from '../../../shared/types.js';
 import { checkStore } from './doctor.js';
-import { Integrity } from './integrity.js';
+import { Integrity } from '../integrity.js';
 import { applyRecoveryReport } from './recovery-check.js';
-import { Signer } from '../crypto/signer.js';
+import { Signer } from '../../crypto/signer.js';
 import { openStore } from './store-open.js';
 
 /**

@@ -1,4 +1,4 @@
-import { errors, YelloError } from '../../shared/errors.js';
+import { errors, YelloError } from '../../../shared/errors.js';
 import { prefixEnd } from './key-layout.js';
 import type { Storage } from './storage.js';
 

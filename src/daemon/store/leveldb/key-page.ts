@@ -1,5 +1,5 @@
-import { errors } from '../../shared/errors.js';
-import type { TokenCodec } from '../crypto/token-codec.js';
+import { errors } from '../../../shared/errors.js';
+import type { TokenCodec } from '../../crypto/token-codec.js';
 import { prefixEnd } from './key-layout.js';
 import type { Storage } from './storage.js';
 
