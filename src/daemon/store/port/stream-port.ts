@@ -82,7 +82,10 @@ export interface TrimChange {
   kind: 'trim';
   expect: HeadPrecondition;
   next: StreamMeta;
-  /** The retained start before the trim (`next.firstPosition` is the one after it). */
+  /**
+   * The retained start before the trim (`next.firstPosition` is the one after it). Part of the
+   * precondition: a head whose retained start moved meanwhile makes the trim `stale`.
+   */
   fromPosition: number;
 }
 
