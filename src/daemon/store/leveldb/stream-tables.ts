@@ -132,6 +132,11 @@ export class StreamTables {
   }
 }
 
+/** The put of a whole head (a new stream: both heads are written with their chat). */
+export function streamMetaOp(meta: StreamMeta): WriteOp {
+  return { type: 'put', key: K.stream(meta.streamId), value: meta };
+}
+
 export function tailOf(meta: StreamMeta): StreamTail {
   return [meta.generation, meta.nextPosition, meta.lastCreatedAt, meta.receipt?.peerGeneration ?? null, meta.receipt?.nextPosition ?? null];
 }
