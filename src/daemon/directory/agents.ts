@@ -82,7 +82,7 @@ export class Agents {
 
   /** `agents.list`: a page of agents in id order (docs/protocol.md §6.4). */
   async list(cursor: string | undefined, limit: number): Promise<{ agents: Agent[]; nextCursor: string | null }> {
-    const after = openListCursor(this.#codec, AGENTS_CURSOR_KIND, cursor, '');
+    const after = openListCursor(this.#codec, AGENTS_CURSOR_KIND, cursor, '', 1);
     const rows = await this.#store.directory.agents({ ...(after !== undefined ? { after } : {}), limit: limit + 1 });
     const page = listPage(this.#codec, AGENTS_CURSOR_KIND, rows, limit, (r) => r.id);
     return { agents: page.entries.map(publicAgent), nextCursor: page.nextCursor };

@@ -68,11 +68,9 @@ export class Grants {
     limit: number,
   ): Promise<{ grants: Grant[]; nextCursor: string | null }> {
     // A position is `agentId/peerAgentId` (ids never contain `/`); a filtered list's cursors start with its agent.
-    const opened = openListCursor(this.#codec, GRANTS_CURSOR_KIND, cursor, agentId === undefined ? '' : `${agentId}/`);
-    const parts = opened?.split('/');
-    const after = parts?.length === 2 ? ([parts[0] ?? '', parts[1] ?? ''] as [string, string]) : undefined;
-    if (opened !== undefined && after === undefined)
-      throw errors.invalidParams('cursor', `not a cursor of ${GRANTS_CURSOR_KIND} for this list`);
+    const opened = openListCursor(this.#codec, GRANTS_CURSOR_KIND, cursor, agentId === undefined ? '' : `${agentId}/`, 2);
+    const [from = '', peer = ''] = opened?.split('/') ?? [];
+    const after: [string, string] | undefined = opened === undefined ? undefined : [from, peer];
     const rows = await this.#store.directory.grants(agentId, { ...(after !== undefined ? { after } : {}), limit: limit + 1 });
     const page = listPage(this.#codec, GRANTS_CURSOR_KIND, rows, limit, (g) => `${g.agentId}/${g.peerAgentId}`);
     return { grants: page.entries, nextCursor: page.nextCursor };

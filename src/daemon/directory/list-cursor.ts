@@ -12,12 +12,19 @@ export const LIST_LIMIT = 100;
  * Where the page a list `cursor` of `kind` continues from: the sealed position of the last entry
  * of the previous page (docs/protocol.md §6.9). A cursor binds where its page ended, and so its
  * filter: one that does not start with `scope` (another filter's) is INVALID_PARAMS at `cursor`,
- * as is one that fails its HMAC or is of another kind.
+ * as is one that fails its HMAC, is of another kind, or is not `segments` ids joined by `/` (ids
+ * never contain one: a cursor an older daemon sealed around a LevelDB key is refused, not misread).
  */
-export function openListCursor(codec: TokenCodec, kind: string, cursor: string | undefined, scope: string): string | undefined {
+export function openListCursor(
+  codec: TokenCodec,
+  kind: string,
+  cursor: string | undefined,
+  scope: string,
+  segments: number,
+): string | undefined {
   if (cursor === undefined) return undefined;
   const after = codec.open(kind, cursor);
-  if (typeof after !== 'string' || !after.startsWith(scope))
+  if (typeof after !== 'string' || !after.startsWith(scope) || after.split('/').length !== segments)
     throw errors.invalidParams('cursor', `not a cursor of ${kind} for this list (HMAC check failed, wrong kind or another filter)`);
   return after;
 }
