@@ -40,12 +40,14 @@ export function checkReceipts(heads: StreamHeads, codec: TokenCodec, caller: Cal
   }
 }
 
-/** clientMessageIds of the messages (by record index); DUPLICATE_MESSAGE on reuse in this generation. */
-export function checkMessageIds(streams: StreamPort, meta: StreamMeta, records: Records): Array<string | undefined> {
+/**
+ * The clientMessageIds of the messages (by record index, `messageIdsOf`); DUPLICATE_MESSAGE on
+ * reuse in this generation.
+ */
+export function checkMessageIds(streams: StreamPort, meta: StreamMeta, ids: ReadonlyArray<string | undefined>): Array<string | undefined> {
   const seen = new Map<string, number>();
-  return records.map((r, index) => {
-    if (r.type !== 'chat.message') return undefined;
-    const id = clientMessageId(meta.chatId, meta.authorAgentId, r.messageId);
+  return ids.map((id, index) => {
+    if (id === undefined) return undefined;
     const stored = streams.messagePosition(meta.streamId, meta.generation, id);
     if (stored !== undefined) throw errors.duplicateMessage(formatDecimal(stored));
     const inRequest = seen.get(id);
@@ -74,9 +76,9 @@ export function applyPolicy(mode: PiiMode, records: Records, redactions: Redacti
   return contents;
 }
 
-/** The clientMessageIds of an append's messages, for the port's `prepare`. */
-export function messageIdsOf(meta: Pick<StreamMeta, 'chatId' | 'authorAgentId'>, records: Records): string[] {
-  return records.flatMap((r) => (r.type === 'chat.message' ? [clientMessageId(meta.chatId, meta.authorAgentId, r.messageId)] : []));
+/** The clientMessageId of each message of an append, by record index (receipts: undefined). */
+export function messageIdsOf(meta: Pick<StreamMeta, 'chatId' | 'authorAgentId'>, records: Records): Array<string | undefined> {
+  return records.map((r) => (r.type === 'chat.message' ? clientMessageId(meta.chatId, meta.authorAgentId, r.messageId) : undefined));
 }
 
 /** Digest of what an append asks to write (not the token): equal requests replay, others conflict. */

@@ -70,7 +70,13 @@ export class Appender {
     this.#store.assertWritable(p.operationId);
     assertAuthor(caller, p.streamId);
     const before = this.#heads.requireAdmitted(p.streamId);
-    const preparing = this.#streams.prepare(p.streamId, p.operationId, messageIdsOf(before, p.records));
+    // A stream's chat and author never change, so its ids are the same on any later head.
+    const ids = messageIdsOf(before, p.records);
+    const preparing = this.#streams.prepare(
+      p.streamId,
+      p.operationId,
+      ids.filter((id) => id !== undefined),
+    );
     if (preparing) await preparing;
     const meta = preparing ? this.#heads.requireAdmitted(p.streamId) : before;
 
@@ -91,7 +97,7 @@ export class Appender {
 
     const next = cloneMeta(meta);
     checkReceipts(this.#heads, this.#codec, caller, next, p.records);
-    const messageIds = checkMessageIds(this.#streams, meta, p.records);
+    const messageIds = checkMessageIds(this.#streams, meta, ids);
     const redactions: Redaction[] = [];
     const contents = applyPolicy(this.#directory.piiMode(meta.authorAgentId), p.records, redactions);
     const { records, signing } = this.#records(p, next, contents, messageIds);
