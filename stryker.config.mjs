@@ -33,10 +33,10 @@ export default {
   coverageAnalysis: 'perTest',
   mutate: [
     'src/daemon/streams/*.ts',
-    'src/daemon/store/value-codec.ts',
+    'src/daemon/store/leveldb/value-codec.ts',
     'src/daemon/store/integrity.ts',
-    'src/daemon/store/verified-reads.ts',
-    'src/daemon/store/doctor-checks.ts',
+    'src/daemon/store/leveldb/verified-reads.ts',
+    'src/daemon/store/leveldb/doctor-checks.ts',
     'src/daemon/crypto/*.ts',
     'src/shared/message-signing.ts',
     'src/client/verify*.ts',

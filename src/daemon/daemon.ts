@@ -9,10 +9,12 @@ import type { DaemonConfig } from './runtime/config.js';
 import { EXIT_CODES } from './runtime/exit-codes.js';
 import { Integrity } from './store/integrity.js';
 import { installProcessGuards } from './runtime/process-guards.js';
-import { applyRecoveryReport, walIncidents } from './store/recovery-check.js';
+import { applyRecoveryReport, walIncidents } from './store/leveldb/recovery-check.js';
 import { startupFailure } from './runtime/startup-errors.js';
-import { openStore, type OpenedStore } from './store/store-open.js';
-import { Counters } from './store/counters.js';
+import { openStore, type OpenedStore } from './store/leveldb/store-open.js';
+import { Counters } from './store/leveldb/counters.js';
+import { LevelStore, levelMarkStore } from './store/leveldb/level-store.js';
+import { checkStore } from './store/leveldb/doctor.js';
 import { Directory } from './directory/directory.js';
 import { Signer } from './crypto/signer.js';
 import { SignBatcher } from './crypto/sign-batcher.js';
@@ -91,7 +93,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       // Advisory only (it names this daemon in a second one's lock error): never a reason not to start.
       log.warn({ err: { message: errorMessage(err) } }, 'could not record the lock holder');
     }
-    const integrity = new Integrity(storage, log);
+    const integrity = new Integrity(levelMarkStore(storage), log);
     let adminToken: string;
     let secret: Buffer;
     let signer: Signer;
@@ -107,9 +109,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     } catch (err) {
       throw startupFailure(err, `prepare the data dir ${config.dataDir}`);
     }
-    const counters = await Counters.load(storage, log);
+    const port = new LevelStore(storage, await Counters.load(storage, log));
     const codec = new TokenCodec(secret);
-    const directory = new Directory(storage, counters, codec, adminToken, config.policy);
+    const directory = new Directory(port, codec, adminToken, config.policy);
     const damage = await directory.checkDamage();
     for (const [keys, what, answer] of [
       [damage.tokenIndex, 'token index', 'an unknown token'],
@@ -118,14 +120,14 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       if (keys.length > 0) log.error({ keys }, `${what} keys fail their checksum: ${answer} is answered STORAGE_FAILURE; run yello doctor`);
     }
     const batcher = new SignBatcher(signer);
-    const streams = new StreamStore(storage, directory, signer, codec, counters, integrity, batcher);
+    const streams = new StreamStore(port, directory, signer, codec, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
     const helloLimiter = new HelloLimiter();
-    const quotas = new Quotas({ ...DEFAULT_QUOTAS, ...config.quotas }, storage);
+    const quotas = new Quotas({ ...DEFAULT_QUOTAS, ...config.quotas }, port);
     const audit = new Audit(log);
     const metrics = new (await metricsModule).Metrics(VERSION);
-    storage.onCommit((writes, seconds) => {
+    port.onCommit((writes, seconds) => {
       metrics.committed(writes, seconds);
     });
     quotas.onHit((quota) => {
@@ -137,13 +139,13 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       startedAt: monotonicMs(),
       maxLineBytes: config.maxLineBytes,
       maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
-      storage,
+      store: port,
+      check: (mark) => checkStore(storage, integrity, signer, { mark }),
       directory,
       streams,
       reader,
       subscriptions,
       signer,
-      counters,
       helloLimiter,
       quotas,
       integrity,
@@ -179,9 +181,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       },
     });
     metrics.observe({
-      counts: () => counters.snapshot(),
-      commits: () => storage.stats,
-      readOnly: () => storage.readOnly,
+      counts: () => port.counts(),
+      commits: () => port.stats,
+      readOnly: () => port.readOnly,
       corruptMarks: () => integrity.list().length,
       walIncidents: () => walIncidents(store).length,
       followers: () => subscriptions.count,
@@ -226,7 +228,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           await retention?.stop();
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
           batcher.close();
-          await storage.close();
+          await port.close();
           removeLockHolder(dbDir);
           server.closeConnections();
           pool.close();

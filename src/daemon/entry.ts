@@ -7,5 +7,5 @@
 export { startDaemon } from './daemon.js';
 export { StartupError } from './rpc/socket-server.js';
 export { EXIT_CODES } from './runtime/exit-codes.js';
-export { runDoctorOffline } from './store/doctor-offline.js';
-export { restoreBackup, RestoreError } from './store/restore.js';
+export { runDoctorOffline } from './store/leveldb/doctor-offline.js';
+export { restoreBackup, RestoreError } from './store/leveldb/restore.js';

@@ -10,7 +10,7 @@ import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
 import { ok, type ExportLine } from '../helpers/wire-fixtures.js';
 import type { DoctorReport } from '../../src/shared/types.js';
-import { encodeValue } from '../../src/daemon/store/value-codec.js';
+import { encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
 
 const daemons: DaemonProcess[] = [];
 afterAll(async () => {

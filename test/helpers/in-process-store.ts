@@ -9,14 +9,15 @@ import { pino } from 'pino';
 import { TokenCodec } from '../../src/daemon/crypto/token-codec.js';
 import type { Caller } from '../../src/daemon/caller.js';
 import { ChatReader } from '../../src/daemon/streams/chat-reader.js';
-import { Counters } from '../../src/daemon/store/counters.js';
+import { Counters } from '../../src/daemon/store/leveldb/counters.js';
 import { Directory } from '../../src/daemon/directory/directory.js';
 import { Integrity } from '../../src/daemon/store/integrity.js';
-import { applyRecoveryReport } from '../../src/daemon/store/recovery-check.js';
+import { LevelStore, levelMarkStore } from '../../src/daemon/store/leveldb/level-store.js';
+import { applyRecoveryReport } from '../../src/daemon/store/leveldb/recovery-check.js';
 import type { ConnectionHandle } from '../../src/daemon/rpc/rpc-server.js';
 import { Signer } from '../../src/daemon/crypto/signer.js';
 import { SignBatcher } from '../../src/daemon/crypto/sign-batcher.js';
-import { openStore, type OpenedStore } from '../../src/daemon/store/store-open.js';
+import { openStore, type OpenedStore } from '../../src/daemon/store/leveldb/store-open.js';
 import { StreamStore } from '../../src/daemon/streams/stream-store.js';
 import { Subscriptions } from '../../src/daemon/streams/subscriptions.js';
 import { makeTempDir } from './daemon-process.js';
@@ -47,6 +48,8 @@ export class RecordingConnection implements ConnectionHandle {
 export interface InProcessStore {
   dir: string;
   store: OpenedStore;
+  /** The storage port over `store`. */
+  port: LevelStore;
   integrity: Integrity;
   directory: Directory;
   streams: StreamStore;
@@ -62,19 +65,20 @@ export async function openInProcess(dir?: string, options: { injectFailure?: () 
   const root = dir ?? (await makeTempDir('yl-ip-'));
   mkdirSync(path.join(root, 'db'), { recursive: true });
   const store = await openStore(root, silentLog, { injectFailure: options.injectFailure ?? null });
-  const integrity = new Integrity(store.storage, silentLog);
+  const integrity = new Integrity(levelMarkStore(store.storage), silentLog);
   await integrity.load();
   await applyRecoveryReport(store, integrity, silentLog);
-  const counters = await Counters.load(store.storage, silentLog);
+  const port = new LevelStore(store.storage, await Counters.load(store.storage, silentLog));
   const codec = new TokenCodec(randomBytes(32));
-  const directory = new Directory(store.storage, counters, codec, 'admin-token', 'open');
+  const directory = new Directory(port, codec, 'admin-token', 'open');
   const signer = new Signer(path.join(root, 'keys'));
-  const streams = new StreamStore(store.storage, directory, signer, codec, counters, integrity, new SignBatcher(signer));
+  const streams = new StreamStore(port, directory, signer, codec, integrity, new SignBatcher(signer));
   const reader = new ChatReader(streams, directory, codec);
   const subscriptions = new Subscriptions(streams, reader, directory, integrity, silentLog);
   return {
     dir: root,
     store,
+    port,
     integrity,
     directory,
     streams,

@@ -176,7 +176,7 @@ export interface TrialOutcome {
   /**
    * The daemon may report streams it cannot localise damage to: after LevelDB drops part of its
    * write-ahead log, every stream written since the last flush is suspect from its position
-   * then (src/daemon/store/wal-guard.ts), damaged or not. Table and head damage is found per
+   * then (src/daemon/store/leveldb/wal-guard.ts), damaged or not. Table and head damage is found per
    * value, so there a stream reported with nothing of its own changed is a false alarm that fails.
    */
   unlocalisedLoss: boolean;

@@ -14,7 +14,7 @@ import { DaemonProcess } from '../helpers/daemon-process.js';
 import { reconnectChat, receipt, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { ok, readAll, type Wire, type WireResponse } from '../helpers/wire-fixtures.js';
-import { encodeValue } from '../../src/daemon/store/value-codec.js';
+import { encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
 
 const STORAGE_FAILURE = 5030;
 

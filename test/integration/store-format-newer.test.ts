@@ -5,8 +5,8 @@
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { CURRENT_FORMAT, FORMAT_KEY } from '../../src/daemon/store/store-format.js';
-import { encodeValue } from '../../src/daemon/store/value-codec.js';
+import { CURRENT_FORMAT, FORMAT_KEY } from '../../src/daemon/store/leveldb/store-format.js';
+import { encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
 import { expectExit, oneLineErrorProblems, runCli } from '../helpers/cli-runner.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { ok } from '../helpers/wire-fixtures.js';

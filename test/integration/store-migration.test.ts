@@ -9,8 +9,8 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { migrateFormat, CURRENT_FORMAT, FORMAT_KEY } from '../../src/daemon/store/store-format.js';
-import { decodeValue, encodeValue } from '../../src/daemon/store/value-codec.js';
+import { migrateFormat, CURRENT_FORMAT, FORMAT_KEY } from '../../src/daemon/store/leveldb/store-format.js';
+import { decodeValue, encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
 import { DaemonProcess, makeTempDir, repoRoot } from '../helpers/daemon-process.js';
 import { ok, readAll, type ExportLine, type Result } from '../helpers/wire-fixtures.js';
 

@@ -1,6 +1,6 @@
 // Kills mutants of the daemon's crypto and codec modules (test/MUTATION.md, "Store, crypto,
 // signing and client modules"): src/daemon/crypto/{tokens,token-codec,batch-codec,hashing,
-// signer,sign-batcher}.ts, src/daemon/store/value-codec.ts and src/shared/message-signing.ts.
+// signer,sign-batcher}.ts, src/daemon/store/leveldb/value-codec.ts and src/shared/message-signing.ts.
 // The integration tests reach them only through whole appends, where a weaker token check or
 // a checksum with a short hex still "works"; here each promise is asserted where it is made:
 // the stored bytes, what a token opens to, which signatures verify, and when signing waits.
@@ -17,7 +17,7 @@ import { DEFER_MIN_BATCH, SignBatcher } from '../../src/daemon/crypto/sign-batch
 import { Signer } from '../../src/daemon/crypto/signer.js';
 import { TokenCodec } from '../../src/daemon/crypto/token-codec.js';
 import { hashToken, newToken, randomId, safeEqual } from '../../src/daemon/crypto/tokens.js';
-import { decodeValue, encodeValue } from '../../src/daemon/store/value-codec.js';
+import { decodeValue, encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
 import { checkpointPayload, type CheckpointFields } from '../../src/shared/checkpoint.js';
 import {
   CLIENT_MESSAGE_ID_TAG,

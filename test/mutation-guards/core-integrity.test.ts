@@ -1,4 +1,4 @@
-// Kills mutants of src/daemon/store/integrity.ts and src/daemon/store/verified-reads.ts
+// Kills mutants of src/daemon/store/integrity.ts and src/daemon/store/leveldb/verified-reads.ts
 // (test/MUTATION.md, "Store, crypto, signing and client modules"). The fault suites show
 // corruption end to end; here each rule of the corruption marks (which one wins, what blocks a
 // write or a read, what is stored and found again after a restart) and of the verified reads
@@ -10,11 +10,12 @@ import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it } from 'vitest';
 import { YelloError, errors } from '../../src/shared/errors.js';
 import { Integrity, corruptError, isCorrupt, type CorruptMark } from '../../src/daemon/store/integrity.js';
-import { openStore, type OpenedStore } from '../../src/daemon/store/store-open.js';
-import { K } from '../../src/daemon/store/key-layout.js';
-import { encodeValue } from '../../src/daemon/store/value-codec.js';
-import { VerifiedReads } from '../../src/daemon/store/verified-reads.js';
+import { openStore, type OpenedStore } from '../../src/daemon/store/leveldb/store-open.js';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
+import { encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
+import { VerifiedReads } from '../../src/daemon/store/leveldb/verified-reads.js';
 import { makeTempDir } from '../helpers/daemon-process.js';
+import { levelMarkStore } from '../../src/daemon/store/leveldb/level-store.js';
 import { silentLog } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -82,7 +83,7 @@ describe('corruption marks', () => {
 
   it('mark: the lowest position of a generation wins; a higher one answers with the existing mark and tells no one', async () => {
     const { s } = await store();
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     const told: CorruptMark[] = [];
     integrity.onMark((m) => told.push(m));
     expect(integrity.mark(mark('c:a', 1, 5, 'first')).details).toMatchObject({ fromPosition: '5', detail: 'first' });
@@ -104,11 +105,11 @@ describe('corruption marks', () => {
   it('marks are stored and found again by load(); a read-only store keeps them in memory only', async () => {
     let fail = false;
     const { dir, s } = await store(undefined, () => fail);
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     integrity.mark(mark('c:a', 1, 3, 'kept'));
     integrity.mark(mark('c:h', null, 0, 'head'));
     await waitFor(async () => {
-      const again = new Integrity(s.storage, silentLog);
+      const again = new Integrity(levelMarkStore(s.storage), silentLog);
       await again.load();
       return again.list().length === 2;
     }, 'the marks to be stored');
@@ -120,7 +121,7 @@ describe('corruption marks', () => {
     await s.storage.close();
     cleanup.splice(0);
     const { s: reopened } = await store(dir);
-    const loaded = new Integrity(reopened.storage, silentLog);
+    const loaded = new Integrity(levelMarkStore(reopened.storage), silentLog);
     await loaded.load();
     expect(
       loaded
@@ -133,18 +134,18 @@ describe('corruption marks', () => {
 
   it('persistNow stores what remember() only remembered; remember keeps an existing lower mark', async () => {
     const { s } = await store();
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     const a = integrity.remember(mark('c:a', 1, 4, 'a'));
     expect(integrity.remember(mark('c:a', 1, 6, 'higher'))).toBe(a);
     expect(integrity.remember(mark('c:a', 1, 4, 'same'))).toBe(a);
     const lower = integrity.remember(mark('c:a', 1, 1, 'lower'));
     expect(lower).toMatchObject({ fromPosition: 1, detail: 'lower' });
-    const loadedBefore = new Integrity(s.storage, silentLog);
+    const loadedBefore = new Integrity(levelMarkStore(s.storage), silentLog);
     await loadedBefore.load();
     expect(loadedBefore.list()).toEqual([]);
     await integrity.persistNow([]);
     await integrity.persistNow([lower, integrity.remember(mark('c:b', null, 0, 'head'))]);
-    const loaded = new Integrity(s.storage, silentLog);
+    const loaded = new Integrity(levelMarkStore(s.storage), silentLog);
     await loaded.load();
     expect(loaded.list()).toEqual(integrity.list());
     expect(loaded.list()).toHaveLength(2);
@@ -152,7 +153,7 @@ describe('corruption marks', () => {
 
   it('assertWritable: a head mark, or a mark of the current or a later generation, blocks; an older one does not', async () => {
     const { s } = await store();
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     integrity.remember(mark('c:a', 2, 0, 'two'));
     integrity.assertWritable('c:a', 3);
     integrity.assertWritable('c:other', 1);
@@ -181,7 +182,7 @@ describe('corruption marks', () => {
 
   it('assertIntact and isMarked: any mark of the stream', async () => {
     const { s } = await store();
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     integrity.assertIntact('c:a');
     expect(integrity.isMarked('c:a')).toBe(false);
     integrity.remember(mark('c:a', 1, 0, 'old generation'));
@@ -195,7 +196,7 @@ describe('corruption marks', () => {
 
   it('readLimit and assertReadable: the lowest mark of the generation; a head mark stops every read', async () => {
     const { s } = await store();
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     expect(integrity.readLimit('c:a', 1)).toBe(Infinity);
     integrity.remember(mark('c:a', 1, 5, 'one'));
     integrity.remember(mark('c:a', 2, 3, 'two'));
@@ -231,7 +232,7 @@ describe('corruption marks', () => {
 
   it('highestMarkedGeneration: 0 when unmarked, a head mark counts as 0', async () => {
     const { s } = await store();
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     expect(integrity.highestMarkedGeneration('c:a')).toBe(0);
     integrity.remember(mark('c:a', null, 0));
     expect(integrity.highestMarkedGeneration('c:a')).toBe(0);
@@ -242,13 +243,13 @@ describe('corruption marks', () => {
 
   it('narrowHeadMark turns the head mark into one of the generation found, in memory and on disk', async () => {
     const { s } = await store();
-    const integrity = new Integrity(s.storage, silentLog);
+    const integrity = new Integrity(levelMarkStore(s.storage), silentLog);
     integrity.narrowHeadMark('c:none', 1, 0); // no head mark: nothing happens
     expect(integrity.list()).toEqual([]);
     integrity.mark(mark('c:a', 1, 2, 'old'));
     integrity.mark(mark('c:a', null, 0, 'head checksum'));
     await waitFor(async () => {
-      const l = new Integrity(s.storage, silentLog);
+      const l = new Integrity(levelMarkStore(s.storage), silentLog);
       await l.load();
       return l.list().length === 2;
     }, 'the marks to be stored');
@@ -261,7 +262,7 @@ describe('corruption marks', () => {
     expect(show(integrity)).toEqual(['c:a/1#2 old', 'c:a/3#7 head checksum; head rebuilt from records']);
     integrity.assertWritable('c:a', 4);
     await waitFor(async () => {
-      const l = new Integrity(s.storage, silentLog);
+      const l = new Integrity(levelMarkStore(s.storage), silentLog);
       await l.load();
       return JSON.stringify(show(l)) === JSON.stringify(show(integrity));
     }, 'the narrowed mark to replace the head mark on disk');

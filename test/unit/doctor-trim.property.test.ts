@@ -8,8 +8,8 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Signer } from '../../src/daemon/crypto/signer.js';
-import { K } from '../../src/daemon/store/key-layout.js';
-import { checkStore } from '../../src/daemon/store/doctor.js';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
+import { checkStore } from '../../src/daemon/store/leveldb/doctor.js';
 import { chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
 
 /** Append one operation per entry of `shape`, each of that many messages; returns the head. */

@@ -3,7 +3,7 @@
 
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ScalableBloom } from '../../src/daemon/streams/negative-index.js';
+import { ScalableBloom } from '../../src/daemon/store/leveldb/negative-index.js';
 import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -58,7 +58,7 @@ describe('appends with the negative index', () => {
       operationId: 'op-fresh',
       records: [{ type: 'chat.message', messageId: 'fresh', content: 'fresh' }],
     });
-    await waitFor(() => s.streams.negativeIndexReady(w.streamId), 'the index to be built', 5_000);
+    await waitFor(() => s.port.streams.negativeIndexReady(w.streamId), 'the index to be built', 5_000);
     const replay = await s.streams.append(w.alice, {
       streamId: w.streamId,
       coordinatorToken: w.token,

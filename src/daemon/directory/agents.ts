@@ -1,16 +1,13 @@
 import { errors } from '../../shared/errors.js';
 import type { Agent, AgentSummary, PiiMode } from '../../shared/types.js';
 import { hashToken, newToken, randomId } from '../crypto/tokens.js';
-import type { Counters } from '../store/counters.js';
-import { K } from '../store/key-layout.js';
-import { put, type Storage, type WriteOp } from '../store/storage.js';
-import { keyPage } from '../store/key-page.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
+import type { DirectoryOutcome } from '../store/port/directory-port.js';
+import type { StorePort } from '../store/port/store-port.js';
+import type { AgentRow } from '../store/port/values.js';
+import { listPage, openListCursor } from './list-cursor.js';
 
-/** An agent row as stored: the public agent plus its token hash. */
-export interface AgentRow extends Agent {
-  tokenHash: string;
-}
+export type { AgentRow } from '../store/port/values.js';
 
 const AGENT_TOKEN_PREFIX = 'yello_agt_';
 const AGENTS_CURSOR_KIND = 'agents';
@@ -20,31 +17,20 @@ const AGENTS_CURSOR_KIND = 'agents';
  * whether they are disabled. Usernames are unique: checked and admitted synchronously.
  */
 export class Agents {
-  readonly #storage: Storage;
-  readonly #counters: Counters;
+  readonly #store: StorePort;
   readonly #codec: TokenCodec;
-  /** Committed agent rows by id (filled on read, refreshed on commit). */
-  readonly #rows = new Map<string, AgentRow>();
 
-  constructor(storage: Storage, counters: Counters, codec: TokenCodec) {
-    this.#storage = storage;
-    this.#counters = counters;
+  constructor(store: StorePort, codec: TokenCodec) {
+    this.#store = store;
     this.#codec = codec;
   }
 
   /**
-   * An agent row. Committed rows are cached (every RPC checks its session against one); the
-   * cache is refreshed when a write of the row commits. `admitted` reads see a pending write.
+   * An agent row: committed (what every RPC checks its session against), or as admitted with a
+   * pending write (`admitted`, the default).
    */
   row(agentId: string, admitted = true): AgentRow | undefined {
-    const key = K.agent(agentId);
-    if (admitted && this.#storage.hasPending(key)) return this.#storage.getAdmitted<AgentRow>(key);
-    const cached = this.#rows.get(agentId);
-    if (cached) return cached;
-    const row = this.#storage.get<AgentRow>(key);
-    if (row === undefined) return undefined;
-    this.#rows.set(agentId, row);
-    return row;
+    return this.#store.directory.agent(agentId, admitted ? 'admitted' : 'committed');
   }
 
   /** The admitted row, or NOT_FOUND. */
@@ -62,7 +48,7 @@ export class Agents {
   }
 
   byUsername(username: string): Agent {
-    const id = this.#storage.get<string>(K.username(username));
+    const id = this.#store.directory.agentIdByUsername(username, 'committed');
     if (id === undefined) throw errors.notFound('agent', username);
     return this.get(id);
   }
@@ -74,10 +60,7 @@ export class Agents {
   }
 
   async create(username: string, name: string, image: string | undefined): Promise<{ agent: Agent; token: string }> {
-    this.#storage.assertWritable();
-    if (this.#storage.getAdmitted(K.username(username)) !== undefined) {
-      throw errors.invalidParams('username', `username "${username}" is already taken: choose another`);
-    }
+    this.#store.assertWritable();
     const token = newToken(AGENT_TOKEN_PREFIX);
     const row: AgentRow = {
       id: randomId('agt_'),
@@ -89,28 +72,26 @@ export class Agents {
       createdAt: new Date().toISOString(),
       tokenHash: hashToken(token),
     };
-    this.#counters.agents++;
-    await this.#storage.write([
-      put(K.agent(row.id), row),
-      put(K.username(username), row.id),
-      put(K.token(row.tokenHash), row.id),
-      this.#counters.op(),
-    ]);
+    const outcome = await this.#store.directory.createAgent(row);
+    if (outcome.status === 'duplicate') {
+      throw errors.invalidParams('username', `username "${username}" is already taken: choose another`);
+    }
+    settled(outcome);
     return { agent: publicAgent(row), token };
   }
 
   /** `agents.list`: a page of agents in id order (docs/protocol.md §6.4). */
   async list(cursor: string | undefined, limit: number): Promise<{ agents: Agent[]; nextCursor: string | null }> {
-    const page = await keyPage<AgentRow>(this.#storage, this.#codec, AGENTS_CURSOR_KIND, K.agentsPrefix, cursor, limit);
-    return { agents: page.entries.map(({ value }) => publicAgent(value)), nextCursor: page.nextCursor };
+    const after = openListCursor(this.#codec, AGENTS_CURSOR_KIND, cursor, '', 1);
+    const rows = await this.#store.directory.agents({ ...(after !== undefined ? { after } : {}), limit: limit + 1 });
+    const page = listPage(this.#codec, AGENTS_CURSOR_KIND, rows, limit, (r) => r.id);
+    return { agents: page.entries.map(publicAgent), nextCursor: page.nextCursor };
   }
 
   async rotateToken(agentId: string): Promise<{ token: string }> {
     const token = newToken(AGENT_TOKEN_PREFIX);
     await this.#update(agentId, (row) => {
-      const old = row.tokenHash;
       row.tokenHash = hashToken(token);
-      return [{ type: 'del', key: K.token(old) }, put(K.token(row.tokenHash), agentId)];
     });
     return { token };
   }
@@ -118,7 +99,6 @@ export class Agents {
   async disable(agentId: string): Promise<Agent> {
     const row = await this.#update(agentId, (r) => {
       r.disabled = true;
-      return [];
     });
     return publicAgent(row);
   }
@@ -126,7 +106,6 @@ export class Agents {
   async setPolicy(agentId: string, pii: PiiMode): Promise<Agent> {
     const row = await this.#update(agentId, (r) => {
       r.pii = pii;
-      return [];
     });
     return publicAgent(row);
   }
@@ -136,16 +115,25 @@ export class Agents {
     return this.row(agentId)?.pii ?? 'redact';
   }
 
-  async #update(agentId: string, change: (row: AgentRow) => WriteOp[]): Promise<AgentRow> {
-    this.#storage.assertWritable();
+  async #update(agentId: string, change: (row: AgentRow) => void): Promise<AgentRow> {
+    this.#store.assertWritable();
     const current = this.row(agentId);
     if (!current) throw errors.notFound('agent', agentId);
     const row = { ...current };
-    const extra = change(row);
-    await this.#storage.write([put(K.agent(agentId), row), ...extra]);
-    this.#rows.set(agentId, row);
+    change(row);
+    settled(await this.#store.directory.updateAgent(row, current));
     return row;
   }
+}
+
+/**
+ * Throw what a directory write's outcome says when it is not `ok`: an unknown outcome's
+ * STORAGE_FAILURE (written or not, a restart tells); a duplicate the caller did not expect is a
+ * broken invariant of the backend.
+ */
+export function settled(outcome: DirectoryOutcome): void {
+  if (outcome.status === 'unknown') throw outcome.error;
+  if (outcome.status === 'duplicate') throw new Error(`directory write refused: the key is held by ${outcome.existing}`);
 }
 
 function publicAgent(row: AgentRow): Agent {

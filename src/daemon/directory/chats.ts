@@ -4,20 +4,13 @@ import type { Chat } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import { randomId } from '../crypto/tokens.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
-import type { Counters } from '../store/counters.js';
-import { K, prefixEnd } from '../store/key-layout.js';
-import { put, type Storage } from '../store/storage.js';
-import { newStreamMeta, streamMetaOp } from '../store/stream-meta.js';
-import type { Agents } from './agents.js';
+import type { StorePort } from '../store/port/store-port.js';
+import type { ChatRow } from '../store/port/values.js';
+import { newStreamMeta } from '../store/stream-meta.js';
+import { settled, type Agents } from './agents.js';
 import type { Grants } from './grants.js';
 
-/** A chat row as stored; the expanded agents are joined on read. */
-export interface ChatRow {
-  id: string;
-  agentAId: string;
-  agentBId: string;
-  createdAt: string;
-}
+export type { ChatRow } from '../store/port/values.js';
 
 const CHATS_CURSOR_KIND = 'chats';
 
@@ -26,23 +19,21 @@ const CHATS_CURSOR_KIND = 'chats';
  * key is checked and admitted synchronously, so two opens of one pair cannot both create it.
  */
 export class Chats {
-  readonly #storage: Storage;
-  readonly #counters: Counters;
+  readonly #store: StorePort;
   readonly #codec: TokenCodec;
   readonly #agents: Agents;
   readonly #grants: Grants;
 
-  constructor(storage: Storage, counters: Counters, codec: TokenCodec, agents: Agents, grants: Grants) {
-    this.#storage = storage;
-    this.#counters = counters;
+  constructor(store: StorePort, codec: TokenCodec, agents: Agents, grants: Grants) {
+    this.#store = store;
     this.#codec = codec;
     this.#agents = agents;
     this.#grants = grants;
   }
 
-  /** Create-or-find the chat of a pair. Race-free: the pair key is checked and admitted synchronously. */
+  /** Create-or-find the chat of a pair. Race-free: the pair is checked and admitted synchronously. */
   async open(caller: Caller, first: string, second: string): Promise<{ chat: Chat; created: boolean }> {
-    this.#storage.assertWritable();
+    this.#store.assertWritable();
     if (first === second)
       throw errors.invalidParams(caller.role === 'agent' ? 'peerAgentId' : 'agentBId', 'a chat joins two different agents');
     const a = this.#agents.require(first);
@@ -52,36 +43,28 @@ export class Chats {
       if (!this.#grants.maySend(a.id, b.id)) throw errors.permissionDenied('NO_GRANT', `no grant lets ${a.id} chat with ${b.id}`);
     }
     const [agentAId, agentBId] = a.id < b.id ? [a.id, b.id] : [b.id, a.id];
-    const pairKey = K.pair(agentAId, agentBId);
-    const existing = this.#storage.getAdmitted<string>(pairKey);
-    if (existing !== undefined) {
-      await this.#storage.durable(pairKey);
-      return { chat: this.get(existing), created: false };
-    }
+    const directory = this.#store.directory;
+    const existing = directory.chatOfPair(agentAId, agentBId, 'admitted');
+    if (existing !== undefined) return this.#found(agentAId, agentBId, existing);
     const row: ChatRow = { id: randomId('chat_'), agentAId, agentBId, createdAt: new Date().toISOString() };
     const metaA = newStreamMeta(row.id, agentAId, agentBId, row.createdAt);
     const metaB = newStreamMeta(row.id, agentBId, agentAId, row.createdAt);
-    this.#counters.chats++;
-    this.#counters.streams += 2;
-    const ops = [
-      put(K.chat(row.id), row),
-      put(pairKey, row.id),
-      put(K.member(agentAId, row.id), ''),
-      put(K.member(agentBId, row.id), ''),
-      streamMetaOp(metaA),
-      streamMetaOp(metaB),
-      this.#counters.op(),
-    ];
-    await this.#storage.write(
-      ops,
-      [metaA, metaB].map((m) => ({ streamId: m.streamId, generation: m.generation, position: 0 })),
-    );
+    const outcome = await directory.createChat(row, [metaA, metaB]);
+    // Another daemon created the pair's chat first: that one is the chat.
+    if (outcome.status === 'duplicate') return this.#found(agentAId, agentBId, outcome.existing);
+    settled(outcome);
     return { chat: this.#expand(row), created: true };
+  }
+
+  /** The pair's existing chat, once durable (create-or-find answers only what a crash cannot undo). */
+  async #found(agentAId: string, agentBId: string, chatId: string): Promise<{ chat: Chat; created: false }> {
+    await this.#store.directory.pairDurable(agentAId, agentBId);
+    return { chat: this.get(chatId), created: false };
   }
 
   /** The stored chat row (committed), without expanding its agents. */
   row(chatId: string): ChatRow | undefined {
-    return this.#storage.get<ChatRow>(K.chat(chatId));
+    return this.#store.directory.chat(chatId);
   }
 
   /** A committed chat, expanded, or NOT_FOUND. */
@@ -102,17 +85,14 @@ export class Chats {
 
   /** `chats.list`: the admin sees every chat, an agent its own; `cursor` continues after the last one. */
   async list(caller: Caller, cursor: string | undefined, limit: number): Promise<{ chats: Chat[]; nextCursor: string | null }> {
-    const prefix = caller.role === 'admin' ? K.chatsPrefix : K.membersPrefix(caller.agentId);
-    const ids: string[] = [];
-    let start: { gte: string } | { gt: string } = { gte: prefix };
+    let after: string | undefined;
     if (cursor !== undefined) {
-      const after = this.#codec.open(CHATS_CURSOR_KIND, cursor);
-      if (typeof after !== 'string') throw errors.invalidParams('cursor', 'not a chats.list cursor issued by this daemon');
-      start = { gt: prefix + after };
+      const opened = this.#codec.open(CHATS_CURSOR_KIND, cursor);
+      if (typeof opened !== 'string') throw errors.invalidParams('cursor', 'not a chats.list cursor issued by this daemon');
+      after = opened;
     }
-    // Values are read too: their checksum covers the key, so a damaged key is caught here.
-    for await (const { key } of this.#storage.entries<unknown>({ ...start, lt: prefixEnd(prefix), limit: limit + 1 }))
-      ids.push(key.slice(prefix.length));
+    const member = caller.role === 'admin' ? undefined : caller.agentId;
+    const ids = await this.#store.directory.chatIds(member, { ...(after !== undefined ? { after } : {}), limit: limit + 1 });
     const more = ids.length > limit;
     const page = ids.slice(0, limit);
     const last = page[page.length - 1];

@@ -2,8 +2,7 @@ import type { Grant } from '../../shared/results.js';
 import type { Agent, Chat, PiiMode } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
-import type { Counters } from '../store/counters.js';
-import type { Storage } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
 import { Agents } from './agents.js';
 import { Chats, type ChatRow } from './chats.js';
 import { Grants, type ChatPolicy } from './grants.js';
@@ -24,12 +23,12 @@ export class Directory {
   readonly #grants: Grants;
   readonly #chats: Chats;
 
-  constructor(storage: Storage, counters: Counters, codec: TokenCodec, adminToken: string, policy: ChatPolicy) {
+  constructor(store: StorePort, codec: TokenCodec, adminToken: string, policy: ChatPolicy) {
     this.policy = policy;
-    this.#agents = new Agents(storage, counters, codec);
-    this.#sessions = new Sessions(storage, this.#agents, adminToken);
-    this.#grants = new Grants(storage, this.#agents, policy, codec);
-    this.#chats = new Chats(storage, counters, codec, this.#agents, this.#grants);
+    this.#agents = new Agents(store, codec);
+    this.#sessions = new Sessions(store, this.#agents, adminToken);
+    this.#grants = new Grants(store, this.#agents, policy, codec);
+    this.#chats = new Chats(store, codec, this.#agents, this.#grants);
   }
 
   // ---- sessions (sessions.ts) -----------------------------------------------------------

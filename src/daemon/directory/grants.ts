@@ -1,12 +1,11 @@
 import { errors } from '../../shared/errors.js';
 import type { Grant } from '../../shared/results.js';
 import type { Chat } from '../../shared/types.js';
-import { K } from '../store/key-layout.js';
-import { damagedKeys, untrustworthy } from '../store/damage-scan.js';
-import { put, type Storage } from '../store/storage.js';
-import { keyPage } from '../store/key-page.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
-import type { Agents } from './agents.js';
+import { untrustworthy } from '../store/integrity.js';
+import type { StorePort } from '../store/port/store-port.js';
+import { settled, type Agents } from './agents.js';
+import { listPage, openListCursor } from './list-cursor.js';
 
 const GRANTS_CURSOR_KIND = 'grants';
 
@@ -18,12 +17,10 @@ export type ChatPolicy = 'grants' | 'open';
  * revocation applies to the very next append.
  */
 export class Grants {
-  readonly #storage: Storage;
+  readonly #store: StorePort;
   readonly #agents: Agents;
   readonly #codec: TokenCodec;
   readonly policy: ChatPolicy;
-  /** Committed grants (null: known absent) by key. */
-  readonly #cache = new Map<string, Grant | null>();
   /**
    * Keys in the grants range that failed their checksum at startup (checkDamage). A flipped bit
    * in a key turns `g/A/B` into a key nobody looks up: the grant is then simply absent. While
@@ -31,38 +28,36 @@ export class Grants {
    */
   #damaged: string[] = [];
 
-  constructor(storage: Storage, agents: Agents, policy: ChatPolicy, codec: TokenCodec) {
+  constructor(store: StorePort, agents: Agents, policy: ChatPolicy, codec: TokenCodec) {
     this.#codec = codec;
-    this.#storage = storage;
+    this.#store = store;
     this.#agents = agents;
     this.policy = policy;
   }
 
   async add(agentId: string, peerAgentId: string): Promise<Grant> {
-    this.#storage.assertWritable();
+    this.#store.assertWritable();
     this.#agents.require(agentId);
     this.#agents.require(peerAgentId);
     if (agentId === peerAgentId) throw errors.invalidParams('peerAgentId', 'an agent cannot be granted a chat with itself');
-    const key = K.grant(agentId, peerAgentId);
-    const existing = this.#storage.getAdmitted<Grant>(key);
+    const directory = this.#store.directory;
+    const existing = directory.grant(agentId, peerAgentId, 'admitted');
     if (existing !== undefined) {
-      await this.#storage.durable(key);
+      await directory.grantDurable(agentId, peerAgentId);
       return existing;
     }
     const grant: Grant = { agentId, peerAgentId, grantedAt: new Date().toISOString() };
-    await this.#storage.write([put(key, grant)]);
-    this.#cache.set(key, grant);
+    settled(await directory.putGrant(grant));
     return grant;
   }
 
   async remove(agentId: string, peerAgentId: string): Promise<boolean> {
-    this.#storage.assertWritable();
+    this.#store.assertWritable();
     this.#agents.require(agentId);
     this.#agents.require(peerAgentId);
-    const key = K.grant(agentId, peerAgentId);
-    if (this.#storage.getAdmitted(key) === undefined) return false;
-    await this.#storage.write([{ type: 'del', key }]);
-    this.#cache.set(key, null);
+    const directory = this.#store.directory;
+    if (directory.grant(agentId, peerAgentId, 'admitted') === undefined) return false;
+    settled(await directory.deleteGrant(agentId, peerAgentId));
     return true;
   }
 
@@ -72,20 +67,18 @@ export class Grants {
     cursor: string | undefined,
     limit: number,
   ): Promise<{ grants: Grant[]; nextCursor: string | null }> {
-    const page = await keyPage<Grant>(this.#storage, this.#codec, GRANTS_CURSOR_KIND, K.grantsPrefix(agentId), cursor, limit);
-    return { grants: page.entries.map(({ value }) => value), nextCursor: page.nextCursor };
+    // A position is `agentId/peerAgentId` (ids never contain `/`); a filtered list's cursors start with its agent.
+    const opened = openListCursor(this.#codec, GRANTS_CURSOR_KIND, cursor, agentId === undefined ? '' : `${agentId}/`, 2);
+    const [from = '', peer = ''] = opened?.split('/') ?? [];
+    const after: [string, string] | undefined = opened === undefined ? undefined : [from, peer];
+    const rows = await this.#store.directory.grants(agentId, { ...(after !== undefined ? { after } : {}), limit: limit + 1 });
+    const page = listPage(this.#codec, GRANTS_CURSOR_KIND, rows, limit, (g) => `${g.agentId}/${g.peerAgentId}`);
+    return { grants: page.entries, nextCursor: page.nextCursor };
   }
 
   /** The grant letting `agentId` talk to `peerAgentId` (admitted state: revocation applies to the next append). */
   get(agentId: string, peerAgentId: string): Grant | null {
-    const key = K.grant(agentId, peerAgentId);
-    if (!this.#storage.hasPending(key)) {
-      const cached = this.#cache.get(key);
-      if (cached !== undefined) return cached;
-    }
-    const grant = this.#storage.getAdmitted<Grant>(key) ?? null;
-    if (!this.#storage.hasPending(key)) this.#cache.set(key, grant);
-    return grant;
+    return this.#store.directory.grant(agentId, peerAgentId, 'admitted') ?? null;
   }
 
   /**
@@ -93,7 +86,7 @@ export class Grants {
    * store has few grants). Returns those keys, for the log.
    */
   async checkDamage(): Promise<string[]> {
-    this.#damaged = await damagedKeys(this.#storage, K.grantsPrefix());
+    this.#damaged = (await this.#store.directory.damaged()).grants;
     return this.#damaged;
   }
 

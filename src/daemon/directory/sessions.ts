@@ -1,8 +1,6 @@
 import type { Caller } from '../caller.js';
 import { hashToken, safeEqual } from '../crypto/tokens.js';
-import { damagedKeys } from '../store/damage-scan.js';
-import { K } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
 import type { Agents } from './agents.js';
 
 /**
@@ -10,14 +8,14 @@ import type { Agents } from './agents.js';
  * of its token. A session lasts only while that token stays the agent's current one.
  */
 export class Sessions {
-  readonly #storage: Storage;
+  readonly #store: StorePort;
   readonly #agents: Agents;
   readonly #adminToken: string;
   /** Token-index keys that failed their checksum at startup (checkDamage). */
   #damaged: string[] = [];
 
-  constructor(storage: Storage, agents: Agents, adminToken: string) {
-    this.#storage = storage;
+  constructor(store: StorePort, agents: Agents, adminToken: string) {
+    this.#store = store;
     this.#agents = agents;
     this.#adminToken = adminToken;
   }
@@ -26,7 +24,7 @@ export class Sessions {
   authenticate(token: string): Caller | null {
     if (safeEqual(token, this.#adminToken)) return { role: 'admin' };
     const tokenHash = hashToken(token);
-    const agentId = this.#storage.get<string>(K.token(tokenHash));
+    const agentId = this.#store.directory.agentIdByToken(tokenHash);
     if (agentId === undefined) return null;
     const agent = this.#agents.row(agentId, false);
     if (!agent || agent.disabled || agent.tokenHash !== tokenHash) return null;
@@ -39,7 +37,7 @@ export class Sessions {
    * token then looks unknown. Returns the damaged keys, for the log.
    */
   async checkDamage(): Promise<string[]> {
-    this.#damaged = await damagedKeys(this.#storage, K.token(''));
+    this.#damaged = (await this.#store.directory.damaged()).tokenIndex;
     return this.#damaged;
   }
 

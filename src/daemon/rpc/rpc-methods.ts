@@ -1,27 +1,25 @@
 import { errors } from '../../shared/errors.js';
 import { parseDecimal } from '../../shared/ids.js';
-import { untrustworthy } from '../store/damage-scan.js';
+import { untrustworthy } from '../store/integrity.js';
 import type { Audit } from './audit.js';
 import type { Caller } from '../caller.js';
 import { streamCheckpoint } from '../streams/checkpoints.js';
-import type { Counters } from '../store/counters.js';
 import { chatStreamIds } from '../directory/chats.js';
 import type { Directory } from '../directory/directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
 import type { Quotas } from '../streams/quotas.js';
 import type { Integrity } from '../store/integrity.js';
-import type { WalIncident } from '../store/recovery-check.js';
+import type { WalIncident } from '../store/leveldb/recovery-check.js';
 import type { CallContext, Handlers } from './rpc-server.js';
 import type { Signer } from '../crypto/signer.js';
-import type { Storage } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
 import type { StreamStore } from '../streams/stream-store.js';
 import type { ChatReader } from '../streams/chat-reader.js';
 import type { Subscriptions } from '../streams/subscriptions.js';
 import { buildOpenRpc } from '../../shared/openrpc.js';
-import { checkStore } from '../store/doctor.js';
-import { writeBackup } from '../store/backup.js';
+import type { DoctorReport } from '../../shared/types.js';
 import { PAGE_BYTES } from '../limits.js';
-import { LIST_LIMIT } from '../store/key-page.js';
+import { LIST_LIMIT } from '../directory/list-cursor.js';
 import { monotonicMs } from '../runtime/clock.js';
 import type { Metrics } from '../runtime/metrics.js';
 
@@ -34,13 +32,14 @@ export interface Services {
   startedAt: number;
   maxLineBytes: number;
   maxAppendRequestBytes: number;
-  storage: Storage;
+  store: StorePort;
+  /** `daemon.check`: the engine's own full check of the store (LevelDB: store/leveldb/doctor.ts). */
+  check: (mark: boolean) => Promise<DoctorReport>;
   directory: Directory;
   streams: StreamStore;
   reader: ChatReader;
   subscriptions: Subscriptions;
   signer: Signer;
-  counters: Counters;
   helloLimiter: HelloLimiter;
   quotas: Quotas;
   integrity: Integrity;
@@ -91,9 +90,9 @@ export function createHandlers(s: Services): Handlers {
     'daemon.status': () => ({
       version: s.version,
       uptimeMs: Math.round(monotonicMs() - s.startedAt),
-      counts: s.counters.snapshot(),
-      storage: s.storage.readOnly ? 'read-only' : 'ok',
-      commits: { ...s.storage.stats },
+      counts: s.store.counts(),
+      storage: s.store.readOnly ? 'read-only' : 'ok',
+      commits: { ...s.store.stats },
       kid: s.signer.kid,
       policy: s.directory.policy,
       integrity: {
@@ -104,16 +103,16 @@ export function createHandlers(s: Services): Handlers {
       },
     }),
     'daemon.metrics': () => s.metrics.scrape(),
-    'daemon.check': (p) => checkStore(s.storage, s.integrity, s.signer, { mark: p.mark !== false }),
+    'daemon.check': (p) => s.check(p.mark !== false),
     'daemon.backup': async (p, caller, ctx) => {
-      const manifest = await writeBackup(s.storage, s.dataDir, p.path, s.version);
+      const manifest = await s.store.backup(p.path, { dataDir: s.dataDir, daemonVersion: s.version });
       s.audit.action('daemon.backup', caller, peerOf(ctx), { path: p.path, entries: manifest.entries });
       return manifest;
     },
     'keys.list': () => s.signer.jwks(),
     'keys.rotate': (_p, caller, ctx) => {
       // A daemon that turned read-only after a failed write changes nothing on disk, keys included.
-      s.storage.assertWritable();
+      s.store.assertWritable();
       const kid = s.signer.rotate();
       s.audit.action('keys.rotate', caller, peerOf(ctx), { kid });
       return { kid };

@@ -3,30 +3,27 @@ import { errors, YelloError } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
 import type { CorruptStream } from '../../shared/types.js';
 import { errorMessage } from '../runtime/error-fields.js';
-import { K, prefixEnd } from './key-layout.js';
-import type { Storage } from './storage.js';
+import type { IntegrityPort } from './port/store-port.js';
+import type { CorruptMark } from './port/values.js';
 
 /**
  * A stream generation the daemon cannot vouch for from `fromPosition` on: records there may
  * have been acknowledged and lost, or may disagree with the head. Reads below `fromPosition`
  * still serve what verifies; reads at or past it, and every write to the stream while the mark
- * covers its current generation, answer STORAGE_FAILURE with reason CORRUPT. Marks are stored,
- * so they survive restarts; `streams.reset` moves the stream to a generation past every mark.
+ * covers its current generation, answer STORAGE_FAILURE with reason CORRUPT. Marks are stored
+ * (the port's IntegrityPort), so they survive restarts; `streams.reset` moves the stream to a
+ * generation past every mark.
  */
-export interface CorruptMark {
-  streamId: string;
-  /** null: the head itself is unreadable, so no generation of the stream can be trusted. */
-  generation: number | null;
-  fromPosition: number;
-  /** What was found, for people: a checksum, a missing record, a head/record disagreement, a lost log. */
-  detail: string;
-  detectedAt: string;
+export type { CorruptMark } from './port/values.js';
+
+/** Where marks are stored, and whether the store still takes writes. */
+export interface MarkStore {
+  readonly integrity: IntegrityPort;
+  readonly readOnly: boolean;
 }
 
 /** The public form of a mark (`daemon.status`, `yello status`). */
 export type CorruptStreamInfo = CorruptStream;
-
-const UNKNOWN_GENERATION = 0;
 
 /** Whether `err` is a STORAGE_FAILURE with reason CORRUPT: a value failed its check, or a mark covers it. */
 export function isCorrupt(err: unknown): err is YelloError {
@@ -35,21 +32,19 @@ export function isCorrupt(err: unknown): err is YelloError {
 
 /** Corruption marks: found at startup, by the head check, or by a read; listed in `daemon.status`. */
 export class Integrity {
-  readonly #storage: Storage;
+  readonly #store: MarkStore;
   readonly #log: Logger;
   readonly #marks = new Map<string, CorruptMark[]>();
   readonly #listeners: Array<(mark: CorruptMark) => void> = [];
 
-  constructor(storage: Storage, log: Logger) {
-    this.#storage = storage;
+  constructor(store: MarkStore, log: Logger) {
+    this.#store = store;
     this.#log = log;
   }
 
   /** Load stored marks (once, at startup). */
   async load(): Promise<void> {
-    for await (const { value } of this.#storage.entries<CorruptMark>({ gte: K.corruptMarksPrefix, lt: prefixEnd(K.corruptMarksPrefix) })) {
-      this.#remember(value);
-    }
+    for await (const mark of this.#store.integrity.marks()) this.#remember(mark);
   }
 
   /** Be told of every new mark (subscriptions end the ones it affects). */
@@ -77,17 +72,15 @@ export class Integrity {
 
   /** Persist a mark; a read-only store keeps it in memory and it is found again after a restart. */
   #persist(mark: CorruptMark): void {
-    if (this.#storage.readOnly) return;
-    const key = K.corruptMark(mark.streamId, mark.generation ?? UNKNOWN_GENERATION);
-    this.#storage.write([{ type: 'put', key, value: mark }]).catch((err: unknown) => {
+    if (this.#store.readOnly) return;
+    this.#store.integrity.putMarks([mark]).catch((err: unknown) => {
       this.#log.error({ streamId: mark.streamId, err: { message: errorMessage(err) } }, 'could not store a corruption mark');
     });
   }
 
   /** Write marks durably now (startup, before the log guard forgets what it held). */
   persistNow(marks: CorruptMark[]): Promise<void> {
-    const ops = marks.map((m) => ({ type: 'put' as const, key: K.corruptMark(m.streamId, m.generation ?? UNKNOWN_GENERATION), value: m }));
-    return ops.length === 0 ? Promise.resolve() : this.#storage.write(ops);
+    return marks.length === 0 ? Promise.resolve() : this.#store.integrity.putMarks(marks);
   }
 
   /** Remember without storing (startup, when many marks are written in one batch). */
@@ -137,15 +130,10 @@ export class Integrity {
       list.filter((m) => m !== head),
     );
     const narrowed = this.remember({ streamId, generation, fromPosition, detail: `${head.detail}; head rebuilt from records` });
-    if (this.#storage.readOnly) return;
-    this.#storage
-      .write([
-        { type: 'del', key: K.corruptMark(streamId, UNKNOWN_GENERATION) },
-        { type: 'put', key: K.corruptMark(streamId, generation), value: narrowed },
-      ])
-      .catch((err: unknown) => {
-        this.#log.error({ streamId, err: { message: errorMessage(err) } }, 'could not store a corruption mark');
-      });
+    if (this.#store.readOnly) return;
+    this.#store.integrity.narrowMark(streamId, narrowed).catch((err: unknown) => {
+      this.#log.error({ streamId, err: { message: errorMessage(err) } }, 'could not store a corruption mark');
+    });
   }
 
   /** The first position of `generation` that reads may not pass (Infinity when unmarked). */
@@ -187,6 +175,11 @@ export class Integrity {
       detectedAt: m.detectedAt,
     }));
   }
+}
+
+/** STORAGE_FAILURE/CORRUPT for an answer that a damaged entry outside any stream makes untrustworthy. */
+export function untrustworthy(key: string, detail: string): YelloError {
+  return errors.corrupt({ key, streamId: null, generation: null, fromPosition: null, detail });
 }
 
 /** The STORAGE_FAILURE/CORRUPT error for a mark. */

@@ -1,7 +1,5 @@
 import { formatDecimal, makeStreamId } from '../../shared/ids.js';
 import type { StreamState } from '../../shared/types.js';
-import { K } from './key-layout.js';
-import type { WriteOp } from './storage.js';
 
 /** A sealed earlier generation: still readable, never written again. */
 export interface SealedGeneration {
@@ -48,10 +46,6 @@ export function newStreamMeta(chatId: string, authorAgentId: string, peerAgentId
     receipt: null,
     sealed: [],
   };
-}
-
-export function streamMetaOp(meta: StreamMeta): WriteOp {
-  return { type: 'put', key: K.stream(meta.streamId), value: meta };
 }
 
 /** The stream the peer writes in the same chat. */

@@ -7,11 +7,9 @@ import { openBatchId } from '../crypto/batch-codec.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import { applyPiiPolicy } from '../pii/pii-policy.js';
 import type { AppendRequest } from '../requests.js';
-import { K } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import type { StreamPort } from '../store/port/stream-port.js';
 import { peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
 import type { StreamHeads } from './heads.js';
-import type { StreamNegativeIndex } from './negative-index.js';
 
 // The checks of an append's records, each synchronous: they run inside the admission step.
 
@@ -42,20 +40,16 @@ export function checkReceipts(heads: StreamHeads, codec: TokenCodec, caller: Cal
   }
 }
 
-/** clientMessageIds of the messages (by record index); DUPLICATE_MESSAGE on reuse in this generation. */
-export function checkMessageIds(
-  storage: Storage,
-  meta: StreamMeta,
-  records: Records,
-  negative: StreamNegativeIndex,
-): Array<string | undefined> {
+/**
+ * The clientMessageIds of the messages (by record index, `messageIdsOf`); DUPLICATE_MESSAGE on
+ * reuse in this generation.
+ */
+export function checkMessageIds(streams: StreamPort, meta: StreamMeta, ids: ReadonlyArray<string | undefined>): Array<string | undefined> {
   const seen = new Map<string, number>();
-  return records.map((r, index) => {
-    if (r.type !== 'chat.message') return undefined;
-    const id = clientMessageId(meta.chatId, meta.authorAgentId, r.messageId);
-    const key = K.messageId(meta.streamId, meta.generation, id);
-    const stored = negative.mayHaveMessage(meta.generation, id) ? storage.getAdmitted<string>(key) : undefined;
-    if (stored !== undefined) throw errors.duplicateMessage(stored);
+  return ids.map((id, index) => {
+    if (id === undefined) return undefined;
+    const stored = streams.messagePosition(meta.streamId, meta.generation, id);
+    if (stored !== undefined) throw errors.duplicateMessage(formatDecimal(stored));
     const inRequest = seen.get(id);
     if (inRequest !== undefined) throw errors.duplicateMessage(formatDecimal(meta.nextPosition + inRequest));
     seen.set(id, index);
@@ -80,6 +74,11 @@ export function applyPolicy(mode: PiiMode, records: Records, redactions: Redacti
   });
   if (mode === 'reject' && kinds.size > 0) throw errors.policyRejected([...kinds].sort());
   return contents;
+}
+
+/** The clientMessageId of each message of an append, by record index (receipts: undefined). */
+export function messageIdsOf(meta: Pick<StreamMeta, 'chatId' | 'authorAgentId'>, records: Records): Array<string | undefined> {
+  return records.map((r) => (r.type === 'chat.message' ? clientMessageId(meta.chatId, meta.authorAgentId, r.messageId) : undefined));
 }
 
 /** Digest of what an append asks to write (not the token): equal requests replay, others conflict. */

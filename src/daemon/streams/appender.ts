@@ -9,75 +9,80 @@ import type { Signer } from '../crypto/signer.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Directory } from '../directory/directory.js';
 import type { AppendRequest } from '../requests.js';
-import type { Counters } from '../store/counters.js';
 import type { Integrity } from '../store/integrity.js';
-import { K } from '../store/key-layout.js';
+import type { StorePort } from '../store/port/store-port.js';
+import { expectOf, type StreamPort } from '../store/port/stream-port.js';
 import type { StoredOperation } from '../store/record-layout.js';
-import type { Storage, WriteOp } from '../store/storage.js';
 import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
-import type { StreamTables } from '../store/stream-tables.js';
 import { assertAuthor } from './access.js';
-import { applyPolicy, checkMessageIds, checkReceipts, requestDigest } from './append-checks.js';
+import { applyPolicy, checkMessageIds, checkReceipts, messageIdsOf, requestDigest } from './append-checks.js';
 import type { StreamContext } from './context.js';
 import { nextTimestamp, tokenCurrent } from './fencing.js';
 import type { StreamHeads } from './heads.js';
-import { NegativeIndexes } from './negative-index.js';
 import type { StreamReader } from './stream-reader.js';
 import type { Holder, WriterPresence } from './writer-presence.js';
+
+/** Decisions taken again after a stale commit (another writer moved the head) before answering POSITION_MISMATCH. */
+const MAX_ATTEMPTS = 3;
 
 /**
  * `streams.append`: compare-and-append with idempotent replay. Checked in the order of §6
  * (size is checked at the wire): author, stream, replay of a known operationId, corruption
  * mark, writer token, position, grant, receipts, message ids, PII policy. From the first check
- * to the queued write nothing awaits, so two appends can never both pass one position check.
+ * to the commit's admission nothing awaits (the port's `prepare` comes before the first check,
+ * and LevelDB needs none), so two appends can never both pass one position check; the commit
+ * carries the head it was decided on, and a head another daemon moved meanwhile is decided again.
  */
 export class Appender {
-  readonly #storage: Storage;
+  readonly #store: StorePort;
+  readonly #streams: StreamPort;
   readonly #heads: StreamHeads;
-  readonly #tables: StreamTables;
   readonly #integrity: Integrity;
   readonly #directory: Directory;
-  readonly #counters: Counters;
   readonly #codec: TokenCodec;
   readonly #signer: Signer;
   readonly #batcher: SignBatcher;
   readonly #reader: StreamReader;
-  readonly #negative: NegativeIndexes;
   readonly #presence: WriterPresence;
 
   constructor(ctx: StreamContext, signer: Signer, batcher: SignBatcher, reader: StreamReader) {
-    this.#storage = ctx.storage;
+    this.#store = ctx.store;
+    this.#streams = ctx.streams;
     this.#heads = ctx.heads;
-    this.#tables = ctx.tables;
     this.#integrity = ctx.integrity;
     this.#directory = ctx.directory;
-    this.#counters = ctx.counters;
     this.#codec = ctx.codec;
     this.#signer = signer;
     this.#batcher = batcher;
     this.#reader = reader;
-    this.#negative = new NegativeIndexes(ctx.storage);
     this.#presence = ctx.presence;
   }
 
-  /** Whether the stream's negative index is built (tests observe it instead of sleeping). */
-  negativeIndexReady(streamId: string): boolean {
-    return this.#negative.ready(streamId);
+  async append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
+    for (let attempt = 1; ; attempt++) {
+      const result = await this.#attempt(caller, p, holder, attempt === MAX_ATTEMPTS);
+      if (result !== 'stale') return result;
+    }
   }
 
-  async append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
-    this.#storage.assertWritable(p.operationId);
+  /** One decision and its commit; 'stale' when the head moved under it and another attempt is allowed. */
+  async #attempt(caller: Caller, p: AppendRequest, holder: Holder | undefined, last: boolean): Promise<AppendResult | 'stale'> {
+    this.#store.assertWritable(p.operationId);
     assertAuthor(caller, p.streamId);
-    const meta = this.#heads.requireAdmitted(p.streamId);
+    const before = this.#heads.requireAdmitted(p.streamId);
+    // A stream's chat and author never change, so its ids are the same on any later head.
+    const ids = messageIdsOf(before, p.records);
+    const preparing = this.#streams.prepare(
+      p.streamId,
+      p.operationId,
+      ids.filter((id) => id !== undefined),
+    );
+    if (preparing) await preparing;
+    const meta = preparing ? this.#heads.requireAdmitted(p.streamId) : before;
 
     const digest = requestDigest(p);
-    const negative = this.#negative.of(meta);
-    const op = negative.mayHaveOperation(p.operationId) ? this.#tables.operation(p.streamId, p.operationId, true) : undefined;
-    if (op !== undefined) {
-      if (op.requestDigest !== digest) throw errors.operationConflict(p.operationId);
-      await this.#storage.durable(K.operation(p.streamId, p.operationId));
-      return { ...(await this.#replay(p.streamId, op)), duplicate: true };
-    }
+    const op = this.#streams.operation(p.streamId, p.operationId);
+    if (op !== undefined) return this.#replayKnown(p, op, digest);
     this.#integrity.assertWritable(p.streamId, meta.generation, p.operationId);
 
     if (!tokenCurrent(meta, p.coordinatorToken)) throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
@@ -92,14 +97,14 @@ export class Appender {
 
     const next = cloneMeta(meta);
     checkReceipts(this.#heads, this.#codec, caller, next, p.records);
-    const messageIds = checkMessageIds(this.#storage, meta, p.records, negative);
+    const messageIds = checkMessageIds(this.#streams, meta, ids);
     const redactions: Redaction[] = [];
     const contents = applyPolicy(this.#directory.piiMode(meta.authorAgentId), p.records, redactions);
     const { records, signing } = this.#records(p, next, contents, messageIds);
 
-    const ops: WriteOp[] = [];
+    const positioned: Array<[string, number]> = [];
     messageIds.forEach((id, index) => {
-      if (id !== undefined) ops.push({ type: 'put', key: K.messageId(p.streamId, generation, id), value: formatDecimal(expected + index) });
+      if (id !== undefined) positioned.push([id, expected + index]);
     });
     next.nextPosition = expected + p.records.length;
     const committedAt = new Date().toISOString();
@@ -112,22 +117,35 @@ export class Appender {
       requestDigest: digest,
       redactions,
     };
-    ops.push(this.#tables.operationOp(p.streamId, stored));
-    negative.operations.add(p.operationId);
-    for (const id of messageIds) if (id !== undefined) negative.messages(generation).add(id);
-    ops.push({ type: 'put', key: K.opLog(p.streamId, generation, expected), value: p.operationId });
-    this.#counters.records += p.records.length;
-    ops.push(this.#counters.op());
-    const range = { generation, fromPosition: expected, nextPosition: next.nextPosition, records };
     // Admitted with the current token: this connection holds the claim (so it is not abandoned).
     // Attached now, while the token is still current; after the await a claim may have moved on.
     if (holder && meta.writer.tokenHash !== null) this.#presence.attach(p.streamId, meta.writer.tokenHash, holder);
+    let outcome;
     try {
-      await this.#heads.commit(next, ops, range, signing.length > 0 ? Promise.all(signing).then(() => {}) : null);
+      outcome = await this.#heads.commit({
+        kind: 'append',
+        expect: expectOf(meta),
+        next,
+        records,
+        operation: stored,
+        messageIds: positioned,
+        ready: signing.length > 0 ? Promise.all(signing).then(() => {}) : null,
+      });
     } catch (err) {
       // Queued and then failed: the answer names the operation, whose outcome is unknown.
       if (err instanceof YelloError && err.type === 'STORAGE_FAILURE') throw err.withDetails({ operationId: p.operationId });
       throw err;
+    }
+    switch (outcome.status) {
+      case 'ok':
+        break;
+      case 'stale':
+        // Another writer moved the head: decide again on the new one (its answer is the contract's).
+        if (!last) return 'stale';
+        throw errors.positionMismatch(formatDecimal(outcome.head?.nextPosition ?? 0), formatDecimal(outcome.head?.generation ?? 0));
+      case 'duplicate':
+        if (outcome.what === 'operation') return this.#replayKnown(p, outcome.operation, digest);
+        throw errors.duplicateMessage(formatDecimal(outcome.position));
     }
     return {
       streamId: p.streamId,
@@ -188,6 +206,13 @@ export class Appender {
       return { streamId: p.streamId, generation: gen, position, wrapper: { ...base, type: 'chat.message', message } };
     });
     return { records, signing };
+  }
+
+  /** The answer to an operationId already admitted: its replay once durable, or OPERATION_CONFLICT. */
+  async #replayKnown(p: AppendRequest, op: StoredOperation, digest: string): Promise<AppendResult> {
+    if (op.requestDigest !== digest) throw errors.operationConflict(p.operationId);
+    await this.#streams.operationDurable(p.streamId, p.operationId);
+    return { ...(await this.#replay(p.streamId, op)), duplicate: true };
   }
 
   async #replay(streamId: string, op: StoredOperation): Promise<Omit<AppendResult, 'duplicate'>> {

@@ -1,9 +1,8 @@
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Directory } from '../directory/directory.js';
-import type { Counters } from '../store/counters.js';
 import type { Integrity } from '../store/integrity.js';
-import type { Storage } from '../store/storage.js';
-import type { StreamTables } from '../store/stream-tables.js';
+import type { StorePort } from '../store/port/store-port.js';
+import type { StreamPort } from '../store/port/stream-port.js';
 import type { StreamHeads } from './heads.js';
 import type { WriterPresence } from './writer-presence.js';
 
@@ -12,12 +11,12 @@ import type { WriterPresence } from './writer-presence.js';
  * to change it) and the services below them. Built once by `StreamStore`.
  */
 export interface StreamContext {
-  storage: Storage;
+  store: StorePort;
+  /** `store.streams`: the stream half of the storage port. */
+  streams: StreamPort;
   heads: StreamHeads;
-  tables: StreamTables;
   integrity: Integrity;
   directory: Directory;
-  counters: Counters;
   codec: TokenCodec;
   /** Which claims have a live holder (memory only). */
   presence: WriterPresence;

@@ -4,9 +4,8 @@ import type { StoredRecord, StreamState } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import { hashToken, newToken } from '../crypto/tokens.js';
 import type { ClaimRequest, ReleaseRequest } from '../requests.js';
-import type { Counters } from '../store/counters.js';
-import { K } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
+import { expectOf, type CommitOutcome } from '../store/port/stream-port.js';
 import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
 import { assertAuthor } from './access.js';
 import type { StreamContext } from './context.js';
@@ -14,6 +13,8 @@ import type { StreamHeads } from './heads.js';
 import type { Holder, WriterPresence } from './writer-presence.js';
 
 const COORDINATOR_TOKEN_PREFIX = 'yello_ct_';
+/** Decisions taken again after a stale commit (another writer moved the head). */
+const MAX_ATTEMPTS = 3;
 
 /** What `streams.claim` answers: the writer's new epoch and the token its appends carry. */
 export interface Claim {
@@ -30,15 +31,13 @@ export interface Claim {
  * carrying an older token are FENCED (`tokenCurrent`).
  */
 export class Fencing {
-  readonly #storage: Storage;
+  readonly #store: StorePort;
   readonly #heads: StreamHeads;
-  readonly #counters: Counters;
   readonly #presence: WriterPresence;
 
-  constructor({ storage, heads, counters, presence }: StreamContext) {
-    this.#storage = storage;
+  constructor({ store, heads, presence }: StreamContext) {
+    this.#store = store;
     this.#heads = heads;
-    this.#counters = counters;
     this.#presence = presence;
   }
 
@@ -48,7 +47,14 @@ export class Fencing {
    * attached to `holder`.
    */
   async claim(caller: Caller, p: ClaimRequest, holder?: Holder): Promise<Claim> {
-    this.#storage.assertWritable();
+    for (let attempt = 1; ; attempt++) {
+      const claim = await this.#claim(caller, p, holder, attempt === MAX_ATTEMPTS);
+      if (claim !== 'stale') return claim;
+    }
+  }
+
+  async #claim(caller: Caller, p: ClaimRequest, holder: Holder | undefined, last: boolean): Promise<Claim | 'stale'> {
+    this.#store.assertWritable();
     assertAuthor(caller, p.streamId);
     const meta = this.#heads.writable(p.streamId);
     const connected = this.#presence.connected(meta);
@@ -87,13 +93,7 @@ export class Fencing {
     next.nextPosition = position + 1;
     // Attached before the commit: the claim is admitted now, and its holder is this connection.
     if (holder) this.#presence.attach(p.streamId, tokenHash, holder);
-    this.#counters.records++;
-    await this.#heads.commit(next, [this.#counters.op()], {
-      generation: next.generation,
-      fromPosition: position,
-      nextPosition: position + 1,
-      records: [record],
-    });
+    if (stale(await this.#heads.commit({ kind: 'claim', expect: expectOf(meta), next, fence: record }), last)) return 'stale';
     return {
       streamId: p.streamId,
       generation: formatDecimal(next.generation),
@@ -105,7 +105,14 @@ export class Fencing {
 
   /** `streams.release`: the author with its current token, or the admin. */
   async release(caller: Caller, p: ReleaseRequest): Promise<StreamState> {
-    this.#storage.assertWritable();
+    for (let attempt = 1; ; attempt++) {
+      const state = await this.#release(caller, p, attempt === MAX_ATTEMPTS);
+      if (state !== 'stale') return state;
+    }
+  }
+
+  async #release(caller: Caller, p: ReleaseRequest, last: boolean): Promise<StreamState | 'stale'> {
+    this.#store.assertWritable();
     // The author must prove it holds the writer lease; the admin may release without a token.
     let authorToken: string | null = null;
     if (caller.role === 'agent') {
@@ -121,12 +128,26 @@ export class Fencing {
     if (meta.writer.active) {
       const next = cloneMeta(meta);
       next.writer = { ...next.writer, active: false, tokenHash: null };
-      await this.#heads.commit(next, []);
+      if (stale(await this.#heads.commit({ kind: 'release', expect: expectOf(meta), next }), last)) return 'stale';
       return this.#heads.state(next);
     }
-    await this.#storage.durable(K.stream(p.streamId));
+    await this.#store.streams.headDurable(p.streamId);
     return this.#heads.state(meta);
   }
+}
+
+/**
+ * Whether a head change must be decided again: stale with attempts left. Stale on the last
+ * attempt is POSITION_MISMATCH with the head that moved; a claim or release has no unique key, so
+ * a duplicate is a broken invariant of the backend.
+ */
+export function stale(outcome: Exclude<CommitOutcome, { status: 'unknown' }>, last: boolean): boolean {
+  if (outcome.status === 'ok') return false;
+  if (outcome.status === 'stale') {
+    if (!last) return true;
+    throw errors.positionMismatch(formatDecimal(outcome.head?.nextPosition ?? 0), formatDecimal(outcome.head?.generation ?? 0));
+  }
+  throw new Error(`a head change was refused as a duplicate ${outcome.what}`);
 }
 
 /** Whether `token` is the coordinator token of the stream's active writer. */

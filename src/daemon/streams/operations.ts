@@ -4,11 +4,9 @@ import type { OperationInfo } from '../../shared/results.js';
 import type { Caller } from '../caller.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Integrity } from '../store/integrity.js';
-import { K, prefixEnd } from '../store/key-layout.js';
+import type { OpLogEntry, StreamPort } from '../store/port/stream-port.js';
 import type { StoredOperation } from '../store/record-layout.js';
-import type { Storage } from '../store/storage.js';
 import type { StreamMeta } from '../store/stream-meta.js';
-import type { StreamTables } from '../store/stream-tables.js';
 import { assertReader } from './access.js';
 import type { StreamContext } from './context.js';
 import type { StreamHeads } from './heads.js';
@@ -20,16 +18,14 @@ const OPS_CURSOR_KIND = 'ops';
  * operationId, and the stream's operations in commit order.
  */
 export class Operations {
-  readonly #storage: Storage;
+  readonly #streams: StreamPort;
   readonly #heads: StreamHeads;
-  readonly #tables: StreamTables;
   readonly #integrity: Integrity;
   readonly #codec: TokenCodec;
 
-  constructor({ storage, heads, tables, integrity, codec }: StreamContext) {
-    this.#storage = storage;
+  constructor({ streams, heads, integrity, codec }: StreamContext) {
+    this.#streams = streams;
     this.#heads = heads;
-    this.#tables = tables;
     this.#integrity = integrity;
     this.#codec = codec;
   }
@@ -40,20 +36,17 @@ export class Operations {
    */
   async get(caller: Caller, streamId: string, operationId: string): Promise<OperationInfo> {
     this.#readable(caller, streamId);
-    const key = K.operation(streamId, operationId);
-    // Pending first: admitted and waiting for its fsync, or its fsync failed and only a restart
-    // tells. LevelDB shows a batch to point reads a moment before the daemon has published the
-    // new head; answering "committed" from that would disagree with streams.get.
-    if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return noOperation(operationId, 'pending');
-    const committed = this.#tables.operation(streamId, operationId);
-    if (committed !== undefined) return operationInfo(committed);
+    // Pending first: admitted and waiting for its commit, or its commit failed and only a
+    // restart tells (the port's operationStatus).
+    const status = await this.#streams.operationStatus(streamId, operationId);
+    if (status.state === 'pending') return noOperation(operationId, 'pending');
+    if (status.state === 'committed') return operationInfo(status.operation);
     this.#integrity.assertIntact(streamId);
     // "unknown" means "never committed", which the answer's reader acts on (it may send again):
     // confirm it against the operation log, so a lost index entry is reported, not denied.
     // A scan of the stream's (small) log entries, on this path only.
-    const prefix = K.opLogPrefix(streamId);
-    for await (const { key: logKey, value } of this.#storage.entries<string>({ gte: prefix, lt: prefixEnd(prefix) })) {
-      if (value === operationId) throw this.#lostEntry(streamId, operationId, logKey, 'is in the operation log but its entry is missing');
+    for await (const entry of this.#streams.opLog(streamId)) {
+      if (entry.operationId === operationId) throw this.#lostEntry(streamId, entry, 'is in the operation log but its entry is missing');
     }
     return noOperation(operationId, 'unknown');
   }
@@ -66,25 +59,27 @@ export class Operations {
     limit: number,
   ): Promise<{ operations: OperationInfo[]; nextCursor: string | null }> {
     this.#readable(caller, streamId);
-    const prefix = K.opLogPrefix(streamId);
-    let after: string | undefined;
+    // A cursor names the stream and the log position of the page's last operation.
+    let after: { generation: number; position: number } | undefined;
     if (cursor !== undefined) {
       const opened = this.#codec.open(OPS_CURSOR_KIND, cursor);
-      if (typeof opened !== 'string' || !opened.startsWith(prefix))
-        throw errors.invalidParams('cursor', 'not a cursor of operations.list for this stream');
-      after = opened;
+      const at = typeof opened === 'string' ? parseOpsCursor(opened, streamId) : null;
+      if (!at) throw errors.invalidParams('cursor', 'not a cursor of operations.list for this stream');
+      after = at;
     }
-    const range = after === undefined ? { gte: prefix } : { gt: after };
-    const entries: Array<{ key: string; value: string }> = [];
-    for await (const entry of this.#storage.entries<string>({ ...range, lt: prefixEnd(prefix), limit: limit + 1 })) entries.push(entry);
+    const entries: OpLogEntry[] = [];
+    for await (const entry of this.#streams.opLog(streamId, { ...(after ? { after } : {}), limit: limit + 1 })) entries.push(entry);
     const page = entries.slice(0, limit);
-    const operations = page.map(({ key, value: opId }) => {
-      const op = this.#tables.operation(streamId, opId);
-      if (op === undefined) throw this.#lostEntry(streamId, opId, key, 'is in the operation log but missing');
-      return operationInfo(op);
-    });
+    const operations: OperationInfo[] = [];
+    for (const entry of page) {
+      const op = await this.#streams.findOperation(streamId, entry.operationId);
+      if (op === undefined) throw this.#lostEntry(streamId, entry, 'is in the operation log but missing');
+      operations.push(operationInfo(op));
+    }
     const last = page[page.length - 1];
-    return { operations, nextCursor: entries.length > limit && last ? this.#codec.seal(OPS_CURSOR_KIND, last.key) : null };
+    const nextCursor =
+      entries.length > limit && last ? this.#codec.seal(OPS_CURSOR_KIND, `${streamId}/${last.generation}/${last.position}`) : null;
+    return { operations, nextCursor };
   }
 
   #readable(caller: Caller, streamId: string): StreamMeta {
@@ -95,13 +90,12 @@ export class Operations {
   }
 
   /** An operation the log names but whose entry is gone: a corruption mark where the log places it. */
-  #lostEntry(streamId: string, operationId: string, logKey: string, what: string): YelloError {
-    const at = locateKeyPosition(logKey);
+  #lostEntry(streamId: string, entry: OpLogEntry, what: string): YelloError {
     return this.#integrity.mark({
       streamId,
-      generation: at.generation,
-      fromPosition: at.position,
-      detail: `operation ${operationId} ${what}`,
+      generation: entry.generation,
+      fromPosition: entry.position,
+      detail: `operation ${entry.operationId} ${what}`,
     });
   }
 }
@@ -123,8 +117,11 @@ function noOperation(operationId: string, state: 'pending' | 'unknown'): Operati
   return { operationId, state, generation: null, firstPosition: null, nextPosition: null, committedAt: null, requestDigest: null };
 }
 
-/** Generation and position of an operation-log key. */
-function locateKeyPosition(key: string): { generation: number; position: number } {
-  const parts = key.split('/');
-  return { generation: Number(parts[parts.length - 2]), position: Number(parts[parts.length - 1]) };
+/** The log position an operations.list cursor of `streamId` continues after, or null. */
+function parseOpsCursor(opened: string, streamId: string): { generation: number; position: number } | null {
+  const prefix = `${streamId}/`;
+  if (!opened.startsWith(prefix)) return null;
+  const [g, p, ...rest] = opened.slice(prefix.length).split('/');
+  if (rest.length > 0 || g === undefined || p === undefined || !/^\d+$/.test(g) || !/^\d+$/.test(p)) return null;
+  return { generation: Number(g), position: Number(p) };
 }

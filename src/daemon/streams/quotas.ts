@@ -1,8 +1,7 @@
 import { errors } from '../../shared/errors.js';
 import { makeStreamId } from '../../shared/ids.js';
 import { monotonicMs } from '../runtime/clock.js';
-import { K, prefixEnd } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
 
 /** Per-agent quotas (docs/security.md "Quotas"); 0 turns one off. */
 export interface QuotaOptions {
@@ -66,14 +65,14 @@ interface AgentUsage {
  */
 export class Quotas {
   readonly #opts: QuotaOptions;
-  readonly #storage: Storage;
+  readonly #store: StorePort;
   readonly #now: () => number;
   readonly #agents = new Map<string, AgentUsage>();
   #hitListener: ((quota: 'appendRate' | 'storedBytes' | 'claimRate') => void) | null = null;
 
-  constructor(opts: QuotaOptions, storage: Storage, now: () => number = monotonicMs) {
+  constructor(opts: QuotaOptions, store: StorePort, now: () => number = monotonicMs) {
     this.#opts = opts;
-    this.#storage = storage;
+    this.#store = store;
     this.#now = now;
   }
 
@@ -108,15 +107,16 @@ export class Quotas {
     return u;
   }
 
-  /** LevelDB's estimate of the records in the streams `agentId` writes (one per chat it is in). */
+  /** The store's estimate of the records in the streams `agentId` writes (one per chat it is in). */
   async #storedOnDisk(agentId: string): Promise<number> {
-    const members = K.membersPrefix(agentId);
     let total = 0;
-    for await (const key of this.#storage.keys({ gte: members, lt: prefixEnd(members) })) {
-      const records = K.recordsOfStream(makeStreamId(key.slice(members.length), agentId));
-      total += await this.#storage.approximateSize(records, prefixEnd(records));
+    let after: string | undefined;
+    for (;;) {
+      const chatIds = await this.#store.directory.chatIds(agentId, { ...(after !== undefined ? { after } : {}), limit: 500 });
+      for (const chatId of chatIds) total += await this.#store.streams.approximateBytes(makeStreamId(chatId, agentId));
+      after = chatIds.at(-1);
+      if (chatIds.length < 500) return total;
     }
-    return total;
   }
 
   /**

@@ -1,10 +1,8 @@
 import type { Logger } from 'pino';
 import { monotonicMs } from '../runtime/clock.js';
 import { errorMessage } from '../runtime/error-fields.js';
-import { K, prefixEnd } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
 import { peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
-import type { StreamTables } from '../store/stream-tables.js';
 import type { StreamHeads } from './heads.js';
 import type { Retention } from './retention.js';
 
@@ -36,23 +34,18 @@ export interface RetentionRun {
  */
 export class RetentionRunner {
   readonly #policy: RetentionPolicy;
-  readonly #storage: Storage;
+  readonly #store: StorePort;
   readonly #heads: StreamHeads;
-  readonly #tables: StreamTables;
   readonly #retention: Retention;
   readonly #log: Logger;
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<RetentionRun> | null = null;
   #stopped = false;
 
-  constructor(
-    policy: RetentionPolicy,
-    parts: { storage: Storage; heads: StreamHeads; tables: StreamTables; retention: Retention; log: Logger },
-  ) {
+  constructor(policy: RetentionPolicy, parts: { store: StorePort; heads: StreamHeads; retention: Retention; log: Logger }) {
     this.#policy = policy;
-    this.#storage = parts.storage;
+    this.#store = parts.store;
     this.#heads = parts.heads;
-    this.#tables = parts.tables;
     this.#retention = parts.retention;
     this.#log = parts.log;
   }
@@ -96,11 +89,10 @@ export class RetentionRunner {
 
   async #pass(): Promise<RetentionRun> {
     const run: RetentionRun = { streams: 0, trimmed: 0 };
-    const prefix = K.streamsPrefix;
     const ids: string[] = [];
-    for await (const key of this.#storage.keys({ gte: prefix, lt: prefixEnd(prefix) })) ids.push(key.slice(prefix.length));
+    for await (const streamId of this.#store.streams.streamIds()) ids.push(streamId);
     for (const streamId of ids) {
-      if (this.#stopped || this.#storage.stopping || this.#storage.readOnly) break;
+      if (this.#stopped || this.#store.stopping || this.#store.readOnly) break;
       try {
         const meta = this.#heads.committed(streamId);
         if (!meta) continue;
@@ -140,10 +132,13 @@ export class RetentionRunner {
     // Ages of stored records are wall-clock by nature (committedAt); the schedule is not.
     const cutoff = Date.parse(new Date().toISOString()) - maxAgeMs;
     let end = meta.firstPosition;
-    const from = K.opLog(meta.streamId, meta.generation, 0);
-    const to = K.opLog(meta.streamId, meta.generation, meta.nextPosition);
-    for await (const { value: operationId } of this.#storage.entries<string>({ gte: from, lt: to })) {
-      const op = this.#tables.operation(meta.streamId, operationId);
+    const streams = this.#store.streams;
+    const range = {
+      after: { generation: meta.generation - 1, position: Number.MAX_SAFE_INTEGER },
+      before: { generation: meta.generation, position: meta.nextPosition },
+    };
+    for await (const { operationId } of streams.opLog(meta.streamId, range)) {
+      const op = await streams.findOperation(meta.streamId, operationId);
       if (!op || Date.parse(op.committedAt) > cutoff) break;
       end = Math.max(end, op.nextPosition);
     }

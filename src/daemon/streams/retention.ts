@@ -1,22 +1,18 @@
 import { errors } from '../../shared/errors.js';
 import { formatDecimal, splitStreamId } from '../../shared/ids.js';
-import type { StoredRecord, StreamState } from '../../shared/types.js';
+import type { StreamState } from '../../shared/types.js';
 import { peerOf } from '../directory/chats.js';
 import type { Directory } from '../directory/directory.js';
-import type { Counters } from '../store/counters.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
-import { K, prefixEnd } from '../store/key-layout.js';
-import { expandRecord, type CompactRecord } from '../store/record-layout.js';
-import type { Storage, WriteOp } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
+import { expectOf, type StreamPort } from '../store/port/stream-port.js';
 import { cloneMeta, newStreamMeta, peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
-import { placeOf, type StreamTables } from '../store/stream-tables.js';
 import type { StreamContext } from './context.js';
+import { stale } from './fencing.js';
 import type { StreamHeads } from './heads.js';
 
-/** Records deleted per batch when trimming, so a huge trim never builds one giant batch. */
-const TRIM_CHUNK = 10_000;
-/** Trims at least this large are followed by a LevelDB compaction of the stream's records. */
-const COMPACT_AFTER = 10_000;
+/** Decisions taken again after a stale commit (another writer moved the head). */
+const MAX_ATTEMPTS = 3;
 
 /**
  * Retention and generations: `streams.trim` drops a prefix of the current generation,
@@ -24,25 +20,30 @@ const COMPACT_AFTER = 10_000;
  * cursors may no longer continue exactly.
  */
 export class Retention {
-  readonly #storage: Storage;
+  readonly #store: StorePort;
+  readonly #streams: StreamPort;
   readonly #heads: StreamHeads;
   readonly #integrity: Integrity;
   readonly #directory: Directory;
-  readonly #counters: Counters;
-  readonly #tables: StreamTables;
 
-  constructor({ storage, heads, integrity, directory, counters, tables }: StreamContext) {
-    this.#tables = tables;
-    this.#storage = storage;
+  constructor({ store, streams, heads, integrity, directory }: StreamContext) {
+    this.#store = store;
+    this.#streams = streams;
     this.#heads = heads;
     this.#integrity = integrity;
     this.#directory = directory;
-    this.#counters = counters;
   }
 
   /** `streams.trim`: below what the peer acknowledged, or anything up to the head with `force`. */
   async trim(streamId: string, beforePosition: number, force: boolean): Promise<{ firstPosition: string }> {
-    this.#storage.assertWritable();
+    for (let attempt = 1; ; attempt++) {
+      const trimmed = await this.#trim(streamId, beforePosition, force, attempt === MAX_ATTEMPTS);
+      if (trimmed !== 'stale') return trimmed;
+    }
+  }
+
+  async #trim(streamId: string, beforePosition: number, force: boolean, last: boolean): Promise<{ firstPosition: string } | 'stale'> {
+    this.#store.assertWritable();
     const meta = this.#heads.writable(streamId);
     if (beforePosition > meta.nextPosition) {
       throw errors.invalidParams('beforePosition', `beforePosition is beyond nextPosition ${meta.nextPosition}`);
@@ -58,33 +59,14 @@ export class Retention {
         );
       }
     }
-    const from = meta.firstPosition;
     const next = cloneMeta(meta);
     next.firstPosition = beforePosition;
-    const generation = meta.generation;
-    const deletes = (start: number, end: number): WriteOp[] => {
-      const ops: WriteOp[] = [];
-      for (let p = start; p < end; p++) ops.push({ type: 'del', key: K.record(streamId, generation, p) });
-      return ops;
-    };
-    const firstChunkEnd = Math.min(beforePosition, from + TRIM_CHUNK);
-    const dels = deletes(from, firstChunkEnd);
-    this.#counters.records -= beforePosition - from;
-    dels.push(this.#counters.op());
-    // The new firstPosition commits with the first chunk: from then on readers fail closed below
-    // it, so the remaining deletes only reclaim space.
-    await this.#heads.commit(next, dels);
+    // From the commit on readers fail closed below the new firstPosition, so what the sweep
+    // deletes after it only reclaims space.
+    const outcome = await this.#heads.commit({ kind: 'trim', expect: expectOf(meta), next, fromPosition: meta.firstPosition });
+    if (stale(outcome, last)) return 'stale';
     this.#heads.discontinuity(streamId);
-    for (let start = firstChunkEnd; start < beforePosition; start += TRIM_CHUNK) {
-      await this.#storage.write(deletes(start, Math.min(beforePosition, start + TRIM_CHUNK)));
-    }
     await this.compact(streamId);
-    if (beforePosition - from >= COMPACT_AFTER) {
-      // Tombstones of a large trim would be skipped by every later scan until LevelDB gets to
-      // them on its own; rewriting the stream's tables now gives the space back.
-      const records = K.recordsOfStream(streamId);
-      await this.#storage.compactRange(records, prefixEnd(records));
-    }
     return { firstPosition: formatDecimal(beforePosition) };
   }
 
@@ -99,45 +81,7 @@ export class Retention {
    */
   async compact(streamId: string): Promise<{ records: number; operations: number; messageIds: number }> {
     const meta = this.#heads.writable(streamId);
-    const { generation, firstPosition } = meta;
-    const done = { records: 0, operations: 0, messageIds: 0 };
-    if (firstPosition === 0) return done;
-    let batch: WriteOp[] = [];
-    const flush = async () => {
-      if (batch.length > 0) await this.#storage.write(batch);
-      batch = [];
-    };
-    const recordsPrefix = K.recordsPrefix(streamId, generation);
-    let leftovers = 0;
-    for await (const key of this.#storage.keys({ gte: recordsPrefix, lt: K.record(streamId, generation, firstPosition) })) {
-      batch.push({ type: 'del', key });
-      leftovers++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    // (The record counter already went down with the trim that committed this firstPosition.)
-    done.records = leftovers;
-    await flush();
-    for await (const { key, value: operationId } of this.#storage.entries<string>({
-      gte: K.opLog(streamId, generation, 0),
-      lt: K.opLog(streamId, generation, firstPosition),
-    })) {
-      const op = this.#tables.operation(streamId, operationId);
-      // Cut in two by the trim: it stays, and so does every later one.
-      if (op && op.nextPosition > firstPosition) break;
-      batch.push({ type: 'del', key }, { type: 'del', key: K.operation(streamId, operationId) });
-      done.operations++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    await flush();
-    const idsPrefix = K.messageIdsPrefix(streamId, generation);
-    for await (const { key, value: position } of this.#storage.entries<string>({ gte: idsPrefix, lt: prefixEnd(idsPrefix) })) {
-      if (Number(position) >= firstPosition) continue;
-      batch.push({ type: 'del', key });
-      done.messageIds++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    await flush();
-    return done;
+    return this.#streams.sweepTrimmed(streamId, meta.generation, meta.firstPosition);
   }
 
   /**
@@ -148,13 +92,22 @@ export class Retention {
    * stream's records first.
    */
   async reset(streamId: string, reason: string): Promise<StreamState> {
-    this.#storage.assertWritable();
+    for (let attempt = 1; ; attempt++) {
+      const state = await this.#reset(streamId, reason, attempt === MAX_ATTEMPTS);
+      if (state !== 'stale') return state;
+    }
+  }
+
+  async #reset(streamId: string, reason: string, last: boolean): Promise<StreamState | 'stale'> {
+    this.#store.assertWritable();
     let meta: StreamMeta;
+    let rebuilt = false;
     try {
       meta = this.#heads.requireAdmitted(streamId);
     } catch (err) {
       if (!isCorrupt(err) || err.details.generation !== null) throw err;
       meta = await this.#rebuildHead(streamId);
+      rebuilt = true;
     }
     const next = cloneMeta(meta);
     const sealedAt = new Date().toISOString();
@@ -171,8 +124,8 @@ export class Retention {
     next.firstPosition = 0;
     next.nextPosition = 0;
     next.writer = { epoch: meta.writer.epoch + 1, claimedAt: meta.writer.claimedAt, active: false, tokenHash: null };
-    await this.#heads.commit(next, []);
-    this.#heads.setCommitted(next);
+    // A rebuilt head replaces whatever is stored (it failed its check): no precondition.
+    if (stale(await this.#heads.commit({ kind: 'reset', expect: rebuilt ? null : expectOf(meta), next }), last)) return 'stale';
     this.#heads.discontinuity(streamId);
     return this.#heads.state(next);
   }
@@ -191,20 +144,7 @@ export class Retention {
     const meta = newStreamMeta(chat.id, parts.authorAgentId, peer, chat.createdAt);
     const gens = new Map<number, { first: number; next: number }>();
     let epoch = 0;
-    const prefix = K.recordsOfStream(streamId);
-    for await (const { key, value: stored } of this.#storage.entriesChecked<CompactRecord | StoredRecord>({
-      gte: prefix,
-      lt: prefixEnd(prefix),
-    })) {
-      const [, , g, pos] = key.split('/');
-      const generation = Number(g);
-      const position = Number(pos);
-      let value: StoredRecord | undefined;
-      try {
-        value = stored === undefined ? undefined : expandRecord(stored, placeOf(meta, generation, position));
-      } catch {
-        value = undefined;
-      }
+    for await (const { generation, position, record: value } of this.#streams.allRecords(meta)) {
       const bounds = gens.get(generation) ?? { first: position, next: position + 1 };
       bounds.first = Math.min(bounds.first, position);
       bounds.next = Math.max(bounds.next, position + 1);
@@ -224,7 +164,6 @@ export class Retention {
     meta.nextPosition = last ? last[1].next : 0;
     meta.writer = { epoch: epoch + 1, claimedAt: null, active: false, tokenHash: null };
     this.#integrity.narrowHeadMark(streamId, meta.generation, meta.nextPosition);
-    this.#heads.setAdmitted(meta);
     return meta;
   }
 }

@@ -8,7 +8,7 @@ import { PAGE_BYTES } from '../limits.js';
 import type { ReadRequest } from '../requests.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
 import type { StreamMeta } from '../store/stream-meta.js';
-import type { StreamTables } from '../store/stream-tables.js';
+import type { StreamPort } from '../store/port/stream-port.js';
 import { assertReader } from './access.js';
 import type { StreamContext } from './context.js';
 import type { StreamHeads } from './heads.js';
@@ -33,13 +33,13 @@ export interface SizedRecord {
  */
 export class StreamReader {
   readonly #heads: StreamHeads;
-  readonly #tables: StreamTables;
+  readonly #streams: StreamPort;
   readonly #integrity: Integrity;
   readonly #codec: TokenCodec;
 
-  constructor({ heads, tables, integrity, codec }: StreamContext) {
+  constructor({ heads, streams, integrity, codec }: StreamContext) {
     this.#heads = heads;
-    this.#tables = tables;
+    this.#streams = streams;
     this.#integrity = integrity;
     this.#codec = codec;
   }
@@ -141,7 +141,7 @@ export class StreamReader {
     if (from >= end) return;
     let expect = reverse ? end - 1 : from;
     const stream = this.#heads.identity(streamId);
-    const entries = this.#tables.records(stream, generation, from, end, reverse);
+    const entries = this.#streams.records(stream, generation, from, end, { reverse })[Symbol.asyncIterator]();
     for (;;) {
       let next: IteratorResult<SizedRecord>;
       try {

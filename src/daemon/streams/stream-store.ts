@@ -7,11 +7,9 @@ import type { Signer } from '../crypto/signer.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { Directory } from '../directory/directory.js';
 import type { AppendRequest, ClaimRequest, ReadRequest, ReleaseRequest } from '../requests.js';
-import type { Counters } from '../store/counters.js';
 import type { Integrity } from '../store/integrity.js';
-import type { Storage } from '../store/storage.js';
+import type { StorePort } from '../store/port/store-port.js';
 import type { StreamMeta } from '../store/stream-meta.js';
-import { StreamTables } from '../store/stream-tables.js';
 import { Appender } from './appender.js';
 import type { StreamContext } from './context.js';
 import { Fencing, type Claim } from './fencing.js';
@@ -42,19 +40,10 @@ export class StreamStore {
   readonly #retention: Retention;
   readonly #ctx: StreamContext;
 
-  constructor(
-    storage: Storage,
-    directory: Directory,
-    signer: Signer,
-    codec: TokenCodec,
-    counters: Counters,
-    integrity: Integrity,
-    batcher: SignBatcher,
-  ) {
-    const tables = new StreamTables(storage);
+  constructor(store: StorePort, directory: Directory, signer: Signer, codec: TokenCodec, integrity: Integrity, batcher: SignBatcher) {
     const presence = new WriterPresence();
-    const heads = new StreamHeads(storage, directory, integrity, tables, presence);
-    const ctx: StreamContext = { storage, heads, tables, integrity, directory, counters, codec, presence };
+    const heads = new StreamHeads(store, directory, integrity, presence);
+    const ctx: StreamContext = { store, streams: store.streams, heads, integrity, directory, codec, presence };
     this.#heads = heads;
     this.#reader = new StreamReader(ctx);
     this.#fencing = new Fencing(ctx);
@@ -101,11 +90,6 @@ export class StreamStore {
   /** `streams.append`; a successful append attaches the claim to `holder`. */
   append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
     return this.#appender.append(caller, p, holder);
-  }
-
-  /** Whether the stream's negative index is built (tests observe it instead of sleeping). */
-  negativeIndexReady(streamId: string): boolean {
-    return this.#appender.negativeIndexReady(streamId);
   }
 
   // ---- reads (stream-reader.ts) -----------------------------------------------------------
@@ -182,8 +166,8 @@ export class StreamStore {
 
   /** The operator's retention policy, run in the background (retention-policy.ts). */
   retentionRunner(policy: RetentionPolicy, log: Logger): RetentionRunner {
-    const { storage, heads, tables } = this.#ctx;
-    return new RetentionRunner(policy, { storage, heads, tables, retention: this.#retention, log });
+    const { store, heads } = this.#ctx;
+    return new RetentionRunner(policy, { store, heads, retention: this.#retention, log });
   }
 
   /** `streams.reset`. */

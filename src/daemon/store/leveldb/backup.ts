@@ -14,14 +14,14 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
-import { errors, YelloError } from '../../shared/errors.js';
-import { errorMessage } from '../runtime/error-fields.js';
-import { formatDecimal } from '../../shared/ids.js';
-import type { BackupManifest, BackupStreamCheckpoint } from '../../shared/results.js';
-import { fsyncDir, writeFileDurable } from '../runtime/files.js';
-import type { StreamTail } from './record-layout.js';
+import { errors, YelloError } from '../../../shared/errors.js';
+import { errorMessage } from '../../runtime/error-fields.js';
+import { formatDecimal } from '../../../shared/ids.js';
+import type { BackupManifest, BackupStreamCheckpoint } from '../../../shared/results.js';
+import { fsyncDir, writeFileDurable } from '../../runtime/files.js';
+import type { StreamTail } from '../record-layout.js';
 import type { SnapshotIterator, Storage } from './storage.js';
-import type { StreamMeta } from './stream-meta.js';
+import type { StreamMeta } from '../stream-meta.js';
 import { withTail } from './stream-tables.js';
 import { decodeValue } from './value-codec.js';
 

@@ -1,5 +1,5 @@
 import type { ClassicLevel } from 'classic-level';
-import { errors, YelloError } from '../../shared/errors.js';
+import { errors, YelloError } from '../../../shared/errors.js';
 import { locateKey } from './key-layout.js';
 import { decodeValue } from './value-codec.js';
 

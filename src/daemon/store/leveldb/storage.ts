@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import { errors, type YelloError } from '../../shared/errors.js';
-import { errorCode, errorMessage } from '../runtime/error-fields.js';
+import { errors, type YelloError } from '../../../shared/errors.js';
+import { errorCode, errorMessage } from '../../runtime/error-fields.js';
 import { encodeValue } from './value-codec.js';
 import { VerifiedReads, type Db, type Range } from './verified-reads.js';
 import type { Touch, WalGuard } from './wal-guard.js';

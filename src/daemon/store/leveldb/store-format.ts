@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
 import { crc32 } from 'node:zlib';
 import type { Db } from './verified-reads.js';
-import type { StoredRecord } from '../../shared/types.js';
+import type { StoredRecord } from '../../../shared/types.js';
 import { K } from './key-layout.js';
-import { compactOperation, compactRecord, type StoredOperation } from './record-layout.js';
-import type { StreamMeta } from './stream-meta.js';
+import { compactOperation, compactRecord, type StoredOperation } from '../record-layout.js';
+import type { StreamMeta } from '../stream-meta.js';
 import { placeOf, tailOf } from './stream-tables.js';
 import { decodeValue, encodeValue } from './value-codec.js';
 

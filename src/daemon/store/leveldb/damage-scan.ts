@@ -1,4 +1,4 @@
-import { errors, YelloError } from '../../shared/errors.js';
+import { YelloError } from '../../../shared/errors.js';
 import { prefixEnd } from './key-layout.js';
 import type { Storage } from './storage.js';
 
@@ -19,9 +19,4 @@ export async function damagedKeys(storage: Storage, prefix: string): Promise<str
     damaged.push(prefix);
   }
   return damaged;
-}
-
-/** STORAGE_FAILURE/CORRUPT for an answer that a damaged key outside any stream makes untrustworthy. */
-export function untrustworthy(key: string, detail: string): YelloError {
-  return errors.corrupt({ key, streamId: null, generation: null, fromPosition: null, detail });
 }

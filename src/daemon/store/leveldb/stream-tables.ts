@@ -1,5 +1,5 @@
-import { errors } from '../../shared/errors.js';
-import type { StoredRecord } from '../../shared/types.js';
+import { errors } from '../../../shared/errors.js';
+import type { StoredRecord } from '../../../shared/types.js';
 import { K } from './key-layout.js';
 import {
   compactOperation,
@@ -11,10 +11,10 @@ import {
   type RecordPlace,
   type StoredOperation,
   type StreamTail,
-} from './record-layout.js';
+} from '../record-layout.js';
 import type { Storage, WriteOp } from './storage.js';
 import type { Range } from './verified-reads.js';
-import type { StreamMeta } from './stream-meta.js';
+import type { StreamMeta } from '../stream-meta.js';
 
 /** The place of a record of `meta`'s stream (chat, author and peer come from the head). */
 export function placeOf(
@@ -130,6 +130,11 @@ export class StreamTables {
       : this.#storage.get<CompactOperation | StoredOperation>(key);
     return stored === undefined ? undefined : expandOperation(operationId, stored);
   }
+}
+
+/** The put of a whole head (a new stream: both heads are written with their chat). */
+export function streamMetaOp(meta: StreamMeta): WriteOp {
+  return { type: 'put', key: K.stream(meta.streamId), value: meta };
 }
 
 export function tailOf(meta: StreamMeta): StreamTail {

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
-import { writeFileDurable } from '../runtime/files.js';
+import { writeFileDurable } from '../../runtime/files.js';
 
 /** A stream generation written to, and where it stood before the write. */
 export interface Touch {

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { K, prefixEnd } from './key-layout.js';
-import type { CorruptMark, Integrity } from './integrity.js';
+import type { CorruptMark, Integrity } from '../integrity.js';
 import type { OpenedStore } from './store-open.js';
-import type { StreamMeta } from './stream-meta.js';
+import type { StreamMeta } from '../stream-meta.js';
 
 /** One write-ahead-log loss the daemon found and acted on (stored, so it is acted on once). */
 export interface WalIncident {

@@ -1,11 +1,11 @@
-import { formatDecimal } from '../../shared/ids.js';
-import type { DoctorProblem, DoctorReport, StoredRecord } from '../../shared/types.js';
-import type { Integrity } from './integrity.js';
+import { formatDecimal } from '../../../shared/ids.js';
+import type { DoctorProblem, DoctorReport, StoredRecord } from '../../../shared/types.js';
+import type { Integrity } from '../integrity.js';
 import { K, locateKey, prefixEnd } from './key-layout.js';
-import type { Signer } from '../crypto/signer.js';
+import type { Signer } from '../../crypto/signer.js';
 import type { Storage } from './storage.js';
-import type { StreamMeta } from './stream-meta.js';
-import { expandOperation, expandRecord, type CompactOperation, type CompactRecord } from './record-layout.js';
+import type { StreamMeta } from '../stream-meta.js';
+import { expandOperation, expandRecord, type CompactOperation, type CompactRecord } from '../record-layout.js';
 import { placeOf, StreamTables } from './stream-tables.js';
 import {
   checkAgent,

@@ -2,14 +2,14 @@
 // its stream's head, its operation and its signature; operations against their log; the
 // message-id, username, token, pair and member indexes against the rows they point to.
 
-import { contentSha256 } from '../crypto/hashing.js';
-import { formatDecimal, makeStreamId } from '../../shared/ids.js';
-import type { DoctorProblem, StoredRecord } from '../../shared/types.js';
+import { contentSha256 } from '../../crypto/hashing.js';
+import { formatDecimal, makeStreamId } from '../../../shared/ids.js';
+import type { DoctorProblem, StoredRecord } from '../../../shared/types.js';
 import { K } from './key-layout.js';
-import type { Signer } from '../crypto/signer.js';
+import type { Signer } from '../../crypto/signer.js';
 import type { Storage } from './storage.js';
-import type { StreamMeta } from './stream-meta.js';
-import { storedClientMessageId, type CompactRecord, type StoredOperation } from './record-layout.js';
+import type { StreamMeta } from '../stream-meta.js';
+import { storedClientMessageId, type CompactRecord, type StoredOperation } from '../record-layout.js';
 import type { StreamIdentity, StreamTables } from './stream-tables.js';
 
 export interface StreamScan {

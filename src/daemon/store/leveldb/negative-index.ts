@@ -1,6 +1,6 @@
-import { K, prefixEnd } from '../store/key-layout.js';
-import type { Storage } from '../store/storage.js';
-import type { StreamMeta } from '../store/stream-meta.js';
+import { K, prefixEnd } from './key-layout.js';
+import type { Storage } from './storage.js';
+import type { StreamMeta } from '../stream-meta.js';
 
 /**
  * A scalable Bloom filter of strings: `mightHave` never answers false for a string that was

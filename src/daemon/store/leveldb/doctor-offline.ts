@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import type { DoctorReport } from '../../shared/types.js';
+import type { DoctorReport } from '../../../shared/types.js';
 import { checkStore } from './doctor.js';
-import { Integrity } from './integrity.js';
+import { Integrity } from '../integrity.js';
+import { levelMarkStore } from './level-store.js';
 import { applyRecoveryReport } from './recovery-check.js';
-import { Signer } from '../crypto/signer.js';
+import { Signer } from '../../crypto/signer.js';
 import { openStore } from './store-open.js';
 
 /**
@@ -19,7 +20,7 @@ export async function runDoctorOffline(dataDir: string, options: { mark?: boolea
   const log = pino({ level: 'warn', base: { service: 'yello-doctor' } }, pino.destination(2));
   const store = await openStore(dataDir, log);
   try {
-    const integrity = new Integrity(store.storage, log);
+    const integrity = new Integrity(levelMarkStore(store.storage), log);
     await integrity.load();
     await applyRecoveryReport(store, integrity, log);
     return await checkStore(store.storage, integrity, new Signer(join(dataDir, 'keys')), options);

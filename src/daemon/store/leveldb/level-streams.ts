@@ -1,0 +1,404 @@
+import { YelloError } from '../../../shared/errors.js';
+import { formatDecimal } from '../../../shared/ids.js';
+import type { StoredRecord } from '../../../shared/types.js';
+import { isCorrupt } from '../integrity.js';
+import type {
+  CommitOutcome,
+  HeadPrecondition,
+  OpLogEntry,
+  OperationStatus,
+  StoredRecordAt,
+  StreamChange,
+  StreamIdentity,
+  StreamPort,
+  SweepResult,
+} from '../port/stream-port.js';
+import { expandRecord, type CompactRecord, type StoredOperation } from '../record-layout.js';
+import { cloneMeta, type StreamMeta } from '../stream-meta.js';
+import type { Counters } from './counters.js';
+import { K, prefixEnd } from './key-layout.js';
+import { NegativeIndexes } from './negative-index.js';
+import type { Storage, WriteOp } from './storage.js';
+import { placeOf, type StreamTables } from './stream-tables.js';
+import type { Touch } from './wal-guard.js';
+
+/** Records deleted per batch when trimming, so a huge trim never builds one giant batch. */
+const TRIM_CHUNK = 10_000;
+/** Trims at least this large are followed by a LevelDB compaction of the stream's records. */
+const COMPACT_AFTER = 10_000;
+
+/**
+ * The stream port on one local LevelDB (store/port/stream-port.ts).
+ *
+ * One daemon owns the store, so the admitted overlay of `Storage` is the exact truth: a change's
+ * precondition is checked against the admitted head in the synchronous part of `commit`, and a
+ * change of the same turn as others joins their synced batch (Storage's group commit). Heads are
+ * cached in memory in two views, admitted and committed; both are dropped when a synced write
+ * fails (the store is then read-only until restart). Lookups of operation ids and message ids
+ * skip the LevelDB point read that almost always misses through a per-stream negative index.
+ */
+export class LevelStreams implements StreamPort {
+  readonly #storage: Storage;
+  readonly #tables: StreamTables;
+  readonly #counters: Counters;
+  readonly #negative: NegativeIndexes;
+  readonly #admitted = new Map<string, StreamMeta>();
+  readonly #committed = new Map<string, StreamMeta>();
+  /** Streams whose last trim was large enough to compact their records after the sweep. */
+  readonly #compactAfterSweep = new Set<string>();
+
+  constructor(storage: Storage, tables: StreamTables, counters: Counters) {
+    this.#storage = storage;
+    this.#tables = tables;
+    this.#counters = counters;
+    this.#negative = new NegativeIndexes(storage);
+    storage.onFailure(() => {
+      this.#admitted.clear();
+      this.#committed.clear();
+    });
+  }
+
+  /** Whether the stream's negative index is built (tests observe it instead of sleeping). */
+  negativeIndexReady(streamId: string): boolean {
+    return this.#negative.ready(streamId);
+  }
+
+  // ---- heads ----------------------------------------------------------------------------------
+
+  head(streamId: string, view: 'admitted' | 'committed'): StreamMeta | undefined {
+    const cache = view === 'admitted' ? this.#admitted : this.#committed;
+    let meta = cache.get(streamId);
+    if (!meta) {
+      meta = this.#tables.head(streamId, view === 'admitted');
+      if (!meta) return undefined;
+      cache.set(streamId, meta);
+    }
+    return meta;
+  }
+
+  headPending(streamId: string): boolean {
+    return this.#tables.headPending(streamId);
+  }
+
+  verifyHead(meta: StreamMeta): { fromPosition: number; detail: string } | null {
+    const { streamId, generation, firstPosition, nextPosition } = meta;
+    const read = <T>(get: () => T | undefined): T | undefined | 'corrupt' => {
+      try {
+        return get();
+      } catch (err) {
+        if (isCorrupt(err)) return 'corrupt';
+        throw err;
+      }
+    };
+    const problem = (fromPosition: number, detail: string) => ({ fromPosition, detail });
+    if (nextPosition > firstPosition) {
+      const at = nextPosition - 1;
+      const last = read(() => this.#tables.record(meta, generation, at));
+      if (last === 'corrupt') return problem(at, `the head's last record (position ${at}) fails its checksum`);
+      if (last === undefined) return problem(at, `the head says records end at ${nextPosition}, but position ${at} is missing`);
+      if (last.position !== formatDecimal(at) || last.streamId !== streamId || last.generation !== formatDecimal(generation)) {
+        return problem(at, `the record stored at position ${at} names another place`);
+      }
+      if (last.wrapper.type !== 'chat.writer-fence') {
+        const op = read(() => this.#tables.operation(streamId, last.wrapper.operationId));
+        if (op === 'corrupt' || op === undefined || op.generation !== generation || op.firstPosition > at || op.nextPosition <= at) {
+          return problem(at, `the operation of the last record (${last.wrapper.operationId}) is missing or does not cover position ${at}`);
+        }
+      }
+    }
+    const past = read(() => this.#tables.record(meta, generation, nextPosition));
+    if (past !== undefined)
+      return problem(nextPosition, `a record lies at position ${nextPosition}, past the head: the head is behind its records`);
+    const later = read(() => this.#tables.record(meta, generation + 1, 0));
+    if (later !== undefined)
+      return problem(nextPosition, `records of generation ${generation + 1} exist, but the head is at generation ${generation}`);
+    return null;
+  }
+
+  async *streamIds(): AsyncGenerator<string> {
+    for await (const key of this.#storage.keys({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
+      yield key.slice(K.streamsPrefix.length);
+    }
+  }
+
+  // ---- admission lookups ----------------------------------------------------------------------
+
+  prepare(): null {
+    return null;
+  }
+
+  operation(streamId: string, operationId: string): StoredOperation | undefined {
+    const meta = this.head(streamId, 'admitted');
+    if (meta && !this.#negative.of(meta).mayHaveOperation(operationId)) return undefined;
+    return this.#tables.operation(streamId, operationId, true);
+  }
+
+  messagePosition(streamId: string, generation: number, clientMessageId: string): number | undefined {
+    const meta = this.head(streamId, 'admitted');
+    if (meta && !this.#negative.of(meta).mayHaveMessage(generation, clientMessageId)) return undefined;
+    const stored = this.#storage.getAdmitted<string>(K.messageId(streamId, generation, clientMessageId));
+    return stored === undefined ? undefined : Number(stored);
+  }
+
+  // ---- commits --------------------------------------------------------------------------------
+
+  commit(change: StreamChange): Promise<CommitOutcome> {
+    try {
+      return this.#admit(change);
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  /** The synchronous admission: precondition, unique keys, then the queued write. */
+  #admit(change: StreamChange): Promise<CommitOutcome> {
+    const { next } = change;
+    const streamId = next.streamId;
+    this.#storage.assertWritable(change.kind === 'append' ? change.operation.operationId : null);
+    const previous = change.expect === null ? this.#admitted.get(streamId) : this.head(streamId, 'admitted');
+    const stale =
+      change.expect !== null &&
+      (!matches(previous, change.expect) || (change.kind === 'trim' && previous?.firstPosition !== change.fromPosition));
+    if (stale) return Promise.resolve({ status: 'stale', head: previous });
+    const ops: WriteOp[] = [];
+    let records: StoredRecord[] = [];
+    let ready: Promise<void> | null = null;
+    switch (change.kind) {
+      case 'append': {
+        const { operation } = change;
+        const known = this.operation(streamId, operation.operationId);
+        if (known !== undefined) return Promise.resolve({ status: 'duplicate', what: 'operation', operation: known });
+        for (const [id] of change.messageIds) {
+          const at = this.messagePosition(streamId, operation.generation, id);
+          if (at !== undefined) return Promise.resolve({ status: 'duplicate', what: 'messageId', clientMessageId: id, position: at });
+        }
+        for (const [id, position] of change.messageIds) {
+          ops.push({ type: 'put', key: K.messageId(streamId, operation.generation, id), value: formatDecimal(position) });
+        }
+        ops.push(this.#tables.operationOp(streamId, operation));
+        ops.push({ type: 'put', key: K.opLog(streamId, operation.generation, operation.firstPosition), value: operation.operationId });
+        // previous is defined: a matching precondition needs a head.
+        const negative = this.#negative.of(previous ?? next);
+        negative.operations.add(operation.operationId);
+        for (const [id] of change.messageIds) negative.messages(operation.generation).add(id);
+        records = change.records;
+        ready = change.ready;
+        this.#counters.records += records.length;
+        ops.push(this.#counters.op());
+        break;
+      }
+      case 'claim':
+        records = [change.fence];
+        this.#counters.records++;
+        ops.push(this.#counters.op());
+        break;
+      case 'release':
+      case 'reset':
+        break;
+      case 'trim': {
+        const before = next.firstPosition;
+        const end = Math.min(before, change.fromPosition + TRIM_CHUNK);
+        for (let p = change.fromPosition; p < end; p++) ops.push({ type: 'del', key: K.record(streamId, next.generation, p) });
+        this.#counters.records -= before - change.fromPosition;
+        ops.push(this.#counters.op());
+        if (before - change.fromPosition >= COMPACT_AFTER) this.#compactAfterSweep.add(streamId);
+        break;
+      }
+    }
+    // Where the stream stood before this write, for the log guard: anything lost lies past it.
+    const touch: Touch = {
+      streamId,
+      generation: next.generation,
+      position: previous && previous.generation === next.generation ? previous.nextPosition : next.firstPosition,
+    };
+    this.#admitted.set(streamId, next);
+    ops.push(...this.#tables.headOps(next, previous));
+    const snapshot = cloneMeta(next);
+    const from = change.expect?.nextPosition ?? next.firstPosition;
+    records.forEach((r, i) => ops.push(this.#tables.recordOp(next, r, next.generation, from + i)));
+    return this.#storage.write(ops, [touch], ready).then(
+      (): CommitOutcome => {
+        const current = this.#committed.get(streamId);
+        // Commits of one stream complete in admission order; never move the committed view back
+        // (a reset moves it past every mark, whatever it holds).
+        if (
+          change.kind === 'reset' ||
+          !current ||
+          current.generation < snapshot.generation ||
+          current.nextPosition <= snapshot.nextPosition
+        ) {
+          this.#committed.set(streamId, snapshot);
+        }
+        return { status: 'ok' };
+      },
+      (err: unknown): CommitOutcome => {
+        if (err instanceof YelloError && err.type === 'STORAGE_FAILURE') return { status: 'unknown', error: err };
+        throw err;
+      },
+    );
+  }
+
+  headDurable(streamId: string): Promise<void> {
+    return Promise.all([this.#storage.durable(K.stream(streamId)), this.#storage.durable(K.tail(streamId))]).then(() => {});
+  }
+
+  operationDurable(streamId: string, operationId: string): Promise<void> {
+    return this.#storage.durable(K.operation(streamId, operationId));
+  }
+
+  // ---- reads ----------------------------------------------------------------------------------
+
+  async *records(
+    stream: StreamIdentity,
+    generation: number,
+    from: number,
+    end: number,
+    options: { reverse?: boolean; limit?: number } = {},
+  ): AsyncGenerator<StoredRecordAt> {
+    let left = options.limit ?? Infinity;
+    if (left <= 0) return;
+    for await (const r of this.#tables.records(stream, generation, from, end, options.reverse ?? false)) {
+      yield r;
+      if (--left <= 0) return;
+    }
+  }
+
+  record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
+    try {
+      return Promise.resolve(this.#tables.record(stream, generation, position));
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  async *allRecords(stream: StreamIdentity): AsyncGenerator<{ generation: number; position: number; record: StoredRecord | undefined }> {
+    const prefix = K.recordsOfStream(stream.streamId);
+    for await (const { key, value: stored } of this.#storage.entriesChecked<CompactRecord | StoredRecord>({
+      gte: prefix,
+      lt: prefixEnd(prefix),
+    })) {
+      const [, , g, pos] = key.split('/');
+      const generation = Number(g);
+      const position = Number(pos);
+      let record: StoredRecord | undefined;
+      try {
+        record = stored === undefined ? undefined : expandRecord(stored, placeOf(stream, generation, position));
+      } catch {
+        record = undefined;
+      }
+      yield { generation, position, record };
+    }
+  }
+
+  operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
+    const key = K.operation(streamId, operationId);
+    // Pending first: admitted and waiting for its fsync, or its fsync failed and only a restart
+    // tells. LevelDB shows a batch to point reads a moment before the daemon has published the
+    // new head; answering "committed" from that would disagree with streams.get.
+    if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return Promise.resolve({ state: 'pending' });
+    return this.findOperation(streamId, operationId).then((operation) =>
+      operation === undefined ? { state: 'absent' } : { state: 'committed', operation },
+    );
+  }
+
+  findOperation(streamId: string, operationId: string): Promise<StoredOperation | undefined> {
+    try {
+      return Promise.resolve(this.#tables.operation(streamId, operationId));
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  async *opLog(
+    streamId: string,
+    range: { after?: { generation: number; position: number }; before?: { generation: number; position: number }; limit?: number } = {},
+  ): AsyncGenerator<OpLogEntry> {
+    const prefix = K.opLogPrefix(streamId);
+    const start = range.after ? { gt: K.opLog(streamId, range.after.generation, range.after.position) } : { gte: prefix };
+    const lt = range.before ? K.opLog(streamId, range.before.generation, range.before.position) : prefixEnd(prefix);
+    const limit = range.limit;
+    for await (const { key, value } of this.#storage.entries<string>({ ...start, lt, ...(limit !== undefined ? { limit } : {}) })) {
+      const parts = key.split('/');
+      yield { generation: Number(parts[parts.length - 2]), position: Number(parts[parts.length - 1]), operationId: value };
+    }
+  }
+
+  async *operationIds(streamId: string): AsyncGenerator<string> {
+    const prefix = K.operationsPrefix(streamId);
+    for await (const key of this.#storage.keys({ gte: prefix, lt: prefixEnd(prefix) })) yield key.slice(prefix.length);
+  }
+
+  async *messageIds(streamId: string, generation: number): AsyncGenerator<string> {
+    const prefix = K.messageIdsPrefix(streamId, generation);
+    for await (const key of this.#storage.keys({ gte: prefix, lt: prefixEnd(prefix) })) yield key.slice(prefix.length);
+  }
+
+  // ---- housekeeping ---------------------------------------------------------------------------
+
+  async sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
+    const done = { records: 0, operations: 0, messageIds: 0 };
+    if (firstPosition === 0) return done;
+    let batch: WriteOp[] = [];
+    const flush = async () => {
+      if (batch.length > 0) await this.#storage.write(batch);
+      batch = [];
+    };
+    const recordsPrefix = K.recordsPrefix(streamId, generation);
+    for await (const key of this.#storage.keys({ gte: recordsPrefix, lt: K.record(streamId, generation, firstPosition) })) {
+      batch.push({ type: 'del', key });
+      done.records++;
+      if (batch.length >= TRIM_CHUNK) await flush();
+    }
+    // (The record counter already went down with the trim that committed this firstPosition.)
+    await flush();
+    for await (const { key, value: operationId } of this.#storage.entries<string>({
+      gte: K.opLog(streamId, generation, 0),
+      lt: K.opLog(streamId, generation, firstPosition),
+    })) {
+      const op = this.#tables.operation(streamId, operationId);
+      // Cut in two by the trim: it stays, and so does every later one.
+      if (op && op.nextPosition > firstPosition) break;
+      // An operation's entry and its log entry go together, so a crash never leaves a log
+      // entry without its operation (which operations.get would report as damage).
+      batch.push({ type: 'del', key }, { type: 'del', key: K.operation(streamId, operationId) });
+      done.operations++;
+      if (batch.length >= TRIM_CHUNK) await flush();
+    }
+    await flush();
+    const idsPrefix = K.messageIdsPrefix(streamId, generation);
+    for await (const { key, value: position } of this.#storage.entries<string>({ gte: idsPrefix, lt: prefixEnd(idsPrefix) })) {
+      if (Number(position) >= firstPosition) continue;
+      batch.push({ type: 'del', key });
+      done.messageIds++;
+      if (batch.length >= TRIM_CHUNK) await flush();
+    }
+    await flush();
+    if (this.#compactAfterSweep.delete(streamId)) {
+      // Tombstones of a large trim would be skipped by every later scan until LevelDB gets to
+      // them on its own; rewriting the stream's tables now gives the space back.
+      const records = K.recordsOfStream(streamId);
+      await this.#storage.compactRange(records, prefixEnd(records));
+    }
+    return done;
+  }
+
+  approximateBytes(streamId: string): Promise<number> {
+    const records = K.recordsOfStream(streamId);
+    return this.#storage.approximateSize(records, prefixEnd(records));
+  }
+}
+
+/** Whether the admitted head is the one a change was decided on. */
+function matches(head: StreamMeta | undefined, expect: HeadPrecondition): boolean {
+  return (
+    head !== undefined &&
+    head.generation === expect.generation &&
+    head.nextPosition === expect.nextPosition &&
+    head.writer.epoch === expect.writerEpoch
+  );
+}
+
+/** A thrown value as a rejected promise (what the synchronous part of a call threw). */
+function rejected(err: unknown): Promise<never> {
+  return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+}

@@ -1,0 +1,560 @@
+// The storage port's conformance suite (src/daemon/store/port/): what every backend must do,
+// whatever its engine. `portConformance(name, factory)` registers the suite; each backend's test
+// file runs it on a fresh store per test (test/store/port-leveldb.test.ts on LevelDB in a temp
+// dir; the PostgreSQL backend on a throwaway cluster). Only port methods are used here, so the
+// suite stays backend-neutral.
+
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeStreamId } from '../../src/shared/ids.js';
+import type { StoredRecord } from '../../src/shared/types.js';
+import type { StorePort } from '../../src/daemon/store/port/store-port.js';
+import { expectOf, type CommitOutcome, type StreamMeta } from '../../src/daemon/store/port/index.js';
+import type { AgentRow, ChatRow, CorruptMark, StoredOperation } from '../../src/daemon/store/port/values.js';
+import { cloneMeta, newStreamMeta } from '../../src/daemon/store/stream-meta.js';
+
+/** A store under test, and how to end it. */
+export interface PortUnderTest {
+  store: StorePort;
+  /** Close the store and remove what the test made. */
+  close(): Promise<void>;
+  /**
+   * Make the next group commit fail as a lost fsync or connection would (outcome unknown), when
+   * the backend can inject that; the unknown-outcome test is skipped without it.
+   */
+  failNextCommit?: () => void;
+}
+
+/** A fresh, empty store per call. */
+export type PortFactory = () => Promise<PortUnderTest>;
+
+const now = () => new Date().toISOString();
+const id = (prefix: string) => `${prefix}${randomUUID().replaceAll('-', '')}`;
+
+function agentRow(username = id('u')): AgentRow {
+  return {
+    id: id('agt_'),
+    username,
+    name: username,
+    image: null,
+    disabled: false,
+    pii: 'redact',
+    createdAt: now(),
+    tokenHash: id('th'),
+  };
+}
+
+/** A chat message record at `position` of `meta`'s stream, as the appender builds it. */
+function message(
+  meta: StreamMeta,
+  generation: number,
+  position: number,
+  operationId: string,
+  recordIndex: number,
+  text: string,
+): StoredRecord {
+  return {
+    streamId: meta.streamId,
+    generation: String(generation),
+    position: String(position),
+    wrapper: {
+      version: 2,
+      chatId: meta.chatId,
+      authorAgentId: meta.authorAgentId,
+      operationId,
+      recordIndex,
+      type: 'chat.message',
+      message: {
+        chatId: meta.chatId,
+        fromAgentId: meta.authorAgentId,
+        toAgentId: meta.peerAgentId,
+        clientMessageId: `cm-${operationId}-${recordIndex}`,
+        content: text,
+        contentSha256: 'sha-' + text,
+        signature: { kid: 'kid-1', alg: 'ES256', value: 'sig-' + text, createdAt: now() },
+      },
+    },
+  };
+}
+
+/** The append change of `texts` decided on `head`, with one clientMessageId per message. */
+function appendOf(head: StreamMeta, texts: string[], operationId = id('op-')) {
+  const next = cloneMeta(head);
+  const from = head.nextPosition;
+  const records = texts.map((t, i) => message(head, head.generation, from + i, operationId, i, t));
+  next.nextPosition = from + texts.length;
+  const operation: StoredOperation = {
+    operationId,
+    generation: head.generation,
+    firstPosition: from,
+    nextPosition: next.nextPosition,
+    committedAt: now(),
+    requestDigest: 'digest-' + operationId,
+    redactions: [],
+  };
+  const messageIds = records.map((r, i): [string, number] => [`cm-${operationId}-${i}`, from + i]);
+  return { kind: 'append' as const, expect: expectOf(head), next, records, operation, messageIds, ready: null };
+}
+
+function claimOf(head: StreamMeta) {
+  const next = cloneMeta(head);
+  const epoch = head.writer.epoch + 1;
+  const claimedAt = now();
+  const fence: StoredRecord = {
+    streamId: head.streamId,
+    generation: String(head.generation),
+    position: String(head.nextPosition),
+    wrapper: {
+      version: 2,
+      chatId: head.chatId,
+      authorAgentId: head.authorAgentId,
+      operationId: `fence.${epoch}`,
+      recordIndex: 0,
+      type: 'chat.writer-fence',
+      fence: { epoch: String(epoch), claimedAt, replaced: head.writer.active },
+    },
+  };
+  next.writer = { epoch, claimedAt, active: true, tokenHash: id('ct') };
+  next.nextPosition = head.nextPosition + 1;
+  return { kind: 'claim' as const, expect: expectOf(head), next, fence };
+}
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
+}
+
+function ok(outcome: CommitOutcome | { status: string }): void {
+  expect(outcome).toEqual({ status: 'ok' });
+}
+
+/** Register the conformance suite for one backend. */
+export function portConformance(name: string, factory: PortFactory): void {
+  describe(`storage port conformance: ${name}`, () => {
+    const open: PortUnderTest[] = [];
+    afterEach(async () => {
+      for (const p of open.splice(0)) await p.close();
+    });
+    const fresh = async () => {
+      const p = await factory();
+      open.push(p);
+      return p;
+    };
+
+    /** Two agents and their chat, created through the port; returns both stream heads. */
+    async function chatOf(store: StorePort) {
+      const [a, b] = [agentRow(), agentRow()].sort((x, y) => (x.id < y.id ? -1 : 1)) as [AgentRow, AgentRow];
+      ok(await store.directory.createAgent(a));
+      ok(await store.directory.createAgent(b));
+      const row: ChatRow = { id: id('chat_'), agentAId: a.id, agentBId: b.id, createdAt: now() };
+      const heads = [newStreamMeta(row.id, a.id, b.id, row.createdAt), newStreamMeta(row.id, b.id, a.id, row.createdAt)] as const;
+      ok(await store.directory.createChat(row, heads));
+      const head = (s: StreamMeta) => {
+        const h = store.streams.head(s.streamId, 'admitted');
+        if (!h) throw new Error(`no head for ${s.streamId}`);
+        return h;
+      };
+      return { a, b, row, mine: () => head(heads[0]), theirs: () => head(heads[1]) };
+    }
+
+    describe('chats: create-or-find, one per pair', () => {
+      it('creates the chat with its pair, memberships and both empty heads', async () => {
+        const { store } = await fresh();
+        const { a, b, row, mine, theirs } = await chatOf(store);
+        expect(store.directory.chat(row.id)).toEqual(row);
+        expect(store.directory.chatOfPair(a.id, b.id, 'committed')).toBe(row.id);
+        expect(mine()).toMatchObject({ streamId: makeStreamId(row.id, a.id), generation: 1, firstPosition: 0, nextPosition: 0 });
+        expect(theirs().authorAgentId).toBe(b.id);
+        expect(store.streams.head(mine().streamId, 'committed')).toEqual(mine());
+        expect(await store.directory.chatIds(a.id, { limit: 10 })).toEqual([row.id]);
+        expect(await store.directory.chatIds(undefined, { limit: 10 })).toEqual([row.id]);
+        expect(store.counts()).toMatchObject({ agents: 2, chats: 1, streams: 2 });
+      });
+
+      it('a second create of the pair is a duplicate naming the first chat, in the same turn or later', async () => {
+        const { store } = await fresh();
+        const { a, b, row } = await chatOf(store);
+        const again: ChatRow = { id: id('chat_'), agentAId: a.id, agentBId: b.id, createdAt: now() };
+        const heads = [newStreamMeta(again.id, a.id, b.id, now()), newStreamMeta(again.id, b.id, a.id, now())] as const;
+        expect(await store.directory.createChat(again, heads)).toEqual({ status: 'duplicate', existing: row.id });
+        expect(store.directory.chat(again.id)).toBeUndefined();
+        expect(store.streams.head(heads[0].streamId, 'committed')).toBeUndefined();
+
+        // Two creates of a new pair admitted in one turn: exactly one chat.
+        const [c, d] = [agentRow(), agentRow()].sort((x, y) => (x.id < y.id ? -1 : 1)) as [AgentRow, AgentRow];
+        ok(await store.directory.createAgent(c));
+        ok(await store.directory.createAgent(d));
+        const rows = [0, 1].map((): ChatRow => ({ id: id('chat_'), agentAId: c.id, agentBId: d.id, createdAt: now() }));
+        const outcomes = await Promise.all(
+          rows.map((r) => store.directory.createChat(r, [newStreamMeta(r.id, c.id, d.id, now()), newStreamMeta(r.id, d.id, c.id, now())])),
+        );
+        expect(outcomes).toEqual([{ status: 'ok' }, { status: 'duplicate', existing: rows[0]?.id }]);
+        expect(await store.directory.chatIds(c.id, { limit: 10 })).toEqual([rows[0]?.id]);
+      });
+    });
+
+    describe('appends: compare-and-append', () => {
+      it('an append decided on the head commits its records, operation, log entry and message ids; reads are exact', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const change = appendOf(mine(), ['one', 'two', 'three']);
+        ok(await store.streams.commit(change));
+        const head = mine();
+        expect(head.nextPosition).toBe(3);
+        expect(store.streams.head(head.streamId, 'committed')?.nextPosition).toBe(3);
+        const read = await collect(store.streams.records(head, 1, 0, 3));
+        expect(read.map((r) => r.position)).toEqual([0, 1, 2]);
+        expect(read.map((r) => r.record)).toEqual(change.records);
+        expect(read.every((r) => r.bytes > 0)).toBe(true);
+        expect((await collect(store.streams.records(head, 1, 1, 3))).map((r) => r.position)).toEqual([1, 2]);
+        expect((await collect(store.streams.records(head, 1, 0, 3, { reverse: true }))).map((r) => r.position)).toEqual([2, 1, 0]);
+        expect((await collect(store.streams.records(head, 1, 0, 3, { limit: 2 }))).map((r) => r.position)).toEqual([0, 1]);
+        expect(await collect(store.streams.records(head, 1, 3, 10))).toEqual([]);
+        expect(await store.streams.record(head, 1, 2)).toEqual(change.records[2]);
+        expect(await store.streams.record(head, 1, 3)).toBeUndefined();
+        expect(store.streams.operation(head.streamId, change.operation.operationId)).toEqual(change.operation);
+        expect(await store.streams.findOperation(head.streamId, change.operation.operationId)).toEqual(change.operation);
+        expect(await store.streams.operationStatus(head.streamId, change.operation.operationId)).toEqual({
+          state: 'committed',
+          operation: change.operation,
+        });
+        expect(await store.streams.operationStatus(head.streamId, 'never-sent')).toEqual({ state: 'absent' });
+        expect(store.streams.messagePosition(head.streamId, 1, 'cm-' + change.operation.operationId + '-1')).toBe(1);
+        expect(await collect(store.streams.opLog(head.streamId))).toEqual([
+          { generation: 1, position: 0, operationId: change.operation.operationId },
+        ]);
+        expect(store.counts().records).toBe(3);
+      });
+
+      it('a second append decided on the same head is stale, with the current head, and writes nothing', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const decidedOn = mine();
+        const first = appendOf(decidedOn, ['a']);
+        const second = appendOf(decidedOn, ['b']);
+        const [o1, o2] = await Promise.all([store.streams.commit(first), store.streams.commit(second)]);
+        ok(o1);
+        expect(o2.status).toBe('stale');
+        expect(o2.status === 'stale' ? o2.head?.nextPosition : null).toBe(1);
+        expect((await collect(store.streams.records(decidedOn, 1, 0, 5))).map((r) => r.record)).toEqual(first.records);
+        expect(await store.streams.findOperation(decidedOn.streamId, second.operation.operationId)).toBeUndefined();
+        // Decided again on the head it was given, it commits.
+        ok(await store.streams.commit(appendOf(mine(), ['b'], second.operation.operationId)));
+        expect(mine().nextPosition).toBe(2);
+      });
+
+      it('group commit: changes of one turn commit together, and a stale one refuses only itself', async () => {
+        const { store } = await fresh();
+        const x = await chatOf(store);
+        const y = await chatOf(store);
+        const x0 = x.mine();
+        const okX = appendOf(x0, ['x1']);
+        const staleX = appendOf(x0, ['x-stale']);
+        const okY = appendOf(y.mine(), ['y1']);
+        const okY2 = appendOf(y.theirs(), ['y2']);
+        const outcomes = await Promise.all([okX, staleX, okY, okY2].map((c) => store.streams.commit(c)));
+        expect(outcomes.map((o) => o.status)).toEqual(['ok', 'stale', 'ok', 'ok']);
+        expect(x.mine().nextPosition).toBe(1);
+        expect(y.mine().nextPosition).toBe(1);
+        expect(y.theirs().nextPosition).toBe(1);
+        expect((await collect(store.streams.records(x0, 1, 0, 5))).map((r) => r.record)).toEqual(okX.records);
+      });
+
+      it('an operation id is taken forever: a later append with it is a duplicate naming the stored operation', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const first = appendOf(mine(), ['a', 'b']);
+        ok(await store.streams.commit(first));
+        ok(await store.streams.commit(appendOf(mine(), ['c'])));
+        const reused = appendOf(mine(), ['other'], first.operation.operationId);
+        expect(await store.streams.commit(reused)).toEqual({ status: 'duplicate', what: 'operation', operation: first.operation });
+        expect(mine().nextPosition).toBe(3);
+        // Still taken after the stream moved past its records' generation start and was trimmed
+        // only partly (an operation is answered while its records exist).
+        const head = mine();
+        ok(
+          await store.streams.commit({
+            kind: 'trim',
+            expect: expectOf(head),
+            next: { ...cloneMeta(head), firstPosition: 1 },
+            fromPosition: 0,
+          }),
+        );
+        await store.streams.sweepTrimmed(head.streamId, 1, 1);
+        expect(await store.streams.findOperation(head.streamId, first.operation.operationId)).toEqual(first.operation);
+        expect((await store.streams.commit(appendOf(mine(), ['x'], first.operation.operationId))).status).toBe('duplicate');
+      });
+
+      it('a clientMessageId is unique in its generation: a duplicate names its position; the next generation takes it again', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const first = appendOf(mine(), ['a', 'b']);
+        ok(await store.streams.commit(first));
+        const [, [takenId, takenAt] = ['', 0]] = first.messageIds;
+        const clash = appendOf(mine(), ['c']);
+        clash.messageIds = [[takenId, mine().nextPosition]];
+        expect(await store.streams.commit(clash)).toEqual({
+          status: 'duplicate',
+          what: 'messageId',
+          clientMessageId: takenId,
+          position: takenAt,
+        });
+        expect(mine().nextPosition).toBe(2);
+        expect(await store.streams.findOperation(mine().streamId, clash.operation.operationId)).toBeUndefined();
+
+        const head = mine();
+        const reset = cloneMeta(head);
+        reset.sealed.push({ generation: 1, firstPosition: 0, nextPosition: 2, sealedAt: now(), reason: 'test' });
+        reset.generation = 2;
+        reset.firstPosition = 0;
+        reset.nextPosition = 0;
+        reset.writer = { ...reset.writer, epoch: head.writer.epoch + 1, active: false, tokenHash: null };
+        ok(await store.streams.commit({ kind: 'reset', expect: expectOf(head), next: reset }));
+        const again = appendOf(mine(), ['c']);
+        again.messageIds = [[takenId, 0]];
+        ok(await store.streams.commit(again));
+        expect(store.streams.messagePosition(head.streamId, 2, takenId)).toBe(0);
+        expect(store.streams.messagePosition(head.streamId, 1, takenId)).toBe(takenAt);
+      });
+    });
+
+    describe('claims fence', () => {
+      it('a claim moves the epoch and writes its fence; an append decided on the old epoch is stale', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        ok(await store.streams.commit(appendOf(mine(), ['a'])));
+        const before = mine();
+        const late = appendOf(before, ['late']);
+        const claim = claimOf(before);
+        // The claim is admitted first; the append decided before it must not pass.
+        const [c, a] = await Promise.all([store.streams.commit(claim), store.streams.commit(late)]);
+        ok(c);
+        expect(a.status).toBe('stale');
+        expect(mine()).toMatchObject({ nextPosition: 2, writer: { epoch: 1, active: true } });
+        expect(await store.streams.record(before, 1, 1)).toEqual(claim.fence);
+        // An append decided on an old epoch is stale even at the right position.
+        const head = mine();
+        const oldEpoch = appendOf(head, ['b']);
+        oldEpoch.expect = { ...oldEpoch.expect, writerEpoch: 0 };
+        expect((await store.streams.commit(oldEpoch)).status).toBe('stale');
+        ok(await store.streams.commit(appendOf(mine(), ['b'])));
+        const release = cloneMeta(mine());
+        release.writer = { ...release.writer, active: false, tokenHash: null };
+        ok(await store.streams.commit({ kind: 'release', expect: expectOf(mine()), next: release }));
+        expect(store.streams.head(head.streamId, 'committed')?.writer).toMatchObject({ epoch: 1, active: false, tokenHash: null });
+        expect(store.counts().records).toBe(3);
+      });
+    });
+
+    describe('trims and resets', () => {
+      it('a trim hides the records below the new start; the sweep keeps an operation cut in two and drops the rest', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const op1 = appendOf(mine(), ['a', 'b']);
+        ok(await store.streams.commit(op1));
+        const op2 = appendOf(mine(), ['c', 'd']);
+        ok(await store.streams.commit(op2));
+        const head = mine();
+        const next = { ...cloneMeta(head), firstPosition: 3 };
+        // A trim decided on an old retained start is stale.
+        expect((await store.streams.commit({ kind: 'trim', expect: expectOf(head), next, fromPosition: 1 })).status).toBe('stale');
+        ok(await store.streams.commit({ kind: 'trim', expect: expectOf(head), next, fromPosition: 0 }));
+        expect(store.streams.head(head.streamId, 'committed')?.firstPosition).toBe(3);
+        await store.streams.sweepTrimmed(head.streamId, 1, 3);
+        expect((await collect(store.streams.records(head, 1, 0, 4))).map((r) => r.position)).toEqual([3]);
+        expect(await store.streams.findOperation(head.streamId, op1.operation.operationId)).toBeUndefined();
+        expect(await store.streams.findOperation(head.streamId, op2.operation.operationId)).toEqual(op2.operation);
+        expect((await collect(store.streams.opLog(head.streamId))).map((e) => e.operationId)).toEqual([op2.operation.operationId]);
+        expect(store.streams.messagePosition(head.streamId, 1, op1.messageIds[0]?.[0] ?? '')).toBeUndefined();
+        expect(store.counts().records).toBe(1);
+        // Idempotent.
+        expect(await store.streams.sweepTrimmed(head.streamId, 1, 3)).toEqual({ records: 0, operations: 0, messageIds: 0 });
+      });
+
+      it('a reset seals the generation and starts the next at 0; the sealed records stay readable', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const op = appendOf(mine(), ['a', 'b']);
+        ok(await store.streams.commit(op));
+        const head = mine();
+        const next = cloneMeta(head);
+        next.sealed.push({ generation: 1, firstPosition: 0, nextPosition: 2, sealedAt: now(), reason: 'test' });
+        Object.assign(next, { generation: 2, firstPosition: 0, nextPosition: 0 });
+        next.writer = { ...next.writer, epoch: 1, active: false, tokenHash: null };
+        const stale = appendOf(head, ['late']);
+        const [r, a] = await Promise.all([
+          store.streams.commit({ kind: 'reset', expect: expectOf(head), next }),
+          store.streams.commit(stale),
+        ]);
+        ok(r);
+        expect(a.status).toBe('stale');
+        expect(store.streams.head(head.streamId, 'committed')).toMatchObject({ generation: 2, firstPosition: 0, nextPosition: 0 });
+        expect(store.streams.head(head.streamId, 'committed')?.sealed).toHaveLength(1);
+        expect((await collect(store.streams.records(head, 1, 0, 2))).map((x) => x.record)).toEqual(op.records);
+        const g2 = appendOf(mine(), ['new']);
+        ok(await store.streams.commit(g2));
+        expect((await collect(store.streams.records(head, 2, 0, 5))).map((x) => x.record)).toEqual(g2.records);
+        const all = await collect(store.streams.allRecords(head));
+        expect(all.map((x) => [x.generation, x.position])).toEqual([
+          [1, 0],
+          [1, 1],
+          [2, 0],
+        ]);
+        expect(all.every((x) => x.record !== undefined)).toBe(true);
+      });
+    });
+
+    describe('operation lookup and the operation log', () => {
+      it('the log lists operations in commit order, paged by position', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const ids: string[] = [];
+        for (let i = 0; i < 5; i++) {
+          const c = appendOf(mine(), [`m${i}`]);
+          ids.push(c.operation.operationId);
+          ok(await store.streams.commit(c));
+        }
+        const streamId = mine().streamId;
+        expect((await collect(store.streams.opLog(streamId))).map((e) => e.operationId)).toEqual(ids);
+        const page = await collect(store.streams.opLog(streamId, { limit: 2 }));
+        expect(page).toEqual([
+          { generation: 1, position: 0, operationId: ids[0] },
+          { generation: 1, position: 1, operationId: ids[1] },
+        ]);
+        const rest = await collect(store.streams.opLog(streamId, { after: { generation: 1, position: 1 } }));
+        expect(rest.map((e) => e.operationId)).toEqual(ids.slice(2));
+        const bounded = await collect(
+          store.streams.opLog(streamId, { after: { generation: 1, position: 0 }, before: { generation: 1, position: 3 } }),
+        );
+        expect(bounded.map((e) => e.operationId)).toEqual(ids.slice(1, 3));
+        expect((await collect(store.streams.operationIds(streamId))).sort()).toEqual([...ids].sort());
+        expect((await collect(store.streams.messageIds(streamId, 1))).length).toBe(5);
+        expect(await collect(store.streams.streamIds())).toContain(streamId);
+      });
+    });
+
+    describe('the directory', () => {
+      it('agents: unique usernames, the token index follows the current token, pages in id order', async () => {
+        const { store } = await fresh();
+        const a = agentRow('alice');
+        ok(await store.directory.createAgent(a));
+        expect(await store.directory.createAgent({ ...agentRow('alice') })).toEqual({ status: 'duplicate', existing: a.id });
+        expect(store.directory.agent(a.id, 'committed')).toEqual(a);
+        expect(store.directory.agentIdByUsername('alice', 'committed')).toBe(a.id);
+        expect(store.directory.agentIdByToken(a.tokenHash)).toBe(a.id);
+        const rotated = { ...a, tokenHash: id('th'), disabled: true };
+        ok(await store.directory.updateAgent(rotated, a));
+        expect(store.directory.agent(a.id, 'committed')).toEqual(rotated);
+        expect(store.directory.agentIdByToken(a.tokenHash)).toBeUndefined();
+        expect(store.directory.agentIdByToken(rotated.tokenHash)).toBe(a.id);
+        const more = [agentRow(), agentRow(), agentRow()];
+        for (const r of more) ok(await store.directory.createAgent(r));
+        const sorted = [a.id, ...more.map((r) => r.id)].sort();
+        const first = await store.directory.agents({ limit: 2 });
+        expect(first.map((r) => r.id)).toEqual(sorted.slice(0, 2));
+        const second = await store.directory.agents({ after: first[1]?.id ?? '', limit: 10 });
+        expect(second.map((r) => r.id)).toEqual(sorted.slice(2));
+        expect(store.counts().agents).toBe(4);
+      });
+
+      it('grants: one per direction, overwritten in place, deleted, listed by (agent, peer)', async () => {
+        const { store } = await fresh();
+        const [a, b, c] = [agentRow(), agentRow(), agentRow()];
+        for (const r of [a, b, c]) ok(await store.directory.createAgent(r));
+        const g = (x: AgentRow, y: AgentRow) => ({ agentId: x.id, peerAgentId: y.id, grantedAt: now() });
+        ok(await store.directory.putGrant(g(a, b)));
+        ok(await store.directory.putGrant(g(a, c)));
+        ok(await store.directory.putGrant(g(b, a)));
+        expect(store.directory.grant(a.id, b.id, 'admitted')?.peerAgentId).toBe(b.id);
+        expect(store.directory.grant(b.id, c.id, 'admitted')).toBeUndefined();
+        const own = await store.directory.grants(a.id, { limit: 10 });
+        expect(own.map((x) => x.peerAgentId)).toEqual([b.id, c.id].sort());
+        const all = await store.directory.grants(undefined, { limit: 10 });
+        expect(all.map((x) => [x.agentId, x.peerAgentId])).toEqual(
+          [
+            [a.id, b.id],
+            [a.id, c.id],
+            [b.id, a.id],
+          ].sort((x, y) => (x.join('/') < y.join('/') ? -1 : 1)),
+        );
+        const firstTwo = all.slice(0, 2);
+        const after = firstTwo[1];
+        if (!after) throw new Error('no grant');
+        expect(await store.directory.grants(undefined, { after: [after.agentId, after.peerAgentId], limit: 10 })).toEqual(all.slice(2));
+        ok(await store.directory.deleteGrant(a.id, b.id));
+        expect(store.directory.grant(a.id, b.id, 'admitted')).toBeUndefined();
+        expect(store.directory.grant(a.id, b.id, 'committed')).toBeUndefined();
+        expect(await store.directory.damaged()).toEqual({ tokenIndex: [], grants: [] });
+      });
+    });
+
+    describe('integrity marks and keys', () => {
+      it('stores marks, replaces one per (stream, generation), and narrows a whole-stream mark', async () => {
+        const { store } = await fresh();
+        const mark = (generation: number | null, fromPosition: number): CorruptMark => ({
+          streamId: 'chat_x:agt_y',
+          generation,
+          fromPosition,
+          detail: 'test',
+          detectedAt: now(),
+        });
+        await store.integrity.putMarks([mark(null, 0), mark(1, 5)]);
+        await store.integrity.putMarks([mark(1, 3)]);
+        const stored = await collect(store.integrity.marks());
+        const byGeneration = (marks: CorruptMark[]) =>
+          marks.map((m) => [m.generation, m.fromPosition]).sort((x, y) => (x[0] ?? -1) - (y[0] ?? -1));
+        expect(byGeneration(stored)).toEqual([
+          [null, 0],
+          [1, 3],
+        ]);
+        await store.integrity.narrowMark('chat_x:agt_y', mark(2, 7));
+        const narrowed = await collect(store.integrity.marks());
+        expect(byGeneration(narrowed)).toEqual([
+          [1, 3],
+          [2, 7],
+        ]);
+      });
+
+      it('publishes public key rows by kid', async () => {
+        const { store } = await fresh();
+        const row = { kid: 'k1', daemonId: 'd1', jwk: { kty: 'EC', crv: 'P-256', x: 'x', y: 'y' }, createdAt: now(), retiredAt: null };
+        await store.keys.publish([row, { ...row, kid: 'k0' }]);
+        await store.keys.publish([{ ...row, retiredAt: now() }]);
+        const all = await store.keys.all();
+        expect(all.map((r) => r.kid)).toEqual(['k0', 'k1']);
+        expect(all[1]?.retiredAt).not.toBeNull();
+      });
+    });
+
+    describe('failures', () => {
+      it('a commit whose durability is unknown answers unknown, and the store then refuses writes with nothing written', async () => {
+        const p = await fresh();
+        if (!p.failNextCommit) return;
+        const { store } = p;
+        const { mine } = await chatOf(store);
+        p.failNextCommit();
+        const outcome = await store.streams.commit(appendOf(mine(), ['lost?']));
+        expect(outcome.status).toBe('unknown');
+        expect(outcome.status === 'unknown' ? outcome.error : null).toMatchObject({ type: 'STORAGE_FAILURE' });
+        expect(store.readOnly).toBe(true);
+        await expect(store.directory.createAgent(agentRow())).rejects.toMatchObject({ type: 'STORAGE_FAILURE' });
+        expect(() => {
+          store.assertWritable();
+        }).toThrow();
+      });
+
+      it('a closing store refuses writes', async () => {
+        const p = await fresh();
+        const { store } = p;
+        const { mine } = await chatOf(store);
+        const head = mine();
+        open.splice(open.indexOf(p), 1);
+        const closing = p.close();
+        expect(store.stopping).toBe(true);
+        await expect(store.streams.commit(appendOf(head, ['late']))).rejects.toMatchObject({ type: 'STORAGE_FAILURE' });
+        await closing;
+      });
+    });
+  });
+}
