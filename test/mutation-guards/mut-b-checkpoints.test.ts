@@ -11,7 +11,7 @@ import { verifyCheckpoint } from '../../src/client/verify.js';
 import { ChainDigest } from '../../src/daemon/crypto/hashing.js';
 import { Signer } from '../../src/daemon/crypto/signer.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
-import { K } from '../../src/daemon/store/key-layout.js';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
 import { streamCheckpoint } from '../../src/daemon/streams/checkpoints.js';
 import { CHECKPOINT_TYPE } from '../../src/shared/checkpoint.js';
 import { YelloError } from '../../src/shared/errors.js';

@@ -4,8 +4,8 @@
 // no-false-negative property and the false-positive bound.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { K, prefixEnd } from '../../src/daemon/store/key-layout.js';
-import { NegativeIndexes, ScalableBloom, StreamNegativeIndex } from '../../src/daemon/streams/negative-index.js';
+import { K, prefixEnd } from '../../src/daemon/store/leveldb/key-layout.js';
+import { NegativeIndexes, ScalableBloom, StreamNegativeIndex } from '../../src/daemon/store/leveldb/negative-index.js';
 import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -4,7 +4,7 @@
 // sleeps. test/integration/quotas.test.ts shows the same refusals over the socket.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { K, prefixEnd } from '../../src/daemon/store/key-layout.js';
+import { K, prefixEnd } from '../../src/daemon/store/leveldb/key-layout.js';
 import { Quotas, type QuotaOptions } from '../../src/daemon/streams/quotas.js';
 import { YelloError } from '../../src/shared/errors.js';
 import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
@@ -44,7 +44,7 @@ describe('append rate (records)', () => {
     const s = await fresh();
     const t = clock();
     const hits: string[] = [];
-    const q = new Quotas({ ...off, appendRecordsPerSecond: 2 }, s.store.storage, t.now);
+    const q = new Quotas({ ...off, appendRecordsPerSecond: 2 }, s.port, t.now);
     q.onHit((quota) => hits.push(quota));
     q.admitAppend('a', 20, 1); // the whole burst (2/s × 10 s)
     expect(
@@ -74,7 +74,7 @@ describe('append rate (records)', () => {
   it('an append larger than the burst waits for a full bucket only, then is admitted', async () => {
     const s = await fresh();
     const t = clock();
-    const q = new Quotas({ ...off, appendRecordsPerSecond: 1 }, s.store.storage, t.now);
+    const q = new Quotas({ ...off, appendRecordsPerSecond: 1 }, s.port, t.now);
     q.admitAppend('a', 4, 1); // 6 of 10 left
     expect(
       refusal(() => {
@@ -94,7 +94,7 @@ describe('append rate (records)', () => {
   it('the bucket holds no more than its capacity however long it rests', async () => {
     const s = await fresh();
     const t = clock();
-    const q = new Quotas({ ...off, appendRecordsPerSecond: 1 }, s.store.storage, t.now);
+    const q = new Quotas({ ...off, appendRecordsPerSecond: 1 }, s.port, t.now);
     q.admitAppend('a', 1, 1);
     t.advance(3_600_000);
     q.admitAppend('a', 10, 1);
@@ -111,7 +111,7 @@ describe('append rate (bytes)', () => {
     const s = await fresh();
     const t = clock();
     const hits: string[] = [];
-    const q = new Quotas({ ...off, appendRecordsPerSecond: 1, appendBytesPerSecond: 100 }, s.store.storage, t.now);
+    const q = new Quotas({ ...off, appendRecordsPerSecond: 1, appendBytesPerSecond: 100 }, s.port, t.now);
     q.onHit((quota) => hits.push(quota));
     q.admitAppend('a', 1, 1000); // bytes bucket: 1000 (100/s × 10 s), now empty; records 9 left
     expect(
@@ -137,7 +137,7 @@ describe('append rate (bytes)', () => {
 
   it('with every quota off, admits anything and never calls the listener', async () => {
     const s = await fresh();
-    const q = new Quotas(off, s.store.storage, clock().now);
+    const q = new Quotas(off, s.port, clock().now);
     const hits: string[] = [];
     q.onHit((quota) => hits.push(quota));
     for (let i = 0; i < 100; i++) q.admitAppend('a', 10_000, 10_000_000);
@@ -151,7 +151,7 @@ describe('claims per minute', () => {
     const s = await fresh();
     const t = clock();
     const hits: string[] = [];
-    const q = new Quotas({ ...off, claimsPerMinute: 3 }, s.store.storage, t.now);
+    const q = new Quotas({ ...off, claimsPerMinute: 3 }, s.port, t.now);
     q.onHit((quota) => hits.push(quota));
     q.admitClaim('a');
     q.admitClaim('a');
@@ -185,7 +185,7 @@ describe('stored bytes', () => {
   it('counts what was appended since start against the quota: up to the limit is admitted, one byte more is QUOTA_EXCEEDED', async () => {
     const s = await fresh();
     const hits: string[] = [];
-    const q = new Quotas({ ...off, storedBytes: 1000 }, s.store.storage, clock().now);
+    const q = new Quotas({ ...off, storedBytes: 1000 }, s.port, clock().now);
     q.onHit((quota) => hits.push(quota));
     q.admitAppend('a', 1, 600);
     q.appended('a', 600);
@@ -238,7 +238,7 @@ describe('stored bytes', () => {
     expect(one).toBeGreaterThan(1000);
     expect(two).toBeGreaterThan(1000);
     const limit = one + two + 500;
-    const q = new Quotas({ ...off, storedBytes: limit }, s.store.storage, clock().now);
+    const q = new Quotas({ ...off, storedBytes: limit }, s.port, clock().now);
     // Admitted at once: the estimate has not arrived yet (admission never waits for it).
     q.admitAppend((w.alice as { agentId: string }).agentId, 1, limit);
     let used: unknown;
@@ -271,7 +271,7 @@ describe('quota refusals (mutation guards, second round)', () => {
     await appendMessages(s, w, 50);
     const prefix = K.recordsOfStream(w.streamId);
     await s.store.storage.compactRange(prefix, prefixEnd(prefix));
-    const q = new Quotas(off, s.store.storage, clock().now);
+    const q = new Quotas(off, s.port, clock().now);
     const alice = (w.alice as { agentId: string }).agentId;
     q.admitAppend(alice, 1, 1);
     // Time is the subject: an estimate, if one were asked for, would be back by then.
@@ -286,7 +286,7 @@ describe('quota refusals (mutation guards, second round)', () => {
     const t = clock();
     const q = new Quotas(
       { ...off, appendRecordsPerSecond: 3, appendBytesPerSecond: 5000, claimsPerMinute: 1, storedBytes: 10 },
-      s.store.storage,
+      s.port,
       t.now,
     );
     q.admitClaim('a');

@@ -11,7 +11,7 @@ import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Caller } from '../../src/daemon/caller.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
-import { K, prefixEnd } from '../../src/daemon/store/key-layout.js';
+import { K, prefixEnd } from '../../src/daemon/store/leveldb/key-layout.js';
 import { RetentionRunner, type RetentionPolicy } from '../../src/daemon/streams/retention-policy.js';
 import { YelloError } from '../../src/shared/errors.js';
 import { appendMessages, chatWithWriter, openInProcess, silentLog, type InProcessStore } from '../helpers/in-process-store.js';

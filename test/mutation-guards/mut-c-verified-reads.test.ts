@@ -10,9 +10,9 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it } from 'vitest';
 import { YelloError } from '../../src/shared/errors.js';
-import { K } from '../../src/daemon/store/key-layout.js';
-import { encodeValue } from '../../src/daemon/store/value-codec.js';
-import { VerifiedReads } from '../../src/daemon/store/verified-reads.js';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
+import { encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
+import { VerifiedReads } from '../../src/daemon/store/leveldb/verified-reads.js';
 import { makeTempDir } from '../helpers/daemon-process.js';
 
 const cleanup: Array<() => Promise<void>> = [];
