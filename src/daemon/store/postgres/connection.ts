@@ -316,14 +316,26 @@ export function openPool(config: StoreConnectionConfig, options: PoolOptions = {
     max: options.max ?? 4,
     connect_timeout: config.connectTimeoutSeconds,
     idle_timeout: 0,
-    // `any` is libpq's word for no preference; postgres.js wants null then.
-    target_session_attrs: config.targetSessionAttrs === 'any' ? undefined : config.targetSessionAttrs,
+    target_session_attrs: driverSessionAttrs(config.targetSessionAttrs),
     connection: { application_name: config.applicationName },
     onnotice: options.onNotice ?? (() => {}),
     // Column names are snake_case in SQL and read as such; bigints come back as strings and are
     // converted where they are read (positions fit in a double).
     fetch_types: false,
   });
+}
+
+/**
+ * libpq's `read-write` means "not a hot standby, and default_transaction_read_only off";
+ * postgres.js 3.4.9 checks only default_transaction_read_only, which a hot standby reports
+ * *off*, so it would settle on a standby (found by test/pg/failover.test.ts). Its `primary`
+ * checks pg_is_in_recovery(), which is what failover needs; a primary set read-only by default
+ * then answers its writes with an error instead of being skipped. `any` is no preference.
+ */
+function driverSessionAttrs(tsa: TargetSessionAttrs): postgres.Options<Record<string, never>>['target_session_attrs'] {
+  if (tsa === 'any') return undefined;
+  if (tsa === 'read-write') return 'primary';
+  return tsa;
 }
 
 function sslOption(config: StoreConnectionConfig): postgres.Options<Record<string, never>>['ssl'] {
