@@ -320,8 +320,8 @@ export function openPool(config: StoreConnectionConfig, options: PoolOptions = {
     connection: { application_name: config.applicationName },
     onnotice: options.onNotice ?? (() => {}),
     // Column names are snake_case in SQL and read as such; bigints come back as strings and are
-    // converted where they are read (positions fit in a double).
-    fetch_types: false,
+    // converted where they are read (positions fit in a double). Array types are fetched on
+    // connect (the default): the group commit sends its rows as arrays.
   });
 }
 

@@ -1,0 +1,120 @@
+/**
+ * The directory half of the storage port: agents, usernames, the token index, grants, chats
+ * (one per pair) and chat membership (docs/design/storage-port.md).
+ *
+ * Reads the daemon decides on are synchronous and come from memory: every RPC authenticates
+ * against an agent row, every append checks a grant. LevelDB reads them with synchronous point
+ * reads through its overlay of admitted writes (and caches rows); PostgreSQL loads the tables at
+ * open and keeps them current from its own commits and `changes()`.
+ *
+ * Writes are admitted synchronously: the uniqueness a write relies on (a username, a pair) is
+ * checked against admitted state in the same call that admits it, so two writes can never both
+ * take one unique key; the promise resolves after the write is durable. A unique key taken by
+ * another daemon first is a `duplicate` outcome, never a second row. Refusals and failures are as
+ * for `StreamPort.commit`: READ_ONLY / SHUTTING_DOWN thrown with nothing written, and a failed
+ * commit is `unknown` (STORAGE_FAILURE/WRITE_FAILED), after which the store is read-only.
+ * Values that fail their check throw STORAGE_FAILURE/CORRUPT.
+ */
+import type { AgentRow, ChatRow, GrantRow, StreamMeta } from './values.js';
+
+/** What became of a directory write. */
+export type DirectoryOutcome =
+  | { status: 'ok' }
+  /** Nothing written: the unique key is taken (by `existing`: the agent id of a username, the chat id of a pair). */
+  | { status: 'duplicate'; existing: string }
+  | { status: 'unknown'; error: Error };
+
+/** Admitted or committed: as for `StreamPort.head`. */
+export type View = 'admitted' | 'committed';
+
+/** A page of a list: at most `limit` entries after `after` (exclusive) in the list's order. */
+export interface PageRequest<A> {
+  after?: A;
+  limit: number;
+}
+
+export interface DirectoryPort {
+  // ---- agents -----------------------------------------------------------------------------
+
+  /** An agent row, or undefined. */
+  agent(agentId: string, view: View): AgentRow | undefined;
+
+  /** Whether a write of the agent's row is admitted and not yet durable. */
+  agentPending(agentId: string): boolean;
+
+  /** The agent id holding a username (committed), or undefined. */
+  agentIdByUsername(username: string, view: View): string | undefined;
+
+  /** The agent id a token hash belongs to (committed index), or undefined. */
+  agentIdByToken(tokenHash: string): string | undefined;
+
+  /** A page of agent rows in id order (`agents.list`). */
+  agents(page: PageRequest<string>): Promise<AgentRow[]>;
+
+  /**
+   * A new agent with its username and token index entry, atomically. `duplicate` (with the
+   * holder's id) when the username is taken in admitted state.
+   */
+  createAgent(row: AgentRow): Promise<DirectoryOutcome>;
+
+  /**
+   * Replace an existing agent's row (disable, PII mode, a new token hash). When the token hash
+   * changed, the old index entry goes and the new one comes in the same commit. The username
+   * never changes.
+   */
+  updateAgent(row: AgentRow, previous: AgentRow): Promise<DirectoryOutcome>;
+
+  // ---- grants -------------------------------------------------------------------------------
+
+  /** The grant letting `agentId` talk to `peerAgentId`, or undefined. */
+  grant(agentId: string, peerAgentId: string, view: View): GrantRow | undefined;
+
+  /** Whether a write of that grant is admitted and not yet durable. */
+  grantPending(agentId: string, peerAgentId: string): boolean;
+
+  /** Resolves when an admitted write of the grant is durable. */
+  grantDurable(agentId: string, peerAgentId: string): Promise<void>;
+
+  /**
+   * A page of grants ordered by (agentId, peerAgentId); only `agentId`'s when given. `after` is
+   * the (agentId, peerAgentId) of the last entry of the previous page.
+   */
+  grants(agentId: string | undefined, page: PageRequest<[agentId: string, peerAgentId: string]>): Promise<GrantRow[]>;
+
+  /** Store a grant (overwrites the same direction's grant). */
+  putGrant(grant: GrantRow): Promise<DirectoryOutcome>;
+
+  /** Delete a grant. */
+  deleteGrant(agentId: string, peerAgentId: string): Promise<DirectoryOutcome>;
+
+  // ---- chats --------------------------------------------------------------------------------
+
+  /** A chat row (committed), or undefined. */
+  chat(chatId: string): ChatRow | undefined;
+
+  /** The chat id of a pair (`agentAId < agentBId`), or undefined. */
+  chatOfPair(agentAId: string, agentBId: string, view: View): string | undefined;
+
+  /** Resolves when an admitted chat of the pair is durable (create-or-find answers only durable chats). */
+  pairDurable(agentAId: string, agentBId: string): Promise<void>;
+
+  /**
+   * Create-or-find, the create half: the chat row, its pair entry, both memberships and both
+   * stream heads (`heads`, generation 1, empty) in one commit. `duplicate` with the existing
+   * chat's id when the pair already has a chat (admitted here, or committed by another daemon):
+   * there is never a second chat per pair.
+   */
+  createChat(row: ChatRow, heads: readonly [StreamMeta, StreamMeta]): Promise<DirectoryOutcome>;
+
+  /** A page of chat ids: every chat (agentId undefined) or the chats `agentId` is in, in chat id order. */
+  chatIds(agentId: string | undefined, page: PageRequest<string>): Promise<string[]>;
+
+  // ---- damage -------------------------------------------------------------------------------
+
+  /**
+   * Read the token index and the grants whole once (startup) and name the entries that fail
+   * their check: an absent grant or an unknown token cannot be trusted while one exists.
+   * Backends whose rows cannot be silently misplaced return empty lists.
+   */
+  damaged(): Promise<{ tokenIndex: string[]; grants: string[] }>;
+}
