@@ -370,24 +370,29 @@ export class PostgresStreams implements StreamPort {
     let pid: number | null = null;
     try {
       for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
-      outcomes = await this.#sql.begin(async (tx) => {
-        const [p] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
-        pid = p?.pid ?? null;
-        const result: CommitOutcome[] = [];
-        const moved = new Map<string, HeadNotice>();
-        for (const g of group) {
-          try {
-            await tx.savepoint((sp) => this.#apply(sp, g.change));
-            result.push({ status: 'ok' });
+      const fast = group.every((g) => g.change.expect !== null);
+      const attempt = async (pipelined: boolean) =>
+        this.#sql.begin(async (tx) => {
+          const [p] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          pid = p?.pid ?? null;
+          const result = pipelined ? await this.#pipelined(tx, group) : await this.#oneByOne(tx, group);
+          const moved = new Map<string, HeadNotice>();
+          group.forEach((g, i) => {
             const n = g.change.next;
-            moved.set(n.streamId, { streamId: n.streamId, generation: n.generation, nextPosition: n.nextPosition });
-          } catch (err) {
-            result.push(await this.#refusal(tx, g.change, err));
-          }
-        }
-        for (const n of moved.values()) await tx`select pg_notify(${STREAMS_CHANNEL}, ${JSON.stringify(n)})`;
-        return result;
-      });
+            if (result[i]?.status === 'ok')
+              moved.set(n.streamId, { streamId: n.streamId, generation: n.generation, nextPosition: n.nextPosition });
+          });
+          await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${JSON.stringify(n)})`));
+          return result;
+        });
+      try {
+        outcomes = await attempt(fast);
+      } catch (err) {
+        // A unique key another daemon took first aborted the pipelined transaction (the server
+        // said so: nothing of it was written). Again, a savepoint each, to refuse only that change.
+        if (!fast || (err as { code?: string }).code !== '23505') throw err;
+        outcomes = await attempt(false);
+      }
     } catch (err) {
       // No verdict from the database: the transaction may or may not have committed.
       this.#readOnly = true;
@@ -437,6 +442,96 @@ export class PostgresStreams implements StreamPort {
     const a = this.#admitted.get(streamId);
     if (a && --a.inFlight === 0) this.#admitted.delete(streamId);
     g.resolve(outcome);
+  }
+
+  /**
+   * The fast path: one statement per change, all sent without waiting (postgres.js pipelines
+   * them on the transaction's connection), so a group of 64 appends costs a few round trips and
+   * one fsync. A stale head matches no row and writes nothing (no error, no savepoint needed);
+   * a unique violation aborts the transaction and the group is redone one by one.
+   */
+  async #pipelined(tx: TxSql, group: Admitted[]): Promise<CommitOutcome[]> {
+    const counts = await Promise.all(group.map((g) => this.#changeStatement(tx, g.change)));
+    const out: CommitOutcome[] = [];
+    for (const [i, g] of group.entries()) {
+      if (counts[i] === 1) out.push({ status: 'ok' });
+      else out.push(await this.#refusal(tx, g.change, new Refusal({ status: 'stale', head: undefined })));
+    }
+    return out;
+  }
+
+  /** The slow path: each change under its own savepoint. */
+  async #oneByOne(tx: TxSql, group: Admitted[]): Promise<CommitOutcome[]> {
+    const result: CommitOutcome[] = [];
+    for (const g of group) {
+      try {
+        await tx.savepoint((sp) => this.#apply(sp, g.change));
+        result.push({ status: 'ok' });
+      } catch (err) {
+        result.push(await this.#refusal(tx, g.change, err));
+      }
+    }
+    return result;
+  }
+
+  /** A change with a precondition as one statement (a data-modifying CTE): 1 when the head matched, else 0. */
+  async #changeStatement(tx: TxSql, c: StreamChange): Promise<number> {
+    const n = c.next;
+    const e = c.expect;
+    if (e === null) throw new Error('a change without a precondition has no pipelined form');
+    const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
+    const positions: number[] = [];
+    const bodies: string[] = [];
+    for (const r of records) {
+      const position = Number(r.position);
+      const generation = Number(r.generation);
+      const place = {
+        streamId: n.streamId,
+        generation,
+        position,
+        chatId: n.chatId,
+        authorAgentId: n.authorAgentId,
+        peerAgentId: n.peerAgentId,
+      };
+      positions.push(position);
+      bodies.push(encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place)));
+    }
+    const op = c.kind === 'append' ? c.operation : null;
+    const opIds = op ? [op.operationId] : [];
+    const opFirst = op ? [op.firstPosition] : [];
+    const opNext = op ? [op.nextPosition] : [];
+    const opBodies = op ? [encodeRow(RowKey.operation(n.streamId, op.operationId), compactOperation(op))] : [];
+    const logBodies = op ? [encodeRow(RowKey.opLog(n.streamId, op.generation, op.firstPosition), op.operationId)] : [];
+    const msgs = c.kind === 'append' ? c.messageIds : [];
+    const msgIds = msgs.map(([id]) => id);
+    const msgPositions = msgs.map(([, p]) => p);
+    const msgBodies = msgs.map(([id, p]) => encodeRow(RowKey.messageId(n.streamId, n.generation, id), p));
+    const fromPosition = c.kind === 'trim' ? c.fromPosition : null;
+    const trimBelow = c.kind === 'trim' ? n.firstPosition : null;
+    const [row] = await tx<{ n: number }[]>`
+      with h as (
+        update heads set generation = ${n.generation}, first_position = ${n.firstPosition}, next_position = ${n.nextPosition},
+          writer_epoch = ${n.writer.epoch}, meta = ${encodeRow(RowKey.head(n.streamId), n)}
+        where stream_id = ${e.streamId} and generation = ${e.generation} and next_position = ${e.nextPosition}
+          and writer_epoch = ${e.writerEpoch} and (${fromPosition}::bigint is null or first_position = ${fromPosition}::bigint)
+        returning 1),
+      r as (insert into records (stream_id, generation, position, body)
+        select ${n.streamId}, ${n.generation}, t.p, t.b from unnest(${positions}::bigint[], ${bodies}::text[]) as t(p, b)
+        where exists (select 1 from h)),
+      o as (insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
+        select ${n.streamId}, t.id, ${n.generation}, t.f, t.x, t.b
+        from unnest(${opIds}::text[], ${opFirst}::bigint[], ${opNext}::bigint[], ${opBodies}::text[]) as t(id, f, x, b)
+        where exists (select 1 from h)),
+      l as (insert into op_log (stream_id, generation, position, operation_id, body)
+        select ${n.streamId}, ${n.generation}, t.f, t.id, t.b from unnest(${opIds}::text[], ${opFirst}::bigint[], ${logBodies}::text[]) as t(id, f, b)
+        where exists (select 1 from h)),
+      m as (insert into message_ids (stream_id, generation, client_message_id, position, body)
+        select ${n.streamId}, ${n.generation}, t.id, t.p, t.b from unnest(${msgIds}::text[], ${msgPositions}::bigint[], ${msgBodies}::text[]) as t(id, p, b)
+        where exists (select 1 from h)),
+      d as (delete from records where ${trimBelow}::bigint is not null and stream_id = ${n.streamId} and generation = ${n.generation}
+        and position < ${trimBelow}::bigint and exists (select 1 from h))
+      select count(*)::int as n from h`;
+    return row?.n ?? 0;
   }
 
   /** One change inside its savepoint; throws a {@link Refusal} (or the database's error) to roll it back. */
