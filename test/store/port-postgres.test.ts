@@ -13,6 +13,7 @@ import type { StoredOperation, StoredRecord, StreamMeta } from '../../src/daemon
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import { PostgresStreams, type HeadNotice } from '../../src/daemon/store/postgres/stream-store.js';
+import { PostgresIntegrity, PostgresKeys } from '../../src/daemon/store/postgres/keys-integrity.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
 
 if (!pgAvailable()) {
@@ -224,6 +225,47 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     await b!.prepare(s.streamId, 'op', ['cm1']);
     expect(b!.operation(s.streamId, 'op')).toEqual(first.operation);
     expect(b!.messagePosition(s.streamId, 1, 'cm1')).toBe(0);
+  });
+
+  it('a group with a duplicate taken by another daemon still commits its other changes', async () => {
+    const [a, b] = await world(2);
+    const s1 = await stream(a!, 'x1');
+    const s2 = await stream(a!, 'x2');
+    await b!.recover();
+    expect(await a!.commit(append(s1, 'taken'))).toEqual({ status: 'ok' });
+    await b!.recover();
+    const h1 = b!.head(s1.streamId, 'committed')!;
+    const before = b!.stats.batches;
+    const [dup, ok1, ok2] = await Promise.all([
+      b!.commit(append(h1, 'taken')),
+      b!.commit(append(s2, 'fresh')),
+      b!.commit(append(append(s2, 'fresh').next, 'fresh-2')),
+    ]);
+    expect(dup.status === 'duplicate' && dup.what).toBe('operation');
+    expect([ok1, ok2]).toEqual([{ status: 'ok' }, { status: 'ok' }]);
+    expect(b!.stats.batches - before).toBe(1);
+    expect((await collect(b!.records(s2, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['fresh', 'fresh-2']);
+    expect(b!.head(s1.streamId, 'committed')?.nextPosition).toBe(1);
+  });
+
+  it('keys of every daemon, retired ones included, and corruption marks round-trip', async () => {
+    await world();
+    const sql = pools.at(-1)!;
+    const keys = new PostgresKeys(sql);
+    const jwk = { kty: 'EC', crv: 'P-256', x: 'x', y: 'y' };
+    await keys.publish([{ kid: 'k2', daemonId: 'd2', jwk, createdAt: T, retiredAt: null }]);
+    await keys.publish([
+      { kid: 'k1', daemonId: 'd1', jwk, createdAt: T, retiredAt: T },
+      { kid: 'k2', daemonId: 'd2', jwk, createdAt: T, retiredAt: null },
+    ]);
+    expect((await keys.all()).map((k) => [k.kid, k.daemonId, k.retiredAt])).toEqual([
+      ['k1', 'd1', T],
+      ['k2', 'd2', null],
+    ]);
+    const marks = new PostgresIntegrity(sql);
+    await marks.putMarks([{ streamId: 's', generation: null, fromPosition: 0, detail: 'head unreadable', detectedAt: T }]);
+    await marks.narrowMark('s', { streamId: 's', generation: 2, fromPosition: 7, detail: 'rebuilt', detectedAt: T });
+    expect(await collect(marks.marks())).toEqual([{ streamId: 's', generation: 2, fromPosition: 7, detail: 'rebuilt', detectedAt: T }]);
   });
 
   it('wakes the other daemon with the new head (LISTEN/NOTIFY)', async () => {

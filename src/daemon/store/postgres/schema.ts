@@ -132,9 +132,8 @@ create table members (
 create table keys (
   kid         text primary key,
   daemon      text not null,
-  jwk         text not null,
-  created_at  timestamptz not null default now(),
-  retired_at  timestamptz
+  retired     boolean not null,
+  body        text not null
 );
 
 -- Corruption marks of a stream generation (generation 0: the whole stream).
