@@ -53,7 +53,11 @@ describe.runIf(pgAvailable())('PostgreSQL streams port: primary killed under loa
       }
     });
     proc.stderr.resume();
-    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+    const exited = new Promise<void>((r) =>
+      proc.once('exit', () => {
+        r();
+      }),
+    );
     while (acked.length < 200 && proc.exitCode === null) await new Promise((r) => setTimeout(r, 20));
     expect(acked.length).toBeGreaterThanOrEqual(200);
     await pair!.primary.kill('SIGKILL');
