@@ -2,11 +2,11 @@
 // is never edited once released: a change is a new migration at the end. `migrate.ts` applies
 // the ones a database lacks and refuses a database that has one this code does not know.
 //
-// Values keep yello's own checksums: every `body` is `value-codec.ts`'s encoding
-// (crc32(key + "\n" + json) + json) bound to the same key the LevelDB store uses for it
-// (`key-layout.ts`), so a value read back is checked exactly as a LevelDB value is, and a row
-// moved to another key fails its check. The columns beside a body are the ones that
-// constraints, preconditions and range reads need; the body is the truth.
+// Values keep yello's own checksums: every `body` is `row-codec.ts`'s encoding (the LevelDB
+// value encoding, crc32(key + "\n" + json) + json) bound to a key naming the row, so a body read
+// back is checked as a LevelDB value is, and a body copied onto another row fails its check. The
+// columns beside a body are the ones that constraints, preconditions and range reads need; the
+// body is the truth.
 
 /** One schema step. `version` counts from 1 without gaps. */
 export interface Migration {
