@@ -26,7 +26,27 @@ export class PgCluster {
   url(database?: string): string;
   /** Connection options for drivers that take an object (pg's Client, postgres()). */
   connection(database?: string): { host: string; port: number; user: string; database: string };
+  /** `127.0.0.1:port`, for multi-host URLs (which cannot name sockets). */
+  readonly hostPort: string;
   static start(options?: PgClusterOptions): Promise<PgCluster>;
+  /** A primary and a synchronous standby streaming from it. */
+  static startPair(options?: PgClusterOptions): Promise<PgPair>;
+  /** One SQL command through psql over the socket; its bare output, trimmed. */
+  psql(command: string, database?: string): Promise<string>;
+  /** Promote a standby and wait until it accepts writes. */
+  promote(): Promise<void>;
+  /** Signal the server's whole process group (default SIGKILL: a crash) and wait until it exits. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
   /** Stops the server (fast shutdown, SIGKILL after 10 s) and removes the cluster's files. */
+  stop(): Promise<void>;
+}
+
+/** A primary with a synchronous standby (`synchronous_standby_names`, `synchronous_commit = on`). */
+export class PgPair {
+  private constructor();
+  readonly primary: PgCluster;
+  readonly standby: PgCluster;
+  /** A multi-host URL (primary first) with `target_session_attrs=read-write`. */
+  url(database?: string): string;
   stop(): Promise<void>;
 }

@@ -6,6 +6,11 @@
 // PostgreSQL refuses to run as root. When the tests run as root (CI containers do), the cluster
 // runs as the unprivileged `postgres` user that Debian's package creates; otherwise as the
 // caller. `.ci/run` installs PostgreSQL from Debian when it is missing.
+//
+// `PgCluster.startPair()` starts a primary and a synchronous standby (streaming replication,
+// `synchronous_standby_names`, `synchronous_commit = on`): a commit returns only once the
+// standby has flushed it, so killing the primary and promoting the standby loses nothing that
+// was acknowledged (issue 24 item 4).
 
 import { execFile, spawn } from 'node:child_process';
 import { appendFileSync, chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -86,34 +91,34 @@ export class PgCluster {
     return this.#proc;
   }
 
+  /** `host:port` over TCP on the loopback (for multi-host URLs, which cannot name sockets). */
+  get hostPort() {
+    return `127.0.0.1:${this.port}`;
+  }
+
   static async start(options = {}) {
-    const bin = pgBinDir();
-    if (!bin) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)');
-    const runAs = await unprivilegedUser();
-    const dir = mkdtempSync('/tmp/yello-pg-');
-    const data = path.join(dir, 'data');
-    const sock = path.join(dir, 'run');
-    const port = await freePort();
-    const user = runAs ? 'postgres' : userInfo().username;
-    const cluster = new PgCluster(dir, port, user, runAs, bin);
+    const cluster = await PgCluster.#make();
     try {
-      if (runAs) chownSync(dir, runAs.uid, runAs.gid);
-      chmodSync(dir, 0o700);
-      await cluster.#exec('initdb', ['-D', data, '-U', user, '--auth=trust', '--no-instructions', '-E', 'UTF8', '--locale=C']);
-      mkdirSync(sock, { mode: 0o700 });
-      if (runAs) chownSync(sock, runAs.uid, runAs.gid);
-      const conf = [
-        `listen_addresses = '127.0.0.1'`,
-        `port = ${port}`,
-        `unix_socket_directories = '${sock}'`,
-        'fsync = on',
-        'synchronous_commit = on',
-        'max_connections = 200',
-        'shared_buffers = 64MB',
+      await cluster.#exec('initdb', [
+        '-D',
+        cluster.#data,
+        '-U',
+        cluster.user,
+        '--auth=trust',
+        '--no-instructions',
+        '-E',
+        'UTF8',
+        '--locale=C',
+      ]);
+      cluster.#configure([
+        // Replication is ready on every cluster (it costs nothing unused), so that any of them
+        // can be the primary of a pair.
+        'wal_level = replica',
+        'max_wal_senders = 10',
+        'max_replication_slots = 10',
+        'hot_standby = on',
         ...(options.config ?? []),
-      ];
-      // Later lines win in postgresql.conf: ours come after initdb's defaults.
-      appendFileSync(path.join(data, 'postgresql.conf'), '\n' + conf.join('\n') + '\n');
+      ]);
       await cluster.#startServer();
       return cluster;
     } catch (err) {
@@ -122,8 +127,129 @@ export class PgCluster {
     }
   }
 
-  async #exec(cmd, args) {
-    await run(path.join(this.#bin, cmd), args, { uid: this.#runAs?.uid, gid: this.#runAs?.gid, cwd: this.dir });
+  /**
+   * A primary and a synchronous standby streaming from it (`synchronous_standby_names` names the
+   * standby, `synchronous_commit = on`): a COMMIT on the primary returns once the standby has
+   * flushed it. `url()` is a multi-host URL (primary first) with `target_session_attrs=read-write`.
+   */
+  static async startPair(options = {}) {
+    const primary = await PgCluster.start(options);
+    let standby;
+    try {
+      standby = await PgCluster.#make();
+      const name = 'yello_standby';
+      await standby.#exec('pg_basebackup', [
+        '-D',
+        standby.#data,
+        '-h',
+        primary.socketDir,
+        '-p',
+        String(primary.port),
+        '-U',
+        primary.user,
+        '-X',
+        'stream',
+        '-c',
+        'fast',
+      ]);
+      // The base backup copied the primary's postgresql.conf; ours come after it and win.
+      standby.#configure([
+        ...(options.config ?? []),
+        `primary_conninfo = 'host=${primary.socketDir} port=${primary.port} user=${primary.user} application_name=${name}'`,
+      ]);
+      appendFileSync(path.join(standby.#data, 'standby.signal'), '');
+      if (standby.#runAs) chownSync(path.join(standby.#data, 'standby.signal'), standby.#runAs.uid, standby.#runAs.gid);
+      await standby.#startServer();
+      await primary.psql(`alter system set synchronous_standby_names = '${name}'`);
+      await primary.psql('select pg_reload_conf()');
+      const deadline = Date.now() + 30_000;
+      while ((await primary.psql(`select sync_state from pg_stat_replication where application_name = '${name}'`)) !== 'sync') {
+        if (Date.now() > deadline) throw new Error('the standby did not become synchronous within 30 s');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return new PgPair(primary, standby);
+    } catch (err) {
+      await standby?.stop();
+      await primary.stop();
+      throw err;
+    }
+  }
+
+  static async #make() {
+    const bin = pgBinDir();
+    if (!bin) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)');
+    const runAs = await unprivilegedUser();
+    const dir = mkdtempSync('/tmp/yello-pg-');
+    const port = await freePort();
+    const user = runAs ? 'postgres' : userInfo().username;
+    const cluster = new PgCluster(dir, port, user, runAs, bin);
+    if (runAs) chownSync(dir, runAs.uid, runAs.gid);
+    chmodSync(dir, 0o700);
+    mkdirSync(cluster.socketDir, { mode: 0o700 });
+    if (runAs) chownSync(cluster.socketDir, runAs.uid, runAs.gid);
+    return cluster;
+  }
+
+  get #data() {
+    return path.join(this.dir, 'data');
+  }
+
+  #configure(extra) {
+    const conf = [
+      `listen_addresses = '127.0.0.1'`,
+      `port = ${this.port}`,
+      `unix_socket_directories = '${this.socketDir}'`,
+      'fsync = on',
+      'synchronous_commit = on',
+      'max_connections = 200',
+      'shared_buffers = 64MB',
+      ...extra,
+    ];
+    // Later lines win in postgresql.conf: ours come after initdb's defaults.
+    appendFileSync(path.join(this.#data, 'postgresql.conf'), '\n' + conf.join('\n') + '\n');
+  }
+
+  /** Run one SQL command with psql over the socket; its output, trimmed (`-At`: bare values). */
+  async psql(command, database = 'postgres') {
+    const { stdout } = await this.#exec('psql', [
+      '-h',
+      this.socketDir,
+      '-p',
+      String(this.port),
+      '-U',
+      this.user,
+      '-d',
+      database,
+      '-Atqc',
+      command,
+    ]);
+    return stdout.trim();
+  }
+
+  /** Promote a standby to primary and wait until it accepts writes. */
+  async promote() {
+    await this.#exec('pg_ctl', ['promote', '-D', this.#data, '-w', '-t', '30']);
+    const deadline = Date.now() + 30_000;
+    while ((await this.psql('select pg_is_in_recovery()')) !== 'f') {
+      if (Date.now() > deadline) throw new Error('the promoted standby still is in recovery after 30 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /**
+   * Kill the server with a signal (SIGKILL: a crash; the backends die with the postmaster, as
+   * in a power cut, because the whole process group gets it) and wait until it is gone.
+   */
+  async kill(signal = 'SIGKILL') {
+    const p = this.#proc;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    const exited = new Promise((r) => p.once('exit', () => r()));
+    process.kill(-p.pid, signal);
+    await exited;
+  }
+
+  #exec(cmd, args) {
+    return run(path.join(this.#bin, cmd), args, { uid: this.#runAs?.uid, gid: this.#runAs?.gid, cwd: this.dir });
   }
 
   async #startServer() {
@@ -132,6 +258,8 @@ export class PgCluster {
       gid: this.#runAs?.gid,
       cwd: this.dir,
       stdio: ['ignore', 'ignore', 'pipe'],
+      // Its own process group, so that kill() reaches the backends too.
+      detached: true,
     });
     this.#proc = proc;
     let log = '';
@@ -158,10 +286,28 @@ export class PgCluster {
     if (p && p.exitCode === null && p.signalCode === null) {
       const exited = new Promise((r) => p.once('exit', () => r()));
       p.kill('SIGINT');
-      const timer = setTimeout(() => p.kill('SIGKILL'), 10_000);
+      const timer = setTimeout(() => process.kill(-p.pid, 'SIGKILL'), 10_000);
       await exited;
       clearTimeout(timer);
     }
     rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A primary with a synchronous standby (`PgCluster.startPair`). */
+export class PgPair {
+  constructor(primary, standby) {
+    this.primary = primary;
+    this.standby = standby;
+  }
+
+  /** A multi-host URL, primary first, that connects only to the one accepting writes. */
+  url(database = 'postgres') {
+    return `postgresql://${encodeURIComponent(this.primary.user)}@${this.primary.hostPort},${this.standby.hostPort}/${database}?target_session_attrs=read-write&sslmode=disable`;
+  }
+
+  async stop() {
+    await this.standby.stop();
+    await this.primary.stop();
   }
 }

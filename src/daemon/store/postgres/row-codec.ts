@@ -1,0 +1,67 @@
+// The checksummed bodies of the PostgreSQL store's rows. The same encoding as LevelDB values
+// (crc32(key + "\n" + json) as 8 hex digits, then the JSON), bound to a key naming the row
+// (its table and primary key), so a body that was changed, or copied onto another row, fails
+// its check on read: loudly, naming the row, never a silently different value.
+
+import { crc32 } from 'node:zlib';
+import { errors } from '../../../shared/errors.js';
+
+const pad = (n: number) => n.toString().padStart(16, '0');
+
+/** The key a row's checksum is bound to (LevelDB's key of the same value, where one exists). */
+export const RowKey = {
+  head: (streamId: string) => `s/${streamId}`,
+  record: (streamId: string, generation: number, position: number) => `r/${streamId}/${pad(generation)}/${pad(position)}`,
+  operation: (streamId: string, operationId: string) => `o/${streamId}/${operationId}`,
+  opLog: (streamId: string, generation: number, position: number) => `ol/${streamId}/${pad(generation)}/${pad(position)}`,
+  messageId: (streamId: string, generation: number, clientMessageId: string) => `x/${streamId}/${pad(generation)}/${clientMessageId}`,
+  corruptMark: (streamId: string, generation: number) => `k/${streamId}/${pad(generation)}`,
+  key: (kid: string) => `keys/${kid}`,
+};
+
+function checksum(key: string, json: string): string {
+  return crc32(json, crc32(key + '\n'))
+    .toString(16)
+    .padStart(8, '0');
+}
+
+/** The body of a row holding `value` under `key`. */
+export function encodeRow(key: string, value: unknown): string {
+  const json = JSON.stringify(value);
+  return checksum(key, json) + json;
+}
+
+/** Where a row belongs, for the CORRUPT error of a body that fails its check. */
+export interface RowPlace {
+  streamId?: string;
+  generation?: number;
+  position?: number;
+}
+
+/** The value of a row's body; throws STORAGE_FAILURE/CORRUPT when it fails its check. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the row's type
+export function decodeRow<T>(key: string, body: string, place: RowPlace = {}): T {
+  const value = tryDecodeRow<T>(key, body);
+  if (value === undefined)
+    throw errors.corrupt({
+      key,
+      streamId: place.streamId ?? null,
+      generation: place.generation === undefined ? null : String(place.generation),
+      fromPosition: place.position === undefined ? null : String(place.position),
+      detail: 'a PostgreSQL row fails its checksum',
+    });
+  return value;
+}
+
+/** The value of a row's body, or undefined when it fails its check. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the row's type
+export function tryDecodeRow<T>(key: string, body: string): T | undefined {
+  if (body.length < 9) return undefined;
+  const json = body.slice(8);
+  if (body.slice(0, 8) !== checksum(key, json)) return undefined;
+  try {
+    return JSON.parse(json) as T;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,123 @@
+// Schema migrations of the PostgreSQL store on a real throwaway cluster: applied once, also
+// when two daemons start at once (two processes, the built dist/), recorded with a digest, and
+// a database migrated by a newer yello refused with advice and left unchanged.
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
+import { migrate, type MigrationResult } from '../../src/daemon/store/postgres/migrate.js';
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/daemon/store/postgres/schema.js';
+import { StoreFormatError } from '../../src/daemon/store/store-format.js';
+import { startupFailure } from '../../src/daemon/runtime/startup-errors.js';
+import { EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
+import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+
+const run = promisify(execFile);
+const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/migrate-child.mjs');
+
+describe.runIf(pgAvailable())('schema migrations', () => {
+  let cluster: PgCluster | undefined;
+  let admin: Sql | undefined;
+  let n = 0;
+  const pools: Sql[] = [];
+
+  beforeAll(async () => {
+    cluster = await PgCluster.start();
+    admin = openPool(resolveStoreUrl(cluster.url()), { max: 1 });
+  }, 60_000);
+  afterAll(async () => {
+    for (const p of pools) await p.end();
+    await admin?.end();
+    await cluster?.stop();
+  });
+
+  /** A fresh database and its URL. */
+  async function freshDb(): Promise<{ url: string; sql: Sql }> {
+    const name = `m${++n}`;
+    await admin!.unsafe(`create database ${name}`);
+    const url = cluster!.url(name);
+    const sql = openPool(resolveStoreUrl(url), { max: 2 });
+    pools.push(sql);
+    return { url, sql };
+  }
+
+  it('applies every migration to an empty database, once', async () => {
+    const { sql } = await freshDb();
+    expect(await migrate(sql)).toEqual({ from: 0, applied: MIGRATIONS.map((m) => m.version), to: SCHEMA_VERSION });
+    expect(await migrate(sql)).toEqual({ from: SCHEMA_VERSION, applied: [], to: SCHEMA_VERSION });
+    const tables = await sql<{ t: string }[]>`select tablename as t from pg_tables where schemaname = 'public' order by 1`;
+    expect(tables.map((r) => r.t)).toEqual(
+      expect.arrayContaining([
+        'heads',
+        'records',
+        'operations',
+        'op_log',
+        'message_ids',
+        'agents',
+        'usernames',
+        'tokens',
+        'grants',
+        'chats',
+        'pairs',
+        'members',
+        'keys',
+        'corruption_marks',
+        'schema_migrations',
+      ]),
+    );
+    const [row] = await sql<{ digest: string }[]>`select digest from schema_migrations where version = 1`;
+    expect(row?.digest).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('two processes migrating at once apply each migration once, and both start', async () => {
+    const { url, sql } = await freshDb();
+    const [a, b] = await Promise.all([run(process.execPath, [child, url, 'slow']), run(process.execPath, [child, url, 'slow'])]);
+    const results = [a, b].map((r) => JSON.parse(r.stdout) as MigrationResult);
+    expect(results.flatMap((r) => r.applied).sort()).toEqual([1, 2]);
+    expect(results.map((r) => r.to)).toEqual([2, 2]);
+    const log = await sql<{ version: number }[]>`select version from applied_log order by version`;
+    expect(log.map((r) => r.version)).toEqual([1, 2]);
+  }, 60_000);
+
+  it("two processes applying yello's own schema at once both succeed", async () => {
+    const { url } = await freshDb();
+    const out = await Promise.all([run(process.execPath, [child, url, 'real']), run(process.execPath, [child, url, 'real'])]);
+    const results = out.map((r) => JSON.parse(r.stdout) as MigrationResult);
+    expect(results.flatMap((r) => r.applied)).toEqual(MIGRATIONS.map((m) => m.version));
+  }, 60_000);
+
+  it('refuses a database with a newer schema, changing nothing, with exit 78 and advice', async () => {
+    const { sql } = await freshDb();
+    await migrate(sql);
+    await sql`insert into schema_migrations (version, name, digest) values (${SCHEMA_VERSION + 1}, 'from the future', 'x')`;
+    const before = await sql`select version from schema_migrations order by 1`;
+    const err = await migrate(sql).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreFormatError);
+    expect((err as Error).message).toMatch(
+      new RegExp(`schema version ${SCHEMA_VERSION + 1}.*does not know.*nothing was changed.*run that version`),
+    );
+    const failure = startupFailure(err, 'open the store');
+    expect(failure.exitCode).toBe(EXIT_CODES.config);
+    expect(await sql`select version from schema_migrations order by 1`).toEqual(before);
+  });
+
+  it('refuses a database whose applied migration differs from the one the code has', async () => {
+    const { sql } = await freshDb();
+    await migrate(sql);
+    await sql`update schema_migrations set digest = 'edited' where version = 1`;
+    await expect(migrate(sql)).rejects.toThrow(/differs from the one this yello knows/);
+  });
+
+  it('a migration that fails leaves nothing applied', async () => {
+    const { sql } = await freshDb();
+    const broken = [
+      { version: 1, name: 'ok', sql: 'create table t1 (x int);' },
+      { version: 2, name: 'broken', sql: 'create table t2 (x nosuchtype);' },
+    ];
+    await expect(migrate(sql, undefined, broken)).rejects.toThrow(/nosuchtype/);
+    const [row] = await sql<{ n: string }[]>`select count(*) as n from pg_tables where tablename in ('t1', 'schema_migrations')`;
+    expect(row?.n).toBe('0');
+  });
+});

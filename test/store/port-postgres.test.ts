@@ -1,0 +1,338 @@
+// The streams half of the storage port on a real PostgreSQL cluster (issue 24 item 2): group
+// commit with a savepoint per change, compare-and-append checked in the transaction against a
+// head another daemon moved, operation ids and clientMessageIds unique across daemons, records
+// read back exactly and checked, pg_notify waking the other daemon, and a connection lost
+// during a commit answered as an unknown outcome, settled from the tables afterwards.
+//
+// "Two daemons" are two PostgresStreams over two pools on one database: each has its own cache
+// of heads, as two yellod processes would.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cloneMeta, newStreamMeta } from '../../src/daemon/store/stream-meta.js';
+import { expectOf, type AppendChange, type StreamChange } from '../../src/daemon/store/port/stream-port.js';
+import type { StoredOperation, StoredRecord, StreamMeta } from '../../src/daemon/store/port/values.js';
+import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
+import { migrate } from '../../src/daemon/store/postgres/migrate.js';
+import { PostgresStreams, type HeadNotice } from '../../src/daemon/store/postgres/stream-store.js';
+import { PostgresIntegrity, PostgresKeys } from '../../src/daemon/store/postgres/keys-integrity.js';
+import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+
+if (!pgAvailable()) {
+  // Only off CI (CI installs PostgreSQL and pgAvailable() is then always true).
+  console.warn(
+    'test/store/port-postgres.test.ts skipped: no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)',
+  );
+}
+
+const T = '2026-12-02T03:00:00.000Z';
+
+function message(meta: StreamMeta, position: number, operationId: string, index: number, clientMessageId: string): StoredRecord {
+  return {
+    streamId: meta.streamId,
+    generation: String(meta.generation),
+    position: String(position),
+    wrapper: {
+      version: 2,
+      chatId: meta.chatId,
+      authorAgentId: meta.authorAgentId,
+      operationId,
+      recordIndex: index,
+      type: 'chat.message',
+      message: {
+        chatId: meta.chatId,
+        fromAgentId: meta.authorAgentId,
+        toAgentId: meta.peerAgentId,
+        clientMessageId,
+        content: `hello ${position}`,
+        contentSha256: 'a'.repeat(64),
+        signature: { kid: 'k1', alg: 'ES256', value: 'sig', createdAt: T },
+      },
+    },
+  };
+}
+
+/** An append of `count` messages decided on `head`. */
+function append(head: StreamMeta, operationId: string, count = 1, ids?: string[]): AppendChange {
+  const next = cloneMeta(head);
+  next.nextPosition = head.nextPosition + count;
+  const records: StoredRecord[] = [];
+  const messageIds: Array<[string, number]> = [];
+  for (let i = 0; i < count; i++) {
+    const id = ids?.[i] ?? `${operationId}-m${i}`;
+    records.push(message(head, head.nextPosition + i, operationId, i, id));
+    messageIds.push([id, head.nextPosition + i]);
+  }
+  const operation: StoredOperation = {
+    operationId,
+    generation: head.generation,
+    firstPosition: head.nextPosition,
+    nextPosition: next.nextPosition,
+    committedAt: T,
+    requestDigest: 'd'.repeat(16),
+    redactions: [],
+  };
+  return { kind: 'append', expect: expectOf(head), next, records, operation, messageIds, ready: null };
+}
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
+}
+
+describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
+  let cluster: PgCluster | undefined;
+  const pools: Sql[] = [];
+  const ports: PostgresStreams[] = [];
+  let db = 0;
+  let url = '';
+
+  beforeAll(async () => {
+    cluster = await PgCluster.start();
+  }, 60_000);
+  afterAll(async () => {
+    for (const p of ports) await p.close().catch(() => {});
+    for (const p of pools) await p.end({ timeout: 1 });
+    await cluster?.stop();
+  });
+
+  /** A fresh migrated database; `daemons` ports over it, each with its own pool. */
+  async function world(daemons = 1): Promise<PostgresStreams[]> {
+    const name = `s${++db}`;
+    await cluster!.psql(`create database ${name}`);
+    url = cluster!.url(name);
+    const admin = openPool(resolveStoreUrl(url), { max: 1 });
+    pools.push(admin);
+    await migrate(admin);
+    const out: PostgresStreams[] = [];
+    for (let i = 0; i < daemons; i++) {
+      const sql = openPool(resolveStoreUrl(url), { max: 4 });
+      pools.push(sql);
+      const p = await PostgresStreams.open(sql);
+      ports.push(p);
+      out.push(p);
+    }
+    return out;
+  }
+
+  async function stream(port: PostgresStreams, chat = 'c1'): Promise<StreamMeta> {
+    const meta = newStreamMeta(chat, 'alice', 'bob', T);
+    expect(await port.createStreams([meta, newStreamMeta(chat, 'bob', 'alice', T)])).toBe('ok');
+    return meta;
+  }
+
+  it('commits appends, and reads back exactly what was appended, in both orders', async () => {
+    const [p] = await world();
+    const head = await stream(p!);
+    const a1 = append(head, 'op1', 3);
+    expect(await p!.commit(a1)).toEqual({ status: 'ok' });
+    const a2 = append(a1.next, 'op2', 2);
+    expect(await p!.commit(a2)).toEqual({ status: 'ok' });
+    expect(p!.head(head.streamId, 'committed')?.nextPosition).toBe(5);
+    const forward = await collect(p!.records(head, 1, 0, 5));
+    expect(forward.map((r) => r.record)).toEqual([...a1.records, ...a2.records]);
+    const back = await collect(p!.records(head, 1, 1, 5, { reverse: true, limit: 2 }));
+    expect(back.map((r) => r.position)).toEqual([4, 3]);
+    expect(await p!.record(head, 1, 2)).toEqual(a1.records[2]);
+    expect(await p!.findOperation(head.streamId, 'op2')).toEqual(a2.operation);
+    expect(await collect(p!.opLog(head.streamId))).toEqual([
+      { generation: 1, position: 0, operationId: 'op1' },
+      { generation: 1, position: 3, operationId: 'op2' },
+    ]);
+    expect((await collect(p!.messageIds(head.streamId, 1))).length).toBe(5);
+    expect(await p!.operationStatus(head.streamId, 'op1')).toEqual({ state: 'committed', operation: a1.operation });
+    expect(await p!.operationStatus(head.streamId, 'nope')).toEqual({ state: 'absent' });
+  });
+
+  it('groups the changes of one turn into one transaction; a stale one is refused alone', async () => {
+    const [p] = await world();
+    const s1 = await stream(p!, 'g1');
+    const s2 = await stream(p!, 'g2');
+    const before = p!.stats.batches;
+    const first = append(s1, 'x1');
+    // Decided on the same head as `first`: the admission check refuses it at once.
+    const twin = append(s1, 'x2');
+    const other = append(s2, 'y1');
+    const chained = append(first.next, 'x3');
+    const outcomes = await Promise.all([p!.commit(first), p!.commit(twin), p!.commit(other), p!.commit(chained)]);
+    expect(outcomes.map((o) => o.status)).toEqual(['ok', 'stale', 'ok', 'ok']);
+    expect(p!.stats.batches - before).toBe(1);
+    expect(p!.head(s1.streamId, 'committed')?.nextPosition).toBe(2);
+  });
+
+  it('a head another daemon moved makes the change stale inside the transaction, and the rest of the group commits', async () => {
+    const [a, b] = await world(2);
+    const s1 = await stream(a!, 'm1');
+    const s2 = await stream(a!, 'm2');
+    await b!.recover(); // b learns the new heads (as a LISTEN notice would tell it)
+    expect(await b!.commit(append(s1, 'from-b'))).toEqual({ status: 'ok' });
+    // a still has s1 at position 0 in its cache: its append passes admission, fails in the transaction.
+    const [stale, ok] = await Promise.all([a!.commit(append(s1, 'from-a')), a!.commit(append(s2, 'from-a-2'))]);
+    expect(stale.status).toBe('stale');
+    expect(stale.status === 'stale' && stale.head?.nextPosition).toBe(1);
+    expect(ok).toEqual({ status: 'ok' });
+    expect(a!.head(s1.streamId, 'committed')?.nextPosition).toBe(1);
+    expect((await collect(a!.records(s1, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['from-b']);
+    expect(await a!.findOperation(s1.streamId, 'from-a')).toBeUndefined();
+  });
+
+  it('a claim through one daemon fences an append decided on the other', async () => {
+    const [a, b] = await world(2);
+    const s = await stream(a!, 'f1');
+    await b!.recover();
+    const claimed = cloneMeta(s);
+    claimed.writer = { epoch: 1, claimedAt: T, active: true, tokenHash: 'h' };
+    claimed.nextPosition = 1;
+    const fence = {
+      streamId: s.streamId,
+      generation: '1',
+      position: '0',
+      wrapper: {
+        version: 2,
+        chatId: s.chatId,
+        authorAgentId: s.authorAgentId,
+        operationId: 'fence.1',
+        recordIndex: 0,
+        type: 'chat.writer-fence',
+        fence: { epoch: '1', claimedAt: T, replaced: false },
+      },
+    } as StoredRecord;
+    const claim: StreamChange = { kind: 'claim', expect: expectOf(s), next: claimed, fence };
+    expect(await a!.commit(claim)).toEqual({ status: 'ok' });
+    const outcome = await b!.commit(append(s, 'late'));
+    expect(outcome.status).toBe('stale');
+    expect(outcome.status === 'stale' && outcome.head?.writer.epoch).toBe(1);
+    expect(await a!.record(s, 1, 0)).toEqual(fence);
+  });
+
+  it('an operation id or clientMessageId taken by another daemon is a duplicate, nothing written', async () => {
+    const [a, b] = await world(2);
+    const s = await stream(a!, 'd1');
+    await b!.recover();
+    const first = append(s, 'op', 1, ['cm1']);
+    expect(await a!.commit(first)).toEqual({ status: 'ok' });
+    await b!.recover();
+    const h = b!.head(s.streamId, 'committed')!;
+    // b has not prepared the ids, so admission passes and the unique keys decide.
+    expect(await b!.commit(append(h, 'op', 1, ['cm2']))).toEqual({ status: 'duplicate', what: 'operation', operation: first.operation });
+    expect(await b!.commit(append(h, 'op-2', 1, ['cm1']))).toEqual({
+      status: 'duplicate',
+      what: 'messageId',
+      clientMessageId: 'cm1',
+      position: 0,
+    });
+    expect(b!.head(s.streamId, 'committed')?.nextPosition).toBe(1);
+    // After prepare, the same answers come from admission.
+    await b!.prepare(s.streamId, 'op', ['cm1']);
+    expect(b!.operation(s.streamId, 'op')).toEqual(first.operation);
+    expect(b!.messagePosition(s.streamId, 1, 'cm1')).toBe(0);
+  });
+
+  it('a group with a duplicate taken by another daemon still commits its other changes', async () => {
+    const [a, b] = await world(2);
+    const s1 = await stream(a!, 'x1');
+    const s2 = await stream(a!, 'x2');
+    await b!.recover();
+    expect(await a!.commit(append(s1, 'taken'))).toEqual({ status: 'ok' });
+    await b!.recover();
+    const h1 = b!.head(s1.streamId, 'committed')!;
+    const before = b!.stats.batches;
+    const [dup, ok1, ok2] = await Promise.all([
+      b!.commit(append(h1, 'taken')),
+      b!.commit(append(s2, 'fresh')),
+      b!.commit(append(append(s2, 'fresh').next, 'fresh-2')),
+    ]);
+    expect(dup.status === 'duplicate' && dup.what).toBe('operation');
+    expect([ok1, ok2]).toEqual([{ status: 'ok' }, { status: 'ok' }]);
+    expect(b!.stats.batches - before).toBe(1);
+    expect((await collect(b!.records(s2, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['fresh', 'fresh-2']);
+    expect(b!.head(s1.streamId, 'committed')?.nextPosition).toBe(1);
+  });
+
+  it('keys of every daemon, retired ones included, and corruption marks round-trip', async () => {
+    await world();
+    const sql = pools.at(-1)!;
+    const keys = new PostgresKeys(sql);
+    const jwk = { kty: 'EC', crv: 'P-256', x: 'x', y: 'y' };
+    await keys.publish([{ kid: 'k2', daemonId: 'd2', jwk, createdAt: T, retiredAt: null }]);
+    await keys.publish([
+      { kid: 'k1', daemonId: 'd1', jwk, createdAt: T, retiredAt: T },
+      { kid: 'k2', daemonId: 'd2', jwk, createdAt: T, retiredAt: null },
+    ]);
+    expect((await keys.all()).map((k) => [k.kid, k.daemonId, k.retiredAt])).toEqual([
+      ['k1', 'd1', T],
+      ['k2', 'd2', null],
+    ]);
+    const marks = new PostgresIntegrity(sql);
+    await marks.putMarks([{ streamId: 's', generation: null, fromPosition: 0, detail: 'head unreadable', detectedAt: T }]);
+    await marks.narrowMark('s', { streamId: 's', generation: 2, fromPosition: 7, detail: 'rebuilt', detectedAt: T });
+    expect(await collect(marks.marks())).toEqual([{ streamId: 's', generation: 2, fromPosition: 7, detail: 'rebuilt', detectedAt: T }]);
+  });
+
+  it('wakes the other daemon with the new head (LISTEN/NOTIFY)', async () => {
+    const [a, b] = await world(2);
+    const s = await stream(a!, 'n1');
+    const seen: HeadNotice[] = [];
+    const done = (async () => {
+      for await (const n of b!.changes()) {
+        seen.push(n);
+        if (n.nextPosition === 2) return;
+      }
+    })();
+    await a!.commit(append(s, 'n', 2));
+    await done;
+    expect(seen.at(-1)).toEqual({ streamId: s.streamId, generation: 1, nextPosition: 2 });
+    expect(b!.head(s.streamId, 'committed')?.nextPosition).toBe(2);
+  });
+
+  it('a record whose body was changed in the table fails its check on read (CORRUPT)', async () => {
+    const [p] = await world();
+    const s = await stream(p!, 'k1');
+    await p!.commit(append(s, 'k', 2));
+    await cluster!.psql(`update records set body = replace(body, 'hello 1', 'hellO 1') where position = 1`, `s${db}`);
+    await expect(collect(p!.records(s, 1, 0, 2))).rejects.toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT' } });
+    const all = await collect(p!.allRecords(s));
+    expect(all.map((r) => r.record === undefined)).toEqual([false, true]);
+  });
+
+  it('trim hides records below the new start at once; sweepTrimmed removes what it left', async () => {
+    const [p] = await world();
+    const s = await stream(p!, 't1');
+    const a1 = append(s, 'a', 2);
+    const a2 = append(a1.next, 'b', 2);
+    await p!.commit(a1);
+    await p!.commit(a2);
+    const next = cloneMeta(a2.next);
+    next.firstPosition = 3;
+    const stale: StreamChange = { kind: 'trim', expect: expectOf(a2.next), next, fromPosition: 1 };
+    expect((await p!.commit(stale)).status).toBe('stale');
+    expect(await p!.commit({ kind: 'trim', expect: expectOf(a2.next), next, fromPosition: 0 })).toEqual({ status: 'ok' });
+    expect((await collect(p!.records(s, 1, 0, 4))).map((r) => r.position)).toEqual([3]);
+    expect(await p!.sweepTrimmed(s.streamId, 1, 3)).toEqual({ records: 0, operations: 1, messageIds: 3 });
+    expect(await collect(p!.operationIds(s.streamId))).toEqual(['b']);
+    expect(await collect(p!.opLog(s.streamId))).toEqual([{ generation: 1, position: 2, operationId: 'b' }]);
+  });
+
+  it('a commit without a verdict is an unknown outcome: read-only, settled from the tables, then recovered', async () => {
+    const [p] = await world();
+    const s = await stream(p!, 'u1');
+    // A deferred constraint trigger fails the COMMIT itself for one operation id: the client has
+    // sent everything and gets no "committed". (A lost connection is the other way to get here;
+    // postgres.js 3.4.9 may crash the process then: test/pg/driver-connection-loss.test.ts.)
+    await cluster!.psql(
+      `create function refuse_lost() returns trigger language plpgsql as $$ begin if new.operation_id = 'lost' then raise exception 'refused at commit'; end if; return new; end $$;
+       create constraint trigger refuse_lost after insert on operations deferrable initially deferred for each row execute function refuse_lost();`,
+      `s${db}`,
+    );
+    const outcome = await p!.commit(append(s, 'lost'));
+    expect(outcome.status).toBe('unknown');
+    expect(outcome.status === 'unknown' && outcome.error).toMatchObject({ details: { reason: 'WRITE_FAILED', outcome: 'unknown' } });
+    expect(p!.readOnly).toBe(true);
+    await expect(p!.commit(append(s, 'after'))).rejects.toMatchObject({ details: { reason: 'READ_ONLY', outcome: 'not-written' } });
+    expect(await p!.operationStatus(s.streamId, 'lost')).toEqual({ state: 'absent' });
+    await p!.recover();
+    expect(p!.readOnly).toBe(false);
+    const head = p!.head(s.streamId, 'committed')!;
+    expect(head.nextPosition).toBe(0);
+    expect(await p!.commit(append(head, 'after'))).toEqual({ status: 'ok' });
+  });
+});
