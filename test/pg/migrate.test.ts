@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate, type MigrationResult } from '../../src/daemon/store/postgres/migrate.js';
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/daemon/store/postgres/schema.js';
-import { StoreFormatError } from '../../src/daemon/store/store-format.js';
+import { StoreFormatError } from '../../src/daemon/store/store-format-error.js';
 import { startupFailure } from '../../src/daemon/runtime/startup-errors.js';
 import { EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';

@@ -1,7 +1,7 @@
 import { EXIT_CODES } from './exit-codes.js';
 import { StartupError } from '../rpc/socket-server.js';
 import { YelloError } from '../../shared/errors.js';
-import { StoreFormatError } from '../store/leveldb/store-format.js';
+import { StoreFormatError } from '../store/store-format-error.js';
 
 /** errno codes and the phrase people know them by. */
 const ERRNO: Record<string, { text: string; exit: number }> = {

@@ -7,6 +7,9 @@ import { compactOperation, compactRecord, type StoredOperation } from '../record
 import type { StreamMeta } from '../stream-meta.js';
 import { placeOf, tailOf } from './stream-tables.js';
 import { decodeValue, encodeValue } from './value-codec.js';
+import { StoreFormatError } from '../store-format-error.js';
+
+export { StoreFormatError };
 
 /** The key holding the store's format number (itself a checksummed value). */
 export const FORMAT_KEY = 'meta/format';
@@ -18,16 +21,6 @@ export const CURRENT_FORMAT = 2;
 
 /** Entries migrated per LevelDB batch. */
 const CHUNK = 2000;
-
-/** A store written by a newer daemon (`corrupt: false`), or a format key that fails its check (`corrupt: true`). */
-export class StoreFormatError extends Error {
-  constructor(
-    message: string,
-    readonly corrupt: boolean,
-  ) {
-    super(message);
-  }
-}
 
 /**
  * Bring a store to the current format before anything reads it. Format 1 (yello 0.1.0) kept a

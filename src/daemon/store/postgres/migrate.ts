@@ -6,7 +6,7 @@
 
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { StoreFormatError } from '../store-format.js';
+import { StoreFormatError } from '../store-format-error.js';
 import type { Sql } from './connection.js';
 import { MIGRATIONS, type Migration } from './schema.js';
 
