@@ -23,15 +23,18 @@ async function fresh(): Promise<InProcessStore> {
   return s;
 }
 
-/** A recording connection whose close the test triggers. */
-class ClosableConnection extends RecordingConnection {
-  readonly #closers: Array<() => void> = [];
-  override onClose(listener: () => void): void {
-    this.#closers.push(listener);
-  }
-  close(): void {
-    for (const l of this.#closers.splice(0)) l();
-  }
+/** A recording connection whose close the test triggers (RecordingConnection ignores onClose). */
+function closableConnection(): RecordingConnection & { close(): void } {
+  const closers: Array<() => void> = [];
+  const conn = Object.assign(new RecordingConnection(), {
+    onClose(listener: () => void): void {
+      closers.push(listener);
+    },
+    close(): void {
+      for (const l of closers.splice(0)) l();
+    },
+  });
+  return conn;
 }
 
 const batches = (c: RecordingConnection) =>
@@ -228,7 +231,7 @@ describe('subscription bookkeeping', () => {
   it('a closed connection’s follows and watches end', async () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
-    const conn = new ClosableConnection();
+    const conn = closableConnection();
     await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn);
     s.subscriptions.watch(agentId(w.bob), conn);
     expect(s.subscriptions.count).toBe(2);
