@@ -43,6 +43,7 @@ export default defineConfig({
       'test/mcp/conversation.test.ts',
       'test/mcp/tools.test.ts',
       // killers of mutants found by the mutation run (test/MUTATION.md)
+      // (mut-b: mut-b-*.test.ts, in-process guards of retention, quotas, subscriptions, … — matched below)
       'test/mutation-guards/**/*.test.ts',
     ],
     // Passes the active mutant (and, in the dry run, coverage) between Stryker and the daemon

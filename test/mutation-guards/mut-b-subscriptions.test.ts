@@ -4,7 +4,11 @@
 // that records what it is sent (test/helpers/in-process-store.ts). The socket suites
 // (follow.test.ts, follow-from.test.ts, chats-watch.test.ts) show the same end to end.
 
+import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it } from 'vitest';
+import { PAGE_BYTES } from '../../src/daemon/limits.js';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
 import type { Caller } from '../../src/daemon/caller.js';
 import { MAX_SUBSCRIPTIONS_PER_CONNECTION } from '../../src/daemon/streams/subscriptions.js';
 import { YelloError } from '../../src/shared/errors.js';
@@ -23,15 +27,18 @@ async function fresh(): Promise<InProcessStore> {
   return s;
 }
 
-/** A recording connection whose close the test triggers. */
-class ClosableConnection extends RecordingConnection {
-  readonly #closers: Array<() => void> = [];
-  override onClose(listener: () => void): void {
-    this.#closers.push(listener);
-  }
-  close(): void {
-    for (const l of this.#closers.splice(0)) l();
-  }
+/** A recording connection whose close the test triggers (RecordingConnection ignores onClose). */
+function closableConnection(): RecordingConnection & { close(): void } {
+  const closers: Array<() => void> = [];
+  const conn = Object.assign(new RecordingConnection(), {
+    onClose(listener: () => void): void {
+      closers.push(listener);
+    },
+    close(): void {
+      for (const l of closers.splice(0)) l();
+    },
+  });
+  return conn;
 }
 
 const batches = (c: RecordingConnection) =>
@@ -228,7 +235,7 @@ describe('subscription bookkeeping', () => {
   it('a closed connection’s follows and watches end', async () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
-    const conn = new ClosableConnection();
+    const conn = closableConnection();
     await s.subscriptions.follow(w.bob, { chatId: w.chatId }, conn);
     s.subscriptions.watch(agentId(w.bob), conn);
     expect(s.subscriptions.count).toBe(2);
@@ -305,5 +312,69 @@ describe('subscriptions that cannot continue', () => {
       actual: '2',
     });
     expect(s.subscriptions.count).toBe(0);
+  });
+});
+
+describe('more subscription guards (found by the mutation run)', () => {
+  it('watch ids are subscription ids; the cap counts only this connection’s watches; the refusal says the cap', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const other = new RecordingConnection();
+    for (let i = 0; i < 10; i++) expect(s.subscriptions.watch(agentId(w.bob), other).subscriptionId).toMatch(/^sub_/);
+    const conn = new RecordingConnection();
+    for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_CONNECTION; i++) s.subscriptions.watch(agentId(w.bob), conn);
+    const refused = (() => {
+      try {
+        s.subscriptions.watch(agentId(w.bob), conn);
+      } catch (err) {
+        return err;
+      }
+      return null;
+    })();
+    expect(refused).toBeInstanceOf(YelloError);
+    expect((refused as YelloError).message).toMatch(new RegExp(`max ${MAX_SUBSCRIPTIONS_PER_CONNECTION}`));
+  });
+
+  it('a corruption mark ends the followers at or past it with chats.error CORRUPT; one below it is not told', async () => {
+    const first = await openInProcess();
+    const w = await chatWithWriter(first);
+    await appendMessages(first, w, 6); // 0..6
+    await first.store.storage.close();
+    const db = new ClassicLevel<string, string>(path.join(first.dir, 'db'));
+    await db.open();
+    await db.del(K.record(w.streamId, 1, 4));
+    await db.close();
+    const s = await openInProcess(first.dir);
+    open.push(s);
+    const bobStream = `${w.chatId}:${agentId(w.bob)}`;
+    const at = (position: number) =>
+      s.reader.liveCursor({
+        chatId: w.chatId,
+        streams: { [w.streamId]: { generation: 1, position }, [bobStream]: { generation: 1, position: 0 } },
+      });
+    const below = new RecordingConnection();
+    below.congested = true; // stays at 2
+    const past = new RecordingConnection();
+    past.congested = true; // stays at 5
+    const atEnd = new RecordingConnection();
+    await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: at(2) }, below);
+    const p = await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: at(5) }, past);
+    const e = await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: at(7) }, atEnd);
+    await expect(
+      s.streams.read(w.bob, { streamId: w.streamId, generation: 1, fromPosition: 4, limit: 10, maxBytes: PAGE_BYTES }),
+    ).rejects.toMatchObject({ type: 'STORAGE_FAILURE' });
+    const errorOf = (c: RecordingConnection) => c.notifications.find((n) => n.method === 'chats.error')?.params;
+    await waitFor(() => errorOf(past) !== undefined && errorOf(atEnd) !== undefined, 'chats.error for both', 5_000);
+    for (const [c, id] of [
+      [past, p.subscriptionId],
+      [atEnd, e.subscriptionId],
+    ] as const) {
+      expect(errorOf(c)).toMatchObject({
+        subscriptionId: id,
+        error: { code: 5030, data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: w.streamId, fromPosition: '4' } },
+      });
+    }
+    expect(below.notifications).toEqual([]);
+    expect(s.subscriptions.count).toBe(1);
   });
 });
