@@ -113,7 +113,9 @@ describe('Conversation (mutation guards)', () => {
     const ac = new AbortController();
     const waiting = conv.next({ signal: ac.signal });
     const reason = new Error('stop waiting');
-    setTimeout(() => { ac.abort(reason); }, 50);
+    setTimeout(() => {
+      ac.abort(reason);
+    }, 50);
     await expect(waiting).rejects.toBe(reason);
     await expect(conv.next({ signal: ac.signal })).rejects.toBe(reason);
     const open = conv.next();

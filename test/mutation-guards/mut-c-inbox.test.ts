@@ -166,7 +166,9 @@ describe('Inbox (mutation guards)', () => {
     const ac = new AbortController();
     const reason = new Error('stop');
     const waiting = inbox.wait({ signal: ac.signal });
-    setTimeout(() => { ac.abort(reason); }, 50);
+    setTimeout(() => {
+      ac.abort(reason);
+    }, 50);
     await expect(waiting).rejects.toBe(reason);
     await expect(inbox.wait({ signal: ac.signal })).rejects.toBe(reason);
     // A wait with waitMs lasts it (time is the subject).

@@ -9,7 +9,9 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'yl-merge-'));
-afterAll(() => { rmSync(dir, { recursive: true, force: true }); });
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
 
 interface Mutant {
   id: string;
