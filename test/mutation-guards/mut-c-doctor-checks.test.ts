@@ -201,12 +201,15 @@ describe('doctor checks, one edited value at a time', () => {
     const x = await world();
     const S = x.w.streamId;
     const at4 = x.get<unknown[]>(x.rec(4))[8] as string;
+    // Records 4 and 5 may have been signed in the same millisecond: then the edit changes
+    // nothing and record 5's signature still verifies.
+    const at5 = x.get<unknown[]>(x.rec(5))[8] as string;
     await editCompact(x, 3, (r) => (r[8] = '2000-01-01T00:00:00.000Z'));
     await editCompact(x, 5, (r) => (r[8] = at4));
     expect((await x.doctor()).problems).toEqual([
       P('record', x.rec(3), S, '1', '3', `the signature does not verify (kid ${kidOf(x, 3)})`),
       P('record', x.rec(3), S, '1', '3', 'createdAt goes backwards'),
-      P('record', x.rec(5), S, '1', '5', `the signature does not verify (kid ${kidOf(x, 5)})`),
+      ...(at5 === at4 ? [] : [P('record', x.rec(5), S, '1', '5', `the signature does not verify (kid ${kidOf(x, 5)})`)]),
     ]);
   });
 
