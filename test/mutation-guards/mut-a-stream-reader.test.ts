@@ -2,12 +2,15 @@
 // continuity checks other readers share, docs/protocol.md §6.6, §6.10) that the mutation run
 // left alive (test/MUTATION.md, "Stream core (mut-a, 2026-12-02)"). Over the real socket.
 
+import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
 import { describe, expect, it } from 'vitest';
-import { expectError, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { expectError, reconnectChat, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { damageStoredRecord } from '../helpers/store-tamper.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 import { ok, uniq } from '../helpers/wire-fixtures.js';
 
-const { daemon, admin } = useDaemon();
+const { daemon, admin, restart } = useDaemon();
 
 type ReadParams = { limit?: number; maxBytes?: number };
 
@@ -101,5 +104,41 @@ describe('stream reader (mut-a mutation guards)', () => {
         data: { type: 'CONTINUITY_BREAK', streamId: c.streamA, ...expected },
       });
     }
+  });
+
+  it('streams.get of an unknown stream is NOT_FOUND naming kind and id', async () => {
+    const c = await setupChat(daemon(), admin());
+    const missing = `${c.chatId}:agt_WWWWWWWWWWWWWWWWWWWWWWWWWW`;
+    const data = expectError(await admin().call('streams.get', { streamId: missing }), 'NOT_FOUND');
+    expect(data).toEqual({ type: 'NOT_FOUND', kind: 'stream', id: missing });
+  });
+
+  it('the mark of a record failing its checksum or gone inside the head says which record and what happened', async () => {
+    // stream-reader.ts scan/missing: the mark's detail (daemon.status, yello doctor).
+    const flipped = await setupChat(daemon(), admin());
+    const gone = await setupChat(daemon(), admin());
+    await flipped.wa.send(uniq('f'), 5);
+    await gone.wa.send(uniq('g'), 5);
+    await daemon().stop();
+    await damageStoredRecord(daemon().dataDir, flipped.streamA, 3);
+    const db = new ClassicLevel(path.join(daemon().dataDir, 'db'));
+    await db.open();
+    try {
+      const pad = (n: number): string => n.toString().padStart(16, '0');
+      await db.del(`r/${gone.streamA}/${pad(1)}/${pad(3)}`, { sync: true });
+    } finally {
+      await db.close();
+    }
+    await restart();
+    for (const c of [flipped, gone]) {
+      await reconnectChat(daemon(), c);
+      expect((await read(c, '1', '1')).records.map((r) => r.position)).toEqual(['1', '2']);
+    }
+    const marks = ok(await admin().call('daemon.status', {})).integrity.corruptStreams;
+    expect(marks.find((m) => m.streamId === flipped.streamA)).toMatchObject({ fromPosition: '3', detail: 'record 3 fails its checksum' });
+    expect(marks.find((m) => m.streamId === gone.streamA)).toMatchObject({
+      fromPosition: '3',
+      detail: 'record 3 is missing above the trim point',
+    });
   });
 });
