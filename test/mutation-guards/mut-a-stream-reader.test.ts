@@ -5,6 +5,7 @@
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { describe, expect, it } from 'vitest';
+import { encodeValue } from '../../src/daemon/store/value-codec.js';
 import { expectError, reconnectChat, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { damageStoredRecord } from '../helpers/store-tamper.js';
 import { useDaemon } from '../helpers/use-daemon.js';
@@ -117,8 +118,12 @@ describe('stream reader (mut-a mutation guards)', () => {
     // stream-reader.ts scan/missing: the mark's detail (daemon.status, yello doctor).
     const flipped = await setupChat(daemon(), admin());
     const gone = await setupChat(daemon(), admin());
+    const tail = await setupChat(daemon(), admin());
+    const behind = await setupChat(daemon(), admin());
+    await behind.wa.send(uniq('b'), 3);
     await flipped.wa.send(uniq('f'), 5);
     await gone.wa.send(uniq('g'), 5);
+    await tail.wa.send(uniq('t'), 5);
     await daemon().stop();
     await damageStoredRecord(daemon().dataDir, flipped.streamA, 3);
     const db = new ClassicLevel(path.join(daemon().dataDir, 'db'));
@@ -126,14 +131,41 @@ describe('stream reader (mut-a mutation guards)', () => {
     try {
       const pad = (n: number): string => n.toString().padStart(16, '0');
       await db.del(`r/${gone.streamA}/${pad(1)}/${pad(3)}`, { sync: true });
+      // Every record from 3 to the head gone: the head check marks 5 (its last record).
+      for (const p of [3, 4, 5]) await db.del(`r/${tail.streamA}/${pad(1)}/${pad(p)}`, { sync: true });
+      // A stale tail (head at 3, a record at 3): the head check marks 3, exactly the head.
+      const key = `h/${behind.streamA}`;
+      const t = JSON.parse((await db.get(key))!.slice(8)) as unknown[];
+      t[1] = 3;
+      await db.put(key, encodeValue(key, JSON.stringify(t)), { sync: true });
     } finally {
       await db.close();
     }
     await restart();
-    for (const c of [flipped, gone]) {
+    for (const c of [flipped, gone, tail]) {
       await reconnectChat(daemon(), c);
       expect((await read(c, '1', '1')).records.map((r) => r.position)).toEqual(['1', '2']);
     }
+    // stream-reader.ts range: a page that finds no record of a non-empty range is CORRUPT from
+    // there, never an empty batch (which would say "nothing more yet").
+    const empty = await tail.bob.client.call('streams.read', { streamId: tail.streamA, generation: '1', fromPosition: '3' });
+    expect({ code: empty.error?.code, data: empty.error?.data }).toMatchObject({
+      code: 5030,
+      data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: tail.streamA, fromPosition: '3' },
+    });
+    // A transcript that reaches the mark is refused (chat-reader.ts through assertReadable).
+    const refused = await flipped.bob.client.call('chats.history', { chatId: flipped.chatId });
+    expect({ code: refused.error?.code, data: refused.error?.data }).toMatchObject({
+      code: 5030,
+      data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: flipped.streamA, fromPosition: '3' },
+    });
+    // Also when the mark lies exactly at the snapshot's head, where no record is read.
+    await reconnectChat(daemon(), behind);
+    const atHead = await behind.bob.client.call('chats.history', { chatId: behind.chatId });
+    expect({ code: atHead.error?.code, data: atHead.error?.data }).toMatchObject({
+      code: 5030,
+      data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: behind.streamA, fromPosition: '3' },
+    });
     const marks = ok(await admin().call('daemon.status', {})).integrity.corruptStreams;
     expect(marks.find((m) => m.streamId === flipped.streamA)).toMatchObject({ fromPosition: '3', detail: 'record 3 fails its checksum' });
     expect(marks.find((m) => m.streamId === gone.streamA)).toMatchObject({
