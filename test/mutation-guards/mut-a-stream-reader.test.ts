@@ -2,12 +2,16 @@
 // continuity checks other readers share, docs/protocol.md §6.6, §6.10) that the mutation run
 // left alive (test/MUTATION.md, "Stream core (mut-a, 2026-12-02)"). Over the real socket.
 
+import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
 import { describe, expect, it } from 'vitest';
-import { expectError, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { encodeValue } from '../../src/daemon/store/value-codec.js';
+import { expectError, reconnectChat, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
+import { damageStoredRecord } from '../helpers/store-tamper.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 import { ok, uniq } from '../helpers/wire-fixtures.js';
 
-const { daemon, admin } = useDaemon();
+const { daemon, admin, restart } = useDaemon();
 
 type ReadParams = { limit?: number; maxBytes?: number };
 
@@ -101,5 +105,72 @@ describe('stream reader (mut-a mutation guards)', () => {
         data: { type: 'CONTINUITY_BREAK', streamId: c.streamA, ...expected },
       });
     }
+  });
+
+  it('streams.get of an unknown stream is NOT_FOUND naming kind and id', async () => {
+    const c = await setupChat(daemon(), admin());
+    const missing = `${c.chatId}:agt_WWWWWWWWWWWWWWWWWWWWWWWWWW`;
+    const data = expectError(await admin().call('streams.get', { streamId: missing }), 'NOT_FOUND');
+    expect(data).toEqual({ type: 'NOT_FOUND', kind: 'stream', id: missing });
+  });
+
+  it('the mark of a record failing its checksum or gone inside the head says which record and what happened', async () => {
+    // stream-reader.ts scan/missing: the mark's detail (daemon.status, yello doctor).
+    const flipped = await setupChat(daemon(), admin());
+    const gone = await setupChat(daemon(), admin());
+    const tail = await setupChat(daemon(), admin());
+    const behind = await setupChat(daemon(), admin());
+    await behind.wa.send(uniq('b'), 3);
+    await flipped.wa.send(uniq('f'), 5);
+    await gone.wa.send(uniq('g'), 5);
+    await tail.wa.send(uniq('t'), 5);
+    await daemon().stop();
+    await damageStoredRecord(daemon().dataDir, flipped.streamA, 3);
+    const db = new ClassicLevel(path.join(daemon().dataDir, 'db'));
+    await db.open();
+    try {
+      const pad = (n: number): string => n.toString().padStart(16, '0');
+      await db.del(`r/${gone.streamA}/${pad(1)}/${pad(3)}`, { sync: true });
+      // Every record from 3 to the head gone: the head check marks 5 (its last record).
+      for (const p of [3, 4, 5]) await db.del(`r/${tail.streamA}/${pad(1)}/${pad(p)}`, { sync: true });
+      // A stale tail (head at 3, a record at 3): the head check marks 3, exactly the head.
+      const key = `h/${behind.streamA}`;
+      const t = JSON.parse((await db.get(key))!.slice(8)) as unknown[];
+      t[1] = 3;
+      await db.put(key, encodeValue(key, JSON.stringify(t)), { sync: true });
+    } finally {
+      await db.close();
+    }
+    await restart();
+    for (const c of [flipped, gone, tail]) {
+      await reconnectChat(daemon(), c);
+      expect((await read(c, '1', '1')).records.map((r) => r.position)).toEqual(['1', '2']);
+    }
+    // stream-reader.ts range: a page that finds no record of a non-empty range is CORRUPT from
+    // there, never an empty batch (which would say "nothing more yet").
+    const empty = await tail.bob.client.call('streams.read', { streamId: tail.streamA, generation: '1', fromPosition: '3' });
+    expect({ code: empty.error?.code, data: empty.error?.data }).toMatchObject({
+      code: 5030,
+      data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: tail.streamA, fromPosition: '3' },
+    });
+    // A transcript that reaches the mark is refused (chat-reader.ts through assertReadable).
+    const refused = await flipped.bob.client.call('chats.history', { chatId: flipped.chatId });
+    expect({ code: refused.error?.code, data: refused.error?.data }).toMatchObject({
+      code: 5030,
+      data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: flipped.streamA, fromPosition: '3' },
+    });
+    // Also when the mark lies exactly at the snapshot's head, where no record is read.
+    await reconnectChat(daemon(), behind);
+    const atHead = await behind.bob.client.call('chats.history', { chatId: behind.chatId });
+    expect({ code: atHead.error?.code, data: atHead.error?.data }).toMatchObject({
+      code: 5030,
+      data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: behind.streamA, fromPosition: '3' },
+    });
+    const marks = ok(await admin().call('daemon.status', {})).integrity.corruptStreams;
+    expect(marks.find((m) => m.streamId === flipped.streamA)).toMatchObject({ fromPosition: '3', detail: 'record 3 fails its checksum' });
+    expect(marks.find((m) => m.streamId === gone.streamA)).toMatchObject({
+      fromPosition: '3',
+      detail: 'record 3 is missing above the trim point',
+    });
   });
 });
