@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { describe, expect, it } from 'vitest';
-import { encodeValue } from '../../src/daemon/store/value-codec.js';
+import { encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
 import { expectError, reconnectChat, setupChat, type ReadingChat } from '../helpers/reading-fixtures.js';
 import { damageStoredRecord } from '../helpers/store-tamper.js';
 import { useDaemon } from '../helpers/use-daemon.js';
