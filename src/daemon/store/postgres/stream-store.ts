@@ -480,22 +480,7 @@ export class PostgresStreams implements StreamPort {
     const e = c.expect;
     if (e === null) throw new Error('a change without a precondition has no pipelined form');
     const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
-    const positions: number[] = [];
-    const bodies: string[] = [];
-    for (const r of records) {
-      const position = Number(r.position);
-      const generation = Number(r.generation);
-      const place = {
-        streamId: n.streamId,
-        generation,
-        position,
-        chatId: n.chatId,
-        authorAgentId: n.authorAgentId,
-        peerAgentId: n.peerAgentId,
-      };
-      positions.push(position);
-      bodies.push(encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place)));
-    }
+    const { positions, bodies } = recordRows(n, records);
     const op = c.kind === 'append' ? c.operation : null;
     const opIds = op ? [op.operationId] : [];
     const opFirst = op ? [op.firstPosition] : [];
@@ -593,22 +578,7 @@ export class PostgresStreams implements StreamPort {
 
   async #insertRecords(sp: TxSql, n: StreamMeta, records: readonly StoredRecord[]): Promise<void> {
     if (records.length === 0) return;
-    const positions: number[] = [];
-    const bodies: string[] = [];
-    for (const r of records) {
-      const position = Number(r.position);
-      const generation = Number(r.generation);
-      const place = {
-        streamId: n.streamId,
-        generation,
-        position,
-        chatId: n.chatId,
-        authorAgentId: n.authorAgentId,
-        peerAgentId: n.peerAgentId,
-      };
-      positions.push(position);
-      bodies.push(encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place)));
-    }
+    const { positions, bodies } = recordRows(n, records);
     await sp`
       insert into records (stream_id, generation, position, body)
       select ${n.streamId}, ${n.generation}, * from unnest(${positions}::bigint[], ${bodies}::text[])`;
@@ -855,4 +825,25 @@ export class PostgresStreams implements StreamPort {
     await unlisten?.().catch(() => {});
     for (const l of this.#listeners) l.end();
   }
+}
+
+/** The rows of `records` of `n`'s stream: their positions and checksummed compact bodies. */
+function recordRows(n: StreamMeta, records: readonly StoredRecord[]): { positions: number[]; bodies: string[] } {
+  const positions: number[] = [];
+  const bodies: string[] = [];
+  for (const r of records) {
+    const position = Number(r.position);
+    const generation = Number(r.generation);
+    const place = {
+      streamId: n.streamId,
+      generation,
+      position,
+      chatId: n.chatId,
+      authorAgentId: n.authorAgentId,
+      peerAgentId: n.peerAgentId,
+    };
+    positions.push(position);
+    bodies.push(encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place)));
+  }
+  return { positions, bodies };
 }
