@@ -15,8 +15,8 @@ import { repoRoot } from '../helpers/daemon-process.js';
  */
 const WALL_CLOCK_TIMESTAMPS: Record<string, string> = {
   'crypto/signer.ts': 'createdAt of a signing key (JWKS)',
-  'store/recovery-check.ts': 'detectedAt of a WAL incident (daemon.status)',
-  'store/doctor.ts': 'checkedAt of a doctor report',
+  'store/leveldb/recovery-check.ts': 'detectedAt of a WAL incident (daemon.status)',
+  'store/leveldb/doctor.ts': 'checkedAt of a doctor report',
   'store/integrity.ts': 'detectedAt of a corruption mark',
   'directory/grants.ts': 'grantedAt of a grant',
   'directory/chats.ts': 'createdAt of a chat',
@@ -26,8 +26,8 @@ const WALL_CLOCK_TIMESTAMPS: Record<string, string> = {
   'streams/fencing.ts': 'claimedAt of a writer claim (signed fence records)',
   'streams/checkpoints.ts': 'createdAt of a signed checkpoint',
   'streams/retention-policy.ts': 'the age of stored records for --retention-max-age-seconds (their committedAt is wall-clock)',
-  'store/backup.ts': 'createdAt of a backup manifest',
-  'store/restore.ts': 'the name of the directory a restore sets the old state aside in',
+  'store/leveldb/backup.ts': 'createdAt of a backup manifest',
+  'store/leveldb/restore.ts': 'the name of the directory a restore sets the old state aside in',
   'runtime/lock-info.ts': 'startedAt of the lock holder (named in the exit-73 error)',
 };
 
