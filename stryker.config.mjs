@@ -33,7 +33,7 @@ export default {
   coverageAnalysis: 'perTest',
   mutate: [
     'src/daemon/streams/*.ts',
-    'src/daemon/store/leveldb/value-codec.ts',
+    'src/daemon/store/value-codec.ts',
     'src/daemon/store/integrity.ts',
     'src/daemon/store/leveldb/verified-reads.ts',
     'src/daemon/store/leveldb/doctor-checks.ts',

@@ -3,8 +3,8 @@
 // (its table and primary key), so a body that was changed, or copied onto another row, fails
 // its check on read: loudly, naming the row, never a silently different value.
 
-import { crc32 } from 'node:zlib';
 import { errors } from '../../../shared/errors.js';
+import { decodeValue, encodeValue } from '../value-codec.js';
 
 const pad = (n: number) => n.toString().padStart(16, '0');
 
@@ -19,16 +19,9 @@ export const RowKey = {
   key: (kid: string) => `keys/${kid}`,
 };
 
-function checksum(key: string, json: string): string {
-  return crc32(json, crc32(key + '\n'))
-    .toString(16)
-    .padStart(8, '0');
-}
-
 /** The body of a row holding `value` under `key`. */
 export function encodeRow(key: string, value: unknown): string {
-  const json = JSON.stringify(value);
-  return checksum(key, json) + json;
+  return encodeValue(key, JSON.stringify(value));
 }
 
 /** Where a row belongs, for the CORRUPT error of a body that fails its check. */
@@ -56,9 +49,8 @@ export function decodeRow<T>(key: string, body: string, place: RowPlace = {}): T
 /** The value of a row's body, or undefined when it fails its check. */
 // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the row's type
 export function tryDecodeRow<T>(key: string, body: string): T | undefined {
-  if (body.length < 9) return undefined;
-  const json = body.slice(8);
-  if (body.slice(0, 8) !== checksum(key, json)) return undefined;
+  const json = decodeValue(key, body);
+  if (json === null) return undefined;
   try {
     return JSON.parse(json) as T;
   } catch {
