@@ -20,6 +20,10 @@ import { Prng, intFromEnv, seedFrom } from '../reliability/lib/prng.js';
 const TRIALS = intFromEnv('FAULT_TRIALS', 1);
 const SEED = seedFrom('FAULT_SEED');
 const rng = new Prng(SEED);
+/** The wait for a restart on a damaged store to be ready (or to refuse). */
+const RESTART_TIMEOUT_MS = 30_000;
+/** A trial: load, stop, flip, restart (up to RESTART_TIMEOUT_MS) and check. */
+const TRIAL_TIMEOUT_MS = 90_000;
 const daemons: DaemonProcess[] = [];
 type Totals = {
   trials: number;
@@ -134,11 +138,16 @@ async function restartAndCheck(
     return { report, judgement };
   };
   try {
-    await l.d.restart();
-  } catch {
+    // Generous: the crash suite runs beside this one on 2 cores, and a start on a damaged
+    // store reads and checks more before it is ready. Not ready in time is a failure below.
+    await l.d.restart(RESTART_TIMEOUT_MS);
+  } catch (err) {
     // Refusing to start with one clear line is a report, not a silent loss (judgeTrial says
-    // whether the store gave a reason to).
-    expect(l.d.exitInfo?.code, `refused to start: ${l.d.stderr.trim().split('\n').at(-1) ?? ''}`).toBe(76);
+    // whether the store gave a reason to). A start that never got ready is neither.
+    expect(
+      l.d.exitInfo?.code,
+      `refused to start: ${l.d.stderr.trim().split('\n').at(-1) ?? ''} (${err instanceof Error ? err.message.split('\n')[0] : String(err)})`,
+    ).toBe(76);
     expect(l.d.stderr.trim().split('\n').at(-1)).toMatch(/corrupt/i);
     return judged(null);
   }
@@ -181,43 +190,51 @@ const filesOf = (dir: string, ext: string) =>
 
 describe('a flipped bit in the write-ahead log of a stopped daemon', () => {
   for (let t = 0; t < 4 * TRIALS; t++) {
-    it(`never loses an acknowledged append silently (trial ${t + 1}, seed ${SEED})`, async () => {
-      totals = byKind.log!;
-      const l = await loaded(12);
-      await l.d.stop();
-      const logs = filesOf(path.join(l.d.dataDir, 'db'), '.log');
-      expect(logs.length, 'LevelDB keeps recent writes in its log until the next open').toBeGreaterThan(0);
-      const file = rng.pick(logs);
-      const pristine = keepPristine(l);
-      // Skip the first 4 KiB (agents, grants, chats): the flip hits appends.
-      const size = statSync(file).size;
-      flipBit(file, rng.range(Math.min(4096, size - 1), size - 1), rng.int(8));
-      const { report, judgement } = await restartAndCheck(l, await damageSince(l, pristine), true);
-      expect(judgement.failures, `seed ${SEED}`).toEqual([]);
-      if (report) expect(report.intact + report.reportedCorrupt).toBe(report.acked);
-    });
+    it(
+      `never loses an acknowledged append silently (trial ${t + 1}, seed ${SEED})`,
+      async () => {
+        totals = byKind.log!;
+        const l = await loaded(12);
+        await l.d.stop();
+        const logs = filesOf(path.join(l.d.dataDir, 'db'), '.log');
+        expect(logs.length, 'LevelDB keeps recent writes in its log until the next open').toBeGreaterThan(0);
+        const file = rng.pick(logs);
+        const pristine = keepPristine(l);
+        // Skip the first 4 KiB (agents, grants, chats): the flip hits appends.
+        const size = statSync(file).size;
+        flipBit(file, rng.range(Math.min(4096, size - 1), size - 1), rng.int(8));
+        const { report, judgement } = await restartAndCheck(l, await damageSince(l, pristine), true);
+        expect(judgement.failures, `seed ${SEED}`).toEqual([]);
+        if (report) expect(report.intact + report.reportedCorrupt).toBe(report.acked);
+      },
+      TRIAL_TIMEOUT_MS,
+    );
   }
 });
 
 describe('a flipped bit in a table file', () => {
   for (let t = 0; t < 8 * TRIALS; t++) {
-    it(`never loses or changes an acknowledged append silently (trial ${t + 1}, seed ${SEED})`, async () => {
-      totals = byKind.table!;
-      const l = await loaded(6);
-      await l.d.stop();
-      // Move everything into table files, as a long-running store would have it.
-      const db = new ClassicLevel(path.join(l.d.dataDir, 'db'));
-      await db.open();
-      await db.compactRange('\x00', '\xff');
-      await db.close();
-      const tables = filesOf(path.join(l.d.dataDir, 'db'), '.ldb');
-      expect(tables.length).toBeGreaterThan(0);
-      const file = rng.pick(tables);
-      const pristine = keepPristine(l);
-      flipBit(file, rng.int(statSync(file).size), rng.int(8));
-      const { judgement } = await restartAndCheck(l, await damageSince(l, pristine), false);
-      expect(judgement.failures, `seed ${SEED}`).toEqual([]);
-    });
+    it(
+      `never loses or changes an acknowledged append silently (trial ${t + 1}, seed ${SEED})`,
+      async () => {
+        totals = byKind.table!;
+        const l = await loaded(6);
+        await l.d.stop();
+        // Move everything into table files, as a long-running store would have it.
+        const db = new ClassicLevel(path.join(l.d.dataDir, 'db'));
+        await db.open();
+        await db.compactRange('\x00', '\xff');
+        await db.close();
+        const tables = filesOf(path.join(l.d.dataDir, 'db'), '.ldb');
+        expect(tables.length).toBeGreaterThan(0);
+        const file = rng.pick(tables);
+        const pristine = keepPristine(l);
+        flipBit(file, rng.int(statSync(file).size), rng.int(8));
+        const { judgement } = await restartAndCheck(l, await damageSince(l, pristine), false);
+        expect(judgement.failures, `seed ${SEED}`).toEqual([]);
+      },
+      TRIAL_TIMEOUT_MS,
+    );
   }
 });
 

@@ -234,13 +234,16 @@ export class DaemonProcess {
     return this.waitExit();
   }
 
-  /** Stops (SIGTERM) if running, then starts again on the same socket and data dir. */
-  async restart(): Promise<void> {
+  /**
+   * Stops (SIGTERM) if running, then starts again on the same socket and data dir. `timeoutMs`
+   * bounds the wait for ready (a start on a damaged store verifies more before it answers).
+   */
+  async restart(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
     if (this.running) await this.stop();
     this.#closeClients();
     this.#spawn();
     try {
-      await this.waitReady();
+      await this.waitReady(timeoutMs);
     } catch (e) {
       if (this.running) await this.kill().catch(() => undefined);
       throw e;
