@@ -833,7 +833,7 @@ export class PostgresStreams implements StreamPort {
 
   async sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
     this.assertWritable();
-    return this.#sql.begin(async (tx) => {
+    const swept = await this.#sql.begin(async (tx) => {
       const records =
         await tx`delete from records where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
       // An operation cut in two by the trim stays; its log entry goes with it.
@@ -847,6 +847,9 @@ export class PostgresStreams implements StreamPort {
         await tx`delete from message_ids where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
       return { records: records.count, operations: ops.count, messageIds: msgs.count };
     });
+    // What prepare() fetched may name what was just deleted; the next prepare() fetches again.
+    this.#known.delete(streamId);
+    return swept;
   }
 
   async approximateBytes(streamId: string): Promise<number> {
