@@ -1,11 +1,18 @@
 // The storage port's conformance suite (port-conformance.ts) on PostgreSQL, and what only a
 // shared database has: two daemons' stores on one database deciding unique keys in the
 // transaction, and each seeing the other's directory rows after the notice. One throwaway
-// cluster for the file; a fresh database per store (or per pair of "daemons").
+// cluster for the file: the conformance suite's stores share one database emptied before each;
+// each pair of "daemons" gets a fresh database.
 //
 // "Two daemons" are two PostgresStores over two pools on one database, each with its own
 // caches, as two yellod processes would have.
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StorePort } from '../../src/daemon/store/port/store-port.js';
 import type { AgentRow, ChatRow, StoredRecord } from '../../src/daemon/store/port/values.js';
@@ -20,6 +27,9 @@ if (!pgAvailable()) {
   // Only off CI (CI installs PostgreSQL and pgAvailable() is then always true).
   console.warn('test/store/port-postgres-conformance.test.ts skipped: no PostgreSQL server binaries under /usr/lib/postgresql');
 }
+
+const run = promisify(execFile);
+const killChild = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/directory-kill-child.mjs');
 
 let cluster: PgCluster | undefined;
 let databases = 0;
@@ -290,13 +300,31 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       expect(b.counts()).toEqual({ agents: 2, chats: 1, streams: 2, records: 2 });
     });
 
+    it('a session killed during a directory commit is an unknown outcome, and the whole store turns read-only', async () => {
+      const database = await freshDatabase();
+      // A child process (the built dist/): the driver may end a process whose session died in a
+      // transaction (test/pg/driver-connection-loss.test.ts); here it must not.
+      const { stdout } = await run(process.execPath, [killChild, cluster!.url(database)], { timeout: 60_000 });
+      expect(JSON.parse(stdout)).toEqual({
+        status: 'unknown',
+        reason: 'WRITE_FAILED',
+        outcome: 'unknown',
+        readOnly: true,
+        refused: 'READ_ONLY',
+        streamsRefused: 'READ_ONLY',
+        agentsInTable: 0,
+      });
+    }, 90_000);
+
     it('daemon.backup is refused on PostgreSQL, saying to use pg_dump or point-in-time recovery', async () => {
       const { a } = await daemons();
-      await expect((a as StorePort).backup('/tmp/never-written', { dataDir: '/tmp', daemonVersion: 'test' })).rejects.toMatchObject({
-        type: 'STORAGE_FAILURE',
-        details: { reason: 'UNSUPPORTED', outcome: 'not-written' },
-        message: expect.stringMatching(/pg_dump.*point-in-time recovery/s),
-      });
+      const target = path.join(tmpdir(), `yello-never-written-${randomUUID()}`);
+      const refused = (await (a as StorePort)
+        .backup(target, { dataDir: tmpdir(), daemonVersion: 'test' })
+        .catch((e: unknown) => e)) as Error;
+      expect(refused).toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'UNSUPPORTED', outcome: 'not-written' } });
+      expect(refused.message).toMatch(/pg_dump.*point-in-time recovery/s);
+      expect(existsSync(target)).toBe(false);
     });
   });
 });
