@@ -16,6 +16,9 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StorePort } from '../../src/daemon/store/port/store-port.js';
 import type { AgentRow, ChatRow, StoredRecord } from '../../src/daemon/store/port/values.js';
+import { openPool, resolveStoreUrl } from '../../src/daemon/store/postgres/connection.js';
+import { DirectoryKey } from '../../src/daemon/store/postgres/directory.js';
+import { encodeRow, RowKey } from '../../src/daemon/store/postgres/row-codec.js';
 import { openPostgresStore, type PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import { newStreamMeta } from '../../src/daemon/store/stream-meta.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
@@ -229,18 +232,35 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       expect(await b.directory.createChat(again, headsOf(again))).toEqual({ status: 'duplicate', existing: row.id });
     });
 
-    it('a chat whose notice has not been handled yet is loaded when a page lists it', async () => {
-      const { a, b } = await daemons();
+    it('a chat committed elsewhere whose notice never came is loaded when a page lists it', async () => {
+      const { a, b, database } = await daemons();
       const [p, q] = [agentRow(), agentRow()];
       expect(await a.directory.createAgent(p)).toEqual({ status: 'ok' });
       expect(await a.directory.createAgent(q)).toEqual({ status: 'ok' });
       const row = chatRow(p, q);
-      // Both in the same turn: b's page is read before b can have handled a's notice.
-      const created = await a.directory.createChat(row, headsOf(row));
-      expect(created).toEqual({ status: 'ok' });
-      const ids = await b.directory.chatIds(undefined, { limit: 10 });
-      expect(ids).toEqual([row.id]);
+      // Written as a daemon would, but without its pg_notify: b cannot have heard of it.
+      const sql = openPool(resolveStoreUrl(cluster!.url(database)), { max: 1 });
+      try {
+        await sql.begin(async (tx) => {
+          await tx`insert into chats (chat_id, body) values (${row.id}, ${encodeRow(DirectoryKey.chat(row.id), row)})`;
+          await tx`insert into pairs (a, b, chat_id, body)
+            values (${row.agentAId}, ${row.agentBId}, ${row.id}, ${encodeRow(DirectoryKey.pair(row.agentAId, row.agentBId), row.id)})`;
+          for (const m of [row.agentAId, row.agentBId])
+            await tx`insert into members (agent_id, chat_id, body) values (${m}, ${row.id}, ${encodeRow(DirectoryKey.member(m, row.id), '')})`;
+          for (const h of headsOf(row))
+            await tx`insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
+              values (${h.streamId}, ${h.chatId}, ${h.authorAgentId}, ${h.peerAgentId}, 1, 0, 0, 0, ${encodeRow(RowKey.head(h.streamId), h)})`;
+        });
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+      expect(b.directory.chat(row.id)).toBeUndefined();
+      expect(await b.directory.chatIds(p.id, { limit: 10 })).toEqual([row.id]);
+      // chats.list expands every id of the page synchronously: it must be there now.
       expect(b.directory.chat(row.id)).toEqual(row);
+      expect(b.directory.chatOfPair(row.agentAId, row.agentBId, 'committed')).toBe(row.id);
+      expect(b.streams.head(headsOf(row)[0].streamId, 'committed')).toEqual(headsOf(row)[0]);
+      expect(b.counts()).toMatchObject({ chats: 1, streams: 2 });
     });
 
     it('appends committed through one daemon are counted by the other once their notice arrives', async () => {
