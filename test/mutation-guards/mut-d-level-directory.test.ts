@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { K, prefixEnd } from '../../src/daemon/store/leveldb/key-layout.js';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
 import { levelMarkStore } from '../../src/daemon/store/leveldb/level-store.js';
 import type { AgentRow, ChatRow, GrantRow, PublicKeyRow } from '../../src/daemon/store/port/values.js';
 import { newStreamMeta } from '../../src/daemon/store/stream-meta.js';
@@ -168,9 +168,6 @@ describe('LevelStreams durability waits (through the port)', () => {
     await s.port.streams.operationDurable(streamId, 'op-durable');
     expect(s.store.storage.get(K.operation(streamId, 'op-durable'))).toBeDefined();
     await append;
-    await s.store.storage.compactRange(K.recordsOfStream(streamId), prefixEnd(K.recordsOfStream(streamId)));
-    expect(await s.port.streams.approximateBytes(streamId)).toBeGreaterThan(0);
-    expect(await s.port.streams.approximateBytes(`${chat.id}:${b.agent.id}`)).toBe(0);
     expect(s.port.streams.prepare()).toBeNull();
   });
 });
@@ -195,7 +192,9 @@ describe('LevelStore', () => {
     expect(failed).toBe(1);
     expect(s.port.readOnly).toBe(true);
     expect(levelMarkStore(s.store.storage).readOnly).toBe(true);
-    expect(() => s.port.assertWritable('op-x')).toThrow();
+    expect(() => {
+      s.port.assertWritable('op-x');
+    }).toThrow();
   });
 
   it('a fresh store is writable; levelMarkStore says so too', async () => {
