@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it } from 'vitest';
 import { K } from '../../src/daemon/store/leveldb/key-layout.js';
 import { levelMarkStore } from '../../src/daemon/store/leveldb/level-store.js';
@@ -158,6 +159,33 @@ describe('LevelDirectory caches across a restart', () => {
       expect(again.port.directory.grant(a.id, b.id, 'admitted')).toEqual(g); // from the cache now
       expect(again.port.directory.grant(b.id, a.id, 'admitted')).toBeUndefined();
       expect(again.port.directory.agent(a.id, 'committed')).toEqual(a);
+    } finally {
+      await again.store.storage.close();
+      rmSync(s.dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('LevelDirectory.damaged', () => {
+  it('lists a token-index entry and a grant whose checksum fails', async () => {
+    const s = await openInProcess();
+    const d = s.port.directory;
+    const a = agentRow();
+    const b = agentRow();
+    await d.createAgent(a);
+    await d.createAgent(b);
+    await d.putGrant(grantRow(a, b));
+    await s.store.storage.close();
+    const db = new ClassicLevel<string, string>(path.join(s.dir, 'db'));
+    await db.open();
+    for (const key of [K.token(a.tokenHash), K.grant(a.id, b.id)]) {
+      const stored = (await db.get(key))!;
+      await db.put(key, `00000000${stored.slice(8)}`);
+    }
+    await db.close();
+    const again = await openInProcess(s.dir);
+    try {
+      expect(await again.port.directory.damaged()).toEqual({ tokenIndex: [K.token(a.tokenHash)], grants: [K.grant(a.id, b.id)] });
     } finally {
       await again.store.storage.close();
       rmSync(s.dir, { recursive: true, force: true });
