@@ -265,8 +265,8 @@ describe('ChatReader.history (chats.history snapshot paging)', () => {
         {
           type: 'chat.receipt',
           peerStreamId: d.a.streamId,
-          peerGeneration: 1,
-          nextPosition: Number(shown.nextPosition),
+          peerGeneration: '1',
+          nextPosition: shown.nextPosition,
           batchId: shown.batchId,
         },
       ],
