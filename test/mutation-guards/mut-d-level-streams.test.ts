@@ -122,6 +122,14 @@ describe('LevelStreams.verifyHead', () => {
     });
   });
 
+  it('a read that fails for another reason than a checksum (a closed store) is thrown, not reported as damage', async () => {
+    const { s, meta } = await written();
+    await s.store.storage.close();
+    expect(() => s.port.streams.verifyHead(meta)).toThrow(
+      expect.objectContaining({ type: 'STORAGE_FAILURE', message: expect.stringContaining('shutting down') as string }) as Error,
+    );
+  });
+
   it('the last record failing its checksum', async () => {
     const { s, streamId, meta } = await written();
     await s.store.storage.close();
