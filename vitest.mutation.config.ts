@@ -18,6 +18,8 @@ export default defineConfig({
       'test/integration/chats.test.ts',
       'test/integration/null-fields.test.ts',
       'test/unit/negative-index.test.ts',
+      // the storage port: its conformance suite on LevelDB (store/leveldb/level-*.ts)
+      'test/store/port-leveldb.test.ts',
       // crypto and signing
       'test/integration/keys.test.ts',
       'test/integration/signing-vectors.test.ts',
