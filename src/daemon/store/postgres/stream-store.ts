@@ -50,6 +50,13 @@ export interface HeadNotice {
 
 type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
 
+/** A change of a group's statement: its head's body, and the body of the head it follows in the group ('' for none). */
+interface Layered {
+  change: StreamChange;
+  meta: string;
+  after: string;
+}
+
 interface Admitted {
   change: StreamChange;
   resolve: (o: CommitOutcome) => void;
@@ -64,6 +71,9 @@ class Refusal extends Error {
 }
 
 const PAGE = 256;
+
+// A failure of a statement of a transaction fails the transaction too: it is reported there.
+const noop = (): void => {};
 
 /**
  * Whether an error means the session is gone (no verdict on what it was doing), as opposed to
@@ -373,9 +383,14 @@ export class PostgresStreams implements StreamPort {
       const fast = group.every((g) => g.change.expect !== null);
       const attempt = async (pipelined: boolean) =>
         this.#sql.begin(async (tx) => {
-          const [p] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
-          pid = p?.pid ?? null;
+          // Not awaited: sent ahead of the group's statements on the same connection.
+          const asked = tx<{ pid: number }[]>`select pg_backend_pid() as pid`.then(([p]) => {
+            pid = p?.pid ?? null;
+          }, noop);
           const result = pipelined ? await this.#pipelined(tx, group) : await this.#oneByOne(tx, group);
+          await asked;
+          // The pipelined statement notified its moved heads itself.
+          if (pipelined) return result;
           const moved = new Map<string, HeadNotice>();
           group.forEach((g, i) => {
             const n = g.change.next;
@@ -445,16 +460,37 @@ export class PostgresStreams implements StreamPort {
   }
 
   /**
-   * The fast path: one statement per change, all sent without waiting (postgres.js pipelines
-   * them on the transaction's connection), so a group of 64 appends costs a few round trips and
-   * one fsync. A stale head matches no row and writes nothing (no error, no savepoint needed);
-   * a unique violation aborts the transaction and the group is redone one by one.
+   * The fast path: the whole group as one statement per layer (a layer holds at most one change
+   * of each stream; a second change of a stream in the same turn, decided on the first one's
+   * head, goes in the next layer, which sees the first one's update). The layers are sent without
+   * waiting (postgres.js pipelines them on the transaction's connection), so a group of 64
+   * appends costs BEGIN, one statement, COMMIT and one fsync. A stale head matches no row and
+   * writes nothing of its change (no error, no savepoint needed); a unique violation aborts the
+   * transaction and the group is redone one by one.
    */
   async #pipelined(tx: TxSql, group: Admitted[]): Promise<CommitOutcome[]> {
-    const counts = await Promise.all(group.map((g) => this.#changeStatement(tx, g.change)));
+    const layers: Array<{ changes: Layered[]; at: number[] }> = [];
+    const last = new Map<string, { depth: number; meta: string }>();
+    for (const [i, g] of group.entries()) {
+      const streamId = g.change.next.streamId;
+      const before = last.get(streamId);
+      const meta = encodeRow(RowKey.head(streamId), g.change.next);
+      const d = before ? before.depth + 1 : 0;
+      last.set(streamId, { depth: d, meta });
+      const layer = (layers[d] ??= { changes: [], at: [] });
+      layer.changes.push({ change: g.change, meta, after: before?.meta ?? '' });
+      layer.at.push(i);
+    }
+    const moved = await Promise.all(layers.map((l) => this.#groupStatement(tx, l.changes)));
+    const ok = new Set<number>();
+    layers.forEach((l, k) => {
+      l.changes.forEach((c, j) => {
+        if (moved[k]?.has(c.change.next.streamId)) ok.add(l.at[j] ?? -1);
+      });
+    });
     const out: CommitOutcome[] = [];
     for (const [i, g] of group.entries()) {
-      if (counts[i] === 1) out.push({ status: 'ok' });
+      if (ok.has(i)) out.push({ status: 'ok' });
       else out.push(await this.#refusal(tx, g.change, new Refusal({ status: 'stale', head: undefined })));
     }
     return out;
@@ -463,60 +499,139 @@ export class PostgresStreams implements StreamPort {
   /** The slow path: each change under its own savepoint. */
   async #oneByOne(tx: TxSql, group: Admitted[]): Promise<CommitOutcome[]> {
     const result: CommitOutcome[] = [];
+    // A change decided on the head of one refused before it in this group is refused too.
+    const refused = new Set<string>();
     for (const g of group) {
+      const streamId = g.change.next.streamId;
+      if (refused.has(streamId)) {
+        result.push(await this.#refusal(tx, g.change, new Refusal({ status: 'stale', head: undefined })));
+        continue;
+      }
       try {
         await tx.savepoint((sp) => this.#apply(sp, g.change));
         result.push({ status: 'ok' });
       } catch (err) {
+        refused.add(streamId);
         result.push(await this.#refusal(tx, g.change, err));
       }
     }
     return result;
   }
 
-  /** A change with a precondition as one statement (a data-modifying CTE): 1 when the head matched, else 0. */
-  async #changeStatement(tx: TxSql, c: StreamChange): Promise<number> {
-    const n = c.next;
-    const e = c.expect;
-    if (e === null) throw new Error('a change without a precondition has no pipelined form');
-    const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
-    const { positions, bodies } = recordRows(n, records);
-    const op = c.kind === 'append' ? c.operation : null;
-    const opIds = op ? [op.operationId] : [];
-    const opFirst = op ? [op.firstPosition] : [];
-    const opNext = op ? [op.nextPosition] : [];
-    const opBodies = op ? [encodeRow(RowKey.operation(n.streamId, op.operationId), compactOperation(op))] : [];
-    const logBodies = op ? [encodeRow(RowKey.opLog(n.streamId, op.generation, op.firstPosition), op.operationId)] : [];
-    const msgs = c.kind === 'append' ? c.messageIds : [];
-    const msgIds = msgs.map(([id]) => id);
-    const msgPositions = msgs.map(([, p]) => p);
-    const msgBodies = msgs.map(([id, p]) => encodeRow(RowKey.messageId(n.streamId, n.generation, id), p));
-    const fromPosition = c.kind === 'trim' ? c.fromPosition : null;
-    const trimBelow = c.kind === 'trim' ? n.firstPosition : null;
-    const [row] = await tx<{ n: number }[]>`
-      with h as (
-        update heads set generation = ${n.generation}, first_position = ${n.firstPosition}, next_position = ${n.nextPosition},
-          writer_epoch = ${n.writer.epoch}, meta = ${encodeRow(RowKey.head(n.streamId), n)}
-        where stream_id = ${e.streamId} and generation = ${e.generation} and next_position = ${e.nextPosition}
-          and writer_epoch = ${e.writerEpoch} and (${fromPosition}::bigint is null or first_position = ${fromPosition}::bigint)
-        returning 1),
+  /**
+   * Changes of distinct streams, each with a precondition, as one statement (data-modifying
+   * CTEs over arrays, one element a row): the conditional UPDATE of the heads decides which
+   * changes hold (and row-locks their heads until COMMIT), and only their records, operations,
+   * op log entries, message ids and trims are written; each moved head is notified. Returns the
+   * streams whose head moved. A change that follows another of its stream in the group also
+   * requires the head that one wrote (its exact body): were that one refused, the head may still
+   * match the three numbers of the precondition (another daemon's append in between), but not
+   * what this change was decided on.
+   */
+  async #groupStatement(tx: TxSql, changes: readonly Layered[]): Promise<Set<string>> {
+    const h = {
+      sid: [] as string[],
+      eg: [] as number[],
+      enp: [] as number[],
+      eep: [] as number[],
+      efrom: [] as number[],
+      after: [] as string[],
+    };
+    const n = { g: [] as number[], fp: [] as number[], np: [] as number[], ep: [] as number[], meta: [] as string[] };
+    const r = { sid: [] as string[], g: [] as number[], p: [] as number[], b: [] as string[] };
+    const o = {
+      sid: [] as string[],
+      id: [] as string[],
+      g: [] as number[],
+      f: [] as number[],
+      x: [] as number[],
+      b: [] as string[],
+      lb: [] as string[],
+    };
+    const m = { sid: [] as string[], g: [] as number[], id: [] as string[], p: [] as number[], b: [] as string[] };
+    const t = { sid: [] as string[], g: [] as number[], below: [] as number[] };
+    for (const { change: c, meta, after } of changes) {
+      const next = c.next;
+      const e = c.expect;
+      if (e === null) throw new Error('a change without a precondition has no pipelined form');
+      const sid = next.streamId;
+      h.sid.push(sid);
+      h.eg.push(e.generation);
+      h.enp.push(e.nextPosition);
+      h.eep.push(e.writerEpoch);
+      // -1: no condition on the first position (positions are never negative).
+      h.efrom.push(c.kind === 'trim' ? c.fromPosition : -1);
+      h.after.push(after);
+      n.g.push(next.generation);
+      n.fp.push(next.firstPosition);
+      n.np.push(next.nextPosition);
+      n.ep.push(next.writer.epoch);
+      n.meta.push(meta);
+      const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
+      const rows = recordRows(next, records);
+      for (const [k, position] of rows.positions.entries()) {
+        r.sid.push(sid);
+        r.g.push(next.generation);
+        r.p.push(position);
+        r.b.push(rows.bodies[k] ?? '');
+      }
+      if (c.kind === 'append') {
+        const op = c.operation;
+        o.sid.push(sid);
+        o.id.push(op.operationId);
+        o.g.push(op.generation);
+        o.f.push(op.firstPosition);
+        o.x.push(op.nextPosition);
+        o.b.push(encodeRow(RowKey.operation(sid, op.operationId), compactOperation(op)));
+        o.lb.push(encodeRow(RowKey.opLog(sid, op.generation, op.firstPosition), op.operationId));
+        for (const [id, position] of c.messageIds) {
+          m.sid.push(sid);
+          m.g.push(next.generation);
+          m.id.push(id);
+          m.p.push(position);
+          m.b.push(encodeRow(RowKey.messageId(sid, next.generation, id), position));
+        }
+      }
+      if (c.kind === 'trim') {
+        t.sid.push(sid);
+        t.g.push(next.generation);
+        t.below.push(next.firstPosition);
+      }
+    }
+    const moved = await tx<{ stream_id: string }[]>`
+      with c as (
+        select * from unnest(${h.sid}::text[], ${h.eg}::bigint[], ${h.enp}::bigint[], ${h.eep}::bigint[], ${h.efrom}::bigint[], ${h.after}::text[],
+          ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[])
+          as c(sid, eg, enp, eep, efrom, after, ng, nfp, nnp, nep, meta)),
+      h as (
+        update heads set generation = c.ng, first_position = c.nfp, next_position = c.nnp, writer_epoch = c.nep, meta = c.meta
+        from c where heads.stream_id = c.sid and heads.generation = c.eg and heads.next_position = c.enp
+          and heads.writer_epoch = c.eep and (c.efrom = -1 or heads.first_position = c.efrom)
+          and (c.after = '' or heads.meta = c.after)
+        returning heads.stream_id, heads.generation, heads.next_position),
       r as (insert into records (stream_id, generation, position, body)
-        select ${n.streamId}, ${n.generation}, t.p, t.b from unnest(${positions}::bigint[], ${bodies}::text[]) as t(p, b)
-        where exists (select 1 from h)),
+        select t.s, t.g, t.p, t.b from unnest(${r.sid}::text[], ${r.g}::bigint[], ${r.p}::bigint[], ${r.b}::text[]) as t(s, g, p, b)
+        where t.s in (select stream_id from h)),
       o as (insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
-        select ${n.streamId}, t.id, ${n.generation}, t.f, t.x, t.b
-        from unnest(${opIds}::text[], ${opFirst}::bigint[], ${opNext}::bigint[], ${opBodies}::text[]) as t(id, f, x, b)
-        where exists (select 1 from h)),
+        select t.s, t.id, t.g, t.f, t.x, t.b
+        from unnest(${o.sid}::text[], ${o.id}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.x}::bigint[], ${o.b}::text[])
+          as t(s, id, g, f, x, b)
+        where t.s in (select stream_id from h)),
       l as (insert into op_log (stream_id, generation, position, operation_id, body)
-        select ${n.streamId}, ${n.generation}, t.f, t.id, t.b from unnest(${opIds}::text[], ${opFirst}::bigint[], ${logBodies}::text[]) as t(id, f, b)
-        where exists (select 1 from h)),
+        select t.s, t.g, t.f, t.id, t.b from unnest(${o.sid}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.id}::text[], ${o.lb}::text[])
+          as t(s, g, f, id, b)
+        where t.s in (select stream_id from h)),
       m as (insert into message_ids (stream_id, generation, client_message_id, position, body)
-        select ${n.streamId}, ${n.generation}, t.id, t.p, t.b from unnest(${msgIds}::text[], ${msgPositions}::bigint[], ${msgBodies}::text[]) as t(id, p, b)
-        where exists (select 1 from h)),
-      d as (delete from records where ${trimBelow}::bigint is not null and stream_id = ${n.streamId} and generation = ${n.generation}
-        and position < ${trimBelow}::bigint and exists (select 1 from h))
-      select count(*)::int as n from h`;
-    return row?.n ?? 0;
+        select t.s, t.g, t.id, t.p, t.b from unnest(${m.sid}::text[], ${m.g}::bigint[], ${m.id}::text[], ${m.p}::bigint[], ${m.b}::text[])
+          as t(s, g, id, p, b)
+        where t.s in (select stream_id from h)),
+      d as (delete from records using unnest(${t.sid}::text[], ${t.g}::bigint[], ${t.below}::bigint[]) as t(s, g, below)
+        where records.stream_id = t.s and records.generation = t.g and records.position < t.below
+          and t.s in (select stream_id from h))
+      select h.stream_id,
+        pg_notify(${STREAMS_CHANNEL}, json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position)::text)
+      from h`;
+    return new Set(moved.map((row) => row.stream_id));
   }
 
   /** One change inside its savepoint; throws a {@link Refusal} (or the database's error) to roll it back. */
