@@ -3,10 +3,11 @@
 // head (two changes decided on one head are never both admitted here), and its commit carries
 // the head it was decided on as a precondition, checked inside the transaction by a conditional
 // UPDATE of the head row (which also row-locks it until COMMIT). The changes admitted in one
-// turn commit in one transaction, each under its own savepoint, so a change whose head moved
-// (another daemon), or whose operation id or clientMessageId another daemon took first, is
-// refused alone while the rest of the group commits, paying one fsync (and one round trip to
-// the synchronous standby) for all of them.
+// turn commit in one transaction, as one statement (group-statement.ts), so a change whose head
+// moved (another daemon) is refused alone while the rest of the group commits, paying one fsync
+// (and one round trip to the synchronous standby) for all of them; a change whose operation id
+// or clientMessageId another daemon took first aborts that statement, and the group is redone
+// with a savepoint per change, to refuse only that one.
 //
 // A transaction that fails without a verdict (the connection lost, COMMIT unanswered) is an
 // unknown outcome for every change in it: the store turns read-only (writes refused, nothing
