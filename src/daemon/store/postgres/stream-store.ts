@@ -17,7 +17,7 @@
 
 import type { Logger } from 'pino';
 import { errors } from '../../../shared/errors.js';
-import { compactOperation, expandOperation, expandRecord, type CompactOperation, type CompactRecord } from '../record-layout.js';
+import { compactOperation, expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
   CommitOutcome,
   OperationStatus,
@@ -30,7 +30,8 @@ import type {
 } from '../port/stream-port.js';
 import type { StoredOperation, StoredRecord, StreamMeta } from '../port/values.js';
 import type { Sql } from './connection.js';
-import { decodeRow, encodeRow, RowKey, tryDecodeRow } from './row-codec.js';
+import { decodeRow, encodeRow, RowKey } from './row-codec.js';
+import { StreamReads } from './stream-reads.js';
 import { groupStatement, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
 
 export { STREAMS_CHANNEL };
@@ -87,6 +88,7 @@ export interface PostgresStreamsOptions {
 export class PostgresStreams implements StreamPort {
   readonly #sql: Sql;
   readonly #log: Logger | undefined;
+  readonly #reads: StreamReads;
   readonly #committed = new Map<string, StreamMeta>();
   /** Admitted heads not yet durable, with the number of their changes in flight. */
   readonly #admitted = new Map<string, { meta: StreamMeta; inFlight: number; durable: Promise<unknown> }>();
@@ -109,6 +111,7 @@ export class PostgresStreams implements StreamPort {
   private constructor(sql: Sql, options: PostgresStreamsOptions) {
     this.#sql = sql;
     this.#log = options.log;
+    this.#reads = new StreamReads(sql);
   }
 
   /** Load every head (the cache the daemon decides on) and listen for other daemons' commits. */
@@ -627,15 +630,6 @@ export class PostgresStreams implements StreamPort {
     if (this.#closing) throw errors.shuttingDown(null, null);
   }
 
-  #expand(stream: StreamIdentity, generation: number, position: number, body: string): StoredRecord {
-    const stored = decodeRow<CompactRecord | StoredRecord>(RowKey.record(stream.streamId, generation, position), body, {
-      streamId: stream.streamId,
-      generation,
-      position,
-    });
-    return expandRecord(stored, { ...stream, generation, position });
-  }
-
   async *records(
     stream: StreamIdentity,
     generation: number,
@@ -644,58 +638,16 @@ export class PostgresStreams implements StreamPort {
     options: { reverse?: boolean; limit?: number } = {},
   ): AsyncIterable<StoredRecordAt> {
     this.#assertOpen();
-    let left = options.limit ?? Infinity;
-    let lo = from;
-    let hi = end;
-    while (left > 0 && lo < hi) {
-      const take = Math.min(PAGE, left);
-      const rows = options.reverse
-        ? await this.#sql<{ position: string; body: string }[]>`
-            select position, body from records where stream_id = ${stream.streamId} and generation = ${generation}
-              and position >= ${lo} and position < ${hi} order by position desc limit ${take}`
-        : await this.#sql<{ position: string; body: string }[]>`
-            select position, body from records where stream_id = ${stream.streamId} and generation = ${generation}
-              and position >= ${lo} and position < ${hi} order by position limit ${take}`;
-      for (const r of rows) {
-        const position = Number(r.position);
-        yield { position, record: this.#expand(stream, generation, position, r.body), bytes: r.body.length };
-      }
-      left -= rows.length;
-      const last = rows.at(-1);
-      if (!last || rows.length < take) return;
-      if (options.reverse) hi = Number(last.position);
-      else lo = Number(last.position) + 1;
-    }
+    yield* this.#reads.records(stream, generation, from, end, options);
   }
 
   async record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
     this.#assertOpen();
-    const [row] = await this.#sql<{ body: string }[]>`
-      select body from records where stream_id = ${stream.streamId} and generation = ${generation} and position = ${position}`;
-    return row ? this.#expand(stream, generation, position, row.body) : undefined;
+    return this.#reads.record(stream, generation, position);
   }
 
-  async *allRecords(stream: StreamIdentity): AsyncIterable<{ generation: number; position: number; record: StoredRecord | undefined }> {
-    let after: [number, number] = [0, -1];
-    for (;;) {
-      const rows = await this.#sql<{ generation: string; position: string; body: string }[]>`
-        select generation, position, body from records where stream_id = ${stream.streamId}
-          and (generation, position) > (${after[0]}, ${after[1]}) order by generation, position limit ${PAGE}`;
-      for (const r of rows) {
-        const generation = Number(r.generation);
-        const position = Number(r.position);
-        const stored = tryDecodeRow<CompactRecord | StoredRecord>(RowKey.record(stream.streamId, generation, position), r.body);
-        let record: StoredRecord | undefined;
-        try {
-          record = stored === undefined ? undefined : expandRecord(stored, { ...stream, generation, position });
-        } catch {
-          record = undefined;
-        }
-        yield { generation, position, record };
-        after = [generation, position];
-      }
-      if (rows.length < PAGE) return;
-    }
+  allRecords(stream: StreamIdentity): AsyncIterable<{ generation: number; position: number; record: StoredRecord | undefined }> {
+    return this.#reads.allRecords(stream);
   }
 
   async operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
@@ -716,12 +668,7 @@ export class PostgresStreams implements StreamPort {
 
   async findOperation(streamId: string, operationId: string): Promise<StoredOperation | undefined> {
     this.#assertOpen();
-    const [row] = await this.#sql<
-      { body: string }[]
-    >`select body from operations where stream_id = ${streamId} and operation_id = ${operationId}`;
-    return row
-      ? expandOperation(operationId, decodeRow<CompactOperation>(RowKey.operation(streamId, operationId), row.body, { streamId }))
-      : undefined;
+    return this.#reads.findOperation(streamId, operationId);
   }
 
   async *opLog(
@@ -729,51 +676,15 @@ export class PostgresStreams implements StreamPort {
     range: { after?: { generation: number; position: number }; before?: { generation: number; position: number }; limit?: number } = {},
   ): AsyncIterable<OpLogEntry> {
     this.#assertOpen();
-    let after = range.after ?? { generation: 0, position: -1 };
-    const before = range.before ?? { generation: Number.MAX_SAFE_INTEGER, position: 0 };
-    let left = range.limit ?? Infinity;
-    while (left > 0) {
-      const take = Math.min(PAGE, left);
-      const rows = await this.#sql<{ generation: string; position: string; operation_id: string; body: string }[]>`
-        select generation, position, operation_id, body from op_log where stream_id = ${streamId}
-          and (generation, position) > (${after.generation}, ${after.position})
-          and (generation, position) < (${before.generation}, ${before.position})
-        order by generation, position limit ${take}`;
-      for (const r of rows) {
-        const generation = Number(r.generation);
-        const position = Number(r.position);
-        const operationId = decodeRow<string>(RowKey.opLog(streamId, generation, position), r.body, { streamId, generation, position });
-        yield { generation, position, operationId };
-        after = { generation, position };
-      }
-      left -= rows.length;
-      if (rows.length < take) return;
-    }
+    yield* this.#reads.opLog(streamId, range);
   }
 
-  async *operationIds(streamId: string): AsyncIterable<string> {
-    let after = '';
-    for (;;) {
-      const rows = await this.#sql<{ operation_id: string }[]>`
-        select operation_id from operations where stream_id = ${streamId} and operation_id > ${after} order by operation_id limit ${PAGE}`;
-      for (const r of rows) yield r.operation_id;
-      const last = rows.at(-1);
-      if (!last || rows.length < PAGE) return;
-      after = last.operation_id;
-    }
+  operationIds(streamId: string): AsyncIterable<string> {
+    return this.#reads.operationIds(streamId);
   }
 
-  async *messageIds(streamId: string, generation: number): AsyncIterable<string> {
-    let after = '';
-    for (;;) {
-      const rows = await this.#sql<{ client_message_id: string }[]>`
-        select client_message_id from message_ids where stream_id = ${streamId} and generation = ${generation}
-          and client_message_id > ${after} order by client_message_id limit ${PAGE}`;
-      for (const r of rows) yield r.client_message_id;
-      const last = rows.at(-1);
-      if (!last || rows.length < PAGE) return;
-      after = last.client_message_id;
-    }
+  messageIds(streamId: string, generation: number): AsyncIterable<string> {
+    return this.#reads.messageIds(streamId, generation);
   }
 
   // ---- housekeeping -----------------------------------------------------------------------------
@@ -796,9 +707,8 @@ export class PostgresStreams implements StreamPort {
     });
   }
 
-  async approximateBytes(streamId: string): Promise<number> {
-    const [row] = await this.#sql<{ n: string | null }[]>`select sum(length(body)) as n from records where stream_id = ${streamId}`;
-    return Number(row?.n ?? 0);
+  approximateBytes(streamId: string): Promise<number> {
+    return this.#reads.approximateBytes(streamId);
   }
 
   /** Wait for admitted changes to settle, stop listening; the pool is the caller's to end. */
