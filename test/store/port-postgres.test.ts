@@ -175,6 +175,52 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     expect(await a!.findOperation(s1.streamId, 'from-a')).toBeUndefined();
   });
 
+  it('a change chained on one that turned stale in the transaction is stale too; nothing of either is written', async () => {
+    const [a, b] = await world(2);
+    const s1 = await stream(a!, 'q1');
+    const s2 = await stream(a!, 'q2');
+    await b!.recover();
+    // b's head differs from the one a decides on in more than the position (its last signature time).
+    const fromB = append(s1, 'from-b');
+    fromB.next.lastCreatedAt = '2026-12-02T03:00:01.000Z';
+    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
+    // One group on a: s1 twice (the second decided on the first's admitted head: the next layer
+    // of the group's statement), and s2 twice, which commit.
+    const first = append(s1, 'a1', 1, ['a1-m']);
+    const chained = append(first.next, 'a2', 1, ['a2-m']);
+    const o1 = append(s2, 'b1');
+    const o2 = append(o1.next, 'b2');
+    const outcomes = await Promise.all([a!.commit(first), a!.commit(o1), a!.commit(chained), a!.commit(o2)]);
+    expect(outcomes.map((o) => o.status)).toEqual(['stale', 'ok', 'stale', 'ok']);
+    expect(a!.head(s1.streamId, 'committed')?.nextPosition).toBe(1);
+    expect(a!.head(s2.streamId, 'committed')?.nextPosition).toBe(2);
+    expect((await collect(a!.records(s1, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['from-b']);
+    expect((await collect(a!.records(s2, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['b1', 'b2']);
+    expect(await a!.findOperation(s1.streamId, 'a1')).toBeUndefined();
+    expect(await a!.findOperation(s1.streamId, 'a2')).toBeUndefined();
+    expect(await collect(a!.messageIds(s1.streamId, 1))).toEqual(['from-b-m0']);
+    expect((await collect(a!.opLog(s2.streamId))).map((e) => e.operationId)).toEqual(['b1', 'b2']);
+  });
+
+  it('the same, on the savepoint path (a duplicate another daemon took is in the group)', async () => {
+    const [a, b] = await world(2);
+    const s1 = await stream(a!, 'r1');
+    const s3 = await stream(a!, 'r3');
+    await b!.recover();
+    expect(await b!.commit(append(s3, 'taken', 1, ['t-m']))).toEqual({ status: 'ok' });
+    await a!.recover(); // a knows s3's head, not the operation on it
+    const fromB = append(s1, 'from-b');
+    fromB.next.lastCreatedAt = '2026-12-02T03:00:01.000Z';
+    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
+    const h3 = a!.head(s3.streamId, 'committed')!;
+    const first = append(s1, 'a1');
+    const chained = append(first.next, 'a2');
+    const outcomes = await Promise.all([a!.commit(first), a!.commit(chained), a!.commit(append(h3, 'taken', 1, ['t-m2']))]);
+    expect(outcomes.map((o) => o.status)).toEqual(['stale', 'stale', 'duplicate']);
+    expect(await a!.findOperation(s1.streamId, 'a2')).toBeUndefined();
+    expect((await collect(a!.records(s1, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['from-b']);
+  });
+
   it('a claim through one daemon fences an append decided on the other', async () => {
     const [a, b] = await world(2);
     const s = await stream(a!, 'f1');

@@ -3,6 +3,8 @@
  * ids never contain `/`, and numbers are zero-padded so lexicographic order is numeric
  * order, which lets range iterators read a page in O(page).
  */
+import { StreamKeys } from '../stream-keys.js';
+
 const pad = (n: number) => n.toString().padStart(16, '0');
 
 /** One past the last key that starts with `prefix` (`/` + 1 is `0`). */
@@ -23,19 +25,19 @@ export const K = {
   pair: (a: string, b: string) => `p/${a}/${b}`,
   member: (agentId: string, chatId: string) => `m/${agentId}/${chatId}`,
   membersPrefix: (agentId: string) => `m/${agentId}/`,
-  stream: (streamId: string) => `s/${streamId}`,
+  stream: StreamKeys.stream,
   /** The part of a head every append changes (record-layout.ts `StreamTail`). */
   tail: (streamId: string) => `h/${streamId}`,
-  record: (streamId: string, generation: number, position: number) => `r/${streamId}/${pad(generation)}/${pad(position)}`,
+  record: StreamKeys.record,
   recordsPrefix: (streamId: string, generation: number) => `r/${streamId}/${pad(generation)}/`,
-  operation: (streamId: string, operationId: string) => `o/${streamId}/${operationId}`,
+  operation: StreamKeys.operation,
   operationsPrefix: (streamId: string) => `o/${streamId}/`,
-  opLog: (streamId: string, generation: number, position: number) => `ol/${streamId}/${pad(generation)}/${pad(position)}`,
+  opLog: StreamKeys.opLog,
   opLogPrefix: (streamId: string) => `ol/${streamId}/`,
-  messageId: (streamId: string, generation: number, clientMessageId: string) => `x/${streamId}/${pad(generation)}/${clientMessageId}`,
+  messageId: StreamKeys.messageId,
   messageIdsPrefix: (streamId: string, generation: number) => `x/${streamId}/${pad(generation)}/`,
   /** A corruption mark of a stream generation (generation 0: the whole stream, generation unknown). */
-  corruptMark: (streamId: string, generation: number) => `k/${streamId}/${pad(generation)}`,
+  corruptMark: StreamKeys.corruptMark,
   corruptMarksPrefix: 'k/',
   streamsPrefix: 's/',
   recordsOfStream: (streamId: string) => `r/${streamId}/`,

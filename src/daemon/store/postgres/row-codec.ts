@@ -4,18 +4,18 @@
 // its check on read: loudly, naming the row, never a silently different value.
 
 import { errors } from '../../../shared/errors.js';
+import { StreamKeys } from '../stream-keys.js';
 import { decodeValue, encodeValue } from '../value-codec.js';
 
-const pad = (n: number) => n.toString().padStart(16, '0');
-
-/** The key a row's checksum is bound to (LevelDB's key of the same value, where one exists). */
+/** The key a row's checksum is bound to: LevelDB's key of the same value, where one exists. */
 export const RowKey = {
-  head: (streamId: string) => `s/${streamId}`,
-  record: (streamId: string, generation: number, position: number) => `r/${streamId}/${pad(generation)}/${pad(position)}`,
-  operation: (streamId: string, operationId: string) => `o/${streamId}/${operationId}`,
-  opLog: (streamId: string, generation: number, position: number) => `ol/${streamId}/${pad(generation)}/${pad(position)}`,
-  messageId: (streamId: string, generation: number, clientMessageId: string) => `x/${streamId}/${pad(generation)}/${clientMessageId}`,
-  corruptMark: (streamId: string, generation: number) => `k/${streamId}/${pad(generation)}`,
+  head: StreamKeys.stream,
+  record: StreamKeys.record,
+  operation: StreamKeys.operation,
+  opLog: StreamKeys.opLog,
+  messageId: StreamKeys.messageId,
+  corruptMark: StreamKeys.corruptMark,
+  /** A daemon's public key (no LevelDB counterpart: LevelDB keeps keys in the data dir). */
   key: (kid: string) => `keys/${kid}`,
 };
 

@@ -3,10 +3,11 @@
 // head (two changes decided on one head are never both admitted here), and its commit carries
 // the head it was decided on as a precondition, checked inside the transaction by a conditional
 // UPDATE of the head row (which also row-locks it until COMMIT). The changes admitted in one
-// turn commit in one transaction, each under its own savepoint, so a change whose head moved
-// (another daemon), or whose operation id or clientMessageId another daemon took first, is
-// refused alone while the rest of the group commits, paying one fsync (and one round trip to
-// the synchronous standby) for all of them.
+// turn commit in one transaction, as one statement (group-statement.ts), so a change whose head
+// moved (another daemon) is refused alone while the rest of the group commits, paying one fsync
+// (and one round trip to the synchronous standby) for all of them; a change whose operation id
+// or clientMessageId another daemon took first aborts that statement, and the group is redone
+// with a savepoint per change, to refuse only that one.
 //
 // A transaction that fails without a verdict (the connection lost, COMMIT unanswered) is an
 // unknown outcome for every change in it: the store turns read-only (writes refused, nothing
@@ -16,14 +17,7 @@
 
 import type { Logger } from 'pino';
 import { errors } from '../../../shared/errors.js';
-import {
-  compactOperation,
-  compactRecord,
-  expandOperation,
-  expandRecord,
-  type CompactOperation,
-  type CompactRecord,
-} from '../record-layout.js';
+import { compactOperation, expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
   CommitOutcome,
   OperationStatus,
@@ -36,10 +30,11 @@ import type {
 } from '../port/stream-port.js';
 import type { StoredOperation, StoredRecord, StreamMeta } from '../port/values.js';
 import type { Sql } from './connection.js';
-import { decodeRow, encodeRow, RowKey, tryDecodeRow } from './row-codec.js';
+import { decodeRow, encodeRow, RowKey } from './row-codec.js';
+import { StreamReads } from './stream-reads.js';
+import { groupStatement, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
 
-/** The channel of `pg_notify` at the end of every commit that moved a head. */
-export const STREAMS_CHANNEL = 'yello_streams';
+export { STREAMS_CHANNEL };
 
 /** What another daemon (or this one) committed: a wake-up, the data is read from the tables. */
 export interface HeadNotice {
@@ -71,6 +66,9 @@ class Refusal extends Error {
 
 const PAGE = 256;
 
+// A failure of a statement of a transaction fails the transaction too: it is reported there.
+const noop = (): void => {};
+
 /**
  * Whether an error means the session is gone (no verdict on what it was doing), as opposed to
  * an error the server answered with (SQLSTATE other than connection or operator classes).
@@ -96,6 +94,7 @@ export interface PostgresStreamsOptions {
 export class PostgresStreams implements StreamPort {
   readonly #sql: Sql;
   readonly #log: Logger | undefined;
+  readonly #reads: StreamReads;
   readonly #committed = new Map<string, StreamMeta>();
   /** Admitted heads not yet durable, with the number of their changes in flight. */
   readonly #admitted = new Map<string, { meta: StreamMeta; inFlight: number; durable: Promise<unknown> }>();
@@ -118,6 +117,7 @@ export class PostgresStreams implements StreamPort {
   private constructor(sql: Sql, options: PostgresStreamsOptions) {
     this.#sql = sql;
     this.#log = options.log;
+    this.#reads = new StreamReads(sql);
   }
 
   /** Load every head (the cache the daemon decides on) and listen for other daemons' commits. */
@@ -380,9 +380,14 @@ export class PostgresStreams implements StreamPort {
       const fast = group.every((g) => g.change.expect !== null);
       const attempt = async (pipelined: boolean) =>
         this.#sql.begin(async (tx) => {
-          const [p] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
-          pid = p?.pid ?? null;
+          // Not awaited: sent ahead of the group's statements on the same connection.
+          const asked = tx<{ pid: number }[]>`select pg_backend_pid() as pid`.then(([p]) => {
+            pid = p?.pid ?? null;
+          }, noop);
           const result = pipelined ? await this.#pipelined(tx, group) : await this.#oneByOne(tx, group);
+          await asked;
+          // The pipelined statement notified its moved heads itself.
+          if (pipelined) return result;
           const moved = new Map<string, HeadNotice>();
           group.forEach((g, i) => {
             const n = g.change.next;
@@ -455,16 +460,37 @@ export class PostgresStreams implements StreamPort {
   }
 
   /**
-   * The fast path: one statement per change, all sent without waiting (postgres.js pipelines
-   * them on the transaction's connection), so a group of 64 appends costs a few round trips and
-   * one fsync. A stale head matches no row and writes nothing (no error, no savepoint needed);
-   * a unique violation aborts the transaction and the group is redone one by one.
+   * The fast path: the whole group as one statement per layer (a layer holds at most one change
+   * of each stream; a second change of a stream in the same turn, decided on the first one's
+   * head, goes in the next layer, which sees the first one's update). The layers are sent without
+   * waiting (postgres.js pipelines them on the transaction's connection), so a group of 64
+   * appends costs BEGIN, one statement, COMMIT and one fsync. A stale head matches no row and
+   * writes nothing of its change (no error, no savepoint needed); a unique violation aborts the
+   * transaction and the group is redone one by one.
    */
   async #pipelined(tx: TxSql, group: Admitted[]): Promise<CommitOutcome[]> {
-    const counts = await Promise.all(group.map((g) => this.#changeStatement(tx, g.change)));
+    const layers: Array<{ changes: Layered[]; at: number[] }> = [];
+    const last = new Map<string, { depth: number; meta: string }>();
+    for (const [i, g] of group.entries()) {
+      const streamId = g.change.next.streamId;
+      const before = last.get(streamId);
+      const meta = encodeRow(RowKey.head(streamId), g.change.next);
+      const d = before ? before.depth + 1 : 0;
+      last.set(streamId, { depth: d, meta });
+      const layer = (layers[d] ??= { changes: [], at: [] });
+      layer.changes.push({ change: g.change, meta, after: before?.meta ?? '' });
+      layer.at.push(i);
+    }
+    const moved = await Promise.all(layers.map((l) => groupStatement(tx, l.changes)));
+    const ok = new Set<number>();
+    layers.forEach((l, k) => {
+      l.changes.forEach((c, j) => {
+        if (moved[k]?.has(c.change.next.streamId)) ok.add(l.at[j] ?? -1);
+      });
+    });
     const out: CommitOutcome[] = [];
     for (const [i, g] of group.entries()) {
-      if (counts[i] === 1) out.push({ status: 'ok' });
+      if (ok.has(i)) out.push({ status: 'ok' });
       else out.push(await this.#refusal(tx, g.change, new Refusal({ status: 'stale', head: undefined })));
     }
     return out;
@@ -473,60 +499,23 @@ export class PostgresStreams implements StreamPort {
   /** The slow path: each change under its own savepoint. */
   async #oneByOne(tx: TxSql, group: Admitted[]): Promise<CommitOutcome[]> {
     const result: CommitOutcome[] = [];
+    // A change decided on the head of one refused before it in this group is refused too.
+    const refused = new Set<string>();
     for (const g of group) {
+      const streamId = g.change.next.streamId;
+      if (refused.has(streamId)) {
+        result.push(await this.#refusal(tx, g.change, new Refusal({ status: 'stale', head: undefined })));
+        continue;
+      }
       try {
         await tx.savepoint((sp) => this.#apply(sp, g.change));
         result.push({ status: 'ok' });
       } catch (err) {
+        refused.add(streamId);
         result.push(await this.#refusal(tx, g.change, err));
       }
     }
     return result;
-  }
-
-  /** A change with a precondition as one statement (a data-modifying CTE): 1 when the head matched, else 0. */
-  async #changeStatement(tx: TxSql, c: StreamChange): Promise<number> {
-    const n = c.next;
-    const e = c.expect;
-    if (e === null) throw new Error('a change without a precondition has no pipelined form');
-    const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
-    const { positions, bodies } = recordRows(n, records);
-    const op = c.kind === 'append' ? c.operation : null;
-    const opIds = op ? [op.operationId] : [];
-    const opFirst = op ? [op.firstPosition] : [];
-    const opNext = op ? [op.nextPosition] : [];
-    const opBodies = op ? [encodeRow(RowKey.operation(n.streamId, op.operationId), compactOperation(op))] : [];
-    const logBodies = op ? [encodeRow(RowKey.opLog(n.streamId, op.generation, op.firstPosition), op.operationId)] : [];
-    const msgs = c.kind === 'append' ? c.messageIds : [];
-    const msgIds = msgs.map(([id]) => id);
-    const msgPositions = msgs.map(([, p]) => p);
-    const msgBodies = msgs.map(([id, p]) => encodeRow(RowKey.messageId(n.streamId, n.generation, id), p));
-    const fromPosition = c.kind === 'trim' ? c.fromPosition : null;
-    const trimBelow = c.kind === 'trim' ? n.firstPosition : null;
-    const [row] = await tx<{ n: number }[]>`
-      with h as (
-        update heads set generation = ${n.generation}, first_position = ${n.firstPosition}, next_position = ${n.nextPosition},
-          writer_epoch = ${n.writer.epoch}, meta = ${encodeRow(RowKey.head(n.streamId), n)}
-        where stream_id = ${e.streamId} and generation = ${e.generation} and next_position = ${e.nextPosition}
-          and writer_epoch = ${e.writerEpoch} and (${fromPosition}::bigint is null or first_position = ${fromPosition}::bigint)
-        returning 1),
-      r as (insert into records (stream_id, generation, position, body)
-        select ${n.streamId}, ${n.generation}, t.p, t.b from unnest(${positions}::bigint[], ${bodies}::text[]) as t(p, b)
-        where exists (select 1 from h)),
-      o as (insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
-        select ${n.streamId}, t.id, ${n.generation}, t.f, t.x, t.b
-        from unnest(${opIds}::text[], ${opFirst}::bigint[], ${opNext}::bigint[], ${opBodies}::text[]) as t(id, f, x, b)
-        where exists (select 1 from h)),
-      l as (insert into op_log (stream_id, generation, position, operation_id, body)
-        select ${n.streamId}, ${n.generation}, t.f, t.id, t.b from unnest(${opIds}::text[], ${opFirst}::bigint[], ${logBodies}::text[]) as t(id, f, b)
-        where exists (select 1 from h)),
-      m as (insert into message_ids (stream_id, generation, client_message_id, position, body)
-        select ${n.streamId}, ${n.generation}, t.id, t.p, t.b from unnest(${msgIds}::text[], ${msgPositions}::bigint[], ${msgBodies}::text[]) as t(id, p, b)
-        where exists (select 1 from h)),
-      d as (delete from records where ${trimBelow}::bigint is not null and stream_id = ${n.streamId} and generation = ${n.generation}
-        and position < ${trimBelow}::bigint and exists (select 1 from h))
-      select count(*)::int as n from h`;
-    return row?.n ?? 0;
   }
 
   /** One change inside its savepoint; throws a {@link Refusal} (or the database's error) to roll it back. */
@@ -680,15 +669,6 @@ export class PostgresStreams implements StreamPort {
     if (this.#closing) throw errors.shuttingDown(null, null);
   }
 
-  #expand(stream: StreamIdentity, generation: number, position: number, body: string): StoredRecord {
-    const stored = decodeRow<CompactRecord | StoredRecord>(RowKey.record(stream.streamId, generation, position), body, {
-      streamId: stream.streamId,
-      generation,
-      position,
-    });
-    return expandRecord(stored, { ...stream, generation, position });
-  }
-
   async *records(
     stream: StreamIdentity,
     generation: number,
@@ -697,58 +677,16 @@ export class PostgresStreams implements StreamPort {
     options: { reverse?: boolean; limit?: number } = {},
   ): AsyncIterable<StoredRecordAt> {
     this.#assertOpen();
-    let left = options.limit ?? Infinity;
-    let lo = from;
-    let hi = end;
-    while (left > 0 && lo < hi) {
-      const take = Math.min(PAGE, left);
-      const rows = options.reverse
-        ? await this.#sql<{ position: string; body: string }[]>`
-            select position, body from records where stream_id = ${stream.streamId} and generation = ${generation}
-              and position >= ${lo} and position < ${hi} order by position desc limit ${take}`
-        : await this.#sql<{ position: string; body: string }[]>`
-            select position, body from records where stream_id = ${stream.streamId} and generation = ${generation}
-              and position >= ${lo} and position < ${hi} order by position limit ${take}`;
-      for (const r of rows) {
-        const position = Number(r.position);
-        yield { position, record: this.#expand(stream, generation, position, r.body), bytes: r.body.length };
-      }
-      left -= rows.length;
-      const last = rows.at(-1);
-      if (!last || rows.length < take) return;
-      if (options.reverse) hi = Number(last.position);
-      else lo = Number(last.position) + 1;
-    }
+    yield* this.#reads.records(stream, generation, from, end, options);
   }
 
   async record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
     this.#assertOpen();
-    const [row] = await this.#sql<{ body: string }[]>`
-      select body from records where stream_id = ${stream.streamId} and generation = ${generation} and position = ${position}`;
-    return row ? this.#expand(stream, generation, position, row.body) : undefined;
+    return this.#reads.record(stream, generation, position);
   }
 
-  async *allRecords(stream: StreamIdentity): AsyncIterable<{ generation: number; position: number; record: StoredRecord | undefined }> {
-    let after: [number, number] = [0, -1];
-    for (;;) {
-      const rows = await this.#sql<{ generation: string; position: string; body: string }[]>`
-        select generation, position, body from records where stream_id = ${stream.streamId}
-          and (generation, position) > (${after[0]}, ${after[1]}) order by generation, position limit ${PAGE}`;
-      for (const r of rows) {
-        const generation = Number(r.generation);
-        const position = Number(r.position);
-        const stored = tryDecodeRow<CompactRecord | StoredRecord>(RowKey.record(stream.streamId, generation, position), r.body);
-        let record: StoredRecord | undefined;
-        try {
-          record = stored === undefined ? undefined : expandRecord(stored, { ...stream, generation, position });
-        } catch {
-          record = undefined;
-        }
-        yield { generation, position, record };
-        after = [generation, position];
-      }
-      if (rows.length < PAGE) return;
-    }
+  allRecords(stream: StreamIdentity): AsyncIterable<{ generation: number; position: number; record: StoredRecord | undefined }> {
+    return this.#reads.allRecords(stream);
   }
 
   async operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
@@ -769,12 +707,7 @@ export class PostgresStreams implements StreamPort {
 
   async findOperation(streamId: string, operationId: string): Promise<StoredOperation | undefined> {
     this.#assertOpen();
-    const [row] = await this.#sql<
-      { body: string }[]
-    >`select body from operations where stream_id = ${streamId} and operation_id = ${operationId}`;
-    return row
-      ? expandOperation(operationId, decodeRow<CompactOperation>(RowKey.operation(streamId, operationId), row.body, { streamId }))
-      : undefined;
+    return this.#reads.findOperation(streamId, operationId);
   }
 
   async *opLog(
@@ -782,51 +715,15 @@ export class PostgresStreams implements StreamPort {
     range: { after?: { generation: number; position: number }; before?: { generation: number; position: number }; limit?: number } = {},
   ): AsyncIterable<OpLogEntry> {
     this.#assertOpen();
-    let after = range.after ?? { generation: 0, position: -1 };
-    const before = range.before ?? { generation: Number.MAX_SAFE_INTEGER, position: 0 };
-    let left = range.limit ?? Infinity;
-    while (left > 0) {
-      const take = Math.min(PAGE, left);
-      const rows = await this.#sql<{ generation: string; position: string; operation_id: string; body: string }[]>`
-        select generation, position, operation_id, body from op_log where stream_id = ${streamId}
-          and (generation, position) > (${after.generation}, ${after.position})
-          and (generation, position) < (${before.generation}, ${before.position})
-        order by generation, position limit ${take}`;
-      for (const r of rows) {
-        const generation = Number(r.generation);
-        const position = Number(r.position);
-        const operationId = decodeRow<string>(RowKey.opLog(streamId, generation, position), r.body, { streamId, generation, position });
-        yield { generation, position, operationId };
-        after = { generation, position };
-      }
-      left -= rows.length;
-      if (rows.length < take) return;
-    }
+    yield* this.#reads.opLog(streamId, range);
   }
 
-  async *operationIds(streamId: string): AsyncIterable<string> {
-    let after = '';
-    for (;;) {
-      const rows = await this.#sql<{ operation_id: string }[]>`
-        select operation_id from operations where stream_id = ${streamId} and operation_id > ${after} order by operation_id limit ${PAGE}`;
-      for (const r of rows) yield r.operation_id;
-      const last = rows.at(-1);
-      if (!last || rows.length < PAGE) return;
-      after = last.operation_id;
-    }
+  operationIds(streamId: string): AsyncIterable<string> {
+    return this.#reads.operationIds(streamId);
   }
 
-  async *messageIds(streamId: string, generation: number): AsyncIterable<string> {
-    let after = '';
-    for (;;) {
-      const rows = await this.#sql<{ client_message_id: string }[]>`
-        select client_message_id from message_ids where stream_id = ${streamId} and generation = ${generation}
-          and client_message_id > ${after} order by client_message_id limit ${PAGE}`;
-      for (const r of rows) yield r.client_message_id;
-      const last = rows.at(-1);
-      if (!last || rows.length < PAGE) return;
-      after = last.client_message_id;
-    }
+  messageIds(streamId: string, generation: number): AsyncIterable<string> {
+    return this.#reads.messageIds(streamId, generation);
   }
 
   // ---- housekeeping -----------------------------------------------------------------------------
@@ -852,9 +749,8 @@ export class PostgresStreams implements StreamPort {
     return swept;
   }
 
-  async approximateBytes(streamId: string): Promise<number> {
-    const [row] = await this.#sql<{ n: string | null }[]>`select sum(length(body)) as n from records where stream_id = ${streamId}`;
-    return Number(row?.n ?? 0);
+  approximateBytes(streamId: string): Promise<number> {
+    return this.#reads.approximateBytes(streamId);
   }
 
   /** Wait for admitted changes to settle, stop listening; the pool is the caller's to end. */
@@ -867,25 +763,4 @@ export class PostgresStreams implements StreamPort {
     await unlisten?.().catch(() => {});
     for (const l of this.#listeners) l.end();
   }
-}
-
-/** The rows of `records` of `n`'s stream: their positions and checksummed compact bodies. */
-function recordRows(n: StreamMeta, records: readonly StoredRecord[]): { positions: number[]; bodies: string[] } {
-  const positions: number[] = [];
-  const bodies: string[] = [];
-  for (const r of records) {
-    const position = Number(r.position);
-    const generation = Number(r.generation);
-    const place = {
-      streamId: n.streamId,
-      generation,
-      position,
-      chatId: n.chatId,
-      authorAgentId: n.authorAgentId,
-      peerAgentId: n.peerAgentId,
-    };
-    positions.push(position);
-    bodies.push(encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place)));
-  }
-  return { positions, bodies };
 }

@@ -1,0 +1,61 @@
+// Applies yello's two-line fix to the postgres.js driver in node_modules (run by `postinstall`,
+// so `npm ci` from the lockfile on a clean clone gets it; idempotent). postgres.js 3.4.9 ends the
+// process with an uncaught TypeError when a session dies inside a transaction: sql.begin's own
+// ROLLBACK is written after closed() nulled the socket, from a setImmediate callback
+// (connection.js nextWrite; porsager/postgres#1208, #1154; fixes #1168/#1209 unreleased). And it
+// keeps the dead session's last error (a FATAL 57P01) and rejects the next session's handshake
+// with it, which leaves that connection connecting forever. The fix: nextWrite on a closed
+// connection rejects what it would have written (CONNECTION_CLOSED) instead of throwing, and
+// closed() forgets the dead session's error. Proved by test/pg/driver-connection-loss.test.ts;
+// docs/design/storage-port.md (driver) says why this and not another driver. Any other version
+// of postgres.js is left alone, loudly: the patch is for 3.4.9 only (drop it once fixed upstream).
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// Where `import 'postgres'` resolves from here: node_modules of this checkout, or the one an
+// installed yello shares with its parent (hoisted).
+let pkgDir;
+try {
+  pkgDir = path.dirname(path.dirname(fileURLToPath(import.meta.resolve('postgres'))));
+} catch {
+  process.exit(0); // not installed (nothing to patch)
+}
+const MARK = '/* yello: patched (scripts/patch-postgres.mjs) */';
+
+const edits = [
+  {
+    from: '  function nextWrite(fn) {\n    const x = socket.write(chunk, fn)',
+    to:
+      '  function nextWrite(fn) {\n' +
+      `    ${MARK}\n` +
+      '    if (!socket) {\n' +
+      '      clearImmediate(nextWriteTimer)\n' +
+      '      chunk = nextWriteTimer = null\n' +
+      "      error(Errors.connection('CONNECTION_CLOSED', options))\n" +
+      '      return false\n' +
+      '    }\n' +
+      '    const x = socket.write(chunk, fn)',
+  },
+  {
+    from: '    socket.removeAllListeners()\n    socket = null\n',
+    to: '    socket.removeAllListeners()\n    socket = null\n    errorResponse = null\n',
+  },
+];
+
+const { version } = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
+if (version !== '3.4.9') {
+  console.warn(`scripts/patch-postgres.mjs: postgres ${version} is not 3.4.9; not patched (check whether it still needs the fix)`);
+  process.exit(0);
+}
+for (const dir of ['src', 'cjs/src', 'cf/src']) {
+  const file = path.join(pkgDir, dir, 'connection.js');
+  if (!existsSync(file)) continue;
+  let text = readFileSync(file, 'utf8');
+  if (text.includes(MARK)) continue;
+  for (const e of edits) {
+    if (!text.includes(e.from)) throw new Error(`scripts/patch-postgres.mjs: ${file} does not have the expected code; not patched`);
+    text = text.replace(e.from, e.to);
+  }
+  writeFileSync(file, text);
+}

@@ -1,0 +1,158 @@
+// The statement a group commit of the PostgreSQL streams port sends for the changes of one
+// layer (at most one change of each stream): data-modifying CTEs over arrays, one element a row,
+// so that 64 appends cost one statement instead of 64. Built here, run by stream-store.ts.
+
+import { compactOperation, compactRecord } from '../record-layout.js';
+import type { StreamChange } from '../port/stream-port.js';
+import type { StoredRecord, StreamMeta } from '../port/values.js';
+import type { Sql } from './connection.js';
+import { encodeRow, RowKey } from './row-codec.js';
+
+/** The channel of `pg_notify` at the end of every commit that moved a head. */
+export const STREAMS_CHANNEL = 'yello_streams';
+
+type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
+
+/** A change of a group's statement: its head's body, and the body of the head it follows in the group ('' for none). */
+export interface Layered {
+  change: StreamChange;
+  meta: string;
+  after: string;
+}
+
+/**
+ * Changes of distinct streams, each with a precondition, as one statement (data-modifying
+ * CTEs over arrays, one element a row): the conditional UPDATE of the heads decides which
+ * changes hold (and row-locks their heads until COMMIT), and only their records, operations,
+ * op log entries, message ids and trims are written; each moved head is notified. Returns the
+ * streams whose head moved. A change that follows another of its stream in the group also
+ * requires the head that one wrote (its exact body): were that one refused, the head may still
+ * match the three numbers of the precondition (another daemon's append in between), but not
+ * what this change was decided on.
+ */
+export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Promise<Set<string>> {
+  const h = {
+    sid: [] as string[],
+    eg: [] as number[],
+    enp: [] as number[],
+    eep: [] as number[],
+    efrom: [] as number[],
+    after: [] as string[],
+  };
+  const n = { g: [] as number[], fp: [] as number[], np: [] as number[], ep: [] as number[], meta: [] as string[] };
+  const r = { sid: [] as string[], g: [] as number[], p: [] as number[], b: [] as string[] };
+  const o = {
+    sid: [] as string[],
+    id: [] as string[],
+    g: [] as number[],
+    f: [] as number[],
+    x: [] as number[],
+    b: [] as string[],
+    lb: [] as string[],
+  };
+  const m = { sid: [] as string[], g: [] as number[], id: [] as string[], p: [] as number[], b: [] as string[] };
+  const t = { sid: [] as string[], g: [] as number[], below: [] as number[] };
+  for (const { change: c, meta, after } of changes) {
+    const next = c.next;
+    const e = c.expect;
+    if (e === null) throw new Error('a change without a precondition has no pipelined form');
+    const sid = next.streamId;
+    h.sid.push(sid);
+    h.eg.push(e.generation);
+    h.enp.push(e.nextPosition);
+    h.eep.push(e.writerEpoch);
+    // -1: no condition on the first position (positions are never negative).
+    h.efrom.push(c.kind === 'trim' ? c.fromPosition : -1);
+    h.after.push(after);
+    n.g.push(next.generation);
+    n.fp.push(next.firstPosition);
+    n.np.push(next.nextPosition);
+    n.ep.push(next.writer.epoch);
+    n.meta.push(meta);
+    const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
+    const rows = recordRows(next, records);
+    for (const [k, position] of rows.positions.entries()) {
+      r.sid.push(sid);
+      r.g.push(next.generation);
+      r.p.push(position);
+      r.b.push(rows.bodies[k] ?? '');
+    }
+    if (c.kind === 'append') {
+      const op = c.operation;
+      o.sid.push(sid);
+      o.id.push(op.operationId);
+      o.g.push(op.generation);
+      o.f.push(op.firstPosition);
+      o.x.push(op.nextPosition);
+      o.b.push(encodeRow(RowKey.operation(sid, op.operationId), compactOperation(op)));
+      o.lb.push(encodeRow(RowKey.opLog(sid, op.generation, op.firstPosition), op.operationId));
+      for (const [id, position] of c.messageIds) {
+        m.sid.push(sid);
+        m.g.push(next.generation);
+        m.id.push(id);
+        m.p.push(position);
+        m.b.push(encodeRow(RowKey.messageId(sid, next.generation, id), position));
+      }
+    }
+    if (c.kind === 'trim') {
+      t.sid.push(sid);
+      t.g.push(next.generation);
+      t.below.push(next.firstPosition);
+    }
+  }
+  const moved = await tx<{ stream_id: string }[]>`
+    with c as (
+      select * from unnest(${h.sid}::text[], ${h.eg}::bigint[], ${h.enp}::bigint[], ${h.eep}::bigint[], ${h.efrom}::bigint[], ${h.after}::text[],
+        ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[])
+        as c(sid, eg, enp, eep, efrom, after, ng, nfp, nnp, nep, meta)),
+    h as (
+      update heads set generation = c.ng, first_position = c.nfp, next_position = c.nnp, writer_epoch = c.nep, meta = c.meta
+      from c where heads.stream_id = c.sid and heads.generation = c.eg and heads.next_position = c.enp
+        and heads.writer_epoch = c.eep and (c.efrom = -1 or heads.first_position = c.efrom)
+        and (c.after = '' or heads.meta = c.after)
+      returning heads.stream_id, heads.generation, heads.next_position),
+    r as (insert into records (stream_id, generation, position, body)
+      select t.s, t.g, t.p, t.b from unnest(${r.sid}::text[], ${r.g}::bigint[], ${r.p}::bigint[], ${r.b}::text[]) as t(s, g, p, b)
+      where t.s in (select stream_id from h)),
+    o as (insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
+      select t.s, t.id, t.g, t.f, t.x, t.b
+      from unnest(${o.sid}::text[], ${o.id}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.x}::bigint[], ${o.b}::text[])
+        as t(s, id, g, f, x, b)
+      where t.s in (select stream_id from h)),
+    l as (insert into op_log (stream_id, generation, position, operation_id, body)
+      select t.s, t.g, t.f, t.id, t.b from unnest(${o.sid}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.id}::text[], ${o.lb}::text[])
+        as t(s, g, f, id, b)
+      where t.s in (select stream_id from h)),
+    m as (insert into message_ids (stream_id, generation, client_message_id, position, body)
+      select t.s, t.g, t.id, t.p, t.b from unnest(${m.sid}::text[], ${m.g}::bigint[], ${m.id}::text[], ${m.p}::bigint[], ${m.b}::text[])
+        as t(s, g, id, p, b)
+      where t.s in (select stream_id from h)),
+    d as (delete from records using unnest(${t.sid}::text[], ${t.g}::bigint[], ${t.below}::bigint[]) as t(s, g, below)
+      where records.stream_id = t.s and records.generation = t.g and records.position < t.below
+        and t.s in (select stream_id from h))
+    select h.stream_id,
+      pg_notify(${STREAMS_CHANNEL}, json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position)::text)
+    from h`;
+  return new Set(moved.map((row) => row.stream_id));
+}
+
+/** The rows of `records` of `n`'s stream: their positions and checksummed compact bodies. */
+export function recordRows(n: StreamMeta, records: readonly StoredRecord[]): { positions: number[]; bodies: string[] } {
+  const positions: number[] = [];
+  const bodies: string[] = [];
+  for (const r of records) {
+    const position = Number(r.position);
+    const generation = Number(r.generation);
+    const place = {
+      streamId: n.streamId,
+      generation,
+      position,
+      chatId: n.chatId,
+      authorAgentId: n.authorAgentId,
+      peerAgentId: n.peerAgentId,
+    };
+    positions.push(position);
+    bodies.push(encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place)));
+  }
+  return { positions, bodies };
+}
