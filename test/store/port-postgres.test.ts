@@ -15,6 +15,7 @@ import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import { PostgresStreams, type HeadNotice } from '../../src/daemon/store/postgres/stream-store.js';
 import { PostgresIntegrity, PostgresKeys } from '../../src/daemon/store/postgres/keys-integrity.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { waitFor } from '../helpers/wait.js';
 
 if (!pgAvailable()) {
   // Only off CI (CI installs PostgreSQL and pgAvailable() is then always true).
@@ -314,6 +315,85 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     expect(await collect(marks.marks())).toEqual([{ streamId: 's', generation: 2, fromPosition: 7, detail: 'rebuilt', detectedAt: T }]);
   });
 
+  /** A claim of `s` (epoch 1, active, its fence at position 0). */
+  function claimOf(s: StreamMeta): StreamChange {
+    const next = cloneMeta(s);
+    next.writer = { epoch: 1, claimedAt: T, active: true, tokenHash: 'h' };
+    next.nextPosition = s.nextPosition + 1;
+    const fence = {
+      streamId: s.streamId,
+      generation: '1',
+      position: String(s.nextPosition),
+      wrapper: {
+        version: 2,
+        chatId: s.chatId,
+        authorAgentId: s.authorAgentId,
+        operationId: 'fence.1',
+        recordIndex: 0,
+        type: 'chat.writer-fence',
+        fence: { epoch: '1', claimedAt: T, replaced: false },
+      },
+    } as StoredRecord;
+    return { kind: 'claim', expect: expectOf(s), next, fence };
+  }
+
+  /** An append whose transaction waits for `gate` (as for signatures): admitted now, committed later. */
+  function heldAppend(head: StreamMeta, operationId: string): { change: AppendChange; release: () => void } {
+    let release!: () => void;
+    const change = append(head, operationId);
+    change.ready = new Promise<void>((r) => (release = r));
+    return { change, release };
+  }
+
+  // A release or a trim moves neither the generation, the position nor the epoch: the numbers
+  // of the precondition alone let another daemon's change decided before it commit over it.
+  it('a release through one daemon makes an append the other decided on the active writer stale, and the other learns it', async () => {
+    const [a, b] = await world(2);
+    const s = await stream(a!, 'rel1');
+    await b!.recover();
+    const claim = claimOf(s);
+    expect(await a!.commit(claim)).toEqual({ status: 'ok' });
+    const claimed = await waitFor(
+      () => (b!.head(s.streamId, 'committed')?.writer.active ? b!.head(s.streamId, 'committed') : undefined),
+      'b sees the claim',
+    );
+    const late = heldAppend(claimed, 'late');
+    const outcome = b!.commit(late.change);
+    const released = cloneMeta(claim.next);
+    released.writer = { ...released.writer, active: false };
+    expect(await a!.commit({ kind: 'release', expect: expectOf(claim.next), next: released })).toEqual({ status: 'ok' });
+    late.release();
+    const o = await outcome;
+    expect(o.status).toBe('stale');
+    expect(o.status === 'stale' && o.head?.writer.active).toBe(false);
+    expect(await collect(a!.records(s, 1, 1, 2))).toEqual([]);
+    await waitFor(() => b!.head(s.streamId, 'committed')?.writer.active === false, 'b learns the release from the notice', 5_000);
+  });
+
+  it('a trim through one daemon makes an append the other decided before it stale; the head keeps the trim', async () => {
+    const [a, b] = await world(2);
+    const s = await stream(a!, 'trim2');
+    const a1 = append(s, 'a', 3);
+    expect(await a!.commit(a1)).toEqual({ status: 'ok' });
+    await b!.recover();
+    const before = await waitFor(
+      () => (b!.head(s.streamId, 'committed')?.nextPosition === 3 ? b!.head(s.streamId, 'committed') : undefined),
+      'b sees the append',
+    );
+    const late = heldAppend(before, 'late');
+    const outcome = b!.commit(late.change);
+    const trimmed = cloneMeta(a1.next);
+    trimmed.firstPosition = 2;
+    expect(await a!.commit({ kind: 'trim', expect: expectOf(a1.next), next: trimmed, fromPosition: 0 })).toEqual({ status: 'ok' });
+    late.release();
+    const o = await outcome;
+    expect(o.status).toBe('stale');
+    expect(o.status === 'stale' && o.head?.firstPosition).toBe(2);
+    await a!.recover();
+    expect(a!.head(s.streamId, 'committed')?.firstPosition).toBe(2);
+    await waitFor(() => b!.head(s.streamId, 'committed')?.firstPosition === 2, 'b keeps the trim', 5_000);
+  });
+
   it('wakes the other daemon with the new head (LISTEN/NOTIFY)', async () => {
     const [a, b] = await world(2);
     const s = await stream(a!, 'n1');
@@ -326,7 +406,7 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     })();
     await a!.commit(append(s, 'n', 2));
     await done;
-    expect(seen.at(-1)).toEqual({ streamId: s.streamId, generation: 1, nextPosition: 2 });
+    expect(seen.at(-1)).toMatchObject({ streamId: s.streamId, generation: 1, nextPosition: 2 });
     expect(b!.head(s.streamId, 'committed')?.nextPosition).toBe(2);
   });
 

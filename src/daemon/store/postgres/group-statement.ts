@@ -110,7 +110,7 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       from c where heads.stream_id = c.sid and heads.generation = c.eg and heads.next_position = c.enp
         and heads.writer_epoch = c.eep and (c.efrom = -1 or heads.first_position = c.efrom)
         and (c.after = '' or heads.meta = c.after)
-      returning heads.stream_id, heads.generation, heads.next_position),
+      returning heads.stream_id, heads.generation, heads.next_position, heads.meta),
     r as (insert into records (stream_id, generation, position, body)
       select t.s, t.g, t.p, t.b from unnest(${r.sid}::text[], ${r.g}::bigint[], ${r.p}::bigint[], ${r.b}::text[]) as t(s, g, p, b)
       where t.s in (select stream_id from h)),
@@ -131,7 +131,7 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       where records.stream_id = t.s and records.generation = t.g and records.position < t.below
         and t.s in (select stream_id from h))
     select h.stream_id,
-      pg_notify(${STREAMS_CHANNEL}, json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position)::text)
+      pg_notify(${STREAMS_CHANNEL}, json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position, 'digest', md5(h.meta))::text)
     from h`;
   return new Set(moved.map((row) => row.stream_id));
 }

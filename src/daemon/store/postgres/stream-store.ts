@@ -15,6 +15,7 @@
 // answers `pending` for those operations while the old session may still be committing, and the
 // truth from the tables once it is gone.
 
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { errors } from '../../../shared/errors.js';
 import { compactOperation, expandOperation, type CompactOperation } from '../record-layout.js';
@@ -41,6 +42,16 @@ export interface HeadNotice {
   streamId: string;
   generation: number;
   nextPosition: number;
+  /**
+   * md5 of the head's stored body: a release or a trim moves neither the generation nor the
+   * position, so a cached head is refreshed whenever its body differs from the one notified.
+   */
+  digest?: string;
+}
+
+/** The digest of a notice: md5 of the head's stored body (as PostgreSQL's `md5(text)`). */
+export function headDigest(body: string): string {
+  return createHash('md5').update(body, 'utf8').digest('hex');
 }
 
 type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
@@ -55,6 +66,24 @@ interface Admitted {
   change: StreamChange;
   resolve: (o: CommitOutcome) => void;
   done: Promise<CommitOutcome>;
+  /**
+   * The exact head the change was decided on, which the commit requires besides the numbers of
+   * its precondition: the change admitted before it on this stream (its body, once built), or
+   * the committed head's stored body ('' when not known: the numbers alone decide).
+   */
+  after: Admitted | string;
+  /** The body of the head this change writes (built once, when its group is). */
+  body?: string;
+}
+
+/** The stored body of the head a change writes. */
+function bodyOf(g: Admitted): string {
+  return (g.body ??= encodeRow(RowKey.head(g.change.next.streamId), g.change.next));
+}
+
+/** The body of the head a change was decided on ('' when not known). */
+function afterOf(g: Admitted): string {
+  return typeof g.after === 'string' ? g.after : bodyOf(g.after);
 }
 
 /** A change refused inside its savepoint; the savepoint is rolled back and the others go on. */
@@ -96,8 +125,14 @@ export class PostgresStreams implements StreamPort {
   readonly #log: Logger | undefined;
   readonly #reads: StreamReads;
   readonly #committed = new Map<string, StreamMeta>();
-  /** Admitted heads not yet durable, with the number of their changes in flight. */
-  readonly #admitted = new Map<string, { meta: StreamMeta; inFlight: number; durable: Promise<unknown> }>();
+  /** The stored body of each committed head (what a change decided on it requires). */
+  readonly #bodies = new Map<string, string>();
+  /** Bumped by every settle of a stream: a refresh read before one is older than what it settled. */
+  readonly #settles = new Map<string, number>();
+  /** The stored body of the head a stale change found (read in its transaction), until it settles. */
+  readonly #staleBodies = new Map<string, string>();
+  /** Admitted heads not yet durable, with the number of their changes in flight and the last one. */
+  readonly #admitted = new Map<string, { meta: StreamMeta; inFlight: number; durable: Promise<unknown>; last: Admitted }>();
   readonly #pendingOps = new Map<string, Map<string, { op: StoredOperation; durable: Promise<unknown> }>>();
   readonly #pendingMsgs = new Map<string, Map<string, number>>();
   /** What `prepare` fetched (and this process committed since), per stream. */
@@ -146,7 +181,18 @@ export class PostgresStreams implements StreamPort {
 
   async #loadHeads(): Promise<void> {
     const rows = await this.#sql<{ stream_id: string; meta: string }[]>`select stream_id, meta from heads`;
-    for (const r of rows) this.#committed.set(r.stream_id, decodeHead(r.stream_id, r.meta));
+    for (const r of rows) this.#setCommitted(r.stream_id, decodeHead(r.stream_id, r.meta), r.meta);
+  }
+
+  /** Cache a committed head with its stored body (encoded when not read from the table). */
+  #setCommitted(streamId: string, meta: StreamMeta | undefined, body?: string): void {
+    if (meta) {
+      this.#committed.set(streamId, meta);
+      this.#bodies.set(streamId, body ?? encodeRow(RowKey.head(streamId), meta));
+    } else {
+      this.#committed.delete(streamId);
+      this.#bodies.delete(streamId);
+    }
   }
 
   #onNotify(payload: string): void {
@@ -157,9 +203,12 @@ export class PostgresStreams implements StreamPort {
       return;
     }
     const cached = this.#committed.get(n.streamId);
-    const behind =
-      !cached || cached.generation < n.generation || (cached.generation === n.generation && cached.nextPosition < n.nextPosition);
-    const refresh = behind ? this.#refreshHead(n.streamId) : Promise.resolve();
+    const body = this.#bodies.get(n.streamId);
+    const stale =
+      n.digest !== undefined
+        ? body === undefined || headDigest(body) !== n.digest
+        : !cached || cached.generation < n.generation || (cached.generation === n.generation && cached.nextPosition < n.nextPosition);
+    const refresh = stale ? this.#refreshHead(n.streamId) : Promise.resolve();
     void refresh.then(
       () => {
         for (const l of this.#listeners) l.push(n);
@@ -170,10 +219,12 @@ export class PostgresStreams implements StreamPort {
   }
 
   async #refreshHead(streamId: string): Promise<StreamMeta | undefined> {
+    const settles = this.#settles.get(streamId) ?? 0;
     const [row] = await this.#sql<{ meta: string }[]>`select meta from heads where stream_id = ${streamId}`;
     const meta = row ? decodeHead(streamId, row.meta) : undefined;
-    if (meta) this.#committed.set(streamId, meta);
-    else this.#committed.delete(streamId);
+    // A commit of ours settled meanwhile knows a head at least as new; a change after it from
+    // another daemon sends its own notice (and makes our next change stale, which reloads it).
+    if ((this.#settles.get(streamId) ?? 0) === settles) this.#setCommitted(streamId, meta, row?.meta);
     return meta;
   }
 
@@ -268,7 +319,7 @@ export class PostgresStreams implements StreamPort {
         throw err;
       });
     if (!created) return 'exists';
-    for (const h of heads) this.#committed.set(h.streamId, h);
+    for (const h of heads) this.#setCommitted(h.streamId, h);
     return 'ok';
   }
 
@@ -348,7 +399,8 @@ export class PostgresStreams implements StreamPort {
     let resolve!: (o: CommitOutcome) => void;
     const done = new Promise<CommitOutcome>((r) => (resolve = r));
     const a = this.#admitted.get(streamId);
-    this.#admitted.set(streamId, { meta: change.next, inFlight: (a?.inFlight ?? 0) + 1, durable: done });
+    const admitted: Admitted = { change, resolve, done, after: a ? a.last : (this.#bodies.get(streamId) ?? '') };
+    this.#admitted.set(streamId, { meta: change.next, inFlight: (a?.inFlight ?? 0) + 1, durable: done, last: admitted });
     if (change.kind === 'append') {
       const ops = this.#pendingOps.get(streamId) ?? new Map<string, { op: StoredOperation; durable: Promise<unknown> }>();
       ops.set(change.operation.operationId, { op: change.operation, durable: done });
@@ -357,7 +409,7 @@ export class PostgresStreams implements StreamPort {
       for (const [id, pos] of change.messageIds) msgs.set(`${change.next.generation}/${id}`, pos);
       this.#pendingMsgs.set(streamId, msgs);
     }
-    this.#queue.push({ change, resolve, done });
+    this.#queue.push(admitted);
     if (!this.#scheduled) {
       this.#scheduled = true;
       // Everything admitted in this turn of the event loop goes into one transaction.
@@ -392,7 +444,12 @@ export class PostgresStreams implements StreamPort {
           group.forEach((g, i) => {
             const n = g.change.next;
             if (result[i]?.status === 'ok')
-              moved.set(n.streamId, { streamId: n.streamId, generation: n.generation, nextPosition: n.nextPosition });
+              moved.set(n.streamId, {
+                streamId: n.streamId,
+                generation: n.generation,
+                nextPosition: n.nextPosition,
+                digest: headDigest(bodyOf(g)),
+              });
           });
           await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${JSON.stringify(n)})`));
           return result;
@@ -438,8 +495,9 @@ export class PostgresStreams implements StreamPort {
   #settle(g: Admitted, outcome: CommitOutcome): void {
     const c = g.change;
     const streamId = c.next.streamId;
+    this.#settles.set(streamId, (this.#settles.get(streamId) ?? 0) + 1);
     if (outcome.status === 'ok') {
-      this.#committed.set(streamId, c.next);
+      this.#setCommitted(streamId, c.next, bodyOf(g));
       if (c.kind === 'append') {
         const known = this.#known.get(streamId) ?? { ops: new Map<string, StoredOperation>(), msgs: new Map<string, number>() };
         known.ops.set(c.operation.operationId, c.operation);
@@ -447,9 +505,9 @@ export class PostgresStreams implements StreamPort {
         this.#known.set(streamId, known);
       }
     } else if (outcome.status === 'stale') {
-      if (outcome.head) this.#committed.set(streamId, outcome.head);
-      else this.#committed.delete(streamId);
+      this.#setCommitted(streamId, outcome.head, outcome.head ? this.#staleBodies.get(streamId) : undefined);
     }
+    this.#staleBodies.delete(streamId);
     if (c.kind === 'append') {
       this.#pendingOps.get(streamId)?.delete(c.operation.operationId);
       for (const [id] of c.messageIds) this.#pendingMsgs.get(streamId)?.delete(`${c.next.generation}/${id}`);
@@ -474,11 +532,11 @@ export class PostgresStreams implements StreamPort {
     for (const [i, g] of group.entries()) {
       const streamId = g.change.next.streamId;
       const before = last.get(streamId);
-      const meta = encodeRow(RowKey.head(streamId), g.change.next);
+      const meta = bodyOf(g);
       const d = before ? before.depth + 1 : 0;
       last.set(streamId, { depth: d, meta });
       const layer = (layers[d] ??= { changes: [], at: [] });
-      layer.changes.push({ change: g.change, meta, after: before?.meta ?? '' });
+      layer.changes.push({ change: g.change, meta, after: before?.meta ?? afterOf(g) });
       layer.at.push(i);
     }
     const moved = await Promise.all(layers.map((l) => groupStatement(tx, l.changes)));
@@ -508,7 +566,7 @@ export class PostgresStreams implements StreamPort {
         continue;
       }
       try {
-        await tx.savepoint((sp) => this.#apply(sp, g.change));
+        await tx.savepoint((sp) => this.#apply(sp, g));
         result.push({ status: 'ok' });
       } catch (err) {
         refused.add(streamId);
@@ -519,9 +577,11 @@ export class PostgresStreams implements StreamPort {
   }
 
   /** One change inside its savepoint; throws a {@link Refusal} (or the database's error) to roll it back. */
-  async #apply(sp: TxSql, c: StreamChange): Promise<void> {
+  async #apply(sp: TxSql, g: Admitted): Promise<void> {
+    const c = g.change;
     const n = c.next;
-    const body = encodeRow(RowKey.head(n.streamId), n);
+    const body = bodyOf(g);
+    const after = afterOf(g);
     if (c.expect === null) {
       await sp`
         insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
@@ -537,7 +597,8 @@ export class PostgresStreams implements StreamPort {
         update heads set generation = ${n.generation}, first_position = ${n.firstPosition}, next_position = ${n.nextPosition},
           writer_epoch = ${n.writer.epoch}, meta = ${body}
         where stream_id = ${e.streamId} and generation = ${e.generation} and next_position = ${e.nextPosition}
-          and writer_epoch = ${e.writerEpoch} and (${fromPosition}::bigint is null or first_position = ${fromPosition}::bigint)`;
+          and writer_epoch = ${e.writerEpoch} and (${fromPosition}::bigint is null or first_position = ${fromPosition}::bigint)
+          and (${after} = '' or meta = ${after})`;
       if (updated.count !== 1) throw new Refusal({ status: 'stale', head: undefined });
     }
     switch (c.kind) {
@@ -588,6 +649,7 @@ export class PostgresStreams implements StreamPort {
     const streamId = c.next.streamId;
     if (err instanceof Refusal && err.outcome.status === 'stale') {
       const [row] = await tx<{ meta: string }[]>`select meta from heads where stream_id = ${streamId}`;
+      if (row) this.#staleBodies.set(streamId, row.meta);
       return { status: 'stale', head: row ? decodeHead(streamId, row.meta) : undefined };
     }
     const pg = err as { code?: string; constraint_name?: string };
@@ -655,7 +717,7 @@ export class PostgresStreams implements StreamPort {
    * its own transaction, or another daemon's chat was loaded): cache them unless a newer one is known.
    */
   learnHeads(heads: readonly StreamMeta[]): void {
-    for (const h of heads) if (!this.#committed.has(h.streamId)) this.#committed.set(h.streamId, h);
+    for (const h of heads) if (!this.#committed.has(h.streamId)) this.#setCommitted(h.streamId, h);
   }
 
   /** Another half of the store failed a commit: refuse writes here too (READ_ONLY) until `recover()`. */
