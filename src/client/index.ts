@@ -45,6 +45,7 @@ export {
   RateLimitedError,
   QuotaExceededError,
   StorageFailureError,
+  UnsupportedError,
   InternalError,
   ConnectionLostError,
   TimeoutError,
