@@ -40,7 +40,7 @@ async function runDaemon(args: string[], env: NodeJS.ProcessEnv = {}): Promise<R
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => { resolve(c); }));
   clearTimeout(timer);
   return { code, stdout, stderr };
 }
@@ -176,6 +176,6 @@ async function runDaemonOn(dataDir: string, url: string): Promise<Run> {
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => { resolve(c); }));
   return { code, stdout, stderr };
 }
