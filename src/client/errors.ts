@@ -171,10 +171,6 @@ export class QuotaExceededError extends RemoteError {
 export class StorageFailureError extends RemoteError {
   declare readonly type: 'STORAGE_FAILURE';
 }
-/** The daemon's storage backend does not offer this method (`data.feature`, `data.backend`); the message says what to use instead. */
-export class UnsupportedError extends RemoteError {
-  declare readonly type: 'UNSUPPORTED';
-}
 /** A daemon bug; `data.correlationId` finds it in the daemon's log. */
 export class InternalError extends RemoteError {
   declare readonly type: 'INTERNAL';
@@ -197,7 +193,6 @@ const classes: Record<ErrorType, new (e: RpcErrorObject) => RemoteError> = {
   RATE_LIMITED: RateLimitedError,
   QUOTA_EXCEEDED: QuotaExceededError,
   STORAGE_FAILURE: StorageFailureError,
-  UNSUPPORTED: UnsupportedError,
   INTERNAL: InternalError,
 };
 

@@ -45,7 +45,6 @@ export {
   RateLimitedError,
   QuotaExceededError,
   StorageFailureError,
-  UnsupportedError,
   InternalError,
   ConnectionLostError,
   TimeoutError,

@@ -20,7 +20,6 @@ export const ERROR_CODES = {
   RATE_LIMITED: 4290,
   QUOTA_EXCEEDED: 4291,
   STORAGE_FAILURE: 5030,
-  UNSUPPORTED: 5010,
   INTERNAL: -32603,
 } as const;
 
@@ -166,11 +165,5 @@ export const errors = {
       ...where,
     });
   },
-  /**
-   * A method this daemon's storage backend does not offer (`daemon.check`, `daemon.backup` on
-   * PostgreSQL); the message says what to use instead. Nothing was done; asking again does not help.
-   */
-  unsupported: (feature: string, backend: string, instead: string) =>
-    new YelloError('UNSUPPORTED', `${feature} is not available on the ${backend} store: ${instead}`, { feature, backend }),
   internal: (correlationId: string) => new YelloError('INTERNAL', `internal error (correlation id ${correlationId})`, { correlationId }),
 };

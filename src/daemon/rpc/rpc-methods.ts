@@ -110,20 +110,14 @@ export function createHandlers(s: Services): Handlers {
     'daemon.metrics': () => s.metrics.scrape(),
     'daemon.check': (p) => {
       if (s.check === null)
-        throw errors.unsupported(
-          'daemon.check',
-          s.storeInfo.backend,
-          "the daemon's head check runs at start and on every read; check the database with PostgreSQL's own tools (amcheck, pg_checksums)",
+        throw errors.storageFailure(
+          null,
+          'UNSUPPORTED',
+          "daemon.check scans a LevelDB store, and this daemon stores in PostgreSQL: every stream head is still checked against its records at start and on first use; check the database with PostgreSQL's own tools (amcheck, pg_checksums); nothing was written",
         );
       return s.check(p.mark !== false);
     },
     'daemon.backup': async (p, caller, ctx) => {
-      if (s.storeInfo.backend !== 'leveldb')
-        throw errors.unsupported(
-          'daemon.backup',
-          s.storeInfo.backend,
-          'back up the database with pg_dump or point-in-time recovery (docs/multi-host.md), and copy the data dir (keys/, admin.token, secret.key) of each daemon',
-        );
       const manifest = await s.store.backup(p.path, { dataDir: s.dataDir, daemonVersion: s.version });
       s.audit.action('daemon.backup', caller, peerOf(ctx), { path: p.path, entries: manifest.entries });
       return manifest;
