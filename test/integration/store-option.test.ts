@@ -1,7 +1,7 @@
 // `yello daemon --store` / `$YELLO_STORE` / `--store-password-file` (issue 24, docs/protocol.md
 // §2.1, §2.7): LevelDB stays the default; a PostgreSQL URL holding a password is refused without
 // ever printing it; the flag wins over the environment; a database that cannot be used exits
-// with a code that says whether restarting helps; LevelDB-only methods answer UNSUPPORTED on
+// with a code that says whether restarting helps; LevelDB-only methods answer STORAGE_FAILURE/UNSUPPORTED on
 // PostgreSQL; daemon.status names the backend with the URL redacted.
 
 import { spawn } from 'node:child_process';
@@ -40,7 +40,11 @@ async function runDaemon(args: string[], env: NodeJS.ProcessEnv = {}): Promise<R
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => { resolve(c); }));
+  const code = await new Promise<number | null>((resolve) =>
+    child.on('exit', (c) => {
+      resolve(c);
+    }),
+  );
   clearTimeout(timer);
   return { code, stdout, stderr };
 }
@@ -147,11 +151,12 @@ describe.skipIf(!pgAvailable())('--store on PostgreSQL', () => {
     expect(readdirSync(d.dataDir).sort()).toEqual(['admin.token', 'keys', 'lock', 'secret.key']);
 
     const check = await admin.call('daemon.check', {});
-    expect(check.error?.code).toBe(5010);
-    expect(check.error?.data).toEqual({ type: 'UNSUPPORTED', feature: 'daemon.check', backend: 'postgresql' });
+    expect(check.error?.code).toBe(5030);
+    expect(check.error?.data).toEqual({ type: 'STORAGE_FAILURE', reason: 'UNSUPPORTED', operationId: null, outcome: 'not-written' });
+    expect(check.error?.message).toMatch(/amcheck/);
     const backupDir = path.join(d.dir, 'backup');
     const backup = await admin.call('daemon.backup', { path: backupDir });
-    expect(backup.error?.data).toEqual({ type: 'UNSUPPORTED', feature: 'daemon.backup', backend: 'postgresql' });
+    expect(backup.error?.data).toEqual({ type: 'STORAGE_FAILURE', reason: 'UNSUPPORTED', operationId: null, outcome: 'not-written' });
     expect(backup.error?.message).toMatch(/pg_dump/);
 
     const second = await runDaemonOn(d.dataDir, cluster.url('so_main'));
@@ -176,6 +181,10 @@ async function runDaemonOn(dataDir: string, url: string): Promise<Run> {
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => { resolve(c); }));
+  const code = await new Promise<number | null>((resolve) =>
+    child.on('exit', (c) => {
+      resolve(c);
+    }),
+  );
   return { code, stdout, stderr };
 }

@@ -117,11 +117,6 @@ async function openLevel(dataDir: string, log: Logger, failSyncFile: string | nu
   }
 }
 
-/** The lazily loaded PostgreSQL store (postgres.js is loaded only by daemons that use it). */
-interface PostgresStoreModule {
-  openPostgresStore(options: { url: string; passwordFile?: string; log: Logger; applicationName?: string }): Promise<StorePort>;
-}
-
 async function openPostgres(
   dataDir: string,
   url: string,
@@ -149,8 +144,9 @@ async function openPostgres(
     throw lockFailure(err, `lock the data dir ${dataDir}`, lockDir);
   }
   try {
-    const mod = (await import(POSTGRES_STORE_MODULE)) as PostgresStoreModule;
-    const port = await mod.openPostgresStore({
+    // Loaded here, so that daemons on LevelDB never load postgres.js.
+    const { openPostgresStore } = await import('../postgres/store.js');
+    const port = await openPostgresStore({
       url,
       ...(passwordFile === null ? {} : { passwordFile }),
       log,
@@ -171,7 +167,3 @@ async function openPostgres(
     throw postgresStartupFailure(err, shown) ?? startupFailure(err, `open the store ${shown}`);
   }
 }
-
-// Not a literal while the module is being written beside this one (helper pgdir): tsc resolves
-// literal specifiers only.
-const POSTGRES_STORE_MODULE: string = '../postgres/store.js';
