@@ -119,6 +119,15 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const streams = new StreamStore(port, directory, signer, codec, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
+    // Another daemon's commit wakes this one's long polls and followers (PostgreSQL's notices).
+    const headChanges = backend.headChanges;
+    const relay = headChanges
+      ? (async () => {
+          for await (const n of headChanges) streams.moved(n.streamId);
+        })().catch((err: unknown) => {
+          log.error({ err: { message: errorMessage(err) } }, 'relaying head changes of other daemons failed');
+        })
+      : null;
     const helloLimiter = new HelloLimiter();
     const quotas = new Quotas({ ...DEFAULT_QUOTAS, ...config.quotas }, port);
     const audit = new Audit(log);
@@ -233,6 +242,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
           batcher.close();
           await port.close();
+          await relay;
           removeLockHolder(lockDir);
           await backend.release();
           server.closeConnections();

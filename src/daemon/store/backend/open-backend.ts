@@ -49,6 +49,11 @@ export interface OpenedBackend {
   readonly lockEntry: string;
   /** Null on backends without them (PostgreSQL). */
   readonly level: LevelOnlyTools | null;
+  /**
+   * Heads moved by commits of other daemons on the same store (and this one's), as they are
+   * noticed; null when nobody else writes the store (LevelDB). Ends when the port closes.
+   */
+  readonly headChanges: AsyncIterable<{ streamId: string }> | null;
   /** Release what the port does not own (the data dir lock), after `port.close()`; never throws. */
   release(): Promise<void>;
 }
@@ -100,6 +105,7 @@ async function openLevel(dataDir: string, log: Logger, failSyncFile: string | nu
       info: { backend: 'leveldb' },
       describe: { backend: 'leveldb', path: dbDir },
       lockEntry: 'db',
+      headChanges: null,
       level: {
         applyRecoveryReport: async (integrity, l) => {
           await applyRecoveryReport(opened, integrity, l);
@@ -158,6 +164,7 @@ async function openPostgres(
       describe: { backend: 'postgresql', url: shown, ...described },
       lockEntry: 'lock',
       level: null,
+      headChanges: port.streams.changes(),
       release: () => lock.release().catch(() => {}),
     };
   } catch (err) {
