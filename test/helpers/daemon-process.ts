@@ -10,12 +10,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connectAs, connectWire, type Wire } from './wire-fixtures.js';
 import { waitFor } from './wait.js';
-import { withTestStore } from './test-store.js';
+import { testStoreIsPostgres, withTestStore } from './test-store.js';
 
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-const READY_TIMEOUT_MS = 10_000;
+// A daemon on PostgreSQL connects, loads its heads and directory and publishes its keys before
+// it is ready: on the loaded 2-core machine that alone took 2–6 s.
+const READY_TIMEOUT_MS = testStoreIsPostgres() ? 30_000 : 10_000;
 
 export interface ExitInfo {
   code: number | null;

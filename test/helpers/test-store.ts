@@ -49,7 +49,7 @@ async function createDatabase(): Promise<string> {
     onnotice: () => {},
   });
   const name = `yt_${process.pid}_${++created}_${Date.now().toString(36)}`;
-  await admin.unsafe(`create database ${name}`);
+  await admin.unsafe(`create database ${name} template yello_template`);
   return pg.url.replace(/\/postgres\?/, `/${name}?`);
 }
 
