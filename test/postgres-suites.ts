@@ -36,3 +36,16 @@ export const POSTGRES_SUITES = [
   'test/cli/chats.test.ts',
   'test/mcp/three-agents.test.ts',
 ] as const;
+
+/**
+ * The part of them `npm test` runs on PostgreSQL (the `postgresql` project of vitest.config.ts),
+ * within its budget of ~15 min on 2 cores: the append/claim/fence/receipt core, the directory
+ * and keys. `npm run test:postgres` runs all of POSTGRES_SUITES (~4 min more).
+ */
+export const POSTGRES_CORE_SUITES = [
+  'test/integration/streams.test.ts',
+  'test/integration/chats.test.ts',
+  'test/integration/receipts.test.ts',
+  'test/integration/agents-grants.test.ts',
+  'test/integration/keys.test.ts',
+] as const;

@@ -1,4 +1,4 @@
-// vitest globalSetup of the runs on PostgreSQL (YELLO_TEST_STORE=postgresql): one throwaway
+// vitest globalSetup of the runs on PostgreSQL (the postgresql project, vitest.postgres.config.ts): one throwaway
 // cluster for the whole run (initdb and a stop cost ~6 s each on the 2-core machine, a database
 // ~0.7 s), each daemon then gets a database of its own (test/helpers/test-store.ts).
 
@@ -10,11 +10,7 @@ import { PgCluster } from './pg-cluster.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-export async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
-  if (process.env.YELLO_TEST_STORE !== 'postgresql') {
-    project.provide('yelloTestPg', null);
-    return undefined;
-  }
+export async function setup(project: TestProject): Promise<() => Promise<void>> {
   // Daemons hold a pool of 8 and a LISTEN connection each; two workers run several at once.
   const cluster = await PgCluster.start({ config: ['max_connections = 400'] });
   // A migrated template: each daemon's database is a copy, so no daemon pays for the migration.
