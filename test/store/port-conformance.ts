@@ -490,6 +490,77 @@ export function portConformance(name: string, factory: PortFactory): void {
       });
     });
 
+    describe('the directory: admitted and committed state', () => {
+      it('a write is visible in the admitted view at once and in the committed view once durable; unique keys are taken at admission', async () => {
+        const { store } = await fresh();
+        const d = store.directory;
+        const a = agentRow('dora');
+        const created = d.createAgent(a);
+        // Admitted in the same turn, before the first is durable: the username is already taken.
+        const twin = d.createAgent(agentRow('dora'));
+        expect(d.agentPending(a.id)).toBe(true);
+        expect(d.agent(a.id, 'admitted')).toEqual(a);
+        expect(d.agent(a.id, 'committed')).toBeUndefined();
+        expect(d.agentIdByUsername('dora', 'admitted')).toBe(a.id);
+        expect(d.agentIdByUsername('dora', 'committed')).toBeUndefined();
+        ok(await created);
+        expect(await twin).toEqual({ status: 'duplicate', existing: a.id });
+        expect(d.agentPending(a.id)).toBe(false);
+        expect(d.agent(a.id, 'committed')).toEqual(a);
+        expect(d.agentIdByUsername('dora', 'committed')).toBe(a.id);
+        expect(store.counts().agents).toBe(1);
+
+        const b = agentRow();
+        ok(await d.createAgent(b));
+        const grant = { agentId: a.id, peerAgentId: b.id, grantedAt: now() };
+        const put = d.putGrant(grant);
+        expect(d.grantPending(a.id, b.id)).toBe(true);
+        expect(d.grant(a.id, b.id, 'admitted')).toEqual(grant);
+        expect(d.grant(a.id, b.id, 'committed')).toBeUndefined();
+        await d.grantDurable(a.id, b.id);
+        expect(d.grant(a.id, b.id, 'committed')).toEqual(grant);
+        ok(await put);
+        expect(d.grantPending(a.id, b.id)).toBe(false);
+        const removed = d.deleteGrant(a.id, b.id);
+        expect(d.grant(a.id, b.id, 'admitted')).toBeUndefined();
+        expect(d.grant(a.id, b.id, 'committed')).toEqual(grant);
+        ok(await removed);
+        expect(d.grant(a.id, b.id, 'committed')).toBeUndefined();
+
+        const [x, y] = [a, b].sort((p, q) => (p.id < q.id ? -1 : 1)) as [AgentRow, AgentRow];
+        const row: ChatRow = { id: id('chat_'), agentAId: x.id, agentBId: y.id, createdAt: now() };
+        const chat = d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]);
+        expect(d.chatOfPair(x.id, y.id, 'admitted')).toBe(row.id);
+        expect(d.chatOfPair(x.id, y.id, 'committed')).toBeUndefined();
+        await d.pairDurable(x.id, y.id);
+        expect(d.chatOfPair(x.id, y.id, 'committed')).toBe(row.id);
+        expect(d.chat(row.id)).toEqual(row);
+        ok(await chat);
+      });
+
+      it("an agent's chats are paged in chat id order", async () => {
+        const { store } = await fresh();
+        const d = store.directory;
+        const a = agentRow();
+        ok(await d.createAgent(a));
+        const ids: string[] = [];
+        for (let i = 0; i < 3; i++) {
+          const peer = agentRow();
+          ok(await d.createAgent(peer));
+          const [x, y] = [a, peer].sort((p, q) => (p.id < q.id ? -1 : 1)) as [AgentRow, AgentRow];
+          const row: ChatRow = { id: id('chat_'), agentAId: x.id, agentBId: y.id, createdAt: now() };
+          ok(await d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]));
+          ids.push(row.id);
+        }
+        ids.sort();
+        const first = await d.chatIds(a.id, { limit: 2 });
+        expect(first).toEqual(ids.slice(0, 2));
+        expect(await d.chatIds(a.id, { after: first[1] ?? '', limit: 10 })).toEqual(ids.slice(2));
+        expect(await d.chatIds(undefined, { limit: 10 })).toEqual(ids);
+        expect(store.counts()).toMatchObject({ agents: 4, chats: 3, streams: 6 });
+      });
+    });
+
     describe('integrity marks and keys', () => {
       it('stores marks, replaces one per (stream, generation), and narrows a whole-stream mark', async () => {
         const { store } = await fresh();

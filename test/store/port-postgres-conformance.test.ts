@@ -1,14 +1,24 @@
 // The storage port's conformance suite (port-conformance.ts) on PostgreSQL, and what only a
 // shared database has: two daemons' stores on one database deciding unique keys in the
 // transaction, and each seeing the other's directory rows after the notice. One throwaway
-// cluster for the file; a fresh database per store (or per pair of "daemons").
+// cluster for the file: the conformance suite's stores share one database emptied before each;
+// each pair of "daemons" gets a fresh database.
 //
 // "Two daemons" are two PostgresStores over two pools on one database, each with its own
 // caches, as two yellod processes would have.
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StorePort } from '../../src/daemon/store/port/store-port.js';
 import type { AgentRow, ChatRow, StoredRecord } from '../../src/daemon/store/port/values.js';
+import { openPool, resolveStoreUrl } from '../../src/daemon/store/postgres/connection.js';
+import { DirectoryKey } from '../../src/daemon/store/postgres/directory.js';
+import { encodeRow, RowKey } from '../../src/daemon/store/postgres/row-codec.js';
 import { openPostgresStore, type PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import { newStreamMeta } from '../../src/daemon/store/stream-meta.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
@@ -20,6 +30,9 @@ if (!pgAvailable()) {
   // Only off CI (CI installs PostgreSQL and pgAvailable() is then always true).
   console.warn('test/store/port-postgres-conformance.test.ts skipped: no PostgreSQL server binaries under /usr/lib/postgresql');
 }
+
+const run = promisify(execFile);
+const killChild = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/directory-kill-child.mjs');
 
 let cluster: PgCluster | undefined;
 let databases = 0;
@@ -219,18 +232,35 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       expect(await b.directory.createChat(again, headsOf(again))).toEqual({ status: 'duplicate', existing: row.id });
     });
 
-    it('a chat whose notice has not been handled yet is loaded when a page lists it', async () => {
-      const { a, b } = await daemons();
+    it('a chat committed elsewhere whose notice never came is loaded when a page lists it', async () => {
+      const { a, b, database } = await daemons();
       const [p, q] = [agentRow(), agentRow()];
       expect(await a.directory.createAgent(p)).toEqual({ status: 'ok' });
       expect(await a.directory.createAgent(q)).toEqual({ status: 'ok' });
       const row = chatRow(p, q);
-      // Both in the same turn: b's page is read before b can have handled a's notice.
-      const created = await a.directory.createChat(row, headsOf(row));
-      expect(created).toEqual({ status: 'ok' });
-      const ids = await b.directory.chatIds(undefined, { limit: 10 });
-      expect(ids).toEqual([row.id]);
+      // Written as a daemon would, but without its pg_notify: b cannot have heard of it.
+      const sql = openPool(resolveStoreUrl(cluster!.url(database)), { max: 1 });
+      try {
+        await sql.begin(async (tx) => {
+          await tx`insert into chats (chat_id, body) values (${row.id}, ${encodeRow(DirectoryKey.chat(row.id), row)})`;
+          await tx`insert into pairs (a, b, chat_id, body)
+            values (${row.agentAId}, ${row.agentBId}, ${row.id}, ${encodeRow(DirectoryKey.pair(row.agentAId, row.agentBId), row.id)})`;
+          for (const m of [row.agentAId, row.agentBId])
+            await tx`insert into members (agent_id, chat_id, body) values (${m}, ${row.id}, ${encodeRow(DirectoryKey.member(m, row.id), '')})`;
+          for (const h of headsOf(row))
+            await tx`insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
+              values (${h.streamId}, ${h.chatId}, ${h.authorAgentId}, ${h.peerAgentId}, 1, 0, 0, 0, ${encodeRow(RowKey.head(h.streamId), h)})`;
+        });
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+      expect(b.directory.chat(row.id)).toBeUndefined();
+      expect(await b.directory.chatIds(p.id, { limit: 10 })).toEqual([row.id]);
+      // chats.list expands every id of the page synchronously: it must be there now.
       expect(b.directory.chat(row.id)).toEqual(row);
+      expect(b.directory.chatOfPair(row.agentAId, row.agentBId, 'committed')).toBe(row.id);
+      expect(b.streams.head(headsOf(row)[0].streamId, 'committed')).toEqual(headsOf(row)[0]);
+      expect(b.counts()).toMatchObject({ chats: 1, streams: 2 });
     });
 
     it('appends committed through one daemon are counted by the other once their notice arrives', async () => {
@@ -290,13 +320,31 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       expect(b.counts()).toEqual({ agents: 2, chats: 1, streams: 2, records: 2 });
     });
 
+    it('a session killed during a directory commit is an unknown outcome, and the whole store turns read-only', async () => {
+      const database = await freshDatabase();
+      // A child process (the built dist/): the driver may end a process whose session died in a
+      // transaction (test/pg/driver-connection-loss.test.ts); here it must not.
+      const { stdout } = await run(process.execPath, [killChild, cluster!.url(database)], { timeout: 60_000 });
+      expect(JSON.parse(stdout)).toEqual({
+        status: 'unknown',
+        reason: 'WRITE_FAILED',
+        outcome: 'unknown',
+        readOnly: true,
+        refused: 'READ_ONLY',
+        streamsRefused: 'READ_ONLY',
+        agentsInTable: 0,
+      });
+    }, 90_000);
+
     it('daemon.backup is refused on PostgreSQL, saying to use pg_dump or point-in-time recovery', async () => {
       const { a } = await daemons();
-      await expect((a as StorePort).backup('/tmp/never-written', { dataDir: '/tmp', daemonVersion: 'test' })).rejects.toMatchObject({
-        type: 'STORAGE_FAILURE',
-        details: { reason: 'UNSUPPORTED', outcome: 'not-written' },
-        message: expect.stringMatching(/pg_dump.*point-in-time recovery/s),
-      });
+      const target = path.join(tmpdir(), `yello-never-written-${randomUUID()}`);
+      const refused = (await (a as StorePort)
+        .backup(target, { dataDir: tmpdir(), daemonVersion: 'test' })
+        .catch((e: unknown) => e)) as Error;
+      expect(refused).toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'UNSUPPORTED', outcome: 'not-written' } });
+      expect(refused.message).toMatch(/pg_dump.*point-in-time recovery/s);
+      expect(existsSync(target)).toBe(false);
     });
   });
 });
