@@ -85,7 +85,7 @@ export class DaemonProcess {
     if (opts.waitReady ?? true) {
       try {
         await d.waitReady();
-        if (d.env.YELLO_STORE?.startsWith('postgresql:') && !d.stdoutLines.some((l) => l.includes('"backend":"postgresql"')))
+        if (testStoreIsPostgres() && !d.extraArgs.includes('--store') && !d.stdoutLines.some((l) => l.includes('"backend":"postgresql"')))
           throw new Error(`the daemon was given a PostgreSQL store but did not report one: ${d.stdoutLines.join('\n')}`);
       } catch (e) {
         // Never leave a half-started daemon or its temp dir behind.
