@@ -1,11 +1,34 @@
 import { defineConfig } from 'vitest/config';
+import { POSTGRES_CORE_SUITES } from './test/postgres-suites.js';
+
+// Two projects: every suite on LevelDB, and the core storage-facing ones again with every test
+// daemon on PostgreSQL (issue 24: `npm test` runs the integration suite on both backends; the
+// full list, test/postgres-suites.ts, is `npm run test:postgres`). One cluster
+// for the postgresql project's run, a database per daemon (test/helpers/test-store.ts).
+// YELLO_TEST_BACKENDS=leveldb leaves the second project out (a machine without PostgreSQL, a
+// quick local run); `npm run test:postgres` runs only the second.
+const common = { testTimeout: 30_000, hookTimeout: 30_000 };
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Integration tests spawn real daemons; two cores, so keep parallelism modest.
     maxWorkers: 2,
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    projects: [
+      { test: { name: 'leveldb', include: ['test/**/*.test.ts'], ...common } },
+      ...(process.env.YELLO_TEST_BACKENDS === 'leveldb'
+        ? []
+        : [
+            {
+              test: {
+                name: 'postgresql',
+                include: [...POSTGRES_CORE_SUITES],
+                globalSetup: ['test/helpers/pg-global-setup.ts'],
+                env: { YELLO_TEST_STORE: 'postgresql' },
+                ...common,
+                hookTimeout: 60_000,
+              },
+            },
+          ]),
+    ],
   },
 });

@@ -154,6 +154,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             version: s.version,
             uptime: `${Math.round(s.uptimeMs / 1000)} s`,
             storage: s.storage,
+            ...(s.store ? { store: s.store.backend === 'postgresql' ? `postgresql ${s.store.url}` : s.store.backend } : {}),
             policy: s.policy,
             kid: s.kid,
             ...s.counts,

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Argv } from 'yargs';
 import type { DoctorReport } from '../client/index.js';
@@ -49,6 +50,12 @@ async function offline(args: GlobalArgs & { mark: boolean }): Promise<DoctorRepo
   } catch (err) {
     const code = (err as { code?: string; cause?: { code?: string } }).cause?.code ?? (err as { code?: string }).code;
     if (code === 'LEVEL_LOCKED') throw Object.assign(new Error('locked'), { code });
+    // A data dir with lock/ and no db/ belongs to a daemon on PostgreSQL: no LevelDB to check.
+    if (code === 'ENOENT' && existsSync(join(dataDir, 'lock')))
+      throw new CliError(
+        `the daemon of ${dataDir} stores in PostgreSQL: yello doctor checks LevelDB stores only; check the database with PostgreSQL's own tools (amcheck, pg_checksums)`,
+        EXIT.usage,
+      );
     if (code === 'ENOENT') throw new CliError(`no store at ${join(dataDir, 'db')}: pass --data-dir (or $YELLO_DATA_DIR)`, EXIT.usage);
     throw err;
   }

@@ -10,11 +10,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connectAs, connectWire, type Wire } from './wire-fixtures.js';
 import { waitFor } from './wait.js';
+import { testStoreIsPostgres, withTestStore } from './test-store.js';
 
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-const READY_TIMEOUT_MS = 10_000;
+// A daemon on PostgreSQL connects, loads its heads and directory and publishes its keys before
+// it is ready: on the loaded 2-core machine that alone took 2–6 s.
+const READY_TIMEOUT_MS = testStoreIsPostgres() ? 30_000 : 10_000;
 
 export interface ExitInfo {
   code: number | null;
@@ -76,11 +79,14 @@ export class DaemonProcess {
   static async start(opts: DaemonOptions = {}): Promise<DaemonProcess> {
     const ownsDir = opts.dir === undefined;
     const dir = opts.dir ?? (await makeTempDir());
-    const d = new DaemonProcess(dir, opts, ownsDir);
+    // YELLO_TEST_STORE=postgresql: the daemon stores in a database of its own (test-store.ts).
+    const d = new DaemonProcess(dir, await withTestStore(opts, opts.dataDir ?? path.join(dir, 'data')), ownsDir);
     d.#spawn();
     if (opts.waitReady ?? true) {
       try {
         await d.waitReady();
+        if (testStoreIsPostgres() && !d.extraArgs.includes('--store') && !d.stdoutLines.some((l) => l.includes('"backend":"postgresql"')))
+          throw new Error(`the daemon was given a PostgreSQL store but did not report one: ${d.stdoutLines.join('\n')}`);
       } catch (e) {
         // Never leave a half-started daemon or its temp dir behind.
         if (d.running) await d.kill().catch(() => undefined);

@@ -40,6 +40,9 @@ export class ChatReader {
       discontinuity: (streamId: string) => {
         this.#wake(streamId);
       },
+      moved: (streamId: string) => {
+        this.#wake(streamId);
+      },
     });
   }
 

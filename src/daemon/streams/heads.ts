@@ -23,6 +23,11 @@ export interface StreamEvents {
   committed(range: CommittedRange): void;
   /** A reset or trim: exact continuity may be impossible for readers of `streamId`. */
   discontinuity(streamId: string): void;
+  /**
+   * Another daemon on the same store moved the head of `streamId` (PostgreSQL's notices): the
+   * records are not at hand, so readers and followers read them from the store.
+   */
+  moved?(streamId: string): void;
 }
 
 /** The records a head change writes, in one generation. */
@@ -64,6 +69,11 @@ export class StreamHeads {
   /** Tell subscribers that exact continuity may be gone for readers of `streamId`. */
   discontinuity(streamId: string): void {
     for (const l of this.#listeners) l.discontinuity(streamId);
+  }
+
+  /** Tell readers and followers that `streamId`'s head moved through another daemon. */
+  moved(streamId: string): void {
+    for (const l of this.#listeners) l.moved?.(streamId);
   }
 
   /** Admitted head of a stream (what the next write is checked against), or undefined. */

@@ -56,6 +56,11 @@ export class StreamStore {
   // ---- heads (heads.ts) -----------------------------------------------------------------
 
   /** Be told of commits and discontinuities. */
+  /** A head moved through another daemon on the same store: wake its readers and followers. */
+  moved(streamId: string): void {
+    this.#heads.moved(streamId);
+  }
+
   listen(listener: StreamEvents): void {
     this.#heads.listen(listener);
   }

@@ -86,6 +86,13 @@ export class Subscriptions {
       discontinuity: (streamId) => {
         this.#onDiscontinuity(streamId);
       },
+      moved: (streamId) => {
+        // The records are in the store, not at hand: the pump reads them from each cursor.
+        for (const sub of this.#byStream.get(streamId) ?? []) {
+          sub.dirty.add(streamId);
+          this.#pump(sub);
+        }
+      },
     });
     integrity.onMark((mark) => {
       this.#onMarked(mark);
