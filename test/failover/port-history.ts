@@ -74,7 +74,7 @@ export class PortHistory {
 
   /** One line of a writer's stdout. */
   line(text: string, at: number, onAck?: (writer: string, at: number) => void): void {
-    const [tag, streamId = '', op = '', a, b, c] = text.split(' ');
+    const [tag = '', streamId = '', op = '', a, b, c] = text.split(' ');
     const key = `${streamId} ${op}`;
     const e = this.ops.get(key);
     switch (tag) {
@@ -115,6 +115,8 @@ export class PortHistory {
       case 'odd':
         this.odd.push(text);
         return;
+      default:
+        return; // ready, debug output
     }
   }
 

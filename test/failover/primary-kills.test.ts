@@ -93,8 +93,8 @@ class Writers {
     );
     this.#procs.set(name, proc);
     let buffer = '';
-    proc.stdout!.setEncoding('utf8');
-    proc.stdout!.on('data', (chunk: string) => {
+    proc.stdout.setEncoding('utf8');
+    proc.stdout.on('data', (chunk: string) => {
       buffer += chunk;
       const lines = buffer.split('\n');
       buffer = lines.pop() ?? '';
@@ -106,8 +106,8 @@ class Writers {
         });
       }
     });
-    if (process.env.FAILOVER_DEBUG) proc.stderr!.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d.toString()}`));
-    else proc.stderr!.resume();
+    if (process.env.FAILOVER_DEBUG) proc.stderr.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d.toString()}`));
+    else proc.stderr.resume();
     proc.once('exit', (code, signal) => {
       if (this.#stopping) return;
       if (process.env.FAILOVER_DEBUG) process.stderr.write(`[${name}] exited ${code ?? signal}\n`);
