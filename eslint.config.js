@@ -24,7 +24,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['vitest.config.ts', 'vitest.mutation.config.ts'] },
+        projectService: { allowDefaultProject: ['vitest.config.ts', 'vitest.mutation.config.ts', 'vitest.postgres.config.ts'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },

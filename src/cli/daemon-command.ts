@@ -16,7 +16,15 @@ export function daemonCommand(yargs: Argv): Argv {
         .hide('state-dir')
         .hide('json')
         .example('$0 daemon --socket ~/.yello-test/y.sock --data-dir ~/.yello-test/data', '')
-        .epilogue('The example runs on a private socket and data dir. A socket directly in /tmp is refused (exit 78).'),
+        .example(
+          '$0 daemon --store postgresql://yello@db1:5432,db2:5432/yello --store-password-file /etc/yello/db.password',
+          'one database shared by the daemons of several hosts',
+        )
+        .epilogue(
+          'The first example runs on a private socket and data dir. A socket directly in /tmp is refused (exit 78). ' +
+            'On PostgreSQL each daemon keeps its own data dir (signing keys, admin.token, secret.key, its lock); ' +
+            'exit 69: the database cannot be reached (restarting retries), 77: it refused the credentials, 78: a bad URL or a schema from a newer yello.',
+        ),
     (argv) => runDaemon(argv as unknown as DaemonArgs),
   );
 }

@@ -19,6 +19,17 @@ export const DAEMON_OPTIONS = {
     type: 'string',
     describe: 'data directory (default: $YELLO_DATA_DIR, $STATE_DIRECTORY, $XDG_STATE_HOME/yello, ~/.local/state/yello)',
   },
+  store: {
+    type: 'string',
+    describe:
+      'where the chats are stored (default: $YELLO_STORE, else LevelDB in <data-dir>/db): leveldb: for that default, or ' +
+      'postgresql://USER@HOST:PORT/DATABASE (several HOST:PORT for failover; ?host=/socket/dir for a Unix socket), shared by the ' +
+      'daemons of several hosts. Never put the password in the URL: use --store-password-file, a passfile or PGPASSWORD',
+  },
+  'store-password-file': {
+    type: 'string',
+    describe: 'a file (mode 0600) holding only the PostgreSQL password of --store (default: PGPASSWORD, then the passfile ~/.pgpass)',
+  },
   'log-level': {
     type: 'string',
     default: 'info',

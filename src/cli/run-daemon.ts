@@ -36,6 +36,14 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
     argv['metrics-listen'] === undefined ? null : parseMetricsListen(argv['metrics-listen'], argv['metrics-allow-remote'] === true);
   if (typeof metricsListen === 'string') usage(metricsListen);
   if (argv['metrics-allow-remote'] === true && metricsListen === null) usage('--metrics-allow-remote needs --metrics-listen HOST:PORT');
+  // The flag wins over the environment; the value is checked for its form here (a typo is a
+  // usage error) and parsed by the daemon, which never prints it unredacted.
+  const store = argv.store ?? process.env.YELLO_STORE ?? null;
+  const storeIsLevel = store === null || store === '' || /^leveldb:?$/i.test(store);
+  if (!storeIsLevel && !/^postgres(ql)?:\/\//i.test(store))
+    usage('--store (or $YELLO_STORE) must be leveldb: or a postgresql://USER@HOST:PORT/DATABASE URL');
+  if (argv['store-password-file'] !== undefined && storeIsLevel)
+    usage('--store-password-file is for a PostgreSQL store: give --store postgresql://… (or $YELLO_STORE) too');
   // Loaded here so other commands do not pay for LevelDB and pino at startup.
   const { startDaemon, StartupError, EXIT_CODES } = await import('../daemon/entry.js');
   // A stop asked for while starting (systemd, a quick Ctrl-C) is honoured once the store is
@@ -73,6 +81,8 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
         force: argv['retention-unacknowledged'] === 'trim',
         intervalMs: argv['retention-interval-seconds'] * 1000,
       },
+      store: storeIsLevel ? null : store,
+      storePasswordFile: argv['store-password-file'] ?? null,
       faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
       metricsListen: typeof metricsListen === 'string' ? null : metricsListen,
     });

@@ -1,20 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, rmSync, rmdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir, readOrCreate } from './runtime/files.js';
-import { describeLockHolder, removeLockHolder, writeLockHolder } from './runtime/lock-info.js';
+import { removeLockHolder, writeLockHolder } from './runtime/lock-info.js';
 import type { Logger } from 'pino';
 import { createLogger } from './runtime/log.js';
 import type { DaemonConfig } from './runtime/config.js';
 import { EXIT_CODES } from './runtime/exit-codes.js';
 import { Integrity } from './store/integrity.js';
 import { installProcessGuards } from './runtime/process-guards.js';
-import { applyRecoveryReport, walIncidents } from './store/leveldb/recovery-check.js';
 import { startupFailure } from './runtime/startup-errors.js';
-import { openStore, type OpenedStore } from './store/leveldb/store-open.js';
-import { Counters } from './store/leveldb/counters.js';
-import { LevelStore, levelMarkStore } from './store/leveldb/level-store.js';
-import { checkStore } from './store/leveldb/doctor.js';
+import { isLevelSelection, openBackend, type OpenedBackend } from './store/backend/open-backend.js';
+import { publishKeys } from './crypto/key-rows.js';
 import { Directory } from './directory/directory.js';
 import { Signer } from './crypto/signer.js';
 import { SignBatcher } from './crypto/sign-batcher.js';
@@ -47,13 +44,13 @@ import type { MetricsEndpoint } from './runtime/metrics-http.js';
 
 /** A running daemon. */
 export interface RunningDaemon {
-  /** Graceful stop: stop accepting, settle in-flight writes, close LevelDB. */
+  /** Graceful stop: stop accepting, settle in-flight writes, close the store. */
   stop(): Promise<void>;
 }
 
 /**
- * Start order matters (§2): lock the store first, and only then touch the socket, so a second
- * daemon on the same data dir exits without disturbing the first one's socket. Every failure
+ * Start order matters (§2): lock the store (on PostgreSQL: the data dir) first, and only then
+ * touch the socket, so a second daemon on the same data dir exits without disturbing the first one's socket. Every failure
  * before ready is one line and a distinct exit code (`startup-errors.ts`).
  */
 export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> {
@@ -65,41 +62,34 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   metricsModule.catch(() => undefined);
   const removeGuards = installProcessGuards(log);
   const existedBefore = dataDirEntries(config.dataDir);
-  prepareDataDir(config.dataDir);
-  const dbDir = join(config.dataDir, 'db');
-  let store: OpenedStore;
+  const selection = { store: config.store ?? null, passwordFile: config.storePasswordFile ?? null };
+  prepareDataDir(config.dataDir, isLevelSelection(selection.store));
+  let backend: OpenedBackend;
   try {
-    const failSyncFile = config.faultFailSyncFile;
-    store = await openStore(config.dataDir, log, {
-      injectFailure: failSyncFile ? () => existsSync(failSyncFile) : null,
-    });
+    backend = await openBackend(config.dataDir, selection, log, { failSyncFile: config.faultFailSyncFile ?? null });
   } catch (err) {
     // Not ours to clean beyond the empty directories this start made: another daemon may be
     // filling the data dir right now (it holds the lock).
     removeEmptyDirsCreated(config.dataDir, existedBefore);
-    const failure = startupFailure(err, `open the store ${dbDir}`);
-    if (failure.exitCode !== EXIT_CODES.storeLocked) throw failure;
-    const holder = describeLockHolder(dbDir);
-    throw new StartupError(
-      `${failure.message} (${holder ?? 'holder unknown: its pid was not recorded'}); stop it first, or give this one another --data-dir`,
-      failure.exitCode,
-    );
+    throw err;
   }
-  const { storage } = store;
+  const port = backend.port;
+  const lockDir = join(config.dataDir, backend.lockEntry);
   try {
     try {
-      writeLockHolder(dbDir, config.socketPath ?? 'systemd:fd3');
+      writeLockHolder(lockDir, config.socketPath ?? 'systemd:fd3');
     } catch (err) {
       // Advisory only (it names this daemon in a second one's lock error): never a reason not to start.
       log.warn({ err: { message: errorMessage(err) } }, 'could not record the lock holder');
     }
-    const integrity = new Integrity(levelMarkStore(storage), log);
+    // The port is a MarkStore: it has the integrity port and knows whether writes still pass.
+    const integrity = new Integrity(port, log);
     let adminToken: string;
     let secret: Buffer;
     let signer: Signer;
     try {
       await integrity.load();
-      await applyRecoveryReport(store, integrity, log);
+      await backend.level?.applyRecoveryReport(integrity, log);
       adminToken = readOrCreate(join(config.dataDir, 'admin.token'), () => newToken('yello_admin_'));
       secret = Buffer.from(
         readOrCreate(join(config.dataDir, 'secret.key'), () => randomBytes(32).toString('base64url')),
@@ -109,7 +99,13 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     } catch (err) {
       throw startupFailure(err, `prepare the data dir ${config.dataDir}`);
     }
-    const port = new LevelStore(storage, await Counters.load(storage, log));
+    try {
+      // keys.list on every daemon of the deployment lists this daemon's keys too.
+      await publishKeys(port.keys, signer);
+    } catch (err) {
+      throw startupFailure(err, 'publish the signing keys to the store');
+    }
+    const level = backend.level;
     const codec = new TokenCodec(secret);
     const directory = new Directory(port, codec, adminToken, config.policy);
     const damage = await directory.checkDamage();
@@ -140,7 +136,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       maxLineBytes: config.maxLineBytes,
       maxAppendRequestBytes: MAX_APPEND_REQUEST_BYTES,
       store: port,
-      check: (mark) => checkStore(storage, integrity, signer, { mark }),
+      storeInfo: backend.info,
+      check: level ? (mark) => level.check(integrity, signer, mark) : null,
       directory,
       streams,
       reader,
@@ -150,7 +147,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       quotas,
       integrity,
       audit,
-      walIncidents: () => walIncidents(store),
+      walIncidents: () => backend.level?.walIncidents() ?? [],
       metrics,
     });
     const pool = new OutputPool(config.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES);
@@ -185,7 +182,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       commits: () => port.stats,
       readOnly: () => port.readOnly,
       corruptMarks: () => integrity.list().length,
-      walIncidents: () => walIncidents(store).length,
+      walIncidents: () => backend.level?.walIncidents().length ?? 0,
       followers: () => subscriptions.count,
       connections: () => server.connectionsByRole(),
     });
@@ -205,7 +202,14 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     }
     if (metricsEndpoint) log.info({ url: metricsEndpoint.url }, 'metrics endpoint listening');
     log.info(
-      { socket: config.socketPath ?? 'systemd:fd3', dataDir: config.dataDir, kid: signer.kid, policy: config.policy, version: VERSION },
+      {
+        socket: config.socketPath ?? 'systemd:fd3',
+        dataDir: config.dataDir,
+        store: backend.describe,
+        kid: signer.kid,
+        policy: config.policy,
+        version: VERSION,
+      },
       'yellod ready',
     );
     // Every head is checked against its records on first use; this sweep does the rest in the
@@ -229,7 +233,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
           batcher.close();
           await port.close();
-          removeLockHolder(dbDir);
+          removeLockHolder(lockDir);
+          await backend.release();
           server.closeConnections();
           pool.close();
           removeGuards();
@@ -241,8 +246,17 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
   } catch (err) {
     // A start that fails (another daemon on the socket, say) leaves no half-made data dir:
     // what this start created (keys, admin token, a new store) goes.
-    removeLockHolder(dbDir);
-    await removeCreated(config.dataDir, existedBefore, () => storage.close().catch(() => {}), log);
+    removeLockHolder(lockDir);
+    await removeCreated(
+      config.dataDir,
+      existedBefore,
+      backend.lockEntry,
+      async () => {
+        await port.close().catch(() => {});
+        await backend.release();
+      },
+      log,
+    );
     throw err;
   }
 }
@@ -261,11 +275,17 @@ function dataDirEntries(dataDir: string): Set<string> | null {
  * created (keys, admin token, secret), and a store this start created, once it is closed
  * (nothing was ever acknowledged from it).
  */
-async function removeCreated(dataDir: string, before: Set<string> | null, closeStore: () => Promise<void>, log: Logger): Promise<void> {
+async function removeCreated(
+  dataDir: string,
+  before: Set<string> | null,
+  lockEntry: string,
+  closeStore: () => Promise<void>,
+  log: Logger,
+): Promise<void> {
   const created = [...(dataDirEntries(dataDir) ?? [])].filter((name) => !before?.has(name));
-  for (const name of created.filter((n) => n !== 'db')) removeLogged(join(dataDir, name), log);
+  for (const name of created.filter((n) => n !== lockEntry)) removeLogged(join(dataDir, name), log);
   await closeStore();
-  if (created.includes('db')) removeLogged(join(dataDir, 'db'), log);
+  if (created.includes(lockEntry)) removeLogged(join(dataDir, lockEntry), log);
   removeEmptyDirsCreated(dataDir, before);
 }
 
@@ -294,7 +314,7 @@ function removeEmptyDirsCreated(dataDir: string, before: Set<string> | null): vo
  * The data dir holds the signing keys and the admin token: create it 0700, and refuse one that
  * another user owns (they could read or replace what is in it).
  */
-function prepareDataDir(dataDir: string): void {
+function prepareDataDir(dataDir: string, withDb: boolean): void {
   try {
     const st = lstatSync(dataDir, { throwIfNoEntry: false });
     if (st) {
@@ -313,7 +333,7 @@ function prepareDataDir(dataDir: string): void {
       }
     }
     ensureDir(dataDir, 0o700);
-    ensureDir(join(dataDir, 'db'), 0o700);
+    if (withDb) ensureDir(join(dataDir, 'db'), 0o700);
   } catch (err) {
     throw startupFailure(err, `open the data dir ${dataDir}`);
   }

@@ -41,9 +41,11 @@ export type ContinuityReason = (typeof CONTINUITY_REASONS)[number];
  * Why a STORAGE_FAILURE happened (`data.reason`). `WRITE_FAILED`: a synced write failed after
  * the request was queued, so its outcome is unknown; `READ_ONLY` and `SHUTTING_DOWN`: refused
  * before anything was queued; `CORRUPT`: stored data failed an integrity check (`data.key`,
- * `data.streamId`, `data.generation`, `data.fromPosition` say where).
+ * `data.streamId`, `data.generation`, `data.fromPosition` say where); `UNSUPPORTED`: the store's
+ * engine does not do this (`daemon.backup` on PostgreSQL), nothing was done, and the message
+ * says what to use instead.
  */
-export type StorageFailureReason = 'WRITE_FAILED' | 'READ_ONLY' | 'SHUTTING_DOWN' | 'CORRUPT';
+export type StorageFailureReason = 'WRITE_FAILED' | 'READ_ONLY' | 'SHUTTING_DOWN' | 'CORRUPT' | 'UNSUPPORTED';
 
 /**
  * What a STORAGE_FAILURE answer to a write means (`data.outcome`): `unknown` — it may or may

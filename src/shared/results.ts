@@ -42,12 +42,20 @@ export interface DaemonStatus {
   commits: { batches: number; writes: number; checkpoints: number };
   kid: string;
   policy: 'grants' | 'open';
+  /**
+   * Which storage backend this daemon runs on: `leveldb` (its data dir's `db/`) or `postgresql`
+   * (`url` redacted: never a password). Absent from daemons older than 0.x (issue 24).
+   */
+  store?: StoreInfo;
   /** Streams the daemon cannot vouch for (see `yello doctor`), and write-ahead-log losses found at startup. */
   integrity: {
     corruptStreams: CorruptStream[];
     walIncidents: Array<{ detectedAt: string; bytes: number; streams: number; guardDamaged: boolean }>;
   };
 }
+
+/** The storage backend of `daemon.status`. */
+export type StoreInfo = { backend: 'leveldb' } | { backend: 'postgresql'; url: string };
 
 /** Operation state as `operations.get` reports it; fields an uncommitted operation lacks are null (§4). */
 export interface OperationInfo {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connectAs, connectWire, type Wire } from './wire-fixtures.js';
 import { waitFor } from './wait.js';
+import { withTestStore } from './test-store.js';
 
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -76,11 +77,14 @@ export class DaemonProcess {
   static async start(opts: DaemonOptions = {}): Promise<DaemonProcess> {
     const ownsDir = opts.dir === undefined;
     const dir = opts.dir ?? (await makeTempDir());
-    const d = new DaemonProcess(dir, opts, ownsDir);
+    // YELLO_TEST_STORE=postgresql: the daemon stores in a database of its own (test-store.ts).
+    const d = new DaemonProcess(dir, await withTestStore(opts, opts.dataDir ?? path.join(dir, 'data')), ownsDir);
     d.#spawn();
     if (opts.waitReady ?? true) {
       try {
         await d.waitReady();
+        if (d.env.YELLO_STORE?.startsWith('postgresql:') && !d.stdoutLines.some((l) => l.includes('"backend":"postgresql"')))
+          throw new Error(`the daemon was given a PostgreSQL store but did not report one: ${d.stdoutLines.join('\n')}`);
       } catch (e) {
         // Never leave a half-started daemon or its temp dir behind.
         if (d.running) await d.kill().catch(() => undefined);

@@ -20,9 +20,10 @@ export interface PortUnderTest {
   close(): Promise<void>;
   /**
    * Make the next group commit fail as a lost fsync or connection would (outcome unknown), when
-   * the backend can inject that; the unknown-outcome test is skipped without it.
+   * the backend can inject that (and resolves once armed); the unknown-outcome test is skipped
+   * without it.
    */
-  failNextCommit?: () => void;
+  failNextCommit?: () => void | Promise<void>;
 }
 
 /** A fresh, empty store per call. */
@@ -533,7 +534,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         if (!p.failNextCommit) return;
         const { store } = p;
         const { mine } = await chatOf(store);
-        p.failNextCommit();
+        await p.failNextCommit();
         const outcome = await store.streams.commit(appendOf(mine(), ['lost?']));
         expect(outcome.status).toBe('unknown');
         expect(outcome.status === 'unknown' ? outcome.error : null).toMatchObject({ type: 'STORAGE_FAILURE' });

@@ -17,6 +17,8 @@ import type { StreamStore } from '../streams/stream-store.js';
 import type { ChatReader } from '../streams/chat-reader.js';
 import type { Subscriptions } from '../streams/subscriptions.js';
 import { buildOpenRpc } from '../../shared/openrpc.js';
+import type { StoreInfo } from '../../shared/results.js';
+import { listKeys, publishKeys } from '../crypto/key-rows.js';
 import type { DoctorReport } from '../../shared/types.js';
 import { PAGE_BYTES } from '../limits.js';
 import { LIST_LIMIT } from '../directory/list-cursor.js';
@@ -33,8 +35,10 @@ export interface Services {
   maxLineBytes: number;
   maxAppendRequestBytes: number;
   store: StorePort;
-  /** `daemon.check`: the engine's own full check of the store (LevelDB: store/leveldb/doctor.ts). */
-  check: (mark: boolean) => Promise<DoctorReport>;
+  /** Which backend, for `daemon.status` (a URL redacted). */
+  storeInfo: StoreInfo;
+  /** `daemon.check`: the engine's own full check of the store (LevelDB: store/leveldb/doctor.ts); null: none (UNSUPPORTED). */
+  check: ((mark: boolean) => Promise<DoctorReport>) | null;
   directory: Directory;
   streams: StreamStore;
   reader: ChatReader;
@@ -44,7 +48,7 @@ export interface Services {
   quotas: Quotas;
   integrity: Integrity;
   audit: Audit;
-  walIncidents: () => WalIncident[];
+  walIncidents: () => Array<Pick<WalIncident, 'detectedAt' | 'bytes' | 'streams' | 'guardDamaged'>>;
   metrics: Metrics;
 }
 
@@ -95,6 +99,7 @@ export function createHandlers(s: Services): Handlers {
       commits: { ...s.store.stats },
       kid: s.signer.kid,
       policy: s.directory.policy,
+      store: s.storeInfo,
       integrity: {
         corruptStreams: s.integrity.list(),
         walIncidents: s
@@ -103,17 +108,27 @@ export function createHandlers(s: Services): Handlers {
       },
     }),
     'daemon.metrics': () => s.metrics.scrape(),
-    'daemon.check': (p) => s.check(p.mark !== false),
+    'daemon.check': (p) => {
+      if (s.check === null)
+        throw errors.storageFailure(
+          null,
+          'UNSUPPORTED',
+          "daemon.check scans a LevelDB store, and this daemon stores in PostgreSQL: every stream head is still checked against its records at start and on first use; check the database with PostgreSQL's own tools (amcheck, pg_checksums); nothing was written",
+        );
+      return s.check(p.mark !== false);
+    },
     'daemon.backup': async (p, caller, ctx) => {
       const manifest = await s.store.backup(p.path, { dataDir: s.dataDir, daemonVersion: s.version });
       s.audit.action('daemon.backup', caller, peerOf(ctx), { path: p.path, entries: manifest.entries });
       return manifest;
     },
-    'keys.list': () => s.signer.jwks(),
-    'keys.rotate': (_p, caller, ctx) => {
+    'keys.list': () => listKeys(s.store.keys, s.signer),
+    'keys.rotate': async (_p, caller, ctx) => {
       // A daemon that turned read-only after a failed write changes nothing on disk, keys included.
       s.store.assertWritable();
       const kid = s.signer.rotate();
+      // The other daemons list the new key (and this one's retirement) once it is in the store.
+      await publishKeys(s.store.keys, s.signer);
       s.audit.action('keys.rotate', caller, peerOf(ctx), { kid });
       return { kid };
     },

@@ -25,6 +25,13 @@ export interface DaemonConfig {
   metricsListen?: { host: string; port: number } | null;
   /** The operator's retention policy (docs/operations.md); none when absent. */
   retention?: RetentionPolicy | null;
+  /**
+   * The store (`--store`, `$YELLO_STORE`): null, `leveldb` or `leveldb:` for the data dir's
+   * LevelDB (the default), or a `postgresql://` URL without a password (issue 24).
+   */
+  store?: string | null;
+  /** `--store-password-file`: a 0600 file holding only the database password. */
+  storePasswordFile?: string | null;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
 }

@@ -18,8 +18,10 @@ export const EXIT_CODES = {
   storageUnavailable: 75,
   /** LevelDB reports corruption at open. Permanent: see `yello doctor`. */
   storeCorrupt: 76,
-  /** Permission denied on the data dir or socket path (EACCES, EPERM). Permanent. */
+  /** Permission denied on the data dir or socket path (EACCES, EPERM), or the PostgreSQL store refused our credentials or privileges. Permanent. */
   permissionDenied: 77,
+  /** The PostgreSQL store cannot be reached (refused, timed out, starting up, no such host). Restarting may help: not permanent. */
+  databaseUnavailable: 69,
   /** Configuration: an unsafe runtime directory, a socket path that is too long or lies under a file. Permanent. */
   config: 78,
 } as const;

@@ -50,6 +50,12 @@ export interface HeadNotice {
 
 type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
 
+/** A change of a group commit and what became of it (`onGroupCommit`). */
+export interface SettledChange {
+  change: StreamChange;
+  outcome: CommitOutcome;
+}
+
 interface Admitted {
   change: StreamChange;
   resolve: (o: CommitOutcome) => void;
@@ -368,6 +374,7 @@ export class PostgresStreams implements StreamPort {
   async #commitGroup(group: Admitted[]): Promise<void> {
     let outcomes: CommitOutcome[];
     let pid: number | null = null;
+    const started = performance.now();
     try {
       for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
       const fast = group.every((g) => g.change.expect !== null);
@@ -415,9 +422,12 @@ export class PostgresStreams implements StreamPort {
     }
     this.stats.batches++;
     this.stats.writes += group.length;
-    group.forEach((g, i) => {
-      this.#settle(g, outcomes[i] ?? { status: 'unknown', error: new Error('no outcome') });
+    const settled = group.map((g, i): SettledChange => {
+      const outcome = outcomes[i] ?? { status: 'unknown', error: new Error('no outcome') };
+      this.#settle(g, outcome);
+      return { change: g.change, outcome };
     });
+    this.#notifyGroup(settled, (performance.now() - started) / 1000);
   }
 
   #settle(g: Admitted, outcome: CommitOutcome): void {
@@ -635,6 +645,35 @@ export class PostgresStreams implements StreamPort {
     this.#readOnly = false;
   }
 
+  // ---- hooks for the whole store (store.ts): additive, used by PostgresStore ------------------
+
+  readonly #groupListeners: Array<(settled: ReadonlyArray<SettledChange>, seconds: number) => void> = [];
+
+  /**
+   * Called after each group commit with every change of the group and its outcome, and the
+   * seconds the transaction took: the store keeps its counts, stats and failure listeners from it.
+   */
+  onGroupCommit(listener: (settled: ReadonlyArray<SettledChange>, seconds: number) => void): void {
+    this.#groupListeners.push(listener);
+  }
+
+  #notifyGroup(settled: ReadonlyArray<SettledChange>, seconds: number): void {
+    for (const l of this.#groupListeners) l(settled, seconds);
+  }
+
+  /**
+   * Heads committed outside this class (the directory's createChat writes a chat's two heads in
+   * its own transaction, or another daemon's chat was loaded): cache them unless a newer one is known.
+   */
+  learnHeads(heads: readonly StreamMeta[]): void {
+    for (const h of heads) if (!this.#committed.has(h.streamId)) this.#committed.set(h.streamId, h);
+  }
+
+  /** Another half of the store failed a commit: refuse writes here too (READ_ONLY) until `recover()`. */
+  refuseWrites(): void {
+    this.#readOnly = true;
+  }
+
   // ---- reads ------------------------------------------------------------------------------------
 
   #assertOpen(): void {
@@ -794,7 +833,7 @@ export class PostgresStreams implements StreamPort {
 
   async sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
     this.assertWritable();
-    return this.#sql.begin(async (tx) => {
+    const swept = await this.#sql.begin(async (tx) => {
       const records =
         await tx`delete from records where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
       // An operation cut in two by the trim stays; its log entry goes with it.
@@ -808,6 +847,9 @@ export class PostgresStreams implements StreamPort {
         await tx`delete from message_ids where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
       return { records: records.count, operations: ops.count, messageIds: msgs.count };
     });
+    // What prepare() fetched may name what was just deleted; the next prepare() fetches again.
+    this.#known.delete(streamId);
+    return swept;
   }
 
   async approximateBytes(streamId: string): Promise<number> {

@@ -1,0 +1,232 @@
+// The whole storage port on PostgreSQL (issue 24): the streams half (stream-store.ts), the
+// directory (directory.ts), keys and integrity marks (keys-integrity.ts) over one pool, with one
+// read-only state, one close, and the counts of `daemon.status`. `openPostgresStore` is how the
+// daemon opens it: resolve the URL (connection.ts: no password in it, redacted in logs), open
+// the pool, migrate (migrate.ts, under an advisory lock), load heads and the directory.
+
+import type { Logger } from 'pino';
+import { errors } from '../../../shared/errors.js';
+import type { BackupManifest } from '../../../shared/results.js';
+import type { StorePort } from '../port/store-port.js';
+import type { CommitStats, StoreCounts, StreamMeta } from '../port/values.js';
+import { describeStore, openPool, resolveStoreUrl, type Sql } from './connection.js';
+import { PostgresDirectory } from './directory.js';
+import { PostgresIntegrity, PostgresKeys } from './keys-integrity.js';
+import { migrate } from './migrate.js';
+import { PostgresStreams, type SettledChange } from './stream-store.js';
+
+/** What a head counts in `counts().records`: its current range plus its sealed generations'. */
+interface Counted {
+  generation: number;
+  firstPosition: number;
+  nextPosition: number;
+  records: number;
+}
+
+function counted(h: StreamMeta): Counted {
+  let records = h.nextPosition - h.firstPosition;
+  for (const s of h.sealed) records += s.nextPosition - s.firstPosition;
+  return { generation: h.generation, firstPosition: h.firstPosition, nextPosition: h.nextPosition, records };
+}
+
+/** Whether `h` is the same as or later than what was counted (heads only move forward). */
+function notBehind(h: StreamMeta, c: Counted): boolean {
+  return (
+    h.generation > c.generation || (h.generation === c.generation && h.nextPosition >= c.nextPosition && h.firstPosition >= c.firstPosition)
+  );
+}
+
+export const BACKUP_UNSUPPORTED_MESSAGE =
+  'daemon.backup copies a LevelDB store, and this daemon stores in PostgreSQL: back the database up with pg_dump (a consistent logical copy while the daemons keep serving) or with continuous WAL archiving and point-in-time recovery (pg_basebackup; see docs/multi-host.md); the data dir (keys, admin.token, secret.key) is copied with the file system; nothing was written';
+
+/**
+ * The storage port over one PostgreSQL database shared by several daemons.
+ *
+ * Counts: agents and chats are the directory's cached rows (plus creations in flight); streams
+ * and records are kept from the heads this daemon knows: every head loaded at open, its own
+ * commits as they settle, and other daemons' commits as their notices refresh a head. Exact for
+ * this daemon's own changes at once; another daemon's appends, claims, resets and new chats are
+ * counted when their notice arrives; its trims when the stream's head is next refreshed (a trim
+ * moves no position the notice compares). A restart recounts from the tables.
+ */
+export class PostgresStore implements StorePort {
+  readonly streams: PostgresStreams;
+  readonly directory: PostgresDirectory;
+  readonly integrity: PostgresIntegrity;
+  readonly keys: PostgresKeys;
+  readonly #sql: Sql;
+  readonly #log: Logger | undefined;
+  readonly #counted = new Map<string, Counted>();
+  #records = 0;
+  #stopping = false;
+  #failed = false;
+  readonly #failureListeners: Array<() => void> = [];
+  readonly #commitListeners: Array<(writes: number, seconds: number) => void> = [];
+  #watching: Promise<void> = Promise.resolve();
+
+  private constructor(sql: Sql, streams: PostgresStreams, directory: PostgresDirectory, log: Logger | undefined) {
+    this.#sql = sql;
+    this.#log = log;
+    this.streams = streams;
+    this.directory = directory;
+    this.integrity = new PostgresIntegrity(sql);
+    this.keys = new PostgresKeys(sql);
+  }
+
+  /** The store over an open, migrated pool: loads heads and the directory. The pool becomes the store's. */
+  static async open(sql: Sql, options: { log?: Logger } = {}): Promise<PostgresStore> {
+    const streams = await PostgresStreams.open(sql, options.log ? { log: options.log } : {});
+    // The directory's callbacks run only after open() returned (they follow commits and notices).
+    const late: { store?: PostgresStore } = {};
+    const directory = await PostgresDirectory.open(sql, streams, {
+      ...(options.log ? { log: options.log } : {}),
+      onFailure: () => {
+        if (late.store) late.store.#turnReadOnly();
+      },
+      onChat: (heads) => {
+        if (late.store) for (const h of heads) late.store.#count(h);
+      },
+    });
+    const opened = new PostgresStore(sql, streams, directory, options.log);
+    late.store = opened;
+    streams.onGroupCommit((settled, seconds) => {
+      opened.#onGroupCommit(settled, seconds);
+    });
+    directory.onCommit((writes, seconds) => {
+      for (const l of opened.#commitListeners) l(writes, seconds);
+    });
+    for await (const id of streams.streamIds()) {
+      const h = streams.head(id, 'committed');
+      if (h) opened.#count(h);
+    }
+    opened.#watching = opened.#watch();
+    return opened;
+  }
+
+  #onGroupCommit(settled: ReadonlyArray<SettledChange>, seconds: number): void {
+    for (const { change, outcome } of settled) {
+      if (outcome.status === 'ok') this.#count(change.next);
+      else if (outcome.status === 'unknown') this.#turnReadOnly();
+    }
+    for (const l of this.#commitListeners) l(settled.length, seconds);
+  }
+
+  /** Other daemons' commits: count the head each notice refreshed. */
+  async #watch(): Promise<void> {
+    for await (const n of this.streams.changes()) {
+      const h = this.streams.head(n.streamId, 'committed');
+      if (h) this.#count(h);
+    }
+  }
+
+  #count(h: StreamMeta): void {
+    const before = this.#counted.get(h.streamId);
+    if (before && !notBehind(h, before)) return;
+    const now = counted(h);
+    this.#records += now.records - (before?.records ?? 0);
+    this.#counted.set(h.streamId, now);
+  }
+
+  #turnReadOnly(): void {
+    this.streams.refuseWrites();
+    if (this.#failed) return;
+    this.#failed = true;
+    for (const l of this.#failureListeners) l();
+  }
+
+  counts(): StoreCounts {
+    const d = this.directory.counts();
+    return { agents: d.agents, chats: d.chats, streams: this.#counted.size, records: this.#records };
+  }
+
+  get stats(): CommitStats {
+    return {
+      batches: this.streams.stats.batches + this.directory.stats.batches,
+      writes: this.streams.stats.writes + this.directory.stats.writes,
+      checkpoints: 0,
+    };
+  }
+
+  get readOnly(): boolean {
+    return this.streams.readOnly;
+  }
+
+  get stopping(): boolean {
+    return this.#stopping;
+  }
+
+  assertWritable(operationId: string | null = null): void {
+    if (this.#stopping) throw errors.shuttingDown(operationId, 'not-written');
+    this.streams.assertWritable(operationId);
+  }
+
+  onFailure(listener: () => void): void {
+    this.#failureListeners.push(listener);
+  }
+
+  onCommit(listener: (writes: number, seconds: number) => void): void {
+    this.#commitListeners.push(listener);
+  }
+
+  /** Refused: the database is backed up with PostgreSQL's tools (STORAGE_FAILURE/UNSUPPORTED, nothing written). */
+  backup(): Promise<BackupManifest> {
+    return Promise.reject(errors.storageFailure(null, 'UNSUPPORTED', BACKUP_UNSUPPORTED_MESSAGE));
+  }
+
+  /**
+   * After an unknown outcome, once the database answers again: reload the directory and every
+   * head, and accept writes again. Throws while the database is unreachable (still read-only).
+   */
+  async recover(): Promise<void> {
+    await this.directory.recover();
+    await this.streams.recover();
+    this.#failed = false;
+    this.#log?.info('the PostgreSQL store accepts writes again');
+  }
+
+  async close(): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    await Promise.all([this.directory.close(), this.streams.close()]);
+    await this.#watching;
+    await this.#sql.end({ timeout: 5 });
+  }
+}
+
+export interface OpenPostgresStoreOptions {
+  /** The store URL (`--store`, `$YELLO_STORE`): `postgresql://USER@HOST:PORT/DB?…`, no password in it. */
+  url: string;
+  /** `--store-password-file` (mode 0600); else PGPASSWORD, a passfile, or none. */
+  passwordFile?: string;
+  log: Logger;
+  /** `application_name` of the sessions (pg_stat_activity), unless the URL sets one. Default `yellod`. */
+  applicationName?: string;
+  /** The environment PG* variables are read from (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
+  /** Connections in the pool (default 8). */
+  poolSize?: number;
+}
+
+/**
+ * Open the PostgreSQL store the daemon runs on: resolve the URL (StoreConfigError, exit 78, for
+ * a URL or password setting that cannot be used), open the pool, apply the schema migrations
+ * (StoreFormatError, exit 78, for a database a newer yello migrated), load every head and the
+ * directory, listen for the other daemons' commits.
+ */
+export async function openPostgresStore(options: OpenPostgresStoreOptions): Promise<PostgresStore> {
+  const config = resolveStoreUrl(options.url, {
+    ...(options.passwordFile !== undefined ? { passwordFile: options.passwordFile } : {}),
+    ...(options.env ? { env: options.env } : {}),
+  });
+  if (options.applicationName !== undefined && !/[?&]application_name=/.test(options.url)) config.applicationName = options.applicationName;
+  options.log.info({ store: describeStore(config) }, 'opening the PostgreSQL store');
+  const sql = openPool(config, { max: options.poolSize ?? 8 });
+  try {
+    const migrated = await migrate(sql, options.log);
+    if (migrated.applied.length > 0) options.log.info({ from: migrated.from, to: migrated.to }, 'schema migrated');
+    return await PostgresStore.open(sql, { log: options.log });
+  } catch (err) {
+    await sql.end({ timeout: 1 }).catch(() => {});
+    throw err;
+  }
+}

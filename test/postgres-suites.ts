@@ -1,0 +1,38 @@
+// Which suites run on PostgreSQL too (issue 24 item 5): those whose daemons exercise the store
+// through the contract — appends, reads, claims and fences, receipts, operations, retention,
+// follow/subscriptions, the directory (agents, grants, chats), keys — plus the client, CLI and MCP
+// suites that drive them end to end. Left out, and why:
+// - LevelDB by nature: doctor and `daemon.check` (test/faults/doctor*), backup/restore
+//   (integration/backup-restore), bit flips and tampering of LevelDB files (faults/*tamper*,
+//   store-damage users), fsync and EIO faults (faults/storage-faults, the fsync shim), WAL
+//   recovery (reliability/crash, integration/crash), the store format and its migrations
+//   (integration/store-format-newer, store-migration), the head check of a damaged LevelDB
+//   head (integration/mark-at-head);
+// - not about the store: unit tests, wire framing and limits, socket dirs, systemd, lifecycle
+//   of the data dir (it asserts `db/`), metrics text, docs and examples, the package.
+// PostgreSQL's own failure modes have their own suites (test/pg/, test/failover/,
+// test/multi-host/).
+export const POSTGRES_SUITES = [
+  'test/integration/streams.test.ts',
+  'test/integration/chats.test.ts',
+  'test/integration/chats-watch.test.ts',
+  'test/integration/receipts.test.ts',
+  'test/integration/agents-grants.test.ts',
+  'test/integration/retention.test.ts',
+  'test/integration/retention-policy.test.ts',
+  'test/integration/follow.test.ts',
+  'test/integration/follow-from.test.ts',
+  'test/integration/history.test.ts',
+  'test/integration/list-pagination.test.ts',
+  'test/integration/claims-liveness.test.ts',
+  'test/integration/keys.test.ts',
+  'test/integration/quotas.test.ts',
+  'test/integration/request-ids.test.ts',
+  'test/integration/null-fields.test.ts',
+  'test/integration/resume-policy.test.ts',
+  'test/integration/shutdown-reads.test.ts',
+  'test/client/coordinator.test.ts',
+  'test/client/conversation.test.ts',
+  'test/cli/chats.test.ts',
+  'test/mcp/three-agents.test.ts',
+] as const;
