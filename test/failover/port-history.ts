@@ -71,6 +71,8 @@ export class PortHistory {
   readonly ops = new Map<string, OpEntry>();
   readonly odd: string[] = [];
   refused = 0;
+  /** Writers whose recover() never returned (they exit and a successor settles their operations). */
+  readonly hung: string[] = [];
 
   /** One line of a writer's stdout. */
   line(text: string, at: number, onAck?: (writer: string, at: number) => void): void {
@@ -114,6 +116,9 @@ export class PortHistory {
         return;
       case 'odd':
         this.odd.push(text);
+        return;
+      case 'hung':
+        this.hung.push(text);
         return;
       default:
         return; // ready, debug output

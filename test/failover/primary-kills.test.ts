@@ -256,6 +256,7 @@ function summary(run: Run): Record<string, unknown> {
     refusedWhileReadOnly: run.history.refused,
     records: last.records,
     writerRestarts: run.writerRestarts,
+    recoverHangs: run.history.hung.length,
     recoverMs: { p50: pctl(run.recoverMs, 0.5), max: Math.max(...run.recoverMs) },
     promoteMs: { p50: pctl(run.promoteMs, 0.5), max: Math.max(...run.promoteMs) },
     rebuildMs: { p50: pctl(run.rebuildMs, 0.5), max: Math.max(...run.rebuildMs) },
