@@ -210,7 +210,12 @@ async function failoverRun(kills: number, options: { env?: NodeJS.ProcessEnv } =
       run.recoverMs.push(recoveredAt - killedAt);
       const check = openPool(resolveStoreUrl(url), { max: 2 });
       pools.push(check);
-      run.checks.push(await history.check(check, run.streamIds, { final: false }));
+      const c = await history.check(check, run.streamIds, { final: false });
+      run.checks.push(c);
+      // One line a cycle, so that a run that stops early (a writer stalled) still shows what held.
+      console.log(
+        `[failover] kill ${k + 1}: acknowledged ${c.acknowledged} lost ${c.lost.length} not whole ${c.notWhole.length} discontinuities ${c.discontinuities.length} promote ${promotedAt - killedAt} ms rebuild ${rebuiltAt - promotedAt} ms recover ${recoveredAt - killedAt} ms hung ${history.hung.length}`,
+      );
       await check.end({ timeout: 1 });
       run.cycleMs.push(Date.now() - cycleStart);
     }
