@@ -37,6 +37,12 @@ export class PgCluster {
   promote(): Promise<void>;
   /** Signal the server's whole process group (default SIGKILL: a crash) and wait until it exits. */
   kill(signal?: NodeJS.Signals): Promise<void>;
+  /**
+   * Replace this (killed or stopped) cluster's data by a base backup of `primary` and start it
+   * as `primary`'s standby named `name` (default `yello_standby`); resolves once `primary`
+   * reports it sync (or async when `primary` names no synchronous standby). Same port.
+   */
+  rebuildAsStandbyOf(primary: PgCluster, name?: string): Promise<void>;
   /** Stops the server (fast shutdown, SIGKILL after 10 s) and removes the cluster's files. */
   stop(): Promise<void>;
 }

@@ -175,6 +175,45 @@ export class PgCluster {
     }
   }
 
+  /**
+   * Make this (stopped or killed) cluster a new standby of `primary`: its data dir is replaced
+   * by a base backup of `primary`, it streams from it as `name`, and this returns once
+   * `primary` reports it synchronous (when `primary` names it in `synchronous_standby_names`)
+   * or streaming. What a failover does to the old primary before it can serve again (issue 24
+   * item 4: the next cycle kills the new primary). The port stays the same, so a multi-host URL
+   * still names both.
+   */
+  async rebuildAsStandbyOf(primary, name = 'yello_standby') {
+    await this.kill('SIGKILL');
+    rmSync(this.#data, { recursive: true, force: true });
+    await this.#exec('pg_basebackup', [
+      '-D',
+      this.#data,
+      '-h',
+      primary.socketDir,
+      '-p',
+      String(primary.port),
+      '-U',
+      primary.user,
+      '-X',
+      'stream',
+      '-c',
+      'fast',
+    ]);
+    this.#configure([`primary_conninfo = 'host=${primary.socketDir} port=${primary.port} user=${primary.user} application_name=${name}'`]);
+    appendFileSync(path.join(this.#data, 'standby.signal'), '');
+    if (this.#runAs) chownSync(path.join(this.#data, 'standby.signal'), this.#runAs.uid, this.#runAs.gid);
+    await this.#startServer();
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const state = await primary.psql(`select sync_state from pg_stat_replication where application_name = '${name}'`);
+      const wanted = (await primary.psql('show synchronous_standby_names')) === '' ? 'async' : 'sync';
+      if (state === wanted) return;
+      if (Date.now() > deadline) throw new Error(`the rebuilt standby is not ${wanted} after 30 s (state "${state}")`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   static async #make() {
     const bin = pgBinDir();
     if (!bin) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)');

@@ -39,7 +39,12 @@ export async function migrate(sql: Sql, log?: Logger, migrations: readonly Migra
   const newest = known.at(-1)?.version ?? 0;
   return sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK})`;
-    await tx`create table if not exists schema_migrations (
+    // Created only when missing: `create table if not exists` needs CREATE on the schema even
+    // when the table is there, and the daemons' least-privilege role has none
+    // (docs/multi-host.md; test/failover/least-privilege.test.ts).
+    const [found] = await tx<{ exists: boolean }[]>`select to_regclass('schema_migrations') is not null as exists`;
+    if (!found?.exists)
+      await tx`create table schema_migrations (
       version     integer primary key,
       name        text not null,
       digest      text not null,
