@@ -62,6 +62,15 @@ export interface SettledChange {
   outcome: CommitOutcome;
 }
 
+/**
+ * The server session a commit ran in: its pid, and when that server started (after a failover
+ * the same pid on the promoted server is another session, never the one that was committing).
+ */
+interface Session {
+  pid: number;
+  serverStarted: string;
+}
+
 interface Admitted {
   change: StreamChange;
   resolve: (o: CommitOutcome) => void;
@@ -138,7 +147,7 @@ export class PostgresStreams implements StreamPort {
   /** What `prepare` fetched (and this process committed since), per stream. */
   readonly #known = new Map<string, { ops: Map<string, StoredOperation>; msgs: Map<string, number> }>();
   /** Operations whose commit's outcome is unknown, with the backend pid of that session. */
-  readonly #unknownOps = new Map<string, number | null>();
+  readonly #unknownOps = new Map<string, Session | null>();
   #queue: Admitted[] = [];
   #scheduled = false;
   #chain: Promise<void> = Promise.resolve();
@@ -425,7 +434,7 @@ export class PostgresStreams implements StreamPort {
 
   async #commitGroup(group: Admitted[]): Promise<void> {
     let outcomes: CommitOutcome[];
-    let pid: number | null = null;
+    let session: Session | null = null;
     const started = performance.now();
     try {
       for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
@@ -433,8 +442,8 @@ export class PostgresStreams implements StreamPort {
       const attempt = async (pipelined: boolean) =>
         this.#sql.begin(async (tx) => {
           // Not awaited: sent ahead of the group's statements on the same connection.
-          const asked = tx<{ pid: number }[]>`select pg_backend_pid() as pid`.then(([p]) => {
-            pid = p?.pid ?? null;
+          const asked = tx<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.then(([p]) => {
+            session = p ?? null;
           }, noop);
           const result = pipelined ? await this.#pipelined(tx, group) : await this.#oneByOne(tx, group);
           await asked;
@@ -480,7 +489,7 @@ export class PostgresStreams implements StreamPort {
       const lost = connectionLost(err);
       for (const g of group)
         if (g.change.kind === 'append')
-          this.#unknownOps.set(`${g.change.next.streamId}/${g.change.operation.operationId}`, lost ? pid : null);
+          this.#unknownOps.set(`${g.change.next.streamId}/${g.change.operation.operationId}`, lost ? session : null);
     }
     this.stats.batches++;
     this.stats.writes += group.length;
@@ -758,8 +767,11 @@ export class PostgresStreams implements StreamPort {
     if (this.#unknownOps.has(key)) {
       // The session of the unknown commit may still be finishing it (waiting for the standby):
       // until it is gone, neither "committed" nor "absent" is final.
-      const pid = this.#unknownOps.get(key);
-      const alive = pid == null ? [] : await this.#sql`select 1 from pg_stat_activity where pid = ${pid}`;
+      const s = this.#unknownOps.get(key);
+      const alive =
+        s == null
+          ? []
+          : await this.#sql`select 1 from pg_stat_activity where pid = ${s.pid} and pg_postmaster_start_time()::text = ${s.serverStarted}`;
       if (alive.length > 0) return { state: 'pending' };
       this.#unknownOps.delete(key);
     }
