@@ -113,9 +113,16 @@ export class PostgresStore implements StorePort {
 
   /** Other daemons' commits: count the head each notice refreshed. */
   async #watch(): Promise<void> {
-    for await (const n of this.streams.changes()) {
-      const h = this.streams.head(n.streamId, 'committed');
-      if (h) this.#count(h);
+    try {
+      for await (const n of this.streams.changes()) {
+        // A notice refreshed while close() began: the heads are no longer answered, nor needed.
+        if (this.stopping) return;
+        const h = this.streams.head(n.streamId, 'committed');
+        if (h) this.#count(h);
+      }
+    } catch (err) {
+      // Counts only: a failure here must not end the process (close() awaits this promise).
+      if (!this.stopping) this.#log?.warn({ err: { message: (err as Error).message } }, "counting other daemons' commits stopped");
     }
   }
 
