@@ -1,9 +1,9 @@
 import { defineConfig } from 'vitest/config';
-import { POSTGRES_CORE_SUITES } from './test/postgres-suites.js';
+import { POSTGRES_SUITES } from './test/postgres-suites.js';
 
-// Two projects: every suite on LevelDB, and the core storage-facing ones again with every test
-// daemon on PostgreSQL (issue 24: `npm test` runs the integration suite on both backends; the
-// full list, test/postgres-suites.ts, is `npm run test:postgres`). One cluster
+// Two projects: every suite on LevelDB, and every storage-facing one (test/postgres-suites.ts)
+// again with every test daemon on PostgreSQL (issue 24: `npm test` runs the integration suite on
+// both backends; `npm run test:postgres` is the second project alone). One cluster
 // for the postgresql project's run, a database per daemon (test/helpers/test-store.ts).
 // YELLO_TEST_BACKENDS=leveldb leaves the second project out (a machine without PostgreSQL, a
 // quick local run); `npm run test:postgres` runs only the second.
@@ -21,7 +21,7 @@ export default defineConfig({
             {
               test: {
                 name: 'postgresql',
-                include: [...POSTGRES_CORE_SUITES],
+                include: [...POSTGRES_SUITES],
                 globalSetup: ['test/helpers/pg-global-setup.ts'],
                 env: { YELLO_TEST_STORE: 'postgresql' },
                 ...common,
