@@ -10,6 +10,10 @@
 //   head (integration/mark-at-head);
 // - not about the store: unit tests, wire framing and limits, socket dirs, systemd, lifecycle
 //   of the data dir (it asserts `db/`), metrics text, docs and examples, the package.
+// - not yet green on PostgreSQL: test/client/coordinator-recovery.test.ts ("a timed-out append
+//   that did commit resolves as committed" gets another outcome from resolveUncertain() when the
+//   daemon is frozen mid-append on PostgreSQL; the other 5 tests pass; cause not found yet).
+// The other client/MCP suites not listed were not yet tried on PostgreSQL (2026-12-02).
 // PostgreSQL's own failure modes have their own suites (test/pg/, test/failover/,
 // test/multi-host/).
 export const POSTGRES_SUITES = [
@@ -35,6 +39,12 @@ export const POSTGRES_SUITES = [
   'test/client/conversation.test.ts',
   'test/cli/chats.test.ts',
   'test/mcp/three-agents.test.ts',
+  // Added 2026-12-02 after a green run on PostgreSQL (30 s together): the audit log, the client
+  // and MCP inboxes, MCP grants.
+  'test/integration/audit.test.ts',
+  'test/client/inbox.test.ts',
+  'test/mcp/inbox.test.ts',
+  'test/mcp/peers-grants.test.ts',
 ] as const;
 
 /**
