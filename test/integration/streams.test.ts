@@ -1207,6 +1207,23 @@ describe('operations.get', () => {
     expect(ok(await pair.a.client.call('operations.get', { streamId: pair.streamA, operationId: failedId })).state).toBe('unknown');
   });
 
+  it('never answers unknown for an append it has read and not yet settled (both sent at once)', async () => {
+    // "unknown" means "never committed": a client acts on it (sends again, moves on). An append
+    // still being decided when operations.get arrives is pending, on either backend (on
+    // PostgreSQL the append first fetches what it needs to decide, and operations.get answered
+    // "unknown" in that wait, then the append committed; coordinator-recovery.test.ts saw it).
+    for (let i = 0; i < 5; i++) {
+      const s = await state(pair.streamA);
+      const opId = uniq('op-inflight');
+      const appending = append(pair.a.client, c, s.nextPosition, [msg(uniq('m'), `in flight ${i}`)], opId);
+      const asked = pair.a.client.call('operations.get', { streamId: pair.streamA, operationId: opId });
+      const [r, op] = await Promise.all([appending, asked]);
+      ok(r);
+      expect(['pending', 'committed']).toContain(ok(op).state);
+      expect(ok(await pair.a.client.call('operations.get', { streamId: pair.streamA, operationId: opId })).state).toBe('committed');
+    }
+  });
+
   it('answers NOT_FOUND only for a missing stream', async () => {
     const missing = `${pair.chatId}:agt_VVVVVVVVVVVVVVVVVVVVVVVVVV`;
     const r = await admin().call('operations.get', { streamId: missing, operationId: 'whatever' });

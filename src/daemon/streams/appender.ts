@@ -19,6 +19,7 @@ import { applyPolicy, checkMessageIds, checkReceipts, messageIdsOf, requestDiges
 import type { StreamContext } from './context.js';
 import { nextTimestamp, tokenCurrent } from './fencing.js';
 import type { StreamHeads } from './heads.js';
+import type { ReceivingAppends } from './receiving-appends.js';
 import type { StreamReader } from './stream-reader.js';
 import type { Holder, WriterPresence } from './writer-presence.js';
 
@@ -44,6 +45,7 @@ export class Appender {
   readonly #batcher: SignBatcher;
   readonly #reader: StreamReader;
   readonly #presence: WriterPresence;
+  readonly #receiving: ReceivingAppends;
 
   constructor(ctx: StreamContext, signer: Signer, batcher: SignBatcher, reader: StreamReader) {
     this.#store = ctx.store;
@@ -56,13 +58,17 @@ export class Appender {
     this.#batcher = batcher;
     this.#reader = reader;
     this.#presence = ctx.presence;
+    this.#receiving = ctx.receiving;
   }
 
-  async append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
-    for (let attempt = 1; ; attempt++) {
-      const result = await this.#attempt(caller, p, holder, attempt === MAX_ATTEMPTS);
-      if (result !== 'stale') return result;
-    }
+  append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
+    // Counted as received from here, before the first await: operations.get answers pending.
+    return this.#receiving.during(p.streamId, p.operationId, async () => {
+      for (let attempt = 1; ; attempt++) {
+        const result = await this.#attempt(caller, p, holder, attempt === MAX_ATTEMPTS);
+        if (result !== 'stale') return result;
+      }
+    });
   }
 
   /** One decision and its commit; 'stale' when the head moved under it and another attempt is allowed. */

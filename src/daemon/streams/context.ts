@@ -4,6 +4,7 @@ import type { Integrity } from '../store/integrity.js';
 import type { StorePort } from '../store/port/store-port.js';
 import type { StreamPort } from '../store/port/stream-port.js';
 import type { StreamHeads } from './heads.js';
+import type { ReceivingAppends } from './receiving-appends.js';
 import type { WriterPresence } from './writer-presence.js';
 
 /**
@@ -20,4 +21,6 @@ export interface StreamContext {
   codec: TokenCodec;
   /** Which claims have a live holder (memory only). */
   presence: WriterPresence;
+  /** Appends read and not yet answered (memory only): operations.get calls them pending. */
+  receiving: ReceivingAppends;
 }

@@ -10,6 +10,7 @@ import type { StreamMeta } from '../store/stream-meta.js';
 import { assertReader } from './access.js';
 import type { StreamContext } from './context.js';
 import type { StreamHeads } from './heads.js';
+import type { ReceivingAppends } from './receiving-appends.js';
 
 const OPS_CURSOR_KIND = 'ops';
 
@@ -22,8 +23,10 @@ export class Operations {
   readonly #heads: StreamHeads;
   readonly #integrity: Integrity;
   readonly #codec: TokenCodec;
+  readonly #receiving: ReceivingAppends;
 
-  constructor({ streams, heads, integrity, codec }: StreamContext) {
+  constructor({ streams, heads, integrity, codec, receiving }: StreamContext) {
+    this.#receiving = receiving;
     this.#streams = streams;
     this.#heads = heads;
     this.#integrity = integrity;
@@ -36,6 +39,8 @@ export class Operations {
    */
   async get(caller: Caller, streamId: string, operationId: string): Promise<OperationInfo> {
     this.#readable(caller, streamId);
+    // Read and still being decided (ReceivingAppends): not "unknown", which would say never.
+    if (this.#receiving.has(streamId, operationId)) return noOperation(operationId, 'pending');
     // Pending first: admitted and waiting for its commit, or its commit failed and only a
     // restart tells (the port's operationStatus).
     const status = await this.#streams.operationStatus(streamId, operationId);

@@ -19,6 +19,7 @@ import { Retention } from './retention.js';
 import { RetentionRunner, type RetentionPolicy } from './retention-policy.js';
 import type { Logger } from 'pino';
 import { StreamReader, type GenerationBounds, type SizedRecord } from './stream-reader.js';
+import { ReceivingAppends } from './receiving-appends.js';
 import { WriterPresence, type Holder } from './writer-presence.js';
 
 /**
@@ -43,7 +44,7 @@ export class StreamStore {
   constructor(store: StorePort, directory: Directory, signer: Signer, codec: TokenCodec, integrity: Integrity, batcher: SignBatcher) {
     const presence = new WriterPresence();
     const heads = new StreamHeads(store, directory, integrity, presence);
-    const ctx: StreamContext = { store, streams: store.streams, heads, integrity, directory, codec, presence };
+    const ctx: StreamContext = { store, streams: store.streams, heads, integrity, directory, codec, presence, receiving: new ReceivingAppends() };
     this.#heads = heads;
     this.#reader = new StreamReader(ctx);
     this.#fencing = new Fencing(ctx);
