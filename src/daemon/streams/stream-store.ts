@@ -44,7 +44,16 @@ export class StreamStore {
   constructor(store: StorePort, directory: Directory, signer: Signer, codec: TokenCodec, integrity: Integrity, batcher: SignBatcher) {
     const presence = new WriterPresence();
     const heads = new StreamHeads(store, directory, integrity, presence);
-    const ctx: StreamContext = { store, streams: store.streams, heads, integrity, directory, codec, presence, receiving: new ReceivingAppends() };
+    const ctx: StreamContext = {
+      store,
+      streams: store.streams,
+      heads,
+      integrity,
+      directory,
+      codec,
+      presence,
+      receiving: new ReceivingAppends(),
+    };
     this.#heads = heads;
     this.#reader = new StreamReader(ctx);
     this.#fencing = new Fencing(ctx);
