@@ -196,4 +196,23 @@ describe.skipIf(!pgAvailable())('cursors and batch ids across the daemons of one
     wa.generation = again.generation;
     expectError(await wa.tryAppend([{ type: 'chat.message', messageId: 'm-fenced', content: 'late' }]), 'FENCED', 'old token via A');
   });
+
+  it('two daemons starting at once on a fresh database agree on the deployment secret', async () => {
+    await cluster.psql('create database race');
+    const args = { extraArgs: ['--store', cluster.url('race'), '--policy', 'grants'] };
+    const [x, y] = await Promise.all([DaemonProcess.start(args), DaemonProcess.start(args)]);
+    const adminX = await x.connectAs();
+    const adminY = await y.connectAs();
+    try {
+      for (let i = 0; i < 2; i++) await createAgent(adminX, x.socketPath);
+      const page = ok(await adminX.call('agents.list', { limit: 1 }));
+      expect(page.nextCursor).not.toBeNull();
+      ok(await adminY.call('agents.list', { limit: 1, cursor: page.nextCursor }), 'the cursor from X, on Y');
+    } finally {
+      adminX.close();
+      adminY.close();
+      await x.cleanup();
+      await y.cleanup();
+    }
+  }, 60_000);
 });
