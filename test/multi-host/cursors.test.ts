@@ -194,6 +194,12 @@ describe.skipIf(!pgAvailable())('cursors and batch ids across the daemons of one
     expect(again.token).not.toBe(wa.token);
     wa.next = again.next;
     wa.generation = again.generation;
+    // Once A has the head B's claim wrote (its notice), the old token is fenced there too.
+    await waitFor(
+      async () => ok(await p.alice.client.call('streams.get', { streamId: p.streamA })).nextPosition === again.next,
+      "A sees B's claim",
+      10_000,
+    );
     expectError(await wa.tryAppend([{ type: 'chat.message', messageId: 'm-fenced', content: 'late' }]), 'FENCED', 'old token via A');
   });
 
