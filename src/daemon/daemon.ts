@@ -106,7 +106,9 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       throw startupFailure(err, 'publish the signing keys to the store');
     }
     const level = backend.level;
-    const codec = new TokenCodec(secret);
+    // On a shared store every daemon seals under the deployment's secret, so a cursor or batch
+    // id from one daemon is accepted by the others (docs/design/deployment-secret.md).
+    const codec = port.deploymentSecret ? TokenCodec.forDeployment(port.deploymentSecret) : new TokenCodec(secret);
     const directory = new Directory(port, codec, adminToken, config.policy);
     const damage = await directory.checkDamage();
     for (const [keys, what, answer] of [

@@ -3,8 +3,8 @@ import { safeEqual } from './tokens.js';
 
 /**
  * Opaque, HMAC-protected tokens (batch ids, cursors). The body is base64url JSON so a token
- * is self-contained and survives restarts; the MAC (key in `secret.key`, domain-separated
- * per kind) makes any change detectable.
+ * is self-contained and survives restarts; the MAC (key in `secret.key`, or derived from the
+ * deployment secret on a shared store; domain-separated per kind) makes any change detectable.
  */
 export class TokenCodec {
   readonly #key: Buffer;
@@ -13,11 +13,20 @@ export class TokenCodec {
     this.#key = key;
   }
 
+  /**
+   * The codec of a deployment whose daemons share `secret` (PostgreSQL: a row of the shared
+   * database). The MAC key is derived from it under its own label, so the stored value is never
+   * itself the key, and a token sealed under one daemon's `secret.key` never opens here.
+   */
+  static forDeployment(secret: Buffer): TokenCodec {
+    return new TokenCodec(createHmac('sha256', secret).update('yello deployment seal v1').digest());
+  }
+
   #mac(kind: string, body: string): string {
     return createHmac('sha256', this.#key).update(`${kind}\n${body}`).digest('base64url').slice(0, 32);
   }
 
-  /** A token of `kind` carrying `value`, which only this daemon's key opens. */
+  /** A token of `kind` carrying `value`, which only a codec with the same key opens (this daemon, or every daemon of its deployment). */
   seal(kind: string, value: unknown): string {
     const body = Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
     return `${body}.${this.#mac(kind, body)}`;

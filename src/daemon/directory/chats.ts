@@ -88,7 +88,7 @@ export class Chats {
     let after: string | undefined;
     if (cursor !== undefined) {
       const opened = this.#codec.open(CHATS_CURSOR_KIND, cursor);
-      if (typeof opened !== 'string') throw errors.invalidParams('cursor', 'not a chats.list cursor issued by this daemon');
+      if (typeof opened !== 'string') throw errors.invalidParams('cursor', 'not a chats.list cursor issued by this deployment');
       after = opened;
     }
     const member = caller.role === 'admin' ? undefined : caller.agentId;

@@ -95,7 +95,7 @@ export class ChatReader {
   openLiveCursor(chatId: string, token: string, streamIds: [string, string]): LiveCursor {
     const v = this.#codec.open(LIVE_KIND, token);
     if (!isLiveBody(v)) {
-      throw errors.invalidParams('cursor', 'not a live cursor issued by this daemon (HMAC check failed or wrong kind)');
+      throw errors.invalidParams('cursor', 'not a live cursor issued by this deployment (HMAC check failed or wrong kind)');
     }
     if (v.c !== chatId) throw errors.invalidParams('cursor', 'the cursor belongs to another chat');
     const streams: LiveCursor['streams'] = {};
@@ -133,7 +133,7 @@ export class ChatReader {
     } else {
       const v = this.#codec.open(HISTORY_KIND, p.cursor);
       if (!isHistoryCursor(v))
-        throw errors.invalidParams('cursor', 'not a history cursor issued by this daemon (HMAC check failed or wrong kind)');
+        throw errors.invalidParams('cursor', 'not a history cursor issued by this deployment (HMAC check failed or wrong kind)');
       if (v.c !== chat.id) throw errors.invalidParams('cursor', 'the cursor belongs to another chat');
       if (p.direction !== undefined && p.direction !== v.d)
         throw errors.invalidParams('direction', 'a history cursor keeps the direction of the call that made it');

@@ -39,6 +39,13 @@ export interface StorePort {
   readonly integrity: IntegrityPort;
   readonly keys: KeyPort;
 
+  /**
+   * The key material every daemon of this store's deployment shares for sealing cursors and
+   * batch ids (docs/design/deployment-secret.md), or undefined when the store belongs to one
+   * daemon only (LevelDB: the daemon's own `secret.key` seals them).
+   */
+  readonly deploymentSecret?: Buffer;
+
   /** The counts of `daemon.status`, as admitted; maintained by the backend from the changes it commits. */
   counts(): StoreCounts;
 

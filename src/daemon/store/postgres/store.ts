@@ -4,6 +4,7 @@
 // daemon opens it: resolve the URL (connection.ts: no password in it, redacted in logs), open
 // the pool, migrate (migrate.ts, under an advisory lock), load heads and the directory.
 
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { errors } from '../../../shared/errors.js';
 import type { BackupManifest } from '../../../shared/results.js';
@@ -54,6 +55,7 @@ export class PostgresStore implements StorePort {
   readonly directory: PostgresDirectory;
   readonly integrity: PostgresIntegrity;
   readonly keys: PostgresKeys;
+  readonly deploymentSecret: Buffer;
   readonly #sql: Sql;
   readonly #log: Logger | undefined;
   readonly #counted = new Map<string, Counted>();
@@ -64,8 +66,9 @@ export class PostgresStore implements StorePort {
   readonly #commitListeners: Array<(writes: number, seconds: number) => void> = [];
   #watching: Promise<void> = Promise.resolve();
 
-  private constructor(sql: Sql, streams: PostgresStreams, directory: PostgresDirectory, log: Logger | undefined) {
+  private constructor(sql: Sql, streams: PostgresStreams, directory: PostgresDirectory, secret: Buffer, log: Logger | undefined) {
     this.#sql = sql;
+    this.deploymentSecret = secret;
     this.#log = log;
     this.streams = streams;
     this.directory = directory;
@@ -75,6 +78,7 @@ export class PostgresStore implements StorePort {
 
   /** The store over an open, migrated pool: loads heads and the directory. The pool becomes the store's. */
   static async open(sql: Sql, options: { log?: Logger } = {}): Promise<PostgresStore> {
+    const secret = await deploymentSecret(sql);
     const streams = await PostgresStreams.open(sql, options.log ? { log: options.log } : {});
     // The directory's callbacks run only after open() returned (they follow commits and notices).
     const late: { store?: PostgresStore } = {};
@@ -87,7 +91,7 @@ export class PostgresStore implements StorePort {
         if (late.store) for (const h of heads) late.store.#count(h);
       },
     });
-    const opened = new PostgresStore(sql, streams, directory, options.log);
+    const opened = new PostgresStore(sql, streams, directory, secret, options.log);
     late.store = opened;
     streams.onGroupCommit((settled, seconds) => {
       opened.#onGroupCommit(settled, seconds);
@@ -198,6 +202,26 @@ export class PostgresStore implements StorePort {
     await this.#watching;
     await this.#sql.end({ timeout: 5 });
   }
+}
+
+/** The `meta` row holding the deployment secret (base64url of 32 random bytes). */
+export const DEPLOYMENT_SECRET_NAME = 'deployment-secret';
+
+/**
+ * The deployment's sealing secret: created by the first daemon that opens the database, read
+ * back by every one. Insert-if-absent then select, so two daemons starting at once both read
+ * the row that won; the `meta` grants (select, insert) already allow it, no migration needed.
+ */
+async function deploymentSecret(sql: Sql): Promise<Buffer> {
+  await sql`insert into meta (name, body) values (${DEPLOYMENT_SECRET_NAME}, ${randomBytes(32).toString('base64url')})
+    on conflict (name) do nothing`;
+  const [row] = await sql<{ body: string }[]>`select body from meta where name = ${DEPLOYMENT_SECRET_NAME}`;
+  const secret = row ? Buffer.from(row.body, 'base64url') : Buffer.alloc(0);
+  if (secret.length < 32)
+    throw new Error(
+      `the deployment secret (table meta, name '${DEPLOYMENT_SECRET_NAME}') is missing or shorter than 32 bytes: delete that row so the next daemon start creates a new one (cursors and batch ids issued before stop being accepted)`,
+    );
+  return secret;
 }
 
 export interface OpenPostgresStoreOptions {
