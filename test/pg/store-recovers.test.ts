@@ -108,4 +108,58 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
       await store.close();
     }
   }, 120_000);
+
+  it('recover() ends with a clear error while a commit of its own is still unanswered, and succeeds after', async () => {
+    const url = cluster!.url();
+    const admin = openPool(resolveStoreUrl(url), { max: 2 });
+    pools.push(admin);
+    await migrate(admin);
+    const sql = openPool(resolveStoreUrl(url), { max: 2 });
+    const store = await PostgresStore.open(sql);
+    let release = (): void => {};
+    try {
+      await store.streams.createStreams([newStreamMeta('c2', 'alice', 'bob', T), newStreamMeta('c2', 'bob', 'alice', T)]);
+      const h = store.streams.head('c2:alice', 'committed')!;
+      const released = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const holder = admin.begin(async (tx) => {
+        await tx`lock table heads in exclusive mode`;
+        locked();
+        await released;
+      });
+      await isLocked;
+      const outcome = store.streams.commit(append(h, 'op-1'));
+      // The commit waits on the lock (its session alive): recover() must not wait with it forever.
+      for (;;) {
+        const [w] = await admin<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
+        if (w!.n > 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const recovering = store.streams.recover().then(
+        () => 'returned',
+        (e: unknown) => {
+          const y = e as { type?: string; details?: { reason?: string } };
+          return `${y.type}/${y.details?.reason}`;
+        },
+      );
+      const first = await Promise.race([
+        recovering,
+        new Promise((r) => {
+          setTimeout(() => {
+            r('still waiting');
+          }, 40_000);
+        }),
+      ]);
+      expect(first).toBe('STORAGE_FAILURE/READ_ONLY');
+      release();
+      await holder;
+      expect((await outcome).status).toBe('ok');
+      await store.streams.recover();
+    } finally {
+      release(); // else close() waits on the blocked commit
+      await store.close();
+    }
+  }, 120_000);
 });
