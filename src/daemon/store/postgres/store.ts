@@ -234,8 +234,10 @@ export class PostgresStore implements StorePort {
     if (this.#stopping) return;
     this.#stopping = true;
     this.#recoverWake?.();
+    // Both halves refuse writes from this turn on (a write after close() began is refused).
+    const closing = Promise.all([this.directory.close(), this.streams.close()]);
     await this.#recovering;
-    await Promise.all([this.directory.close(), this.streams.close()]);
+    await closing;
     await this.#watching;
     await this.#sql.end({ timeout: 5 });
   }
