@@ -3,7 +3,7 @@ import { makeStreamId } from '../shared/ids.js';
 import type { ParamsIn } from '../shared/method-types.js';
 import type { OperationInfo } from '../shared/results.js';
 import type { AppendResult } from '../shared/types.js';
-import { Backoff } from './backoff.js';
+import { Backoff } from '../shared/backoff.js';
 import type { Conversation } from './conversation.js';
 import type { UncertainOutcome } from './coordinator-types.js';
 import { ConnectionLostError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError, fencedError } from './errors.js';

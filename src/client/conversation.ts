@@ -1,6 +1,6 @@
 import { makeStreamId } from '../shared/ids.js';
 import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord, WriterFence } from '../shared/types.js';
-import { Backoff } from './backoff.js';
+import { Backoff } from '../shared/backoff.js';
 import {
   ConnectionLostError,
   LineTooLargeError,

@@ -1,5 +1,5 @@
 import type { Chat, ChatOpenedNotification, StreamState } from '../shared/types.js';
-import { Backoff } from './backoff.js';
+import { Backoff } from '../shared/backoff.js';
 import { Conversation, type ConversationStart } from './conversation.js';
 import { ConnectionLostError, YelloClientError } from './errors.js';
 import type { MessageBatch } from './message-batch.js';

@@ -4,7 +4,7 @@ import type { MethodName, ParamsIn, Result } from '../shared/method-types.js';
 import { resolveSocketPath } from '../shared/paths.js';
 import type { HelloResult, NotificationParams } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
-import { Backoff } from './backoff.js';
+import { Backoff } from '../shared/backoff.js';
 import { ConnectionLostError, YelloClientError } from './errors.js';
 import { LineTransport } from './transport.js';
 import { Listeners, type Listener } from './listeners.js';

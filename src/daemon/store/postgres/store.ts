@@ -6,6 +6,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { Backoff } from '../../../shared/backoff.js';
 import { errors } from '../../../shared/errors.js';
 import type { BackupManifest } from '../../../shared/results.js';
 import type { StorePort } from '../port/store-port.js';
@@ -61,6 +62,9 @@ export class PostgresStore implements StorePort {
   readonly #counted = new Map<string, Counted>();
   #records = 0;
   #stopping = false;
+  /** The background recovery after an unknown outcome, while it runs; and what cuts its wait short. */
+  #recovering: Promise<void> | undefined;
+  #recoverWake: (() => void) | undefined;
   #failed = false;
   readonly #failureListeners: Array<() => void> = [];
   readonly #commitListeners: Array<(writes: number, seconds: number) => void> = [];
@@ -140,9 +144,44 @@ export class PostgresStore implements StorePort {
 
   #turnReadOnly(): void {
     this.streams.refuseWrites();
+    this.#recoverInBackground();
     if (this.#failed) return;
     this.#failed = true;
     for (const l of this.#failureListeners) l();
+  }
+
+  /**
+   * Leave read-only by itself: retry recover() with the project's one backoff (100 ms doubling
+   * to 5 s, jittered so that every daemon cut off by the same failover does not reload at once)
+   * until it succeeds or close() begins. Nothing else calls recover(): without this a daemon
+   * whose commit was cut off (a failover, a PostgreSQL restart, a terminated backend) refused
+   * every write until it was restarted (test/pg/store-recovers.test.ts).
+   */
+  #recoverInBackground(): void {
+    if (this.#recovering || this.#stopping) return;
+    this.#recovering = (async () => {
+      const backoff = new Backoff({ minDelayMs: 100, maxDelayMs: 5_000, jitter: true });
+      for (let step = backoff.next(); step; step = backoff.next()) {
+        await new Promise<void>((r) => {
+          this.#recoverWake = r;
+          setTimeout(r, step.delayMs).unref();
+        });
+        if (this.#stopping) return;
+        try {
+          await this.recover();
+          return;
+        } catch (err) {
+          if (this.stopping) return; // close() began meanwhile: its error is not news
+          this.#log?.warn(
+            { err: { message: (err as Error).message, code: (err as { code?: string }).code }, attempt: step.attempt },
+            'the PostgreSQL store is still read-only: reloading after the unknown outcome failed; retrying',
+          );
+        }
+      }
+    })().finally(() => {
+      this.#recovering = undefined;
+      this.#recoverWake = undefined;
+    });
   }
 
   counts(): StoreCounts {
@@ -198,7 +237,11 @@ export class PostgresStore implements StorePort {
   async close(): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
-    await Promise.all([this.directory.close(), this.streams.close()]);
+    this.#recoverWake?.();
+    // Both halves refuse writes from this turn on (a write after close() began is refused).
+    const closing = Promise.all([this.directory.close(), this.streams.close()]);
+    await this.#recovering;
+    await closing;
     await this.#watching;
     await this.#sql.end({ timeout: 5 });
   }

@@ -35,6 +35,9 @@ import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import { StreamReads } from './stream-reads.js';
 import { groupStatement, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
 
+/** How long recover() waits for a commit of ours still in flight before it gives up (retried). */
+const RECOVER_WAIT_MS = 15_000;
+
 export { STREAMS_CHANNEL };
 
 /** What another daemon (or this one) committed: a wake-up, the data is read from the tables. */
@@ -699,7 +702,26 @@ export class PostgresStreams implements StreamPort {
    * writes again. Throws while the database is unreachable (the store stays read-only).
    */
   async recover(): Promise<void> {
-    await this.#chain;
+    // A commit of ours still in flight decides heads we would reload: wait for it, but not
+    // forever (a session waiting on a lock, or on a synchronous standby that is not back): the
+    // caller retries with backoff, and a recovery that never returned left the daemon read-only
+    // with nothing said (test/pg/store-recovers.test.ts).
+    let timer: NodeJS.Timeout | undefined;
+    const settled = await Promise.race([
+      this.#chain.then(() => true),
+      new Promise<false>((r) => {
+        timer = setTimeout(() => {
+          r(false);
+        }, RECOVER_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (!settled)
+      throw errors.storageFailure(
+        null,
+        'READ_ONLY',
+        `the daemon is read-only: a commit it sent ${RECOVER_WAIT_MS / 1000} s ago has not been answered by PostgreSQL yet (waiting on a lock, or on a synchronous standby that is not streaming?); recovery is retried`,
+      );
     await this.#loadHeads();
     this.#known.clear();
     this.#readOnly = false;

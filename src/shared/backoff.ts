@@ -21,8 +21,9 @@ export interface BackoffStep {
 
 /**
  * Exponential backoff of a reconnect loop: attempt n waits min(maxDelayMs, minDelayMs·2^(n−1))
- * ms (times the jitter factor). One instance per loop; YelloClient's reconnect and the
- * Coordinator's both use it.
+ * ms (times the jitter factor). One instance per loop: YelloClient's reconnect, the
+ * Coordinator's, and the PostgreSQL store's recovery all use it (the one backoff; in shared
+ * because both the client and the daemon use it, and it does no I/O).
  */
 export class Backoff {
   readonly #options: BackoffOptions;

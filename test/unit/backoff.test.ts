@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Backoff } from '../../src/client/backoff.js';
+import { Backoff } from '../../src/shared/backoff.js';
 
 describe('Backoff', () => {
   it('doubles from minDelayMs up to maxDelayMs, numbering attempts from 1', () => {
