@@ -135,6 +135,16 @@ describe.skipIf(!pgAvailable())('--store on PostgreSQL', () => {
     expectOneLine(r, /refused the credentials or privileges/);
   });
 
+  it('a damaged deployment secret (the meta row cut short): exit 78, saying which row to delete', async () => {
+    await cluster.psql('create database so_secret');
+    const d = await DaemonProcess.start({ extraArgs: ['--store', cluster.url('so_secret')] });
+    await d.cleanup();
+    await cluster.psql(`update meta set body = 'c2hvcnQ' where name = 'deployment-secret'`, 'so_secret');
+    const r = await runDaemon(['--store', cluster.url('so_secret')]);
+    expect(r.code, r.stderr).toBe(EXIT_CODES.config);
+    expectOneLine(r, /deployment secret \(table meta, name 'deployment-secret'\) is missing or shorter than 32 bytes: delete that row/);
+  });
+
   it('a database that does not exist: exit 78, saying to create it', async () => {
     const r = await runDaemon(['--store', cluster.url('no_such_db')]);
     expect(r.code, r.stderr).toBe(EXIT_CODES.config);

@@ -11,7 +11,7 @@ import { errors } from '../../../shared/errors.js';
 import type { BackupManifest } from '../../../shared/results.js';
 import type { StorePort } from '../port/store-port.js';
 import type { CommitStats, StoreCounts, StreamMeta } from '../port/values.js';
-import { describeStore, openPool, resolveStoreUrl, type Sql } from './connection.js';
+import { describeStore, openPool, resolveStoreUrl, StoreConfigError, type Sql } from './connection.js';
 import { PostgresDirectory } from './directory.js';
 import { PostgresIntegrity, PostgresKeys } from './keys-integrity.js';
 import { migrate } from './migrate.js';
@@ -260,8 +260,10 @@ async function deploymentSecret(sql: Sql): Promise<Buffer> {
     on conflict (name) do nothing`;
   const [row] = await sql<{ body: string }[]>`select body from meta where name = ${DEPLOYMENT_SECRET_NAME}`;
   const secret = row ? Buffer.from(row.body, 'base64url') : Buffer.alloc(0);
+  // A configuration fault for a person to fix (exit 78, not a restart loop), never a new secret
+  // made quietly: that would void every cursor and batch id the other daemons issued.
   if (secret.length < 32)
-    throw new Error(
+    throw new StoreConfigError(
       `the deployment secret (table meta, name '${DEPLOYMENT_SECRET_NAME}') is missing or shorter than 32 bytes: delete that row so the next daemon start creates a new one (cursors and batch ids issued before stop being accepted)`,
     );
   return secret;
