@@ -34,6 +34,7 @@ export class RecordingConnection implements ConnectionHandle {
     this.notifications.push({ method, params });
   }
   onClose(): void {}
+  onHangUp(): void {}
   onDrain(listener: () => void): void {
     this.#drain.push(listener);
   }

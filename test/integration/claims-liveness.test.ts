@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import type { MethodResults } from '../../src/shared/methods.js';
 import type { StreamState, WriterFence } from '../../src/shared/types.js';
-import { waitFor } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 import { createPair, fenceOf, ok, readAll, uniq, type TestPair, type Wire, type WireResponse } from '../helpers/wire-fixtures.js';
 
@@ -76,6 +76,32 @@ describe('writer.connected', () => {
     expect((await get(admin(), pair.streamA)).writer.connected).toBe(true);
     const released = ok(await again.call('streams.release', { streamId: pair.streamA, coordinatorToken: claimed.coordinatorToken }));
     expect(released.writer).toMatchObject({ active: false, connected: false });
+  });
+
+  it('is false for the next request once the holder has hung up, without waiting (20 rounds)', async () => {
+    // A script runs `yello send` and then starts a coordinator: the claim the CLI left must be
+    // abandoned for the coordinator's first call, not some milliseconds later (CI flake of
+    // test/cli/waiting.test.ts: the daemon detached on the socket's close, a loop turn or more
+    // after it read the hang-up).
+    for (let round = 0; round < 20; round++) {
+      const pair = await createPair(admin(), daemon().socketPath);
+      const holder = await asAlice(pair);
+      ok(await holder.call('streams.claim', { streamId: pair.streamA }));
+      // Frozen, the daemon reads the hang-up and the claim in one turn of its loop, as a busy
+      // daemon does.
+      process.kill(daemon().pid!, 'SIGSTOP');
+      try {
+        holder.close();
+        await holder.closed;
+        const taking = pair.a.client.call('streams.claim', { streamId: pair.streamA, replace: 'if-abandoned' });
+        await sleep(20);
+        process.kill(daemon().pid!, 'SIGCONT');
+        const taken = await taking;
+        expect(taken.error, `round ${round}`).toBeUndefined();
+      } finally {
+        process.kill(daemon().pid!, 'SIGCONT');
+      }
+    }
   });
 
   it('stays true while any connection that appended with the token is open', async () => {

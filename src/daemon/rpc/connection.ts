@@ -62,6 +62,7 @@ export class Connection implements ConnectionHandle {
   readonly #pool: OutputPool | undefined;
   readonly #member: PoolMember;
   #closeListeners: Array<() => void> = [];
+  #hangUpListeners: Array<() => void> | null = [];
   #drainListeners: Array<() => void> = [];
 
   constructor(socket: Socket, rpc: RpcServer, log: Logger, opts: ConnectionOptions) {
@@ -95,6 +96,12 @@ export class Connection implements ConnectionHandle {
     });
     socket.on('error', (err) => {
       this.#log.debug({ conn: this.id, err: err.message }, 'connection error');
+    });
+    // The client can send nothing more once its side ended; 'close' follows only after our own
+    // side is shut down, a loop turn or more later, and a request read meanwhile must already
+    // see the hang-up (a claim left by an exited CLI is abandoned for the next caller).
+    socket.on('end', () => {
+      this.#onHangUp();
     });
     socket.on('close', () => {
       this.#onClose();
@@ -133,6 +140,11 @@ export class Connection implements ConnectionHandle {
   onClose(listener: () => void): void {
     if (this.#closed) listener();
     else this.#closeListeners.push(listener);
+  }
+
+  onHangUp(listener: () => void): void {
+    if (this.#hangUpListeners === null) listener();
+    else this.#hangUpListeners.push(listener);
   }
 
   /** Called once the socket buffer has drained below the high-water mark. */
@@ -382,9 +394,16 @@ export class Connection implements ConnectionHandle {
     for (const l of listeners) l();
   }
 
+  #onHangUp(): void {
+    const listeners = this.#hangUpListeners;
+    this.#hangUpListeners = null;
+    for (const l of listeners ?? []) l();
+  }
+
   #onClose(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#onHangUp();
     this.#pool?.leave(this.#member);
     // Work not started for a client that left is dropped, not done.
     this.#lines.clear();

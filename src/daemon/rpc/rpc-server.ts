@@ -31,6 +31,8 @@ export interface ConnectionHandle {
   setCaller(caller: Caller): void;
   notify(method: string, params: unknown): void;
   onClose(listener: () => void): void;
+  /** Once the client can send nothing more: its side ended, or the connection closed. */
+  onHangUp(listener: () => void): void;
   /** True while the client is not reading fast enough; deliveries wait for `onDrain`. */
   readonly congested: boolean;
   onDrain(listener: () => void): void;

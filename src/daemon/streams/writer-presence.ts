@@ -1,8 +1,8 @@
 import type { ConnectionHandle } from '../rpc/rpc-server.js';
 import type { StreamMeta } from '../store/stream-meta.js';
 
-/** What presence needs of a connection: to hear when it closes. */
-export type Holder = Pick<ConnectionHandle, 'onClose'>;
+/** What presence needs of a connection: to hear when it hangs up. */
+export type Holder = Pick<ConnectionHandle, 'onHangUp'>;
 
 interface Attachment {
   /** The claim the connections below used: a later claim starts a new attachment. */
@@ -13,7 +13,7 @@ interface Attachment {
 /**
  * Whether a stream's writer claim has a live holder (docs/protocol.md §5.8 `writer.connected`).
  * A claim is attached to the connection that made it, and to every connection that later
- * appends with its token; it is abandoned once none of them is open. Kept in memory only, on
+ * appends with its token; it is abandoned once none of them is open (once each has hung up: no more requests can come). Kept in memory only, on
  * purpose: after a daemon restart no connection of before is open, so every claim is abandoned
  * until a connection uses its token again.
  */
@@ -38,7 +38,7 @@ export class WriterPresence {
       this.#byHolder.set(holder, streams);
       const mine = streams;
       // One close listener per connection, however many streams and appends it has.
-      holder.onClose(() => {
+      holder.onHangUp(() => {
         this.#detach(holder, mine);
       });
     }
