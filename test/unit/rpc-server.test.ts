@@ -16,7 +16,7 @@ function server(thrown: unknown, lines: string[]): RpcServer {
 
 const ctx = (): CallContext => ({
   caller: { role: 'admin' },
-  connection: { id: 1, setCaller() {}, notify() {}, onClose() {}, congested: false, onDrain() {} },
+  connection: { id: 1, setCaller() {}, notify() {}, onClose() {}, onHangUp() {}, congested: false, onDrain() {} },
 });
 
 describe('RpcServer error mapping', () => {
