@@ -30,6 +30,7 @@ import type {
   SweepResult,
 } from '../port/stream-port.js';
 import type { StoredOperation, StoredRecord, StreamMeta } from '../port/values.js';
+import { AdmissionLookups } from './admission-lookups.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import { StreamReads } from './stream-reads.js';
@@ -134,6 +135,7 @@ export interface PostgresStreamsOptions {
 
 export class PostgresStreams implements StreamPort {
   readonly #sql: Sql;
+  readonly #lookups: AdmissionLookups;
   readonly #log: Logger | undefined;
   readonly #reads: StreamReads;
   readonly #committed = new Map<string, StreamMeta>();
@@ -149,6 +151,8 @@ export class PostgresStreams implements StreamPort {
   readonly #pendingMsgs = new Map<string, Map<string, number>>();
   /** What `prepare` fetched (and this process committed since), per stream. */
   readonly #known = new Map<string, { ops: Map<string, StoredOperation>; msgs: Map<string, number> }>();
+  /** Per stream, its admission lookups in flight together, and whether one has answered. */
+  readonly #lookupWaves = new Map<string, { outstanding: number; fresh: boolean }>();
   /** Operations whose commit's outcome is unknown, with the backend pid of that session. */
   readonly #unknownOps = new Map<string, Session | null>();
   #queue: Admitted[] = [];
@@ -163,6 +167,7 @@ export class PostgresStreams implements StreamPort {
 
   private constructor(sql: Sql, options: PostgresStreamsOptions) {
     this.#sql = sql;
+    this.#lookups = new AdmissionLookups(sql);
     this.#log = options.log;
     this.#reads = new StreamReads(sql);
   }
@@ -339,29 +344,45 @@ export class PostgresStreams implements StreamPort {
 
   prepare(streamId: string, operationId: string, clientMessageIds: readonly string[]): Promise<void> {
     const generation = this.head(streamId, 'admitted')?.generation ?? 1;
-    return (async () => {
-      const [ops, msgs] = await Promise.all([
-        this.#sql<{ body: string }[]>`select body from operations where stream_id = ${streamId} and operation_id = ${operationId}`,
-        clientMessageIds.length === 0
-          ? Promise.resolve([] as { client_message_id: string; body: string }[])
-          : this.#sql<{ client_message_id: string; body: string }[]>`
-              select client_message_id, body from message_ids
-              where stream_id = ${streamId} and generation = ${generation} and client_message_id in ${this.#sql(clientMessageIds as string[])}`,
-      ]);
-      const known = { ops: new Map<string, StoredOperation>(), msgs: new Map<string, number>() };
-      const op = ops[0];
-      if (op)
-        known.ops.set(
-          operationId,
-          expandOperation(operationId, decodeRow<CompactOperation>(RowKey.operation(streamId, operationId), op.body, { streamId })),
-        );
-      for (const m of msgs)
-        known.msgs.set(
-          `${generation}/${m.client_message_id}`,
-          decodeRow<number>(RowKey.messageId(streamId, generation, m.client_message_id), m.body, { streamId, generation }),
-        );
-      this.#known.set(streamId, known);
-    })();
+    let wave = this.#lookupWaves.get(streamId);
+    if (!wave) {
+      wave = { outstanding: 0, fresh: true };
+      this.#lookupWaves.set(streamId, wave);
+    }
+    wave.outstanding++;
+    const mine = wave;
+    const settled = (): void => {
+      if (--mine.outstanding === 0 && this.#lookupWaves.get(streamId) === mine) this.#lookupWaves.delete(streamId);
+    };
+    return this.#lookups.fetch({ streamId, operationId, generation, clientMessageIds }).then(
+      (rows) => {
+        settled();
+        // The first answer of a wave (lookups of one stream in flight together) replaces what
+        // is known of the stream, so it stays small and fresh; the others add to it: appends
+        // whose answers come in one turn are admitted after all of them, and each must find
+        // what it asked for.
+        let known = this.#known.get(streamId);
+        if (!known || mine.fresh) {
+          known = { ops: new Map(), msgs: new Map() };
+          this.#known.set(streamId, known);
+          mine.fresh = false;
+        }
+        if (rows.op !== undefined)
+          known.ops.set(
+            operationId,
+            expandOperation(operationId, decodeRow<CompactOperation>(RowKey.operation(streamId, operationId), rows.op, { streamId })),
+          );
+        for (const m of rows.msgs)
+          known.msgs.set(
+            `${generation}/${m.clientMessageId}`,
+            decodeRow<number>(RowKey.messageId(streamId, generation, m.clientMessageId), m.body, { streamId, generation }),
+          );
+      },
+      (err: unknown) => {
+        settled();
+        throw err;
+      },
+    );
   }
 
   operation(streamId: string, operationId: string): StoredOperation | undefined {
