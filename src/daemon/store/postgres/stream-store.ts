@@ -33,7 +33,7 @@ import type { StoredOperation, StoredRecord, StreamMeta } from '../port/values.j
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import { StreamReads } from './stream-reads.js';
-import { groupStatement, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
+import { groupStatement, NOTICE_MAX_BYTES, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
 
 /** How long recover() waits for a commit of ours still in flight before it gives up (retried). */
 const RECOVER_WAIT_MS = 15_000;
@@ -50,6 +50,22 @@ export interface HeadNotice {
    * position, so a cached head is refreshed whenever its body differs from the one notified.
    */
   digest?: string;
+  /**
+   * md5 of the body of the head this commit replaced (absent when its change did not require
+   * that exact body). With `meta`, a listener whose cached head has that digest takes the new
+   * head from the notice, without reading it: the notice is then the very next change of the
+   * head it knows.
+   */
+  prev?: string;
+  /** The head's stored body, when the notice had room for it (NOTICE_MAX_BYTES). */
+  meta?: string;
+}
+
+/** The payload of a notice: with the head's body when it fits, else without it (the listener reads it). */
+export function noticePayload(n: HeadNotice): string {
+  const full = JSON.stringify(n);
+  if (Buffer.byteLength(full, 'utf8') < NOTICE_MAX_BYTES) return full;
+  return JSON.stringify({ streamId: n.streamId, generation: n.generation, nextPosition: n.nextPosition, digest: n.digest });
 }
 
 /** The digest of a notice: md5 of the head's stored body (as PostgreSQL's `md5(text)`). */
@@ -139,7 +155,10 @@ export class PostgresStreams implements StreamPort {
   readonly #committed = new Map<string, StreamMeta>();
   /** The stored body of each committed head (what a change decided on it requires). */
   readonly #bodies = new Map<string, string>();
-  /** Bumped by every settle of a stream: a refresh read before one is older than what it settled. */
+  /**
+   * Bumped by every settle of a stream and every head taken from a notice: a refresh read
+   * before one is older than what it cached.
+   */
   readonly #settles = new Map<string, number>();
   /** The stored body of the head a stale change found (read in its transaction), until it settles. */
   readonly #staleBodies = new Map<string, string>();
@@ -216,18 +235,47 @@ export class PostgresStreams implements StreamPort {
     }
     const cached = this.#committed.get(n.streamId);
     const body = this.#bodies.get(n.streamId);
+    const known = body === undefined ? undefined : headDigest(body);
     const stale =
       n.digest !== undefined
-        ? body === undefined || headDigest(body) !== n.digest
+        ? known === undefined || known !== n.digest
         : !cached || cached.generation < n.generation || (cached.generation === n.generation && cached.nextPosition < n.nextPosition);
+    const { meta, ...notice } = n;
+    if (stale && this.#takeHead(notice, meta, known)) {
+      for (const l of this.#listeners) l.push(notice);
+      return;
+    }
     const refresh = stale ? this.#refreshHead(n.streamId) : Promise.resolve();
     void refresh.then(
       () => {
-        for (const l of this.#listeners) l.push(n);
+        for (const l of this.#listeners) l.push(notice);
       },
       (err: unknown) =>
         this.#log?.warn({ err: { message: (err as Error).message }, streamId: n.streamId }, 'refreshing a head after a notice failed'),
     );
+  }
+
+  /**
+   * Cache the head a notice carries, when it is the very next change of the cached one (its
+   * `prev` is the cached body's digest) and its body checks out: no read then. Notices arrive
+   * in commit order, so a notice whose `prev` is not the cached head (one of ours settled
+   * before an earlier notice arrived, notices lost with a LISTEN connection) is read instead,
+   * as is one without its body (too long for a notice). Returns whether it took the head.
+   */
+  #takeHead(n: HeadNotice, meta: string | undefined, known: string | undefined): boolean {
+    if (meta === undefined || n.prev === undefined || n.prev !== known || typeof meta !== 'string') return false;
+    if (n.digest !== undefined && headDigest(meta) !== n.digest) return false;
+    let head: StreamMeta;
+    try {
+      head = decodeHead(n.streamId, meta);
+    } catch {
+      return false;
+    }
+    if (head.streamId !== n.streamId || head.generation !== n.generation || head.nextPosition !== n.nextPosition) return false;
+    // A refresh read before this is older than this head: it must not overwrite it.
+    this.#settles.set(n.streamId, (this.#settles.get(n.streamId) ?? 0) + 1);
+    this.#setCommitted(n.streamId, head, meta);
+    return true;
   }
 
   async #refreshHead(streamId: string): Promise<StreamMeta | undefined> {
@@ -455,15 +503,22 @@ export class PostgresStreams implements StreamPort {
           const moved = new Map<string, HeadNotice>();
           group.forEach((g, i) => {
             const n = g.change.next;
-            if (result[i]?.status === 'ok')
-              moved.set(n.streamId, {
-                streamId: n.streamId,
-                generation: n.generation,
-                nextPosition: n.nextPosition,
-                digest: headDigest(bodyOf(g)),
-              });
+            if (result[i]?.status !== 'ok') return;
+            // One notice per stream, for its last change; `prev` is the head before the first
+            // (the changes that committed are a prefix of the stream's changes in the group),
+            // known exactly only when that change required it.
+            const first = moved.get(n.streamId);
+            const after = first ? first.prev : g.change.expect === null || afterOf(g) === '' ? undefined : headDigest(afterOf(g));
+            moved.set(n.streamId, {
+              streamId: n.streamId,
+              generation: n.generation,
+              nextPosition: n.nextPosition,
+              digest: headDigest(bodyOf(g)),
+              ...(after === undefined ? {} : { prev: after }),
+              meta: bodyOf(g),
+            });
           });
-          await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${JSON.stringify(n)})`));
+          await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${noticePayload(n)})`));
           return result;
         });
       try {
