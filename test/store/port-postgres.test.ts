@@ -185,15 +185,19 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     // b's head differs from the one a decides on in more than the position (its last signature time).
     const fromB = append(s1, 'from-b');
     fromB.next.lastCreatedAt = '2026-12-02T03:00:01.000Z';
-    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
     // One group on a: s1 twice (the second decided on the first's admitted head: the next layer
-    // of the group's statement), and s2 twice, which commit.
-    const first = append(s1, 'a1', 1, ['a1-m']);
+    // of the group's statement), and s2 twice, which commit. Admitted before b's commit, held
+    // until after it: a decides on the head b's commit replaces (its notice may well reach a
+    // before a's transaction runs, and a takes the new head from it).
+    const held = heldAppend(s1, 'a1');
+    const first = held.change;
     const chained = append(first.next, 'a2', 1, ['a2-m']);
     const o1 = append(s2, 'b1');
     const o2 = append(o1.next, 'b2');
-    const outcomes = await Promise.all([a!.commit(first), a!.commit(o1), a!.commit(chained), a!.commit(o2)]);
-    expect(outcomes.map((o) => o.status)).toEqual(['stale', 'ok', 'stale', 'ok']);
+    const outcomes = Promise.all([a!.commit(first), a!.commit(o1), a!.commit(chained), a!.commit(o2)]);
+    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
+    held.release();
+    expect((await outcomes).map((o) => o.status)).toEqual(['stale', 'ok', 'stale', 'ok']);
     expect(a!.head(s1.streamId, 'committed')?.nextPosition).toBe(1);
     expect(a!.head(s2.streamId, 'committed')?.nextPosition).toBe(2);
     expect((await collect(a!.records(s1, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['from-b']);
@@ -411,7 +415,7 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     expect(b!.head(s.streamId, 'committed')?.nextPosition).toBe(2);
   });
 
-  /** A port over the current database as a role that may not read `heads` once it is open. */
+  /** A port over the current database as a role that may not read `heads` nor `records` once it is open. */
   async function blindToHeads(role: string): Promise<PostgresStreams> {
     await cluster!.psql(
       `create role ${role} login; grant select, insert, update, delete on all tables in schema public to ${role}`,
@@ -421,7 +425,7 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     pools.push(sql);
     const p = await PostgresStreams.open(sql);
     ports.push(p);
-    await cluster!.psql(`revoke select on heads from ${role}`, `s${db}`);
+    await cluster!.psql(`revoke select on heads, records from ${role}`, `s${db}`);
     return p;
   }
 
@@ -434,9 +438,15 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     await a!.commit(a1);
     // A read of `heads` is refused to b now: it learns both heads from the notices alone.
     await waitFor(() => b.head(s.streamId, 'committed')?.nextPosition === 2, 'b takes the head of the first notice', 5_000);
-    await a!.commit(append(a1.next, 'o', 1));
+    // ... and the records the notice carried, for the followers' next read.
+    expect((await collect(b.records(s, 1, 0, 2))).map((r) => r.record)).toEqual(a1.records);
+    const a2 = append(a1.next, 'o', 1);
+    await a!.commit(a2);
     await waitFor(() => b.head(s.streamId, 'committed')?.nextPosition === 3, 'b takes the head of the next notice', 5_000);
     expect(b.head(s.streamId, 'committed')).toEqual(a!.head(s.streamId, 'committed'));
+    expect((await collect(b.records(s, 1, 2, 3))).map((r) => r.record)).toEqual(a2.records);
+    // Only the latest notice's records are kept: a longer range is read from the table (refused here).
+    await expect(collect(b.records(s, 1, 0, 3))).rejects.toMatchObject({ code: '42501' });
   });
 
   it('the same on the savepoint path: the notice of two changes of a stream in one group carries the last head', async () => {

@@ -59,7 +59,12 @@ export interface HeadNotice {
   prev?: string;
   /** The head's stored body, when the notice had room for it (NOTICE_MAX_BYTES). */
   meta?: string;
+  /** The change's record rows, [position, stored body], when the notice had room for them too. */
+  records?: Array<[number, string]>;
 }
+
+/** Streams whose latest notified records are kept for the followers' next read (8 KB each at most). */
+const NOTICED_STREAMS = 256;
 
 /** The payload of a notice: with the head's body when it fits, else without it (the listener reads it). */
 export function noticePayload(n: HeadNotice): string {
@@ -176,6 +181,12 @@ export class PostgresStreams implements StreamPort {
   #readOnly = false;
   #closing = false;
   readonly #listeners = new Set<{ push: (n: HeadNotice) => void; end: () => void }>();
+  /**
+   * The record rows another daemon's latest notice of a stream carried, when that notice's head
+   * was taken: what the followers of this daemon read next, answered without a round trip.
+   * Oldest first (a Map keeps insertion order), at most NOTICED_STREAMS.
+   */
+  readonly #noticed = new Map<string, { generation: number; from: number; rows: Array<[number, string]> }>();
   #unlisten: (() => Promise<void>) | undefined;
   /** Group commits and the changes in them, since open. */
   readonly stats = { batches: 0, writes: 0 };
@@ -211,6 +222,8 @@ export class PostgresStreams implements StreamPort {
   }
 
   async #loadHeads(): Promise<void> {
+    // Reloaded after notices may have been lost: only the tables say what is current.
+    this.#noticed.clear();
     const rows = await this.#sql<{ stream_id: string; meta: string }[]>`select stream_id, meta from heads`;
     for (const r of rows) this.#setCommitted(r.stream_id, decodeHead(r.stream_id, r.meta), r.meta);
   }
@@ -240,8 +253,12 @@ export class PostgresStreams implements StreamPort {
       n.digest !== undefined
         ? known === undefined || known !== n.digest
         : !cached || cached.generation < n.generation || (cached.generation === n.generation && cached.nextPosition < n.nextPosition);
-    const { meta, ...notice } = n;
+    const { meta, records, ...notice } = n;
+    this.#noticed.delete(n.streamId);
     if (stale && this.#takeHead(notice, meta, known)) {
+      // Records of our own commits (their notice can come before their answer) are read from
+      // the table: what is kept here is for the followers of other daemons' appends.
+      if (!this.#admitted.has(n.streamId)) this.#keepNoticed(notice, records);
       for (const l of this.#listeners) l.push(notice);
       return;
     }
@@ -276,6 +293,23 @@ export class PostgresStreams implements StreamPort {
     this.#settles.set(n.streamId, (this.#settles.get(n.streamId) ?? 0) + 1);
     this.#setCommitted(n.streamId, head, meta);
     return true;
+  }
+
+  /**
+   * Keep the record rows of a notice whose head was taken when they are exactly the records
+   * that head added to its generation ([from, nextPosition), in order). Their bodies are the
+   * rows the notifying commit inserted; they are checked when read, like rows of the table.
+   */
+  #keepNoticed(n: HeadNotice, rows: unknown): void {
+    if (!Array.isArray(rows) || rows.length === 0) return;
+    const from = n.nextPosition - rows.length;
+    const ok = rows.every((r: unknown, i) => Array.isArray(r) && r.length === 2 && r[0] === from + i && typeof r[1] === 'string');
+    if (!ok) return;
+    if (this.#noticed.size >= NOTICED_STREAMS) {
+      const oldest = this.#noticed.keys().next().value;
+      if (oldest !== undefined) this.#noticed.delete(oldest);
+    }
+    this.#noticed.set(n.streamId, { generation: n.generation, from, rows: rows as Array<[number, string]> });
   }
 
   async #refreshHead(streamId: string): Promise<StreamMeta | undefined> {
@@ -825,7 +859,25 @@ export class PostgresStreams implements StreamPort {
     options: { reverse?: boolean; limit?: number } = {},
   ): AsyncIterable<StoredRecordAt> {
     this.#assertOpen();
+    const noticed = options.reverse ? undefined : this.#noticedRows(stream.streamId, generation, from, end);
+    if (noticed) {
+      for (const [position, body] of noticed.slice(0, options.limit ?? Infinity))
+        yield { position, record: this.#reads.expand(stream, generation, position, body), bytes: body.length };
+      return;
+    }
     yield* this.#reads.records(stream, generation, from, end, options);
+  }
+
+  /**
+   * The rows of [from, end) from the latest notice of the stream, when it holds all of them and
+   * none is below the committed head's first position (a trim since); else undefined (read).
+   */
+  #noticedRows(streamId: string, generation: number, from: number, end: number): Array<[number, string]> | undefined {
+    const n = this.#noticed.get(streamId);
+    const head = this.#committed.get(streamId);
+    if (!n || !head || n.generation !== generation || from < n.from || from < head.firstPosition) return undefined;
+    if (end > n.from + n.rows.length || from >= end) return undefined;
+    return n.rows.slice(from - n.from, end - n.from);
   }
 
   async record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
