@@ -449,6 +449,22 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     await expect(collect(b.records(s, 1, 0, 3))).rejects.toMatchObject({ code: '42501' });
   });
 
+  it('records kept from a notice are not answered once a trim moved the first position past them', async () => {
+    const [a] = await world(1);
+    const s = await stream(a!, 'n7');
+    const b = await blindToHeads('blind_b3');
+    const a1 = append(s, 'n', 2);
+    await a!.commit(a1);
+    await waitFor(() => b.head(s.streamId, 'committed')?.nextPosition === 2, 'b takes the head');
+    expect((await collect(b.records(s, 1, 0, 2))).map((r) => r.record)).toEqual(a1.records);
+    const trimmed = cloneMeta(a1.next);
+    trimmed.firstPosition = 2;
+    expect(await a!.commit({ kind: 'trim', expect: expectOf(a1.next), next: trimmed, fromPosition: 0 })).toEqual({ status: 'ok' });
+    await waitFor(() => b.head(s.streamId, 'committed')?.firstPosition === 2, 'b takes the trimmed head');
+    // Not from the notice any more: from the table, which b may not read here.
+    await expect(collect(b.records(s, 1, 0, 2))).rejects.toMatchObject({ code: '42501' });
+  });
+
   it('the same on the savepoint path: the notice of two changes of a stream in one group carries the last head', async () => {
     const [a, c] = await world(2);
     const s1 = await stream(a!, 'n5');
