@@ -114,6 +114,25 @@ export function cpuMs(pid) {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+/**
+ * CPU time (user + system) of a process and of its live children so far, in ms: a PostgreSQL
+ * postmaster and its backends (which are its direct children). A backend that exits between
+ * two reads takes its time with it, which the bench's pooled connections never do.
+ */
+export function treeCpuMs(rootPid) {
+  let ms = cpuMs(rootPid);
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const fields = readFileSync(`/proc/${name}/stat`, 'utf8').split(') ')[1].split(' ');
+      if (Number(fields[1]) === rootPid) ms += (Number(fields[11]) + Number(fields[12])) * 10;
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return ms;
+}
+
 /** This process's CPU time so far (user + system), in ms. */
 export function selfCpuMs() {
   const u = process.cpuUsage();
@@ -240,6 +259,22 @@ export const openConn = (socketPath, token) => WireClient.open(socketPath, token
 
 /** A raw connection, no hello. */
 export const connectConn = (socketPath, timeoutMs = 5000) => WireClient.connect(socketPath, { ...BENCH_WIRE, timeoutMs });
+
+/**
+ * openConn, retried while the hello is refused for up to `timeoutMs`: an agent created through
+ * one daemon is known to another daemon on the same database only once its notice arrived.
+ */
+export async function openRetrying(socketPath, token, timeoutMs = 10_000) {
+  const deadline = nowMs() + timeoutMs;
+  for (;;) {
+    try {
+      return await openConn(socketPath, token);
+    } catch (err) {
+      if (nowMs() > deadline) throw err;
+      await sleep(20);
+    }
+  }
+}
 
 // ---- the daemon process -----------------------------------------------------------------
 
@@ -499,16 +534,18 @@ export async function closedLoop(cos, seconds, serverPid = null) {
 /**
  * Append → follower push latency: a writer coordinator and a follower agent share a chat, the
  * follower `chats.follow`s it on its own connection; run(n) appends one record at a time and
- * times the send of `streams.append` to the arrival of the `chats.batch` carrying it.
+ * times the send of `streams.append` to the arrival of the `chats.batch` carrying it. With
+ * `followerDaemon` (another daemon on the same PostgreSQL database) the follower connects
+ * there: the push then travels through the database's NOTIFY.
  */
 export class PushProbe {
   #waiters = new Map();
 
-  static async setup(daemon, admin, name = 'push') {
+  static async setup(daemon, admin, name = 'push', followerDaemon = daemon) {
     const probe = new PushProbe();
     const { agent: follower, token } = await admin.request('agents.create', { username: `${name}-follower`, name: 'Follower' });
     probe.co = await setupCoordinator(daemon, admin, `${name}-writer`, follower.id);
-    probe.fconn = await openConn(daemon.socketPath, token);
+    probe.fconn = await openRetrying(followerDaemon.socketPath, token);
     probe.fconn.on('notification', ({ method, params }) => {
       const at = nowMs();
       if (method !== 'chats.batch' || params.streamId !== probe.co.streamId) return;
@@ -537,19 +574,26 @@ export class PushProbe {
     });
   }
 
-  /** `n` appends one at a time: { push: ms[], rtt: ms[] } (rtt: the append's own round trip). */
+  /**
+   * `n` appends one at a time: { push: ms[], rtt: ms[], afterAnswer: ms[] } (push: send of the
+   * append → its push; rtt: the append's own round trip; afterAnswer: its answer → its push,
+   * negative when the push came first, as it does on one daemon).
+   */
   async run(n) {
     const push = [];
     const rtt = [];
+    const afterAnswer = [];
     for (let i = 0; i < n; i++) {
       const pushed = this.#waitPush(this.co.next);
       const t0 = nowMs();
       await appendOne(this.co, 1, 30_000);
       const t1 = nowMs();
-      push.push((await pushed) - t0);
+      const t2 = await pushed;
+      push.push(t2 - t0);
       rtt.push(t1 - t0);
+      afterAnswer.push(t2 - t1);
     }
-    return { push, rtt };
+    return { push, rtt, afterAnswer };
   }
 
   close() {

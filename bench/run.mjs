@@ -16,6 +16,7 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { BASELINE_GROUP, GroupCommitStore, baselineKey, makeWriters, rawHistoryPage, runBaselineAppends } from './baseline.mjs';
 import {
+  BENCH_DAEMON_ARGS,
   Daemon,
   PipelineServer,
   PushProbe,
@@ -45,7 +46,9 @@ import {
   threadDelta,
   threadSnapshot,
   trackChild,
+  treeCpuMs,
 } from './lib.mjs';
+import { PgCluster, pgBinDir } from '../test/helpers/pg-cluster.mjs';
 
 // ---- configuration ----------------------------------------------------------------------
 
@@ -67,15 +70,17 @@ const cfg = {
   followers: Math.round(num('BENCH_FOLLOWERS', 1000)),
   followerConnections: Math.round(num('BENCH_FOLLOWER_CONNECTIONS', 16)),
   startupRounds: Math.max(1, Math.round(num('BENCH_STARTUP_ROUNDS', 3))),
+  pgPushAppends: Math.round(num('BENCH_PG_PUSH_APPENDS', QUICK ? 100 : 300)),
+  pgRefDir: process.env.BENCH_PG_REF_DIR ? path.resolve(process.env.BENCH_PG_REF_DIR) : null,
   json: process.env.BENCH_JSON ?? null,
   only: new Set(
-    (process.env.BENCH_ONLY ?? 'a,f,c,d2,d,e')
+    (process.env.BENCH_ONLY ?? 'a,f,c,d2,d,e,g')
       .split(',')
       .map((x) => x.trim())
       .filter(Boolean),
   ),
 };
-const SECTIONS = ['a', 'f', 'c', 'd2', 'd', 'e'];
+const SECTIONS = ['a', 'f', 'c', 'd2', 'd', 'e', 'g'];
 for (const s of cfg.only) if (!SECTIONS.includes(s)) throw new Error(`BENCH_ONLY: unknown section ${s} (${SECTIONS.join(', ')})`);
 const MAX_SUBS_PER_CONNECTION = 64;
 const HISTORY_LIMIT = 50;
@@ -93,7 +98,17 @@ const historySizes = (() => {
 
 const log = (msg) => process.stderr.write(`[bench ${((nowMs() - T0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
 const T0 = nowMs();
-const results = { config: { ...cfg, only: [...cfg.only], historySizes }, a: [], f: [], c: null, d: [], e: null, redis: null, notes: [] };
+const results = {
+  config: { ...cfg, only: [...cfg.only], historySizes },
+  a: [],
+  f: [],
+  c: null,
+  d: [],
+  e: null,
+  redis: null,
+  g: null,
+  notes: [],
+};
 
 // ---- cleanup on any exit ----------------------------------------------------------------
 
@@ -294,6 +309,206 @@ async function benchPush(daemon, admin) {
   } finally {
     probe.close();
   }
+}
+
+// ---- (g): PostgreSQL beside LevelDB, real daemons; cross-daemon push -----------------------
+
+/**
+ * A LevelDB daemon and daemon A on a throwaway PostgreSQL cluster (fsync on), measured in
+ * alternation in every round: closed loops at each concurrency (the daemon's CPU per append,
+ * and the cluster's: postmaster + backends). Then daemon B joins A on the same database, and
+ * push probes run, one after the other in each round: LevelDB same daemon, PostgreSQL same
+ * daemon (A → A), PostgreSQL across daemons (writer on A, follower on B: NOTIFY → B).
+ */
+async function benchPostgres() {
+  if (!pgBinDir()) {
+    results.g = { skipped: 'PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)' };
+    log(`(g) skipped: ${results.g.skipped}`);
+    return;
+  }
+  log('(g) starting a throwaway PostgreSQL cluster');
+  const cluster = await PgCluster.start();
+  const daemons = [];
+  const conns = [];
+  try {
+    await cluster.psql('create database bench');
+    const store = ['--store', cluster.url('bench')];
+    const level = new Daemon(makeTempDir('ybgl-'));
+    const pgA = new Daemon(makeTempDir('ybga-'), { extraArgs: [...BENCH_DAEMON_ARGS, ...store] });
+    daemons.push(level, pgA);
+    await level.start();
+    await pgA.start();
+    const engines = [
+      { name: 'LevelDB', daemon: level },
+      { name: 'PostgreSQL', daemon: pgA, pg: true },
+    ];
+    const maxC = Math.max(...cfg.concurrency);
+    for (const e of engines) {
+      e.admin = await e.daemon.admin();
+      conns.push(e.admin);
+      const { agent: sink } = await e.admin.request('agents.create', { username: 'gsink', name: 'Sink' });
+      log(`(g) ${e.name}: creating ${maxC} coordinators`);
+      e.cos = await Promise.all(Array.from({ length: maxC }, (_, i) => setupCoordinator(e.daemon, e.admin, `g${i}`, sink.id)));
+      conns.push(...e.cos.map((co) => co.conn));
+    }
+    for (const c of cfg.concurrency)
+      for (const e of engines) {
+        log(`(g) warm-up ${cfg.warmupSeconds}s at ${c} on ${e.name}`);
+        await closedLoop(e.cos.slice(0, c), cfg.warmupSeconds);
+      }
+    const postmaster = cluster.process.pid;
+    const loops = new Map(cfg.concurrency.map((c) => [c, { LevelDB: [], PostgreSQL: [] }]));
+    for (let r = 1; r <= cfg.rounds; r++) {
+      for (const c of cfg.concurrency) {
+        // LevelDB first in odd rounds, PostgreSQL first in even ones.
+        for (const e of r % 2 ? engines : [...engines].reverse()) {
+          const pg0 = treeCpuMs(postmaster);
+          const x = await closedLoop(e.cos.slice(0, c), cfg.seconds, e.daemon.pid);
+          x.postgresCpuUs = e.pg ? ((treeCpuMs(postmaster) - pg0) * 1000) / x.appends : null;
+          loops.get(c)[e.name].push(x);
+          log(
+            `(g) round ${r}/${cfg.rounds} c=${c} ${e.name}: ${fmt.int(x.perSecond)}/s p50 ${fmt.ms(x.p50)} p99 ${fmt.ms(x.p99)} daemon cpu ${fmt.int(x.serverCpuUs)} µs${e.pg ? ` postgres cpu ${fmt.int(x.postgresCpuUs)} µs` : ''}`,
+          );
+        }
+      }
+    }
+    for (const e of engines) for (const co of e.cos) co.conn.close();
+
+    log('(g) starting daemon B on the same database');
+    const pgB = new Daemon(makeTempDir('ybgb-'), { extraArgs: [...BENCH_DAEMON_ARGS, ...store] });
+    daemons.push(pgB);
+    await pgB.start();
+    const probes = [
+      { name: 'LevelDB, same daemon', probe: await PushProbe.setup(level, engines[0].admin, 'gpush') },
+      { name: 'PostgreSQL, same daemon (A → A)', probe: await PushProbe.setup(pgA, engines[1].admin, 'gpusha') },
+      { name: 'PostgreSQL, across daemons (A → B)', probe: await PushProbe.setup(pgA, engines[1].admin, 'gpushb', pgB) },
+    ];
+    if (cfg.pgRefDir) {
+      // The same cross-daemon probe on two daemons of another (built) checkout, on a database of
+      // their own in the same cluster: before/after of a change in the same rounds.
+      log(`(g) starting daemons A and B of ${cfg.pgRefDir} on a second database`);
+      await cluster.psql('create database benchref');
+      const ref = {
+        bin: path.join(cfg.pgRefDir, 'bin', 'yello'),
+        cwd: cfg.pgRefDir,
+        extraArgs: [...BENCH_DAEMON_ARGS, '--store', cluster.url('benchref')],
+      };
+      const refA = new Daemon(makeTempDir('ybgra-'), ref);
+      daemons.push(refA);
+      await refA.start();
+      const refB = new Daemon(makeTempDir('ybgrb-'), ref);
+      daemons.push(refB);
+      await refB.start();
+      const refAdmin = await refA.admin();
+      conns.push(refAdmin);
+      probes.push({
+        name: 'PostgreSQL, across daemons (A → B), BENCH_PG_REF_DIR build',
+        probe: await PushProbe.setup(refA, refAdmin, 'gpushr', refB),
+      });
+    }
+    const pushRounds = probes.map(() => []);
+    const warm = Math.min(30, Math.ceil(cfg.pgPushAppends / 5));
+    try {
+      for (const p of probes) await p.probe.run(warm);
+      for (let r = 1; r <= cfg.rounds; r++) {
+        for (const [i, p] of probes.entries()) {
+          const x = await p.probe.run(cfg.pgPushAppends);
+          const round = {
+            appends: x.push.length,
+            pushP50: percentile(x.push, 0.5),
+            pushP99: percentile(x.push, 0.99),
+            rttP50: percentile(x.rtt, 0.5),
+            afterP50: percentile(x.afterAnswer, 0.5),
+            afterP99: percentile(x.afterAnswer, 0.99),
+          };
+          pushRounds[i].push(round);
+          log(
+            `(g) push round ${r}/${cfg.rounds} ${p.name}: send→push p50 ${fmt.ms(round.pushP50)} p99 ${fmt.ms(round.pushP99)}, answer→push p50 ${fmt.ms(round.afterP50)} p99 ${fmt.ms(round.afterP99)}, append RTT p50 ${fmt.ms(round.rttP50)}`,
+          );
+        }
+      }
+    } finally {
+      for (const p of probes) p.probe.close();
+    }
+    const m = (xs, k) => median(xs.map((x) => x[k]));
+    results.g = {
+      loops: cfg.concurrency.map((c) => {
+        const row = { concurrency: c };
+        for (const e of engines) {
+          const xs = loops.get(c)[e.name];
+          row[e.name] = {
+            perSecond: m(xs, 'perSecond'),
+            p50: m(xs, 'p50'),
+            p99: m(xs, 'p99'),
+            serverCpuUs: m(xs, 'serverCpuUs'),
+            postgresCpuUs: e.pg ? m(xs, 'postgresCpuUs') : null,
+            rounds: xs.map(({ server: _server, ...rest }) => rest),
+          };
+        }
+        return row;
+      }),
+      push: probes.map((p, i) => ({
+        name: p.name,
+        appends: m(pushRounds[i], 'appends'),
+        pushP50: m(pushRounds[i], 'pushP50'),
+        pushP99: m(pushRounds[i], 'pushP99'),
+        rttP50: m(pushRounds[i], 'rttP50'),
+        afterP50: m(pushRounds[i], 'afterP50'),
+        afterP99: m(pushRounds[i], 'afterP99'),
+        rounds: pushRounds[i],
+      })),
+    };
+  } finally {
+    for (const c of conns) c.close();
+    for (const d of daemons) {
+      await d.stop();
+      removeTempDir(d.dir);
+    }
+    await cluster.stop();
+  }
+}
+
+function postgresTables() {
+  const g = results.g;
+  if (!g) return [];
+  if (g.skipped) return [`(g) PostgreSQL beside LevelDB: skipped — ${g.skipped}`, ''];
+  const lines = [];
+  const rows = [];
+  for (const r of g.loops) {
+    const l = r.LevelDB;
+    const p = r.PostgreSQL;
+    rows.push([r.concurrency, 'LevelDB', fmt.int(l.perSecond), fmt.ms(l.p50), fmt.ms(l.p99), fmt.int(l.serverCpuUs), '', '', '', '']);
+    rows.push([
+      r.concurrency,
+      'PostgreSQL',
+      fmt.int(p.perSecond),
+      fmt.ms(p.p50),
+      fmt.ms(p.p99),
+      fmt.int(p.serverCpuUs),
+      fmt.int(p.postgresCpuUs),
+      fmt.ratio(p.perSecond / l.perSecond),
+      fmt.ratio(p.p50 / l.p50),
+      fmt.ratio(p.serverCpuUs / l.serverCpuUs),
+    ]);
+  }
+  lines.push(
+    table(
+      `(g) durable appends through real daemons, LevelDB vs PostgreSQL (a throwaway cluster on the same disk, fsync on), 1 chat.message per append — median of ${cfg.rounds} rounds × ${cfg.seconds}s, the two alternating; cpu µs per append: the daemon's (all threads) and the cluster's (postmaster + backends); ratio = PG ÷ LevelDB`,
+      ['clients', 'backend', 'appends/s', 'p50 ms', 'p99 ms', 'daemon cpu µs', 'postgres cpu µs', 'ratio/s', 'ratio p50', 'ratio cpu'],
+      rows,
+      2,
+    ),
+  );
+  lines.push('');
+  lines.push(
+    table(
+      `(g) append → follower push, ${fmt.int(g.push[0]?.appends)} appends one at a time per round, median of ${cfg.rounds} rounds; send→push: from writing streams.append to the chats.batch carrying it; answer→push: from the append's answer to that push (negative: the push came first)`,
+      ['path', 'send→push p50', 'send→push p99', 'answer→push p50', 'answer→push p99', 'append RTT p50'],
+      g.push.map((x) => [x.name, fmt.ms(x.pushP50), fmt.ms(x.pushP99), fmt.ms(x.afterP50), fmt.ms(x.afterP99), fmt.ms(x.rttP50)]),
+    ),
+  );
+  lines.push('');
+  return lines;
 }
 
 // ---- (d): history pages at growing sizes -------------------------------------------------
@@ -865,7 +1080,8 @@ function report() {
     );
     lines.push('');
   }
-  if (results.a.length || results.c || results.d.length || results.e) {
+  lines.push(...postgresTables());
+  if (results.a.length || results.c || results.d.length || results.e || results.g?.push) {
     lines.push(targetCheck());
     lines.push('');
   }
@@ -969,6 +1185,8 @@ function clientTable() {
 const CLIENT_LIMIT_BUSY = 0.9;
 /** "Flat" history pages: p50 at the largest size at most this multiple of the p50 at 1k. */
 const FLAT_MAX = 1.5;
+/** Issue 24: append through one daemon → push to a follower on another, p50. */
+const CROSS_PUSH_MAX_MS = 10;
 const ONE_MILLION = 1_000_000;
 
 /** The issue's targets, each with the value measured in this run, its threshold and met / NOT MET. */
@@ -1015,6 +1233,19 @@ function targetCheck() {
   if (c && c.pushP50 > 1.2 * c.rttP50) {
     why.push(
       `push: p50 ${fmt.ms(c.pushP50)} ms, p99 ${fmt.ms(c.pushP99)} ms after the append's send, whose own answer took ${fmt.ms(c.rttP50)} ms: the push leaves later than the answer; see (c)`,
+    );
+  }
+
+  const cross = results.g?.push?.find((x) => x.name === 'PostgreSQL, across daemons (A → B)');
+  rows.push([
+    'cross-daemon push p50 (PostgreSQL)',
+    cross ? `${fmt.ms(cross.pushP50)} ms send→push (append RTT ${fmt.ms(cross.rttP50)} ms)` : 'not run',
+    `≤ ${CROSS_PUSH_MAX_MS} ms`,
+    status(cross ? cross.pushP50 <= CROSS_PUSH_MAX_MS : null),
+  ]);
+  if (cross && cross.pushP50 > CROSS_PUSH_MAX_MS) {
+    why.push(
+      `cross-daemon push: answer→push p50 ${fmt.ms(cross.afterP50)} ms is what daemon B adds after the commit; the rest is the writer's append round trip on A (${fmt.ms(cross.rttP50)} ms: PostgreSQL's commit); see (g)`,
     );
   }
 
@@ -1101,6 +1332,7 @@ async function main() {
     }
   }
   if (on('d2')) await benchRedis();
+  if (on('g')) await benchPostgres();
   // (d), (e) on a second daemon whose chat grows to the largest size.
   if (on('d') || on('e')) {
     const d2 = new Daemon(makeTempDir('ybd-'));

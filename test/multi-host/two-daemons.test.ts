@@ -106,11 +106,14 @@ describe.skipIf(!pgAvailable())('two daemons on one PostgreSQL database', () => 
     try {
       const sub = ok(await follower.call('chats.follow', { chatId: p.chatId }));
       const latencies: number[] = [];
+      const rtts: number[] = [];
       for (let i = 0; i < 20; i++) {
         const before = batchesOf(follower, sub.subscriptionId).length;
         const t0 = performance.now();
         await wa.send(`live-${i}`, 1);
-        await waitFor(() => batchesOf(follower, sub.subscriptionId).length > before, `push ${i} on B`, 10_000);
+        rtts.push(performance.now() - t0);
+        // Polled every millisecond: the default 10 ms would be most of the printed figure.
+        await waitFor(() => batchesOf(follower, sub.subscriptionId).length > before, `push ${i} on B`, 10_000, 1);
         latencies.push(performance.now() - t0);
       }
       const got = batchesOf(follower, sub.subscriptionId)
@@ -118,9 +121,13 @@ describe.skipIf(!pgAvailable())('two daemons on one PostgreSQL database', () => 
         .flatMap((x) => x.records.filter((r) => r.wrapper.type === 'chat.message').map((r) => messageOf(r).content));
       expect(got).toEqual(Array.from({ length: 20 }, (_, i) => `message live-${i} number 0`));
       latencies.sort((x, y) => x - y);
+      rtts.sort((x, y) => x - y);
       const p50 = latencies[Math.floor(latencies.length / 2)]!;
-      // The append's round trip on A is included: this is append sent → push received on B.
-      console.log(`cross-daemon append→push over 20 appends: p50 ${p50.toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms`);
+      // The append's round trip on A is included: this is append sent → push received on B
+      // (bench/README.md section (g) measures it properly, on push arrival, over rounds).
+      console.log(
+        `cross-daemon append→push over 20 appends: p50 ${p50.toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms; the append's own round trip on A: p50 ${rtts[10]!.toFixed(1)} ms`,
+      );
     } finally {
       follower.close();
     }

@@ -12,7 +12,8 @@ import { expectOf, type AppendChange, type StreamChange } from '../../src/daemon
 import type { StoredOperation, StoredRecord, StreamMeta } from '../../src/daemon/store/port/values.js';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate } from '../../src/daemon/store/postgres/migrate.js';
-import { PostgresStreams, type HeadNotice } from '../../src/daemon/store/postgres/stream-store.js';
+import { encodeRow, RowKey } from '../../src/daemon/store/postgres/row-codec.js';
+import { headDigest, PostgresStreams, STREAMS_CHANNEL, type HeadNotice } from '../../src/daemon/store/postgres/stream-store.js';
 import { PostgresIntegrity, PostgresKeys } from '../../src/daemon/store/postgres/keys-integrity.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
 import { waitFor } from '../helpers/wait.js';
@@ -184,15 +185,19 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     // b's head differs from the one a decides on in more than the position (its last signature time).
     const fromB = append(s1, 'from-b');
     fromB.next.lastCreatedAt = '2026-12-02T03:00:01.000Z';
-    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
     // One group on a: s1 twice (the second decided on the first's admitted head: the next layer
-    // of the group's statement), and s2 twice, which commit.
-    const first = append(s1, 'a1', 1, ['a1-m']);
+    // of the group's statement), and s2 twice, which commit. Admitted before b's commit, held
+    // until after it: a decides on the head b's commit replaces (its notice may well reach a
+    // before a's transaction runs, and a takes the new head from it).
+    const held = heldAppend(s1, 'a1');
+    const first = held.change;
     const chained = append(first.next, 'a2', 1, ['a2-m']);
     const o1 = append(s2, 'b1');
     const o2 = append(o1.next, 'b2');
-    const outcomes = await Promise.all([a!.commit(first), a!.commit(o1), a!.commit(chained), a!.commit(o2)]);
-    expect(outcomes.map((o) => o.status)).toEqual(['stale', 'ok', 'stale', 'ok']);
+    const outcomes = Promise.all([a!.commit(first), a!.commit(o1), a!.commit(chained), a!.commit(o2)]);
+    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
+    held.release();
+    expect((await outcomes).map((o) => o.status)).toEqual(['stale', 'ok', 'stale', 'ok']);
     expect(a!.head(s1.streamId, 'committed')?.nextPosition).toBe(1);
     expect(a!.head(s2.streamId, 'committed')?.nextPosition).toBe(2);
     expect((await collect(a!.records(s1, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['from-b']);
@@ -408,6 +413,126 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     await done;
     expect(seen.at(-1)).toMatchObject({ streamId: s.streamId, generation: 1, nextPosition: 2 });
     expect(b!.head(s.streamId, 'committed')?.nextPosition).toBe(2);
+  });
+
+  /** A port over the current database as a role that may not read `heads` nor `records` once it is open. */
+  async function blindToHeads(role: string): Promise<PostgresStreams> {
+    await cluster!.psql(
+      `create role ${role} login; grant select, insert, update, delete on all tables in schema public to ${role}`,
+      `s${db}`,
+    );
+    const sql = openPool(resolveStoreUrl(url.replace(`//${encodeURIComponent(cluster!.user)}@`, `//${role}@`)), { max: 4 });
+    pools.push(sql);
+    const p = await PostgresStreams.open(sql);
+    ports.push(p);
+    await cluster!.psql(`revoke select on heads, records from ${role}`, `s${db}`);
+    return p;
+  }
+
+  it('the other daemon takes the new head from the notice itself, without reading the heads table', async () => {
+    const [a] = await world(1);
+    const s = await stream(a!, 'n2');
+    const b = await blindToHeads('blind_b');
+    expect(b.head(s.streamId, 'committed')?.nextPosition).toBe(0);
+    const a1 = append(s, 'n', 2);
+    await a!.commit(a1);
+    // A read of `heads` is refused to b now: it learns both heads from the notices alone.
+    await waitFor(() => b.head(s.streamId, 'committed')?.nextPosition === 2, 'b takes the head of the first notice', 5_000);
+    // ... and the records the notice carried, for the followers' next read.
+    expect((await collect(b.records(s, 1, 0, 2))).map((r) => r.record)).toEqual(a1.records);
+    const a2 = append(a1.next, 'o', 1);
+    await a!.commit(a2);
+    await waitFor(() => b.head(s.streamId, 'committed')?.nextPosition === 3, 'b takes the head of the next notice', 5_000);
+    expect(b.head(s.streamId, 'committed')).toEqual(a!.head(s.streamId, 'committed'));
+    expect((await collect(b.records(s, 1, 2, 3))).map((r) => r.record)).toEqual(a2.records);
+    // Only the latest notice's records are kept: a longer range is read from the table (refused here).
+    await expect(collect(b.records(s, 1, 0, 3))).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it('records kept from a notice are not answered once a trim moved the first position past them', async () => {
+    const [a] = await world(1);
+    const s = await stream(a!, 'n7');
+    const b = await blindToHeads('blind_b3');
+    const a1 = append(s, 'n', 2);
+    await a!.commit(a1);
+    await waitFor(() => b.head(s.streamId, 'committed')?.nextPosition === 2, 'b takes the head');
+    expect((await collect(b.records(s, 1, 0, 2))).map((r) => r.record)).toEqual(a1.records);
+    const trimmed = cloneMeta(a1.next);
+    trimmed.firstPosition = 2;
+    expect(await a!.commit({ kind: 'trim', expect: expectOf(a1.next), next: trimmed, fromPosition: 0 })).toEqual({ status: 'ok' });
+    await waitFor(() => b.head(s.streamId, 'committed')?.firstPosition === 2, 'b takes the trimmed head');
+    // Not from the notice any more: from the table, which b may not read here.
+    await expect(collect(b.records(s, 1, 0, 2))).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it('the same on the savepoint path: the notice of two changes of a stream in one group carries the last head', async () => {
+    const [a, c] = await world(2);
+    const s1 = await stream(a!, 'n5');
+    const s2 = await stream(a!, 'n6');
+    const b = await blindToHeads('blind_b2');
+    await c!.recover();
+    expect(await c!.commit(append(s1, 'taken'))).toEqual({ status: 'ok' });
+    await a!.recover();
+    await waitFor(() => b.head(s1.streamId, 'committed')?.nextPosition === 1, 'b takes the head c notified');
+    // The duplicate (c took the operation id, a does not know it) sends the group down the
+    // savepoint path, where the notices are built in JavaScript.
+    const before = a!.stats.batches;
+    const fresh = append(s2, 'fresh');
+    const [dup, ok1, ok2] = await Promise.all([
+      a!.commit(append(a!.head(s1.streamId, 'committed')!, 'taken')),
+      a!.commit(fresh),
+      a!.commit(append(fresh.next, 'fresh-2')),
+    ]);
+    expect(dup.status === 'duplicate' && dup.what).toBe('operation');
+    expect([ok1, ok2]).toEqual([{ status: 'ok' }, { status: 'ok' }]);
+    expect(a!.stats.batches - before).toBe(1);
+    await waitFor(() => b.head(s2.streamId, 'committed')?.nextPosition === 2, 'b takes the head of both changes from one notice', 5_000);
+    expect(b.head(s2.streamId, 'committed')).toEqual(a!.head(s2.streamId, 'committed'));
+  });
+
+  it('a notice that does not follow the head a daemon has cached is not taken: that daemon reads the head', async () => {
+    const [a, b] = await world(2);
+    const s = await stream(a!, 'n3');
+    await a!.commit(append(s, 'n', 1));
+    await waitFor(() => b!.head(s.streamId, 'committed')?.nextPosition === 1, 'b sees the append');
+    // A notice claiming a head 5 records on, after a head b never saw (lost notices look so):
+    // b must read the table (still 1), not believe the notice.
+    const fake = cloneMeta(b!.head(s.streamId, 'committed')!);
+    fake.nextPosition = 6;
+    const body = encodeRow(RowKey.head(s.streamId), fake);
+    const payload = JSON.stringify({
+      streamId: s.streamId,
+      generation: 1,
+      nextPosition: 6,
+      digest: headDigest(body),
+      prev: 'f'.repeat(32),
+      meta: body,
+    });
+    const seen = (async () => {
+      for await (const n of b!.changes()) if (n.nextPosition === 6) return n;
+      return undefined;
+    })();
+    await cluster!.psql(`select pg_notify('${STREAMS_CHANNEL}', '${payload.replaceAll("'", "''")}')`, `s${db}`);
+    expect(await seen).toMatchObject({ streamId: s.streamId, nextPosition: 6 });
+    expect(b!.head(s.streamId, 'committed')?.nextPosition).toBe(1);
+  });
+
+  it('a head too long for a notice still commits, and the other daemon reads it', async () => {
+    const [a, b] = await world(2);
+    const s = await stream(a!, 'n4');
+    const long = append(s, 'n', 1);
+    // Sealed generations make a head long: this one's body is far over NOTIFY's 8000 bytes.
+    long.next.sealed = Array.from({ length: 100 }, (_, i) => ({
+      generation: i,
+      firstPosition: 0,
+      nextPosition: 0,
+      sealedAt: T,
+      reason: 'x'.repeat(100),
+    }));
+    expect(encodeRow(RowKey.head(s.streamId), long.next).length).toBeGreaterThan(8000);
+    expect(await a!.commit(long)).toEqual({ status: 'ok' });
+    await waitFor(() => b!.head(s.streamId, 'committed')?.sealed.length === 100, 'b reads the long head', 5_000);
+    expect(b!.head(s.streamId, 'committed')).toEqual(long.next);
   });
 
   it('a record whose body was changed in the table fails its check on read (CORRUPT)', async () => {

@@ -11,6 +11,13 @@ import { encodeRow, RowKey } from './row-codec.js';
 /** The channel of `pg_notify` at the end of every commit that moved a head. */
 export const STREAMS_CHANNEL = 'yello_streams';
 
+/**
+ * A notice payload must be shorter than this (PostgreSQL's NOTIFY limit, 8000 bytes in a default
+ * build; a longer one fails the statement, and with it the commit). A notice that would not fit
+ * with the head in it goes without it, and the listener reads the head instead.
+ */
+export const NOTICE_MAX_BYTES = 8000;
+
 type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
 
 /** A change of a group's statement: its head's body, and the body of the head it follows in the group ('' for none). */
@@ -24,7 +31,10 @@ export interface Layered {
  * Changes of distinct streams, each with a precondition, as one statement (data-modifying
  * CTEs over arrays, one element a row): the conditional UPDATE of the heads decides which
  * changes hold (and row-locks their heads until COMMIT), and only their records, operations,
- * op log entries, message ids and trims are written; each moved head is notified. Returns the
+ * op log entries, message ids and trims are written; each moved head is notified, with its
+ * body, the digest of the body it replaced and the change's record rows, as much of that as
+ * fits (stream-store.ts `#onNotify` then needs no read to learn the head, nor a follower's
+ * pump to read the records). Returns the
  * streams whose head moved. A change that follows another of its stream in the group also
  * requires the head that one wrote (its exact body): were that one refused, the head may still
  * match the three numbers of the precondition (another daemon's append in between), but not
@@ -113,7 +123,8 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       returning heads.stream_id, heads.generation, heads.next_position, heads.meta),
     r as (insert into records (stream_id, generation, position, body)
       select t.s, t.g, t.p, t.b from unnest(${r.sid}::text[], ${r.g}::bigint[], ${r.p}::bigint[], ${r.b}::text[]) as t(s, g, p, b)
-      where t.s in (select stream_id from h)),
+      where t.s in (select stream_id from h)
+      returning stream_id, position, body),
     o as (insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
       select t.s, t.id, t.g, t.f, t.x, t.b
       from unnest(${o.sid}::text[], ${o.id}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.x}::bigint[], ${o.b}::text[])
@@ -131,8 +142,16 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       where records.stream_id = t.s and records.generation = t.g and records.position < t.below
         and t.s in (select stream_id from h))
     select h.stream_id,
-      pg_notify(${STREAMS_CHANNEL}, json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position, 'digest', md5(h.meta))::text)
-    from h`;
+      pg_notify(${STREAMS_CHANNEL}, case when octet_length(n.full) < ${NOTICE_MAX_BYTES} then n.full
+        when octet_length(n.head) < ${NOTICE_MAX_BYTES} then n.head else n.short end)
+    from h join c on c.sid = h.stream_id,
+      lateral (select (select json_agg(json_build_array(r.position, r.body) order by r.position) from r where r.stream_id = h.stream_id) as records) w,
+      lateral (select json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position,
+          'digest', md5(h.meta), 'prev', case when c.after = '' then null else md5(c.after) end, 'meta', h.meta, 'records', w.records)::text as full,
+        json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position,
+          'digest', md5(h.meta), 'prev', case when c.after = '' then null else md5(c.after) end, 'meta', h.meta)::text as head,
+        json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position,
+          'digest', md5(h.meta))::text as short) n`;
   return new Set(moved.map((row) => row.stream_id));
 }
 

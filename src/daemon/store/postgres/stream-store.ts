@@ -34,7 +34,7 @@ import { AdmissionLookups } from './admission-lookups.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import { StreamReads } from './stream-reads.js';
-import { groupStatement, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
+import { groupStatement, NOTICE_MAX_BYTES, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
 
 /** How long recover() waits for a commit of ours still in flight before it gives up (retried). */
 const RECOVER_WAIT_MS = 15_000;
@@ -51,6 +51,27 @@ export interface HeadNotice {
    * position, so a cached head is refreshed whenever its body differs from the one notified.
    */
   digest?: string;
+  /**
+   * md5 of the body of the head this commit replaced (absent when its change did not require
+   * that exact body). With `meta`, a listener whose cached head has that digest takes the new
+   * head from the notice, without reading it: the notice is then the very next change of the
+   * head it knows.
+   */
+  prev?: string;
+  /** The head's stored body, when the notice had room for it (NOTICE_MAX_BYTES). */
+  meta?: string;
+  /** The change's record rows, [position, stored body], when the notice had room for them too. */
+  records?: Array<[number, string]>;
+}
+
+/** Streams whose latest notified records are kept for the followers' next read (8 KB each at most). */
+const NOTICED_STREAMS = 256;
+
+/** The payload of a notice: with the head's body when it fits, else without it (the listener reads it). */
+export function noticePayload(n: HeadNotice): string {
+  const full = JSON.stringify(n);
+  if (Buffer.byteLength(full, 'utf8') < NOTICE_MAX_BYTES) return full;
+  return JSON.stringify({ streamId: n.streamId, generation: n.generation, nextPosition: n.nextPosition, digest: n.digest });
 }
 
 /** The digest of a notice: md5 of the head's stored body (as PostgreSQL's `md5(text)`). */
@@ -141,7 +162,10 @@ export class PostgresStreams implements StreamPort {
   readonly #committed = new Map<string, StreamMeta>();
   /** The stored body of each committed head (what a change decided on it requires). */
   readonly #bodies = new Map<string, string>();
-  /** Bumped by every settle of a stream: a refresh read before one is older than what it settled. */
+  /**
+   * Bumped by every settle of a stream and every head taken from a notice: a refresh read
+   * before one is older than what it cached.
+   */
   readonly #settles = new Map<string, number>();
   /** The stored body of the head a stale change found (read in its transaction), until it settles. */
   readonly #staleBodies = new Map<string, string>();
@@ -161,6 +185,12 @@ export class PostgresStreams implements StreamPort {
   #readOnly = false;
   #closing = false;
   readonly #listeners = new Set<{ push: (n: HeadNotice) => void; end: () => void }>();
+  /**
+   * The record rows another daemon's latest notice of a stream carried, when that notice's head
+   * was taken: what the followers of this daemon read next, answered without a round trip.
+   * Oldest first (a Map keeps insertion order), at most NOTICED_STREAMS.
+   */
+  readonly #noticed = new Map<string, { generation: number; from: number; rows: Array<[number, string]> }>();
   #unlisten: (() => Promise<void>) | undefined;
   /** Group commits and the changes in them, since open. */
   readonly stats = { batches: 0, writes: 0 };
@@ -197,6 +227,8 @@ export class PostgresStreams implements StreamPort {
   }
 
   async #loadHeads(): Promise<void> {
+    // Reloaded after notices may have been lost: only the tables say what is current.
+    this.#noticed.clear();
     const rows = await this.#sql<{ stream_id: string; meta: string }[]>`select stream_id, meta from heads`;
     for (const r of rows) this.#setCommitted(r.stream_id, decodeHead(r.stream_id, r.meta), r.meta);
   }
@@ -221,18 +253,68 @@ export class PostgresStreams implements StreamPort {
     }
     const cached = this.#committed.get(n.streamId);
     const body = this.#bodies.get(n.streamId);
+    const known = body === undefined ? undefined : headDigest(body);
     const stale =
       n.digest !== undefined
-        ? body === undefined || headDigest(body) !== n.digest
+        ? known === undefined || known !== n.digest
         : !cached || cached.generation < n.generation || (cached.generation === n.generation && cached.nextPosition < n.nextPosition);
+    const { meta, records, ...notice } = n;
+    this.#noticed.delete(n.streamId);
+    if (stale && this.#takeHead(notice, meta, known)) {
+      // Records of our own commits (their notice can come before their answer) are read from
+      // the table: what is kept here is for the followers of other daemons' appends.
+      if (!this.#admitted.has(n.streamId)) this.#keepNoticed(notice, records);
+      for (const l of this.#listeners) l.push(notice);
+      return;
+    }
     const refresh = stale ? this.#refreshHead(n.streamId) : Promise.resolve();
     void refresh.then(
       () => {
-        for (const l of this.#listeners) l.push(n);
+        for (const l of this.#listeners) l.push(notice);
       },
       (err: unknown) =>
         this.#log?.warn({ err: { message: (err as Error).message }, streamId: n.streamId }, 'refreshing a head after a notice failed'),
     );
+  }
+
+  /**
+   * Cache the head a notice carries, when it is the very next change of the cached one (its
+   * `prev` is the cached body's digest) and its body checks out: no read then. Notices arrive
+   * in commit order, so a notice whose `prev` is not the cached head (one of ours settled
+   * before an earlier notice arrived, notices lost with a LISTEN connection) is read instead,
+   * as is one without its body (too long for a notice). Returns whether it took the head.
+   */
+  #takeHead(n: HeadNotice, meta: string | undefined, known: string | undefined): boolean {
+    if (meta === undefined || n.prev === undefined || n.prev !== known || typeof meta !== 'string') return false;
+    if (n.digest !== undefined && headDigest(meta) !== n.digest) return false;
+    let head: StreamMeta;
+    try {
+      head = decodeHead(n.streamId, meta);
+    } catch {
+      return false;
+    }
+    if (head.streamId !== n.streamId || head.generation !== n.generation || head.nextPosition !== n.nextPosition) return false;
+    // A refresh read before this is older than this head: it must not overwrite it.
+    this.#settles.set(n.streamId, (this.#settles.get(n.streamId) ?? 0) + 1);
+    this.#setCommitted(n.streamId, head, meta);
+    return true;
+  }
+
+  /**
+   * Keep the record rows of a notice whose head was taken when they are exactly the records
+   * that head added to its generation ([from, nextPosition), in order). Their bodies are the
+   * rows the notifying commit inserted; they are checked when read, like rows of the table.
+   */
+  #keepNoticed(n: HeadNotice, rows: unknown): void {
+    if (!Array.isArray(rows) || rows.length === 0) return;
+    const from = n.nextPosition - rows.length;
+    const ok = rows.every((r: unknown, i) => Array.isArray(r) && r.length === 2 && r[0] === from + i && typeof r[1] === 'string');
+    if (!ok) return;
+    if (this.#noticed.size >= NOTICED_STREAMS) {
+      const oldest = this.#noticed.keys().next().value;
+      if (oldest !== undefined) this.#noticed.delete(oldest);
+    }
+    this.#noticed.set(n.streamId, { generation: n.generation, from, rows: rows as Array<[number, string]> });
   }
 
   async #refreshHead(streamId: string): Promise<StreamMeta | undefined> {
@@ -476,15 +558,22 @@ export class PostgresStreams implements StreamPort {
           const moved = new Map<string, HeadNotice>();
           group.forEach((g, i) => {
             const n = g.change.next;
-            if (result[i]?.status === 'ok')
-              moved.set(n.streamId, {
-                streamId: n.streamId,
-                generation: n.generation,
-                nextPosition: n.nextPosition,
-                digest: headDigest(bodyOf(g)),
-              });
+            if (result[i]?.status !== 'ok') return;
+            // One notice per stream, for its last change; `prev` is the head before the first
+            // (the changes that committed are a prefix of the stream's changes in the group),
+            // known exactly only when that change required it.
+            const first = moved.get(n.streamId);
+            const after = first ? first.prev : g.change.expect === null || afterOf(g) === '' ? undefined : headDigest(afterOf(g));
+            moved.set(n.streamId, {
+              streamId: n.streamId,
+              generation: n.generation,
+              nextPosition: n.nextPosition,
+              digest: headDigest(bodyOf(g)),
+              ...(after === undefined ? {} : { prev: after }),
+              meta: bodyOf(g),
+            });
           });
-          await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${JSON.stringify(n)})`));
+          await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${noticePayload(n)})`));
           return result;
         });
       try {
@@ -791,7 +880,25 @@ export class PostgresStreams implements StreamPort {
     options: { reverse?: boolean; limit?: number } = {},
   ): AsyncIterable<StoredRecordAt> {
     this.#assertOpen();
+    const noticed = options.reverse ? undefined : this.#noticedRows(stream.streamId, generation, from, end);
+    if (noticed) {
+      for (const [position, body] of noticed.slice(0, options.limit ?? Infinity))
+        yield { position, record: this.#reads.expand(stream, generation, position, body), bytes: body.length };
+      return;
+    }
     yield* this.#reads.records(stream, generation, from, end, options);
+  }
+
+  /**
+   * The rows of [from, end) from the latest notice of the stream, when it holds all of them and
+   * none is below the committed head's first position (a trim since); else undefined (read).
+   */
+  #noticedRows(streamId: string, generation: number, from: number, end: number): Array<[number, string]> | undefined {
+    const n = this.#noticed.get(streamId);
+    const head = this.#committed.get(streamId);
+    if (!n || !head || n.generation !== generation || from < n.from || from < head.firstPosition) return undefined;
+    if (end > n.from + n.rows.length || from >= end) return undefined;
+    return n.rows.slice(from - n.from, end - n.from);
   }
 
   async record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
