@@ -291,6 +291,12 @@ export class PostgresStreams implements StreamPort {
     return this.#admitted.has(streamId);
   }
 
+  /** The head as the database has it now (another daemon's commit whose notice has not come yet). */
+  async reloadHead(streamId: string): Promise<void> {
+    this.#assertOpen();
+    await this.#refreshHead(streamId);
+  }
+
   /** Head and records are written in one transaction: there is no head to vouch for. */
   verifyHead(): null {
     return null;
