@@ -206,6 +206,13 @@ export class PostgresStreams implements StreamPort {
         if ((this.#settles.get(r.stream_id) ?? 0) !== (settles.get(r.stream_id) ?? 0)) continue;
         if (this.#bodies.get(r.stream_id) === r.meta) continue;
         const meta = decodeHead(r.stream_id, r.meta);
+        // A notice on the new session may have refreshed it to a later head while this read ran.
+        const cached = this.#committed.get(r.stream_id);
+        if (
+          cached &&
+          (cached.generation > meta.generation || (cached.generation === meta.generation && cached.nextPosition > meta.nextPosition))
+        )
+          continue;
         this.#setCommitted(r.stream_id, meta, r.meta);
         const n: HeadNotice = {
           streamId: r.stream_id,
