@@ -91,11 +91,18 @@ export class Appender {
     if (op !== undefined) return this.#replayKnown(p, op, digest);
     this.#integrity.assertWritable(p.streamId, meta.generation, p.operationId);
 
-    if (!tokenCurrent(meta, p.coordinatorToken)) throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
     const generation = p.generation;
     const expected = p.expectedPosition;
-    if (generation !== meta.generation || expected !== meta.nextPosition) {
-      throw errors.positionMismatch(formatDecimal(meta.nextPosition), formatDecimal(meta.generation));
+    const refused = !tokenCurrent(meta, p.coordinatorToken)
+      ? errors.fenced(p.streamId, formatDecimal(meta.writer.epoch))
+      : generation !== meta.generation || expected !== meta.nextPosition
+        ? errors.positionMismatch(formatDecimal(meta.nextPosition), formatDecimal(meta.generation))
+        : undefined;
+    if (refused) {
+      // Decided on the head in memory, which another daemon may have moved unheard: answered
+      // only once the store's head says the same (else decided again on that one).
+      if (!last && (await this.#heads.movedSince(p.streamId, meta))) return 'stale';
+      throw refused;
     }
     if (!this.#directory.maySend(meta.authorAgentId, meta.peerAgentId)) {
       throw errors.permissionDenied('NO_GRANT', `no grant lets ${meta.authorAgentId} send to ${meta.peerAgentId}`);
@@ -148,6 +155,9 @@ export class Appender {
       case 'stale':
         // Another writer moved the head: decide again on the new one (its answer is the contract's).
         if (!last) return 'stale';
+        // Out of attempts: the answer is the head the store refused it against (checks 8, 9).
+        if (outcome.head && !tokenCurrent(outcome.head, p.coordinatorToken))
+          throw errors.fenced(p.streamId, formatDecimal(outcome.head.writer.epoch));
         throw errors.positionMismatch(formatDecimal(outcome.head?.nextPosition ?? 0), formatDecimal(outcome.head?.generation ?? 0));
       case 'duplicate':
         if (outcome.what === 'operation') return this.#replayKnown(p, outcome.operation, digest);

@@ -59,6 +59,8 @@ export class Fencing {
     const meta = this.#heads.writable(p.streamId);
     const connected = this.#presence.connected(meta);
     if (meta.writer.active && (p.replace === false || (p.replace === 'if-abandoned' && connected))) {
+      // The holder may have released (or been reset) through another daemon, unheard here yet.
+      if (!last && (await this.#heads.movedSince(p.streamId, meta))) return 'stale';
       throw errors.writerActive(p.streamId, formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '', connected);
     }
     // The fence says whether an active coordinator was displaced, whatever replace asked.
@@ -123,12 +125,18 @@ export class Fencing {
     }
     const meta = this.#heads.writable(p.streamId);
     if (authorToken !== null && !tokenCurrent(meta, authorToken)) {
+      // The token may be one claimed through another daemon, unheard here yet.
+      if (!last && (await this.#heads.movedSince(p.streamId, meta))) return 'stale';
       throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
     }
     if (meta.writer.active) {
       const next = cloneMeta(meta);
       next.writer = { ...next.writer, active: false, tokenHash: null };
-      if (stale(await this.#heads.commit({ kind: 'release', expect: expectOf(meta), next }), last)) return 'stale';
+      const outcome = await this.#heads.commit({ kind: 'release', expect: expectOf(meta), next });
+      // Out of attempts with a token the store's head no longer holds: FENCED, as on the first check.
+      if (last && outcome.status === 'stale' && outcome.head && authorToken !== null && !tokenCurrent(outcome.head, authorToken))
+        throw errors.fenced(p.streamId, formatDecimal(outcome.head.writer.epoch));
+      if (stale(outcome, last)) return 'stale';
       return this.#heads.state(next);
     }
     await this.#store.streams.headDurable(p.streamId);

@@ -100,6 +100,23 @@ export class StreamHeads {
     return meta;
   }
 
+  /**
+   * Whether the head of `streamId` differs, as the store has it now, from `decidedOn`: a refusal
+   * decided on a head in memory is confirmed with this before it is answered, because with many
+   * daemons on one store (PostgreSQL) that head is a cache another daemon's commit may have
+   * moved unheard (its notice not arrived yet): a token it fenced, or a claim, append, release or
+   * trim it made. Waits for this daemon's changes of the stream in flight first (their outcome
+   * refreshes the head too). Always false where memory is the store (LevelDB): no cost there.
+   */
+  async movedSince(streamId: string, decidedOn: StreamMeta): Promise<boolean> {
+    const reload = this.#streams.reloadHead?.bind(this.#streams);
+    if (!reload) return false;
+    await this.#streams.headDurable(streamId);
+    await reload(streamId);
+    const now = this.#streams.head(streamId, 'admitted');
+    return now === undefined || !sameDecision(now, decidedOn);
+  }
+
   /** Chat, author and peer of a stream, which its stored records do not repeat. */
   identity(streamId: string): StreamIdentity {
     const meta = this.committed(streamId) ?? this.admitted(streamId);
@@ -124,6 +141,14 @@ export class StreamHeads {
   async commit(change: StreamChange): Promise<Exclude<CommitOutcome, { status: 'unknown' }>> {
     const outcome = await this.#streams.commit(change);
     if (outcome.status === 'unknown') throw outcome.error;
+    if (outcome.status === 'stale') {
+      // The changes admitted after this one on the stream were decided on its head, which the
+      // store never wrote: they are refused too. Deciding again on the admitted head would decide
+      // on theirs (an old epoch and position: POSITION_MISMATCH for a token another daemon
+      // fenced), so wait until they settled; each refusal refreshes the head from the store.
+      await this.#streams.headDurable(change.next.streamId);
+      return outcome;
+    }
     if (outcome.status !== 'ok') return outcome;
     const records: StoredRecord[] = change.kind === 'append' ? change.records : change.kind === 'claim' ? [change.fence] : [];
     if (records.length > 0) {
@@ -200,4 +225,18 @@ export class StreamHeads {
     const problem = this.#streams.verifyHead(meta);
     if (problem) this.#integrity.mark({ streamId: meta.streamId, generation: meta.generation, ...problem });
   }
+}
+
+/** Whether two heads decide a change the same: generation, range, writer, receipt. */
+function sameDecision(a: StreamMeta, b: StreamMeta): boolean {
+  return (
+    a.generation === b.generation &&
+    a.firstPosition === b.firstPosition &&
+    a.nextPosition === b.nextPosition &&
+    a.writer.epoch === b.writer.epoch &&
+    a.writer.active === b.writer.active &&
+    a.writer.tokenHash === b.writer.tokenHash &&
+    a.receipt?.peerGeneration === b.receipt?.peerGeneration &&
+    a.receipt?.nextPosition === b.receipt?.nextPosition
+  );
 }

@@ -46,6 +46,8 @@ export class Retention {
     this.#store.assertWritable();
     const meta = this.#heads.writable(streamId);
     if (beforePosition > meta.nextPosition) {
+      // The head in memory may be behind appends made through another daemon, unheard here yet.
+      if (!last && (await this.#heads.movedSince(streamId, meta))) return 'stale';
       throw errors.invalidParams('beforePosition', `beforePosition is beyond nextPosition ${meta.nextPosition}`);
     }
     if (beforePosition <= meta.firstPosition) return { firstPosition: formatDecimal(meta.firstPosition) };
@@ -53,6 +55,8 @@ export class Retention {
       const peer = this.#heads.admitted(peerStreamIdOf(meta));
       const acked = peer?.receipt && peer.receipt.peerGeneration === meta.generation ? peer.receipt.nextPosition : 0;
       if (beforePosition > acked) {
+        // Likewise the peer's receipt, when the peer acknowledged through another daemon.
+        if (!last && peer && (await this.#heads.movedSince(peer.streamId, peer))) return 'stale';
         throw errors.permissionDenied(
           'UNACKNOWLEDGED',
           `the peer acknowledged up to ${acked}; trimming to ${beforePosition} needs force: true`,

@@ -166,6 +166,15 @@ export interface StreamPort {
   headPending(streamId: string): boolean;
 
   /**
+   * Re-read a committed head from the store, for a backend whose heads in memory are a cache
+   * of a store other processes write too (PostgreSQL: another daemon's commit is heard by its
+   * notice, which may not have arrived). A refusal decided on the cached head (FENCED,
+   * POSITION_MISMATCH, WRITER_ACTIVE, a trim beyond the head) is confirmed on the re-read head
+   * before it is answered (streams/heads.ts `movedSince`). Absent where memory is the store (LevelDB).
+   */
+  reloadHead?(streamId: string): Promise<void>;
+
+  /**
    * The backend's check of a committed head against its records, asked once per stream and
    * process on first load (synchronous): null when they agree, else where the head cannot be
    * vouched for and why; the domain marks the stream corrupt from there (store/integrity.ts), so

@@ -130,7 +130,7 @@ export class PostgresStore implements StorePort {
       }
     } catch (err) {
       // Counts only: a failure here must not end the process (close() awaits this promise).
-      if (!this.stopping) this.#log?.warn({ err: { message: (err as Error).message } }, "counting other daemons' commits stopped");
+      if (!this.stopping) this.#log?.warn({ err: { code: (err as { code?: string }).code } }, "counting other daemons' commits stopped");
     }
   }
 
@@ -159,6 +159,9 @@ export class PostgresStore implements StorePort {
    */
   #recoverInBackground(): void {
     if (this.#recovering || this.#stopping) return;
+    // A function, read after every await: close() may begin during any of them, and a re-read
+    // of the field (or its getter) would be narrowed by TypeScript to the value checked before.
+    const stopping = () => this.#stopping;
     this.#recovering = (async () => {
       const backoff = new Backoff({ minDelayMs: 100, maxDelayMs: 5_000, jitter: true });
       for (let step = backoff.next(); step; step = backoff.next()) {
@@ -166,15 +169,16 @@ export class PostgresStore implements StorePort {
           this.#recoverWake = r;
           setTimeout(r, step.delayMs).unref();
         });
-        if (this.#stopping) return;
+        if (stopping()) return;
         try {
           await this.recover();
           return;
         } catch (err) {
-          if (this.stopping) return; // close() began meanwhile: its error is not news
+          if (stopping()) return; // close() began meanwhile: its error is not news
+          // The SQLSTATE (or the driver's code) only: a server's message may quote row data.
           this.#log?.warn(
-            { err: { message: (err as Error).message, code: (err as { code?: string }).code }, attempt: step.attempt },
-            'the PostgreSQL store is still read-only: reloading after the unknown outcome failed; retrying',
+            { err: { code: (err as { code?: string }).code }, attempt: step.attempt },
+            'the PostgreSQL store is still read-only: reloading after the unknown outcome failed (database unreachable, or a commit of this daemon still unanswered); retrying',
           );
         }
       }

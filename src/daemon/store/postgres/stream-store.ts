@@ -17,6 +17,7 @@
 
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
+import { Backoff } from '../../../shared/backoff.js';
 import { errors } from '../../../shared/errors.js';
 import { compactOperation, expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
@@ -211,19 +212,72 @@ export class PostgresStreams implements StreamPort {
       (payload) => {
         s.#onNotify(payload);
       },
-      // Called again after every reconnect of the LISTEN connection: notifications sent while it
-      // was down are lost, so every head is reloaded (notices are a wake-up, not the data).
+      // Called again after every reconnect of the LISTEN connection (the driver re-listens by
+      // itself): notifications sent while it was down are lost, so every head is read again and
+      // each one that moved is told as its notice would have been (test/multi-host/listen-reconnect.test.ts).
       () => {
-        if (s.#unlisten)
-          void s
-            .#loadHeads()
-            .catch((err: unknown) =>
-              s.#log?.warn({ err: { message: (err as Error).message } }, 'reloading heads after a LISTEN reconnect failed'),
-            );
+        if (s.#unlisten) s.#catchUp();
       },
     );
     s.#unlisten = () => listening.unlisten();
     return s;
+  }
+
+  /**
+   * After a LISTEN reconnect: read every head, cache each that differs from the cached one, and
+   * hand it to `changes()` like a notice, so followers and long polls read what they were not
+   * told of and the store counts it. A head a commit of ours settled meanwhile is left alone (it
+   * is at least as new). Retried with backoff while the database does not answer: until it is
+   * done, this daemon may serve heads older than the database's.
+   */
+  #catchUp(): void {
+    // A function: close() may begin during any await below.
+    const closing = () => this.#closing;
+    // Records kept from notices may have a gap after the lost ones: the next reads go to the table.
+    this.#noticed.clear();
+    const run = async (): Promise<void> => {
+      const settles = new Map(this.#settles);
+      const rows = await this.#sql<{ stream_id: string; meta: string }[]>`select stream_id, meta from heads`;
+      for (const r of rows) {
+        if (closing()) return;
+        if ((this.#settles.get(r.stream_id) ?? 0) !== (settles.get(r.stream_id) ?? 0)) continue;
+        if (this.#bodies.get(r.stream_id) === r.meta) continue;
+        const meta = decodeHead(r.stream_id, r.meta);
+        // A notice on the new session may have refreshed it to a later head while this read ran.
+        const cached = this.#committed.get(r.stream_id);
+        if (
+          cached &&
+          (cached.generation > meta.generation || (cached.generation === meta.generation && cached.nextPosition > meta.nextPosition))
+        )
+          continue;
+        this.#setCommitted(r.stream_id, meta, r.meta);
+        const n: HeadNotice = {
+          streamId: r.stream_id,
+          generation: meta.generation,
+          nextPosition: meta.nextPosition,
+          digest: headDigest(r.meta),
+        };
+        for (const l of this.#listeners) l.push(n);
+      }
+    };
+    void (async () => {
+      // The first read at once; then the project's one backoff (100 ms doubling to 5 s, jittered).
+      const backoff = new Backoff({ minDelayMs: 100, maxDelayMs: 5_000, jitter: true });
+      for (let step = backoff.next(); step && !closing(); step = backoff.next()) {
+        try {
+          await run();
+          return;
+        } catch (err) {
+          if (closing()) return;
+          // The code only: a server's message may quote data.
+          this.#log?.warn(
+            { err: { code: (err as { code?: string }).code }, attempt: step.attempt },
+            'reading the heads again after a LISTEN reconnect failed; retrying',
+          );
+          await new Promise((r) => setTimeout(r, step.delayMs).unref());
+        }
+      }
+    })();
   }
 
   async #loadHeads(): Promise<void> {
@@ -273,7 +327,11 @@ export class PostgresStreams implements StreamPort {
         for (const l of this.#listeners) l.push(notice);
       },
       (err: unknown) =>
-        this.#log?.warn({ err: { message: (err as Error).message }, streamId: n.streamId }, 'refreshing a head after a notice failed'),
+        // The code only: a server's message may quote data.
+        this.#log?.warn(
+          { err: { code: (err as { code?: string }).code }, streamId: n.streamId },
+          'refreshing a head after a notice failed',
+        ),
     );
   }
 
@@ -376,6 +434,12 @@ export class PostgresStreams implements StreamPort {
 
   headPending(streamId: string): boolean {
     return this.#admitted.has(streamId);
+  }
+
+  /** The head as the database has it now (another daemon's commit whose notice has not come yet). */
+  async reloadHead(streamId: string): Promise<void> {
+    this.#assertOpen();
+    await this.#refreshHead(streamId);
   }
 
   /** Head and records are written in one transaction: there is no head to vouch for. */
