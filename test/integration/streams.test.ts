@@ -606,6 +606,23 @@ describe('streams.append', () => {
       expect((await state(pair.streamA)).nextPosition).toBe(next);
     });
 
+    it('replays committed operations sent at once, each as its own duplicate', async () => {
+      // On PostgreSQL the lookups of the appends read in one turn are answered by one query;
+      // each retry must find its own operation, not only the last one answered.
+      const sent: Array<{ params: ReturnType<typeof appendParams>; first: MethodResults['streams.append'] }> = [];
+      for (let i = 0; i < 4; i++) {
+        const params = appendParams(c, next, [msg(uniq('burst'), `burst ${i}`)], uniq('op-burst'));
+        const first = ok(await pair.a.client.call('streams.append', params));
+        next = first.nextPosition;
+        sent.push({ params, first });
+      }
+      const replays = await Promise.all(sent.map((s) => pair.a.client.call('streams.append', s.params)));
+      replays.forEach((r, i) => {
+        expect({ ...ok(r), i }).toEqual({ ...sent[i]!.first, duplicate: true, i });
+      });
+      expect((await state(pair.streamA)).nextPosition).toBe(next);
+    });
+
     it('same operationId and messageId with different content is OPERATION_CONFLICT, not a duplicate of the first', async () => {
       // Guards: "the request digest covers the records as sent" (§6.6 step 7). A digest without
       // the content would replay the first result as duplicate:true, telling the sender its new
