@@ -11,7 +11,8 @@ import { encodeRow, RowKey } from './row-codec.js';
 /** The channel of `pg_notify` at the end of every commit that moved a head. */
 export const STREAMS_CHANNEL = 'yello_streams';
 
-type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
+/** Where a group's statement runs: a transaction's scope, or a reserved connection inside BEGIN … COMMIT. */
+type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0] | Sql;
 
 /** A change of a group's statement: its head's body, and the body of the head it follows in the group ('' for none). */
 export interface Layered {
@@ -28,7 +29,9 @@ export interface Layered {
  * streams whose head moved. A change that follows another of its stream in the group also
  * requires the head that one wrote (its exact body): were that one refused, the head may still
  * match the three numbers of the precondition (another daemon's append in between), but not
- * what this change was decided on.
+ * what this change was decided on. The statement is sent before this function first awaits
+ * (postgres.js would otherwise send it a microtask later, after statements queued meanwhile),
+ * so that a caller pipelining BEGIN, the layers and COMMIT gets them in that order.
  */
 export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Promise<Set<string>> {
   const h = {
@@ -100,7 +103,7 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       t.below.push(next.firstPosition);
     }
   }
-  const moved = await tx<{ stream_id: string }[]>`
+  const query = tx<{ stream_id: string }[]>`
     with c as (
       select * from unnest(${h.sid}::text[], ${h.eg}::bigint[], ${h.enp}::bigint[], ${h.eep}::bigint[], ${h.efrom}::bigint[], ${h.after}::text[],
         ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[])
@@ -133,6 +136,8 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     select h.stream_id,
       pg_notify(${STREAMS_CHANNEL}, json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position, 'digest', md5(h.meta))::text)
     from h`;
+  void query.execute(); // awaited on the next line
+  const moved = await query;
   return new Set(moved.map((row) => row.stream_id));
 }
 
