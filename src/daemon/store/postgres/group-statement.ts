@@ -24,9 +24,9 @@ export interface Layered {
 /**
  * Changes of distinct streams, each with a precondition, as one statement (data-modifying
  * CTEs over arrays, one element a row): the conditional UPDATE of the heads decides which
- * changes hold (and row-locks their heads until COMMIT), and only their records, operations,
- * op log entries, message ids and trims are written; each moved head is notified. Returns the
- * streams whose head moved. A change that follows another of its stream in the group also
+ * changes hold (and row-locks their heads until COMMIT), and only their records, operations
+ * (the op log too, since schema 2), message ids and trims are written; each moved head is
+ * notified. Returns the streams whose head moved. A change that follows another of its stream in the group also
  * requires the head that one wrote (its exact body): were that one refused, the head may still
  * match the three numbers of the precondition (another daemon's append in between), but not
  * what this change was decided on. The statement is sent before this function first awaits
@@ -51,7 +51,6 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     f: [] as number[],
     x: [] as number[],
     b: [] as string[],
-    lb: [] as string[],
   };
   const m = { sid: [] as string[], g: [] as number[], id: [] as string[], p: [] as number[], b: [] as string[] };
   const t = { sid: [] as string[], g: [] as number[], below: [] as number[] };
@@ -88,7 +87,6 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       o.f.push(op.firstPosition);
       o.x.push(op.nextPosition);
       o.b.push(encodeRow(RowKey.operation(sid, op.operationId), compactOperation(op)));
-      o.lb.push(encodeRow(RowKey.opLog(sid, op.generation, op.firstPosition), op.operationId));
       for (const [id, position] of c.messageIds) {
         m.sid.push(sid);
         m.g.push(next.generation);
@@ -121,10 +119,6 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       select t.s, t.id, t.g, t.f, t.x, t.b
       from unnest(${o.sid}::text[], ${o.id}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.x}::bigint[], ${o.b}::text[])
         as t(s, id, g, f, x, b)
-      where t.s in (select stream_id from h)),
-    l as (insert into op_log (stream_id, generation, position, operation_id, body)
-      select t.s, t.g, t.f, t.id, t.b from unnest(${o.sid}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.id}::text[], ${o.lb}::text[])
-        as t(s, g, f, id, b)
       where t.s in (select stream_id from h)),
     m as (insert into message_ids (stream_id, generation, client_message_id, position, body)
       select t.s, t.g, t.id, t.p, t.b from unnest(${m.sid}::text[], ${m.g}::bigint[], ${m.id}::text[], ${m.p}::bigint[], ${m.b}::text[])

@@ -686,10 +686,6 @@ export class PostgresStreams implements StreamPort {
           insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
           values (${n.streamId}, ${op.operationId}, ${op.generation}, ${op.firstPosition}, ${op.nextPosition},
                   ${encodeRow(RowKey.operation(n.streamId, op.operationId), compactOperation(op))})`;
-        await sp`
-          insert into op_log (stream_id, generation, position, operation_id, body)
-          values (${n.streamId}, ${op.generation}, ${op.firstPosition}, ${op.operationId},
-                  ${encodeRow(RowKey.opLog(n.streamId, op.generation, op.firstPosition), op.operationId)})`;
         if (c.messageIds.length > 0) {
           const ids = c.messageIds.map(([id]) => id);
           const positions = c.messageIds.map(([, p]) => p);
@@ -894,13 +890,10 @@ export class PostgresStreams implements StreamPort {
     const swept = await this.#sql.begin(async (tx) => {
       const records =
         await tx`delete from records where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
-      // An operation cut in two by the trim stays; its log entry goes with it.
-      const ops = await tx<{ first_position: string }[]>`
-        delete from operations where stream_id = ${streamId} and generation = ${generation} and next_position <= ${firstPosition}
-        returning first_position`;
-      await tx`
-        delete from op_log where stream_id = ${streamId} and generation = ${generation}
-          and position = any(${ops.map((o) => Number(o.first_position))}::bigint[])`;
+      // An operation cut in two by the trim stays (and so does its entry of the operation log,
+      // which is the operations_log index of this table since schema 2).
+      const ops = await tx`
+        delete from operations where stream_id = ${streamId} and generation = ${generation} and next_position <= ${firstPosition}`;
       const msgs =
         await tx`delete from message_ids where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
       return { records: records.count, operations: ops.count, messageIds: msgs.count };
