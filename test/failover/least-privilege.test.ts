@@ -15,7 +15,6 @@ export const DAEMON_GRANTS = [
   'grant select, insert, update on heads to yello',
   'grant select, insert, delete on records to yello',
   'grant select, insert, delete on operations to yello',
-  'grant select, insert, delete on op_log to yello',
   'grant select, insert, delete on message_ids to yello',
   'grant select, insert, update on agents to yello',
   'grant select, insert on usernames to yello',

@@ -9,12 +9,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate, type MigrationResult } from '../../src/daemon/store/postgres/migrate.js';
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/daemon/store/postgres/schema.js';
+import { PostgresStreams } from '../../src/daemon/store/postgres/stream-store.js';
+import { encodeRow, RowKey } from '../../src/daemon/store/postgres/row-codec.js';
+import { compactOperation } from '../../src/daemon/store/record-layout.js';
 import { StoreFormatError } from '../../src/daemon/store/store-format-error.js';
 import { startupFailure } from '../../src/daemon/runtime/startup-errors.js';
 import { EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
 
 const run = promisify(execFile);
+const T = '2026-12-02T03:00:00.000Z';
 const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/migrate-child.mjs');
 
 describe.runIf(pgAvailable())('schema migrations', () => {
@@ -53,7 +57,6 @@ describe.runIf(pgAvailable())('schema migrations', () => {
         'heads',
         'records',
         'operations',
-        'op_log',
         'message_ids',
         'agents',
         'usernames',
@@ -67,8 +70,61 @@ describe.runIf(pgAvailable())('schema migrations', () => {
         'schema_migrations',
       ]),
     );
+    expect(tables.map((r) => r.t)).not.toContain('op_log');
     const [row] = await sql<{ digest: string }[]>`select digest from schema_migrations where version = 1`;
     expect(row?.digest).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  /** A schema 1 database holding one append's operation and its op_log entry, as a schema 1 daemon wrote them. */
+  async function schema1WithOperation(): Promise<Sql> {
+    const { sql } = await freshDb();
+    expect(await migrate(sql, undefined, MIGRATIONS.slice(0, 1))).toEqual({ from: 0, applied: [1], to: 1 });
+    const op = {
+      operationId: 'op-1',
+      generation: 1,
+      firstPosition: 0,
+      nextPosition: 2,
+      committedAt: T,
+      requestDigest: 'd',
+      redactions: [],
+    };
+    await sql`insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
+      values ('c1:alice', 'op-1', 1, 0, 2, ${encodeRow(RowKey.operation('c1:alice', 'op-1'), compactOperation(op))})`;
+    await sql`insert into op_log (stream_id, generation, position, operation_id, body)
+      values ('c1:alice', 1, 0, 'op-1', ${encodeRow(RowKey.opLog('c1:alice', 1, 0), 'op-1')})`;
+    return sql;
+  }
+
+  async function opLogOf(sql: Sql, streamId: string): Promise<unknown[]> {
+    const streams = await PostgresStreams.open(sql);
+    try {
+      const entries: unknown[] = [];
+      for await (const e of streams.opLog(streamId)) entries.push(e);
+      return entries;
+    } finally {
+      await streams.close();
+    }
+  }
+
+  it('upgrades a schema 1 database: op_log becomes an index of operations, and operations.list reads the same entries', async () => {
+    const sql = await schema1WithOperation();
+    expect(await migrate(sql)).toEqual({ from: 1, applied: [2], to: SCHEMA_VERSION });
+    const [gone] = await sql<{ t: string | null }[]>`select to_regclass('op_log')::text as t`;
+    expect(gone?.t).toBeNull();
+    expect(await opLogOf(sql, 'c1:alice')).toEqual([{ generation: 1, position: 0, operationId: 'op-1' }]);
+    // Two operations starting at one position stay impossible (op_log's primary key did that).
+    await expect(
+      sql`insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
+        values ('c1:alice', 'op-2', 1, 0, 1, 'x')`,
+    ).rejects.toMatchObject({ code: '23505', constraint_name: 'operations_log' });
+  });
+
+  it('an operations row whose columns disagree with its checksummed body is corrupt in operations.list', async () => {
+    const sql = await schema1WithOperation();
+    await migrate(sql);
+    await sql`update operations set first_position = 1 where operation_id = 'op-1'`;
+    const err = await opLogOf(sql, 'c1:alice').catch((e: unknown) => e);
+    expect(err).toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'CORRUPT' } });
   });
 
   it('two processes migrating at once apply each migration once, and both start', async () => {

@@ -262,6 +262,29 @@ export function portConformance(name: string, factory: PortFactory): void {
         expect((await collect(store.streams.records(x0, 1, 0, 5))).map((r) => r.record)).toEqual(okX.records);
       });
 
+      it('group commit: changes of one stream admitted in one turn, each on the one before, commit in order', async () => {
+        // On PostgreSQL these are layers of one group: BEGIN, a statement a layer and COMMIT,
+        // pipelined; a layer sent out of order would find its head unmoved and be refused.
+        const { store } = await fresh();
+        const x = await chatOf(store);
+        const y = await chatOf(store);
+        const changes = [];
+        const commits = [];
+        for (const t of ['x1', 'x2', 'x3']) {
+          const c = appendOf(x.mine(), [t]);
+          changes.push(c);
+          commits.push(store.streams.commit(c));
+        }
+        const other = appendOf(y.mine(), ['y1']);
+        commits.push(store.streams.commit(other));
+        expect((await Promise.all(commits)).map((o) => o.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
+        expect(store.streams.head(x.mine().streamId, 'committed')?.nextPosition).toBe(3);
+        const stored = await collect(store.streams.records(x.mine(), 1, 0, 5));
+        expect(stored.map((r) => r.record)).toEqual(changes.flatMap((c) => c.records));
+        const log = await collect(store.streams.opLog(x.mine().streamId));
+        expect(log.map((e) => e.operationId)).toEqual(changes.map((c) => c.operation.operationId));
+      });
+
       it('an operation id is taken forever: a later append with it is a duplicate naming the stored operation', async () => {
         const { store } = await fresh();
         const { mine } = await chatOf(store);

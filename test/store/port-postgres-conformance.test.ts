@@ -64,7 +64,6 @@ const TABLES = [
   'heads',
   'records',
   'operations',
-  'op_log',
   'message_ids',
   'agents',
   'usernames',

@@ -18,7 +18,8 @@ export const STREAMS_CHANNEL = 'yello_streams';
  */
 export const NOTICE_MAX_BYTES = 8000;
 
-type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
+/** Where a group's statement runs: a transaction's scope, or a reserved connection inside BEGIN … COMMIT. */
+type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0] | Sql;
 
 /** A change of a group's statement: its head's body, and the body of the head it follows in the group ('' for none). */
 export interface Layered {
@@ -30,15 +31,17 @@ export interface Layered {
 /**
  * Changes of distinct streams, each with a precondition, as one statement (data-modifying
  * CTEs over arrays, one element a row): the conditional UPDATE of the heads decides which
- * changes hold (and row-locks their heads until COMMIT), and only their records, operations,
- * op log entries, message ids and trims are written; each moved head is notified, with its
- * body, the digest of the body it replaced and the change's record rows, as much of that as
- * fits (stream-store.ts `#onNotify` then needs no read to learn the head, nor a follower's
- * pump to read the records). Returns the
+ * changes hold (and row-locks their heads until COMMIT), and only their records, operations
+ * (the op log too, since schema 2), message ids and trims are written; each moved head is
+ * notified, with its body, the digest of the body it replaced and the change's record rows, as
+ * much of that as fits (stream-store.ts `#onNotify` then needs no read to learn the head, nor a
+ * follower's pump to read the records). Returns the
  * streams whose head moved. A change that follows another of its stream in the group also
  * requires the head that one wrote (its exact body): were that one refused, the head may still
  * match the three numbers of the precondition (another daemon's append in between), but not
- * what this change was decided on.
+ * what this change was decided on. The statement is sent before this function first awaits
+ * (postgres.js would otherwise send it a microtask later, after statements queued meanwhile),
+ * so that a caller pipelining BEGIN, the layers and COMMIT gets them in that order.
  */
 export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Promise<Set<string>> {
   const h = {
@@ -58,7 +61,6 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     f: [] as number[],
     x: [] as number[],
     b: [] as string[],
-    lb: [] as string[],
   };
   const m = { sid: [] as string[], g: [] as number[], id: [] as string[], p: [] as number[], b: [] as string[] };
   const t = { sid: [] as string[], g: [] as number[], below: [] as number[] };
@@ -95,7 +97,6 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       o.f.push(op.firstPosition);
       o.x.push(op.nextPosition);
       o.b.push(encodeRow(RowKey.operation(sid, op.operationId), compactOperation(op)));
-      o.lb.push(encodeRow(RowKey.opLog(sid, op.generation, op.firstPosition), op.operationId));
       for (const [id, position] of c.messageIds) {
         m.sid.push(sid);
         m.g.push(next.generation);
@@ -110,7 +111,7 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       t.below.push(next.firstPosition);
     }
   }
-  const moved = await tx<{ stream_id: string }[]>`
+  const query = tx<{ stream_id: string }[]>`
     with c as (
       select * from unnest(${h.sid}::text[], ${h.eg}::bigint[], ${h.enp}::bigint[], ${h.eep}::bigint[], ${h.efrom}::bigint[], ${h.after}::text[],
         ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[])
@@ -130,10 +131,6 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       from unnest(${o.sid}::text[], ${o.id}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.x}::bigint[], ${o.b}::text[])
         as t(s, id, g, f, x, b)
       where t.s in (select stream_id from h)),
-    l as (insert into op_log (stream_id, generation, position, operation_id, body)
-      select t.s, t.g, t.f, t.id, t.b from unnest(${o.sid}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.id}::text[], ${o.lb}::text[])
-        as t(s, g, f, id, b)
-      where t.s in (select stream_id from h)),
     m as (insert into message_ids (stream_id, generation, client_message_id, position, body)
       select t.s, t.g, t.id, t.p, t.b from unnest(${m.sid}::text[], ${m.g}::bigint[], ${m.id}::text[], ${m.p}::bigint[], ${m.b}::text[])
         as t(s, g, id, p, b)
@@ -152,6 +149,8 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
           'digest', md5(h.meta), 'prev', case when c.after = '' then null else md5(c.after) end, 'meta', h.meta)::text as head,
         json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position,
           'digest', md5(h.meta))::text as short) n`;
+  void query.execute(); // awaited on the next line
+  const moved = await query;
   return new Set(moved.map((row) => row.stream_id));
 }
 

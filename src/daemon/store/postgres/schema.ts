@@ -151,6 +151,21 @@ create table meta (
 );
 `,
   },
+  {
+    version: 2,
+    name: 'the operation log is an index of operations',
+    sql: `
+-- operations.list reads the operations of a stream in position order: an index over operations
+-- serves it, so an append writes one row less (issue 24: op_log was a copy of three columns
+-- of operations, written and swept with it). Unique, as op_log's primary key was: two
+-- operations starting at one position of a generation are impossible. Daemons of schema 1 still
+-- running fail their appends once op_log is gone (relation does not exist: nothing written);
+-- stop them before the first daemon of schema 2 starts (docs/multi-host.md). No grant changes
+-- (an index needs none; op_log's grants go with the table).
+create unique index operations_log on operations (stream_id, generation, first_position);
+drop table op_log;
+`,
+  },
 ];
 
 /** The newest schema version this code knows. */

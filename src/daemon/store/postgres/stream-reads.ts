@@ -7,6 +7,7 @@ import { expandOperation, expandRecord, type CompactOperation, type CompactRecor
 import type { OpLogEntry, StoredRecordAt, StreamIdentity } from '../port/stream-port.js';
 import type { StoredOperation, StoredRecord } from '../port/values.js';
 import type { Sql } from './connection.js';
+import { errors } from '../../../shared/errors.js';
 import { decodeRow, RowKey, tryDecodeRow } from './row-codec.js';
 
 const PAGE = 256;
@@ -106,16 +107,31 @@ export class StreamReads {
     let left = range.limit ?? Infinity;
     while (left > 0) {
       const take = Math.min(PAGE, left);
-      const rows = await this.#sql<{ generation: string; position: string; operation_id: string; body: string }[]>`
-        select generation, position, operation_id, body from op_log where stream_id = ${streamId}
-          and (generation, position) > (${after.generation}, ${after.position})
-          and (generation, position) < (${before.generation}, ${before.position})
-        order by generation, position limit ${take}`;
+      // The index operations_log (schema 2) serves this order. The body (checksummed under the
+      // operation's key) says where the operation starts; a row whose columns say otherwise is
+      // corrupt, as an op_log row failing its checksum was.
+      const rows = await this.#sql<{ generation: string; first_position: string; operation_id: string; body: string }[]>`
+        select generation, first_position, operation_id, body from operations where stream_id = ${streamId}
+          and (generation, first_position) > (${after.generation}, ${after.position})
+          and (generation, first_position) < (${before.generation}, ${before.position})
+        order by generation, first_position limit ${take}`;
       for (const r of rows) {
         const generation = Number(r.generation);
-        const position = Number(r.position);
-        const operationId = decodeRow<string>(RowKey.opLog(streamId, generation, position), r.body, { streamId, generation, position });
-        yield { generation, position, operationId };
+        const position = Number(r.first_position);
+        const key = RowKey.operation(streamId, r.operation_id);
+        const op = expandOperation(
+          r.operation_id,
+          decodeRow<CompactOperation | StoredOperation>(key, r.body, { streamId, generation, position }),
+        );
+        if (op.generation !== generation || op.firstPosition !== position)
+          throw errors.corrupt({
+            key,
+            streamId,
+            generation: String(generation),
+            fromPosition: String(position),
+            detail: `a PostgreSQL operations row says it starts at ${generation}/${position}, its body at ${op.generation}/${op.firstPosition}`,
+          });
+        yield { generation, position, operationId: r.operation_id };
         after = { generation, position };
       }
       left -= rows.length;

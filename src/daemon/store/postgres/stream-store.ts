@@ -17,6 +17,7 @@
 
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
+import postgres from 'postgres';
 import { Backoff } from '../../../shared/backoff.js';
 import { errors } from '../../../shared/errors.js';
 import { compactOperation, expandOperation, type CompactOperation } from '../record-layout.js';
@@ -141,6 +142,12 @@ function connectionLost(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
   return code.startsWith('08') || code.startsWith('57') || code.startsWith('58') || code.startsWith('XX');
+}
+
+/** Whether an error ended the session it came from (a driver error: the socket is gone; or FATAL). */
+function sessionEnded(err: unknown): boolean {
+  if (!(err instanceof postgres.PostgresError)) return true;
+  return err.severity === 'FATAL' || err.severity === 'PANIC' || err.code.startsWith('08');
 }
 
 function sameHead(meta: StreamMeta, e: { generation: number; nextPosition: number; writerEpoch: number }): boolean {
@@ -609,16 +616,14 @@ export class PostgresStreams implements StreamPort {
     try {
       for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
       const fast = group.every((g) => g.change.expect !== null);
-      const attempt = async (pipelined: boolean) =>
+      const slow = async () =>
         this.#sql.begin(async (tx) => {
           // Not awaited: sent ahead of the group's statements on the same connection.
           const asked = tx<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.then(([p]) => {
             session = p ?? null;
           }, noop);
-          const result = pipelined ? await this.#pipelined(tx, group) : await this.#oneByOne(tx, group);
+          const result = await this.#oneByOne(tx, group);
           await asked;
-          // The pipelined statement notified its moved heads itself.
-          if (pipelined) return result;
           const moved = new Map<string, HeadNotice>();
           group.forEach((g, i) => {
             const n = g.change.next;
@@ -640,14 +645,18 @@ export class PostgresStreams implements StreamPort {
           await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${noticePayload(n)})`));
           return result;
         });
-      try {
-        outcomes = await attempt(fast);
-      } catch (err) {
-        // A unique key another daemon took first aborted the pipelined transaction (the server
-        // said so: nothing of it was written). Again, a savepoint each, to refuse only that change.
-        if (!fast || (err as { code?: string }).code !== '23505') throw err;
-        outcomes = await attempt(false);
-      }
+      if (!fast) outcomes = await slow();
+      else
+        try {
+          outcomes = await this.#pipelined(group, (s) => {
+            session = s;
+          });
+        } catch (err) {
+          // A unique key another daemon took first aborted the pipelined transaction (the server
+          // said so: nothing of it was written). Again, a savepoint each, to refuse only that change.
+          if ((err as { code?: string }).code !== '23505') throw err;
+          outcomes = await slow();
+        }
     } catch (err) {
       // No verdict from the database: the transaction may or may not have committed.
       this.#readOnly = true;
@@ -706,13 +715,18 @@ export class PostgresStreams implements StreamPort {
   /**
    * The fast path: the whole group as one statement per layer (a layer holds at most one change
    * of each stream; a second change of a stream in the same turn, decided on the first one's
-   * head, goes in the next layer, which sees the first one's update). The layers are sent without
-   * waiting (postgres.js pipelines them on the transaction's connection), so a group of 64
-   * appends costs BEGIN, one statement, COMMIT and one fsync. A stale head matches no row and
+   * head, goes in the next layer, which sees the first one's update), in one round trip: the
+   * session's pid and the statement (one layer: its own transaction, autocommit), or the pid,
+   * BEGIN, the layers and COMMIT, are written together on a connection reserved for the group
+   * (postgres.js pipelines them), so a group of 64 appends costs one round trip and one fsync.
+   * (sql.begin waits for BEGIN's answer, and for the statements' before COMMIT: three round
+   * trips, each a wake-up of both processes on a loaded host.) A stale head matches no row and
    * writes nothing of its change (no error, no savepoint needed); a unique violation aborts the
-   * transaction and the group is redone one by one.
+   * transaction (a COMMIT then answers ROLLBACK), its error is thrown and the group is redone
+   * one by one. Any other error is thrown as it is: the caller treats it as an unknown outcome,
+   * as it did with sql.begin.
    */
-  async #pipelined(tx: TxSql, group: Admitted[]): Promise<CommitOutcome[]> {
+  async #pipelined(group: Admitted[], onSession: (s: Session | null) => void): Promise<CommitOutcome[]> {
     const layers: Array<{ changes: Layered[]; at: number[] }> = [];
     const last = new Map<string, { depth: number; meta: string }>();
     for (const [i, g] of group.entries()) {
@@ -725,19 +739,70 @@ export class PostgresStreams implements StreamPort {
       layer.changes.push({ change: g.change, meta, after: before?.meta ?? afterOf(g) });
       layer.at.push(i);
     }
-    const moved = await Promise.all(layers.map((l) => groupStatement(tx, l.changes)));
+    const w = await this.#sql.reserve();
+    type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+    // A query postgres.js holds back (the connection was busy: a statement described first, or
+    // a socket write that filled the buffer) is never sent nor rejected once the session is
+    // gone: the first error that ends the session settles whatever is still waiting.
+    let ended!: (error: unknown) => void;
+    const end = new Promise<Settled<never>>((r) => {
+      ended = (error) => {
+        r({ ok: false, error });
+      };
+    });
+    const settle = <T>(p: PromiseLike<T>): Promise<Settled<T>> =>
+      Promise.race([
+        Promise.resolve(p).then(
+          (value): Settled<T> => ({ ok: true, value }),
+          (error: unknown): Settled<T> => {
+            if (sessionEnded(error)) ended(error);
+            return { ok: false, error };
+          },
+        ),
+        end,
+      ]);
+    // Each query is executed as it is made (groupStatement does so too), so they go out in this
+    // order. One layer (the usual group) is one statement, its own transaction (autocommit:
+    // the whole statement commits, or none of it); more layers need BEGIN … COMMIT around them.
+    const one = layers.length === 1;
+    const asked = settle(w<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.execute());
+    const begun = one ? null : settle(w`begin`.execute());
+    const statements = layers.map((l) => settle(groupStatement(w, l.changes)));
+    const committed = one ? null : settle(w`commit`.execute());
+    const a = await asked;
+    onSession(a.ok ? (a.value[0] ?? null) : null);
+    const moved = await Promise.all(statements);
+    const all: Settled<unknown>[] = [a, ...(begun ? [await begun] : []), ...moved, ...(committed ? [await committed] : [])];
+    // A session that ended is among postgres.js's closed connections (or about to be):
+    // releasing it would hand it to the pool as an open one.
+    if (!all.some((x) => !x.ok && sessionEnded(x.error))) w.release();
+    // The first error is the cause (those after it are 25P02, "transaction is aborted").
+    for (const x of all) if (!x.ok) throw x.error;
+    const c = committed ? await committed : null;
+    if (c?.ok && (c.value as { command?: string }).command !== 'COMMIT')
+      throw new Error(`COMMIT of a group answered ${(c.value as { command?: string }).command ?? 'nothing'}`);
     const ok = new Set<number>();
     layers.forEach((l, k) => {
-      l.changes.forEach((c, j) => {
-        if (moved[k]?.has(c.change.next.streamId)) ok.add(l.at[j] ?? -1);
+      const m = moved[k];
+      l.changes.forEach((ch, j) => {
+        if (m?.ok && m.value.has(ch.change.next.streamId)) ok.add(l.at[j] ?? -1);
       });
     });
-    const out: CommitOutcome[] = [];
-    for (const [i, g] of group.entries()) {
-      if (ok.has(i)) out.push({ status: 'ok' });
-      else out.push(await this.#refusal(tx, g.change, new Refusal({ status: 'stale', head: undefined })));
+    const stale = group.filter((_, i) => !ok.has(i)).map((g) => g.change.next.streamId);
+    const heads = new Map<string, string>();
+    if (stale.length > 0) {
+      // Read after the commit: the head now, which is at least as new as the one that refused it.
+      const rows = await this.#sql<{ stream_id: string; meta: string }[]>`
+        select stream_id, meta from heads where stream_id = any(${[...new Set(stale)]}::text[])`;
+      for (const r of rows) heads.set(r.stream_id, r.meta);
     }
-    return out;
+    return group.map((g, i): CommitOutcome => {
+      if (ok.has(i)) return { status: 'ok' };
+      const streamId = g.change.next.streamId;
+      const body = heads.get(streamId);
+      if (body !== undefined) this.#staleBodies.set(streamId, body);
+      return { status: 'stale', head: body === undefined ? undefined : decodeHead(streamId, body) };
+    });
   }
 
   /** The slow path: each change under its own savepoint. */
@@ -795,10 +860,6 @@ export class PostgresStreams implements StreamPort {
           insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
           values (${n.streamId}, ${op.operationId}, ${op.generation}, ${op.firstPosition}, ${op.nextPosition},
                   ${encodeRow(RowKey.operation(n.streamId, op.operationId), compactOperation(op))})`;
-        await sp`
-          insert into op_log (stream_id, generation, position, operation_id, body)
-          values (${n.streamId}, ${op.generation}, ${op.firstPosition}, ${op.operationId},
-                  ${encodeRow(RowKey.opLog(n.streamId, op.generation, op.firstPosition), op.operationId)})`;
         if (c.messageIds.length > 0) {
           const ids = c.messageIds.map(([id]) => id);
           const positions = c.messageIds.map(([, p]) => p);
@@ -1021,13 +1082,10 @@ export class PostgresStreams implements StreamPort {
     const swept = await this.#sql.begin(async (tx) => {
       const records =
         await tx`delete from records where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
-      // An operation cut in two by the trim stays; its log entry goes with it.
-      const ops = await tx<{ first_position: string }[]>`
-        delete from operations where stream_id = ${streamId} and generation = ${generation} and next_position <= ${firstPosition}
-        returning first_position`;
-      await tx`
-        delete from op_log where stream_id = ${streamId} and generation = ${generation}
-          and position = any(${ops.map((o) => Number(o.first_position))}::bigint[])`;
+      // An operation cut in two by the trim stays (and so does its entry of the operation log,
+      // which is the operations_log index of this table since schema 2).
+      const ops = await tx`
+        delete from operations where stream_id = ${streamId} and generation = ${generation} and next_position <= ${firstPosition}`;
       const msgs =
         await tx`delete from message_ids where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
       return { records: records.count, operations: ops.count, messageIds: msgs.count };
