@@ -217,11 +217,17 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     await a!.recover(); // a knows s3's head, not the operation on it
     const fromB = append(s1, 'from-b');
     fromB.next.lastCreatedAt = '2026-12-02T03:00:01.000Z';
-    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
     const h3 = a!.head(s3.streamId, 'committed')!;
-    const first = append(s1, 'a1');
+    // Admitted before b's commit and held until after it, as in the test above: had a heard b's
+    // notice first, `first` would be refused at admission and `chained` decided on a head a
+    // never had (a test artifact, not a daemon's case).
+    const held = heldAppend(s1, 'a1');
+    const first = held.change;
     const chained = append(first.next, 'a2');
-    const outcomes = await Promise.all([a!.commit(first), a!.commit(chained), a!.commit(append(h3, 'taken', 1, ['t-m2']))]);
+    const pending = Promise.all([a!.commit(first), a!.commit(chained), a!.commit(append(h3, 'taken', 1, ['t-m2']))]);
+    expect(await b!.commit(fromB)).toEqual({ status: 'ok' });
+    held.release();
+    const outcomes = await pending;
     expect(outcomes.map((o) => o.status)).toEqual(['stale', 'stale', 'duplicate']);
     expect(await a!.findOperation(s1.streamId, 'a2')).toBeUndefined();
     expect((await collect(a!.records(s1, 1, 0, 10))).map((r) => r.record.wrapper.operationId)).toEqual(['from-b']);
