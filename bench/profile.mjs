@@ -3,17 +3,36 @@
 // for Chrome DevTools / speedscope.
 //
 //   npm run build && node bench/profile.mjs        (BENCH_CONCURRENCY=64 BENCH_SECONDS=8)
+//   BENCH_PROFILE_STORE=postgresql node bench/profile.mjs   # the daemon on a throwaway PostgreSQL cluster
 
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Daemon, cleanupAll, closedLoop, connectConn, envNumber, makeTempDir, repoRoot, setupCoordinator, table } from './lib.mjs';
+import {
+  BENCH_DAEMON_ARGS,
+  Daemon,
+  cleanupAll,
+  closedLoop,
+  connectConn,
+  envNumber,
+  makeTempDir,
+  repoRoot,
+  setupCoordinator,
+  table,
+} from './lib.mjs';
 
 const clients = envNumber('BENCH_CONCURRENCY', 64);
 const seconds = envNumber('BENCH_SECONDS', 8);
 const dir = makeTempDir('yl-prof-');
 const profFile = path.join(dir, 'daemon.cpuprofile');
 process.env.YELLO_PROFILE_OUT = profFile;
-const daemon = new Daemon(dir, { bin: path.join(repoRoot, 'bench', 'profile-entry.mjs') });
+const onPostgres = process.env.BENCH_PROFILE_STORE === 'postgresql';
+// Loaded only when asked for: the LevelDB profile needs no PostgreSQL binaries.
+const cluster = onPostgres ? await (await import('../test/helpers/pg-cluster.mjs')).PgCluster.start() : null;
+await cluster?.psql('create database profile');
+const daemon = new Daemon(dir, {
+  bin: path.join(repoRoot, 'bench', 'profile-entry.mjs'),
+  extraArgs: cluster ? [...BENCH_DAEMON_ARGS, '--store', cluster.url('profile')] : BENCH_DAEMON_ARGS,
+});
 await daemon.start();
 const admin = await connectConn(daemon.socketPath);
 await admin.request('session.hello', { token: daemon.adminToken });
@@ -27,6 +46,7 @@ for (let i = 0; i < 100 && !existsSync(profFile); i++) await new Promise((res) =
 for (const c of cos) c.conn.close();
 admin.close();
 await daemon.stop();
+await cluster?.stop();
 
 const prof = JSON.parse(readFileSync(profFile, 'utf8'));
 const byId = new Map(prof.nodes.map((n) => [n.id, n]));
