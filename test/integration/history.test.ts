@@ -91,8 +91,10 @@ describe('chats.history order', () => {
       'both authors share a createdAt',
     ).toBe(true);
 
-    const r = ok(await main.bob.client.call('chats.history', { chatId: main.chatId, direction: 'forward', limit: 500 }));
-    expect(r.nextCursor).toBeNull();
+    // Pages of 500: how many rounds the setup needs for its ties depends on the backend's speed
+    // (a faster PostgreSQL made it more than one page).
+    const pages = await pageAll(main.bob.client, { chatId: main.chatId, direction: 'forward', limit: 500 });
+    const r = { ...pages.at(-1)!, entries: pages.flatMap((p) => p.entries) };
     expect(typeof r.liveCursor).toBe('string');
     expect(r.entries.every((e) => e.wrapper.type === 'chat.message')).toBe(true);
     expect(r.entries.map(recKey)).toEqual(expected.map(recKey));
