@@ -29,20 +29,22 @@ interface Row {
   body: string;
 }
 
+/** Lookup queries out at once, at most: more lookups wait and go together in the next one. */
+const MAX_OUT = 2;
+
 /**
- * The admission lookups of appends, batched while one query is out. Each append on PostgreSQL
- * must know, before it is admitted, whether its operation id and message ids were used
- * (permanent idempotency, docs/protocol.md §6.7); asked one by one that was two queries per
- * append, and at 64 clients those queries, not the group commit, were the daemon's bottleneck.
- * A lookup goes out at once when none is out (one client waits for nothing), else it waits for
- * the one out to answer and goes with every lookup that came meanwhile, in one query: batches
- * grow with the load. (Gathering for a loop turn instead, with setImmediate, doubled a single
- * client's append latency in bench section (g).)
+ * The admission lookups of appends, batched under load. Each append on PostgreSQL must know,
+ * before it is admitted, whether its operation id and message ids were used (permanent
+ * idempotency, docs/protocol.md §6.7); asked one by one that was two queries per append, and at
+ * 64 clients those queries, not the group commit, were the daemon's bottleneck. A lookup goes
+ * out at once while fewer than MAX_OUT queries are out (a few clients wait for nothing, and
+ * appends of different clients are not held behind each other), else it waits for one to answer
+ * and goes with every lookup that came meanwhile, in one query: batches grow with the load.
  */
 export class AdmissionLookups {
   readonly #sql: Sql;
   #waiting: Waiting[] = [];
-  #out = false;
+  #out = 0;
 
   constructor(sql: Sql) {
     this.#sql = sql;
@@ -51,19 +53,17 @@ export class AdmissionLookups {
   fetch(request: LookupRequest): Promise<LookupRows> {
     return new Promise<LookupRows>((resolve, reject) => {
       this.#waiting.push({ request, resolve, reject });
-      if (!this.#out) this.#next();
+      if (this.#out < MAX_OUT) this.#send();
     });
   }
 
-  #next(): void {
+  #send(): void {
     const batch = this.#waiting.splice(0);
-    if (batch.length === 0) {
-      this.#out = false;
-      return;
-    }
-    this.#out = true;
+    if (batch.length === 0) return;
+    this.#out++;
     void this.#flush(batch).finally(() => {
-      this.#next();
+      this.#out--;
+      this.#send();
     });
   }
 
