@@ -37,7 +37,7 @@ export class WriterPresence {
       streams = new Set();
       this.#byHolder.set(holder, streams);
       const mine = streams;
-      // One close listener per connection, however many streams and appends it has.
+      // One hang-up listener per connection, however many streams and appends it has.
       holder.onHangUp(() => {
         this.#detach(holder, mine);
       });
