@@ -125,10 +125,16 @@ function damageSince(l: Loaded, pristine: string): Promise<StoreDamage> {
  * 1.20 keeps its debug assertions: a flipped bit in a key length can abort the process
  * (SIGABRT, `dbformat.h … Assertion`) when it reads that block, at startup or on a later read.
  * That is loud — nothing is answered, nothing silently lost — and is counted apart; see
- * docs/operations.md ("A damaged LevelDB table file").
+ * docs/reliability.md ("How a fault trial is scored").
  */
 function abortedInLevelDb(d: DaemonProcess): boolean {
   return d.exitInfo?.signal === 'SIGABRT' && /leveldb.*Assertion/s.test(d.stderr);
+}
+
+/** The outcome of a trial whose daemon aborted in LevelDB: counted, not judged. */
+function aborted(refusedToStart: boolean): { report: null; judgement: TrialJudgement } {
+  totals.abortedInLevelDb++;
+  return { report: null, judgement: { intact: 0, reportedDamaged: 0, falseAlarms: 0, refusedToStart, failures: [] } };
 }
 
 /**
@@ -156,10 +162,7 @@ async function restartAndCheck(
     // store reads and checks more before it is ready. Not ready in time is a failure below.
     await l.d.restart(RESTART_TIMEOUT_MS);
   } catch (err) {
-    if (abortedInLevelDb(l.d)) {
-      totals.abortedInLevelDb++;
-      return { report: null, judgement: { intact: 0, reportedDamaged: 0, falseAlarms: 0, refusedToStart: true, failures: [] } };
-    }
+    if (abortedInLevelDb(l.d)) return aborted(true);
     // Refusing to start with one clear line is a report, not a silent loss (judgeTrial says
     // whether the store gave a reason to). A start that never got ready is neither.
     expect(
@@ -195,10 +198,7 @@ async function restartAndCheck(
   } catch (err) {
     // A daemon that dies or hangs up while it is read is the finding: say how it went.
     await l.d.waitExit(2_000).catch(() => undefined);
-    if (abortedInLevelDb(l.d)) {
-      totals.abortedInLevelDb++;
-      return { report: null, judgement: { intact: 0, reportedDamaged: 0, falseAlarms: 0, refusedToStart: false, failures: [] } };
-    }
+    if (abortedInLevelDb(l.d)) return aborted(false);
     throw new Error(
       `${err instanceof Error ? err.message : String(err)}; daemon ${l.d.exitInfo ? `exited ${JSON.stringify(l.d.exitInfo)}` : 'still running'}\nstderr: ${l.d.stderr.slice(-3000)}\nstdout: ${l.d.stdoutLines.slice(-15).join('\n')}`,
       { cause: err },
