@@ -161,6 +161,25 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     expect(p!.head(s1.streamId, 'committed')?.nextPosition).toBe(2);
   });
 
+  it('changes admitted in separate turns while a transaction is out commit together in the next one', async () => {
+    const [p] = await world();
+    const streams = [];
+    for (let i = 0; i < 6; i++) streams.push(await stream(p!, `w${i}`));
+    const before = p!.stats.batches;
+    const firstDone = p!.commit(append(streams[0]!, 'w-first'));
+    // Each in its own turn, after the first group's transaction went out (setImmediate cuts a group).
+    const rest: Array<Promise<unknown>> = [];
+    for (const s of streams.slice(1)) {
+      await new Promise((r) => setImmediate(r));
+      rest.push(p!.commit(append(s, `w-${s.chatId}`)));
+    }
+    const outcomes = await Promise.all([firstDone, ...rest]);
+    expect(outcomes).toEqual(streams.map(() => ({ status: 'ok' })));
+    // One transaction per turn would be 6; the first group, then everything that waited for it.
+    expect(p!.stats.batches - before).toBe(2);
+    expect(p!.stats.writes).toBeGreaterThanOrEqual(6);
+  });
+
   it('a head another daemon moved makes the change stale inside the transaction, and the rest of the group commits', async () => {
     const [a, b] = await world(2);
     const s1 = await stream(a!, 'm1');
