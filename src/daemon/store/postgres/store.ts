@@ -6,7 +6,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { Backoff } from '../../../shared/backoff.js';
+import { retryUntilDone } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import type { BackupManifest } from '../../../shared/results.js';
 import type { StorePort } from '../port/store-port.js';
@@ -151,38 +151,30 @@ export class PostgresStore implements StorePort {
   }
 
   /**
-   * Leave read-only by itself: retry recover() with the project's one backoff (100 ms doubling
-   * to 5 s, jittered so that every daemon cut off by the same failover does not reload at once)
-   * until it succeeds or close() begins. Nothing else calls recover(): without this a daemon
+   * Leave read-only by itself: retry recover() (the store's one retry loop, retry.ts) until it
+   * succeeds or close() begins; the first try after the first delay. Nothing else calls recover(): without this a daemon
    * whose commit was cut off (a failover, a PostgreSQL restart, a terminated backend) refused
    * every write until it was restarted (test/pg/store-recovers.test.ts).
    */
   #recoverInBackground(): void {
     if (this.#recovering || this.#stopping) return;
-    // A function, read after every await: close() may begin during any of them, and a re-read
-    // of the field (or its getter) would be narrowed by TypeScript to the value checked before.
-    const stopping = () => this.#stopping;
-    this.#recovering = (async () => {
-      const backoff = new Backoff({ minDelayMs: 100, maxDelayMs: 5_000, jitter: true });
-      for (let step = backoff.next(); step; step = backoff.next()) {
-        await new Promise<void>((r) => {
+    this.#recovering = retryUntilDone({
+      delayFirst: true,
+      sleep: (ms) =>
+        new Promise<void>((r) => {
           this.#recoverWake = r;
-          setTimeout(r, step.delayMs).unref();
-        });
-        if (stopping()) return;
-        try {
-          await this.recover();
-          return;
-        } catch (err) {
-          if (stopping()) return; // close() began meanwhile: its error is not news
-          // The SQLSTATE (or the driver's code) only: a server's message may quote row data.
-          this.#log?.warn(
-            { err: { code: (err as { code?: string }).code }, attempt: step.attempt },
-            'the PostgreSQL store is still read-only: reloading after the unknown outcome failed (database unreachable, or a commit of this daemon still unanswered); retrying',
-          );
-        }
-      }
-    })().finally(() => {
+          setTimeout(r, ms).unref();
+        }),
+      // close() may begin during any await of the loop: an error then is not news.
+      stopped: () => this.#stopping,
+      attempt: () => this.recover(),
+      failed: (err, attempt) =>
+        // The SQLSTATE (or the driver's code) only: a server's message may quote row data.
+        this.#log?.warn(
+          { err: { code: (err as { code?: string }).code }, attempt },
+          'the PostgreSQL store is still read-only: reloading after the unknown outcome failed (database unreachable, or a commit of this daemon still unanswered); retrying',
+        ),
+    }).finally(() => {
       this.#recovering = undefined;
       this.#recoverWake = undefined;
     });

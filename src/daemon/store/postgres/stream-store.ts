@@ -19,7 +19,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import postgres from 'postgres';
-import { Backoff } from '../../../shared/backoff.js';
+import { retryUntilDone } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import { compactOperation, expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
@@ -270,24 +270,17 @@ export class PostgresStreams implements StreamPort {
         for (const l of this.#listeners) l.push(n);
       }
     };
-    void (async () => {
-      // The first read at once; then the project's one backoff (100 ms doubling to 5 s, jittered).
-      const backoff = new Backoff({ minDelayMs: 100, maxDelayMs: 5_000, jitter: true });
-      for (let step = backoff.next(); step && !closing(); step = backoff.next()) {
-        try {
-          await run();
-          return;
-        } catch (err) {
-          if (closing()) return;
-          // The code only: a server's message may quote data.
-          this.#log?.warn(
-            { err: { code: (err as { code?: string }).code }, attempt: step.attempt },
-            'reading the heads again after a LISTEN reconnect failed; retrying',
-          );
-          await new Promise((r) => setTimeout(r, step.delayMs).unref());
-        }
-      }
-    })();
+    // The first read at once; then the store's one retry loop (retry.ts).
+    void retryUntilDone({
+      stopped: closing,
+      attempt: run,
+      failed: (err, attempt) =>
+        // The code only: a server's message may quote data.
+        this.#log?.warn(
+          { err: { code: (err as { code?: string }).code }, attempt },
+          'reading the heads again after a LISTEN reconnect failed; retrying',
+        ),
+    });
   }
 
   async #loadHeads(): Promise<void> {
