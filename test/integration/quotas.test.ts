@@ -66,28 +66,32 @@ describe('append rate per agent', () => {
 describe('claims per minute', () => {
   const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open'] });
 
-  it('claim/release cycles for 3 s write at most the default 60 (+ refill) fences; the rest are RATE_LIMITED', async () => {
+  it('claim/release cycles until refused write at most the default 60 (+ refill) fences; then RATE_LIMITED', async () => {
     const pair = await createPair(admin(), daemon().socketPath);
     const client = pair.a.client;
     let claims = 0;
     let limited: WireResponse | null = null;
     const started = performance.now();
-    while (performance.now() - started < 3_000) {
+    // Until the first refusal (not for a fixed time: a loaded machine may do fewer than 60 in 3 s).
+    while (performance.now() - started < 20_000) {
       const r = await client.call('streams.claim', { streamId: pair.streamA });
       if (r.error) {
         limited = r;
-        continue;
+        break;
       }
       claims++;
       ok(await client.call('streams.release', { streamId: pair.streamA, coordinatorToken: r.result!.coordinatorToken }), 'release');
     }
+    const seconds = (performance.now() - started) / 1000;
     const fences = (await readAll(client, pair.streamA)).filter((r) => r.wrapper.type === 'chat.writer-fence').length;
-    console.log(`[quotas] 3 s of claim/release: ${claims} claims succeeded, ${fences} fence records`);
+    console.log(`[quotas] ${seconds.toFixed(1)} s of claim/release: ${claims} claims succeeded, ${fences} fence records`);
     expect(limited?.error?.data?.type).toBe('RATE_LIMITED');
     expect(Number(limited?.error?.data?.retryAfterMs)).toBeGreaterThan(0);
-    expect(claims, 'claims in 3 s').toBeLessThanOrEqual(60 + 5);
+    // The burst of 60, and the refill of 60 a minute (one a second) while it ran.
+    expect(claims, 'claims before the first refusal').toBeGreaterThanOrEqual(60);
+    expect(claims, 'claims before the first refusal').toBeLessThanOrEqual(60 + Math.ceil(seconds) + 1);
     expect(fences, 'fence records written').toBeGreaterThanOrEqual(claims);
-    expect(fences).toBeLessThanOrEqual(2 * (60 + 5));
+    expect(fences).toBeLessThanOrEqual(2 * (60 + Math.ceil(seconds) + 1));
     // Another agent claims as usual.
     await claim(pair.b.client, pair.streamB);
   }, 30_000);
