@@ -21,7 +21,7 @@ import type { Logger } from 'pino';
 import postgres from 'postgres';
 import { retryUntilDone } from './retry.js';
 import { errors } from '../../../shared/errors.js';
-import { compactOperation, expandOperation, type CompactOperation } from '../record-layout.js';
+import { expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
   CommitOutcome,
   OperationStatus,
@@ -37,7 +37,7 @@ import { AdmissionLookups } from './admission-lookups.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import { StreamReads } from './stream-reads.js';
-import { groupStatement, NOTICE_MAX_BYTES, recordRows, STREAMS_CHANNEL, type Layered } from './group-statement.js';
+import { groupStatement, NOTICE_MAX_BYTES, STREAMS_CHANNEL, type Layered } from './group-statement.js';
 
 /** How long recover() waits for a commit of ours still in flight before it gives up (retried). */
 const RECOVER_WAIT_MS = 15_000;
@@ -633,27 +633,9 @@ export class PostgresStreams implements StreamPort {
           const asked = tx<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.then(([p]) => {
             session = p ?? null;
           }, noop);
+          // Each change notifies inside its savepoint: a refused one's notice is rolled back with it.
           const result = await this.#oneByOne(tx, group);
           await asked;
-          const moved = new Map<string, HeadNotice>();
-          group.forEach((g, i) => {
-            const n = g.change.next;
-            if (result[i]?.status !== 'ok') return;
-            // One notice per stream, for its last change; `prev` is the head before the first
-            // (the changes that committed are a prefix of the stream's changes in the group),
-            // known exactly only when that change required it.
-            const first = moved.get(n.streamId);
-            const after = first ? first.prev : g.change.expect === null || afterOf(g) === '' ? undefined : headDigest(afterOf(g));
-            moved.set(n.streamId, {
-              streamId: n.streamId,
-              generation: n.generation,
-              nextPosition: n.nextPosition,
-              digest: headDigest(bodyOf(g)),
-              ...(after === undefined ? {} : { prev: after }),
-              meta: bodyOf(g),
-            });
-          });
-          await Promise.all([...moved.values()].map((n) => tx`select pg_notify(${STREAMS_CHANNEL}, ${noticePayload(n)})`));
           return result;
         });
       if (!fast) outcomes = await slow();
@@ -838,68 +820,35 @@ export class PostgresStreams implements StreamPort {
     return result;
   }
 
-  /** One change inside its savepoint; throws a {@link Refusal} (or the database's error) to roll it back. */
+  /**
+   * One change inside its savepoint, as the fast path's statement for a group of one (so both
+   * paths write and notify alike); throws a {@link Refusal} (or the database's error, a unique
+   * key taken) to roll it back.
+   */
   async #apply(sp: TxSql, g: Admitted): Promise<void> {
     const c = g.change;
     const n = c.next;
     const body = bodyOf(g);
-    const after = afterOf(g);
-    if (c.expect === null) {
-      await sp`
-        insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
-        values (${n.streamId}, ${n.chatId}, ${n.authorAgentId}, ${n.peerAgentId}, ${n.generation}, ${n.firstPosition}, ${n.nextPosition}, ${n.writer.epoch}, ${body})
-        on conflict (stream_id) do update set generation = excluded.generation, first_position = excluded.first_position,
-          next_position = excluded.next_position, writer_epoch = excluded.writer_epoch, meta = excluded.meta`;
-    } else {
-      const e = c.expect;
-      const fromPosition = c.kind === 'trim' ? c.fromPosition : null;
-      // Compare-and-set of the head, and its row lock until COMMIT: a head another daemon moved
-      // matches no row, and the change is stale.
-      const updated = await sp`
-        update heads set generation = ${n.generation}, first_position = ${n.firstPosition}, next_position = ${n.nextPosition},
-          writer_epoch = ${n.writer.epoch}, meta = ${body}
-        where stream_id = ${e.streamId} and generation = ${e.generation} and next_position = ${e.nextPosition}
-          and writer_epoch = ${e.writerEpoch} and (${fromPosition}::bigint is null or first_position = ${fromPosition}::bigint)
-          and (${after} = '' or meta = ${after})`;
-      if (updated.count !== 1) throw new Refusal({ status: 'stale', head: undefined });
+    if (c.expect !== null) {
+      const moved = await groupStatement(sp, [{ change: c, meta: body, after: afterOf(g) }]);
+      if (!moved.has(n.streamId)) throw new Refusal({ status: 'stale', head: undefined });
+      return;
     }
-    switch (c.kind) {
-      case 'append': {
-        await this.#insertRecords(sp, n, c.records);
-        const op = c.operation;
-        await sp`
-          insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
-          values (${n.streamId}, ${op.operationId}, ${op.generation}, ${op.firstPosition}, ${op.nextPosition},
-                  ${encodeRow(RowKey.operation(n.streamId, op.operationId), compactOperation(op))})`;
-        if (c.messageIds.length > 0) {
-          const ids = c.messageIds.map(([id]) => id);
-          const positions = c.messageIds.map(([, p]) => p);
-          const bodies = c.messageIds.map(([id, p]) => encodeRow(RowKey.messageId(n.streamId, n.generation, id), p));
-          await sp`
-            insert into message_ids (stream_id, generation, client_message_id, position, body)
-            select ${n.streamId}, ${n.generation}, * from unnest(${ids}::text[], ${positions}::bigint[], ${bodies}::text[])`;
-        }
-        return;
-      }
-      case 'claim':
-        await this.#insertRecords(sp, n, [c.fence]);
-        return;
-      case 'trim':
-        // Readers never see trimmed records again; operations and message ids go in sweepTrimmed.
-        await sp`delete from records where stream_id = ${n.streamId} and generation = ${n.generation} and position < ${n.firstPosition}`;
-        return;
-      case 'release':
-      case 'reset':
-        return;
-    }
-  }
-
-  async #insertRecords(sp: TxSql, n: StreamMeta, records: readonly StoredRecord[]): Promise<void> {
-    if (records.length === 0) return;
-    const { positions, bodies } = recordRows(n, records);
+    // Only a reset of a head rebuilt from its records has no precondition: it writes the head,
+    // whatever the stored one is, and nothing else.
     await sp`
-      insert into records (stream_id, generation, position, body)
-      select ${n.streamId}, ${n.generation}, * from unnest(${positions}::bigint[], ${bodies}::text[])`;
+      insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
+      values (${n.streamId}, ${n.chatId}, ${n.authorAgentId}, ${n.peerAgentId}, ${n.generation}, ${n.firstPosition}, ${n.nextPosition}, ${n.writer.epoch}, ${body})
+      on conflict (stream_id) do update set generation = excluded.generation, first_position = excluded.first_position,
+        next_position = excluded.next_position, writer_epoch = excluded.writer_epoch, meta = excluded.meta`;
+    const notice: HeadNotice = {
+      streamId: n.streamId,
+      generation: n.generation,
+      nextPosition: n.nextPosition,
+      digest: headDigest(body),
+      meta: body,
+    };
+    await sp`select pg_notify(${STREAMS_CHANNEL}, ${noticePayload(notice)})`;
   }
 
   /** What a change refused inside its savepoint becomes; an error that is not a refusal fails the group. */
@@ -912,16 +861,16 @@ export class PostgresStreams implements StreamPort {
     }
     const pg = err as { code?: string; constraint_name?: string };
     if (pg.code === '23505' && c.kind === 'append') {
-      if (pg.constraint_name === 'operations_pkey') {
-        const opId = c.operation.operationId;
-        const [row] = await tx<{ body: string }[]>`select body from operations where stream_id = ${streamId} and operation_id = ${opId}`;
-        if (row)
-          return {
-            status: 'duplicate',
-            what: 'operation',
-            operation: expandOperation(opId, decodeRow<CompactOperation>(RowKey.operation(streamId, opId), row.body, { streamId })),
-          };
-      }
+      // Whichever key the statement hit first, a taken operation id answers before a taken
+      // message id (a replay wins, docs/protocol.md §6): both are looked up, in that order.
+      const opId = c.operation.operationId;
+      const [op] = await tx<{ body: string }[]>`select body from operations where stream_id = ${streamId} and operation_id = ${opId}`;
+      if (op)
+        return {
+          status: 'duplicate',
+          what: 'operation',
+          operation: expandOperation(opId, decodeRow<CompactOperation>(RowKey.operation(streamId, opId), op.body, { streamId })),
+        };
       if (pg.constraint_name === 'message_ids_pkey') {
         const ids = c.messageIds.map(([id]) => id);
         const rows = await tx<{ client_message_id: string; position: string }[]>`
