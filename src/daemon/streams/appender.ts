@@ -17,14 +17,12 @@ import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
 import { assertAuthor } from './access.js';
 import { applyPolicy, checkMessageIds, checkReceipts, messageIdsOf, requestDigest } from './append-checks.js';
 import type { StreamContext } from './context.js';
+import { decideAgain, refuseUnlessMoved } from './decide-again.js';
 import { nextTimestamp, tokenCurrent } from './fencing.js';
 import type { StreamHeads } from './heads.js';
 import type { ReceivingAppends } from './receiving-appends.js';
 import type { StreamReader } from './stream-reader.js';
 import type { Holder, WriterPresence } from './writer-presence.js';
-
-/** Decisions taken again after a stale commit (another writer moved the head) before answering POSITION_MISMATCH. */
-const MAX_ATTEMPTS = 3;
 
 /**
  * `streams.append`: compare-and-append with idempotent replay. Checked in the order of §6
@@ -64,10 +62,7 @@ export class Appender {
   append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
     // Counted as received from here, before the first await: operations.get answers pending.
     return this.#receiving.during(p.streamId, p.operationId, async () => {
-      for (let attempt = 1; ; attempt++) {
-        const result = await this.#attempt(caller, p, holder, attempt === MAX_ATTEMPTS);
-        if (result !== 'stale') return result;
-      }
+      return decideAgain((last) => this.#attempt(caller, p, holder, last));
     });
   }
 
@@ -98,12 +93,8 @@ export class Appender {
       : generation !== meta.generation || expected !== meta.nextPosition
         ? errors.positionMismatch(formatDecimal(meta.nextPosition), formatDecimal(meta.generation))
         : undefined;
-    if (refused) {
-      // Decided on the head in memory, which another daemon may have moved unheard: answered
-      // only once the store's head says the same (else decided again on that one).
-      if (!last && (await this.#heads.movedSince(p.streamId, meta))) return 'stale';
-      throw refused;
-    }
+    // Decided on the head in memory, which another daemon may have moved unheard.
+    if (refused) return refuseUnlessMoved(this.#heads, p.streamId, meta, last, refused);
     if (!this.#directory.maySend(meta.authorAgentId, meta.peerAgentId)) {
       throw errors.permissionDenied('NO_GRANT', `no grant lets ${meta.authorAgentId} send to ${meta.peerAgentId}`);
     }

@@ -5,16 +5,15 @@ import type { Caller } from '../caller.js';
 import { hashToken, newToken } from '../crypto/tokens.js';
 import type { ClaimRequest, ReleaseRequest } from '../requests.js';
 import type { StorePort } from '../store/port/store-port.js';
-import { expectOf, type CommitOutcome } from '../store/port/stream-port.js';
+import { expectOf } from '../store/port/stream-port.js';
 import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
 import { assertAuthor } from './access.js';
 import type { StreamContext } from './context.js';
+import { decideAgain, refuseUnlessMoved, stale } from './decide-again.js';
 import type { StreamHeads } from './heads.js';
 import type { Holder, WriterPresence } from './writer-presence.js';
 
 const COORDINATOR_TOKEN_PREFIX = 'yello_ct_';
-/** Decisions taken again after a stale commit (another writer moved the head). */
-const MAX_ATTEMPTS = 3;
 
 /** What `streams.claim` answers: the writer's new epoch and the token its appends carry. */
 export interface Claim {
@@ -47,10 +46,7 @@ export class Fencing {
    * attached to `holder`.
    */
   async claim(caller: Caller, p: ClaimRequest, holder?: Holder): Promise<Claim> {
-    for (let attempt = 1; ; attempt++) {
-      const claim = await this.#claim(caller, p, holder, attempt === MAX_ATTEMPTS);
-      if (claim !== 'stale') return claim;
-    }
+    return decideAgain((last) => this.#claim(caller, p, holder, last));
   }
 
   async #claim(caller: Caller, p: ClaimRequest, holder: Holder | undefined, last: boolean): Promise<Claim | 'stale'> {
@@ -60,8 +56,8 @@ export class Fencing {
     const connected = this.#presence.connected(meta);
     if (meta.writer.active && (p.replace === false || (p.replace === 'if-abandoned' && connected))) {
       // The holder may have released (or been reset) through another daemon, unheard here yet.
-      if (!last && (await this.#heads.movedSince(p.streamId, meta))) return 'stale';
-      throw errors.writerActive(p.streamId, formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '', connected);
+      const active = errors.writerActive(p.streamId, formatDecimal(meta.writer.epoch), meta.writer.claimedAt ?? '', connected);
+      return refuseUnlessMoved(this.#heads, p.streamId, meta, last, active);
     }
     // The fence says whether an active coordinator was displaced, whatever replace asked.
     const reason = p.reason ?? (p.replace === 'if-abandoned' && meta.writer.active ? 'abandoned' : undefined);
@@ -107,10 +103,7 @@ export class Fencing {
 
   /** `streams.release`: the author with its current token, or the admin. */
   async release(caller: Caller, p: ReleaseRequest): Promise<StreamState> {
-    for (let attempt = 1; ; attempt++) {
-      const state = await this.#release(caller, p, attempt === MAX_ATTEMPTS);
-      if (state !== 'stale') return state;
-    }
+    return decideAgain((last) => this.#release(caller, p, last));
   }
 
   async #release(caller: Caller, p: ReleaseRequest, last: boolean): Promise<StreamState | 'stale'> {
@@ -126,8 +119,7 @@ export class Fencing {
     const meta = this.#heads.writable(p.streamId);
     if (authorToken !== null && !tokenCurrent(meta, authorToken)) {
       // The token may be one claimed through another daemon, unheard here yet.
-      if (!last && (await this.#heads.movedSince(p.streamId, meta))) return 'stale';
-      throw errors.fenced(p.streamId, formatDecimal(meta.writer.epoch));
+      return refuseUnlessMoved(this.#heads, p.streamId, meta, last, errors.fenced(p.streamId, formatDecimal(meta.writer.epoch)));
     }
     if (meta.writer.active) {
       const next = cloneMeta(meta);
@@ -142,20 +134,6 @@ export class Fencing {
     await this.#store.streams.headDurable(p.streamId);
     return this.#heads.state(meta);
   }
-}
-
-/**
- * Whether a head change must be decided again: stale with attempts left. Stale on the last
- * attempt is POSITION_MISMATCH with the head that moved; a claim or release has no unique key, so
- * a duplicate is a broken invariant of the backend.
- */
-export function stale(outcome: Exclude<CommitOutcome, { status: 'unknown' }>, last: boolean): boolean {
-  if (outcome.status === 'ok') return false;
-  if (outcome.status === 'stale') {
-    if (!last) return true;
-    throw errors.positionMismatch(formatDecimal(outcome.head?.nextPosition ?? 0), formatDecimal(outcome.head?.generation ?? 0));
-  }
-  throw new Error(`a head change was refused as a duplicate ${outcome.what}`);
 }
 
 /** Whether `token` is the coordinator token of the stream's active writer. */

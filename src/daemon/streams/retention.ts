@@ -8,11 +8,8 @@ import type { StorePort } from '../store/port/store-port.js';
 import { expectOf, type StreamPort } from '../store/port/stream-port.js';
 import { cloneMeta, newStreamMeta, peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
 import type { StreamContext } from './context.js';
-import { stale } from './fencing.js';
+import { decideAgain, refuseUnlessMoved, stale } from './decide-again.js';
 import type { StreamHeads } from './heads.js';
-
-/** Decisions taken again after a stale commit (another writer moved the head). */
-const MAX_ATTEMPTS = 3;
 
 /**
  * Retention and generations: `streams.trim` drops a prefix of the current generation,
@@ -36,10 +33,7 @@ export class Retention {
 
   /** `streams.trim`: below what the peer acknowledged, or anything up to the head with `force`. */
   async trim(streamId: string, beforePosition: number, force: boolean): Promise<{ firstPosition: string }> {
-    for (let attempt = 1; ; attempt++) {
-      const trimmed = await this.#trim(streamId, beforePosition, force, attempt === MAX_ATTEMPTS);
-      if (trimmed !== 'stale') return trimmed;
-    }
+    return decideAgain((last) => this.#trim(streamId, beforePosition, force, last));
   }
 
   async #trim(streamId: string, beforePosition: number, force: boolean, last: boolean): Promise<{ firstPosition: string } | 'stale'> {
@@ -47,8 +41,8 @@ export class Retention {
     const meta = this.#heads.writable(streamId);
     if (beforePosition > meta.nextPosition) {
       // The head in memory may be behind appends made through another daemon, unheard here yet.
-      if (!last && (await this.#heads.movedSince(streamId, meta))) return 'stale';
-      throw errors.invalidParams('beforePosition', `beforePosition is beyond nextPosition ${meta.nextPosition}`);
+      const beyond = errors.invalidParams('beforePosition', `beforePosition is beyond nextPosition ${meta.nextPosition}`);
+      return refuseUnlessMoved(this.#heads, streamId, meta, last, beyond);
     }
     if (beforePosition <= meta.firstPosition) return { firstPosition: formatDecimal(meta.firstPosition) };
     if (!force) {
@@ -56,11 +50,12 @@ export class Retention {
       const acked = peer?.receipt && peer.receipt.peerGeneration === meta.generation ? peer.receipt.nextPosition : 0;
       if (beforePosition > acked) {
         // Likewise the peer's receipt, when the peer acknowledged through another daemon.
-        if (!last && peer && (await this.#heads.movedSince(peer.streamId, peer))) return 'stale';
-        throw errors.permissionDenied(
+        const unacknowledged = errors.permissionDenied(
           'UNACKNOWLEDGED',
           `the peer acknowledged up to ${acked}; trimming to ${beforePosition} needs force: true`,
         );
+        if (!peer) throw unacknowledged;
+        return refuseUnlessMoved(this.#heads, peer.streamId, peer, last, unacknowledged);
       }
     }
     const next = cloneMeta(meta);
@@ -96,10 +91,7 @@ export class Retention {
    * stream's records first.
    */
   async reset(streamId: string, reason: string): Promise<StreamState> {
-    for (let attempt = 1; ; attempt++) {
-      const state = await this.#reset(streamId, reason, attempt === MAX_ATTEMPTS);
-      if (state !== 'stale') return state;
-    }
+    return decideAgain((last) => this.#reset(streamId, reason, last));
   }
 
   async #reset(streamId: string, reason: string, last: boolean): Promise<StreamState | 'stale'> {
