@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
-import { expectError, messages, StreamWriter } from '../helpers/reading-fixtures.js';
+import { expectError, messages, receipt, StreamWriter } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, ok, type TestAgent, type Wire } from '../helpers/wire-fixtures.js';
 
@@ -230,6 +230,35 @@ describe.skipIf(!pgAvailable())('a daemon that has not heard the other daemon ye
         expect(sealed.nextPosition).toBe(taken.nextPosition);
         // And the old token is FENCED through A with the reset's epoch.
         expect(expectError(await wa.tryAppend(messages('after-reset', 1)), 'FENCED').epoch).toBe(reset.writer.epoch);
+      });
+    } finally {
+      onB.close();
+    }
+  });
+
+  it('a receipt for a peer generation begun through B (a reset A has not heard) is accepted through A', async () => {
+    const { alice, bob, streamA } = await chat();
+    const streamB = `${streamA.split(':')[0]}:${bob.id}`;
+    const wb = await StreamWriter.claim(bob.client, streamB);
+    await wb.send('before-reset', 1);
+    const wa = await StreamWriter.claim(alice.client, streamA);
+    const onB = await connectAs(b.socketPath, alice.token);
+    // A has heard bob's append: its cached head of bob's stream is generation 1, position 2.
+    await waitFor(async () => ok(await adminA.call('streams.get', { streamId: streamB })).nextPosition === wb.next, 'A sees bob');
+    try {
+      await deaf('yellod-a', async () => {
+        const reset = ok(await adminB.call('streams.reset', { streamId: streamB, reason: 'test' }), 'reset through B');
+        expect(reset.generation).toBe('2');
+        const wb2 = await StreamWriter.claim(bob.client, streamB);
+        await wb2.send('after-reset', 1);
+        // alice reads generation 2 through B, and acknowledges it through A, which still has generation 1.
+        const batch = ok(await onB.call('streams.read', { streamId: streamB, generation: '2', fromPosition: '0' }), 'read on B');
+        expect(batch.nextPosition).toBe(wb2.next);
+        const r = await wa.tryAppend([receipt(streamB, '2', batch.nextPosition, batch.batchId)]);
+        expect(r.error?.data, 'the receipt through A').toBeUndefined();
+        // And B shows the acknowledgement of generation 2.
+        const seen = ok(await onB.call('streams.get', { streamId: streamB }));
+        expect(seen.acknowledged).toEqual({ generation: '2', nextPosition: batch.nextPosition });
       });
     } finally {
       onB.close();

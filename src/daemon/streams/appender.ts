@@ -13,7 +13,7 @@ import type { Integrity } from '../store/integrity.js';
 import type { StorePort } from '../store/port/store-port.js';
 import { expectOf, type StreamPort } from '../store/port/stream-port.js';
 import type { StoredOperation } from '../store/record-layout.js';
-import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
+import { cloneMeta, peerStreamIdOf, type StreamMeta } from '../store/stream-meta.js';
 import { assertAuthor } from './access.js';
 import { applyPolicy, checkMessageIds, checkReceipts, messageIdsOf, requestDigest } from './append-checks.js';
 import type { StreamContext } from './context.js';
@@ -100,7 +100,16 @@ export class Appender {
     }
 
     const next = cloneMeta(meta);
-    checkReceipts(this.#heads, this.#codec, caller, next, p.records);
+    try {
+      checkReceipts(this.#heads, this.#codec, caller, next, p.records);
+    } catch (err) {
+      // A peer generation newer than the head in memory: the peer may have been reset through
+      // another daemon, unheard here yet (its batch was read there).
+      const peer = this.#heads.admitted(peerStreamIdOf(meta));
+      if (peer && err instanceof YelloError && err.type === 'INVALID_RECEIPT' && err.details.reason === 'STALE_GENERATION')
+        return refuseUnlessMoved(this.#heads, peer.streamId, peer, last, err);
+      throw err;
+    }
     const messageIds = checkMessageIds(this.#streams, meta, ids);
     const redactions: Redaction[] = [];
     const contents = applyPolicy(this.#directory.piiMode(meta.authorAgentId), p.records, redactions);
