@@ -121,6 +121,15 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     const streams = new StreamStore(port, directory, signer, codec, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
+    // A chat another daemon created is told to this daemon's chats.watch as a local one is.
+    backend.onChatsLearned?.((chatIds) => {
+      for (const id of chatIds)
+        try {
+          subscriptions.opened(directory.chat(id));
+        } catch (err) {
+          log.warn({ err: { message: errorMessage(err) }, chatId: id }, 'telling chats.watch of a chat another daemon created failed');
+        }
+    });
     // Another daemon's commit wakes this one's long polls and followers (PostgreSQL's notices).
     const headChanges = backend.headChanges;
     const relay = headChanges

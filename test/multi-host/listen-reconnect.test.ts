@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Inbox, YelloClient } from '../../src/client/index.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
-import { batchesOf, StreamWriter } from '../helpers/reading-fixtures.js';
+import { batchesOf, notificationsOf, StreamWriter } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, messageOf, ok, type TestAgent, type Wire } from '../helpers/wire-fixtures.js';
 
@@ -134,5 +134,56 @@ describe.skipIf(!pgAvailable())('a daemon whose LISTEN session dies catches up o
       follower.close();
       bobClient.close();
     }
+  });
+
+  /** alice registered on A, bob on B, granted both ways, each known to both daemons; no chat yet. */
+  async function pair(): Promise<{ alice: TestAgent; bob: TestAgent }> {
+    const alice = await createAgent(adminA, a.socketPath);
+    const bob = await createAgent(adminB, b.socketPath);
+    await waitFor(async () => (await adminA.call('agents.get', { agentId: bob.id })).result !== undefined, 'A knows bob');
+    await waitFor(async () => (await adminB.call('agents.get', { agentId: alice.id })).result !== undefined, 'B knows alice');
+    ok(await adminA.call('grants.add', { agentId: alice.id, peerAgentId: bob.id }));
+    ok(await adminB.call('grants.add', { agentId: bob.id, peerAgentId: alice.id }));
+    return { alice, bob };
+  }
+
+  /** The chat ids a chats.watch subscription of `w` was told of. */
+  const openedOf = (w: Wire, subscriptionId: string) =>
+    notificationsOf(w, subscriptionId)
+      .filter((n) => n.method === 'chats.opened')
+      .map((n) => (n.params as { chat: { id: string } }).chat.id);
+
+  it('a chats.watch on A is told of a chat opened through B, once', async () => {
+    const { alice, bob } = await pair();
+    const watch = ok(await alice.client.call('chats.watch', {}));
+    const opened = ok(await bob.client.call('chats.open', { peerAgentId: alice.id }), 'bob opens through B');
+    expect(opened.created).toBe(true);
+    await waitFor(() => openedOf(alice.client, watch.subscriptionId).length > 0, 'alice on A told of the chat');
+    await sleep(300);
+    expect(openedOf(alice.client, watch.subscriptionId)).toEqual([opened.chat.id]);
+    // Opened again through A: found, not created, nothing more told.
+    expect(ok(await alice.client.call('chats.open', { peerAgentId: bob.id })).created).toBe(false);
+    await sleep(200);
+    expect(openedOf(alice.client, watch.subscriptionId)).toEqual([opened.chat.id]);
+  });
+
+  it("a chats.watch on A is told of a chat opened through B while A's LISTEN session was lost, once it reconnects", async () => {
+    const { alice, bob } = await pair();
+    const watch = ok(await alice.client.call('chats.watch', {}));
+    const [pid, ...more] = await listenPids('yellod-a');
+    expect(more, 'A has one LISTEN session').toEqual([]);
+    if (pid === undefined) throw new Error('A has no LISTEN session');
+    process.kill(pid, 'SIGSTOP');
+    let chatId: string;
+    try {
+      // Created through B while A's LISTEN session cannot read its notices: the notice is lost.
+      chatId = ok(await bob.client.call('chats.open', { peerAgentId: alice.id })).chat.id;
+    } finally {
+      await cluster.psql(`select pg_terminate_backend(${pid})`, 'multi');
+      process.kill(pid, 'SIGCONT');
+    }
+    await waitFor(() => openedOf(alice.client, watch.subscriptionId).length > 0, 'alice on A told after the reconnect', 15_000);
+    await sleep(300);
+    expect(openedOf(alice.client, watch.subscriptionId)).toEqual([chatId]);
   });
 });

@@ -54,6 +54,11 @@ export interface OpenedBackend {
    * noticed; null when nobody else writes the store (LevelDB). Ends when the port closes.
    */
   readonly headChanges: AsyncIterable<{ streamId: string }> | null;
+  /**
+   * Register for the ids of chats other daemons on the same store created, as this one learns
+   * them (what its `chats.watch` subscriptions are told of); null when nobody else writes the store.
+   */
+  readonly onChatsLearned: ((listener: (chatIds: readonly string[]) => void) => void) | null;
   /** Release what the port does not own (the data dir lock), after `port.close()`; never throws. */
   release(): Promise<void>;
 }
@@ -106,6 +111,7 @@ async function openLevel(dataDir: string, log: Logger, failSyncFile: string | nu
       describe: { backend: 'leveldb', path: dbDir },
       lockEntry: 'db',
       headChanges: null,
+      onChatsLearned: null,
       level: {
         applyRecoveryReport: async (integrity, l) => {
           await applyRecoveryReport(opened, integrity, l);
@@ -165,6 +171,9 @@ async function openPostgres(
       lockEntry: 'lock',
       level: null,
       headChanges: port.streams.changes(),
+      onChatsLearned: (listener) => {
+        port.directory.onChatsLearned(listener);
+      },
       release: () => lock.release().catch(() => {}),
     };
   } catch (err) {

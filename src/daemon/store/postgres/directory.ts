@@ -23,6 +23,7 @@ import type { DirectoryOutcome, DirectoryPort, PageRequest, View } from '../port
 import type { AgentRow, ChatRow, GrantRow, StreamMeta } from '../port/values.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey, tryDecodeRow } from './row-codec.js';
+import { retryUntilDone } from './retry.js';
 import type { PostgresStreams } from './stream-store.js';
 
 /** The channel of `pg_notify` at the end of every directory commit. */
@@ -129,6 +130,10 @@ export class PostgresDirectory implements DirectoryPort {
   #chain: Promise<void> = Promise.resolve();
   #closing = false;
   #unlisten: (() => Promise<void>) | undefined;
+  /** Told of chats another daemon created, once this one has cached them (`onChatsLearned`). */
+  readonly #chatsLearned: Array<(chatIds: readonly string[]) => void> = [];
+  /** Whether the tables were loaded once (the first load announces nothing: nobody listens yet). */
+  #loaded = false;
   /** Group commits and the writes in them, since open. */
   readonly stats = { batches: 0, writes: 0 };
   readonly #commitListeners: Array<(writes: number, seconds: number) => void> = [];
@@ -155,9 +160,10 @@ export class PostgresDirectory implements DirectoryPort {
         d.#onNotify(payload);
       },
       // Called again after every reconnect of the LISTEN connection: what was notified while it
-      // was down is lost, so everything is reloaded.
+      // was down is lost, so everything is reloaded (chats created meanwhile are announced), and
+      // retried while the database does not answer: until then this daemon's directory is old.
       () => {
-        if (d.#unlisten) d.#enqueue(() => d.#loadAll(), 'reloading the directory after a LISTEN reconnect failed');
+        if (d.#unlisten) d.#reloadAfterReconnect();
       },
     );
     d.#unlisten = () => listening.unlisten();
@@ -165,6 +171,39 @@ export class PostgresDirectory implements DirectoryPort {
   }
 
   // ---- loading ------------------------------------------------------------------------------
+
+  #reloadAfterReconnect(): void {
+    void retryUntilDone({
+      stopped: () => this.#closing,
+      // On the commit chain, after every commit admitted before it, like a notice's reload.
+      attempt: () => {
+        const reloaded = this.#chain.then(() => this.#loadAll());
+        this.#chain = reloaded.catch(() => {});
+        return reloaded;
+      },
+      failed: (err, attempt) =>
+        // The code only: a server's message may quote data.
+        this.#log?.warn(
+          { err: { code: (err as { code?: string }).code }, attempt },
+          'reloading the directory after a LISTEN reconnect failed; retrying',
+        ),
+    });
+  }
+
+  /**
+   * Called with the ids of chats another daemon created, once this one has them cached: from its
+   * notice, from a page of `chatIds`, from a create-or-find it won, or from the reload after a
+   * LISTEN reconnect or a recovery (what `chats.watch` on this daemon is told of). Chats this
+   * daemon created are not passed: their creator announces them.
+   */
+  onChatsLearned(listener: (chatIds: readonly string[]) => void): void {
+    this.#chatsLearned.push(listener);
+  }
+
+  #announce(chatIds: readonly string[]): void {
+    if (chatIds.length === 0) return;
+    for (const l of this.#chatsLearned) l(chatIds);
+  }
 
   async #loadAll(): Promise<void> {
     const [agents, usernames, tokens, grants, chats, pairs] = await Promise.all([
@@ -218,10 +257,18 @@ export class PostgresDirectory implements DirectoryPort {
     this.#usernames = next.usernames;
     this.#tokens = next.tokens;
     this.#grants = next.grants;
+    // Chats that were not cached before this load, unless this daemon is creating them itself.
+    const learned = this.#loaded
+      ? [...next.chats.values()]
+          .filter((c) => !this.#chats.has(c.id) && !this.#pendingPairs.has(pairKey(c.agentAId, c.agentBId)))
+          .map((c) => c.id)
+      : [];
     this.#chats = next.chats;
     this.#pairs = next.pairs;
     this.#damagedAgents = next.damagedAgents;
     this.#damaged = next.damaged;
+    this.#loaded = true;
+    this.#announce(learned);
   }
 
   #onNotify(payload: string): void {
@@ -279,7 +326,7 @@ export class PostgresDirectory implements DirectoryPort {
       const meta = tryDecodeRow<StreamMeta>(RowKey.head(h.stream_id), h.meta);
       if (meta) metas.push(meta);
     }
-    this.#cacheChat(row, metas);
+    if (this.#cacheChat(row, metas)) this.#announce([chatId]);
   }
 
   #cacheAgent(row: AgentRow): void {
@@ -292,12 +339,14 @@ export class PostgresDirectory implements DirectoryPort {
     this.#tokens.set(row.tokenHash, row.id);
   }
 
-  #cacheChat(row: ChatRow, heads: readonly StreamMeta[]): void {
-    if (this.#chats.has(row.id)) return;
+  /** Cache a committed chat and its heads; false when it was cached already. */
+  #cacheChat(row: ChatRow, heads: readonly StreamMeta[]): boolean {
+    if (this.#chats.has(row.id)) return false;
     this.#streams.learnHeads(heads);
     this.#chats.set(row.id, row);
     this.#pairs.set(pairKey(row.agentAId, row.agentBId), row.id);
     this.#onChat?.(heads);
+    return true;
   }
 
   // ---- agents -------------------------------------------------------------------------------
