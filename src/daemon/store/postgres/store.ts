@@ -152,9 +152,10 @@ export class PostgresStore implements StorePort {
 
   /**
    * Leave read-only by itself: retry recover() (the store's one retry loop, retry.ts) until it
-   * succeeds or close() begins; the first try after the first delay. Nothing else calls recover(): without this a daemon
-   * whose commit was cut off (a failover, a PostgreSQL restart, a terminated backend) refused
-   * every write until it was restarted (test/pg/store-recovers.test.ts).
+   * succeeds or close() begins; the first try after the first delay. Nothing else calls
+   * recover(): without this a daemon whose commit was cut off (a failover, a PostgreSQL restart,
+   * a terminated backend) refused every write until it was restarted
+   * (test/pg/store-recovers.test.ts).
    */
   #recoverInBackground(): void {
     if (this.#recovering || this.#stopping) return;
