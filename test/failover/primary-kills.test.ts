@@ -138,16 +138,22 @@ async function until(what: string, ms: number, cond: () => boolean | Promise<boo
   }
 }
 
-async function failoverRun(kills: number, options: { env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
+async function failoverRun(kills: number, options: { env?: NodeJS.ProcessEnv; asyncLaggingStandby?: boolean } = {}): Promise<Run> {
+  const lagging = options.asyncLaggingStandby === true;
   const pair = await PgCluster.startPair({
     config: [
-      `synchronous_standby_names = '${STANDBY}'`,
+      ...(lagging ? [] : [`synchronous_standby_names = '${STANDBY}'`]),
       // A standby whose primary is gone retries every 5 s by default: the promotion and the rebuilt
       // standby's first connection would wait for it.
       'wal_retrieve_retry_interval = 100ms',
     ],
   });
   pairs.push(pair);
+  if (lagging) {
+    // An asynchronous standby (what docs/multi-host.md says loses acknowledged appends).
+    await pair.primary.psql("alter system set synchronous_standby_names = ''");
+    await pair.primary.psql('select pg_reload_conf()');
+  }
   const url = pair.url();
   const setup = openPool(resolveStoreUrl(url), { max: 1 });
   await migrate(setup);
@@ -190,9 +196,26 @@ async function failoverRun(kills: number, options: { env?: NodeJS.ProcessEnv } =
       await until(`${ACKS_BEFORE_KILL} acknowledged appends of every writer`, 60_000, () =>
         [...streams.keys()].every((w) => (writers.acks.get(w) ?? 0) - (base.get(w) ?? 0) >= ACKS_BEFORE_KILL),
       );
+      if (lagging) {
+        // The standby stops receiving (its WAL receiver stopped) while the primary goes on
+        // acknowledging alone; the primary dies before the standby catches up.
+        const receiver = Number(await standby.psql('select pid from pg_stat_wal_receiver'));
+        process.kill(receiver, 'SIGSTOP');
+        try {
+          const lagFrom = new Map([...streams.keys()].map((w) => [w, writers.acks.get(w) ?? 0]));
+          await until(`${ACKS_BEFORE_KILL} appends of every writer acknowledged by the primary alone`, 60_000, () =>
+            [...streams.keys()].every((w) => (writers.acks.get(w) ?? 0) - (lagFrom.get(w) ?? 0) >= ACKS_BEFORE_KILL),
+          );
+          await primary.kill('SIGKILL');
+        } finally {
+          // Killed, not continued: WAL the primary sent into the receiver's socket buffer before it
+          // died would otherwise still arrive. The standby restarts its recovery from what it has.
+          process.kill(receiver, 'SIGKILL');
+        }
+      }
       const killedAt = Date.now();
       if (process.env.FAILOVER_DEBUG) process.stderr.write(`[harness] kill ${k + 1}: ${JSON.stringify([...writers.acks])}\n`);
-      await primary.kill('SIGKILL');
+      if (!lagging) await primary.kill('SIGKILL');
       await standby.promote();
       const promotedAt = Date.now();
       [primary, standby] = [standby, primary];
@@ -317,5 +340,16 @@ describe.runIf(pgAvailable())('PostgreSQL failover: primary SIGKILLed under load
     expect(damaged.discontinuities).toContain(`${victim!}@3: gap`);
     expect(damaged.discontinuities).toContain(`${edited!}@0: unreadable (checksum) or not a message`);
     expect(damaged.lost.length).toBeGreaterThan(last.lost.length);
+  }, 180_000);
+
+  it('an asynchronous standby promoted behind the primary loses acknowledged appends, and the checker says so', async () => {
+    // What docs/multi-host.md lists under "does not hold": the same writers and checker, with the
+    // standby asynchronous and behind when the primary dies. A run that lost nothing here would
+    // mean the failover runs above could not see a loss either.
+    const run = await failoverRun(1, { asyncLaggingStandby: true });
+    const last = run.checks.at(-1)!;
+    console.log(`[failover async standby] ${JSON.stringify({ ...summary(run), lostExamples: last.lost.slice(0, 3) })}`);
+    expect(run.history.odd).toEqual([]);
+    expect(last.lost.length).toBeGreaterThan(0);
   }, 180_000);
 });
