@@ -44,7 +44,13 @@ const cfg = {
   concurrency: envCounts('BENCH_CONCURRENCY', '1,8,64'),
   pushAppends: Math.round(envNumber('BENCH_PUSH_APPENDS', QUICK ? 50 : 200)),
   json: process.env.BENCH_JSON ?? null,
+  // postgresql: both daemons on one throwaway cluster (fsync on), each on a database of its own.
+  store: process.env.BENCH_AB_STORE ?? 'leveldb',
 };
+if (!['leveldb', 'postgresql'].includes(cfg.store)) {
+  process.stderr.write(`bench/ab.mjs: BENCH_AB_STORE must be leveldb or postgresql, not ${cfg.store}\n`);
+  process.exit(2);
+}
 if (!cfg.ref && !cfg.prebuilt) {
   process.stderr.write(
     'bench/ab.mjs: set BENCH_AB_REF=<git ref> (the unchanged code, e.g. the merge base), or BENCH_AB_DIR=<a built checkout>\n',
@@ -119,12 +125,22 @@ function describeB() {
 
 // ---- one side: a daemon with its coordinators and push probe ----------------------------------
 
-async function startSide(name, checkout, label) {
+async function startSide(name, checkout, label, cluster) {
   const bin = path.join(checkout, 'bin', 'yello');
   if (!existsSync(path.join(checkout, 'dist', 'cli', 'main.js'))) throw new Error(`${name}: ${checkout}/dist is not built (npm run build)`);
   // A build from before the per-agent quotas has none of their options.
   const hasQuotas = existsSync(path.join(checkout, 'dist', 'daemon', 'streams', 'quotas.js'));
-  const daemon = new Daemon(makeTempDir(`yab${name}-`), { bin, cwd: checkout, extraArgs: hasQuotas ? BENCH_DAEMON_ARGS : [] });
+  const store = [];
+  if (cluster) {
+    const db = `ab${name.toLowerCase()}`;
+    await cluster.psql(`create database ${db}`);
+    store.push('--store', cluster.url(db));
+  }
+  const daemon = new Daemon(makeTempDir(`yab${name}-`), {
+    bin,
+    cwd: checkout,
+    extraArgs: [...(hasQuotas ? BENCH_DAEMON_ARGS : []), ...store],
+  });
   await daemon.start();
   const admin = await daemon.admin();
   const { agent: sink } = await admin.request('agents.create', { username: 'sink', name: 'Sink' });
@@ -193,6 +209,7 @@ function report(a, b) {
       .join(' ')}${QUICK ? ' — QUICK MODE' : ''}`,
     `A = ${a.label}`,
     `B = ${b.label}`,
+    `store: ${cfg.store === 'postgresql' ? 'PostgreSQL (one throwaway cluster, a database per side)' : 'LevelDB'}`,
     `${cfg.rounds} rounds; per round and side: ${cfg.seconds}s closed loop at each of ${cfg.concurrency.join('/')} coordinators (1 chat.message per append), then ${cfg.pushAppends} appends one at a time for push latency; A and B alternate at each measurement (A first in odd rounds, B first in even rounds)`,
     '',
     table(
@@ -211,9 +228,11 @@ async function main() {
     ? { dir: path.resolve(cfg.prebuilt), label: `prebuilt checkout ${path.resolve(cfg.prebuilt)}` }
     : buildRef(cfg.ref);
   const sides = [];
+  // Loaded only when asked for: the LevelDB A/B needs no PostgreSQL binaries.
+  const cluster = cfg.store === 'postgresql' ? await (await import('../test/helpers/pg-cluster.mjs')).PgCluster.start() : null;
   try {
-    sides.push(await startSide('A', aBuild.dir, aBuild.label));
-    sides.push(await startSide('B', repoRoot, describeB()));
+    sides.push(await startSide('A', aBuild.dir, aBuild.label, cluster));
+    sides.push(await startSide('B', repoRoot, describeB(), cluster));
     const [a, b] = sides;
     log(`warm-up ${cfg.warmupSeconds}s per concurrency, both sides`);
     for (const side of sides) {
@@ -242,6 +261,7 @@ async function main() {
       );
   } finally {
     for (const side of sides) await stopSide(side);
+    await cluster?.stop();
     removeWorktree();
   }
   log(`done in ${((nowMs() - T0) / 1000).toFixed(1)} s`);
