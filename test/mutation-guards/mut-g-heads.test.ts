@@ -140,6 +140,31 @@ describe('stream heads: state and corruption', () => {
     expect(s.streams.get(other.alice, other.streamId).nextPosition).toBe('3');
   });
 
+  it('the startup sweep over more than 64 streams finishes: it yields to the event loop now and then, it does not stop there', async () => {
+    const s = await fresh();
+    const chats = [];
+    for (let i = 0; i < 33; i++) chats.push(await chatWithWriter(s)); // 66 streams
+    // Every 64th stream the sweep waits for a turn of the event loop; that wait must end.
+    await s.streams.reconcileAll();
+    expect(s.integrity.list()).toEqual([]);
+    expect(chats).toHaveLength(33);
+  });
+
+  it('a stream id that names no chat and author is not found, and marks nothing', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const err = (() => {
+      try {
+        s.streams.get(w.bob, 'not-a-stream-id');
+      } catch (e) {
+        return e;
+      }
+      return 'answered';
+    })();
+    expect(err).toMatchObject({ type: 'NOT_FOUND', details: { kind: 'stream', id: 'not-a-stream-id' } });
+    expect(s.integrity.list()).toEqual([]);
+  });
+
   it("a head lost while its chat exists is CORRUPT for the whole stream, for either agent's stream; a stream of neither agent is NOT_FOUND", async () => {
     const first = await fresh();
     const w = await chatWithWriter(first);
