@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Caller } from '../../src/daemon/caller.js';
 import type { ChatBatchNotification } from '../../src/shared/types.js';
 import { appendMessages, chatWithWriter, openInProcess, RecordingConnection, type InProcessStore } from '../helpers/in-process-store.js';
+import { damageStoredRecord } from '../helpers/store-tamper.js';
 import { waitFor } from '../helpers/wait.js';
 
 const open: InProcessStore[] = [];
@@ -114,6 +115,23 @@ describe('chats.follow: the catch-up read and what changed during it', () => {
     expect(s.subscriptions.count).toBe(0);
   });
 
+  it('unfollowed while its catch-up read is in flight, a read that then fails on damaged data sends no chats.error either', async () => {
+    const first = await openInProcess();
+    const w = await chatWithWriter(first);
+    await appendMessages(first, w, 3); // 0..3
+    await first.store.storage.close();
+    await damageStoredRecord(first.dir, w.streamId, 0); // the first record the read meets
+    const s = await openInProcess(first.dir);
+    open.push(s);
+    const conn = new RecordingConnection();
+    const { subscriptionId } = await s.subscriptions.follow(w.bob, { chatId: w.chatId, cursor: cursorAt(s, w, 0) }, conn);
+    await nextTurn(); // the first pump started its read, which meets the damaged record
+    s.subscriptions.unfollow(subscriptionId, conn);
+    await waitFor(() => s.integrity.list().length > 0, 'the read to meet the damage', 5_000);
+    await new Promise((r) => setTimeout(r, 50)); // time is the subject: nothing may arrive
+    expect(conn.notifications).toEqual([]);
+  });
+
   it('a connection that filled up during the catch-up read gets nothing until drain, then all of it once, in order', async () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
@@ -162,6 +180,15 @@ describe('chats.follow: corruption marks', () => {
     s.integrity.mark({ streamId: w.streamId, generation: null, fromPosition: 0, detail: 'mut-g guard: head lost' });
     for (const c of conns)
       expect(errorOf(c)).toMatchObject({ error: { data: { type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: w.streamId } } });
+    expect(s.subscriptions.count).toBe(0);
+  });
+
+  it('a head moved through another daemon on a stream nobody here follows wakes nobody and fails nothing', async () => {
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    expect(() => {
+      s.streams.moved(w.streamId);
+    }).not.toThrow();
     expect(s.subscriptions.count).toBe(0);
   });
 
