@@ -72,6 +72,34 @@ describe('stream heads: the admitted view', () => {
   });
 });
 
+describe('stream heads: refusals where this daemon is the only writer', () => {
+  it('a claim over an active writer is WRITER_ACTIVE and an old token FENCED, at once: no other daemon can have moved the head', async () => {
+    // heads.ts movedSince: on LevelDB the port has no reloadHead, so the answer is "not moved".
+    const s = await fresh();
+    const w = await chatWithWriter(s);
+    const claimed = await s.streams.claim(w.alice, { streamId: w.streamId, replace: false }).then(
+      () => 'claimed',
+      (e: unknown) => e,
+    );
+    expect(claimed).toMatchObject({ type: 'WRITER_ACTIVE' });
+    await s.streams.claim(w.alice, { streamId: w.streamId, replace: true });
+    const appended = await s.streams
+      .append(w.alice, {
+        streamId: w.streamId,
+        coordinatorToken: w.token,
+        generation: 1,
+        expectedPosition: 2,
+        operationId: 'op-old-token',
+        records: [message('old')],
+      })
+      .then(
+        () => 'appended',
+        (e: unknown) => e,
+      );
+    expect(appended).toMatchObject({ type: 'FENCED' });
+  });
+});
+
 describe('stream heads: events', () => {
   it('a head moved through another daemon reaches the listeners that hear of it, and passes by those that do not', async () => {
     const s = await fresh();
