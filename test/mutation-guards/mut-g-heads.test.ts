@@ -178,6 +178,25 @@ describe('stream heads: state and corruption', () => {
     expect(chats).toHaveLength(33);
   });
 
+  it('a head that cannot be read because the store is shutting down is answered so, and not marked corrupt', async () => {
+    // Only a head that fails its check is corruption; a mark is persistent, a shutdown is not.
+    const first = await openInProcess();
+    const w = await chatWithWriter(first);
+    await first.store.storage.close();
+    const s = await fresh(first.dir);
+    await s.store.storage.close();
+    const err = (() => {
+      try {
+        s.streams.get(w.alice, w.streamId);
+      } catch (e) {
+        return e;
+      }
+      return 'answered';
+    })();
+    expect(err).toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'SHUTTING_DOWN' } });
+    expect(s.integrity.list()).toEqual([]);
+  });
+
   it('a stream id that names no chat and author is not found, and marks nothing', async () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
