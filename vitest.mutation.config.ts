@@ -18,6 +18,7 @@ export default defineConfig({
       'test/integration/chats.test.ts',
       'test/integration/null-fields.test.ts',
       'test/unit/negative-index.test.ts',
+      'test/unit/decide-again.test.ts',
       // the storage port: its conformance suite on LevelDB (store/leveldb/level-*.ts)
       'test/store/port-leveldb.test.ts',
       // crypto and signing
