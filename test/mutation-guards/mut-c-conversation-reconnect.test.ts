@@ -1,0 +1,165 @@
+// Kills mutants of src/client/conversation.ts on its connection-loss paths (test/MUTATION.md,
+// "conversation.ts, issue 26"): `#onDisconnected`, `#refollow` and the `disconnected` /
+// `reconnected` listeners, against a real daemon restarted under the conversations. Apart from
+// mut-c-conversation.test.ts so that the mutants of the other paths do not pay for restarts:
+// Stryker runs, per mutant, only the tests that reached it. One restart serves several
+// conversations where the assertions allow it.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ChatWriter,
+  ConnectionLostError,
+  ContinuityBreakError,
+  Conversation,
+  LineTooLargeError,
+  type MessageBatch,
+  type YelloClient,
+} from '../../src/client/index.js';
+import { connectAdmin, connectAgent, createChat, type Participant } from '../helpers/client-fixtures.js';
+import { useDaemon } from '../helpers/use-daemon.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+
+// The admin reconnects by itself too, so a test can reset a stream right after a restart.
+const fixture = useDaemon({ extraArgs: ['--policy', 'open'] }, (d) => connectAdmin(d, { reconnect: { minDelayMs: 20, maxDelayMs: 100 } }));
+const { daemon, admin } = fixture;
+const clients: YelloClient[] = [];
+afterEach(() => {
+  for (const c of clients.splice(0)) c.close();
+});
+
+type Reconnect = false | { minDelayMs: number; maxDelayMs: number };
+
+async function agent(who: Participant, reconnect: Reconnect = { minDelayMs: 20, maxDelayMs: 100 }, extra = {}): Promise<YelloClient> {
+  const c = await connectAgent(daemon(), who, { reconnect, ...extra });
+  clients.push(c);
+  return c;
+}
+
+const texts = (b: MessageBatch | null) =>
+  b ? b.messages.map((r) => (r.wrapper.type === 'chat.message' ? r.wrapper.message.content : '')) : null;
+
+/** Sends once the writer's client is back (a send while it is down is refused and wrote nothing). */
+async function sendWhenBack(w: ChatWriter, text: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await w.send(text);
+      return;
+    } catch (err) {
+      if (i > 200) throw err;
+      await sleep(50);
+    }
+  }
+}
+
+describe('Conversation across connection losses (mutation guards)', () => {
+  it('a restart drops the unreturned batches and follows again from the cursor: each message once, in order; a failed one keeps its backlog', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    await wa.send('one');
+    expect(texts(await conv.next({ waitMs: 5000 }))).toEqual(['one']);
+    await wa.send('two');
+    await waitFor(() => conv.queued === 1, "'two' to arrive");
+
+    // A second chat whose conversation failed (a reset of the peer stream) before the loss:
+    // the batch that came before the failure is still returned after it.
+    const chat2 = await createChat(admin());
+    const carol = await agent(chat2.alice);
+    const dave = await agent(chat2.bob);
+    const failed = await Conversation.open(dave, { chatId: chat2.chatId });
+    await new ChatWriter(carol, { chatId: chat2.chatId }).send('unread');
+    await waitFor(() => failed.queued === 1, "'unread' to arrive");
+    await admin().rpc.streams.reset({ streamId: chat2.alice.streamId, reason: 'guard' });
+    await waitFor(() => failed.failure !== null, 'the break');
+
+    // Listeners run in the order they were added: the conversation's own ran before this one.
+    const atLoss: number[] = [];
+    bob.on('disconnected', () => atLoss.push(conv.queued));
+    const reconnected = new Promise<void>((resolve) => bob.on('reconnected', () => resolve()));
+    await daemon().restart();
+    await reconnected;
+    expect(atLoss).toEqual([0]);
+    // The follow again from the cursor brings 'two' back, once.
+    expect(texts(await conv.next({ waitMs: 5000 }))).toEqual(['two']);
+    await sendWhenBack(wa, 'three');
+    expect(texts(await conv.next({ waitMs: 5000 }))).toEqual(['three']);
+    expect(await conv.next({ waitMs: 200 })).toBeNull();
+    expect(conv.failure).toBeNull();
+    expect(conv.pending().map((b) => texts(b))).toEqual([['one'], ['two'], ['three']]);
+
+    expect(failed.failure).toBeInstanceOf(ContinuityBreakError);
+    expect(texts(await failed.next({ waitMs: 0 }))).toEqual(['unread']);
+    await expect(failed.next({ waitMs: 0 })).rejects.toBe(failed.failure);
+    await conv.close();
+    await failed.close();
+  });
+
+  it('a client that does not reconnect: the loss is the failure (ConnectionLostError, the break event), and a closed conversation ignores it', async () => {
+    const chat = await createChat(admin());
+    const bob = await agent(chat.bob, false);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    const closed = await Conversation.open(bob, { chatId: chat.chatId });
+    await closed.close();
+    const breaks: Error[] = [];
+    conv.on('break', (e) => breaks.push(e));
+    await daemon().restart();
+    await waitFor(() => conv.failure !== null, 'the loss');
+    expect(conv.failure).toBeInstanceOf(ConnectionLostError);
+    expect(breaks).toEqual([conv.failure]);
+    await expect(conv.next({ waitMs: 0 })).rejects.toBe(conv.failure);
+    expect(closed.failure).toBeNull();
+    expect(await closed.next({ waitMs: 0 })).toBeNull();
+  });
+
+  it('a line over the client cap ends reading (LineTooLargeError) although the client reconnects: it does not follow again', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob, { minDelayMs: 20, maxDelayMs: 100 }, { maxInboundLineBytes: 16 * 1024 });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    const breaks: Error[] = [];
+    conv.on('break', (e) => breaks.push(e));
+    const reconnected = new Promise<void>((resolve) => bob.on('reconnected', () => resolve()));
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    await wa.send('x'.repeat(32 * 1024));
+    await waitFor(() => conv.failure !== null, 'the over-size line');
+    expect(conv.failure).toBeInstanceOf(LineTooLargeError);
+    expect(breaks).toEqual([conv.failure]);
+    await reconnected;
+    // Back on a new connection, the conversation stays stopped: nothing new is followed.
+    await wa.send('small');
+    await bob.rpc.chats.get({ chatId: chat.chatId });
+    await sleep(100);
+    expect(conv.queued).toBe(0);
+    await expect(conv.next({ waitMs: 0 })).rejects.toBe(conv.failure);
+  });
+
+  it('a reset of the peer stream while the client was away: the follow again throws ContinuityBreakError, the failure and the break event', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    // Slow to dial again (1–2 s with jitter), so the reset lands while bob is away.
+    const bob = await agent(chat.bob, { minDelayMs: 2000, maxDelayMs: 2000 });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    const breaks: Error[] = [];
+    conv.on('break', (e) => breaks.push(e));
+    await new ChatWriter(alice, { chatId: chat.chatId }).send('unread');
+    await waitFor(() => conv.queued === 1, "'unread' to arrive");
+    await daemon().restart();
+    await waitFor(async () => {
+      try {
+        await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'guard' });
+        return true;
+      } catch {
+        return false; // the admin is still dialling again
+      }
+    }, 'the reset');
+    expect(bob.connected).toBe(false);
+    await waitFor(() => conv.failure !== null, 'the failed follow', 10_000);
+    expect(conv.failure).toBeInstanceOf(ContinuityBreakError);
+    expect(breaks).toEqual([conv.failure]);
+    // 'unread' was dropped at the loss and cannot be followed again: the failure is what is left.
+    await expect(conv.next({ waitMs: 0 })).rejects.toBe(conv.failure);
+    await conv.close();
+  });
+});
