@@ -5,13 +5,17 @@
 // Stryker runs, per mutant, only the tests that reached it. One restart serves several
 // conversations where the assertions allow it.
 
+import path from 'node:path';
+import { ClassicLevel } from 'classic-level';
 import { afterEach, describe, expect, it } from 'vitest';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
 import {
   ChatWriter,
   ConnectionLostError,
   ContinuityBreakError,
   Conversation,
   LineTooLargeError,
+  StorageFailureError,
   type MessageBatch,
   type YelloClient,
 } from '../../src/client/index.js';
@@ -159,6 +163,41 @@ describe('Conversation across connection losses (mutation guards)', () => {
     expect(conv.failure).toBeInstanceOf(ContinuityBreakError);
     expect(breaks).toEqual([conv.failure]);
     // 'unread' was dropped at the loss and cannot be followed again: the failure is what is left.
+    await expect(conv.next({ waitMs: 0 })).rejects.toBe(conv.failure);
+    await conv.close();
+  });
+
+  it('a corruption found under a follower (chats.error) stops it: the break event (not replaced), next() throws it', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    for (const t of ['a1', 'a2', 'a3', 'a4', 'a5']) await wa.send(t); // fence at 0, messages at 1..5
+    await daemon().stop();
+    // A record deleted under the daemon: the first read of it marks the stream corrupt from there.
+    const db = new ClassicLevel<string, string>(path.join(daemon().dataDir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    await db.open();
+    await db.del(K.record(chat.alice.streamId, 1, 3));
+    await db.close();
+    await daemon().restart();
+    const bob = await agent(chat.bob);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const breaks: Error[] = [];
+    const replaced: Error[] = [];
+    conv.on('break', (e) => breaks.push(e));
+    conv.on('replaced', (e) => replaced.push(e));
+    await waitFor(async () => {
+      try {
+        await admin().rpc.streams.read({ streamId: chat.alice.streamId, generation: '1', fromPosition: '3' });
+        return false;
+      } catch (err) {
+        return err instanceof StorageFailureError; // and not the admin still dialling again
+      }
+    }, 'the read that finds the gap');
+    await waitFor(() => conv.failure !== null, 'chats.error');
+    expect(conv.failure).toBeInstanceOf(StorageFailureError);
+    expect((conv.failure as StorageFailureError).data).toMatchObject({ reason: 'CORRUPT', streamId: chat.alice.streamId });
+    expect(breaks).toEqual([conv.failure]);
+    expect(replaced).toEqual([]);
     await expect(conv.next({ waitMs: 0 })).rejects.toBe(conv.failure);
     await conv.close();
   });
