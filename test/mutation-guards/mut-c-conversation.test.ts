@@ -261,4 +261,37 @@ describe('Conversation (mutation guards)', () => {
     expect(conv.acknowledged).toEqual({ generation: '1', nextPosition: second!.nextPosition });
     await conv.close();
   });
+
+  it('close() and a failure end the subscription on the daemon; each conversation of a client takes only its own subscription', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    const closed = await Conversation.open(bob, { chatId: chat.chatId });
+    await closed.close();
+    const replacedConv = await Conversation.open(bob, { chatId: chat.chatId });
+    await new ChatWriter(bob, { chatId: chat.chatId, conversation: replacedConv }).send('mine');
+    const other = await agent(chat.bob);
+    await other.rpc.streams.claim({ streamId: chat.bob.streamId, replace: true });
+    await waitFor(() => replacedConv.failure !== null, 'the takeover');
+    // Two live conversations of the same client on the same chat.
+    const one = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const two = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const seen: string[] = [];
+    bob.on('chats.batch', (n) => {
+      if (n.streamId === chat.alice.streamId && n.records.some((r) => r.wrapper.type === 'chat.message')) seen.push(n.subscriptionId);
+    });
+    await wa.send('after');
+    await waitFor(() => one.queued === 1 && two.queued === 1, 'both to get the message');
+    // An answer on bob's connection comes after every notification sent before it.
+    await bob.rpc.chats.get({ chatId: chat.chatId });
+    // Only the two live subscriptions were told: the closed and the failed one were unfollowed.
+    expect(seen).toHaveLength(2);
+    expect(new Set(seen).size).toBe(2);
+    expect([one.queued, two.queued]).toEqual([1, 1]);
+    expect(texts(await one.next({ waitMs: 0 }))).toEqual(['after']);
+    expect(await one.next({ waitMs: 0 })).toBeNull();
+    await one.close();
+    await two.close();
+  });
 });
