@@ -201,4 +201,31 @@ describe('Conversation across connection losses (mutation guards)', () => {
     await expect(conv.next({ waitMs: 0 })).rejects.toBe(conv.failure);
     await conv.close();
   });
+
+  it('a follow again refused as transient (RATE_LIMITED: the connection is full) is tried again until it succeeds; nothing is lost', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    // Added before the conversation's listener, so on the new connection these follows are
+    // written first and fill it (MAX_SUBSCRIPTIONS_PER_CONNECTION = 64): the conversation's
+    // follow again is refused with RATE_LIMITED, a transient error.
+    let fillers: Promise<{ subscriptionId: string }>[] = [];
+    bob.on('reconnected', () => {
+      fillers = Array.from({ length: 64 }, () => bob.rpc.chats.follow({ chatId: chat.chatId, from: 'end' }));
+    });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    await wa.send('before');
+    expect(texts(await conv.next({ waitMs: 5000 }))).toEqual(['before']);
+    await daemon().restart();
+    await waitFor(() => fillers.length === 64, 'the reconnect');
+    const held = await Promise.all(fillers);
+    await sleep(200); // the conversation is refused and backs off meanwhile
+    expect(conv.failure).toBeNull();
+    for (const f of held) await bob.rpc.chats.unfollow({ subscriptionId: f.subscriptionId });
+    await sendWhenBack(wa, 'after');
+    expect(texts(await conv.next({ waitMs: 8000 }))).toEqual(['after']);
+    expect(conv.failure).toBeNull();
+    await conv.close();
+  });
 });
