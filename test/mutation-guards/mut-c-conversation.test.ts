@@ -294,4 +294,56 @@ describe('Conversation (mutation guards)', () => {
     await one.close();
     await two.close();
   });
+
+  it('the async iterator yields the message batches in order and ends, without a null, when the conversation is closed', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    const seen: unknown[] = [];
+    const reading = (async () => {
+      for await (const b of conv) {
+        seen.push(texts(b));
+        if (seen.length === 2) void conv.close();
+      }
+      return 'ended';
+    })();
+    await wa.send('one');
+    await wa.send('two');
+    expect(await reading).toBe('ended');
+    expect(seen).toEqual([['one'], ['two']]);
+  });
+
+  it("after a reset with unread messages open throws ContinuityBreakError (and stays unsubscribed); start 'generation-start' reads the new generation from 0", async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    await new ChatWriter(alice, { chatId: chat.chatId }).send('unread in generation 1');
+    await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'guard' });
+    const err = await Conversation.open(bob, { chatId: chat.chatId }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ContinuityBreakError);
+    await new ChatWriter(alice, { chatId: chat.chatId }).send('in generation 2');
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'generation-start' });
+    const batch = await conv.next({ waitMs: 5000 });
+    expect([batch?.generation, batch?.fromPosition, texts(batch)]).toEqual(['2', '0', ['in generation 2']]);
+    await conv.close();
+  });
+
+  it('ready() waits without a timer for Infinity and for 2^31 ms (past what setTimeout takes); close() ends it', async () => {
+    const chat = await createChat(admin());
+    const bob = await agent(chat.bob);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const ended: string[] = [];
+    const forever = conv.ready(Infinity).then(() => ended.push('Infinity'));
+    const long = conv.ready(2 ** 31).then(() => ended.push('2^31'));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(ended).toEqual([]);
+    await conv.close();
+    await Promise.all([forever, long]);
+    expect(ended.sort()).toEqual(['2^31', 'Infinity']);
+  });
 });
