@@ -346,4 +346,16 @@ describe('Conversation (mutation guards)', () => {
     await Promise.all([forever, long]);
     expect(ended.sort()).toEqual(['2^31', 'Infinity']);
   });
+
+  it("ready() rejects with the signal's reason when its signal aborts, like next()", async () => {
+    const chat = await createChat(admin());
+    const bob = await agent(chat.bob);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const ac = new AbortController();
+    const reason = new Error('stop');
+    const waiting = conv.ready(60_000, ac.signal);
+    setTimeout(() => ac.abort(reason), 50);
+    await expect(waiting).rejects.toBe(reason);
+    await conv.close();
+  });
 });
