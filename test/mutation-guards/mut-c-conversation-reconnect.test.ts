@@ -81,7 +81,11 @@ describe('Conversation across connection losses (mutation guards)', () => {
     // Listeners run in the order they were added: the conversation's own ran before this one.
     const atLoss: number[] = [];
     bob.on('disconnected', () => atLoss.push(conv.queued));
-    const reconnected = new Promise<void>((resolve) => bob.on('reconnected', () => resolve()));
+    const reconnected = new Promise<void>((resolve) =>
+      bob.on('reconnected', () => {
+        resolve();
+      }),
+    );
     await daemon().restart();
     await reconnected;
     expect(atLoss).toEqual([0]);
@@ -124,7 +128,11 @@ describe('Conversation across connection losses (mutation guards)', () => {
     const conv = await Conversation.open(bob, { chatId: chat.chatId });
     const breaks: Error[] = [];
     conv.on('break', (e) => breaks.push(e));
-    const reconnected = new Promise<void>((resolve) => bob.on('reconnected', () => resolve()));
+    const reconnected = new Promise<void>((resolve) =>
+      bob.on('reconnected', () => {
+        resolve();
+      }),
+    );
     const wa = new ChatWriter(alice, { chatId: chat.chatId });
     await wa.send('x'.repeat(32 * 1024));
     await waitFor(() => conv.failure !== null, 'the over-size line');

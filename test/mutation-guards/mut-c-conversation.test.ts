@@ -354,7 +354,9 @@ describe('Conversation (mutation guards)', () => {
     const ac = new AbortController();
     const reason = new Error('stop');
     const waiting = conv.ready(60_000, ac.signal);
-    setTimeout(() => ac.abort(reason), 50);
+    setTimeout(() => {
+      ac.abort(reason);
+    }, 50);
     await expect(waiting).rejects.toBe(reason);
     await conv.close();
   });
