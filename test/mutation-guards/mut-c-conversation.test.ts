@@ -15,7 +15,7 @@ import {
   type MessageBatch,
   type YelloClient,
 } from '../../src/client/index.js';
-import { connectAgent, createChat, type Participant } from '../helpers/client-fixtures.js';
+import { connectAgent, createChat, readStream, type Participant } from '../helpers/client-fixtures.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -38,6 +38,7 @@ describe('Conversation (mutation guards)', () => {
     );
     expect(err).toBeInstanceOf(YelloClientError);
     expect((err as YelloClientError).type).toBe('BAD_TOKEN');
+    expect((err as YelloClientError).message).toBe('a conversation needs an agent token');
 
     const chat = await createChat(admin());
     const alice = await agent(chat.alice);
@@ -359,5 +360,99 @@ describe('Conversation (mutation guards)', () => {
     }, 50);
     await expect(waiting).rejects.toBe(reason);
     await conv.close();
+  });
+
+  it('a saved cursor resumes after the last returned batch: the unread one after it comes, nothing before it', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    await wa.send('first');
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    expect(texts(await conv.next({ waitMs: 5000 }))).toEqual(['first']);
+    await wa.send('second');
+    await waitFor(() => conv.queued === 1, "'second' to arrive");
+    const cursor = conv.cursor;
+    await conv.close();
+    // start 'end' would read nothing, 'acknowledged' would read 'first' again: the cursor wins.
+    const resumed = await Conversation.open(bob, { chatId: chat.chatId, cursor, start: 'end' });
+    expect(texts(await resumed.next({ waitMs: 5000 }))).toEqual(['second']);
+    expect(await resumed.next({ waitMs: 100 })).toBeNull();
+    await resumed.close();
+  });
+
+  it('pending() keeps the batches after the receipt; the failures say what stopped and why', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    await wa.send('a1');
+    await wa.send('a2');
+    const first = await conv.next({ waitMs: 5000 });
+    const second = await conv.next({ waitMs: 5000 });
+    const r1 = await new ChatWriter(bob, { chatId: chat.chatId }).ack(first!);
+    conv.observeOwn(r1.records);
+    expect(conv.pending()).toEqual([second]);
+    await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'guard' });
+    await waitFor(() => conv.failure !== null, 'the break');
+    expect(conv.failure!.message).toMatch(new RegExp(`^reading ${chat.chatId} stopped: \\S+ on ${chat.alice.streamId}$`));
+    await conv.close();
+  });
+
+  it("the own stream's fences: the writer's own epoch and older ones never replace it; a failure is set once, never after close()", async () => {
+    const chat = await createChat(admin());
+    const bob = await agent(chat.bob);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    const closed = await Conversation.open(bob, { chatId: chat.chatId });
+    const replaced: Error[] = [];
+    conv.on('replaced', (e) => replaced.push(e));
+    await bob.rpc.streams.claim({ streamId: chat.bob.streamId });
+    const other = await agent(chat.bob);
+    await other.rpc.streams.claim({ streamId: chat.bob.streamId, replace: true });
+    const fences = (await readStream(admin(), chat.bob.streamId)).filter((r) => r.wrapper.type === 'chat.writer-fence');
+    expect(fences.map((r) => (r.wrapper.type === 'chat.writer-fence' ? r.wrapper.fence.epoch : ''))).toEqual(['1', '2']);
+    const [fence1, fence2] = fences as [(typeof fences)[0], (typeof fences)[0]];
+    await waitFor(async () => {
+      await bob.rpc.chats.get({ chatId: chat.chatId }); // answers come after the notifications sent before them
+      return conv.cursor !== '' && closed.cursor !== '';
+    }, 'the fences');
+    // A writer of epoch 2 seeing its own fence (and the older one) again is not replaced.
+    conv.expectWriter('2');
+    conv.observeOwn([fence2, fence1]);
+    expect(conv.failure).toBeNull();
+    // The highest fence seen stays 2 although fence 1 came after it: a writer of epoch 1 is replaced.
+    conv.expectWriter('1');
+    expect(conv.failure).not.toBeNull();
+    expect(conv.failure!.message).toBe(`stream ${chat.bob.streamId} was claimed by epoch 2: another writer speaks for this agent`);
+    const first = conv.failure;
+    conv.expectWriter('0');
+    conv.observeOwn([fence2]);
+    expect(conv.failure).toBe(first);
+    expect(replaced).toEqual([first]);
+    await closed.close();
+    closed.expectWriter('1');
+    expect(closed.failure).toBeNull();
+    await conv.close();
+  });
+
+  it('a receipt of the peer that was known from the start is not announced again', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    await new ChatWriter(alice, { chatId: chat.chatId }).send('to bob');
+    const bobReads = await Conversation.open(bob, { chatId: chat.chatId });
+    const batch = await bobReads.next({ waitMs: 5000 });
+    await new ChatWriter(bob, { chatId: chat.chatId, conversation: bobReads }).ack(batch!);
+    await bobReads.close();
+    const aliceReads = await Conversation.open(alice, { chatId: chat.chatId });
+    const acks: unknown[] = [];
+    aliceReads.on('peer-acknowledged', (a) => acks.push(a));
+    const opened = aliceReads.cursor;
+    // bob's stream (his fence and receipt) is read from 0: the receipt is the one chats.get gave.
+    await waitFor(() => aliceReads.cursor !== opened, "bob's stream to be read");
+    expect(acks).toEqual([]);
+    expect(aliceReads.peerAcknowledged).toEqual({ generation: '1', nextPosition: batch!.nextPosition });
+    await aliceReads.close();
   });
 });
