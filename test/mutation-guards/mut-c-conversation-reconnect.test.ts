@@ -39,6 +39,12 @@ async function agent(who: Participant, reconnect: Reconnect = { minDelayMs: 20, 
   return c;
 }
 
+/** Restarts the daemon and waits for the admin to be back (it dials again by itself), so the next step or test can use it. */
+async function restartDaemon(): Promise<void> {
+  await daemon().restart();
+  await waitFor(() => admin().connected, 'the admin to reconnect');
+}
+
 const texts = (b: MessageBatch | null) =>
   b ? b.messages.map((r) => (r.wrapper.type === 'chat.message' ? r.wrapper.message.content : '')) : null;
 
@@ -86,7 +92,7 @@ describe('Conversation across connection losses (mutation guards)', () => {
         resolve();
       }),
     );
-    await daemon().restart();
+    await restartDaemon();
     await reconnected;
     expect(atLoss).toEqual([0]);
     // The follow again from the cursor brings 'two' back, once.
@@ -112,7 +118,7 @@ describe('Conversation across connection losses (mutation guards)', () => {
     await closed.close();
     const breaks: Error[] = [];
     conv.on('break', (e) => breaks.push(e));
-    await daemon().restart();
+    await restartDaemon();
     await waitFor(() => conv.failure !== null, 'the loss');
     expect(conv.failure).toBeInstanceOf(ConnectionLostError);
     expect(breaks).toEqual([conv.failure]);
@@ -150,14 +156,15 @@ describe('Conversation across connection losses (mutation guards)', () => {
   it('a reset of the peer stream while the client was away: the follow again throws ContinuityBreakError, the failure and the break event', async () => {
     const chat = await createChat(admin());
     const alice = await agent(chat.alice);
-    // Slow to dial again (1–2 s with jitter), so the reset lands while bob is away.
-    const bob = await agent(chat.bob, { minDelayMs: 2000, maxDelayMs: 2000 });
+    // Slow to dial again (3–6 s with jitter, counted from the loss), so the reset lands while bob
+    // is away even on a loaded machine; the test checks that it did.
+    const bob = await agent(chat.bob, { minDelayMs: 6000, maxDelayMs: 6000 });
     const conv = await Conversation.open(bob, { chatId: chat.chatId });
     const breaks: Error[] = [];
     conv.on('break', (e) => breaks.push(e));
     await new ChatWriter(alice, { chatId: chat.chatId }).send('unread');
     await waitFor(() => conv.queued === 1, "'unread' to arrive");
-    await daemon().restart();
+    await restartDaemon();
     await waitFor(async () => {
       try {
         await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'guard' });
@@ -186,7 +193,7 @@ describe('Conversation across connection losses (mutation guards)', () => {
     await db.open();
     await db.del(K.record(chat.alice.streamId, 1, 3));
     await db.close();
-    await daemon().restart();
+    await restartDaemon();
     const bob = await agent(chat.bob);
     const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
     const breaks: Error[] = [];
@@ -225,7 +232,7 @@ describe('Conversation across connection losses (mutation guards)', () => {
     const conv = await Conversation.open(bob, { chatId: chat.chatId });
     await wa.send('before');
     expect(texts(await conv.next({ waitMs: 5000 }))).toEqual(['before']);
-    await daemon().restart();
+    await restartDaemon();
     await waitFor(() => fillers.length === 64, 'the reconnect');
     const held = await Promise.all(fillers);
     await sleep(200); // the conversation is refused and backs off meanwhile
