@@ -411,14 +411,18 @@ export class Conversation {
 
   #wait(ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const done = () => {
+      const settle = () => {
         clearTimeout(timer);
         this.#waiters.delete(done);
         signal?.removeEventListener('abort', aborted);
+      };
+      const done = () => {
+        settle();
         resolve();
       };
+      // Not through done(): a promise resolved first ignores the reject after it.
       const aborted = () => {
-        done();
+        settle();
         reject(signal?.reason as Error);
       };
       // setTimeout takes at most 2^31-1 ms; longer (or Infinity) waits have no timer at all.

@@ -15,7 +15,7 @@ import {
   type MessageBatch,
   type YelloClient,
 } from '../../src/client/index.js';
-import { connectAgent, createChat, type Participant } from '../helpers/client-fixtures.js';
+import { connectAgent, createChat, readStream, type Participant } from '../helpers/client-fixtures.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -38,6 +38,7 @@ describe('Conversation (mutation guards)', () => {
     );
     expect(err).toBeInstanceOf(YelloClientError);
     expect((err as YelloClientError).type).toBe('BAD_TOKEN');
+    expect((err as YelloClientError).message).toBe('a conversation needs an agent token');
 
     const chat = await createChat(admin());
     const alice = await agent(chat.alice);
@@ -260,5 +261,198 @@ describe('Conversation (mutation guards)', () => {
     conv.observeOwn(elsewhere);
     expect(conv.acknowledged).toEqual({ generation: '1', nextPosition: second!.nextPosition });
     await conv.close();
+  });
+
+  it('close() and a failure end the subscription on the daemon; each conversation of a client takes only its own subscription', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    const closed = await Conversation.open(bob, { chatId: chat.chatId });
+    await closed.close();
+    const replacedConv = await Conversation.open(bob, { chatId: chat.chatId });
+    await new ChatWriter(bob, { chatId: chat.chatId, conversation: replacedConv }).send('mine');
+    const other = await agent(chat.bob);
+    await other.rpc.streams.claim({ streamId: chat.bob.streamId, replace: true });
+    await waitFor(() => replacedConv.failure !== null, 'the takeover');
+    // Two live conversations of the same client on the same chat.
+    const one = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const two = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const seen: string[] = [];
+    bob.on('chats.batch', (n) => {
+      if (n.streamId === chat.alice.streamId && n.records.some((r) => r.wrapper.type === 'chat.message')) seen.push(n.subscriptionId);
+    });
+    await wa.send('after');
+    await waitFor(() => one.queued === 1 && two.queued === 1, 'both to get the message');
+    // An answer on bob's connection comes after every notification sent before it.
+    await bob.rpc.chats.get({ chatId: chat.chatId });
+    // Only the two live subscriptions were told: the closed and the failed one were unfollowed.
+    expect(seen).toHaveLength(2);
+    expect(new Set(seen).size).toBe(2);
+    expect([one.queued, two.queued]).toEqual([1, 1]);
+    expect(texts(await one.next({ waitMs: 0 }))).toEqual(['after']);
+    expect(await one.next({ waitMs: 0 })).toBeNull();
+    await one.close();
+    await two.close();
+  });
+
+  it('the async iterator yields the message batches in order and ends, without a null, when the conversation is closed', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    const seen: unknown[] = [];
+    const reading = (async () => {
+      for await (const b of conv) {
+        seen.push(texts(b));
+        if (seen.length === 2) void conv.close();
+      }
+      return 'ended';
+    })();
+    await wa.send('one');
+    await wa.send('two');
+    expect(await reading).toBe('ended');
+    expect(seen).toEqual([['one'], ['two']]);
+  });
+
+  it("after a reset with unread messages open throws ContinuityBreakError (and stays unsubscribed); start 'generation-start' reads the new generation from 0", async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    await new ChatWriter(alice, { chatId: chat.chatId }).send('unread in generation 1');
+    await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'guard' });
+    const err = await Conversation.open(bob, { chatId: chat.chatId }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ContinuityBreakError);
+    await new ChatWriter(alice, { chatId: chat.chatId }).send('in generation 2');
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'generation-start' });
+    const batch = await conv.next({ waitMs: 5000 });
+    expect([batch?.generation, batch?.fromPosition, texts(batch)]).toEqual(['2', '0', ['in generation 2']]);
+    await conv.close();
+  });
+
+  it('ready() waits without a timer for Infinity and for 2^31 ms (past what setTimeout takes); close() ends it', async () => {
+    const chat = await createChat(admin());
+    const bob = await agent(chat.bob);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const ended: string[] = [];
+    const forever = conv.ready(Infinity).then(() => ended.push('Infinity'));
+    const long = conv.ready(2 ** 31).then(() => ended.push('2^31'));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(ended).toEqual([]);
+    await conv.close();
+    await Promise.all([forever, long]);
+    expect(ended.sort()).toEqual(['2^31', 'Infinity']);
+  });
+
+  it("ready() rejects with the signal's reason when its signal aborts, like next()", async () => {
+    const chat = await createChat(admin());
+    const bob = await agent(chat.bob);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId, start: 'end' });
+    const ac = new AbortController();
+    const reason = new Error('stop');
+    const waiting = conv.ready(60_000, ac.signal);
+    setTimeout(() => {
+      ac.abort(reason);
+    }, 50);
+    await expect(waiting).rejects.toBe(reason);
+    await conv.close();
+  });
+
+  it('a saved cursor resumes after the last returned batch: the unread one after it comes, nothing before it', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    await wa.send('first');
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    expect(texts(await conv.next({ waitMs: 5000 }))).toEqual(['first']);
+    await wa.send('second');
+    await waitFor(() => conv.queued === 1, "'second' to arrive");
+    const cursor = conv.cursor;
+    await conv.close();
+    // start 'end' would read nothing, 'acknowledged' would read 'first' again: the cursor wins.
+    const resumed = await Conversation.open(bob, { chatId: chat.chatId, cursor, start: 'end' });
+    expect(texts(await resumed.next({ waitMs: 5000 }))).toEqual(['second']);
+    expect(await resumed.next({ waitMs: 100 })).toBeNull();
+    await resumed.close();
+  });
+
+  it('pending() keeps the batches after the receipt; the failures say what stopped and why', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    const wa = new ChatWriter(alice, { chatId: chat.chatId });
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    await wa.send('a1');
+    await wa.send('a2');
+    const first = await conv.next({ waitMs: 5000 });
+    const second = await conv.next({ waitMs: 5000 });
+    const r1 = await new ChatWriter(bob, { chatId: chat.chatId }).ack(first!);
+    conv.observeOwn(r1.records);
+    expect(conv.pending()).toEqual([second]);
+    await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'guard' });
+    await waitFor(() => conv.failure !== null, 'the break');
+    expect(conv.failure!.message).toMatch(new RegExp(`^reading ${chat.chatId} stopped: \\S+ on ${chat.alice.streamId}$`));
+    await conv.close();
+  });
+
+  it("the own stream's fences: the writer's own epoch and older ones never replace it; a failure is set once, never after close()", async () => {
+    const chat = await createChat(admin());
+    const bob = await agent(chat.bob);
+    const conv = await Conversation.open(bob, { chatId: chat.chatId });
+    const closed = await Conversation.open(bob, { chatId: chat.chatId });
+    const replaced: Error[] = [];
+    conv.on('replaced', (e) => replaced.push(e));
+    await bob.rpc.streams.claim({ streamId: chat.bob.streamId });
+    const other = await agent(chat.bob);
+    await other.rpc.streams.claim({ streamId: chat.bob.streamId, replace: true });
+    const fences = (await readStream(admin(), chat.bob.streamId)).filter((r) => r.wrapper.type === 'chat.writer-fence');
+    expect(fences.map((r) => (r.wrapper.type === 'chat.writer-fence' ? r.wrapper.fence.epoch : ''))).toEqual(['1', '2']);
+    const [fence1, fence2] = fences as [(typeof fences)[0], (typeof fences)[0]];
+    await waitFor(async () => {
+      await bob.rpc.chats.get({ chatId: chat.chatId }); // answers come after the notifications sent before them
+      return conv.cursor !== '' && closed.cursor !== '';
+    }, 'the fences');
+    // A writer of epoch 2 seeing its own fence (and the older one) again is not replaced.
+    conv.expectWriter('2');
+    conv.observeOwn([fence2, fence1]);
+    expect(conv.failure).toBeNull();
+    // The highest fence seen stays 2 although fence 1 came after it: a writer of epoch 1 is replaced.
+    conv.expectWriter('1');
+    expect(conv.failure).not.toBeNull();
+    expect(conv.failure!.message).toBe(`stream ${chat.bob.streamId} was claimed by epoch 2: another writer speaks for this agent`);
+    const first = conv.failure;
+    conv.expectWriter('0');
+    conv.observeOwn([fence2]);
+    expect(conv.failure).toBe(first);
+    expect(replaced).toEqual([first]);
+    await closed.close();
+    closed.expectWriter('1');
+    expect(closed.failure).toBeNull();
+    await conv.close();
+  });
+
+  it('a receipt of the peer that was known from the start is not announced again', async () => {
+    const chat = await createChat(admin());
+    const alice = await agent(chat.alice);
+    const bob = await agent(chat.bob);
+    await new ChatWriter(alice, { chatId: chat.chatId }).send('to bob');
+    const bobReads = await Conversation.open(bob, { chatId: chat.chatId });
+    const batch = await bobReads.next({ waitMs: 5000 });
+    await new ChatWriter(bob, { chatId: chat.chatId, conversation: bobReads }).ack(batch!);
+    await bobReads.close();
+    const aliceReads = await Conversation.open(alice, { chatId: chat.chatId });
+    const acks: unknown[] = [];
+    aliceReads.on('peer-acknowledged', (a) => acks.push(a));
+    const opened = aliceReads.cursor;
+    // bob's stream (his fence and receipt) is read from 0: the receipt is the one chats.get gave.
+    await waitFor(() => aliceReads.cursor !== opened, "bob's stream to be read");
+    expect(acks).toEqual([]);
+    expect(aliceReads.peerAcknowledged).toEqual({ generation: '1', nextPosition: batch!.nextPosition });
+    await aliceReads.close();
   });
 });
