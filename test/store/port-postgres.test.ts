@@ -122,6 +122,46 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     return meta;
   }
 
+  it('admission lookups probe the primary keys as the tables grow: no sequential scan of operations or message ids per append', async () => {
+    const [setup] = await world();
+    let head = await stream(setup!, 'scan');
+    await setup!.close();
+    // A port on a pool of its own, ended before the statistics are read (a backend reports its
+    // table statistics when it exits).
+    const sql = openPool(resolveStoreUrl(url), { max: 2 });
+    const p = await PostgresStreams.open(sql);
+    const appends = 80;
+    for (let i = 0; i < appends; i++) {
+      const a = append(head, `scan-op${i}`);
+      await p.prepare(
+        head.streamId,
+        a.operation.operationId,
+        a.messageIds.map(([id]) => id),
+      );
+      expect(await p.commit(a)).toEqual({ status: 'ok' });
+      head = a.next;
+    }
+    await p.close();
+    await sql.end({ timeout: 5 });
+    const stats = async () =>
+      (
+        await cluster!.psql(
+          `select relname || ' ' || seq_scan || ' ' || coalesce(idx_scan, 0) from pg_stat_user_tables where relname in ('operations', 'message_ids') order by relname`,
+          url.split('/').at(-1)!.split('?')[0],
+        )
+      ).split('\n');
+    // Wait until the exited backends' lookups show (idx_scan), then no scan may be sequential.
+    const rows = await waitFor(async () => {
+      const r = await stats();
+      return r.every((line) => Number(line.split(' ')[2]) >= appends) ? r : undefined;
+    }, 'the lookups in pg_stat_user_tables');
+    for (const line of rows) {
+      const [table, seq] = line.split(' ');
+      // A handful at most (migrations, the first plans); one per append before plans were custom.
+      expect(Number(seq), `sequential scans of ${table}`).toBeLessThan(10);
+    }
+  });
+
   it('commits appends, and reads back exactly what was appended, in both orders', async () => {
     const [p] = await world();
     const head = await stream(p!);

@@ -317,7 +317,15 @@ export function openPool(config: StoreConnectionConfig, options: PoolOptions = {
     connect_timeout: config.connectTimeoutSeconds,
     idle_timeout: 0,
     target_session_attrs: driverSessionAttrs(config.targetSessionAttrs),
-    connection: { application_name: config.applicationName },
+    connection: {
+      application_name: config.applicationName,
+      // Every statement planned for its own parameters. Cached generic plans were made while the
+      // tables were small and kept as they grew: the admission lookups' primary-key probes ran as
+      // sequential scans of operations and message_ids (one per append, the CPU per append growing
+      // with the table; measured from seq_scan in pg_stat_user_tables), until an ANALYZE. Planning
+      // each statement costs less than that from the first few hundred rows on (bench/README.md).
+      plan_cache_mode: 'force_custom_plan',
+    },
     onnotice: options.onNotice ?? (() => {}),
     // Column names are snake_case in SQL and read as such; bigints come back as strings and are
     // converted where they are read (positions fit in a double). Array types are fetched on
