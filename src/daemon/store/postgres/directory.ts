@@ -175,12 +175,8 @@ export class PostgresDirectory implements DirectoryPort {
   #reloadAfterReconnect(): void {
     void retryUntilDone({
       stopped: () => this.#closing,
-      // On the commit chain, after every commit admitted before it, like a notice's reload.
-      attempt: () => {
-        const reloaded = this.#chain.then(() => this.#loadAll());
-        this.#chain = reloaded.catch(() => {});
-        return reloaded;
-      },
+      // The reload of a recovery: on the commit chain, after every commit admitted before it.
+      attempt: () => this.recover(),
       failed: (err, attempt) =>
         // The code only: a server's message may quote data.
         this.#log?.warn(
