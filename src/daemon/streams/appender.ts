@@ -29,8 +29,9 @@ import type { Holder, WriterPresence } from './writer-presence.js';
  * (size is checked at the wire): author, stream, replay of a known operationId, corruption
  * mark, writer token, position, grant, receipts, message ids, PII policy. From the first check
  * to the commit's admission nothing awaits (the port's `prepare` comes before the first check,
- * and LevelDB needs none), so two appends can never both pass one position check; the commit
- * carries the head it was decided on, and a head another daemon moved meanwhile is decided again.
+ * LevelDB needs none, and PostgreSQL's is skipped on a first try: `#optimistic`), so two appends
+ * can never both pass one position check; the commit carries the head it was decided on, and a
+ * head another daemon moved meanwhile is decided again.
  */
 export class Appender {
   readonly #store: StorePort;
@@ -62,22 +63,57 @@ export class Appender {
   append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
     // Counted as received from here, before the first await: operations.get answers pending.
     return this.#receiving.during(p.streamId, p.operationId, async () => {
-      return decideAgain((last) => this.#attempt(caller, p, holder, last));
+      if (this.#streams.lookupsNeedPrepare) {
+        const first = await this.#optimistic(caller, p, holder);
+        if (first !== undefined) return first;
+      }
+      return decideAgain((last) => this.#attempt(caller, p, holder, last, true));
     });
   }
 
-  /** One decision and its commit; 'stale' when the head moved under it and another attempt is allowed. */
-  async #attempt(caller: Caller, p: AppendRequest, holder: Holder | undefined, last: boolean): Promise<AppendResult | 'stale'> {
+  /**
+   * On a backend whose lookups need `prepare` (PostgreSQL), a first decision without it: most
+   * appends are new, and the commit's unique keys refuse a taken operation id or message id
+   * anyway (`duplicate`: the replay or DUPLICATE_MESSAGE, the operation first). Only what the
+   * lookup could have changed is decided again with it: a refusal (a replay answers before
+   * FENCED, POSITION_MISMATCH, NO_GRANT, a receipt, CORRUPT or POLICY_REJECTED, §6) and a head
+   * that moved. Undefined means decide again; an unknown outcome, a read-only or closing store
+   * is answered as it is.
+   */
+  async #optimistic(caller: Caller, p: AppendRequest, holder: Holder | undefined): Promise<AppendResult | undefined> {
+    try {
+      const result = await this.#attempt(caller, p, holder, true, false);
+      return result === 'stale' ? undefined : result;
+    } catch (err) {
+      if (!(err instanceof YelloError)) throw err;
+      if (err.type === 'STORAGE_FAILURE' && err.details.reason !== 'CORRUPT') throw err;
+      return undefined;
+    }
+  }
+
+  /**
+   * One decision and its commit; 'stale' when the head moved under it and another attempt is
+   * allowed. Without `lookup`, `operation()` and `messagePosition()` may not know what is stored.
+   */
+  async #attempt(
+    caller: Caller,
+    p: AppendRequest,
+    holder: Holder | undefined,
+    last: boolean,
+    lookup: boolean,
+  ): Promise<AppendResult | 'stale'> {
     this.#store.assertWritable(p.operationId);
     assertAuthor(caller, p.streamId);
     const before = this.#heads.requireAdmitted(p.streamId);
     // A stream's chat and author never change, so its ids are the same on any later head.
     const ids = messageIdsOf(before, p.records);
-    const preparing = this.#streams.prepare(
-      p.streamId,
-      p.operationId,
-      ids.filter((id) => id !== undefined),
-    );
+    const preparing = lookup
+      ? this.#streams.prepare(
+          p.streamId,
+          p.operationId,
+          ids.filter((id) => id !== undefined),
+        )
+      : null;
     if (preparing) await preparing;
     const meta = preparing ? this.#heads.requireAdmitted(p.streamId) : before;
 

@@ -123,6 +123,8 @@ export class LevelStreams implements StreamPort {
 
   // ---- admission lookups ----------------------------------------------------------------------
 
+  readonly lookupsNeedPrepare = false;
+
   prepare(): null {
     return null;
   }

@@ -199,6 +199,15 @@ export interface StreamPort {
    */
   prepare(streamId: string, operationId: string, clientMessageIds: readonly string[]): Promise<void> | null;
 
+  /**
+   * Whether `operation()` and `messagePosition()` are exact only after `prepare` (PostgreSQL).
+   * Such a backend's commit still refuses a taken operation id or message id (`duplicate`, from
+   * its unique keys), so the appender decides first without the lookup and looks up only to
+   * decide again a request it would refuse (a replay answers before every refusal but the
+   * author's and the stream's, docs/protocol.md §6).
+   */
+  readonly lookupsNeedPrepare: boolean;
+
   /** An operation as admitted in this stream (synchronous; exact after `prepare`), or undefined. */
   operation(streamId: string, operationId: string): StoredOperation | undefined;
 

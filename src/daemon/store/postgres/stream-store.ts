@@ -159,6 +159,23 @@ function decodeHead(streamId: string, body: string): StreamMeta {
   return decodeRow<StreamMeta>(RowKey.head(streamId), body, { streamId });
 }
 
+/**
+ * What a stream's committed appends leave known, at most (the newest): a replay soon after its
+ * commit (a client that resends after a lost answer) is answered from memory. Appends decide
+ * without `prepare` first (appender.ts), so nothing else would ever empty it; what it forgot,
+ * the lookup or the commit's unique keys find.
+ */
+const KNOWN_PER_STREAM = 256;
+
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > KNOWN_PER_STREAM) {
+    const oldest = map.keys().next();
+    if (!oldest.done) map.delete(oldest.value);
+  }
+}
+
 export interface PostgresStreamsOptions {
   log?: Logger;
 }
@@ -491,6 +508,8 @@ export class PostgresStreams implements StreamPort {
 
   // ---- admission lookups ----------------------------------------------------------------------
 
+  readonly lookupsNeedPrepare = true;
+
   prepare(streamId: string, operationId: string, clientMessageIds: readonly string[]): Promise<void> {
     const generation = this.head(streamId, 'admitted')?.generation ?? 1;
     let wave = this.#lookupWaves.get(streamId);
@@ -688,8 +707,8 @@ export class PostgresStreams implements StreamPort {
       this.#setCommitted(streamId, c.next, bodyOf(g));
       if (c.kind === 'append') {
         const known = this.#known.get(streamId) ?? { ops: new Map<string, StoredOperation>(), msgs: new Map<string, number>() };
-        known.ops.set(c.operation.operationId, c.operation);
-        for (const [id, pos] of c.messageIds) known.msgs.set(`${c.next.generation}/${id}`, pos);
+        remember(known.ops, c.operation.operationId, c.operation);
+        for (const [id, pos] of c.messageIds) remember(known.msgs, `${c.next.generation}/${id}`, pos);
         this.#known.set(streamId, known);
       }
     } else if (outcome.status === 'stale') {

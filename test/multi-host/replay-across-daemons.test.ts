@@ -1,0 +1,136 @@
+// Permanent idempotency across daemons (issue 24, optimistic admission). On PostgreSQL an append
+// is decided first without looking its operation id and message ids up (appender.ts
+// `#optimistic`): the commit's unique keys refuse what is taken, and a refusal is decided again
+// with the lookup, because a replay answers before every refusal but the author's (§6). These
+// tests send through daemon B what was committed through daemon A, which B has never seen in
+// memory, so only the database can answer: every answer must be what §6 says, and nothing may be
+// written twice.
+
+import type { AppendResult } from '../../src/shared/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DaemonProcess } from '../helpers/daemon-process.js';
+import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { expectError, StreamWriter } from '../helpers/reading-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { connectAs, createAgent, ok, uniq, type Wire } from '../helpers/wire-fixtures.js';
+
+let cluster: PgCluster;
+let a: DaemonProcess;
+let b: DaemonProcess;
+let adminA: Wire;
+let adminB: Wire;
+const wires: Wire[] = [];
+
+const msg = (messageId: string, content: string) => ({ type: 'chat.message' as const, messageId, content });
+
+describe.skipIf(!pgAvailable())('replays and duplicates decided by the database, through a daemon that never saw the first append', () => {
+  beforeAll(async () => {
+    cluster = await PgCluster.start();
+    await cluster.psql('create database replay');
+    const store = ['--store', cluster.url('replay'), '--policy', 'grants'];
+    a = await DaemonProcess.start({ extraArgs: store });
+    b = await DaemonProcess.start({ extraArgs: store });
+    adminA = await a.connectAs();
+    adminB = await b.connectAs();
+  }, 90_000);
+
+  afterAll(async () => {
+    for (const w of wires) w.close();
+    adminA.close();
+    adminB.close();
+    await a.cleanup();
+    await b.cleanup();
+    await cluster.stop();
+  }, 60_000);
+
+  /** alice's stream claimed through A, one append through A, and alice connected to B too. */
+  async function setup(): Promise<{ agentId: string; streamId: string; wa: StreamWriter; onB: StreamWriter; first: AppendResult }> {
+    const alice = await createAgent(adminA, a.socketPath);
+    const bob = await createAgent(adminA, a.socketPath);
+    wires.push(alice.client, bob.client);
+    ok(await adminA.call('grants.add', { agentId: alice.id, peerAgentId: bob.id }));
+    ok(await adminA.call('agents.setPolicy', { agentId: alice.id, pii: 'off' }));
+    const opened = ok(await alice.client.call('chats.open', { peerAgentId: bob.id }));
+    const streamId = `${opened.chat.id}:${alice.id}`;
+    const wa = await StreamWriter.claim(alice.client, streamId);
+    const opB = await connectAs(b.socketPath, alice.token);
+    wires.push(opB);
+    const onB = new StreamWriter(opB, streamId, wa.token, wa.generation, wa.next);
+    const first = ok(await wa.tryAppend([msg('m-first', 'hello')], 'op-first'));
+    await waitFor(async () => ok(await opB.call('streams.get', { streamId })).nextPosition === wa.next, 'B hears the append');
+    return { agentId: alice.id, streamId, wa, onB, first };
+  }
+
+  async function recordsOf(w: Wire, streamId: string): Promise<Array<{ position: string; operationId: string }>> {
+    const r = ok(await w.call('streams.read', { streamId, generation: '1', fromPosition: '0', limit: 1000 }));
+    return r.records.map((x: { position: string; wrapper: { operationId: string } }) => ({
+      position: x.position,
+      operationId: x.wrapper.operationId,
+    }));
+  }
+
+  it('a replay at its old position (the head has moved since) answers the first result with duplicate:true', async () => {
+    const { streamId, onB, first } = await setup();
+    onB.next = first.firstPosition;
+    const again = ok(await onB.tryAppend([msg('m-first', 'hello')], 'op-first'));
+    expect(again).toEqual({ ...first, duplicate: true });
+    expect((await recordsOf(onB.client, streamId)).filter((r) => r.operationId === 'op-first')).toHaveLength(1);
+  });
+
+  it('a replay with a token fenced since (a claim through B) still answers duplicate:true, not FENCED', async () => {
+    const { onB, first, streamId } = await setup();
+    const old = onB.token;
+    await onB.reclaim();
+    onB.token = old;
+    onB.next = first.firstPosition;
+    const again = ok(await onB.tryAppend([msg('m-first', 'hello')], 'op-first'));
+    expect(again).toEqual({ ...first, duplicate: true });
+    // And a new operation with that token is FENCED: the replay was not a free pass.
+    onB.next = ok(await onB.client.call('streams.get', { streamId })).nextPosition;
+    expectError(await onB.tryAppend([msg(uniq('m'), 'new')]), 'FENCED');
+  });
+
+  it('the same operation id with other content is OPERATION_CONFLICT, at its old position and at the current one', async () => {
+    const { onB, first, wa } = await setup();
+    onB.next = first.firstPosition;
+    expectError(await onB.tryAppend([msg('m-first', 'changed')], 'op-first'), 'OPERATION_CONFLICT');
+    onB.next = wa.next;
+    expectError(await onB.tryAppend([msg('m-first', 'changed')], 'op-first'), 'OPERATION_CONFLICT');
+  });
+
+  it('a message id used through A, in a new operation at the current position through B, is DUPLICATE_MESSAGE with its position; nothing is written', async () => {
+    const { onB, first, streamId, wa } = await setup();
+    onB.next = wa.next;
+    const dup = expectError(await onB.tryAppend([msg(uniq('m'), 'fresh'), msg('m-first', 'again')]), 'DUPLICATE_MESSAGE');
+    expect(dup.position).toBe(first.firstPosition);
+    expect(ok(await onB.client.call('streams.get', { streamId })).nextPosition).toBe(wa.next);
+    // The ids of the refused request were not consumed: the fresh one is accepted now.
+    ok(await onB.tryAppend([msg('m-next', 'next')]));
+  });
+
+  it('a duplicate message id answers before the PII policy (reject), through B', async () => {
+    const { agentId, onB, first, wa } = await setup();
+    ok(await adminB.call('agents.setPolicy', { agentId, pii: 'reject' }));
+    onB.next = wa.next;
+    const dup = expectError(await onB.tryAppend([msg('m-first', 'now with dave@example.com')]), 'DUPLICATE_MESSAGE');
+    expect(dup.position).toBe(first.firstPosition);
+    expectError(await onB.tryAppend([msg(uniq('m'), 'now with dave@example.com')]), 'POLICY_REJECTED');
+  });
+
+  it('the same new operation sent through A and B at once is written once; both answer it, one as a duplicate', async () => {
+    const { streamId, wa, onB } = await setup();
+    for (let round = 0; round < 10; round++) {
+      onB.next = wa.next;
+      const opId = uniq('op-race');
+      const records = [msg(uniq('m-race'), `race ${round}`)];
+      const [ra, rb] = await Promise.all([wa.tryAppend(records, opId), onB.tryAppend(records, opId)]);
+      const x = ok(ra);
+      const y = ok(rb);
+      expect([x.duplicate, y.duplicate].sort()).toEqual([false, true]);
+      expect({ ...x, duplicate: null }).toEqual({ ...y, duplicate: null });
+    }
+    const recs = await recordsOf(wa.client, streamId);
+    expect(recs.map((r) => Number(r.position))).toEqual(recs.map((_, i) => i));
+    expect(recs.filter((r) => r.operationId.startsWith('op-race'))).toHaveLength(10);
+  });
+});
