@@ -37,6 +37,8 @@ export class PgCluster {
   promote(): Promise<void>;
   /** Signal the server's whole process group (default SIGKILL: a crash) and wait until it exits. */
   kill(signal?: NodeJS.Signals): Promise<void>;
+  /** The server's stderr (its log) since start, the last megabyte. */
+  readonly serverLog: string;
   /**
    * Replace this (killed or stopped) cluster's data by a base backup of `primary` and start it
    * as `primary`'s standby named `name` (default `yello_standby`); resolves once `primary`

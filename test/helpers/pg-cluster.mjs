@@ -287,6 +287,13 @@ export class PgCluster {
     await exited;
   }
 
+  #serverLog = '';
+
+  /** The server's stderr (its log) since start, the last megabyte: what tests count errors in. */
+  get serverLog() {
+    return this.#serverLog;
+  }
+
   #exec(cmd, args) {
     return run(path.join(this.#bin, cmd), args, { uid: this.#runAs?.uid, gid: this.#runAs?.gid, cwd: this.dir });
   }
@@ -305,6 +312,7 @@ export class PgCluster {
     proc.stderr.setEncoding('utf8');
     proc.stderr.on('data', (chunk) => {
       if (log.length < 20_000) log += chunk;
+      this.#serverLog = (this.#serverLog + chunk).slice(-1_000_000);
     });
     const deadline = Date.now() + 30_000;
     for (;;) {

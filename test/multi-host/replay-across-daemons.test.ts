@@ -21,6 +21,13 @@ let adminA: Wire;
 let adminB: Wire;
 const wires: Wire[] = [];
 
+/**
+ * Races of the same operation through both daemons. Once in about 100 rounds, before a refusal
+ * on the last attempt was confirmed by a last lookup (appender.ts `#unlessReplay`), one side
+ * answered POSITION_MISMATCH instead of the replay; this test is not a reliable reproducer of it.
+ */
+const ROUNDS = 30;
+
 const msg = (messageId: string, content: string) => ({ type: 'chat.message' as const, messageId, content });
 
 describe.skipIf(!pgAvailable())('replays and duplicates decided by the database, through a daemon that never saw the first append', () => {
@@ -117,9 +124,24 @@ describe.skipIf(!pgAvailable())('replays and duplicates decided by the database,
     expectError(await onB.tryAppend([msg(uniq('m'), 'now with dave@example.com')]), 'POLICY_REJECTED');
   });
 
+  it("an author resending old message ids looks up first: the first refusal aborts a group's transaction, the next ones are refused before admission", async () => {
+    const { onB, first, wa } = await setup();
+    const taken = () => cluster.serverLog.split('duplicate key value violates unique constraint').length - 1;
+    const before = taken();
+    for (let i = 0; i < 8; i++) {
+      onB.next = wa.next;
+      const dup = expectError(await onB.tryAppend([msg(uniq('m'), `fresh ${i}`), msg('m-first', 'again')]), 'DUPLICATE_MESSAGE');
+      expect(dup.position).toBe(first.firstPosition);
+    }
+    await new Promise((r) => setTimeout(r, 200)); // the server's stderr, read by this process
+    // Without the penalty every one of them is decided without the lookup and refused by the
+    // unique key (16 lines); with it only the first, which the server logs twice: the group's statement and its savepoint retry (stream-store.ts).
+    expect(taken() - before).toBe(2);
+  });
+
   it('the same new operation sent through A and B at once is written once; both answer it, one as a duplicate', async () => {
     const { streamId, wa, onB } = await setup();
-    for (let round = 0; round < 10; round++) {
+    for (let round = 0; round < ROUNDS; round++) {
       onB.next = wa.next;
       const opId = uniq('op-race');
       const records = [msg(uniq('m-race'), `race ${round}`)];
@@ -131,6 +153,6 @@ describe.skipIf(!pgAvailable())('replays and duplicates decided by the database,
     }
     const recs = await recordsOf(wa.client, streamId);
     expect(recs.map((r) => Number(r.position))).toEqual(recs.map((_, i) => i));
-    expect(recs.filter((r) => r.operationId.startsWith('op-race'))).toHaveLength(10);
+    expect(recs.filter((r) => r.operationId.startsWith('op-race'))).toHaveLength(ROUNDS);
   });
 });

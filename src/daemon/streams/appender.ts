@@ -24,6 +24,9 @@ import type { ReceivingAppends } from './receiving-appends.js';
 import type { StreamReader } from './stream-reader.js';
 import type { Holder, WriterPresence } from './writer-presence.js';
 
+/** Appends of an author that look up first after one of its decisions without the lookup was refused. */
+const LOOKUP_FIRST_APPENDS = 16;
+
 /**
  * `streams.append`: compare-and-append with idempotent replay. Checked in the order of §6
  * (size is checked at the wire): author, stream, replay of a known operationId, corruption
@@ -45,6 +48,8 @@ export class Appender {
   readonly #reader: StreamReader;
   readonly #presence: WriterPresence;
   readonly #receiving: ReceivingAppends;
+  /** Per agent, how many of its next appends look up before deciding (`#optimistic`). */
+  readonly #refusedRecently = new Map<string, number>();
 
   constructor(ctx: StreamContext, signer: Signer, batcher: SignBatcher, reader: StreamReader) {
     this.#store = ctx.store;
@@ -63,12 +68,36 @@ export class Appender {
   append(caller: Caller, p: AppendRequest, holder?: Holder): Promise<AppendResult> {
     // Counted as received from here, before the first await: operations.get answers pending.
     return this.#receiving.during(p.streamId, p.operationId, async () => {
-      if (this.#streams.lookupsNeedPrepare) {
+      if (this.#streams.lookupsNeedPrepare && !this.#lookupFirst(caller)) {
         const first = await this.#optimistic(caller, p, holder);
         if (first !== undefined) return first;
       }
-      return decideAgain((last) => this.#attempt(caller, p, holder, last, true));
+      const decided = decideAgain((last) => this.#attempt(caller, p, holder, last, true));
+      if (!this.#streams.lookupsNeedPrepare) return decided;
+      return decided.catch((err: unknown) => this.#unlessReplay(caller, p, err));
     });
+  }
+
+  /**
+   * A refusal on a shared store, answered only if the operation is still unknown. The lookup of
+   * the last attempt went out before the head it was refused on was read (or the commit found
+   * the head moved): another daemon may have committed this very operation in between (the
+   * client sent it to both), and then its replay is the answer (§6), not FENCED or
+   * POSITION_MISMATCH.
+   */
+  async #unlessReplay(caller: Caller, p: AppendRequest, err: unknown): Promise<AppendResult> {
+    if (!redecidable(err)) throw err;
+    // Only the author of an existing stream has a replay (checks 1 and 2 come before it).
+    try {
+      assertAuthor(caller, p.streamId);
+      this.#heads.requireAdmitted(p.streamId);
+    } catch {
+      throw err;
+    }
+    await this.#streams.prepare(p.streamId, p.operationId, []);
+    const op = this.#streams.operation(p.streamId, p.operationId);
+    if (op === undefined) throw err;
+    return this.#replayKnown(p, op, requestDigest(p));
   }
 
   /**
@@ -85,10 +114,23 @@ export class Appender {
       const result = await this.#attempt(caller, p, holder, true, false);
       return result === 'stale' ? undefined : result;
     } catch (err) {
-      if (!(err instanceof YelloError)) throw err;
-      if (err.type === 'STORAGE_FAILURE' && err.details.reason !== 'CORRUPT') throw err;
+      if (!redecidable(err)) throw err;
+      // A taken id the commit found aborts the whole group's fast transaction (stream-store.ts):
+      // an author whose appends get refused looks up first for a while, so that resending old
+      // ids costs its own appends a lookup, not everyone's group a second transaction.
+      if (caller.role === 'agent') this.#refusedRecently.set(caller.agentId, LOOKUP_FIRST_APPENDS);
       return undefined;
     }
+  }
+
+  /** Whether this caller's append looks up first (one of its last decisions without it was refused). */
+  #lookupFirst(caller: Caller): boolean {
+    if (caller.role !== 'agent') return false;
+    const left = this.#refusedRecently.get(caller.agentId);
+    if (left === undefined) return false;
+    if (left <= 1) this.#refusedRecently.delete(caller.agentId);
+    else this.#refusedRecently.set(caller.agentId, left - 1);
+    return true;
   }
 
   /**
@@ -279,6 +321,11 @@ export class Appender {
       redactions: op.redactions,
     };
   }
+}
+
+/** A refusal a replay answers before (§6): not an unknown outcome, nor a read-only or closing store. */
+function redecidable(err: unknown): err is YelloError {
+  return err instanceof YelloError && (err.type !== 'STORAGE_FAILURE' || err.details.reason === 'CORRUPT');
 }
 
 /** A message record's entry in a per-record array (receipts leave theirs undefined). */
