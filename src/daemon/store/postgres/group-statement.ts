@@ -6,17 +6,8 @@ import { compactOperation, compactRecord } from '../record-layout.js';
 import type { StreamChange } from '../port/stream-port.js';
 import type { StoredRecord, StreamMeta } from '../port/values.js';
 import type { Sql } from './connection.js';
+import { headDigest, noticePayload, STREAMS_CHANNEL } from './notices.js';
 import { encodeRow, RowKey } from './row-codec.js';
-
-/** The channel of `pg_notify` at the end of every commit that moved a head. */
-export const STREAMS_CHANNEL = 'yello_streams';
-
-/**
- * A notice payload must be shorter than this (PostgreSQL's NOTIFY limit, 8000 bytes in a default
- * build; a longer one fails the statement, and with it the commit). A notice that would not fit
- * with the head in it goes without it, and the listener reads the head instead.
- */
-export const NOTICE_MAX_BYTES = 8000;
 
 /** Where a group's statement runs: a transaction's scope, or a reserved connection inside BEGIN … COMMIT. */
 type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0] | Sql;
@@ -35,7 +26,8 @@ export interface Layered {
  * (the op log too, since schema 2), message ids and trims are written; each moved head is
  * notified, with its body, the digest of the body it replaced and the change's record rows, as
  * much of that as fits (stream-store.ts `#onNotify` then needs no read to learn the head, nor a
- * follower's pump to read the records). Returns the
+ * follower's pump to read the records); the payloads are built here (notices.ts), so the
+ * statement only sends those of the changes that held. Returns the
  * streams whose head moved. A change that follows another of its stream in the group also
  * requires the head that one wrote (its exact body): were that one refused, the head may still
  * match the three numbers of the precondition (another daemon's append in between), but not
@@ -52,7 +44,7 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     efrom: [] as number[],
     after: [] as string[],
   };
-  const n = { g: [] as number[], fp: [] as number[], np: [] as number[], ep: [] as number[], meta: [] as string[] };
+  const n = { g: [] as number[], fp: [] as number[], np: [] as number[], ep: [] as number[], meta: [] as string[], notice: [] as string[] };
   const r = { sid: [] as string[], g: [] as number[], p: [] as number[], b: [] as string[] };
   const o = {
     sid: [] as string[],
@@ -83,12 +75,26 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     n.meta.push(meta);
     const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
     const rows = recordRows(next, records);
+    const noticed: Array<[number, string]> = [];
     for (const [k, position] of rows.positions.entries()) {
+      const body = rows.bodies[k] ?? '';
       r.sid.push(sid);
       r.g.push(next.generation);
       r.p.push(position);
-      r.b.push(rows.bodies[k] ?? '');
+      r.b.push(body);
+      noticed.push([position, body]);
     }
+    n.notice.push(
+      noticePayload({
+        streamId: sid,
+        generation: next.generation,
+        nextPosition: next.nextPosition,
+        digest: headDigest(meta),
+        ...(after === '' ? {} : { prev: headDigest(after) }),
+        meta,
+        ...(noticed.length > 0 ? { records: noticed } : {}),
+      }),
+    );
     if (c.kind === 'append') {
       const op = c.operation;
       o.sid.push(sid);
@@ -114,18 +120,17 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
   const query = tx<{ stream_id: string }[]>`
     with c as (
       select * from unnest(${h.sid}::text[], ${h.eg}::bigint[], ${h.enp}::bigint[], ${h.eep}::bigint[], ${h.efrom}::bigint[], ${h.after}::text[],
-        ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[])
-        as c(sid, eg, enp, eep, efrom, after, ng, nfp, nnp, nep, meta)),
+        ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[], ${n.notice}::text[])
+        as c(sid, eg, enp, eep, efrom, after, ng, nfp, nnp, nep, meta, notice)),
     h as (
       update heads set generation = c.ng, first_position = c.nfp, next_position = c.nnp, writer_epoch = c.nep, meta = c.meta
       from c where heads.stream_id = c.sid and heads.generation = c.eg and heads.next_position = c.enp
         and heads.writer_epoch = c.eep and (c.efrom = -1 or heads.first_position = c.efrom)
         and (c.after = '' or heads.meta = c.after)
-      returning heads.stream_id, heads.generation, heads.next_position, heads.meta),
+      returning heads.stream_id),
     r as (insert into records (stream_id, generation, position, body)
       select t.s, t.g, t.p, t.b from unnest(${r.sid}::text[], ${r.g}::bigint[], ${r.p}::bigint[], ${r.b}::text[]) as t(s, g, p, b)
-      where t.s in (select stream_id from h)
-      returning stream_id, position, body),
+      where t.s in (select stream_id from h)),
     o as (insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
       select t.s, t.id, t.g, t.f, t.x, t.b
       from unnest(${o.sid}::text[], ${o.id}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.x}::bigint[], ${o.b}::text[])
@@ -138,17 +143,7 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     d as (delete from records using unnest(${t.sid}::text[], ${t.g}::bigint[], ${t.below}::bigint[]) as t(s, g, below)
       where records.stream_id = t.s and records.generation = t.g and records.position < t.below
         and t.s in (select stream_id from h))
-    select h.stream_id,
-      pg_notify(${STREAMS_CHANNEL}, case when octet_length(n.full) < ${NOTICE_MAX_BYTES} then n.full
-        when octet_length(n.head) < ${NOTICE_MAX_BYTES} then n.head else n.short end)
-    from h join c on c.sid = h.stream_id,
-      lateral (select (select json_agg(json_build_array(r.position, r.body) order by r.position) from r where r.stream_id = h.stream_id) as records) w,
-      lateral (select json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position,
-          'digest', md5(h.meta), 'prev', case when c.after = '' then null else md5(c.after) end, 'meta', h.meta, 'records', w.records)::text as full,
-        json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position,
-          'digest', md5(h.meta), 'prev', case when c.after = '' then null else md5(c.after) end, 'meta', h.meta)::text as head,
-        json_build_object('streamId', h.stream_id, 'generation', h.generation, 'nextPosition', h.next_position,
-          'digest', md5(h.meta))::text as short) n`;
+    select h.stream_id, pg_notify(${STREAMS_CHANNEL}, c.notice) from h join c on c.sid = h.stream_id`;
   void query.execute(); // awaited on the next line
   const moved = await query;
   return new Set(moved.map((row) => row.stream_id));

@@ -16,7 +16,6 @@
 // answers `pending` for those operations while the old session may still be committing, and the
 // truth from the tables once it is gone.
 
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import postgres from 'postgres';
 import { retryUntilDone } from './retry.js';
@@ -37,50 +36,16 @@ import { AdmissionLookups } from './admission-lookups.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import { StreamReads } from './stream-reads.js';
-import { groupStatement, NOTICE_MAX_BYTES, STREAMS_CHANNEL, type Layered } from './group-statement.js';
+import { groupStatement, type Layered } from './group-statement.js';
+import { headDigest, noticePayload, STREAMS_CHANNEL, type HeadNotice } from './notices.js';
 
 /** How long recover() waits for a commit of ours still in flight before it gives up (retried). */
 const RECOVER_WAIT_MS = 15_000;
 
-export { STREAMS_CHANNEL };
-
-/** What another daemon (or this one) committed: a wake-up, the data is read from the tables. */
-export interface HeadNotice {
-  streamId: string;
-  generation: number;
-  nextPosition: number;
-  /**
-   * md5 of the head's stored body: a release or a trim moves neither the generation nor the
-   * position, so a cached head is refreshed whenever its body differs from the one notified.
-   */
-  digest?: string;
-  /**
-   * md5 of the body of the head this commit replaced (absent when its change did not require
-   * that exact body). With `meta`, a listener whose cached head has that digest takes the new
-   * head from the notice, without reading it: the notice is then the very next change of the
-   * head it knows.
-   */
-  prev?: string;
-  /** The head's stored body, when the notice had room for it (NOTICE_MAX_BYTES). */
-  meta?: string;
-  /** The change's record rows, [position, stored body], when the notice had room for them too. */
-  records?: Array<[number, string]>;
-}
+export { headDigest, STREAMS_CHANNEL, type HeadNotice };
 
 /** Streams whose latest notified records are kept for the followers' next read (8 KB each at most). */
 const NOTICED_STREAMS = 256;
-
-/** The payload of a notice: with the head's body when it fits, else without it (the listener reads it). */
-export function noticePayload(n: HeadNotice): string {
-  const full = JSON.stringify(n);
-  if (Buffer.byteLength(full, 'utf8') < NOTICE_MAX_BYTES) return full;
-  return JSON.stringify({ streamId: n.streamId, generation: n.generation, nextPosition: n.nextPosition, digest: n.digest });
-}
-
-/** The digest of a notice: md5 of the head's stored body (as PostgreSQL's `md5(text)`). */
-export function headDigest(body: string): string {
-  return createHash('md5').update(body, 'utf8').digest('hex');
-}
 
 type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
 
