@@ -19,6 +19,8 @@ export default defineConfig({
       'test/integration/null-fields.test.ts',
       'test/unit/negative-index.test.ts',
       'test/unit/decide-again.test.ts',
+      // the appender's optimistic admission on PostgreSQL (two daemons on one database)
+      'test/multi-host/replay-across-daemons.test.ts',
       // the storage port: its conformance suite on LevelDB (store/leveldb/level-*.ts)
       'test/store/port-leveldb.test.ts',
       // crypto and signing

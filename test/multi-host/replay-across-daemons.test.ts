@@ -135,8 +135,34 @@ describe.skipIf(!pgAvailable())('replays and duplicates decided by the database,
     }
     await new Promise((r) => setTimeout(r, 200)); // the server's stderr, read by this process
     // Without the penalty every one of them is decided without the lookup and refused by the
-    // unique key (16 lines); with it only the first, which the server logs twice: the group's statement and its savepoint retry (stream-store.ts).
+    // unique key (16 lines); with it only the first, which the server logs twice: the group's
+    // statement and its savepoint retry (stream-store.ts).
     expect(taken() - before).toBe(2);
+    // The penalty is 16 appends from the first refusal, 7 of them spent on the other refused
+    // ones: after 9 more, an append is decided without the lookup again.
+    for (let i = 0; i < 9; i++) {
+      onB.next = wa.next;
+      wa.next = ok(await onB.tryAppend([msg(uniq('m'), `good ${i}`)])).nextPosition;
+    }
+    onB.next = wa.next;
+    expectError(await onB.tryAppend([msg('m-first', 'once more')]), 'DUPLICATE_MESSAGE');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(taken() - before).toBe(4);
+  });
+
+  it("another agent sending the author's operation is PERMISSION_DENIED, never its replay", async () => {
+    const { streamId, first } = await setup();
+    const mallory = await createAgent(adminB, b.socketPath);
+    wires.push(mallory.client);
+    const r = await mallory.client.call('streams.append', {
+      streamId,
+      coordinatorToken: 'x',
+      generation: '1',
+      expectedPosition: first.firstPosition,
+      operationId: 'op-first',
+      records: [msg('m-first', 'hello')],
+    });
+    expectError(r, 'PERMISSION_DENIED');
   });
 
   it('the same new operation sent through A and B at once is written once; both answer it, one as a duplicate', async () => {
