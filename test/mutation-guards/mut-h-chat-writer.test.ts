@@ -241,6 +241,10 @@ describe('ChatWriter (mutation guards, sixth round)', () => {
     await (await agent(chat.bob)).rpc.streams.claim({ streamId: chat.bob.streamId, replace: true });
     expect(await rejectionOf(fencedW.send('too late'))).toBeInstanceOf(FencedError);
     const unclaimedW = new ChatWriter(await agent(chat.alice), { chatId: chat.chatId });
+    const chat2 = await createChat(admin());
+    const dialling = await agent(chat2.alice);
+    const claimedW = new ChatWriter(dialling, { chatId: chat2.chatId });
+    await claimedW.send('claimed');
     await w.send('before the close');
     closed.close();
     await waitFor(() => !closed.connected, 'the client to close');
@@ -251,6 +255,11 @@ describe('ChatWriter (mutation guards, sixth round)', () => {
     await daemon().stop();
     expect(await within(fencedW.release({ timeoutMs: 500 }), 2000)).toBe('resolved');
     expect(await within(unclaimedW.release({ timeoutMs: 500 }), 2000)).toBe('resolved');
+    // A client that dials again is waited for until timeoutMs, then the release dials its own (refused).
+    await waitFor(() => dialling.reconnecting, 'the client to dial again');
+    const notBack = await within(claimedW.release({ timeoutMs: 500 }), 3000);
+    expect(notBack).toBeInstanceOf(ConnectionLostError);
+    expect(claimedW.state).toBe('claimed');
     const gaveUp = await within(w.release({ timeoutMs: 500 }), 3000);
     expect(gaveUp).toBeInstanceOf(ConnectionLostError);
     expect(w.state).toBe('claimed');
