@@ -235,6 +235,12 @@ export class ChatWriter {
     if (operations.length > 0) this.#listeners.emit('unsettled', { previousEpoch: inspect.previousEpoch, operations });
   }
 
+  #released(): void {
+    this.#state = 'released';
+    this.#claim = null;
+    this.#options.conversation?.expectWriter(null);
+  }
+
   #fenced(err: FencedError): void {
     if (this.#state === 'fenced') return;
     this.#state = 'fenced';
@@ -295,7 +301,9 @@ export class ChatWriter {
    * Release the claim, if this writer holds one (a later write claims again): after the appends handed out have their
    * answers, over the client, or (if it is closed or gave up) over a connection of its own,
    * retrying for up to `timeoutMs` (default 10 s) through a daemon restart. A stream someone
-   * else claimed meanwhile (FENCED) is left alone.
+   * else claimed meanwhile (FENCED with a later epoch) is left alone; one already released
+   * (FENCED with this claim's epoch: a timed-out attempt that was done, or the admin) ends
+   * `released`, not `fenced`.
    */
   async release(options: { timeoutMs?: number } = {}): Promise<void> {
     await this.#chain;
@@ -314,13 +322,14 @@ export class ChatWriter {
           }
           if (!via.connected) via = own ??= await this.#client.dialAgain();
           await via.call('streams.release', { streamId: this.streamId, coordinatorToken: claim.token });
-          this.#state = 'released';
-          this.#claim = null;
-          this.#options.conversation?.expectWriter(null);
+          this.#released();
           return;
         } catch (err) {
           if (err instanceof FencedError) {
-            this.#fenced(err);
+            // The same epoch: no one claimed since, the stream was released (by an attempt of
+            // ours that timed out but was done, or by the admin); only a later epoch fenced us.
+            if (String(err.data.epoch) === claim.epoch) this.#released();
+            else this.#fenced(err);
             return;
           }
           const again =

@@ -121,4 +121,24 @@ describe('ChatWriter', () => {
     await w.release();
     expect((await admin().rpc.streams.get({ streamId: chat.alice.streamId })).writer.active).toBe(false);
   });
+
+  it('release() of a claim already released (the admin, or an attempt that timed out but was done) ends released, not fenced; a later epoch fences', async () => {
+    const chat = await createChat(admin());
+    const c = await agent(chat.alice);
+    const w = new ChatWriter(c, { chatId: chat.chatId });
+    const fenced: unknown[] = [];
+    w.on('fenced', (e) => fenced.push(e));
+    await w.send('before the admin releases');
+    await admin().rpc.streams.release({ streamId: chat.alice.streamId });
+    await w.release();
+    expect(w.state).toBe('released');
+    expect(fenced).toEqual([]);
+    // The next write claims again; a claim by someone else afterwards does fence this writer.
+    await w.send('claimed again');
+    const other = await agent(chat.alice);
+    await other.rpc.streams.claim({ streamId: chat.alice.streamId, replace: true });
+    await w.release();
+    expect(w.state).toBe('fenced');
+    expect(fenced).toHaveLength(1);
+  });
 });
