@@ -8,6 +8,7 @@
 
 import type { AppendResult } from '../../src/shared/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPool, resolveStoreUrl } from '../../src/daemon/store/postgres/connection.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
 import { expectError, StreamWriter } from '../helpers/reading-fixtures.js';
@@ -180,5 +181,54 @@ describe.skipIf(!pgAvailable())('replays and duplicates decided by the database,
     const recs = await recordsOf(wa.client, streamId);
     expect(recs.map((r) => Number(r.position))).toEqual(recs.map((_, i) => i));
     expect(recs.filter((r) => r.operationId.startsWith('op-race'))).toHaveLength(ROUNDS);
+  });
+  // Last: it leaves daemon B read-only until it recovers by itself.
+  it('a commit cut off under an optimistic append is an unknown outcome (WRITE_FAILED), never decided again as "not written"; operations.get settles it', async () => {
+    const { streamId, onB, wa } = await setup();
+    const holder = openPool(resolveStoreUrl(cluster.url('replay')), { max: 2 });
+    try {
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const locking = holder.begin(async (tx) => {
+        await tx`lock table heads in exclusive mode`;
+        locked();
+        await released;
+      });
+      await isLocked;
+      onB.next = wa.next;
+      const opId = uniq('op-cut');
+      const answer = onB.tryAppend([msg(uniq('m'), 'cut off')], opId);
+      // B's commit waits on the lock: cut its session off.
+      await waitFor(
+        async () =>
+          (
+            await holder<{ n: number }[]>`
+              select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+              where wait_event_type = 'Lock' and datname = 'replay' and pid <> pg_backend_pid()`
+          )[0]!.n > 0,
+        "B's commit waiting on the lock",
+      );
+      const data = expectError(await answer, 'STORAGE_FAILURE');
+      expect(data).toMatchObject({ reason: 'WRITE_FAILED', outcome: 'unknown', operationId: opId });
+      release();
+      await locking;
+      // B leaves read-only by itself; the operation was not written (its session was cut off
+      // before COMMIT), and sent again it is written once.
+      const settled = await waitFor(async () => {
+        const r = await onB.client.call('operations.get', { streamId, operationId: opId });
+        return r.result && r.result.state !== 'pending' ? r.result : undefined;
+      }, 'operations.get settles');
+      expect(settled.state).toBe('unknown');
+      const again = await waitFor(async () => {
+        onB.next = wa.next;
+        const r = await onB.tryAppend([msg(uniq('m'), 'cut off')], opId);
+        return r.result;
+      }, 'B accepts the append again');
+      expect(again.duplicate).toBe(false);
+    } finally {
+      await holder.end({ timeout: 1 });
+    }
   });
 });
