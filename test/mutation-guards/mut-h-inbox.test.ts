@@ -6,7 +6,7 @@
 // during a wait, waits that sleep instead of spinning and leave no timer or listener behind,
 // the order of chats after a failure and the failure thrown once, batches before a failure,
 // list() with the agent on either side of a chat and after a trim past the receipt, a chat that
-// cannot be opened, more chats than the default page of chats.list, and the watch after a
+// cannot be opened, more chats than a page of chats.list, and the watch after a
 // daemon restart (also when the first watch again is refused).
 
 import { getEventListeners } from 'node:events';
@@ -56,6 +56,18 @@ async function fillSubscriptions(client: YelloClient, ids: string[] = []): Promi
       return n;
     }
   }
+}
+
+/** The sum of a counter of the daemon's metrics (`daemon.metrics`) over the series with `labels`. */
+async function counter(name: string, labels: Record<string, string>): Promise<number> {
+  const { text } = await admin().call('daemon.metrics', {});
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)\{([^}]*)\}\s+(\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    if (Object.entries(labels).every(([k, v]) => m[2]!.split(',').includes(`${k}="${v}"`))) sum += Number(m[3]);
+  }
+  return sum;
 }
 
 async function expectRejects(p: Promise<unknown>): Promise<unknown> {
@@ -302,15 +314,36 @@ describe('Inbox (mutation guards, round 6)', () => {
     await inbox.close();
   });
 
-  it('more chats than one default page of chats.list (100): open() reads them in one page of 500', async () => {
+  it('list() reads a peer stream only where there is something after the receipt (daemon metrics)', async () => {
     const bob = await makeAgent('bob');
-    const others: Participant[] = [];
-    for (let i = 0; i < 101; i++) others.push(await makeAgent(`x${i}`));
-    for (const o of others) await openChat(o, bob);
+    const alice = await makeAgent('alice');
+    const chat = await openChat(alice, bob);
+    const inbox = await Inbox.open(await clientOf(bob));
+    const reads = () => counter('yello_reads_total', { method: 'streams.read' });
+    let before = await reads();
+    expect((await inbox.list()).map((e) => e.unreadMessages)).toEqual([0]);
+    expect((await reads()) - before).toBe(0);
+    const wa = new ChatWriter(await clientOf(alice), { chatId: chat.id });
+    await wa.send('one');
+    before = await reads();
+    expect((await inbox.list()).map((e) => e.unreadMessages)).toEqual([1]);
+    expect((await reads()) - before).toBe(1);
+    await wa.release();
+    await inbox.close();
+  });
+
+  it('more chats than a page of chats.list (500): open() reads every page, each with its cursor', async () => {
+    const bob = await makeAgent('bob');
+    for (let i = 0; i < 501; i += 50)
+      await Promise.all(Array.from({ length: Math.min(50, 501 - i) }, async (_, j) => openChat(await makeAgent(`x${i + j}`), bob)));
     const bobClient = await clientOf(bob);
-    const inbox = await within(Inbox.open(bobClient), 15_000);
-    // 63 followed (64 subscriptions per connection, one for the watch); the others refused for now.
+    const refused = () => counter('yello_refusals_total', { type: 'RATE_LIMITED' });
+    const before = await refused();
+    const inbox = await within(Inbox.open(bobClient), 20_000);
+    // 63 followed (64 subscriptions per connection, one for the watch); every other chat, the 501st
+    // (the second page) included, was tried and refused for now.
     expect(inbox.chatIds).toHaveLength(MAX_SUBS - 1);
+    expect((await refused()) - before).toBe(501 - (MAX_SUBS - 1));
     await inbox.close();
   });
 
@@ -346,7 +379,16 @@ describe('Inbox (mutation guards, round 6)', () => {
     await waitFor(() => mine.length === MAX_SUBS, 'the reconnect');
     const ids = await Promise.all(mine);
     await sleep(150); // time is the subject: both inboxes' watches are refused meanwhile, and retried
+    // Retried after a backoff, not at once: a few refusals (counted since the restart), not hundreds.
+    const refusedSoFar = await waitFor(
+      () => counter('yello_refusals_total', { type: 'RATE_LIMITED' }).catch(() => null),
+      'the admin client back',
+    );
+    expect(refusedSoFar).toBeLessThan(30);
+    const invalidBefore = await counter('yello_refusals_total', { type: 'INVALID_PARAMS' });
+    // Closed while it has no watch: it asks the daemon nothing (no unfollow of a null watch).
     await closing.close();
+    expect(await counter('yello_refusals_total', { type: 'INVALID_PARAMS' })).toBe(invalidBefore);
     for (const id of ids.slice(0, 3)) await bobClient.call('chats.unfollow', { subscriptionId: id });
     const freed = Date.now();
     const chat = await openChat(alice, bob);
