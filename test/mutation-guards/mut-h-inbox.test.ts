@@ -148,13 +148,15 @@ describe('Inbox (mutation guards, round 6)', () => {
       ac.abort(reason);
     }, 50);
     expect(await expectRejects(within(aborted, 3000))).toBe(reason);
-    const chat = await openChat(alice, bob);
-    const wa = new ChatWriter(await clientOf(alice), { chatId: chat.id });
-    await wa.send('before bob follows');
+    // The wait starts before the chat exists: it has no Conversation to wait on, only the wake of
+    // the chat's opening lets it wait on the new chat's Conversation.
     const started = Date.now();
-    // The inbox has no Conversation to wait on: only the wake of the chat's opening ends this wait early.
-    const got = await inbox.wait({ waitMs: 8000 });
-    expect(texts(got)).toEqual(['before bob follows']);
+    const waiting = inbox.wait({ waitMs: 8000 });
+    const chat = await openChat(alice, bob);
+    await waitFor(() => inbox.conversation(chat.id), 'the chat followed');
+    const wa = new ChatWriter(await clientOf(alice), { chatId: chat.id });
+    await wa.send('after bob follows');
+    expect(texts(await waiting)).toEqual(['after bob follows']);
     expect(Date.now() - started).toBeLessThan(4000);
     await wa.release();
     await inbox.close();
@@ -302,6 +304,8 @@ describe('Inbox (mutation guards, round 6)', () => {
       const { chat } = await admin().rpc.chats.get({ chatId: e.chatId });
       expect(e.peer.agentId).toBe(chat.agentAId === bob.id ? chat.agentBId : chat.agentAId);
     }
+    // Newest activity first; chats without a message last.
+    expect(list[0]!.chatId).toBe(withAlice);
     const entry = list.find((e) => e.chatId === withAlice)!;
     expect(entry.unreadMessages).toBe(1);
     expect(entry.preview).toBe('a3');
