@@ -162,6 +162,22 @@ describe('Inbox (mutation guards, round 6)', () => {
     await inbox.close();
   });
 
+  it('waitMs: a wait of an inbox without chats ends when waitMs is up; waitMs 0 looks once, even on a clock that stands still', async () => {
+    const bob = await makeAgent('bob');
+    const inbox = await Inbox.open(await clientOf(bob));
+    const started = Date.now();
+    expect(await within(inbox.wait({ waitMs: 200 }), 3000)).toBeNull();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    // Date.now() frozen (only Date is faked; timers are real): no time passes, waitMs 0 still answers.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      expect(await within(inbox.wait({ waitMs: 0 }), 2000)).toBeNull();
+    } finally {
+      vi.useRealTimers();
+    }
+    await inbox.close();
+  });
+
   it('waits sleep (no spinning), and leave no timer and no abort listener behind', async () => {
     const bob = await makeAgent('bob');
     const alice = await makeAgent('alice');
