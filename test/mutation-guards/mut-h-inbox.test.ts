@@ -281,19 +281,19 @@ describe('Inbox (mutation guards, round 6)', () => {
   });
 
   it('list(): the peer whichever side of the chat the agent is; unread after a trim past the receipt; a chat that cannot be opened', async () => {
-    const bob = await makeAgent('bob');
-    // Chats keep their two agents in id order: make peers until bob is on both sides.
-    const peers: Participant[] = [];
-    const chatIds: string[] = [];
-    const sides = new Set<boolean>();
-    while (sides.size < 2) {
-      const p = await makeAgent(`peer${peers.length}`);
-      peers.push(p);
-      const chat = await openChat(p, bob);
-      chatIds.push(chat.id);
-      sides.add(chat.agentAId === bob.id);
-    }
-    const alice = peers[0]!;
+    // Chats keep their two agents in id order: a bob with one peer of a smaller id and one of a
+    // larger (a bob whose id sorts first or last among five peers is made again).
+    let bob: Participant;
+    let lower: Participant | undefined;
+    let higher: Participant | undefined;
+    do {
+      bob = await makeAgent('bob');
+      const ps = [await makeAgent('p0'), await makeAgent('p1'), await makeAgent('p2'), await makeAgent('p3'), await makeAgent('p4')];
+      lower = ps.find((p) => p.id < bob.id);
+      higher = ps.find((p) => p.id > bob.id);
+    } while (!lower || !higher);
+    const chatIds = [(await openChat(lower, bob)).id, (await openChat(higher, bob)).id];
+    const alice = lower;
     const withAlice = chatIds[0]!;
     const bobClient = await clientOf(bob);
     // bob acknowledges a1; a2 and a3 follow; then a trim (force) keeps a3 only, past bob's receipt.
