@@ -57,6 +57,9 @@ export class Inbox {
   readonly #offs: (() => void)[] = [];
   readonly #waiters = new Set<() => void>();
   #watchId: string | null = null;
+  /** Why watching for new chats stopped after a reconnect (thrown once by `wait()`), or null. */
+  #watchFailure: Error | null = null;
+  #watchFailureReported = false;
   #early: ChatOpenedNotification[] | null = null;
   #turn = 0;
   #closed = false;
@@ -110,12 +113,17 @@ export class Inbox {
    * The next message batch of any chat (chats take turns), null once `waitMs` passed (0: do
    * not wait; left out: as long as it takes) or the inbox was closed. A chat whose reading
    * stopped for a person (a continuity break, corrupt data) throws its error once; later waits
-   * go on with the other chats. Rejects with the signal's reason when `signal` aborts.
+   * go on with the other chats. So does watching for new chats, when watching again after a
+   * reconnect was refused for good (chats opened later are then not picked up). Rejects with the signal's reason when `signal` aborts.
    */
   async wait(options: { waitMs?: number; signal?: AbortSignal } = {}): Promise<InboxBatch | null> {
     const deadline = options.waitMs === undefined ? Infinity : Date.now() + options.waitMs;
     for (;;) {
       options.signal?.throwIfAborted();
+      if (this.#watchFailure && !this.#watchFailureReported) {
+        this.#watchFailureReported = true;
+        throw this.#watchFailure;
+      }
       const found = await this.#take();
       if (found) return found;
       if (this.#closed) return null;
@@ -262,7 +270,12 @@ export class Inbox {
         this.#watchId = null;
       }),
       this.#client.on('reconnected', () => {
-        void this.#rewatch();
+        // A refusal that waiting does not cure (the agent's token revoked, say) stops the watch:
+        // `wait()` throws it once, as a chat's failure; it must not be an unhandled rejection.
+        this.#rewatch().catch((err: unknown) => {
+          this.#watchFailure = err instanceof Error ? err : new Error(String(err));
+          this.#wake();
+        });
       }),
     );
   }

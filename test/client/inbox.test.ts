@@ -1,8 +1,8 @@
 // Inbox (docs/protocol.md §8): one wait across all of an agent's chats, chats opened after it
 // started included (chats.watch); list() with unread counts, last activity and a preview.
 
-import { describe, expect, it } from 'vitest';
-import { ChatWriter, ContinuityBreakError, Inbox, YelloClient } from '../../src/client/index.js';
+import { describe, expect, it, vi } from 'vitest';
+import { ChatWriter, ContinuityBreakError, Inbox, remoteError, YelloClient } from '../../src/client/index.js';
 import { connectAgent, uniqueName, type Participant } from '../helpers/client-fixtures.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
@@ -117,6 +117,29 @@ describe('Inbox', () => {
     const next = await inbox.wait({ waitMs: 5000 });
     expect(next?.chatId).toBe(withCarol);
     expect((await inbox.list()).find((e) => e.chatId === withAlice)?.failure).toBeInstanceOf(ContinuityBreakError);
+    await inbox.close();
+  });
+  it('a watch refused for good after a reconnect is thrown once by wait() (not an unhandled rejection); the chats it has go on', async () => {
+    const alice = await makeAgent('alice');
+    const bob = await makeAgent('bob');
+    const chatId = await openChat(alice, bob);
+    const c = await clientOf(alice);
+    const inbox = await Inbox.open(c);
+    // The one refusal a live session cannot be made to give on demand, injected at the call:
+    // the daemon, the connection and the conversations are real.
+    const real = c.call.bind(c);
+    vi.spyOn(c, 'call').mockImplementation(((method: string, ...rest: unknown[]) =>
+      method === 'chats.watch'
+        ? Promise.reject(remoteError({ code: 4003, message: 'refused', data: { type: 'PERMISSION_DENIED' } }))
+        : (real as (m: string, ...r: unknown[]) => Promise<unknown>)(method, ...rest)) as typeof c.call);
+    const reconnected = new Promise<void>((resolve) => c.on('reconnected', () => { resolve(); }));
+    await daemon().restart();
+    await reconnected;
+    await expect(inbox.wait({ waitMs: 5000 })).rejects.toMatchObject({ type: 'PERMISSION_DENIED' });
+    const bc = await clientOf(bob);
+    await new ChatWriter(bc, { chatId }).send('still here');
+    const got = await inbox.wait({ waitMs: 5000 });
+    expect(got?.chatId).toBe(chatId);
     await inbox.close();
   });
 });
