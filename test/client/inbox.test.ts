@@ -132,7 +132,11 @@ describe('Inbox', () => {
       method === 'chats.watch'
         ? Promise.reject(remoteError({ code: 4003, message: 'refused', data: { type: 'PERMISSION_DENIED' } }))
         : (real as (m: string, ...r: unknown[]) => Promise<unknown>)(method, ...rest)) as typeof c.call);
-    const reconnected = new Promise<void>((resolve) => c.on('reconnected', () => { resolve(); }));
+    const reconnected = new Promise<void>((resolve) =>
+      c.on('reconnected', () => {
+        resolve();
+      }),
+    );
     await daemon().restart();
     await reconnected;
     await expect(inbox.wait({ waitMs: 5000 })).rejects.toMatchObject({ type: 'PERMISSION_DENIED' });
