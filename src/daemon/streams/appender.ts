@@ -22,10 +22,8 @@ import { nextTimestamp, tokenCurrent } from './fencing.js';
 import type { StreamHeads } from './heads.js';
 import type { ReceivingAppends } from './receiving-appends.js';
 import type { StreamReader } from './stream-reader.js';
+import { LookupPenalty } from './lookup-penalty.js';
 import type { Holder, WriterPresence } from './writer-presence.js';
-
-/** Appends of an author that look up first after one of its decisions without the lookup was refused. */
-const LOOKUP_FIRST_APPENDS = 16;
 
 /**
  * `streams.append`: compare-and-append with idempotent replay. Checked in the order of §6
@@ -48,8 +46,8 @@ export class Appender {
   readonly #reader: StreamReader;
   readonly #presence: WriterPresence;
   readonly #receiving: ReceivingAppends;
-  /** Per agent, how many of its next appends look up before deciding (`#optimistic`). */
-  readonly #refusedRecently = new Map<string, number>();
+  /** Which agents' next appends look up before deciding (`#optimistic`). */
+  readonly #penalty = new LookupPenalty();
 
   constructor(ctx: StreamContext, signer: Signer, batcher: SignBatcher, reader: StreamReader) {
     this.#store = ctx.store;
@@ -84,6 +82,14 @@ export class Appender {
    * the head moved): another daemon may have committed this very operation in between (the
    * client sent it to both), and then its replay is the answer (§6), not FENCED or
    * POSITION_MISMATCH.
+   *
+   * Every refusal is confirmed, not only FENCED and POSITION_MISMATCH: the head in memory may not
+   * have heard that commit yet, so the token and position checks pass on it and the refusal comes
+   * from a later check (a grant revoked since, a receipt checked against a peer head older than
+   * the one the other daemon saw); answering it would tell the client "not written" about an
+   * append that was. Refusals are rare outside hostile callers, and each costs them one lookup.
+   * Only appends need this: a claim, release, trim or reset has no operation id, hence no replay
+   * to find, so it lives here and not in decide-again.ts.
    */
   async #unlessReplay(caller: Caller, p: AppendRequest, err: unknown): Promise<AppendResult> {
     if (!redecidable(err)) throw err;
@@ -118,19 +124,14 @@ export class Appender {
       // A taken id the commit found aborts the whole group's fast transaction (stream-store.ts):
       // an author whose appends get refused looks up first for a while, so that resending old
       // ids costs its own appends a lookup, not everyone's group a second transaction.
-      if (caller.role === 'agent') this.#refusedRecently.set(caller.agentId, LOOKUP_FIRST_APPENDS);
+      if (caller.role === 'agent') this.#penalty.refused(caller.agentId);
       return undefined;
     }
   }
 
   /** Whether this caller's append looks up first (one of its last decisions without it was refused). */
   #lookupFirst(caller: Caller): boolean {
-    if (caller.role !== 'agent') return false;
-    const left = this.#refusedRecently.get(caller.agentId);
-    if (left === undefined) return false;
-    if (left <= 1) this.#refusedRecently.delete(caller.agentId);
-    else this.#refusedRecently.set(caller.agentId, left - 1);
-    return true;
+    return caller.role === 'agent' && this.#penalty.lookupFirst(caller.agentId);
   }
 
   /**
