@@ -155,9 +155,4 @@ export class CliWriter {
       this.#store.delete(this.#socket, this.#agentId, this.streamId);
     }
   }
-
-  /** Whether this CLI keeps a claim on the stream. */
-  holdsClaim(): boolean {
-    return this.#kept() !== null;
-  }
 }

@@ -200,11 +200,11 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
   exitCleanlyOnSignals();
   let conversation: Conversation | null = null;
   let head: PeerHead | null = null;
-  let writer: CliWriter | null = null;
   onShutdown(async () => {
-    // A long-running follow --ack gives its claim up when it ends, as a Coordinator does
-    // (before the conversation closes: that ends the loop, which closes the connection).
-    if (writer?.holdsClaim()) await writer.release().catch(() => {});
+    // With --ack the claim stays kept when the follow ends, as after `send` (docs/protocol.md
+    // §9): once no connection is attached it is abandoned, so the agent's other tools take it
+    // over without --replace, and the next `send` or follow appends no writer fence. Releasing
+    // it here cost two fence records per follow (the release, then the next command's claim).
     head?.close();
     await conversation?.close();
     client.close();
@@ -230,7 +230,7 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
       ),
     );
     client.on('reconnected', () => process.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`));
-    writer = args.ack
+    const writer = args.ack
       ? new CliWriter(client, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), conversation.ownStreamId)
       : null;
     try {

@@ -118,10 +118,20 @@ describe('chats follow --ack', () => {
       20_000,
       100,
     );
+    const held = await streamState(streamB);
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout).toMatch(/alice → bob\s+#\d+\s+please acknowledge this/);
     expect(res.stdout).toMatch(/and this one/);
+
+    // The claim stays kept after the follow, as after `send`: the next send appends no fence
+    // (no release record, no new claim), and a follow --ack after it resumes the same claim.
+    const after = await streamState(streamB);
+    expect(after.writer.epoch).toBe(held.writer.epoch);
+    expect(after.nextPosition).toBe(held.nextPosition);
+    const reply = await bob.json<Result<'streams.append'>>(['send', chatId, 'bob after the follow']);
+    expect(reply.firstPosition).toBe(held.nextPosition);
+    expect((await streamState(streamB)).writer.epoch).toBe(held.writer.epoch);
   });
 });
 
