@@ -104,7 +104,7 @@ export async function openConversation(
   const head = PeerHead.watch(client, chat);
   try {
     const conversation = await Conversation.open(client, { chatId: chat.id, ...start });
-    await head.startedAt(conversation);
+    await head.startedAt(conversation, 'start' in start ? start.start : 'acknowledged');
     return { conversation, head };
   } catch (err) {
     head.close();

@@ -54,19 +54,23 @@ export class PeerHead {
   }
 
   /**
-   * The conversation is following: the peer stream's head now is what must have arrived before
-   * the conversation is caught up; it started after the agent's receipt, or at the current
-   * generation's start.
+   * The conversation is following from `from` (the `start` it was opened with; a cursor counts
+   * as 'acknowledged'): the peer stream's head now is what must have arrived before the
+   * conversation is caught up. It started after the agent's receipt (or at the current
+   * generation's start when there is none in it), at the generation's start whatever was
+   * acknowledged, or at the head.
    */
-  async startedAt(conversation: Conversation): Promise<void> {
+  async startedAt(conversation: Conversation, from: 'acknowledged' | 'generation-start' | 'end' = 'acknowledged'): Promise<void> {
     this.#conversation = conversation;
     const head = await this.#client.call('streams.get', { streamId: this.#peerStreamId });
     this.#target = { generation: head.generation, position: head.nextPosition };
     const acked = conversation.acknowledged;
     this.#start =
-      acked && acked.generation === head.generation
-        ? { generation: acked.generation, position: acked.nextPosition }
-        : { generation: head.generation, position: '0' };
+      from === 'end'
+        ? { ...this.#target }
+        : from === 'acknowledged' && acked && acked.generation === head.generation
+          ? { generation: acked.generation, position: acked.nextPosition }
+          : { generation: head.generation, position: '0' };
     this.#wake();
   }
 

@@ -126,16 +126,18 @@ export class ChatSession {
   static async start(opts: ChatSessionOptions, chat: Chat, followed: Conversation | null, head: PeerHead): Promise<ChatSession> {
     const chatId = chat.id;
     let conversation = followed;
+    let from: 'acknowledged' | 'generation-start' = 'acknowledged';
     if (!conversation) {
       try {
         conversation = await Conversation.open(opts.client, { chatId });
       } catch (err) {
         if (!(err instanceof ContinuityBreakError) || !opts.resumeAfterBreak) throw err;
         opts.log.warn({ chatId, reason: err.reason, data: err.data }, 'resuming after a continuity break (--resume-after-break)');
-        conversation = await Conversation.open(opts.client, { chatId, start: 'generation-start' });
+        from = 'generation-start';
+        conversation = await Conversation.open(opts.client, { chatId, start: from });
       }
     }
-    await head.startedAt(conversation);
+    await head.startedAt(conversation, from);
     opts.log.info({ chatId, acknowledged: conversation.acknowledged }, 'chat session started');
     return new ChatSession(opts, chat, conversation, head, conversation !== followed);
   }

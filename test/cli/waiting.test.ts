@@ -62,6 +62,29 @@ describe('a reset never skips unacknowledged messages', () => {
     expect(after.code, after.stderr).toBe(0);
   });
 
+  it('chats read --from generation-start shows the whole generation, also when everything in it is acknowledged', async () => {
+    const p = await fixture.pair();
+    await p.alice.ok(['send', p.chatId, 'g1']);
+    await p.alice.ok(['send', p.chatId, 'g2']);
+    await p.bob.ok(['chats', 'read', p.chatId, '--ack']);
+    const none = await p.bob.run(['chats', 'read', p.chatId]);
+    expect(none.stderr).toMatch(/nothing unacknowledged/);
+    // The receipt is at the head: "caught up" must still mean the backlog from position 0 came.
+    const all = await p.bob.json<{ fromPosition: string; records: Array<{ wrapper: { type: string; message?: { content: string } } }> }>([
+      'chats',
+      'read',
+      p.chatId,
+      '--from',
+      'generation-start',
+    ]);
+    expect(all.fromPosition).toBe('0');
+    expect(all.records.flatMap((r) => (r.wrapper.message ? [r.wrapper.message.content] : []))).toEqual(['g1', 'g2']);
+    // --from end: nothing, at once.
+    const end = await p.bob.run(['chats', 'read', p.chatId, '--from', 'end']);
+    expect(end.code, end.stderr).toBe(0);
+    expect(end.stdout).toBe('');
+  });
+
   it('chats follow without a cursor after such a reset: the break, exit 3', async () => {
     const p = await resetWithUnread();
     const f = track(p.bob.start(['chats', 'follow', p.chatId], { timeoutMs: 20_000 }));
