@@ -162,4 +162,56 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
       await store.close();
     }
   }, 120_000);
+
+  it('the directory half too: recover() ends with a clear error while a directory commit is unanswered, and succeeds after', async () => {
+    const url = cluster!.url();
+    const admin = openPool(resolveStoreUrl(url), { max: 2 });
+    pools.push(admin);
+    await migrate(admin);
+    const sql = openPool(resolveStoreUrl(url), { max: 2 });
+    const store = await PostgresStore.open(sql);
+    let release = (): void => {};
+    try {
+      const released = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const holder = admin.begin(async (tx) => {
+        await tx`lock table grants in exclusive mode`;
+        locked();
+        await released;
+      });
+      await isLocked;
+      const outcome = store.directory.putGrant({ agentId: 'agt_a', peerAgentId: 'agt_b', grantedAt: T });
+      for (;;) {
+        const [w] = await admin<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
+        if (w!.n > 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // Before, the directory's recover() waited on its commit chain with no bound.
+      const recovering = store.directory.recover().then(
+        () => 'returned',
+        (e: unknown) => {
+          const y = e as { type?: string; details?: { reason?: string } };
+          return `${y.type}/${y.details?.reason}`;
+        },
+      );
+      const first = await Promise.race([
+        recovering,
+        new Promise((r) => {
+          setTimeout(() => {
+            r('still waiting');
+          }, 40_000);
+        }),
+      ]);
+      expect(first).toBe('STORAGE_FAILURE/READ_ONLY');
+      release();
+      await holder;
+      await outcome.catch(() => {});
+      await store.directory.recover();
+    } finally {
+      release();
+      await store.close();
+    }
+  }, 120_000);
 });

@@ -23,7 +23,7 @@ import type { DirectoryOutcome, DirectoryPort, PageRequest, View } from '../port
 import type { AgentRow, ChatRow, GrantRow, StreamMeta } from '../port/values.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey, tryDecodeRow } from './row-codec.js';
-import { retryUntilDone } from './retry.js';
+import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
 import type { PostgresStreams } from './stream-store.js';
 
 /** The channel of `pg_notify` at the end of every directory commit. */
@@ -620,6 +620,9 @@ export class PostgresDirectory implements DirectoryPort {
 
   /** After an unknown outcome, once the database answers: reload every table (the store recovers writes). */
   async recover(): Promise<void> {
+    // As the streams half: a directory commit still waiting (a lock, a synchronous standby not
+    // back) must not hold the recovery silently; it is retried.
+    if (!(await chainSettled(this.#chain))) throw commitUnanswered('directory');
     const reloaded = this.#chain.then(() => this.#loadAll());
     this.#chain = reloaded.catch(() => {});
     await reloaded;

@@ -5,6 +5,7 @@
 // come back in the same millisecond.
 
 import { Backoff } from '../../../shared/backoff.js';
+import { errors, type YelloError } from '../../../shared/errors.js';
 
 /** 100 ms doubling to 5 s, jittered. */
 export const RETRY_BACKOFF = { minDelayMs: 100, maxDelayMs: 5_000, jitter: true } as const;
@@ -44,4 +45,36 @@ export async function retryUntilDone(o: RetryOptions): Promise<void> {
       o.failed(err, step.attempt);
     }
   }
+}
+
+/**
+ * How long a recovery waits for a commit of this daemon still in flight before it gives up and
+ * is retried: one waiting on a lock, or on a synchronous standby that is not streaming (a
+ * promoted primary acknowledges nothing until one is back), must not make recover() wait
+ * silently with it (test/pg/store-recovers.test.ts).
+ */
+export const RECOVER_WAIT_MS = 15_000;
+
+/** Whether `chain` (a commit chain: it never rejects) settled within RECOVER_WAIT_MS. */
+export async function chainSettled(chain: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = await Promise.race([
+    chain.then(() => true),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => {
+        r(false);
+      }, RECOVER_WAIT_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  return settled;
+}
+
+/** The refusal of a recovery that gave up on a commit of `half` still unanswered (the store stays read-only). */
+export function commitUnanswered(half: 'stream' | 'directory'): YelloError {
+  return errors.storageFailure(
+    null,
+    'READ_ONLY',
+    `the daemon is read-only: a ${half} commit it sent ${RECOVER_WAIT_MS / 1000} s ago has not been answered by PostgreSQL yet (waiting on a lock, or on a synchronous standby that is not streaming?); recovery is retried`,
+  );
 }

@@ -18,7 +18,7 @@
 
 import type { Logger } from 'pino';
 import postgres from 'postgres';
-import { retryUntilDone } from './retry.js';
+import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import { expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
@@ -38,9 +38,6 @@ import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import { StreamReads } from './stream-reads.js';
 import { groupStatement, type Layered } from './group-statement.js';
 import { headDigest, noticePayload, STREAMS_CHANNEL, type HeadNotice } from './notices.js';
-
-/** How long recover() waits for a commit of ours still in flight before it gives up (retried). */
-const RECOVER_WAIT_MS = 15_000;
 
 export { headDigest, STREAMS_CHANNEL, type HeadNotice };
 
@@ -882,25 +879,9 @@ export class PostgresStreams implements StreamPort {
    */
   async recover(): Promise<void> {
     // A commit of ours still in flight decides heads we would reload: wait for it, but not
-    // forever (a session waiting on a lock, or on a synchronous standby that is not back): the
-    // caller retries with backoff, and a recovery that never returned left the daemon read-only
-    // with nothing said (test/pg/store-recovers.test.ts).
-    let timer: NodeJS.Timeout | undefined;
-    const settled = await Promise.race([
-      this.#chain.then(() => true),
-      new Promise<false>((r) => {
-        timer = setTimeout(() => {
-          r(false);
-        }, RECOVER_WAIT_MS);
-      }),
-    ]);
-    clearTimeout(timer);
-    if (!settled)
-      throw errors.storageFailure(
-        null,
-        'READ_ONLY',
-        `the daemon is read-only: a commit it sent ${RECOVER_WAIT_MS / 1000} s ago has not been answered by PostgreSQL yet (waiting on a lock, or on a synchronous standby that is not streaming?); recovery is retried`,
-      );
+    // forever (retry.ts): the caller retries with backoff, and a recovery that never returned
+    // left the daemon read-only with nothing said.
+    if (!(await chainSettled(this.#chain))) throw commitUnanswered('stream');
     await this.#loadHeads();
     this.#known.clear();
     this.#readOnly = false;
