@@ -64,6 +64,10 @@ export default {
   concurrency: 2,
   // A mutant that hangs a daemon shows as a test timing out; keep that bounded.
   timeoutMS: 15_000,
+  // The initial run is every file of vitest.mutation.config.ts with coverage: on 2 shared cores
+  // it took longer than Stryker's default of 5 minutes, and a fresh clone's
+  // `npm run test:mutation` then stopped with "Initial test run timed out!".
+  dryRunTimeoutMinutes: 60,
   incremental: true,
   incrementalFile: 'test/mutation/stryker-incremental.json',
   reporters: ['clear-text', 'progress', 'html', 'json'],
