@@ -53,6 +53,19 @@ describe('LookupPenalty', () => {
     expect(penalty.lookupFirst('old-0')).toBe(false);
   });
 
+  it('the sweep starts at 256 penalised authors, not below (it walks the whole map)', () => {
+    const { penalty, advance } = clocked();
+    for (let i = 0; i < 10; i++) penalty.refused(`few-${i}`);
+    advance(LOOKUP_FIRST_MS);
+    penalty.refused('x');
+    expect(penalty.size).toBe(11); // expired, left for their next lookup
+    for (let i = 0; i < 256 - 11; i++) penalty.refused(`more-${i}`);
+    expect(penalty.size).toBe(256);
+    advance(LOOKUP_FIRST_MS);
+    penalty.refused('y');
+    expect(penalty.size).toBe(1);
+  });
+
   it('a sweep keeps the penalties still running', () => {
     const { penalty, advance } = clocked();
     for (let i = 0; i < 256; i++) penalty.refused(`a-${i}`);
