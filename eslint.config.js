@@ -24,7 +24,14 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['vitest.config.ts', 'vitest.mutation.config.ts', 'vitest.postgres.config.ts'] },
+        projectService: {
+          allowDefaultProject: [
+            'vitest.config.ts',
+            'vitest.mutation.config.ts',
+            'vitest.mutation-pg.config.ts',
+            'vitest.postgres.config.ts',
+          ],
+        },
         tsconfigRootDir: import.meta.dirname,
       },
     },

@@ -1,0 +1,14 @@
+// Mutation testing with every test daemon on PostgreSQL: `npm run test:mutation:postgres`
+// (README "Testing"). The same modules and mutants as stryker.config.mjs, the tests that run on
+// both backends (vitest.mutation-pg.config.ts); its own incremental file and reports, so that
+// its killed set can be compared with the LevelDB run's (test/MUTATION.md).
+import base from './stryker.config.mjs';
+
+export default {
+  ...base,
+  vitest: { ...base.vitest, configFile: 'vitest.mutation-pg.config.ts' },
+  tempDirName: '.stryker-tmp-pg',
+  incrementalFile: 'test/mutation/stryker-incremental-postgres.json',
+  htmlReporter: { fileName: 'reports/mutation-postgres/mutation.html' },
+  jsonReporter: { fileName: 'reports/mutation-postgres/mutation.json' },
+};
