@@ -36,6 +36,21 @@ function tamper(token: string): string {
 }
 
 describe('receipts', () => {
+  it('two receipts in one append (two batches, moving forward) are one operation, the second one counts; on both backends', async () => {
+    const c = await setupChat(daemon(), admin());
+    await c.wa.send('first', 2);
+    const one = await bobReads(c, '0');
+    await c.wa.send('second', 2);
+    const two = await bobReads(c, one.nextPosition);
+    const before = c.wb.next;
+    const res = await c.wb.append([
+      receipt(c.streamA, '1', one.nextPosition, one.batchId),
+      receipt(c.streamA, '1', two.nextPosition, two.batchId),
+    ]);
+    expect(res).toMatchObject({ firstPosition: before, nextPosition: (BigInt(before) + 2n).toString(), duplicate: false });
+    expect((await streamState(admin(), c.streamA)).acknowledged).toEqual({ generation: '1', nextPosition: two.nextPosition });
+  });
+
   it('acknowledges a batch bob read with streams.read; streams.get on the peer stream shows it', async () => {
     const c = await setupChat(daemon(), admin());
     await c.wa.send('hello', 3);
