@@ -85,6 +85,23 @@ function fake(batchId: string, generation: string, fromPosition: string, nextPos
   return { batchId, streamId: 'x', generation, fromPosition, nextPosition, records: [] } as unknown as MessageBatch;
 }
 
+/** The daemon's cap of subscriptions (follows and watches) per connection. */
+const MAX_SUBS = 64;
+
+/** How many more subscriptions `client` has room for (the watches taken are freed again). */
+async function freeSubscriptions(client: YelloClient): Promise<number> {
+  const ids: string[] = [];
+  for (;;) {
+    try {
+      ids.push((await client.call('chats.watch', {})).subscriptionId);
+    } catch {
+      break;
+    }
+  }
+  for (const subscriptionId of ids) await client.call('chats.unfollow', { subscriptionId });
+  return ids.length;
+}
+
 async function closeAll(): Promise<void> {
   for (const s of worlds.splice(0)) await s.close().catch(() => {});
 }
@@ -117,6 +134,8 @@ describe('ChatSession (in-process)', () => {
       const r1 = await s.readNew({ waitMs: 5000 });
       expect(contents(r1.batch)).toEqual(['one']);
       expect(r1.repeated).toBe(false);
+      // the second batch waits in the conversation: read_new says more follow
+      await waitFor(async () => (await s.readNew({ waitMs: 0 })).more, 'read_new to say more follow', 5000, 20);
       expect(s.hasPending).toBe(true);
       expect(s.presented?.batchId).toBe(r1.batch!.batchId);
       expect(s.view().presentedBatchId).toBe(r1.batch!.batchId);
@@ -134,6 +153,8 @@ describe('ChatSession (in-process)', () => {
       const stray = await failure(s.send({ text: 'x', batchId: r1.batch!.batchId }));
       expect(stray.type).toBe('INVALID_PARAMS');
       expect(stray.data).toEqual({ path: 'batchId' });
+      expect(stray.message).toContain('only used together with acknowledge');
+      expect(stray.action).toContain('Pass acknowledge: true');
       expect(await readStream(w.alice, w.chat.bob.streamId).catch(() => [])).toEqual([]);
 
       const t0 = Date.now();
@@ -163,6 +184,8 @@ describe('ChatSession (in-process)', () => {
       expect(plain.acknowledged).toBeNull();
       const none = await s.readNew({ waitMs: 0 });
       expect(none).toEqual({ batch: null, repeated: false, more: false });
+      expect(s.hasPending).toBe(false);
+      expect((await s.readNew({ waitMs: 0 })).batch).toBeNull();
 
       const records = await readStream(w.alice, w.chat.bob.streamId);
       const kinds = records.map((r) => r.wrapper.type);
@@ -171,6 +194,9 @@ describe('ChatSession (in-process)', () => {
       // the messageId was passed on: a second message with it is refused
       const dup = (await rejectionOf(s.send({ text: 'reply again', messageId: 'mid-reply-1' }))) as { type?: string };
       expect(dup.type).toBe('DUPLICATE_MESSAGE');
+      expect((dup as { data?: Record<string, unknown> }).data?.streamId).toBeUndefined();
+      const fence = records.find((r) => r.wrapper.type === 'chat.writer-fence');
+      expect(fence?.wrapper.type === 'chat.writer-fence' ? fence.wrapper.fence.reason : null).toBe('yello mcp');
 
       const st = await s.operationStatus(plain.result.operationId);
       expect(st).toMatchObject({ committed: true, resolved: false, kind: null, paused: false });
@@ -181,9 +207,14 @@ describe('ChatSession (in-process)', () => {
       expect(s.state).toBe('stopped');
       expect((await failure(s.readNew({ waitMs: 0 }))).type).toBe('STOPPED');
       expect((await failure(s.send({ text: 'late' }))).type).toBe('STOPPED');
-      expect(() => {
-        s.assertUsable();
-      }).toThrow(ToolFailure);
+      const stoppedErr = await failure(s.acknowledge(undefined));
+      expect(stoppedErr.message).toContain('has stopped');
+      expect(stoppedErr.action).toBe('Start the MCP server again.');
+      // the inbox's conversation is not the session's own: it still delivers
+      await appendMessages(w.alice, w.hold, ['after stop']);
+      const inbox = await w.bob.inbox();
+      const got = await inbox.wait({ waitMs: 5000 });
+      expect(contents(got?.batch ?? null)).toEqual(['after stop']);
       const other = await connectAgent(daemon(), w.chat.bob);
       clients.push(other);
       await other.rpc.streams.claim({ streamId: w.chat.bob.streamId });
@@ -251,6 +282,10 @@ describe('ChatSession (in-process)', () => {
       expect(e.batch.batchId).toBe('b-g1-2');
       const again = await s.readNew({ waitMs: 0 });
       expect(again).toMatchObject({ batch: { batchId: 'b-g1-2' }, repeated: true, more: true });
+      // a batch at the same place as the presented one goes after it
+      const same = s.adopt(fake('b-g1-2-other', '1', '2', '3'));
+      expect(same.batch.batchId).toBe('b-g1-2');
+      expect(same.repeated).toBe(true);
       // a wider fresh session: an earlier generation with a later position comes first
       const w2 = await world();
       const t = await w2.bob.session(w2.chat.chatId);
@@ -288,6 +323,36 @@ describe('ChatSession (in-process)', () => {
       await s.acknowledge(got!.batch.batchId);
       expect(s.hasPending).toBe(false);
       expect((await s.readNew({ waitMs: 0 })).batch).toBeNull();
+
+      // a batch shown earlier stays shown when an earlier one taken later is acknowledged; a later generation is not covered
+      const x = s.adopt(fake('X-later', '1', '1000', '1001'));
+      expect(x.batch.batchId).toBe('X-later');
+      await appendMessages(w.alice, w.hold, ['b3']);
+      const got3 = await inbox.wait({ waitMs: 5000 });
+      expect(contents(got3?.batch ?? null)).toEqual(['b3']);
+      const shown3 = s.adopt(got3!.batch);
+      expect(shown3).toMatchObject({ batch: { batchId: got3!.batch.batchId }, repeated: false, more: true });
+      s.adopt(fake('F-gen2', '2', '0', '1'));
+      await s.acknowledge(undefined);
+      const rx = await s.readNew({ waitMs: 0 });
+      expect(rx).toMatchObject({ batch: { batchId: 'X-later' }, repeated: true, more: true });
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('a batch taken by wait_for_message says more follow while the conversation holds the next', async () => {
+    const w = await world();
+    try {
+      const s = await w.bob.session(w.chat.chatId);
+      await appendMessages(w.alice, w.hold, ['m1']);
+      await appendMessages(w.alice, w.hold, ['m2']);
+      await waitFor(async () => (await s.unreadMessages()) === 2, 'bob to count 2 unread', 10_000, 20);
+      await new Promise((r) => setTimeout(r, 300));
+      const inbox = await w.bob.inbox();
+      const got = await inbox.wait({ waitMs: 5000 });
+      expect(contents(got?.batch ?? null)).toEqual(['m1']);
+      expect(s.adopt(got!.batch)).toMatchObject({ batch: { batchId: got!.batch.batchId }, repeated: false, more: true });
     } finally {
       await closeAll();
     }
@@ -384,8 +449,14 @@ describe('ChatSession (in-process)', () => {
       const s = await w.bob.session(w.chat.chatId);
       await appendMessages(w.alice, w.hold, ['lost']);
       await waitFor(async () => (await s.unreadMessages()) === 1, 'bob to count 1 unread', 10_000, 20);
+      // the inbox takes the batch (as wait_for_message would before adopting it): nothing held, nothing queued
+      const inbox = await w.bob.inbox();
+      expect(contents((await inbox.wait({ waitMs: 5000 }))?.batch ?? null)).toEqual(['lost']);
+      // a wait on an empty queue is cut by the break
+      const waiting = s.readNew({ waitMs: 8000 });
+      await new Promise((r) => setTimeout(r, 100));
       await admin().rpc.streams.reset({ streamId: w.chat.alice.streamId, reason: 'test' });
-      const e = await rejectionOf(s.readNew({ waitMs: 5000 }));
+      const e = await rejectionOf(waiting);
       expect(e).toBeInstanceOf(ContinuityBreakError);
       await waitFor(() => s.state === 'needs-intervention', 'the session to stop', 10_000, 20);
       expect(w.stopped).toHaveLength(1);
@@ -417,6 +488,13 @@ describe('ChatSession (in-process)', () => {
       await own.stop();
       expect(own.state).toBe('stopped');
       head2.close();
+      // the session's own conversation was closed: its subscription is free again
+      await waitFor(
+        async () => (await freeSubscriptions(client)) === MAX_SUBS,
+        'every subscription of the connection to be free',
+        5000,
+        50,
+      );
     } finally {
       await closeAll();
     }
@@ -456,8 +534,70 @@ describe('ChatSession (in-process)', () => {
       expect((await s.readNew({ waitMs: 0 })).batch).toBeNull();
       const later = await s.operationStatus(opId);
       expect(later).toMatchObject({ resolved: false, committed: true, kind: null, paused: false });
+
+      // a message of unknown outcome, settled by two calls at once: one of them reports its kind
+      freeze(daemon());
+      let sendId: string;
+      try {
+        const u = await failure(s.send({ text: 'lonely' }));
+        expect(u.type).toBe('OUTCOME_UNKNOWN');
+        sendId = String(u.data.operationId);
+      } finally {
+        thaw(daemon());
+      }
+      const both = await Promise.all([s.operationStatus(undefined), s.operationStatus(sendId)]);
+      expect(both.map((b) => b.resolved)).toEqual([true, true]);
+      expect(both.map((b) => b.committed)).toEqual([true, true]);
+      expect(both.map((b) => b.kind).sort()).toEqual([null, 'send']);
+      expect(s.state).toBe('running');
+
+      // a receipt of unknown outcome; settled with a new resolution (not the last one's)
+      await appendMessages(w.alice, w.hold, ['q2']);
+      const r2 = await s.readNew({ waitMs: 5000 });
+      expect(contents(r2.batch)).toEqual(['q2']);
+      freeze(daemon());
+      let ackId: string;
+      try {
+        const u = await failure(s.acknowledge(undefined));
+        expect(u.type).toBe('OUTCOME_UNKNOWN');
+        ackId = String(u.data.operationId);
+      } finally {
+        thaw(daemon());
+      }
+      const ackSettled = await s.operationStatus(undefined);
+      expect(ackSettled).toMatchObject({ resolved: true, committed: true, kind: 'acknowledge', paused: false });
+      expect(ackSettled.operation?.operationId).toBe(ackId);
+      expect(s.state).toBe('running');
+      expect(s.presented).toBeNull();
     } finally {
       await closeAll();
+    }
+  });
+
+  it('an append the daemon never read settles as not committed: the batch stays presented', async () => {
+    const w = await world({ callTimeoutMs: 1500, settleMs: 8000 });
+    try {
+      const s = await w.bob.session(w.chat.chatId);
+      await s.send({ text: 'claims first' });
+      await appendMessages(w.alice, w.hold, ['q']);
+      const r = await s.readNew({ waitMs: 5000 });
+      freeze(daemon());
+      const u = await failure(s.send({ text: 'lost reply', acknowledge: true }));
+      expect(u.type).toBe('OUTCOME_UNKNOWN');
+      await daemon().kill();
+      await daemon().restart();
+      const opId = String(u.data.operationId);
+      const settled = await s.operationStatus(undefined);
+      expect(settled).toMatchObject({ resolved: true, committed: false, kind: 'reply' });
+      const again = await s.readNew({ waitMs: 0 });
+      expect(again.batch?.batchId).toBe(r.batch!.batchId);
+      expect(again.repeated).toBe(true);
+      const asked = await s.operationStatus(opId);
+      expect(asked.operation?.state).toBe('unknown');
+      expect(asked).toMatchObject({ committed: false, resolved: false, paused: false });
+    } finally {
+      await closeAll();
+      await waitFor(() => admin().connected, 'the admin client to reconnect', 15_000, 20);
     }
   });
 
@@ -470,7 +610,9 @@ describe('ChatSession (in-process)', () => {
       await waitFor(() => s.state === 'reconnecting', 'the session to see the connection lost', 10_000, 20);
       const sending = s.send({ text: 'after' });
       await daemon().restart();
+      const t0 = Date.now();
       const sent = await sending;
+      expect(Date.now() - t0).toBeLessThan(3000); // the reconnect ends the wait, not settleMs (4 s)
       expect(sent.result.streamId).toBe(w.chat.bob.streamId);
       expect(s.state).toBe('running');
     } finally {
