@@ -262,6 +262,24 @@ describe('ChatSession (in-process)', () => {
     }
   });
 
+  it('a session opened after a receipt at the head is caught up at once (its head starts at the receipt)', async () => {
+    const w = await world();
+    try {
+      const s = await w.bob.session(w.chat.chatId);
+      await appendMessages(w.alice, w.hold, ['read']);
+      await s.acknowledge((await s.readNew({ waitMs: 5000 })).batch!.batchId);
+      await w.bob.close();
+      const bob2 = sessionsOf(w.chat.bob.token, [], { settleMs: 5000 });
+      const s2 = await bob2.session(w.chat.chatId);
+      const t0 = Date.now();
+      expect(await s2.unreadMessages()).toBe(0);
+      expect((await s2.readNew({ waitMs: 0 })).batch).toBeNull();
+      expect(Date.now() - t0).toBeLessThan(2500);
+    } finally {
+      await closeAll();
+    }
+  });
+
   it('holds batches in stream order (generation, then position) and presents the first', async () => {
     const w = await world();
     try {
@@ -466,6 +484,15 @@ describe('ChatSession (in-process)', () => {
       const st = await s.operationStatus(undefined);
       expect(st.paused).toBe(false);
 
+      // a break seen with no read pending stops the session too (the conversation's break event)
+      const w2 = await world();
+      const quiet = await w2.bob.session(w2.chat.chatId);
+      await appendMessages(w2.alice, w2.hold, ['unread']);
+      await waitFor(async () => (await quiet.unreadMessages()) === 1, 'bob to count 1 unread', 10_000, 20);
+      await admin().rpc.streams.reset({ streamId: w2.chat.alice.streamId, reason: 'test' });
+      await waitFor(() => quiet.state === 'needs-intervention', 'the quiet session to stop', 10_000, 20);
+      expect(w2.stopped.map((x) => x.error instanceof ContinuityBreakError)).toEqual([true]);
+
       // ChatSession.start without a followed conversation (the inbox could not follow it)
       const client = await connectAgent(daemon(), w.chat.bob, { reconnect: { minDelayMs: 20, maxDelayMs: 200 } });
       clients.push(client);
@@ -535,7 +562,10 @@ describe('ChatSession (in-process)', () => {
       const later = await s.operationStatus(opId);
       expect(later).toMatchObject({ resolved: false, committed: true, kind: null, paused: false });
 
-      // a message of unknown outcome, settled by two calls at once: one of them reports its kind
+      // a message of unknown outcome while a batch is held, settled by two calls at once: one of them reports its kind
+      await appendMessages(w.alice, w.hold, ['held']);
+      const heldBatch = await s.readNew({ waitMs: 5000 });
+      expect(contents(heldBatch.batch)).toEqual(['held']);
       freeze(daemon());
       let sendId: string;
       try {
@@ -550,6 +580,8 @@ describe('ChatSession (in-process)', () => {
       expect(both.map((b) => b.committed)).toEqual([true, true]);
       expect(both.map((b) => b.kind).sort()).toEqual([null, 'send']);
       expect(s.state).toBe('running');
+      expect(s.presented?.batchId).toBe(heldBatch.batch!.batchId); // a message alone acknowledges nothing
+      await s.acknowledge(undefined);
 
       // a receipt of unknown outcome; settled with a new resolution (not the last one's)
       await appendMessages(w.alice, w.hold, ['q2']);
