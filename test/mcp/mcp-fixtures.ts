@@ -14,6 +14,7 @@ import { connectAdmin, createChat, makeTempDir, startDaemon, uniqueName, type Te
 import { Cli, yelloBin } from '../helpers/cli-runner.js';
 import { waitFor } from '../helpers/wait.js';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
+import { childMutationEnv } from '../mutation/child-env.js';
 
 /** What a tool error carries for programs (`_meta["yello/error"]`). */
 export interface ToolErrorMeta {
@@ -57,7 +58,7 @@ export class McpAgent {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [yelloBin, 'mcp', '--log-level', 'debug', ...args],
-      env: { YELLO_SOCKET: daemon.socketPath, YELLO_TOKEN_FILE: tokenPath },
+      env: { YELLO_SOCKET: daemon.socketPath, YELLO_TOKEN_FILE: tokenPath, ...childMutationEnv() },
       cwd: repoRoot,
       stderr: 'pipe',
     });
