@@ -238,6 +238,36 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
     return d.streams.read(bob, { streamId: p.streamId, generation, fromPosition: from, limit: 1000, maxBytes: PAGE_BYTES });
   }
 
+  it('a trim’s commit deletes the trimmed rows itself (no window before its sweep, unlike LevelDB’s chunked deletes): a read below the new start is PREFIX_UNAVAILABLE through both daemons while the sweep waits', async () => {
+    const p = await pair(6); // fence at 0, messages 1..6
+    const sweep = a.port.streams.sweepTrimmed.bind(a.port.streams);
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let sweeping = false;
+    a.port.streams.sweepTrimmed = async (...args) => {
+      sweeping = true;
+      await gate;
+      return sweep(...args);
+    };
+    try {
+      const trimming = a.streams.trim(p.streamId, 4, true);
+      await waitFor(() => sweeping, 'the trim committed and its sweep waits', 10_000);
+      await waitFor(() => b.streams.get(p.alice, p.streamId).firstPosition === '4', 'B hears the trim', 10_000);
+      const rows = await cluster!.psql(`select count(*) from records where stream_id = '${p.streamId}' and position < 4`, 'retention');
+      // Gone with the head change, in its transaction: stream-reader.ts 97:9 (`from < b.firstPosition`
+      // -> false) is equivalent on PostgreSQL, the range read finds nothing and `missing()` answers the same.
+      expect(rows.trim()).toBe('0');
+      for (const d of [a, b])
+        for (const from of [0, 3])
+          expect(await failure(readAt(d, p, 1, from))).toMatchObject({ type: 'CONTINUITY_BREAK', reason: 'PREFIX_UNAVAILABLE' });
+      go();
+      expect(await trimming).toEqual({ firstPosition: '4' });
+    } finally {
+      go();
+      a.port.streams.sweepTrimmed = sweep;
+    }
+  });
+
   it('a trim through A, which has not heard B trim less, is decided again on B’s head and takes effect (firstPosition 6, reads continuous from 6 on both daemons)', async () => {
     const p = await pair(8); // fence at 0, messages 1..8: nextPosition 9
     const prefix = (await readAll(a, p, 1, 0)).records;
