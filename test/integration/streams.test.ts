@@ -1055,9 +1055,12 @@ describe('streams.read', () => {
     const one = await read(pair.b.client, pair.streamA, '0', { limit: 1 });
     expect(one.records).toHaveLength(1);
     expect(one.nextPosition).toBe('1');
+    // "stopping after the record that reaches maxBytes" (§6): with 1 byte that is the first one.
     const tiny = await read(pair.b.client, pair.streamA, '1', { maxBytes: 1 });
-    expect(tiny.records.length).toBeGreaterThanOrEqual(1);
-    expect(tiny.nextPosition).toBe(inc('1', tiny.records.length));
+    expect(tiny.records).toHaveLength(1);
+    expect(tiny.nextPosition).toBe(inc('1', 1));
+    const all = await read(pair.b.client, pair.streamA, '1', {});
+    expect(all.records.length).toBeGreaterThan(1); // so the 1-byte page did stop early
   });
 
   it('returns at most 1000 records by default', async () => {
