@@ -71,8 +71,16 @@ describe('chats follow survives a daemon restart', () => {
     const res = await f.stop('SIGINT');
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout.split('\n').filter((l) => l.includes('ack me')).length).toBe(2);
-    // Stopping released the coordinator's claim.
-    expect(ok(await admin().call('streams.get', { streamId: p.streamB })).writer.active).toBe(false);
+    // Stopping keeps the claim for the next command (as `send` does) but leaves it abandoned: no
+    // connection is attached, so the agent's other tools take it over without --replace.
+    await waitFor(
+      async () => {
+        const w = ok(await admin().call('streams.get', { streamId: p.streamB })).writer;
+        return w.active && !w.connected;
+      },
+      'the kept claim, abandoned',
+      10_000,
+    );
   });
 });
 
