@@ -85,8 +85,13 @@ export class DaemonProcess {
     if (opts.waitReady ?? true) {
       try {
         await d.waitReady();
-        if (testStoreIsPostgres() && !d.extraArgs.includes('--store') && !d.stdoutLines.some((l) => l.includes('"backend":"postgresql"')))
-          throw new Error(`the daemon was given a PostgreSQL store but did not report one: ${d.stdoutLines.join('\n')}`);
+        if (testStoreIsPostgres() && !d.extraArgs.includes('--store')) {
+          // The daemon answers on its socket before this process has read its log from the pipe
+          // (seen once on a loaded CI machine): wait for the line a while, do not check once.
+          const reported = () => d.stdoutLines.some((l) => l.includes('"backend":"postgresql"'));
+          await waitFor(reported, 'the daemon to report its PostgreSQL store', 10_000, 25).catch(() => undefined);
+          if (!reported()) throw new Error(`the daemon was given a PostgreSQL store but did not report one: ${d.stdoutLines.join('\n')}`);
+        }
       } catch (e) {
         // Never leave a half-started daemon or its temp dir behind.
         if (d.running) await d.kill().catch(() => undefined);
