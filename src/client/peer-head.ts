@@ -1,5 +1,5 @@
 import type { Chat } from '../shared/types.js';
-import type { Conversation } from './conversation.js';
+import type { Conversation, ConversationStart } from './conversation.js';
 import type { YelloClient } from './yello-client.js';
 import { makeStreamId } from '../shared/ids.js';
 
@@ -60,7 +60,7 @@ export class PeerHead {
    * generation's start when there is none in it), at the generation's start whatever was
    * acknowledged, or at the head.
    */
-  async startedAt(conversation: Conversation, from: 'acknowledged' | 'generation-start' | 'end' = 'acknowledged'): Promise<void> {
+  async startedAt(conversation: Conversation, from: ConversationStart = 'acknowledged'): Promise<void> {
     this.#conversation = conversation;
     const head = await this.#client.call('streams.get', { streamId: this.#peerStreamId });
     this.#target = { generation: head.generation, position: head.nextPosition };

@@ -10,6 +10,7 @@ import {
   type MessageBatch,
   type OperationInfo,
   type YelloClient,
+  type ConversationStart,
 } from '../client/index.js';
 import type { McpLog } from './log.js';
 import { PeerHead } from '../client/peer-head.js';
@@ -126,7 +127,7 @@ export class ChatSession {
   static async start(opts: ChatSessionOptions, chat: Chat, followed: Conversation | null, head: PeerHead): Promise<ChatSession> {
     const chatId = chat.id;
     let conversation = followed;
-    let from: 'acknowledged' | 'generation-start' = 'acknowledged';
+    let from: ConversationStart = 'acknowledged';
     if (!conversation) {
       try {
         conversation = await Conversation.open(opts.client, { chatId });
