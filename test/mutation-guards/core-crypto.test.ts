@@ -228,6 +228,32 @@ describe('Signer', () => {
     expect(noPointer.kid).not.toBe(fresh.kid);
   });
 
+  it('a reopened directory lists its keys oldest first, whatever order the file system gives their files', () => {
+    const made = path.join(tempDir(), 'keys');
+    const s = new Signer(made);
+    const k2 = s.rotate();
+    const k1 = s.jwks().keys.find((k) => k.kid !== k2)!.kid;
+    const file = (kid: string) => JSON.parse(readFileSync(path.join(made, `${kid}.jwk.json`), 'utf8')) as Record<string, unknown>;
+    // The same two key files, written in the same order, once with k1 the older and once with k2:
+    // whatever order readdir answers, one of the two directories has it against the creation order.
+    for (const [older, newer] of [
+      [k1, k2],
+      [k2, k1],
+    ] as const) {
+      const dir = path.join(tempDir(), 'keys');
+      const stamped = { [older]: '2026-01-01T00:00:00.000Z', [newer]: '2026-01-02T00:00:00.000Z' };
+      new Signer(dir); // makes the directory (and a key of its own, removed next)
+      for (const name of readdirSync(dir)) rmSync(path.join(dir, name));
+      for (const kid of [k1, k2])
+        writeFileSync(path.join(dir, `${kid}.jwk.json`), JSON.stringify({ ...file(kid), createdAt: stamped[kid] }));
+      writeFileSync(path.join(dir, 'active'), `${k2}\n`);
+      expect(new Signer(dir).jwks().keys.map((k) => [k.kid, k.createdAt])).toEqual([
+        [older, stamped[older]],
+        [newer, stamped[newer]],
+      ]);
+    }
+  });
+
   it('rotate switches to a new key, listed after the old ones, which keep signing and verifying', () => {
     const signer = new Signer(path.join(tempDir(), 'keys'));
     const old = signer.kid;
