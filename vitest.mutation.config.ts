@@ -33,6 +33,7 @@ export default defineConfig({
       'test/integration/signing-vectors.test.ts',
       'test/unit/signing.test.ts',
       'test/unit/sign-batcher.test.ts',
+      'test/unit/token-codec-deployment.test.ts',
       // value codec and integrity checks
       'test/unit/storage-faults.test.ts',
       'test/faults/storage-faults.test.ts',

@@ -3,7 +3,7 @@
 // daemon's secret.key codec would be) and another secret do not, and the per-kind separation
 // still holds.
 
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { TokenCodec } from '../../src/daemon/crypto/token-codec.js';
 
@@ -23,5 +23,12 @@ describe('TokenCodec.forDeployment', () => {
     expect(new TokenCodec(secret).open('batch', token)).toBeNull();
     expect(TokenCodec.forDeployment(randomBytes(32)).open('batch', token)).toBeNull();
     expect(TokenCodec.forDeployment(secret).open('batch', new TokenCodec(secret).seal('batch', value))).toBeNull();
+  });
+
+  it('the key is HMAC-SHA256 of the secret over "yello deployment seal v1", so every daemon version of a deployment derives the same one', () => {
+    const key = createHmac('sha256', secret).update('yello deployment seal v1').digest();
+    const token = TokenCodec.forDeployment(secret).seal('cursor', value);
+    expect(new TokenCodec(key).open('cursor', token)).toEqual(value);
+    expect(TokenCodec.forDeployment(secret).open('cursor', new TokenCodec(key).seal('cursor', value))).toEqual(value);
   });
 });
