@@ -9,6 +9,9 @@
 // (or the current one when it is already past `beforePosition`), a reset starts the generation
 // after the one the other daemon started, and no record is lost, duplicated or left readable
 // below the retained start.
+// The same machinery kills fencing.ts's decisions again after a stale claim or release commit
+// (eighth round): a release that finds an append through the other daemon still releases, one that
+// finds a claim is FENCED, and the last attempt answers FENCED or POSITION_MISMATCH by what moved.
 //
 // Two "daemons" in this process, each the daemon's own services (StreamStore, Directory,
 // Integrity, Signer over its own PostgresStore and pool, built as daemon.ts builds them) on one
@@ -486,5 +489,101 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
       a.release();
     }
     expect(a.streams.get(p.alice, p.streamId)).toMatchObject({ firstPosition: '6', nextPosition: '6' });
+  });
+
+  // fencing.ts (eighth round): a claim or release whose commit finds the head moved by the other
+  // daemon is decided again; on LevelDB a commit is never stale, so these paths had no coverage.
+  // What the other daemon does in between runs inside this daemon's commit, after its decision
+  // and before its statement: the commit is then stale for certain.
+  /** Runs `before(n)` (n = 1, 2, …) inside each of A's commits of `kind`, then the commit. */
+  function beforeEachCommit(kind: StreamChange['kind'], before: (n: number) => Promise<void>): () => void {
+    const commit = a.port.streams.commit.bind(a.port.streams);
+    let n = 0;
+    a.port.streams.commit = async (change) => {
+      if (change.kind === kind) await before(++n);
+      return commit(change);
+    };
+    return () => {
+      a.port.streams.commit = commit;
+    };
+  }
+
+  it('a release through A whose commit finds an append through B is decided again and released; one that finds a claim through B is FENCED with its epoch', async () => {
+    const p = await pair(1); // fence at 0, message 1
+    const aliceOnB = b.directory.authenticate(p.aliceToken)!;
+    let restore = beforeEachCommit('release', async (n) => {
+      if (n === 1) await appendThrough(b, p, 1, `r${randomBytes(2).toString('hex')}`);
+    });
+    try {
+      const released = await a.streams.release(p.alice, { streamId: p.streamId, coordinatorToken: p.token });
+      expect(released).toMatchObject({ nextPosition: '3', writer: { active: false, epoch: '1' } });
+    } finally {
+      restore();
+    }
+    await settled(p, { nextPosition: '3' });
+    expect((await readAll(a, p, 1, 0)).records.map((r) => r.position)).toEqual(['0', '1', '2']);
+
+    const again = await a.streams.claim(p.alice, { streamId: p.streamId, replace: false });
+    await heard(b, p);
+    let taken = '';
+    restore = beforeEachCommit('release', async (n) => {
+      if (n === 1) taken = (await b.streams.claim(aliceOnB, { streamId: p.streamId, replace: true })).epoch;
+    });
+    try {
+      expect(await failure(a.streams.release(p.alice, { streamId: p.streamId, coordinatorToken: again.coordinatorToken }))).toMatchObject({
+        type: 'FENCED',
+        epoch: '3',
+      });
+      expect(taken).toBe('3');
+    } finally {
+      restore();
+    }
+  });
+
+  it('a release through A whose every commit finds the head moved through B answers FENCED on the last attempt when B claimed, POSITION_MISMATCH when B only appended', async () => {
+    const p = await pair(1);
+    const aliceOnB = b.directory.authenticate(p.aliceToken)!;
+    const prefix = `x${randomBytes(2).toString('hex')}`;
+    let restore = beforeEachCommit('release', async (n) => {
+      if (n < 3) await appendThrough(b, p, 1, `${prefix}${n}`);
+      else await b.streams.claim(aliceOnB, { streamId: p.streamId, replace: true });
+    });
+    try {
+      expect(await failure(a.streams.release(p.alice, { streamId: p.streamId, coordinatorToken: p.token }))).toMatchObject({
+        type: 'FENCED',
+        epoch: '2',
+      });
+    } finally {
+      restore();
+    }
+
+    const q = await pair(1);
+    const prefixQ = `y${randomBytes(2).toString('hex')}`;
+    restore = beforeEachCommit('release', async (n) => {
+      await appendThrough(b, q, 1, `${prefixQ}${n}`);
+    });
+    try {
+      expect(await failure(a.streams.release(q.alice, { streamId: q.streamId, coordinatorToken: q.token }))).toMatchObject({
+        type: 'POSITION_MISMATCH',
+        nextPosition: '5',
+      });
+    } finally {
+      restore();
+    }
+  });
+
+  it('a claim through A whose commit finds an append through B is decided again: the fence goes after that append', async () => {
+    const p = await pair(1);
+    const restore = beforeEachCommit('claim', async (n) => {
+      if (n === 1) await appendThrough(b, p, 1, `c${randomBytes(2).toString('hex')}`);
+    });
+    try {
+      const claim = await a.streams.claim(p.alice, { streamId: p.streamId, replace: true });
+      expect(claim).toMatchObject({ epoch: '2', nextPosition: '4', generation: '1' });
+    } finally {
+      restore();
+    }
+    const records = (await readAll(a, p, 1, 0)).records;
+    expect(records.map((r) => r.messageId)).toEqual(['chat.writer-fence', expect.any(String), expect.any(String), 'chat.writer-fence']);
   });
 });
