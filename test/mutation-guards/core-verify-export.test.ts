@@ -663,6 +663,21 @@ describe('positions against the checkpoint', () => {
     `);
   });
 
+  it('a gap and a missing start or end are reported once each, not also as a wrong record count', () => {
+    // Each position problem already explains the count: verify-export.ts counts them, and only
+    // an export with none of them is told "the export has N records where the checkpoint covers M".
+    for (const drop of [
+      [0, 2],
+      [2, 4],
+    ]) {
+      const found = problems(without(lines, ...drop));
+      expect(found.filter((p) => p.includes(' POSITION A/1'))).toHaveLength(2);
+      expect(found.some((p) => p.includes('gap'))).toBe(true);
+      expect(found.some((p) => p.includes(drop[0] === 0 ? 'missing at the start' : 'missing at the end'))).toBe(true);
+      expect(found.filter((p) => p.includes('the export has'))).toEqual([]);
+    }
+  });
+
   it('records missing at the start or the end, before or past the range, or all of them', () => {
     expect(problems(without(lines, 0, 1))).toMatchInlineSnapshot(`
       [
