@@ -663,6 +663,19 @@ describe('positions against the checkpoint', () => {
     `);
   });
 
+  it('a message again after its checkpoint line is a replay after the checkpoint, not also out of order or a repeated clientMessageId', () => {
+    // The records after a group's checkpoint are reported as such; the per-generation checks of
+    // order and clientMessageId stop at the checkpoint (verify-export.ts 437:9).
+    const again = [...lines.slice(0, 6), lines[1]!, ...lines.slice(6)];
+    expect(problems(again)).toMatchInlineSnapshot(`
+      [
+        "2 REPLAY A/1#1: the same signature appears again at line 7 (position 1 of A): a message may appear once",
+        "7 REPLAY A/1#1: the same signature as line 2 (position 1 of A): a message may appear once",
+        "7 AFTER_CHECKPOINT A/1#1: a record after the checkpoint of this stream generation (line 6)",
+      ]
+    `);
+  });
+
   it('a gap and a missing start or end are reported once each, not also as a wrong record count', () => {
     // Each position problem already explains the count: verify-export.ts counts them, and only
     // an export with none of them is told "the export has N records where the checkpoint covers M".
