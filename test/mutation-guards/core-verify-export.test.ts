@@ -676,6 +676,21 @@ describe('positions against the checkpoint', () => {
     `);
   });
 
+  it('a receipt repeated later with the same nextPosition does not hide what the first one acknowledged beyond the checkpoint', () => {
+    // The first receipt of a peer generation's highest position is the one that provably existed
+    // (bob signed a message after it); an equal one later must not replace it (verify-export.ts 507:18).
+    const repeated = edit((ls) => {
+      const i = ls.findIndex((l) => l.wrapper?.type === 'chat.receipt');
+      (ls[i]!.wrapper as { receipt: { nextPosition: string } }).receipt.nextPosition = '6';
+      const copy = { ...structuredClone(ls[i]!), position: '5' };
+      ls.splice(cpAt(ls, B, '1'), 0, copy);
+    });
+    expect(problems(repeated).filter((p) => p.includes('RECEIPT'))).toEqual([
+      "14 RECEIPT B/1#3: the receipt acknowledges A generation 1 before position 6, but the export's checkpoint of it ends at 5: positions 5 were acknowledged and are not in the export",
+      '16 RECEIPT B/1#5: the receipt (generation 1, nextPosition 6) does not move forward from the one before it (generation 1, nextPosition 6)',
+    ]);
+  });
+
   it('a gap and a missing start or end are reported once each, not also as a wrong record count', () => {
     // Each position problem already explains the count: verify-export.ts counts them, and only
     // an export with none of them is told "the export has N records where the checkpoint covers M".
