@@ -691,6 +691,32 @@ describe('positions against the checkpoint', () => {
     ]);
   });
 
+  /** The export with bob's receipt acknowledging A/1 up to 6, past A/1's checkpoint (nextPosition 5). */
+  const beyond = (ls: Json[]): Json[] => {
+    const i = ls.findIndex((l) => l.wrapper?.type === 'chat.receipt');
+    (ls[i]!.wrapper as { receipt: { nextPosition: string } }).receipt.nextPosition = '6';
+    return ls;
+  };
+
+  it('a receipt past the peer checkpoint in a stream generation with no checkpoint of its own is still judged (by the message bob signed after it)', () => {
+    // verify-export.ts 524:19: the receipt's own group may have no checkpoint at all.
+    const found = problems(edit((ls) => without(beyond(ls), cpAt(ls, B, '1'))));
+    expect(found.map((p) => p.split(':')[0])).toEqual(['11 NO_CHECKPOINT B/1#0', '14 RECEIPT B/1#3']);
+  });
+
+  it("what proves a receipt existed is a later message of its author's stream, never one of the other stream after it in the file", () => {
+    // B's lines first, without bob's message after the receipt, then A's: alice's messages come
+    // after the receipt in the file but say nothing of when bob's receipt existed, and B's own
+    // checkpoint is later than A's, so the receipt past A/1's checkpoint is not a problem
+    // (verify-export.ts 417:54).
+    const reordered = edit((ls) => {
+      beyond(ls);
+      const bLines = ls.slice(10).filter((_, j) => j + 10 !== at(ls, B, '1', '4'));
+      return [...bLines, ...ls.slice(0, 10)];
+    });
+    expect(problems(reordered).filter((p) => p.includes('RECEIPT'))).toEqual([]);
+  });
+
   it('a gap and a missing start or end are reported once each, not also as a wrong record count', () => {
     // Each position problem already explains the count: verify-export.ts counts them, and only
     // an export with none of them is told "the export has N records where the checkpoint covers M".
