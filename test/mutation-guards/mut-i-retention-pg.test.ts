@@ -557,6 +557,21 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
       restore();
     }
 
+    // The admin releases without a token: out of attempts it is POSITION_MISMATCH, never FENCED.
+    const r = await pair(1);
+    const prefixR = `z${randomBytes(2).toString('hex')}`;
+    restore = beforeEachCommit('release', async (n) => {
+      await appendThrough(b, r, 1, `${prefixR}${n}`);
+    });
+    try {
+      expect(await failure(a.streams.release({ role: 'admin' }, { streamId: r.streamId }))).toMatchObject({
+        type: 'POSITION_MISMATCH',
+        nextPosition: '5',
+      });
+    } finally {
+      restore();
+    }
+
     const q = await pair(1);
     const prefixQ = `y${randomBytes(2).toString('hex')}`;
     restore = beforeEachCommit('release', async (n) => {
