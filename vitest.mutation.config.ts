@@ -24,6 +24,7 @@ export default defineConfig({
       'test/unit/negative-index.test.ts',
       'test/unit/decide-again.test.ts',
       'test/unit/lookup-penalty.test.ts',
+      'test/unit/writer-presence.test.ts',
       // the appender's optimistic admission on PostgreSQL (two daemons on one database)
       'test/multi-host/replay-across-daemons.test.ts',
       // the storage port: its conformance suite on LevelDB (store/leveldb/level-*.ts)
