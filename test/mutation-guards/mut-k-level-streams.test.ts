@@ -1,0 +1,313 @@
+// Kills mutants of src/daemon/store/leveldb/level-streams.ts that survived the eighth round
+// (test/MUTATION.md, "Ninth round"): the port's commits driven directly, in process, on a real
+// LevelDB in a temp dir. The conformance suite speaks the port's contract on both backends; these
+// pin what only the LevelDB side shows: its admitted/committed caches, the same-turn duplicate
+// check, the trim's first chunk and the sweep's batches, the WAL guard's touches.
+
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { K } from '../../src/daemon/store/leveldb/key-layout.js';
+import { expectOf, type CommitOutcome } from '../../src/daemon/store/port/stream-port.js';
+import type { StoredOperation } from '../../src/daemon/store/record-layout.js';
+import { cloneMeta, type StreamMeta } from '../../src/daemon/store/stream-meta.js';
+import type { StoredRecord } from '../../src/shared/types.js';
+import { YelloError } from '../../src/shared/errors.js';
+import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
+
+const open: InProcessStore[] = [];
+afterEach(async () => {
+  for (const s of open.splice(0)) await s.close().catch(() => {});
+});
+
+async function fresh(options: { injectFailure?: () => boolean } = {}): Promise<InProcessStore> {
+  const s = await openInProcess(undefined, options);
+  open.push(s);
+  return s;
+}
+
+const now = () => new Date().toISOString();
+
+function message(meta: StreamMeta, position: number, operationId: string, recordIndex: number, text: string): StoredRecord {
+  return {
+    streamId: meta.streamId,
+    generation: String(meta.generation),
+    position: String(position),
+    wrapper: {
+      version: 2,
+      chatId: meta.chatId,
+      authorAgentId: meta.authorAgentId,
+      operationId,
+      recordIndex,
+      type: 'chat.message',
+      message: {
+        chatId: meta.chatId,
+        fromAgentId: meta.authorAgentId,
+        toAgentId: meta.peerAgentId,
+        clientMessageId: `cm-${operationId}-${recordIndex}`,
+        content: text,
+        contentSha256: 'sha-' + text,
+        signature: { kid: 'kid-1', alg: 'ES256', value: 'sig-' + text, createdAt: now() },
+      },
+    },
+  };
+}
+
+/** The append of `n` messages decided on `head`. */
+function appendOf(head: StreamMeta, n: number, operationId = `op-${randomUUID()}`) {
+  const next = cloneMeta(head);
+  const from = head.nextPosition;
+  const records = Array.from({ length: n }, (_, i) => message(head, from + i, operationId, i, `t${from + i}`));
+  next.nextPosition = from + n;
+  const operation: StoredOperation = {
+    operationId,
+    generation: head.generation,
+    firstPosition: from,
+    nextPosition: next.nextPosition,
+    committedAt: now(),
+    requestDigest: 'digest-' + operationId,
+    redactions: [],
+  };
+  const messageIds = records.map((_, i): [string, number] => [`cm-${operationId}-${i}`, from + i]);
+  return { kind: 'append' as const, expect: expectOf(head), next, records, operation, messageIds, ready: null };
+}
+
+function trimOf(head: StreamMeta, to: number) {
+  const next = cloneMeta(head);
+  next.firstPosition = to;
+  return { kind: 'trim' as const, expect: expectOf(head), next, fromPosition: head.firstPosition };
+}
+
+async function stream(s: InProcessStore) {
+  const w = await chatWithWriter(s);
+  const head = () => cloneMeta(s.port.streams.head(w.streamId, 'committed')!);
+  return { ...w, head };
+}
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
+}
+
+function ok(outcome: CommitOutcome): void {
+  expect(outcome).toEqual({ status: 'ok' });
+}
+
+describe('LevelStreams caches and commits', () => {
+  it('a failed write clears the admitted view: the head goes back to what is stored', async () => {
+    let fail = false;
+    const s = await fresh({ injectFailure: () => fail });
+    const w = await stream(s);
+    const before = w.head();
+    fail = true;
+    const outcome = await s.port.streams.commit(appendOf(before, 1));
+    expect(outcome.status).toBe('unknown');
+    expect(s.port.streams.head(w.streamId, 'admitted')).toMatchObject({ nextPosition: before.nextPosition });
+    // Read-only now: an append is refused before admission, naming its operation.
+    const change = appendOf(before, 1, 'op-after-failure');
+    await expect(s.port.streams.commit(change)).rejects.toSatisfy(
+      (err: unknown) => err instanceof YelloError && err.details.operationId === 'op-after-failure' && err.details.reason === 'READ_ONLY',
+    );
+  });
+
+  it('headPending, operationStatus and the durable promises while a commit is pending', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    expect(typeof s.port.streams.negativeIndexReady(w.streamId)).toBe('boolean');
+    expect(s.port.streams.headPending(w.streamId)).toBe(false);
+    const change = appendOf(w.head(), 2);
+    const committed = s.port.streams.commit(change);
+    expect(s.port.streams.headPending(w.streamId)).toBe(true);
+    expect(await s.port.streams.operationStatus(w.streamId, change.operation.operationId)).toEqual({ state: 'pending' });
+    // The durable promises resolve only once the write is no longer pending.
+    const stillPending: boolean[] = [];
+    const durable = [
+      s.port.streams.headDurable(w.streamId).then(() => stillPending.push(s.port.streams.headPending(w.streamId))),
+      s.port.streams
+        .operationDurable(w.streamId, change.operation.operationId)
+        .then(() => stillPending.push(s.store.storage.hasPending(K.operation(w.streamId, change.operation.operationId)))),
+    ];
+    // Admitted but not committed: the two views differ.
+    expect(s.port.streams.head(w.streamId, 'admitted')!.nextPosition).toBe(change.next.nextPosition);
+    expect(s.port.streams.head(w.streamId, 'committed')!.nextPosition).toBe(change.expect.nextPosition);
+    ok(await committed);
+    await Promise.all(durable);
+    expect(stillPending).toEqual([false, false]);
+    expect(s.port.streams.headPending(w.streamId)).toBe(false);
+    expect(s.port.streams.head(w.streamId, 'committed')!.nextPosition).toBe(change.next.nextPosition);
+    expect((await s.port.streams.operationStatus(w.streamId, change.operation.operationId)).state).toBe('committed');
+  });
+
+  it('after a reopen the caches are empty: the committed view stays put until the commit lands', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    await appendMessages(s, w, 2);
+    const dir = s.dir;
+    await s.store.storage.close();
+    const again = await openInProcess(dir);
+    open.push(again);
+    const head = cloneMeta(again.port.streams.head(w.streamId, 'admitted')!);
+    const change = appendOf(head, 1);
+    const pending = again.port.streams.commit(change);
+    expect(again.port.streams.head(w.streamId, 'committed')!.nextPosition).toBe(head.nextPosition);
+    expect(again.port.streams.head(w.streamId, 'admitted')!.nextPosition).toBe(head.nextPosition + 1);
+    ok(await pending);
+    expect(again.port.streams.head(w.streamId, 'committed')!.nextPosition).toBe(head.nextPosition + 1);
+  });
+
+  it('streamIds yields the stream ids themselves', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    const ids = await collect(s.port.streams.streamIds());
+    expect(ids).toContain(w.streamId);
+    for (const id of ids) expect(id).toMatch(/^chat_[^/]*:agt_[^/]*$/);
+  });
+
+  it('the same operation id twice in one turn: the second is a duplicate', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    const first = appendOf(w.head(), 1, 'op-twice');
+    const second = appendOf(first.next, 1, 'op-twice');
+    const [a, b] = await Promise.all([s.port.streams.commit(first), s.port.streams.commit(second)]);
+    ok(a);
+    expect(b).toMatchObject({ status: 'duplicate', what: 'operation' });
+  });
+
+  it('stale: a precondition on a missing stream or on another generation', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    const head = w.head();
+    const missing = appendOf({ ...cloneMeta(head), streamId: `${w.chatId}:agt_nobody` }, 1);
+    expect(await s.port.streams.commit(missing)).toEqual({ status: 'stale', head: undefined });
+    const wrongGeneration = appendOf(head, 1);
+    wrongGeneration.expect = { ...wrongGeneration.expect, generation: head.generation + 1 };
+    expect(await s.port.streams.commit(wrongGeneration)).toMatchObject({ status: 'stale' });
+    const wrongEpoch = appendOf(head, 1);
+    wrongEpoch.expect = { ...wrongEpoch.expect, writerEpoch: head.writer.epoch + 1 };
+    expect(await s.port.streams.commit(wrongEpoch)).toMatchObject({ status: 'stale' });
+    const wrongPosition = appendOf(head, 1);
+    wrongPosition.expect = { ...wrongPosition.expect, nextPosition: head.nextPosition + 1 };
+    expect(await s.port.streams.commit(wrongPosition)).toMatchObject({ status: 'stale' });
+  });
+
+  it('a reset with no precondition replaces the head', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    await appendMessages(s, w, 2);
+    const head = w.head();
+    const next = cloneMeta(head);
+    next.generation = head.generation + 1;
+    next.firstPosition = 0;
+    next.nextPosition = 0;
+    ok(await s.port.streams.commit({ kind: 'reset', expect: null, next }));
+    expect(s.port.streams.head(w.streamId, 'committed')).toMatchObject({ generation: head.generation + 1, nextPosition: 0 });
+  });
+
+  it('records with limit 0 yield nothing; messageIds and operationIds yield the ids themselves', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    const change = appendOf(w.head(), 3, 'op-ids');
+    ok(await s.port.streams.commit(change));
+    const head = w.head();
+    expect(await collect(s.port.streams.records(head, head.generation, 0, head.nextPosition, { limit: 0 }))).toEqual([]);
+    expect(await collect(s.port.streams.records(head, head.generation, 0, head.nextPosition, { limit: 2 }))).toHaveLength(2);
+    expect((await collect(s.port.streams.messageIds(w.streamId, head.generation))).sort()).toEqual(
+      change.messageIds.map(([id]) => id).sort(),
+    );
+    expect(await collect(s.port.streams.operationIds(w.streamId))).toContain('op-ids');
+    expect(typeof (await s.port.streams.approximateBytes(w.streamId))).toBe('number');
+  });
+});
+
+describe('LevelStreams trims and sweeps', () => {
+  it('a trim deletes its first records at once; the sweep keeps the boundary operation and its ids', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    // Fence at 0; operations [1,3) and [3,5).
+    const a = appendOf(w.head(), 2);
+    ok(await s.port.streams.commit(a));
+    const b = appendOf(a.next, 2);
+    ok(await s.port.streams.commit(b));
+    const c = appendOf(b.next, 2);
+    ok(await s.port.streams.commit(c));
+    ok(await s.port.streams.commit(trimOf(w.head(), 3)));
+    const positions = (await collect(s.port.streams.allRecords(w.head()))).map((r) => r.position);
+    expect(positions).toEqual([3, 4, 5, 6]);
+    const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 3);
+    // Operation a ends exactly at 3: gone; b starts there: kept, and c after it.
+    expect(swept).toEqual({ records: 0, operations: 1, messageIds: 2 });
+    expect(await s.port.streams.findOperation(w.streamId, a.operation.operationId)).toBeUndefined();
+    expect(await s.port.streams.findOperation(w.streamId, b.operation.operationId)).toBeDefined();
+    const ids = await collect(s.port.streams.messageIds(w.streamId, w.head().generation));
+    expect(ids).toContain(b.messageIds[0]![0]);
+    expect(ids).not.toContain(a.messageIds[1]![0]);
+    // A trim through the middle of c: c stays, and so does its first id below the new start.
+    ok(await s.port.streams.commit(trimOf(w.head(), 6)));
+    expect(await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 6)).toEqual({
+      records: 0,
+      operations: 1,
+      messageIds: 3,
+    });
+    expect(await s.port.streams.findOperation(w.streamId, c.operation.operationId)).toBeDefined();
+  });
+
+  it('a trim of 10,000 records compacts after its sweep and one of 9,999 does not; batches stay within 10,000', async () => {
+    const s = await fresh();
+    const storage = s.store.storage;
+    const compactions: string[] = [];
+    const compact = storage.compactRange.bind(storage);
+    storage.compactRange = (gte: string, lt: string) => {
+      compactions.push(gte);
+      return compact(gte, lt);
+    };
+    const batches: number[] = [];
+    const write = storage.write.bind(storage);
+    storage.write = (ops: Parameters<typeof write>[0], ...rest: unknown[]) => {
+      batches.push(ops.length);
+      return (write as (...args: unknown[]) => ReturnType<typeof write>)(ops, ...rest);
+    };
+
+    for (const [size, compacts] of [
+      [9_999, false],
+      [10_000, true],
+    ] as const) {
+      const w = await stream(s);
+      const big = appendOf(w.head(), size + 1);
+      ok(await s.port.streams.commit(big));
+      compactions.length = 0;
+      batches.length = 0;
+      // From the fence at 0 up to `size`: `size` records gone.
+      ok(await s.port.streams.commit(trimOf(w.head(), size)));
+      const first = (await collect(s.port.streams.allRecords(w.head())))[0]!;
+      expect(first.position).toBe(size);
+      const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, size);
+      expect(swept.records).toBe(0);
+      expect(compactions.length > 0, `trim of ${size}`).toBe(compacts);
+      expect(Math.max(...batches)).toBeLessThanOrEqual(10_003);
+    }
+  });
+
+  it('a trim past one chunk leaves the rest to the sweep, in batches of at most 10,000', async () => {
+    const s = await fresh();
+    const storage = s.store.storage;
+    const batches: number[] = [];
+    const write = storage.write.bind(storage);
+    const w = await stream(s);
+    const big = appendOf(w.head(), 25_000);
+    ok(await s.port.streams.commit(big));
+    storage.write = (ops: Parameters<typeof write>[0], ...rest: unknown[]) => {
+      batches.push(ops.length);
+      return (write as (...args: unknown[]) => ReturnType<typeof write>)(ops, ...rest);
+    };
+    ok(await s.port.streams.commit(trimOf(w.head(), 24_000)));
+    expect(batches[0]).toBeLessThanOrEqual(10_003);
+    const left = await collect(storage.keys({ gte: K.recordsPrefix(w.streamId, 1), lt: K.record(w.streamId, 1, 24_000) }));
+    expect(left).toHaveLength(14_000);
+    const swept = await s.port.streams.sweepTrimmed(w.streamId, 1, 24_000);
+    expect(swept).toEqual({ records: 14_000, operations: 0, messageIds: 23_999 });
+    const sweepBatches = batches.slice(1);
+    expect(Math.max(...sweepBatches)).toBeLessThanOrEqual(10_000);
+    // 14,000 records in two batches, 23,999 ids in three.
+    expect(sweepBatches).toHaveLength(5);
+  });
+});
