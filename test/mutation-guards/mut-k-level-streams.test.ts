@@ -4,6 +4,8 @@
 // pin what only the LevelDB side shows: its admitted/committed caches, the same-turn duplicate
 // check, the trim's first chunk and the sweep's batches, the WAL guard's touches.
 
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { K } from '../../src/daemon/store/leveldb/key-layout.js';
@@ -153,6 +155,9 @@ describe('LevelStreams caches and commits', () => {
     expect(again.port.streams.head(w.streamId, 'admitted')!.nextPosition).toBe(head.nextPosition + 1);
     ok(await pending);
     expect(again.port.streams.head(w.streamId, 'committed')!.nextPosition).toBe(head.nextPosition + 1);
+    // The reopen cleared the WAL guard; the first write touches where the stream stood before it.
+    const guard = readFileSync(path.join(dir, 'wal-guard'), 'utf8').trim().split('\n');
+    expect(guard.map((line) => line.split(' ').slice(1).join(' '))).toEqual([`${w.streamId} ${head.generation} ${head.nextPosition}`]);
   });
 
   it('streamIds yields the stream ids themselves', async () => {
@@ -201,6 +206,10 @@ describe('LevelStreams caches and commits', () => {
     next.nextPosition = 0;
     ok(await s.port.streams.commit({ kind: 'reset', expect: null, next }));
     expect(s.port.streams.head(w.streamId, 'committed')).toMatchObject({ generation: head.generation + 1, nextPosition: 0 });
+    // The WAL guard marks the new generation from its first position, not from where the old one stood.
+    const guard = readFileSync(path.join(s.dir, 'wal-guard'), 'utf8').trim().split('\n');
+    const ofNew = guard.map((line) => line.split(' ').slice(1)).filter(([id, g]) => id === w.streamId && g === String(next.generation));
+    expect(ofNew).toEqual([[w.streamId, String(next.generation), '0']]);
   });
 
   it('records with limit 0 yield nothing; messageIds and operationIds yield the ids themselves', async () => {
@@ -274,13 +283,16 @@ describe('LevelStreams trims and sweeps', () => {
       const w = await stream(s);
       const big = appendOf(w.head(), size + 1);
       ok(await s.port.streams.commit(big));
+      // The fence first, alone: the large trim then starts at 1, not 0.
+      ok(await s.port.streams.commit(trimOf(w.head(), 1)));
+      await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 1);
       compactions.length = 0;
       batches.length = 0;
-      // From the fence at 0 up to `size`: `size` records gone.
-      ok(await s.port.streams.commit(trimOf(w.head(), size)));
+      // From 1 up to `size + 1`: `size` records gone.
+      ok(await s.port.streams.commit(trimOf(w.head(), size + 1)));
       const first = (await collect(s.port.streams.allRecords(w.head())))[0]!;
-      expect(first.position).toBe(size);
-      const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, size);
+      expect(first.position).toBe(size + 1);
+      const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, size + 1);
       expect(swept.records).toBe(0);
       expect(compactions.length > 0, `trim of ${size}`).toBe(compacts);
       expect(Math.max(...batches)).toBeLessThanOrEqual(10_003);
@@ -309,5 +321,62 @@ describe('LevelStreams trims and sweeps', () => {
     expect(Math.max(...sweepBatches)).toBeLessThanOrEqual(10_000);
     // 14,000 records in two batches, 23,999 ids in three.
     expect(sweepBatches).toHaveLength(5);
+  });
+  it('the record counter goes down by what each trim removes, also from a start above 0', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    ok(await s.port.streams.commit(appendOf(w.head(), 6)));
+    const before = s.port.counts().records;
+    // Fence at 0, messages at 1..6: trim [0,3), then [3,5).
+    ok(await s.port.streams.commit(trimOf(w.head(), 3)));
+    expect(s.port.counts().records).toBe(before - 3);
+    ok(await s.port.streams.commit(trimOf(w.head(), 5)));
+    expect(s.port.counts().records).toBe(before - 5);
+  });
+
+  it('the operations sweep deletes in batches of at most 10,000 keys (5,001 operations: two batches)', async () => {
+    const s = await fresh();
+    const storage = s.store.storage;
+    const w = await stream(s);
+    // Admission is synchronous, so the appends pipeline into a few group commits.
+    const commits: Promise<CommitOutcome>[] = [];
+    let head = w.head();
+    for (let i = 0; i < 5_001; i++) {
+      const change = appendOf(head, 1);
+      commits.push(s.port.streams.commit(change));
+      head = change.next;
+    }
+    for (const outcome of await Promise.all(commits)) ok(outcome);
+    ok(await s.port.streams.commit(trimOf(w.head(), 5_002)));
+    const batches: number[] = [];
+    const write = storage.write.bind(storage);
+    storage.write = (ops: Parameters<typeof write>[0], ...rest: unknown[]) => {
+      batches.push(ops.length);
+      return (write as (...args: unknown[]) => ReturnType<typeof write>)(ops, ...rest);
+    };
+    const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 5_002);
+    expect(swept).toEqual({ records: 0, operations: 5_001, messageIds: 5_001 });
+    // An operation and its log entry go together: 5,000 pairs, then the last pair, then the ids.
+    expect(batches).toEqual([10_000, 2, 5_001]);
+  });
+  it('record and findOperation on a closing store reject (reason SHUTTING_DOWN), never throw where they are called', async () => {
+    const s = await fresh();
+    const w = await stream(s);
+    const head = w.head();
+    const closing = s.store.storage.close();
+    let record: Promise<unknown> | undefined;
+    let operation: Promise<unknown> | undefined;
+    expect(() => {
+      record = s.port.streams.record(head, head.generation, 0);
+      operation = s.port.streams.findOperation(w.streamId, 'op-1');
+    }).not.toThrow();
+    const [r, o] = await Promise.allSettled([record, operation]);
+    for (const settled of [r, o]) {
+      expect(settled.status).toBe('rejected');
+      const err = (settled as PromiseRejectedResult).reason as YelloError;
+      expect(err).toBeInstanceOf(YelloError);
+      expect((err.details as { reason?: string }).reason).toBe('SHUTTING_DOWN');
+    }
+    await closing;
   });
 });
