@@ -73,6 +73,33 @@ describe('streams.trim', () => {
     expectError(await read(c.bob.client, c.streamA, '1', '12'), 'INVALID_PARAMS', 'above nextPosition');
   });
 
+  it('forgets the operations whose records all lie below the new start (operations.get unknown, not listed), keeps one cut in two, and frees trimmed messageIds', async () => {
+    const c = await setupChat(daemon(), admin());
+    // Fence at 0; operation a at 1..2, b at 3..4, c at 5..6.
+    const opOf = async (prefix: string) => {
+      const operationId = `op-${prefix}`;
+      await c.wa.append(messages(prefix, 2), operationId);
+      return operationId;
+    };
+    const [a, b, cut] = [await opOf('a'), await opOf('b'), await opOf('c')];
+    const get = async (operationId: string) => ok(await admin().call('operations.get', { streamId: c.streamA, operationId })).state;
+    expect(await get(a)).toBe('committed');
+
+    expect(ok(await admin().call('streams.trim', { streamId: c.streamA, beforePosition: '4', force: true }))).toEqual({
+      firstPosition: '4',
+    });
+    expect(await get(a)).toBe('unknown');
+    expect(await get(b)).toBe('committed');
+    expect(await get(cut)).toBe('committed');
+    const listed = ok(await admin().call('operations.list', { streamId: c.streamA })).operations.map((o) => o.operationId);
+    expect(listed).toEqual([b, cut]);
+    // a.0 (position 1) and b.0 (position 3) were trimmed: usable again; b.1 (position 4) is retained.
+    const again = await c.wa.append([...messages('a', 1), ...messages('b', 1)]);
+    expect(again.nextPosition).toBe('9');
+    const dup = await c.wa.tryAppend([{ type: 'chat.message', messageId: 'b.1', content: 'again' }]);
+    expect(expectError(dup, 'DUPLICATE_MESSAGE', 'b.1 is retained').position).toBe('4');
+  });
+
   it('ends a follower that stands below the trim with chats.break PREFIX_UNAVAILABLE; a caught-up follower continues', async () => {
     const c = await setupChat(daemon(), admin());
     const starts = { a: c.wa.next, b: c.wb.next };
