@@ -95,6 +95,25 @@ function ok(outcome: CommitOutcome): void {
   expect(outcome).toEqual({ status: 'ok' });
 }
 
+/** From now on, the size of every batch written to `storage`, in order. */
+function recordBatches(storage: InProcessStore['store']['storage']): number[] {
+  const batches: number[] = [];
+  const write = storage.write.bind(storage);
+  storage.write = (ops: Parameters<typeof write>[0], ...rest: unknown[]) => {
+    batches.push(ops.length);
+    return (write as (...args: unknown[]) => ReturnType<typeof write>)(ops, ...rest);
+  };
+  return batches;
+}
+
+/** The WAL guard's lines (src/daemon/store/leveldb/wal-guard.ts) without their first field: `[streamId, generation, position]`. */
+function walGuard(dir: string): string[][] {
+  return readFileSync(path.join(dir, 'wal-guard'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => line.split(' ').slice(1));
+}
+
 describe('LevelStreams caches and commits', () => {
   it('a failed write clears the admitted view: the head goes back to what is stored', async () => {
     let fail = false;
@@ -156,8 +175,7 @@ describe('LevelStreams caches and commits', () => {
     ok(await pending);
     expect(again.port.streams.head(w.streamId, 'committed')!.nextPosition).toBe(head.nextPosition + 1);
     // The reopen cleared the WAL guard; the first write touches where the stream stood before it.
-    const guard = readFileSync(path.join(dir, 'wal-guard'), 'utf8').trim().split('\n');
-    expect(guard.map((line) => line.split(' ').slice(1).join(' '))).toEqual([`${w.streamId} ${head.generation} ${head.nextPosition}`]);
+    expect(walGuard(dir)).toEqual([[w.streamId, String(head.generation), String(head.nextPosition)]]);
   });
 
   it('streamIds yields the stream ids themselves', async () => {
@@ -207,8 +225,7 @@ describe('LevelStreams caches and commits', () => {
     ok(await s.port.streams.commit({ kind: 'reset', expect: null, next }));
     expect(s.port.streams.head(w.streamId, 'committed')).toMatchObject({ generation: head.generation + 1, nextPosition: 0 });
     // The WAL guard marks the new generation from its first position, not from where the old one stood.
-    const guard = readFileSync(path.join(s.dir, 'wal-guard'), 'utf8').trim().split('\n');
-    const ofNew = guard.map((line) => line.split(' ').slice(1)).filter(([id, g]) => id === w.streamId && g === String(next.generation));
+    const ofNew = walGuard(s.dir).filter(([id, g]) => id === w.streamId && g === String(next.generation));
     expect(ofNew).toEqual([[w.streamId, String(next.generation), '0']]);
   });
 
@@ -269,12 +286,7 @@ describe('LevelStreams trims and sweeps', () => {
       compactions.push(gte);
       return compact(gte, lt);
     };
-    const batches: number[] = [];
-    const write = storage.write.bind(storage);
-    storage.write = (ops: Parameters<typeof write>[0], ...rest: unknown[]) => {
-      batches.push(ops.length);
-      return (write as (...args: unknown[]) => ReturnType<typeof write>)(ops, ...rest);
-    };
+    const batches = recordBatches(storage);
 
     for (const [size, compacts] of [
       [9_999, false],
@@ -302,15 +314,10 @@ describe('LevelStreams trims and sweeps', () => {
   it('a trim past one chunk leaves the rest to the sweep, in batches of at most 10,000', async () => {
     const s = await fresh();
     const storage = s.store.storage;
-    const batches: number[] = [];
-    const write = storage.write.bind(storage);
     const w = await stream(s);
     const big = appendOf(w.head(), 25_000);
     ok(await s.port.streams.commit(big));
-    storage.write = (ops: Parameters<typeof write>[0], ...rest: unknown[]) => {
-      batches.push(ops.length);
-      return (write as (...args: unknown[]) => ReturnType<typeof write>)(ops, ...rest);
-    };
+    const batches = recordBatches(storage);
     ok(await s.port.streams.commit(trimOf(w.head(), 24_000)));
     expect(batches[0]).toBeLessThanOrEqual(10_003);
     const left = await collect(storage.keys({ gte: K.recordsPrefix(w.streamId, 1), lt: K.record(w.streamId, 1, 24_000) }));
@@ -322,6 +329,7 @@ describe('LevelStreams trims and sweeps', () => {
     // 14,000 records in two batches, 23,999 ids in three.
     expect(sweepBatches).toHaveLength(5);
   });
+
   it('the record counter goes down by what each trim removes, also from a start above 0', async () => {
     const s = await fresh();
     const w = await stream(s);
@@ -348,17 +356,13 @@ describe('LevelStreams trims and sweeps', () => {
     }
     for (const outcome of await Promise.all(commits)) ok(outcome);
     ok(await s.port.streams.commit(trimOf(w.head(), 5_002)));
-    const batches: number[] = [];
-    const write = storage.write.bind(storage);
-    storage.write = (ops: Parameters<typeof write>[0], ...rest: unknown[]) => {
-      batches.push(ops.length);
-      return (write as (...args: unknown[]) => ReturnType<typeof write>)(ops, ...rest);
-    };
+    const batches = recordBatches(storage);
     const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 5_002);
     expect(swept).toEqual({ records: 0, operations: 5_001, messageIds: 5_001 });
     // An operation and its log entry go together: 5,000 pairs, then the last pair, then the ids.
     expect(batches).toEqual([10_000, 2, 5_001]);
   });
+
   it('record and findOperation on a closing store reject (reason SHUTTING_DOWN), never throw where they are called', async () => {
     const s = await fresh();
     const w = await stream(s);
