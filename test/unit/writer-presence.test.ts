@@ -59,4 +59,33 @@ describe('WriterPresence', () => {
     presence.attach(s.streamId, 'h3', other);
     expect(presence.connected({ ...s, writer: { ...s.writer, tokenHash: 'h4' } })).toBe(false);
   });
+
+  it('an inactive writer is never connected, even through an open connection that used its token', () => {
+    // connected() promises "active and attached", not only "attached": a caller that asks it
+    // alone (without checking meta.writer.active itself) must not see a released claim as live.
+    const presence = new WriterPresence();
+    const c = connection();
+    const s = claimed('chat_5', 'h5');
+    presence.attach(s.streamId, 'h5', c);
+    expect(presence.connected(s)).toBe(true);
+    expect(presence.connected({ ...s, writer: { ...s.writer, active: false } })).toBe(false);
+    expect(presence.connected({ ...s, writer: { ...s.writer, active: false, tokenHash: null } })).toBe(false);
+    expect(presence.connected({ ...s, writer: { ...s.writer, active: true, tokenHash: null } })).toBe(false);
+  });
+
+  it('a later claim on the stream is not connected through the connections of the claim it replaced', () => {
+    const presence = new WriterPresence();
+    const first = connection();
+    const second = connection();
+    const s = claimed('chat_6', 'h6');
+    presence.attach(s.streamId, 'h6', first);
+    presence.attach(s.streamId, 'h7', second);
+    const replaced = { ...s, writer: { ...s.writer, epoch: 2, tokenHash: 'h7' } };
+    expect([presence.connected(s), presence.connected(replaced)]).toEqual([false, true]);
+    // The first connection hanging up does not detach the second claim's holder.
+    first.hangUp();
+    expect(presence.connected(replaced)).toBe(true);
+    second.hangUp();
+    expect(presence.connected(replaced)).toBe(false);
+  });
 });
