@@ -23,7 +23,12 @@
 export default {
   packageManager: 'npm',
   testRunner: 'vitest',
-  plugins: ['@stryker-mutator/vitest-runner', './test/mutation/ignore-logging.mjs', './test/mutation/ignore-error-messages.mjs'],
+  plugins: [
+    '@stryker-mutator/vitest-runner',
+    './test/mutation/ignore-logging.mjs',
+    './test/mutation/ignore-error-messages.mjs',
+    './test/mutation/ignore-equivalents.mjs',
+  ],
   vitest: {
     configFile: 'vitest.mutation.config.ts',
     // The integration tests import no daemon module: "related" files would find none of them.
@@ -51,8 +56,10 @@ export default {
     'src/mcp/chat-session.ts',
   ],
   // 'logging': no mutants inside pino log calls; 'error-messages': none in the human message text
-  // given to an error constructor (its type, reason and data are still mutated). See the files.
-  ignorers: ['logging', 'error-messages'],
+  // given to an error constructor (its type, reason and data are still mutated);
+  // 'argued-equivalents': the survivors test/MUTATION.md argues equivalent, listed in
+  // test/mutation/equivalents.tsv, reported Ignored instead of run again. See the files.
+  ignorers: ['logging', 'error-messages', 'argued-equivalents'],
   // Mutants in top-level code (constants, regexes built at import) take effect only when a module
   // is loaded, and the vitest runner keeps modules loaded between mutants: they were reported
   // survived without ever being switched on (test/MUTATION.md, mut-core section). Testing them

@@ -7,6 +7,8 @@ import base from './stryker.config.mjs';
 export default {
   ...base,
   vitest: { ...base.vitest, configFile: 'vitest.mutation-pg.config.ts' },
+  // Every mutant, the argued equivalents too: some equivalent on LevelDB are killed here.
+  ignorers: base.ignorers.filter((name) => name !== 'argued-equivalents'),
   tempDirName: '.stryker-tmp-pg',
   incrementalFile: 'test/mutation/stryker-incremental-postgres.json',
   htmlReporter: { fileName: 'reports/mutation-postgres/mutation.html' },

@@ -1,0 +1,149 @@
+// The 'argued-equivalents' ignorer (test/mutation/ignore-equivalents.mjs) and its checker
+// (scripts/mutation-equivalents.mjs). A row that ignored more than its line's mutants of its
+// mutators would hide killed mutants from the score; a row that kept ignoring after its line
+// changed would hide a mutant of new code. Both are checked here by instrumenting real source
+// files as Stryker does (no test run).
+
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain .mjs script without declarations
+import * as equivalents from '../../scripts/mutation-equivalents.mjs';
+
+interface Mutant {
+  mutatorName: string;
+  replacement: string;
+  status?: string;
+  statusReason?: string;
+  location: { start: { line: number; column: number } };
+}
+
+interface Checked {
+  ignored: number;
+  problems: string[];
+  toCheckAgain: string[];
+}
+const { checkList, instrumented } = equivalents as unknown as {
+  checkList: (listPath: string, report: unknown) => Promise<Checked>;
+  instrumented: (file: string, listPath: string) => Promise<Mutant[]>;
+};
+
+const dir = mkdtempSync(path.join(tmpdir(), 'yl-equiv-'));
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const FILE = 'src/daemon/streams/writer-presence.ts';
+const source = readFileSync(FILE, 'utf8');
+const lineNo = (text: string) => source.split('\n').findIndex((l) => l.trim() === text) + 1;
+const GUARD = 'if (!meta.writer.active || meta.writer.tokenHash === null) return false;';
+
+function list(rows: string[]): string {
+  const p = path.join(dir, `list-${Math.random().toString(36).slice(2)}.tsv`);
+  writeFileSync(p, `# test list\n${rows.join('\n')}\n`);
+  return p;
+}
+const ignoredOf = (mutants: Mutant[]) => mutants.filter((m) => m.status === 'Ignored');
+
+describe('argued-equivalents ignorer', () => {
+  it('ignores exactly the mutants of the listed mutators that start on the listed line', async () => {
+    const at = lineNo(GUARD);
+    expect(at).toBeGreaterThan(0);
+    const all = await instrumented(FILE, list([]));
+    const expected = all.filter((m) => m.location.start.line + 1 === at && m.mutatorName === 'LogicalOperator');
+    expect(expected.length).toBeGreaterThan(0);
+    const sameLineOthers = all.filter((m) => m.location.start.line + 1 === at && m.mutatorName !== 'LogicalOperator');
+    expect(sameLineOthers.length).toBeGreaterThan(0);
+
+    const mutants = await instrumented(FILE, list([`${FILE}\t${at}\tLogicalOperator\t${GUARD}\tbecause of a reason`]));
+    expect(mutants.length).toBe(all.length);
+    const ignored = ignoredOf(mutants);
+    expect(ignored.map((m) => [m.mutatorName, m.replacement])).toEqual(expected.map((m) => [m.mutatorName, m.replacement]));
+    expect(ignored.every((m) => m.statusReason === 'because of a reason')).toBe(true);
+  });
+
+  it('follows the code to the one line that has it, and ignores nothing once the code is gone or not unique', async () => {
+    const at = lineNo(GUARD);
+    const moved = await instrumented(FILE, list([`${FILE}\t${at + 7}\tLogicalOperator\t${GUARD}\tmoved`]));
+    expect(ignoredOf(moved).length).toBeGreaterThan(0);
+    expect(ignoredOf(moved).every((m) => m.location.start.line + 1 === at)).toBe(true);
+    const changed = await instrumented(FILE, list([`${FILE}\t${at}\tLogicalOperator\t${GUARD.replace('||', '&&')}\tgone`]));
+    expect(ignoredOf(changed)).toEqual([]);
+    // The same code on two lines, neither the row's: which one was argued is not known.
+    const twin = path.join(dir, 'twin.ts');
+    const code = 'if (a > 1) return true;';
+    writeFileSync(twin, `export function f(a: number): boolean {\n  ${code}\n  ${code}\n  return false;\n}\n`);
+    const rel = path.relative(process.cwd(), twin);
+    const ambiguous = await instrumented(twin, list([`${rel}\t4\tConditionalExpression\t${code}\tambiguous`]));
+    expect(ambiguous.length).toBeGreaterThan(0);
+    expect(ignoredOf(ambiguous)).toEqual([]);
+    const exact = await instrumented(twin, list([`${rel}\t3\tConditionalExpression\t${code}\texact`]));
+    expect(ignoredOf(exact).map((m) => m.location.start.line + 1)).toEqual([3, 3]);
+  });
+});
+
+describe('argued-equivalents ignorer, the committed list', () => {
+  it('changes no mutant of a listed file but its status: same mutators, places and replacements', async () => {
+    const files = [
+      ...new Set(
+        readFileSync('test/mutation/equivalents.tsv', 'utf8')
+          .split('\n')
+          .filter((l) => l.trim() !== '' && !l.startsWith('#'))
+          .map((l) => l.split('\t')[0]!),
+      ),
+    ];
+    expect(files.length).toBeGreaterThan(0);
+    const identity = (m: Mutant) => `${m.mutatorName} ${m.location.start.line}:${m.location.start.column} ${m.replacement}`;
+    let ignored = 0;
+    for (const file of files) {
+      const without = (await instrumented(file, list([]))).map(identity);
+      const mutants = await instrumented(file, 'test/mutation/equivalents.tsv');
+      expect(mutants.map(identity), file).toEqual(without);
+      ignored += ignoredOf(mutants).length;
+    }
+    expect(ignored).toBeGreaterThan(0);
+  });
+});
+
+describe('mutation-equivalents check', () => {
+  const at = lineNo(GUARD);
+  const row = `${FILE}\t${at}\tLogicalOperator,ConditionalExpression\t${GUARD}\tr`;
+  let all: Mutant[] = [];
+  beforeAll(async () => {
+    all = await instrumented(FILE, list([]));
+  });
+  /** A report of FILE as it is, every mutant with `status`. */
+  const report = (status: string) => {
+    const mutants = all.map((m, i) => ({
+      id: String(i),
+      mutatorName: m.mutatorName,
+      replacement: m.replacement,
+      location: { start: { line: m.location.start.line + 1, column: m.location.start.column + 1 } },
+      status,
+    }));
+    return { files: { [FILE]: { source, mutants } } };
+  };
+
+  it('fails a row that would ignore a mutant the report says was killed, passes it when all survived', async () => {
+    const bad = await checkList(list([row]), report('Killed'));
+    expect(bad.problems.length).toBeGreaterThan(0);
+    expect(bad.problems[0]).toMatch(/ignored, but the report says Killed/);
+    const good = await checkList(list([row]), report('Survived'));
+    expect(good.problems).toEqual([]);
+    expect(good.ignored).toBeGreaterThan(1);
+  });
+
+  it('sets aside a file changed since the report instead of checking it against other code', async () => {
+    const stale = { files: { [FILE]: { source: `${source}// edited\n`, mutants: [] } } };
+    const r = await checkList(list([row]), stale);
+    expect(r.problems).toEqual([]);
+    expect(r.toCheckAgain).toEqual([FILE]);
+  });
+
+  it('the committed list holds: no row ignores a mutant the committed report does not say survived', async () => {
+    const committed = JSON.parse(readFileSync('test/mutation/stryker-incremental.json', 'utf8')) as unknown;
+    const r = await checkList('test/mutation/equivalents.tsv', committed);
+    expect(r.problems).toEqual([]);
+  });
+});
