@@ -89,7 +89,16 @@ export async function checkList(listPath, report) {
       ignored += mine.length;
     }
   }
-  return { ignored, problems, toCheckAgain };
+  // The report's score with the listed survivors taken out (what a run with the ignorer reports).
+  let detected = 0;
+  let valid = 0;
+  for (const entry of Object.values(report.files ?? {})) {
+    for (const m of entry.mutants) {
+      if (m.status === 'Killed' || m.status === 'Timeout') detected++;
+      if (['Killed', 'Timeout', 'Survived', 'NoCoverage'].includes(m.status)) valid++;
+    }
+  }
+  return { ignored, problems, toCheckAgain, score: { detected, valid: valid - ignored } };
 }
 
 /** Rows for `file`'s whole groups of survivors in the report. */
@@ -154,8 +163,11 @@ async function main() {
     return;
   }
   if (command === 'check') {
-    const { ignored, problems, toCheckAgain } = await checkList(listPath, report);
+    const { ignored, problems, toCheckAgain, score } = await checkList(listPath, report);
     console.log(`${ignored} mutant(s) ignored as argued equivalents`);
+    console.log(
+      `the report's score without them: ${((100 * score.detected) / score.valid).toFixed(1)} % (${score.detected}/${score.valid})`,
+    );
     if (toCheckAgain.length) console.log(`to check again (changed since the report, their mutants run): ${toCheckAgain.join(', ')}`);
     for (const p of problems) console.log(`PROBLEM ${p}`);
     process.exitCode = problems.length ? 1 : 0;
