@@ -16,6 +16,7 @@ import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Instrumenter } from '@stryker-mutator/instrumenter';
+import { mutantKey, scoreOf } from './mutation-report.mjs';
 import { lineOf, parseEquivalents, strykerPlugins } from '../test/mutation/ignore-equivalents.mjs';
 
 const HEADER =
@@ -50,8 +51,6 @@ export async function instrumented(file, listPath) {
   }
 }
 
-const keyOf = (m, line, column) => `${m.mutatorName}\n${m.replacement}\n${line}:${column}`;
-
 /** Checks a list against a report: per row, what it ignores; problems that make it wrong. */
 export async function checkList(listPath, report) {
   const rows = parseEquivalents(readFileSync(listPath, 'utf8'));
@@ -69,7 +68,7 @@ export async function checkList(listPath, report) {
       toCheckAgain.push(file);
       continue;
     }
-    const statusByKey = new Map(entry.mutants.map((m) => [keyOf(m, m.location.start.line, m.location.start.column), m.status]));
+    const statusByKey = new Map(entry.mutants.map((m) => [mutantKey(m, m.location.start.line, m.location.start.column), m.status]));
     const mutants = await instrumented(file, listPath);
     const lines = source.split('\n');
     for (const row of fileRows) {
@@ -79,7 +78,7 @@ export async function checkList(listPath, report) {
       );
       if (mine.length === 0) problems.push(`${file}:${row.line} ${row.mutators.join(',')}: ignores no mutant`);
       for (const m of mine) {
-        const status = statusByKey.get(keyOf(m, m.location.start.line + 1, m.location.start.column + 1));
+        const status = statusByKey.get(mutantKey(m, m.location.start.line + 1, m.location.start.column + 1));
         if (status !== 'Survived' && status !== 'Ignored') {
           problems.push(
             `${file}:${at}:${m.location.start.column + 1} ${m.mutatorName} -> ${m.replacement}: ignored, but the report says ${status ?? 'nothing'}`,
@@ -90,14 +89,7 @@ export async function checkList(listPath, report) {
     }
   }
   // The report's score with the listed survivors taken out (what a run with the ignorer reports).
-  let detected = 0;
-  let valid = 0;
-  for (const entry of Object.values(report.files ?? {})) {
-    for (const m of entry.mutants) {
-      if (m.status === 'Killed' || m.status === 'Timeout') detected++;
-      if (['Killed', 'Timeout', 'Survived', 'NoCoverage'].includes(m.status)) valid++;
-    }
-  }
+  const { detected, valid } = scoreOf(Object.values(report.files ?? {}).flatMap((entry) => entry.mutants));
   return { ignored, problems, toCheckAgain, score: { detected, valid: valid - ignored } };
 }
 

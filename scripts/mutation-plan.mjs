@@ -14,6 +14,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { currentSource, mutantKey } from './mutation-report.mjs';
 
 export const REASONS = ['file changed', 'new', 'killer changed', 'new tests'];
 
@@ -23,18 +24,17 @@ export const REASONS = ['file changed', 'new', 'killer changed', 'new tests'];
  * `readCurrent(file)` is the file's source now, or null when it is gone.
  */
 export function classifyPlan(run, report, readCurrent) {
-  const key = (m) => `${m.mutatorName}\n${m.replacement}\n${m.line}:${m.column}`;
   const oldStatus = new Map();
   const changed = new Set();
   for (const [file, entry] of Object.entries(report.files ?? {})) {
     if (readCurrent(file) !== entry.source) changed.add(file);
     for (const m of entry.mutants) {
-      oldStatus.set(`${file}\n${key({ ...m, line: m.location.start.line, column: m.location.start.column })}`, m.status);
+      oldStatus.set(`${file}\n${mutantKey(m, m.location.start.line, m.location.start.column)}`, m.status);
     }
   }
   const reasonOf = (m) => {
     if (changed.has(m.file)) return 'file changed';
-    const s = oldStatus.get(`${m.file}\n${key(m)}`);
+    const s = oldStatus.get(`${m.file}\n${mutantKey(m, m.line, m.column)}`);
     if (s === undefined) return 'new';
     return s === 'Killed' ? 'killer changed' : 'new tests';
   };
@@ -103,8 +103,7 @@ async function main() {
   rmSync(work, { recursive: true, force: true });
   const report = existsSync(reportPath) ? JSON.parse(readFileSync(reportPath, 'utf8')) : { files: {} };
 
-  const readCurrent = (file) => (existsSync(file) ? readFileSync(file, 'utf8') : null);
-  const byFile = classifyPlan(plan.run, report, readCurrent);
+  const byFile = classifyPlan(plan.run, report, currentSource);
   const reasons = REASONS;
   const minutes = (ms) => (ms / 60_000).toFixed(1);
   const rows = [...byFile].sort((a, b) => b[1].ms - a[1].ms);

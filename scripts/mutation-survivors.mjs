@@ -4,25 +4,23 @@
 // A file whose source in the report is not the file in the working tree is marked STALE: its
 // results were measured on other code (a merged report keeps a file's last run), so its score
 // says nothing about the code as it is until the file is run again. The last line counts them.
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { currentSource, scoreOf } from './mutation-report.mjs';
 
 const report = JSON.parse(readFileSync(process.argv[2] ?? 'reports/mutation/mutation.json', 'utf8'));
-const DETECTED = new Set(['Killed', 'Timeout']);
-const VALID = new Set(['Killed', 'Timeout', 'Survived', 'NoCoverage']);
 const stale = [];
 let allDetected = 0;
 let allValid = 0;
 for (const [file, { mutants, source }] of Object.entries(report.files)) {
   const lines = source.split('\n');
-  const valid = mutants.filter((m) => VALID.has(m.status));
-  const detected = valid.filter((m) => DETECTED.has(m.status)).length;
-  const score = valid.length ? ((100 * detected) / valid.length).toFixed(1) : 'n/a';
-  const current = existsSync(file) ? readFileSync(file, 'utf8') : null;
+  const { detected, valid } = scoreOf(mutants);
+  const score = valid ? ((100 * detected) / valid).toFixed(1) : 'n/a';
+  const current = currentSource(file);
   if (current !== source) stale.push(file);
   allDetected += detected;
-  allValid += valid.length;
+  allValid += valid;
   const mark = current === source ? '' : current === null ? ' STALE (file removed)' : ' STALE (source changed since this result)';
-  console.log(`${file}: ${score} % (${detected}/${valid.length})${mark}`);
+  console.log(`${file}: ${score} % (${detected}/${valid})${mark}`);
   for (const m of mutants
     .filter((x) => x.status === 'Survived' || x.status === 'NoCoverage')
     .sort((a, b) => a.location.start.line - b.location.start.line)) {

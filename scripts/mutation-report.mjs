@@ -1,0 +1,25 @@
+// What the mutation scripts read the same way from a Stryker JSON report (the committed
+// incremental file or a run's reports/mutation/mutation.json): a score, a mutant's identity,
+// and whether a file's result is for the source in the working tree.
+import { existsSync, readFileSync } from 'node:fs';
+
+/** Statuses Stryker counts as detected, and those it counts at all (Ignored and errors are not). */
+export const DETECTED = new Set(['Killed', 'Timeout']);
+export const VALID = new Set(['Killed', 'Timeout', 'Survived', 'NoCoverage']);
+
+/** Killed-or-timed-out and counted mutants among `mutants`. */
+export function scoreOf(mutants) {
+  let detected = 0;
+  let valid = 0;
+  for (const m of mutants) {
+    if (DETECTED.has(m.status)) detected++;
+    if (VALID.has(m.status)) valid++;
+  }
+  return { detected, valid };
+}
+
+/** A mutant as Stryker's incremental differ knows it within a file (1-based line and column). */
+export const mutantKey = (m, line, column) => `${m.mutatorName}\n${m.replacement}\n${line}:${column}`;
+
+/** The file's source now, or null when it is gone. */
+export const currentSource = (file) => (existsSync(file) ? readFileSync(file, 'utf8') : null);
