@@ -22,9 +22,10 @@
 // and the tests that guard them to vitest.mutation.config.ts.
 export default {
   packageManager: 'npm',
-  testRunner: 'vitest',
+  testRunner: 'located-vitest',
   plugins: [
-    '@stryker-mutator/vitest-runner',
+    // Stryker's vitest runner, reporting where each test starts (see the file)
+    './test/mutation/located-vitest-runner.mjs',
     './test/mutation/ignore-logging.mjs',
     './test/mutation/ignore-error-messages.mjs',
     './test/mutation/ignore-equivalents.mjs',

@@ -61,6 +61,10 @@ export default defineConfig({
     // Passes the active mutant (and, in the dry run, coverage) between Stryker and the daemon
     // children; see the file.
     setupFiles: ['test/mutation/child-mutants.ts'],
+    // Each test's line and column, which the 'located-vitest' runner hands to Stryker so that an
+    // edit to a test file invalidates the killed results of the tests it touches, not of all
+    // (test/mutation/located-vitest-runner.mjs).
+    includeTaskLocation: true,
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },
