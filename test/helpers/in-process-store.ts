@@ -52,6 +52,8 @@ export interface InProcessStore {
   /** The storage port over `store`. */
   port: LevelStore;
   integrity: Integrity;
+  /** The codec that seals this store's cursors and batch ids (a guard seals malformed ones with it). */
+  codec: TokenCodec;
   directory: Directory;
   streams: StreamStore;
   reader: ChatReader;
@@ -81,6 +83,7 @@ export async function openInProcess(dir?: string, options: { injectFailure?: () 
     store,
     port,
     integrity,
+    codec,
     directory,
     streams,
     reader,
