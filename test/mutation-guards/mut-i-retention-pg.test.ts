@@ -13,13 +13,8 @@
 // (eighth round): a release that finds an append through the other daemon still releases, one that
 // finds a claim is FENCED, and the last attempt answers FENCED or POSITION_MISMATCH by what moved.
 //
-// Two "daemons" in this process, each the daemon's own services (StreamStore, Directory,
-// Integrity, Signer over its own PostgresStore and pool, built as daemon.ts builds them) on one
-// database of a throwaway cluster (test/helpers/pg-cluster.mjs): in-process, so a mutant of
-// retention.ts is switched on in this worker and costs no daemon start. What a daemon "has not
-// heard yet" is made deterministic by holding the notices of the streams channel that reach its
-// pool (`hold()`), the way a slow LISTEN connection would: its cached heads stay as they were
-// until `release()`.
+// Two "daemons" in this process on one database of a throwaway cluster, the one holding back
+// the other's notices when a test needs it (test/helpers/in-process-pg-daemons.ts).
 
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -27,102 +22,27 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Caller } from '../../src/daemon/caller.js';
-import { SignBatcher } from '../../src/daemon/crypto/sign-batcher.js';
-import { Signer } from '../../src/daemon/crypto/signer.js';
-import { TokenCodec } from '../../src/daemon/crypto/token-codec.js';
-import { Directory } from '../../src/daemon/directory/directory.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
-import { Integrity } from '../../src/daemon/store/integrity.js';
-import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
-import { migrate } from '../../src/daemon/store/postgres/migrate.js';
-import { STREAMS_CHANNEL } from '../../src/daemon/store/postgres/notices.js';
-import { PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import type { StreamChange } from '../../src/daemon/store/port/stream-port.js';
-import { StreamStore } from '../../src/daemon/streams/stream-store.js';
-import { YelloError } from '../../src/shared/errors.js';
-import { silentLog } from '../helpers/in-process-store.js';
+import { failure, openInProcessDaemon, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
 import { waitFor } from '../helpers/wait.js';
-
-/** One daemon's services over its own pool, with its streams notices behind a gate. */
-interface Daemon {
-  name: string;
-  port: PostgresStore;
-  directory: Directory;
-  streams: StreamStore;
-  /** From now on, notices of other daemons' stream commits wait (this daemon's heads stay as they are). */
-  hold(): void;
-  /** Deliver the held notices, in order, and pass new ones again. */
-  release(): void;
-}
-
-async function openDaemon(name: string, url: string, dir: string): Promise<Daemon> {
-  const sql: Sql = openPool(resolveStoreUrl(url), { max: 4 });
-  let held: Array<() => void> | null = null;
-  const listen = sql.listen.bind(sql);
-  // The gate: PostgresStreams listens on STREAMS_CHANNEL through this pool's `listen`.
-  sql.listen = (channel: string, onnotify: (value: string) => void, onlisten?: () => void) =>
-    listen(
-      channel,
-      (value) => {
-        if (channel === STREAMS_CHANNEL && held)
-          held.push(() => {
-            onnotify(value);
-          });
-        else onnotify(value);
-      },
-      onlisten,
-    );
-  await migrate(sql);
-  const port = await PostgresStore.open(sql);
-  const integrity = new Integrity(port, silentLog);
-  await integrity.load();
-  const codec = TokenCodec.forDeployment(port.deploymentSecret);
-  const directory = new Directory(port, codec, 'admin-token', 'open');
-  const signer = new Signer(path.join(dir, name, 'keys'));
-  const streams = new StreamStore(port, directory, signer, codec, integrity, new SignBatcher(signer));
-  return {
-    name,
-    port,
-    directory,
-    streams,
-    hold() {
-      held ??= [];
-    },
-    release() {
-      const queued = held ?? [];
-      held = null;
-      for (const deliver of queued) deliver();
-    },
-  };
-}
-
-/** The error a promise rejects with, as type and details (and message). */
-async function failure(p: Promise<unknown>): Promise<Record<string, unknown>> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(YelloError);
-    return { type: (err as YelloError).type, message: (err as YelloError).message, ...(err as YelloError).details };
-  }
-  throw new Error('expected a rejection, the call succeeded');
-}
 
 describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one PostgreSQL database', () => {
   let cluster: PgCluster | undefined;
   let dir: string;
-  let a: Daemon;
-  let b: Daemon;
-  const opened: Daemon[] = [];
+  let a: InProcessDaemon;
+  let b: InProcessDaemon;
+  const opened: InProcessDaemon[] = [];
 
   beforeAll(async () => {
     cluster = await PgCluster.start();
     await cluster.psql('create database retention');
     dir = mkdtempSync(path.join(tmpdir(), 'yl-m8r-'));
     // One at a time: the second finds the schema migrated by the first.
-    a = await openDaemon('a', cluster.url('retention'), dir);
+    a = await openInProcessDaemon('a', cluster.url('retention'), dir);
     opened.push(a);
-    b = await openDaemon('b', cluster.url('retention'), dir);
+    b = await openInProcessDaemon('b', cluster.url('retention'), dir);
     opened.push(b);
   }, 60_000);
 
@@ -175,7 +95,7 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
   }
 
   /** Append `n` one-message operations to alice's stream through `d`. */
-  async function appendThrough(d: Daemon, p: Pair, n: number, prefix: string): Promise<void> {
+  async function appendThrough(d: InProcessDaemon, p: Pair, n: number, prefix: string): Promise<void> {
     const alice = d.directory.authenticate(p.aliceToken)!;
     for (let i = 0; i < n; i++) {
       const head = d.streams.get(alice, p.streamId);
@@ -191,7 +111,7 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
   }
 
   /** Wait until `d` has both heads of the pair's chat as A has them (and knows both agents). */
-  async function heard(d: Daemon, p: Pair): Promise<void> {
+  async function heard(d: InProcessDaemon, p: Pair): Promise<void> {
     const want = [p.streamId, p.bobStream].map((id) => JSON.stringify(a.streams.get(p.alice, id)));
     await waitFor(
       () => {
@@ -223,7 +143,7 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
   }
 
   /** Every record of alice's stream in [from, next) of `generation`, read through `d` by bob: positions and messageIds. */
-  async function readAll(d: Daemon, p: Pair, generation: number, from: number) {
+  async function readAll(d: InProcessDaemon, p: Pair, generation: number, from: number) {
     const bob = d.directory.authenticate(p.bobToken)!;
     const batch = await d.streams.read(bob, { streamId: p.streamId, generation, fromPosition: from, limit: 1000, maxBytes: PAGE_BYTES });
     return {
@@ -236,7 +156,7 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
     };
   }
 
-  function readAt(d: Daemon, p: Pair, generation: number, from: number) {
+  function readAt(d: InProcessDaemon, p: Pair, generation: number, from: number) {
     const bob = d.directory.authenticate(p.bobToken)!;
     return d.streams.read(bob, { streamId: p.streamId, generation, fromPosition: from, limit: 1000, maxBytes: PAGE_BYTES });
   }

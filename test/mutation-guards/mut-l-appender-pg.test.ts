@@ -1,0 +1,207 @@
+// Kills mutants of src/daemon/streams/appender.ts that only a store shared by several daemons
+// reaches (test/MUTATION.md, eleventh round; open since run r1): on one LevelDB daemon the head in
+// memory is the store's, so a refusal decided on it is final; on PostgreSQL another daemon may
+// have moved a head this daemon has not heard of yet, and the append must be answered as §6 says
+// for the head the database has.
+// - A receipt for the peer's new generation, started and read through A while B has not heard
+//   the reset: B's head of the peer says STALE_GENERATION, but the peer moved, so the receipt is
+//   decided again on the database's head and accepted (appender.ts, the receipt's catch).
+// - A refusal on the last decision of an append that another daemon committed meanwhile: the
+//   replay answers, not the refusal (§6: a replay answers before every check but the author's;
+//   appender.ts `#unlessReplay`).
+// Two daemons in this process on one database, B holding A's stream notices when a test needs it
+// (test/helpers/in-process-pg-daemons.ts).
+
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Caller } from '../../src/daemon/caller.js';
+import { PAGE_BYTES } from '../../src/daemon/limits.js';
+import type { AppendRequest } from '../../src/daemon/requests.js';
+import { failure, openInProcessDaemon, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
+import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { waitFor } from '../helpers/wait.js';
+
+describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreSQL database', () => {
+  let cluster: PgCluster | undefined;
+  let dir: string;
+  let a: InProcessDaemon;
+  let b: InProcessDaemon;
+  const opened: InProcessDaemon[] = [];
+
+  beforeAll(async () => {
+    cluster = await PgCluster.start();
+    await cluster.psql('create database appender');
+    dir = mkdtempSync(path.join(tmpdir(), 'yl-mla-'));
+    // One at a time: the second finds the schema migrated by the first.
+    a = await openInProcessDaemon('a', cluster.url('appender'), dir);
+    opened.push(a);
+    b = await openInProcessDaemon('b', cluster.url('appender'), dir);
+    opened.push(b);
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const d of opened) {
+      d.release();
+      await d.port.close().catch(() => {});
+    }
+    await cluster?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }, 60_000);
+
+  interface Chat {
+    aliceId: string;
+    aliceToken: string;
+    bobToken: string;
+    aliceStream: string;
+    bobStream: string;
+  }
+
+  /** alice and bob (PII policy off) and their chat, made through A; B knows the agents and both heads. */
+  async function chat(): Promise<Chat> {
+    const tag = randomBytes(3).toString('hex');
+    const ca = await a.directory.createAgent(`alice${tag}`, 'Alice', undefined);
+    const cb = await a.directory.createAgent(`bob${tag}`, 'Bob', undefined);
+    await a.directory.setPolicy(ca.agent.id, 'off');
+    await a.directory.setPolicy(cb.agent.id, 'off');
+    const alice = a.directory.authenticate(ca.token)!;
+    const { chat: c } = await a.directory.openChat(alice, ca.agent.id, cb.agent.id);
+    const out = {
+      aliceId: ca.agent.id,
+      aliceToken: ca.token,
+      bobToken: cb.token,
+      aliceStream: `${c.id}:${ca.agent.id}`,
+      bobStream: `${c.id}:${cb.agent.id}`,
+    };
+    await waitFor(
+      () => b.directory.authenticate(out.aliceToken) !== null && b.directory.authenticate(out.bobToken) !== null,
+      'B knows both agents',
+      10_000,
+    );
+    return out;
+  }
+
+  const as = (d: InProcessDaemon, token: string): Caller => d.directory.authenticate(token)!;
+
+  /** Wait until `d` has the stream's head as A has it. */
+  async function heard(d: InProcessDaemon, token: string, streamId: string): Promise<void> {
+    const want = JSON.stringify(a.streams.get(as(a, token), streamId));
+    await waitFor(
+      () => {
+        try {
+          return JSON.stringify(d.streams.get(as(d, token), streamId)) === want;
+        } catch {
+          return false;
+        }
+      },
+      `${d.name} hears ${streamId}`,
+      10_000,
+    );
+  }
+
+  /** A one-message append on the head `d` has in memory. */
+  function messageAt(d: InProcessDaemon, caller: Caller, streamId: string, token: string, content: string): AppendRequest {
+    const head = d.streams.get(caller, streamId);
+    const id = randomBytes(4).toString('hex');
+    return {
+      streamId,
+      coordinatorToken: token,
+      generation: Number(head.generation),
+      expectedPosition: Number(head.nextPosition),
+      operationId: `op-${id}`,
+      records: [{ type: 'chat.message', messageId: `m-${id}`, content }],
+    };
+  }
+
+  it('a receipt for the peer generation that a reset through A started, read through A, is accepted through B, which had not heard the reset', async () => {
+    const c = await chat();
+    const bobOnA = as(a, c.bobToken);
+    const bobClaim = await a.streams.claim(bobOnA, { streamId: c.bobStream, replace: false });
+    await a.streams.append(bobOnA, messageAt(a, bobOnA, c.bobStream, bobClaim.coordinatorToken, 'gen 1'));
+    const aliceOnB = as(b, c.aliceToken);
+    const aliceClaim = await b.streams.claim(aliceOnB, { streamId: c.aliceStream, replace: false });
+    await heard(b, c.bobToken, c.bobStream);
+    b.hold();
+    try {
+      await a.streams.reset(c.bobStream, 'guard');
+      const again = await a.streams.claim(bobOnA, { streamId: c.bobStream, replace: true });
+      await a.streams.append(bobOnA, messageAt(a, bobOnA, c.bobStream, again.coordinatorToken, 'gen 2'));
+      const batch = await a.streams.read(as(a, c.aliceToken), {
+        streamId: c.bobStream,
+        generation: 2,
+        fromPosition: 0,
+        limit: 100,
+        maxBytes: PAGE_BYTES,
+      });
+      expect(batch).toMatchObject({ generation: '2', nextPosition: '2' });
+      // B still has generation 1 of bob's stream: its receipt check alone would say STALE_GENERATION.
+      expect(b.streams.get(aliceOnB, c.bobStream).generation).toBe('1');
+      const head = b.streams.get(aliceOnB, c.aliceStream);
+      const receipt = {
+        type: 'chat.receipt' as const,
+        peerStreamId: c.bobStream,
+        peerGeneration: '2',
+        nextPosition: '2',
+        batchId: batch.batchId,
+      };
+      const done = await b.streams.append(aliceOnB, {
+        streamId: c.aliceStream,
+        coordinatorToken: aliceClaim.coordinatorToken,
+        generation: Number(head.generation),
+        expectedPosition: Number(head.nextPosition),
+        operationId: `op-ack-${randomBytes(3).toString('hex')}`,
+        records: [receipt],
+      });
+      expect(done).toMatchObject({ duplicate: false, firstPosition: head.nextPosition });
+      expect(done.records[0]?.wrapper).toMatchObject({ type: 'chat.receipt', receipt: { peerGeneration: '2', nextPosition: '2' } });
+    } finally {
+      b.release();
+    }
+    await waitFor(
+      () => JSON.stringify(a.streams.get(bobOnA, c.bobStream).acknowledged) === JSON.stringify({ generation: '2', nextPosition: '2' }),
+      'A shows bob’s generation 2 acknowledged up to 2',
+      10_000,
+    );
+  });
+
+  it('an append refused on its last decision (POLICY_REJECTED) after A committed the same operation answers the replay, not the refusal', async () => {
+    const c = await chat();
+    const aliceOnA = as(a, c.aliceToken);
+    const claim = await a.streams.claim(aliceOnA, { streamId: c.aliceStream, replace: false });
+    await heard(b, c.aliceToken, c.aliceStream);
+    const aliceOnB = as(b, c.aliceToken);
+    // One refused append through B (a stale position) makes alice's next appends there look their
+    // ids up before deciding (lookup-penalty.ts), so the decision below is the looked-up one.
+    const stale = { ...messageAt(b, aliceOnB, c.aliceStream, claim.coordinatorToken, 'stale'), expectedPosition: 99 };
+    expect(await failure(b.streams.append(aliceOnB, stale))).toMatchObject({ type: 'POSITION_MISMATCH' });
+
+    const x = messageAt(b, aliceOnB, c.aliceStream, claim.coordinatorToken, 'write to ops@example.com');
+    const prepare = b.port.streams.prepare.bind(b.port.streams);
+    let armed = true;
+    // Inside B's lookup, after it found nothing: A commits the very same append, and alice's policy
+    // becomes reject, so B's decision (on its head in memory, which has not heard A) refuses it.
+    b.port.streams.prepare = async (...args) => {
+      await prepare(...args);
+      if (!armed) return;
+      armed = false;
+      await a.streams.append(aliceOnA, x);
+      await a.directory.setPolicy(c.aliceId, 'reject');
+      await waitFor(() => b.directory.piiMode(c.aliceId) === 'reject', 'B hears the policy', 10_000);
+    };
+    b.hold();
+    try {
+      const answer = await b.streams.append(aliceOnB, x);
+      expect(armed).toBe(false);
+      expect(answer).toMatchObject({ duplicate: true, operationId: x.operationId, firstPosition: String(x.expectedPosition) });
+      expect(answer.records[0]?.wrapper).toMatchObject({ type: 'chat.message', message: { content: 'write to ops@example.com' } });
+    } finally {
+      b.release();
+      b.port.streams.prepare = prepare;
+      await a.directory.setPolicy(c.aliceId, 'off');
+    }
+    // Written once: the stream holds the fence and one message.
+    expect(a.streams.get(aliceOnA, c.aliceStream).nextPosition).toBe(String(x.expectedPosition + 1));
+  });
+});
