@@ -9,6 +9,10 @@
 // - A refusal on the last decision of an append that another daemon committed meanwhile: the
 //   replay answers, not the refusal (§6: a replay answers before every check but the author's;
 //   appender.ts `#unlessReplay`).
+// - A commit found stale on the last decision: an append sent ahead of the head (a client that
+//   pipelines its appends through two daemons) whose position the head reaches only on the last
+//   decision, and which A moves again inside that commit: the answer names the head the database
+//   refused it against, FENCED if A claimed, POSITION_MISMATCH if A only appended.
 // Two daemons in this process on one database, B holding A's stream notices when a test needs it
 // (test/helpers/in-process-pg-daemons.ts).
 
@@ -203,5 +207,53 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
     }
     // Written once: the stream holds the fence and one message.
     expect(a.streams.get(aliceOnA, c.aliceStream).nextPosition).toBe(String(x.expectedPosition + 1));
+  });
+
+  it.each([
+    ['appended', 'POSITION_MISMATCH'],
+    ['claimed', 'FENCED'],
+  ] as const)('an append whose last decision commits on a head A then %s answers %s with the head the database has', async (move, type) => {
+    const c = await chat();
+    const aliceOnA = as(a, c.aliceToken);
+    const claim = await a.streams.claim(aliceOnA, { streamId: c.aliceStream, replace: false });
+    await heard(b, c.aliceToken, c.aliceStream);
+    const aliceOnB = as(b, c.aliceToken);
+    const n = Number(b.streams.get(aliceOnB, c.aliceStream).nextPosition);
+    // Sent for position n + 2, while the head is at n: the client's two appends before it go
+    // through A, one inside each of B's reloads of the head (B decides again when its head
+    // moved), so only B's third decision finds the head at n + 2.
+    const ahead = { ...messageAt(b, aliceOnB, c.aliceStream, claim.coordinatorToken, 'third'), expectedPosition: n + 2 };
+    const streams = b.port.streams;
+    const reload = streams.reloadHead.bind(streams);
+    const commit = streams.commit.bind(streams);
+    let reloads = 0;
+    let commits = 0;
+    streams.reloadHead = async (streamId) => {
+      if (streamId === c.aliceStream && ++reloads <= 2)
+        await a.streams.append(aliceOnA, messageAt(a, aliceOnA, c.aliceStream, claim.coordinatorToken, `pipelined ${reloads}`));
+      return reload(streamId);
+    };
+    let epoch = claim.epoch;
+    // Inside the third decision's commit, after B decided: A moves the head once more.
+    streams.commit = async (change) => {
+      if (change.next.streamId === c.aliceStream && change.kind === 'append' && ++commits === 1) {
+        if (move === 'claimed') epoch = (await a.streams.claim(aliceOnA, { streamId: c.aliceStream, replace: true })).epoch;
+        else await a.streams.append(aliceOnA, messageAt(a, aliceOnA, c.aliceStream, claim.coordinatorToken, 'moved inside'));
+      }
+      return commit(change);
+    };
+    b.hold();
+    try {
+      const refused = await failure(b.streams.append(aliceOnB, ahead));
+      expect({ reloads, commits }).toEqual({ reloads: 2, commits: 1 });
+      const head = a.streams.get(aliceOnA, c.aliceStream);
+      expect(head.nextPosition).toBe(String(n + 3));
+      if (type === 'FENCED') expect(refused).toMatchObject({ type, epoch });
+      else expect(refused).toMatchObject({ type, nextPosition: String(n + 3), generation: '1' });
+    } finally {
+      b.release();
+      streams.reloadHead = reload;
+      streams.commit = commit;
+    }
   });
 });
