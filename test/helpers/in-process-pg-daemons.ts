@@ -26,6 +26,7 @@ export interface InProcessDaemon {
   name: string;
   port: PostgresStore;
   directory: Directory;
+  integrity: Integrity;
   streams: StreamStore;
   /** From now on, notices of other daemons' stream commits wait (this daemon's heads stay as they are). */
   hold(): void;
@@ -62,6 +63,7 @@ export async function openInProcessDaemon(name: string, url: string, dir: string
     name,
     port,
     directory,
+    integrity,
     streams,
     hold() {
       held ??= [];

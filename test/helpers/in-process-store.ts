@@ -64,7 +64,10 @@ export interface InProcessStore {
 export const silentLog = pino({ level: 'silent' });
 
 /** Open (or reopen) a store in `dir` and build the services the way the daemon does. */
-export async function openInProcess(dir?: string, options: { injectFailure?: () => boolean } = {}): Promise<InProcessStore> {
+export async function openInProcess(
+  dir?: string,
+  options: { injectFailure?: () => boolean; signBatcher?: (signer: Signer) => SignBatcher } = {},
+): Promise<InProcessStore> {
   const root = dir ?? (await makeTempDir('yl-ip-'));
   mkdirSync(path.join(root, 'db'), { recursive: true });
   const store = await openStore(root, silentLog, { injectFailure: options.injectFailure ?? null });
@@ -75,7 +78,8 @@ export async function openInProcess(dir?: string, options: { injectFailure?: () 
   const codec = new TokenCodec(randomBytes(32));
   const directory = new Directory(port, codec, 'admin-token', 'open');
   const signer = new Signer(path.join(root, 'keys'));
-  const streams = new StreamStore(port, directory, signer, codec, integrity, new SignBatcher(signer));
+  const batcher = options.signBatcher?.(signer) ?? new SignBatcher(signer);
+  const streams = new StreamStore(port, directory, signer, codec, integrity, batcher);
   const reader = new ChatReader(streams, directory, codec);
   const subscriptions = new Subscriptions(streams, reader, directory, integrity, silentLog);
   return {

@@ -9,6 +9,9 @@
 // - A refusal on the last decision of an append that another daemon committed meanwhile: the
 //   replay answers, not the refusal (§6: a replay answers before every check but the author's;
 //   appender.ts `#unlessReplay`).
+// - A replay of an operation committed through A, resent through B while B's mark says the
+//   stream is corrupt: the replay answers (§6: before CORRUPT), though B's first decision, without
+//   the lookup, knew only the mark (appender.ts `redecidable`, 329).
 // - A commit found stale on the last decision: an append sent ahead of the head (a client that
 //   pipelines its appends through two daemons) whose position the head reaches only on the last
 //   decision, and which A moves again inside that commit: the answer names the head the database
@@ -254,6 +257,30 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
       b.release();
       streams.reloadHead = reload;
       streams.commit = commit;
+    }
+  });
+
+  it('an operation committed through A and resent through B, whose mark says the stream is corrupt, answers the replay', async () => {
+    const c = await chat();
+    const aliceOnA = as(a, c.aliceToken);
+    const claim = await a.streams.claim(aliceOnA, { streamId: c.aliceStream, replace: false });
+    await heard(b, c.aliceToken, c.aliceStream);
+    const aliceOnB = as(b, c.aliceToken);
+    b.hold();
+    try {
+      const x = messageAt(a, aliceOnA, c.aliceStream, claim.coordinatorToken, 'before the mark');
+      const first = await a.streams.append(aliceOnA, x);
+      b.integrity.mark({ streamId: c.aliceStream, generation: 1, fromPosition: x.expectedPosition + 1, detail: 'mutation guard' });
+      // Resent first, so that B decides it without the lookup (no refusal of alice's before it).
+      expect(await b.streams.append(aliceOnB, x)).toEqual({ ...first, duplicate: true });
+      // The mark is real: a new append is refused by it.
+      const next = messageAt(a, aliceOnA, c.aliceStream, claim.coordinatorToken, 'new');
+      expect(await failure(b.streams.append(aliceOnB, { ...next, expectedPosition: x.expectedPosition + 1 }))).toMatchObject({
+        type: 'STORAGE_FAILURE',
+        reason: 'CORRUPT',
+      });
+    } finally {
+      b.release();
     }
   });
 });
