@@ -77,4 +77,31 @@ describe('the wall clock stepping back', () => {
     const created = ok(await admin.call('agents.create', { username: uniq('late'), name: 'Late' }), 'agents.create');
     expect(Date.now() - Date.parse(created.agent.createdAt)).toBeGreaterThan(7_000_000);
   });
+
+  it('stamps an operation committed after the step no earlier than the claim it was written under, so a takeover finds it', async () => {
+    const pair = await createPair(admin, daemon.socketPath);
+    const c = pair.a.client;
+    const claim = ok(await c.call('streams.claim', { streamId: pair.streamA }), 'streams.claim');
+    const claimedAt = ok(await c.call('streams.get', { streamId: pair.streamA }), 'streams.get').writer.claimedAt!;
+    const operationId = uniq('op-after-step');
+    const steps = daemon.stderr.split('\n').filter((l) => l.startsWith('wall-clock-step:')).length;
+    await stepBack(steps + 1);
+    ok(
+      await c.call('streams.append', {
+        streamId: pair.streamA,
+        coordinatorToken: claim.coordinatorToken,
+        generation: claim.generation,
+        expectedPosition: claim.nextPosition,
+        operationId,
+        records: [{ type: 'chat.message', messageId: uniq('m'), content: 'after the step' }],
+      }),
+      'streams.append',
+    );
+    const op = ok(await c.call('operations.get', { streamId: pair.streamA, operationId }), 'operations.get');
+    // ChatWriter's takeover reports the operations committed at or after the displaced claim's
+    // claimedAt (`unsettled`): one stamped by the stepped-back clock would be missed.
+    expect(op.committedAt! >= claimedAt, `${op.committedAt} not before ${claimedAt}`).toBe(true);
+    const [message] = (await readAll(admin, pair.streamA)).filter((r) => r.wrapper.type === 'chat.message');
+    expect(op.committedAt! >= messageOf(message).signature.createdAt).toBe(true);
+  });
 });

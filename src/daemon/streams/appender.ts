@@ -199,7 +199,9 @@ export class Appender {
       if (id !== undefined) positioned.push([id, expected + index]);
     });
     next.nextPosition = expected + p.records.length;
-    const committedAt = new Date().toISOString();
+    // The stream's clock, as its records' createdAt and its fences' claimedAt: never before them,
+    // whatever the wall clock did (a takeover lists what was committed since the displaced claim).
+    const committedAt = nextTimestamp(next);
     const stored: StoredOperation = {
       operationId: p.operationId,
       generation,
