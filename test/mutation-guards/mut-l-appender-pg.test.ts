@@ -16,6 +16,10 @@
 //   pipelines its appends through two daemons) whose position the head reaches only on the last
 //   decision, and which A moves again inside that commit: the answer names the head the database
 //   refused it against, FENCED if A claimed, POSITION_MISMATCH if A only appended.
+// - append-checks.ts: a receipt for the peer's old generation, sent through B after alice
+//   acknowledged the new one through A. Deciding again reloads alice's head (her position moved)
+//   but not bob's, so only the check against alice's own last receipt refuses it; without it the
+//   acknowledgement would go back a generation (38:9, argued near-equivalent on one daemon).
 // Two daemons in this process on one database, B holding A's stream notices when a test needs it
 // (test/helpers/in-process-pg-daemons.ts).
 
@@ -282,5 +286,45 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
     } finally {
       b.release();
     }
+  });
+
+  it('a receipt for the peer’s old generation, sent through B after alice acknowledged the new one through A, is STALE_GENERATION and moves nothing', async () => {
+    const c = await chat();
+    const bobOnA = as(a, c.bobToken);
+    const aliceOnA = as(a, c.aliceToken);
+    const bobClaim = await a.streams.claim(bobOnA, { streamId: c.bobStream, replace: false });
+    await a.streams.append(bobOnA, messageAt(a, bobOnA, c.bobStream, bobClaim.coordinatorToken, 'gen 1'));
+    const aliceClaim = await a.streams.claim(aliceOnA, { streamId: c.aliceStream, replace: false });
+    await heard(b, c.bobToken, c.bobStream);
+    await heard(b, c.aliceToken, c.aliceStream);
+    const aliceOnB = as(b, c.aliceToken);
+    const read = (d: InProcessDaemon, generation: number) =>
+      d.streams.read(as(d, c.aliceToken), { streamId: c.bobStream, generation, fromPosition: 0, limit: 100, maxBytes: PAGE_BYTES });
+    const old = await read(b, 1);
+    const receipt = (batch: { generation: string; nextPosition: string; batchId: string }) => ({
+      type: 'chat.receipt' as const,
+      peerStreamId: c.bobStream,
+      peerGeneration: batch.generation,
+      nextPosition: batch.nextPosition,
+      batchId: batch.batchId,
+    });
+    b.hold();
+    try {
+      await a.streams.reset(c.bobStream, 'guard');
+      const again = await a.streams.claim(bobOnA, { streamId: c.bobStream, replace: true });
+      await a.streams.append(bobOnA, messageAt(a, bobOnA, c.bobStream, again.coordinatorToken, 'gen 2'));
+      const current = await read(a, 2);
+      const acked = { ...messageAt(a, aliceOnA, c.aliceStream, aliceClaim.coordinatorToken, 'x'), records: [receipt(current)] };
+      await a.streams.append(aliceOnA, acked);
+      // B has neither the reset nor alice's receipt; alice sends on the head A gave her.
+      expect(b.streams.get(aliceOnB, c.bobStream).generation).toBe('1');
+      const stale = { ...messageAt(a, aliceOnA, c.aliceStream, aliceClaim.coordinatorToken, 'x'), records: [receipt(old)] };
+      expect(await failure(b.streams.append(aliceOnB, stale))).toMatchObject({ type: 'INVALID_RECEIPT', reason: 'STALE_GENERATION' });
+    } finally {
+      b.release();
+    }
+    // Nothing written: alice's stream holds her fence and the receipt of generation 2, which stands.
+    expect(a.streams.get(aliceOnA, c.aliceStream).nextPosition).toBe('2');
+    expect(a.streams.get(bobOnA, c.bobStream).acknowledged).toEqual({ generation: '2', nextPosition: '2' });
   });
 });
