@@ -38,7 +38,7 @@ export function sealedBounds(meta: StreamMeta, generation: number): { first: num
 }
 
 /** The retained bounds of a generation the head knows (current or sealed), or null. */
-function generationBounds(meta: StreamMeta, generation: number): { first: number; next: number } | null {
+export function generationBounds(meta: StreamMeta, generation: number): { first: number; next: number } | null {
   return generation === meta.generation ? { first: meta.firstPosition, next: meta.nextPosition } : sealedBounds(meta, generation);
 }
 

@@ -13,6 +13,7 @@ import {
   checkMessageIndex,
   checkOperation,
   checkRecord,
+  generationBounds,
   identityFromChat,
   sealedBounds,
   type StreamScan,
@@ -147,9 +148,12 @@ export async function checkStore(
         const position = Number(loc.position);
         const head = scans.get(streamId)?.meta;
         // Left below the retained start by a trim that a crash interrupted: trimmed already
-        // (reads fail closed below firstPosition) and deleted by the next compaction
-        // (retention.ts), so not damage, and not a record of the retained range.
-        if (head && generation === head.generation && position < head.firstPosition) break;
+        // (reads fail closed below firstPosition), so not damage, and not a record of the
+        // retained range. In the current generation the next compaction deletes it
+        // (retention.ts); a reset before that seals it below the sealed generation's start,
+        // where it stays (compaction sweeps the current generation only) and is skipped alike.
+        const bounds = head ? generationBounds(head, generation) : null;
+        if (bounds && position < bounds.first) break;
         if (!current || current.streamId !== streamId || current.scan.generation !== generation) {
           finishGeneration();
           let scan = scans.get(streamId);
