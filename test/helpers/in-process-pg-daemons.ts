@@ -27,6 +27,8 @@ export interface InProcessDaemon {
   port: PostgresStore;
   directory: Directory;
   integrity: Integrity;
+  /** Seals this deployment's cursors and batch ids (the same key on every daemon of the database). */
+  codec: TokenCodec;
   streams: StreamStore;
   /** From now on, notices of other daemons' stream commits wait (this daemon's heads stay as they are). */
   hold(): void;
@@ -59,11 +61,16 @@ export async function openInProcessDaemon(name: string, url: string, dir: string
   const directory = new Directory(port, codec, 'admin-token', 'open');
   const signer = new Signer(path.join(dir, name, 'keys'));
   const streams = new StreamStore(port, directory, signer, codec, integrity, new SignBatcher(signer));
+  // As daemon.ts does: another daemon's commit wakes this one's long polls and followers.
+  void (async () => {
+    for await (const n of port.streams.changes()) streams.moved(n.streamId);
+  })().catch(() => {});
   return {
     name,
     port,
     directory,
     integrity,
+    codec,
     streams,
     hold() {
       held ??= [];

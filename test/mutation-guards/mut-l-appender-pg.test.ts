@@ -20,6 +20,8 @@
 //   acknowledged the new one through A. Deciding again reloads alice's head (her position moved)
 //   but not bob's, so only the check against alice's own last receipt refuses it; without it the
 //   acknowledgement would go back a generation (38:9, argued near-equivalent on one daemon).
+// - chat-reader.ts: a long poll on B wakes when A appends: B hears it only as a head that moved
+//   (43:36, the `moved` listener; without it the poll answers when its wait runs out).
 // Two daemons in this process on one database, B holding A's stream notices when a test needs it
 // (test/helpers/in-process-pg-daemons.ts).
 
@@ -30,6 +32,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Caller } from '../../src/daemon/caller.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
+import { ChatReader } from '../../src/daemon/streams/chat-reader.js';
 import type { AppendRequest } from '../../src/daemon/requests.js';
 import { failure, openInProcessDaemon, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
@@ -327,4 +330,31 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
     expect(a.streams.get(aliceOnA, c.aliceStream).nextPosition).toBe('2');
     expect(a.streams.get(bobOnA, c.bobStream).acknowledged).toEqual({ generation: '2', nextPosition: '2' });
   });
+
+  it('a long poll on B answers when A appends to the stream, not when its wait runs out', async () => {
+    const c = await chat();
+    const aliceOnA = as(a, c.aliceToken);
+    const claim = await a.streams.claim(aliceOnA, { streamId: c.aliceStream, replace: false });
+    await heard(b, c.aliceToken, c.aliceStream);
+    const reader = new ChatReader(b.streams, b.directory, b.codec);
+    const head = b.streams.get(as(b, c.bobToken), c.aliceStream);
+    const polling = reader.read(as(b, c.bobToken), {
+      streamId: c.aliceStream,
+      generation: Number(head.generation),
+      fromPosition: Number(head.nextPosition),
+      limit: 10,
+      maxBytes: PAGE_BYTES,
+      waitMs: 60_000,
+    });
+    await a.streams.append(aliceOnA, messageAt(a, aliceOnA, c.aliceStream, claim.coordinatorToken, 'wake up'));
+    // A minute's wait against the notice's few milliseconds: only a poll that never woke is late.
+    const late = new Promise<'late'>((r) =>
+      setTimeout(() => {
+        r('late');
+      }, 15_000).unref(),
+    );
+    const batch = await Promise.race([polling, late]);
+    expect(batch).not.toBe('late');
+    expect(batch === 'late' ? [] : batch.records.map((r) => r.wrapper.type)).toEqual(['chat.message']);
+  }, 30_000);
 });
