@@ -6,8 +6,10 @@
 // holding the notices of the streams channel that reach its pool (`hold()`), the way a slow
 // LISTEN connection would: its cached heads stay as they were until `release()`.
 
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { SignBatcher } from '../../src/daemon/crypto/sign-batcher.js';
 import { Signer } from '../../src/daemon/crypto/signer.js';
 import { TokenCodec } from '../../src/daemon/crypto/token-codec.js';
@@ -20,6 +22,7 @@ import { PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import { StreamStore } from '../../src/daemon/streams/stream-store.js';
 import { YelloError } from '../../src/shared/errors.js';
 import { silentLog } from './in-process-store.js';
+import { PgCluster } from './pg-cluster.mjs';
 
 /** One daemon's services over its own pool, with its streams notices behind a gate. */
 export interface InProcessDaemon {
@@ -92,4 +95,34 @@ export async function failure(p: Promise<unknown>): Promise<Record<string, unkno
     return { type: (err as YelloError).type, message: (err as YelloError).message, ...(err as YelloError).details };
   }
   throw new Error('expected a rejection, the call succeeded');
+}
+
+/**
+ * Inside a `describe`: a throwaway cluster with one database, and daemons A and B on it, opened
+ * before the block's tests (one at a time: the second finds the schema migrated by the first)
+ * and closed after them.
+ */
+export function useTwoDaemons(database: string): { a: () => InProcessDaemon; b: () => InProcessDaemon; cluster: () => PgCluster } {
+  let cluster: PgCluster | undefined;
+  let dir: string | undefined;
+  const opened: InProcessDaemon[] = [];
+  beforeAll(async () => {
+    cluster = await PgCluster.start();
+    await cluster.psql(`create database ${database}`);
+    dir = mkdtempSync(path.join(tmpdir(), `yl-${database}-`));
+    for (const name of ['a', 'b']) opened.push(await openInProcessDaemon(name, cluster.url(database), dir));
+  }, 60_000);
+  afterAll(async () => {
+    for (const d of opened) {
+      d.release();
+      await d.port.close().catch(() => {});
+    }
+    await cluster?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }, 60_000);
+  const started = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('useTwoDaemons: used before its beforeAll ran');
+    return v;
+  };
+  return { a: () => started(opened[0]), b: () => started(opened[1]), cluster: () => started(cluster) };
 }

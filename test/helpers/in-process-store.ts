@@ -134,3 +134,27 @@ export async function appendMessages(
     });
   }
 }
+
+/** Append one operation of `size` messages (`<prefix>-<k>`) through the real append path; its operationId. */
+export async function appendOperation(
+  s: InProcessStore,
+  w: { alice: Caller; streamId: string; token: string },
+  size: number,
+  prefix = 'm',
+): Promise<string> {
+  const head = s.streams.get(w.alice, w.streamId);
+  const operationId = `op-${prefix}-${randomBytes(3).toString('hex')}`;
+  await s.streams.append(w.alice, {
+    streamId: w.streamId,
+    coordinatorToken: w.token,
+    generation: Number(head.generation),
+    expectedPosition: Number(head.nextPosition),
+    operationId,
+    records: Array.from({ length: size }, (_, k) => ({
+      type: 'chat.message' as const,
+      messageId: `${prefix}-${k}`,
+      content: `${prefix} ${k}`,
+    })),
+  });
+  return operationId;
+}

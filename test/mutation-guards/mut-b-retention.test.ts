@@ -14,7 +14,14 @@ import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import { K, prefixEnd } from '../../src/daemon/store/leveldb/key-layout.js';
 import { RetentionRunner, type RetentionPolicy } from '../../src/daemon/streams/retention-policy.js';
 import { YelloError } from '../../src/shared/errors.js';
-import { appendMessages, chatWithWriter, openInProcess, silentLog, type InProcessStore } from '../helpers/in-process-store.js';
+import {
+  appendMessages,
+  appendOperation,
+  chatWithWriter,
+  openInProcess,
+  silentLog,
+  type InProcessStore,
+} from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 
 const open: InProcessStore[] = [];
@@ -64,25 +71,6 @@ async function keysUnder(s: InProcessStore, prefix: string): Promise<string[]> {
 
 function storedRecords(s: InProcessStore): number {
   return s.store.storage.get<{ records: number }>(K.meta('counts'))!.records;
-}
-
-/** One operation of `n` messages. */
-async function appendOp(s: InProcessStore, w: Writer, n: number, prefix: string): Promise<string> {
-  const head = s.streams.get(w.alice, w.streamId);
-  const operationId = `op-${prefix}-${randomBytes(3).toString('hex')}`;
-  await s.streams.append(w.alice, {
-    streamId: w.streamId,
-    coordinatorToken: w.token,
-    generation: Number(head.generation),
-    expectedPosition: Number(head.nextPosition),
-    operationId,
-    records: Array.from({ length: n }, (_, i) => ({
-      type: 'chat.message' as const,
-      messageId: `${prefix}-${i}`,
-      content: `${prefix} ${i}`,
-    })),
-  });
-  return operationId;
 }
 
 /** Bob acknowledges alice's stream up to `upTo` (a batch read from 0 of that many records). */
@@ -201,10 +189,10 @@ describe('what a trim leaves behind (retention.ts compact)', () => {
   it('forgets operations wholly below the start, keeps one cut in two and every later one', async () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
-    const a = await appendOp(s, w, 2, 'a'); // positions 1, 2
-    const b = await appendOp(s, w, 2, 'b'); // positions 3, 4
-    const c = await appendOp(s, w, 3, 'c'); // positions 5, 6, 7
-    const d = await appendOp(s, w, 1, 'd'); // position 8
+    const a = await appendOperation(s, w, 2, 'a'); // positions 1, 2
+    const b = await appendOperation(s, w, 2, 'b'); // positions 3, 4
+    const c = await appendOperation(s, w, 3, 'c'); // positions 5, 6, 7
+    const d = await appendOperation(s, w, 1, 'd'); // position 8
     // Trim exactly at the end of b (5) ...
     await s.streams.trim(w.streamId, 5, true);
     const state = async (op: string) => (await s.streams.operation(w.alice, w.streamId, op)).state;
@@ -380,8 +368,8 @@ describe('RetentionRunner (retention-policy.ts)', () => {
   it('maxAgeMs: an hour keeps everything just written, 0 trims every committed operation', async () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
-    await appendOp(s, w, 2, 'a');
-    await appendOp(s, w, 3, 'b'); // nextPosition 6
+    await appendOperation(s, w, 2, 'a');
+    await appendOperation(s, w, 3, 'b'); // nextPosition 6
     expect(await s.streams.retentionRunner(policy({ maxAgeMs: 3_600_000 }), silentLog).runOnce()).toEqual({ streams: 0, trimmed: 0 });
     expect(s.streams.get(w.alice, w.streamId).firstPosition).toBe('0');
     // Wall clock: an age of 0 puts the cutoff at "now", after every commit above (ms granularity,
@@ -397,9 +385,9 @@ describe('RetentionRunner (retention-policy.ts)', () => {
     vi.setSystemTime(new Date('2030-03-03T12:00:00.000Z'));
     const s = await fresh();
     const w = await chatWithWriter(s);
-    await appendOp(s, w, 3, 'old'); // 1..3 (the fence at 0 is older still)
+    await appendOperation(s, w, 3, 'old'); // 1..3 (the fence at 0 is older still)
     vi.setSystemTime(new Date('2030-03-03T12:01:00.000Z'));
-    await appendOp(s, w, 2, 'young'); // 4, 5
+    await appendOperation(s, w, 2, 'young'); // 4, 5
     vi.setSystemTime(new Date('2030-03-03T12:01:30.000Z'));
     const age = 60_000; // cutoff 12:00:30: the old operations only
     expect(await s.streams.retentionRunner(policy({ maxAgeMs: age }), silentLog).runOnce()).toEqual({ streams: 1, trimmed: 4 });
@@ -470,7 +458,7 @@ describe('more retention guards (found by the mutation run)', () => {
   it('a trim of more than one delete chunk (10,000) keeps every record from the new start on', async () => {
     const s = await fresh();
     const w = await chatWithWriter(s);
-    for (let op = 0; op < 11; op++) await appendOp(s, w, 1000, `big${op}`); // 1..11000
+    for (let op = 0; op < 11; op++) await appendOperation(s, w, 1000, `big${op}`); // 1..11000
     expect(s.streams.get(w.alice, w.streamId).nextPosition).toBe('11001');
     expect(await s.streams.trim(w.streamId, 10_990, true)).toEqual({ firstPosition: '10990' });
     const left = (await keysUnder(s, K.recordsPrefix(w.streamId, 1))).map((k) => Number(k.split('/').at(-1)));
@@ -583,9 +571,9 @@ describe('more retention guards (found by the mutation run)', () => {
     vi.setSystemTime(new Date('2030-03-03T12:00:00.000Z'));
     const s = await fresh();
     const w = await chatWithWriter(s);
-    await appendOp(s, w, 2, 'at-cutoff'); // 1, 2 — committed at 12:00:00.000
+    await appendOperation(s, w, 2, 'at-cutoff'); // 1, 2 — committed at 12:00:00.000
     vi.setSystemTime(new Date('2030-03-03T12:00:01.000Z'));
-    await appendOp(s, w, 1, 'younger'); // 3
+    await appendOperation(s, w, 1, 'younger'); // 3
     vi.setSystemTime(new Date('2030-03-03T12:00:10.000Z'));
     expect(await s.streams.retentionRunner(policy({ maxAgeMs: 10_000 }), silentLog).runOnce()).toEqual({ streams: 1, trimmed: 3 });
     expect(s.streams.get(w.alice, w.streamId).firstPosition).toBe('3');

@@ -17,43 +17,22 @@
 // the other's notices when a test needs it (test/helpers/in-process-pg-daemons.ts).
 
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Caller } from '../../src/daemon/caller.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import type { StreamChange } from '../../src/daemon/store/port/stream-port.js';
-import { failure, openInProcessDaemon, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { failure, useTwoDaemons, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
 import { waitFor } from '../helpers/wait.js';
 
 describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one PostgreSQL database', () => {
-  let cluster: PgCluster | undefined;
-  let dir: string;
+  const pg = useTwoDaemons('retention');
   let a: InProcessDaemon;
   let b: InProcessDaemon;
-  const opened: InProcessDaemon[] = [];
-
-  beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database retention');
-    dir = mkdtempSync(path.join(tmpdir(), 'yl-m8r-'));
-    // One at a time: the second finds the schema migrated by the first.
-    a = await openInProcessDaemon('a', cluster.url('retention'), dir);
-    opened.push(a);
-    b = await openInProcessDaemon('b', cluster.url('retention'), dir);
-    opened.push(b);
-  }, 60_000);
-
-  afterAll(async () => {
-    for (const d of opened) {
-      d.release();
-      await d.port.close().catch(() => {});
-    }
-    await cluster?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  }, 60_000);
+  beforeAll(() => {
+    a = pg.a();
+    b = pg.b();
+  });
 
   interface Pair {
     alice: Caller;
@@ -176,7 +155,7 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
       const trimming = a.streams.trim(p.streamId, 4, true);
       await waitFor(() => sweeping, 'the trim committed and its sweep waits', 10_000);
       await waitFor(() => b.streams.get(p.alice, p.streamId).firstPosition === '4', 'B hears the trim', 10_000);
-      const rows = await cluster!.psql(`select count(*) from records where stream_id = '${p.streamId}' and position < 4`, 'retention');
+      const rows = await pg.cluster().psql(`select count(*) from records where stream_id = '${p.streamId}' and position < 4`, 'retention');
       // Gone with the head change, in its transaction: stream-reader.ts 97:9 (`from < b.firstPosition`
       // -> false) is equivalent on PostgreSQL, the range read finds nothing and `missing()` answers the same.
       expect(rows.trim()).toBe('0');

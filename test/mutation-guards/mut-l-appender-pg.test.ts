@@ -26,44 +26,23 @@
 // (test/helpers/in-process-pg-daemons.ts).
 
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Caller } from '../../src/daemon/caller.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import { ChatReader } from '../../src/daemon/streams/chat-reader.js';
 import type { AppendRequest } from '../../src/daemon/requests.js';
-import { failure, openInProcessDaemon, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { failure, useTwoDaemons, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
 import { waitFor } from '../helpers/wait.js';
 
 describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreSQL database', () => {
-  let cluster: PgCluster | undefined;
-  let dir: string;
+  const pg = useTwoDaemons('appender');
   let a: InProcessDaemon;
   let b: InProcessDaemon;
-  const opened: InProcessDaemon[] = [];
-
-  beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database appender');
-    dir = mkdtempSync(path.join(tmpdir(), 'yl-mla-'));
-    // One at a time: the second finds the schema migrated by the first.
-    a = await openInProcessDaemon('a', cluster.url('appender'), dir);
-    opened.push(a);
-    b = await openInProcessDaemon('b', cluster.url('appender'), dir);
-    opened.push(b);
-  }, 60_000);
-
-  afterAll(async () => {
-    for (const d of opened) {
-      d.release();
-      await d.port.close().catch(() => {});
-    }
-    await cluster?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  }, 60_000);
+  beforeAll(() => {
+    a = pg.a();
+    b = pg.b();
+  });
 
   interface Chat {
     aliceId: string;

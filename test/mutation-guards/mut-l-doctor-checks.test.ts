@@ -16,7 +16,6 @@
 // mut-c-doctor-checks.test.ts: values are edited through Storage, so their checksums are valid
 // and only the check in question can notice.
 
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Signer } from '../../src/daemon/crypto/signer.js';
@@ -24,7 +23,7 @@ import { checkStore } from '../../src/daemon/store/leveldb/doctor.js';
 import { K } from '../../src/daemon/store/leveldb/key-layout.js';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import type { DoctorProblem } from '../../src/shared/types.js';
-import { chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
+import { appendOperation, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
 
 const opened: InProcessStore[] = [];
 afterEach(async () => {
@@ -54,19 +53,7 @@ async function world(shape: number[] = [1, 3, 1]): Promise<World> {
   opened.push(s);
   const w = await chatWithWriter(s);
   const ops: string[] = [];
-  for (const [i, size] of shape.entries()) {
-    const head = s.streams.get(w.alice, w.streamId);
-    const operationId = `op${i}-${randomBytes(3).toString('hex')}`;
-    ops.push(operationId);
-    await s.streams.append(w.alice, {
-      streamId: w.streamId,
-      coordinatorToken: w.token,
-      generation: Number(head.generation),
-      expectedPosition: Number(head.nextPosition),
-      operationId,
-      records: Array.from({ length: size }, (_, k) => ({ type: 'chat.message' as const, messageId: `m${i}-${k}`, content: `m ${i} ${k}` })),
-    });
-  }
+  for (const [i, size] of shape.entries()) ops.push(await appendOperation(s, w, size, `m${i}`));
   return {
     s,
     w,

@@ -9,36 +9,16 @@
 // dir (test/helpers/in-process-store.ts), with the wall clock (Date only) faked: committedAt
 // and the cutoff both come from it.
 
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PAGE_BYTES } from '../../src/daemon/limits.js';
 import type { RetentionPolicy } from '../../src/daemon/streams/retention-policy.js';
-import { chatWithWriter, openInProcess, silentLog, type InProcessStore } from '../helpers/in-process-store.js';
+import { appendOperation, chatWithWriter, openInProcess, silentLog, type InProcessStore } from '../helpers/in-process-store.js';
 
 const open: InProcessStore[] = [];
 afterEach(async () => {
   vi.useRealTimers();
   for (const s of open.splice(0)) await s.close().catch(() => {});
 });
-
-type Writer = Awaited<ReturnType<typeof chatWithWriter>>;
-
-/** One operation of `n` messages. */
-async function appendOp(s: InProcessStore, w: Writer, n: number, prefix: string): Promise<void> {
-  const head = s.streams.get(w.alice, w.streamId);
-  await s.streams.append(w.alice, {
-    streamId: w.streamId,
-    coordinatorToken: w.token,
-    generation: Number(head.generation),
-    expectedPosition: Number(head.nextPosition),
-    operationId: `op-${prefix}-${randomBytes(3).toString('hex')}`,
-    records: Array.from({ length: n }, (_, i) => ({
-      type: 'chat.message' as const,
-      messageId: `${prefix}-${i}`,
-      content: `${prefix} ${i}`,
-    })),
-  });
-}
 
 const policy = (p: Partial<RetentionPolicy>): RetentionPolicy => ({
   maxRecords: null,
@@ -57,11 +37,11 @@ describe('RetentionRunner maxAgeMs reads the current generation’s operations o
     const s = await openInProcess();
     open.push(s);
     const w = await chatWithWriter(s);
-    await appendOp(s, w, 6, 'g1'); // generation 1: fence 0, messages 1..6 (nextPosition 7)
+    await appendOperation(s, w, 6, 'g1'); // generation 1: fence 0, messages 1..6 (nextPosition 7)
     vi.setSystemTime(new Date('2030-03-03T12:00:00.000Z'));
     await s.streams.reset(w.streamId, 'to generation 2');
     w.token = (await s.streams.claim(w.alice, { streamId: w.streamId, replace: true })).coordinatorToken;
-    await appendOp(s, w, 3, 'g2'); // generation 2: fence 0, messages 1..3 (nextPosition 4), all committed at 12:00
+    await appendOperation(s, w, 3, 'g2'); // generation 2: fence 0, messages 1..3 (nextPosition 4), all committed at 12:00
     expect(s.streams.get(w.alice, w.streamId)).toMatchObject({ generation: '2', firstPosition: '0', nextPosition: '4' });
     vi.setSystemTime(new Date('2030-03-03T12:00:10.000Z'));
     // Cutoff 11:00:10: every operation of generation 1 is older, none of generation 2.
