@@ -53,6 +53,22 @@ function toolFailure(e: unknown): ToolFailure {
   return e as ToolFailure;
 }
 
+/**
+ * After its first read failed with `error`: the session stopped, told `onStopped` once with
+ * `{chatId, error}`, and keeps `error` as why (thrown again without reading, `onStopped` not
+ * called again).
+ */
+async function expectStoppedBy(s: ChatSession, stopped: Stopped, chatId: string, error: Error): Promise<void> {
+  expect(s.state).toBe('needs-intervention');
+  expect(stopped).toEqual([{ chatId, error }]);
+  expect(stopped[0]!.error).toBe(error);
+  expect(() => {
+    s.assertUsable();
+  }).toThrow(error);
+  expect(await rejectionOf(s.readNew({ waitMs: 0 }))).toBe(error);
+  expect(stopped).toHaveLength(1);
+}
+
 describe('ChatSession: failures that are not a break or a fence, and failures from before the session listened', () => {
   it('a conversation broken before the session listened: the first read_new throws the break, the session stops, onStopped once', async () => {
     const chat = await createChat(admin());
@@ -74,16 +90,7 @@ describe('ChatSession: failures that are not a break or a fence, and failures fr
       expect(s.state).toBe('running');
       expect(stopped).toEqual([]);
       expect(await rejectionOf(s.readNew({ waitMs: 0 }))).toBe(broken);
-      expect(s.state).toBe('needs-intervention');
-      expect(stopped).toHaveLength(1);
-      expect(stopped[0]).toEqual({ chatId: chat.chatId, error: broken });
-      expect(stopped[0]!.error).toBe(broken);
-      // Kept as why it stopped: thrown again without reading, and onStopped is not called again.
-      expect(() => {
-        s.assertUsable();
-      }).toThrow(broken);
-      expect(await rejectionOf(s.readNew({ waitMs: 0 }))).toBe(broken);
-      expect(stopped).toHaveLength(1);
+      await expectStoppedBy(s, stopped, chat.chatId, broken);
     } finally {
       head.close();
       await conv.close();
@@ -111,14 +118,7 @@ describe('ChatSession: failures that are not a break or a fence, and failures fr
       expect(e.type).toBe('CHAT_STOPPED');
       expect(e.cause).toBe(tooLarge);
       expect(e.data).toMatchObject({ chatId: chat.chatId, cause: 'LINE_TOO_LARGE' });
-      expect(s.state).toBe('needs-intervention');
-      expect(stopped).toEqual([{ chatId: chat.chatId, error: e }]);
-      expect(stopped[0]!.error).toBe(e);
-      expect(() => {
-        s.assertUsable();
-      }).toThrow(e);
-      expect(await rejectionOf(s.readNew({ waitMs: 0 }))).toBe(e);
-      expect(stopped).toHaveLength(1);
+      await expectStoppedBy(s, stopped, chat.chatId, e);
     } finally {
       head.close();
       await conv.close();
