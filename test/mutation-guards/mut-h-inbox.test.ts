@@ -429,4 +429,98 @@ describe('Inbox (mutation guards, round 6)', () => {
     expect(await fillSubscriptions(bobClient)).toBe(1);
     await inbox.close();
   });
+  // Round m (test/MUTATION.md, "Twelfth round"): 296:77 `jitter: true` → false, and 297:29 the
+  // loop's `this.#watchId === null` → true. The rewatch loop's sleeps are seen (and, for the
+  // second test, held) through a spy on setTimeout that picks the timers set by inbox.ts itself.
+
+  it('a refused rewatch backs off with jitter: 50, 100, 200 ms … each spread over half to all of it', async () => {
+    const bob = await makeAgent('bob');
+    const alice = await makeAgent('alice');
+    const bobClient = await clientOf(bob);
+    const mine: Promise<string>[] = [];
+    bobClient.on('reconnected', () => {
+      for (let i = 0; i < MAX_SUBS; i++) mine.push(bobClient.call('chats.watch', {}).then((r) => r.subscriptionId));
+    });
+    const inbox = await Inbox.open(bobClient);
+    const delays: number[] = [];
+    const spy = spyOnInboxTimers((delay) => {
+      delays.push(delay);
+      return 'schedule';
+    });
+    try {
+      await daemon().restart();
+      await waitFor(() => delays.length >= 4, 'four refused rewatches');
+    } finally {
+      spy.mockRestore();
+    }
+    const ids = await Promise.all(mine);
+    delays.slice(0, 4).forEach((d, i) => {
+      const base = 50 * 2 ** i;
+      expect(d).toBeGreaterThanOrEqual(base / 2);
+      expect(d).toBeLessThanOrEqual(base);
+    });
+    // Without jitter every delay is exactly its base; with it, all four being so has probability 0.
+    expect(delays.slice(0, 4).filter((d, i) => d !== 50 * 2 ** i).length).toBeGreaterThan(0);
+    for (const id of ids.slice(0, 2)) await bobClient.call('chats.unfollow', { subscriptionId: id });
+    const chat = await openChat(alice, bob);
+    await waitFor(() => inbox.conversation(chat.id), 'the inbox watching again: the chat followed');
+    await inbox.close();
+  });
+
+  it('a rewatch loop asleep across a second restart stops when the next loop has watched: one watch, not two', async () => {
+    const bob = await makeAgent('bob');
+    const alice = await makeAgent('alice');
+    const bobClient = await clientOf(bob);
+    let fill = true;
+    const mine: Promise<string>[] = [];
+    bobClient.on('reconnected', () => {
+      if (!fill) return;
+      for (let i = 0; i < MAX_SUBS; i++) mine.push(bobClient.call('chats.watch', {}).then((r) => r.subscriptionId));
+    });
+    const inbox = await Inbox.open(bobClient);
+    const held: (() => void)[] = [];
+    const spy = spyOnInboxTimers(() => 'hold', (fire) => held.push(fire));
+    try {
+      await daemon().restart();
+      await waitFor(() => held.length === 1, 'the first loop refused and asleep');
+      await Promise.all(mine);
+      fill = false;
+      await daemon().restart();
+      await waitFor(() => bobClient.connected, 'bob reconnected');
+      // The second loop watches (nothing refuses it) while the first is still asleep.
+      const chat = await waitFor(() => openChat(alice, bob).catch(() => null), 'the admin client back');
+      await waitFor(() => inbox.conversation(chat.id), 'the second loop watching: a chat opened now is followed');
+      expect(held).toHaveLength(1);
+    } finally {
+      spy.mockRestore();
+    }
+    held[0]!();
+    await sleep(300); // time is the subject: a second watch by the woken loop would have come by now
+    // bob's connection holds the inbox's one watch and its follow of the chat.
+    expect(await fillSubscriptions(bobClient)).toBe(MAX_SUBS - 2);
+    await inbox.close();
+  });
 });
+
+/**
+ * Spies on setTimeout: a timer set by src/client/inbox.ts itself (its caller frame) is passed to
+ * `decide(delay)`, which schedules it as usual or holds it (given to `hold`, to be fired by the
+ * test); every other timer is scheduled untouched.
+ */
+function spyOnInboxTimers(
+  decide: (delay: number) => 'schedule' | 'hold',
+  hold: (fire: () => void) => void = () => {},
+) {
+  const real = globalThis.setTimeout;
+  return vi.spyOn(globalThis, 'setTimeout').mockImplementation(((fn: () => void, delay?: number, ...rest: unknown[]) => {
+    const caller = (new Error().stack ?? '')
+      .split('\n')
+      .slice(1)
+      .find((f) => !f.includes('node_modules') && !f.includes('mut-h-inbox') && /\/(src|test)\//.test(f));
+    if (caller?.includes('/src/client/inbox.') && decide(delay ?? 0) === 'hold') {
+      hold(fn);
+      return real(() => {}, 0);
+    }
+    return real(fn, delay, ...rest);
+  }));
+}
