@@ -452,4 +452,35 @@ describe('ChatReader.history (chats.history snapshot paging)', () => {
       });
     }
   });
+  // Round m (test/MUTATION.md, "Twelfth round"): 186:45, the PREFIX_UNAVAILABLE check of a
+  // forward page emptied. A trim deletes its first 10,000 records with its commit and leaves the
+  // rest to the sweep: a forward cursor standing among those must fail, not be served them.
+  it('a forward cursor inside a trimmed prefix whose records are still on disk (the sweep not yet run) is PREFIX_UNAVAILABLE', async () => {
+    const s = await fresh();
+    const d = await duo(s);
+    for (let k = 0; k < 25; k++) await send(s, d.a, Array.from({ length: 1000 }, (_, i) => `t${k}-${i}`));
+    const first = await s.reader.history(d.reader, { chatId: d.chatId, limit: 20_000, direction: 'forward' }, 1 << 30);
+    expect(first.entries).toHaveLength(20_000);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const sweep = s.port.streams.sweepTrimmed.bind(s.port.streams);
+    s.port.streams.sweepTrimmed = async (...args) => {
+      await held;
+      return sweep(...args);
+    };
+    const trim = s.streams.trim(d.a.streamId, 24_000, true);
+    try {
+      await vi.waitFor(() => { expect(s.streams.get(d.reader, d.a.streamId).firstPosition).toBe('24000'); });
+      // The commit deleted [0, 10000); what the cursor points at (20,001) is still stored.
+      expect(await s.store.storage.get(K.record(d.a.streamId, 1, 20_001))).toBeDefined();
+      expect(await failure(s.reader.history(d.reader, { chatId: d.chatId, limit: 10, cursor: first.nextCursor! }))).toMatchObject({
+        type: 'CONTINUITY_BREAK',
+        reason: 'PREFIX_UNAVAILABLE',
+        streamId: d.a.streamId,
+      });
+    } finally {
+      release();
+    }
+    expect(await trim).toEqual({ firstPosition: '24000' });
+  });
 });
