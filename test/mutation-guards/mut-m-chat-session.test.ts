@@ -5,6 +5,9 @@
 //          `committed: false`, as if it were known not to be stored;
 //   392:13 `this.#pending?.operationId === id` → false: a session stopped (its peer stream reset)
 //          with an append of unknown outcome still reports which tool made that operation.
+// And two of #whenConnected (296:41 its body emptied, 298:9 `client.connected` → true): a send
+// while the daemon is down waits up to `settleMs` for the reconnect before the writer's own 10 s,
+// so an outage between the two is ridden out.
 // The daemon runs with `--fault-fail-sync-file` (LevelDB only: the hook is LevelDB's), as
 // test/faults/storage-faults.test.ts does.
 
@@ -45,10 +48,10 @@ async function chatOf(client: YelloClient, chatId: string): Promise<Chat> {
 }
 
 /** A session of `client`'s agent in `chatId` with no conversation handed over, and its peer head (to close). */
-async function sessionOf(client: YelloClient, chatId: string): Promise<{ s: ChatSession; head: PeerHead }> {
+async function sessionOf(client: YelloClient, chatId: string, settleMs = 3000): Promise<{ s: ChatSession; head: PeerHead }> {
   const chat = await chatOf(client, chatId);
   const head = PeerHead.watch(client, chat);
-  const options = { client, replace: false, resumeAfterBreak: false, settleMs: 3000, log: pino({ level: 'silent' }), onStopped: () => {} };
+  const options = { client, replace: false, resumeAfterBreak: false, settleMs, log: pino({ level: 'silent' }), onStopped: () => {} };
   return { s: await ChatSession.start(options, chat, null, head), head };
 }
 
@@ -111,4 +114,31 @@ describe('ChatSession.operationStatus: operations the daemon looks up', () => {
       await s.stop();
     }
   });
+
+  it('a send while the daemon is down waits settleMs for the reconnect before the writer waits its own 10 s: an 11 s outage is ridden out', async () => {
+    const chat = await createChat(admin());
+    const alice = await clientOf(chat.alice);
+    const { s, head } = await sessionOf(alice, chat.chatId, 6000);
+    try {
+      await s.send({ text: 'before' });
+      await daemon().stop();
+      const started = Date.now();
+      const sending = s.send({ text: 'across the outage' });
+      const settled = sending.then(
+        () => 'sent',
+        (e: unknown) => e,
+      );
+      // Down for longer than the writer's 10 s alone would wait.
+      await new Promise((r) => setTimeout(r, 11_000));
+      await daemon().restart();
+      const outcome = await settled;
+      expect(outcome, `after ${Date.now() - started} ms`).toBe('sent');
+      await waitFor(() => admin().connected, 'the admin to reconnect', 15_000, 20);
+      const { entries } = await admin().rpc.chats.history({ chatId: chat.chatId, limit: 5 });
+      expect(entries.map((r) => (r.wrapper.type === 'chat.message' ? r.wrapper.message.content : ''))).toEqual(['before', 'across the outage']);
+    } finally {
+      head.close();
+      await s.stop();
+    }
+  }, 40_000);
 });
