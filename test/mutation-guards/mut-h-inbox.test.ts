@@ -500,6 +500,36 @@ describe('Inbox (mutation guards, round 6)', () => {
     expect(await fillSubscriptions(bobClient)).toBe(MAX_SUBS - 2);
     await inbox.close();
   });
+  it('while its watch is refused the inbox ignores chats.opened of the other watches on its connection; its own watch, once back, follows the chat', async () => {
+    const bob = await makeAgent('bob');
+    const alice = await makeAgent('alice');
+    const bobClient = await clientOf(bob);
+    const mine: Promise<string>[] = [];
+    bobClient.on('reconnected', () => {
+      for (let i = 0; i < MAX_SUBS; i++) mine.push(bobClient.call('chats.watch', {}).then((r) => r.subscriptionId));
+    });
+    const inbox = await Inbox.open(bobClient);
+    const held: (() => void)[] = [];
+    const spy = spyOnInboxTimers(() => 'hold', (fire) => held.push(fire));
+    try {
+      await daemon().restart();
+      await waitFor(() => held.length === 1, 'the rewatch refused and asleep');
+      const ids = await Promise.all(mine);
+      for (const id of ids.slice(0, 2)) await bobClient.call('chats.unfollow', { subscriptionId: id });
+      // The test's 62 watches are told of this chat; the inbox has no watch.
+      const chat = await waitFor(() => openChat(alice, bob).catch(() => null), 'the admin client back');
+      await sleep(300); // time is the subject: a follow on another watch's notice would have come by now
+      expect(inbox.chatIds).toEqual([]);
+      expect(held).toHaveLength(1);
+      held[0]!();
+      await waitFor(() => inbox.conversation(chat.id), 'the chat followed once the inbox watches again');
+    } finally {
+      spy.mockRestore();
+    }
+    // The inbox's watch and its follow took the two freed slots.
+    expect(await fillSubscriptions(bobClient)).toBe(0);
+    await inbox.close();
+  });
 });
 
 /**
