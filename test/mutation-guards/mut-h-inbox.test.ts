@@ -437,10 +437,7 @@ describe('Inbox (mutation guards, round 6)', () => {
     const bob = await makeAgent('bob');
     const alice = await makeAgent('alice');
     const bobClient = await clientOf(bob);
-    const mine: Promise<string>[] = [];
-    bobClient.on('reconnected', () => {
-      for (let i = 0; i < MAX_SUBS; i++) mine.push(bobClient.call('chats.watch', {}).then((r) => r.subscriptionId));
-    });
+    const mine = watchOnReconnect(bobClient);
     const inbox = await Inbox.open(bobClient);
     const delays: number[] = [];
     const spy = spyOnInboxTimers((delay) => {
@@ -472,11 +469,7 @@ describe('Inbox (mutation guards, round 6)', () => {
     const alice = await makeAgent('alice');
     const bobClient = await clientOf(bob);
     let fill = true;
-    const mine: Promise<string>[] = [];
-    bobClient.on('reconnected', () => {
-      if (!fill) return;
-      for (let i = 0; i < MAX_SUBS; i++) mine.push(bobClient.call('chats.watch', {}).then((r) => r.subscriptionId));
-    });
+    const mine = watchOnReconnect(bobClient, () => fill);
     const inbox = await Inbox.open(bobClient);
     const held: (() => void)[] = [];
     const spy = spyOnInboxTimers(() => 'hold', (fire) => held.push(fire));
@@ -504,10 +497,7 @@ describe('Inbox (mutation guards, round 6)', () => {
     const bob = await makeAgent('bob');
     const alice = await makeAgent('alice');
     const bobClient = await clientOf(bob);
-    const mine: Promise<string>[] = [];
-    bobClient.on('reconnected', () => {
-      for (let i = 0; i < MAX_SUBS; i++) mine.push(bobClient.call('chats.watch', {}).then((r) => r.subscriptionId));
-    });
+    const mine = watchOnReconnect(bobClient);
     const inbox = await Inbox.open(bobClient);
     const held: (() => void)[] = [];
     const spy = spyOnInboxTimers(() => 'hold', (fire) => held.push(fire));
@@ -531,6 +521,19 @@ describe('Inbox (mutation guards, round 6)', () => {
     await inbox.close();
   });
 });
+
+/**
+ * Registered before an inbox's listeners: on each 'reconnected' (while `when()`), MAX_SUBS watches
+ * of the test reach the daemon before the inbox's; their subscription ids.
+ */
+function watchOnReconnect(client: YelloClient, when: () => boolean = () => true): Promise<string>[] {
+  const ids: Promise<string>[] = [];
+  client.on('reconnected', () => {
+    if (!when()) return;
+    for (let i = 0; i < MAX_SUBS; i++) ids.push(client.call('chats.watch', {}).then((r) => r.subscriptionId));
+  });
+  return ids;
+}
 
 /**
  * Spies on setTimeout: a timer set by src/client/inbox.ts itself (its caller frame) is passed to
