@@ -551,9 +551,13 @@ function spyOnInboxTimers(
       .slice(1)
       .find((f) => !f.includes('node_modules') && !f.includes('mut-h-inbox') && /\/(src|test)\//.test(f));
     if (caller?.includes('/src/client/inbox.') && decide(delay ?? 0) === 'hold') {
-      hold(fn);
+      hold(() => {
+        Reflect.apply(fn, undefined, rest);
+      });
       return real(() => {}, 0);
     }
-    return real(fn, delay, ...rest);
+    return real(() => {
+      Reflect.apply(fn, undefined, rest);
+    }, delay);
   }));
 }
