@@ -458,7 +458,12 @@ describe('ChatReader.history (chats.history snapshot paging)', () => {
   it('a forward cursor inside a trimmed prefix whose records are still on disk (the sweep not yet run) is PREFIX_UNAVAILABLE', async () => {
     const s = await fresh();
     const d = await duo(s);
-    for (let k = 0; k < 25; k++) await send(s, d.a, Array.from({ length: 1000 }, (_, i) => `t${k}-${i}`));
+    for (let k = 0; k < 25; k++)
+      await send(
+        s,
+        d.a,
+        Array.from({ length: 1000 }, (_, i) => `t${k}-${i}`),
+      );
     const first = await s.reader.history(d.reader, { chatId: d.chatId, limit: 20_000, direction: 'forward' }, 1 << 30);
     expect(first.entries).toHaveLength(20_000);
     let release!: () => void;
@@ -470,7 +475,9 @@ describe('ChatReader.history (chats.history snapshot paging)', () => {
     };
     const trim = s.streams.trim(d.a.streamId, 24_000, true);
     try {
-      await vi.waitFor(() => { expect(s.streams.get(d.reader, d.a.streamId).firstPosition).toBe('24000'); });
+      await vi.waitFor(() => {
+        expect(s.streams.get(d.reader, d.a.streamId).firstPosition).toBe('24000');
+      });
       // The commit deleted [0, 10000); what the cursor points at (20,001) is still stored.
       expect(await s.store.storage.get(K.record(d.a.streamId, 1, 20_001))).toBeDefined();
       expect(await failure(s.reader.history(d.reader, { chatId: d.chatId, limit: 10, cursor: first.nextCursor! }))).toMatchObject({

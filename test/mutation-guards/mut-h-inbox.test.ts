@@ -472,7 +472,10 @@ describe('Inbox (mutation guards, round 6)', () => {
     const mine = watchOnReconnect(bobClient, () => fill);
     const inbox = await Inbox.open(bobClient);
     const held: (() => void)[] = [];
-    const spy = spyOnInboxTimers(() => 'hold', (fire) => held.push(fire));
+    const spy = spyOnInboxTimers(
+      () => 'hold',
+      (fire) => held.push(fire),
+    );
     try {
       await daemon().restart();
       await waitFor(() => held.length === 1, 'the first loop refused and asleep');
@@ -500,7 +503,10 @@ describe('Inbox (mutation guards, round 6)', () => {
     const mine = watchOnReconnect(bobClient);
     const inbox = await Inbox.open(bobClient);
     const held: (() => void)[] = [];
-    const spy = spyOnInboxTimers(() => 'hold', (fire) => held.push(fire));
+    const spy = spyOnInboxTimers(
+      () => 'hold',
+      (fire) => held.push(fire),
+    );
     try {
       await daemon().restart();
       await waitFor(() => held.length === 1, 'the rewatch refused and asleep');
@@ -540,12 +546,9 @@ function watchOnReconnect(client: YelloClient, when: () => boolean = () => true)
  * `decide(delay)`, which schedules it as usual or holds it (given to `hold`, to be fired by the
  * test); every other timer is scheduled untouched.
  */
-function spyOnInboxTimers(
-  decide: (delay: number) => 'schedule' | 'hold',
-  hold: (fire: () => void) => void = () => {},
-) {
+function spyOnInboxTimers(decide: (delay: number) => 'schedule' | 'hold', hold: (fire: () => void) => void = () => {}) {
   const real = globalThis.setTimeout;
-  return vi.spyOn(globalThis, 'setTimeout').mockImplementation(((fn: () => void, delay?: number, ...rest: unknown[]) => {
+  return vi.spyOn(globalThis, 'setTimeout').mockImplementation((fn: () => void, delay?: number, ...rest: unknown[]) => {
     const caller = (new Error().stack ?? '')
       .split('\n')
       .slice(1)
@@ -559,5 +562,5 @@ function spyOnInboxTimers(
     return real(() => {
       Reflect.apply(fn, undefined, rest);
     }, delay);
-  }));
+  });
 }

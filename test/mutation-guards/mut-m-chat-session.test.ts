@@ -26,7 +26,9 @@ import { waitFor } from '../helpers/wait.js';
 
 const faultDir = mkdtempSync(path.join(tmpdir(), 'yello-fault-'));
 const trigger = path.join(faultDir, 'fail-sync');
-afterAll(() => { rmSync(faultDir, { recursive: true, force: true }); });
+afterAll(() => {
+  rmSync(faultDir, { recursive: true, force: true });
+});
 
 const reconnect = { minDelayMs: 20, maxDelayMs: 200 };
 const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open', '--fault-fail-sync-file', trigger] }, (d) =>
@@ -135,7 +137,10 @@ describe('ChatSession.operationStatus: operations the daemon looks up', () => {
       expect(outcome, `after ${Date.now() - started} ms`).toBe('sent');
       await waitFor(() => admin().connected, 'the admin to reconnect', 15_000, 20);
       const { entries } = await admin().rpc.chats.history({ chatId: chat.chatId, limit: 5 });
-      expect(entries.map((r) => (r.wrapper.type === 'chat.message' ? r.wrapper.message.content : ''))).toEqual(['before', 'across the outage']);
+      expect(entries.map((r) => (r.wrapper.type === 'chat.message' ? r.wrapper.message.content : ''))).toEqual([
+        'before',
+        'across the outage',
+      ]);
     } finally {
       head.close();
       await s.stop();
