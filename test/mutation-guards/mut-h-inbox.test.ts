@@ -471,11 +471,7 @@ describe('Inbox (mutation guards, round 6)', () => {
     let fill = true;
     const mine = watchOnReconnect(bobClient, () => fill);
     const inbox = await Inbox.open(bobClient);
-    const held: (() => void)[] = [];
-    const spy = spyOnInboxTimers(
-      () => 'hold',
-      (fire) => held.push(fire),
-    );
+    const { held, spy } = holdInboxTimers();
     try {
       await daemon().restart();
       await waitFor(() => held.length === 1, 'the first loop refused and asleep');
@@ -502,11 +498,7 @@ describe('Inbox (mutation guards, round 6)', () => {
     const bobClient = await clientOf(bob);
     const mine = watchOnReconnect(bobClient);
     const inbox = await Inbox.open(bobClient);
-    const held: (() => void)[] = [];
-    const spy = spyOnInboxTimers(
-      () => 'hold',
-      (fire) => held.push(fire),
-    );
+    const { held, spy } = holdInboxTimers();
     try {
       await daemon().restart();
       await waitFor(() => held.length === 1, 'the rewatch refused and asleep');
@@ -539,6 +531,16 @@ function watchOnReconnect(client: YelloClient, when: () => boolean = () => true)
     for (let i = 0; i < MAX_SUBS; i++) ids.push(client.call('chats.watch', {}).then((r) => r.subscriptionId));
   });
   return ids;
+}
+
+/** Holds every timer inbox.ts sets (the rewatch loop's sleeps): fire one with `held[i]()`. */
+function holdInboxTimers() {
+  const held: (() => void)[] = [];
+  const spy = spyOnInboxTimers(
+    () => 'hold',
+    (fire) => held.push(fire),
+  );
+  return { held, spy };
 }
 
 /**
