@@ -22,7 +22,7 @@ import { ChatSession } from '../../src/mcp/chat-session.js';
 import { ToolFailure } from '../../src/mcp/tool-errors.js';
 import { connectAdmin, connectAgent, createChat, rejectionOf, type Participant } from '../helpers/client-fixtures.js';
 import { useDaemon } from '../helpers/use-daemon.js';
-import { waitFor } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const faultDir = mkdtempSync(path.join(tmpdir(), 'yello-fault-'));
 const trigger = path.join(faultDir, 'fail-sync');
@@ -131,7 +131,7 @@ describe('ChatSession.operationStatus: operations the daemon looks up', () => {
         (e: unknown) => e,
       );
       // Down for longer than the writer's 10 s alone would wait.
-      await new Promise((r) => setTimeout(r, 11_000));
+      await sleep(11_000);
       await daemon().restart();
       const outcome = await settled;
       expect(outcome, `after ${Date.now() - started} ms`).toBe('sent');
