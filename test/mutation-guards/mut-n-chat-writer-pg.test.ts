@@ -48,6 +48,7 @@ describe.runIf(pgAvailable())('ChatWriter.resolveUncertain() on PostgreSQL: a co
     await cluster.psql('create database writer');
     daemon = await startDaemon(['--store', cluster.url('writer')]);
     sql = openPool(resolveStoreUrl(cluster.url('writer')), { max: 2 });
+    await sql`create table probe (x int)`;
   }, 90_000);
 
   afterAll(async () => {
@@ -70,10 +71,18 @@ describe.runIf(pgAvailable())('ChatWriter.resolveUncertain() on PostgreSQL: a co
     // From now on a COMMIT waits for a standby that never comes (committed locally, not visible).
     await cluster.psql(`alter system set synchronous_standby_names = 'nobody'`);
     await cluster.psql('select pg_reload_conf()');
-    // The postmaster passes the reload on to the daemon's sessions by signal: give them a moment.
-    await sleep(500);
+    // The reload reaches the server's processes by signal: probe until a commit of the test's own
+    // waits for the standby, then cancel that wait (the probe is committed locally).
     const waiting = async () =>
       (await sql<{ pid: number }[]>`select pid from pg_stat_activity where wait_event = 'SyncRep'`).map((r) => r.pid);
+    await waitFor(async () => {
+      let done = false;
+      const probe = sql`insert into probe values (1)`.then(() => (done = true));
+      const waited = await waitFor(async () => (done ? 'no' : (await waiting()).length > 0 ? 'yes' : null), 'the probe');
+      await sql`select pg_cancel_backend(pid) from pg_stat_activity where wait_event = 'SyncRep'`;
+      await probe;
+      return waited === 'yes';
+    }, 'commits to wait for the standby');
     const sent = rejectionOf(w.send('maybe'));
     await waitFor(async () => (await waiting()).length === 1, 'the daemon commit to wait for the standby');
     expect(await sent).toBeInstanceOf(TimeoutError);
