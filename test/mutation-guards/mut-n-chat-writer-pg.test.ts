@@ -100,30 +100,38 @@ describe.runIf(pgAvailable())('ChatWriter.resolveUncertain() on PostgreSQL: a co
       locked();
       await released;
     });
-    await waitFor(
-      async () =>
-        (await sql`select 1 from pg_locks where relation = 'heads'::regclass and mode = 'AccessExclusiveLock' and not granted`).length ===
-        1,
-      'the lock on heads to be queued',
-    );
-    // The commit's notice would tell the daemon the new head at once (stream-store.ts #onNotify):
-    // the backends of its LISTEN connection are stopped, so it hears nothing until they go on.
-    const listening = (
-      await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = 'writer' and query like 'listen %'`
-    ).map((r) => r.pid);
-    expect(listening.length).toBeGreaterThan(0);
-    for (const p of listening) process.kill(p, 'SIGSTOP');
+    // Whatever fails below, the lock is released, the stopped backends go on (a stopped backend
+    // outlives its cluster) and commits no longer wait for the standby.
+    let listening: number[] = [];
     const goOn = () => {
-      for (const p of listening) process.kill(p, 'SIGCONT');
+      for (const p of listening.splice(0))
+        try {
+          process.kill(p, 'SIGCONT');
+        } catch {
+          // gone already
+        }
     };
-    // Cut the session off while the commit waits (dropping the standby first would let it finish).
-    const [pid] = await waiting();
-    await sql`select pg_terminate_backend(${pid!})`;
-    await cluster.psql(`alter system reset synchronous_standby_names`);
-    await cluster.psql('select pg_reload_conf()');
-    await isLocked;
-
     try {
+      await waitFor(
+        async () =>
+          (await sql`select 1 from pg_locks where relation = 'heads'::regclass and mode = 'AccessExclusiveLock' and not granted`).length ===
+          1,
+        'the lock on heads to be queued',
+      );
+      // The commit's notice would tell the daemon the new head at once (stream-store.ts #onNotify):
+      // the backends of its LISTEN connection are stopped, so it hears nothing until they go on.
+      listening = (await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = 'writer' and query like 'listen %'`).map(
+        (r) => r.pid,
+      );
+      expect(listening.length).toBeGreaterThan(0);
+      for (const p of listening) process.kill(p, 'SIGSTOP');
+      // Cut the session off while the commit waits (dropping the standby first would let it finish).
+      const [pid] = await waiting();
+      await sql`select pg_terminate_backend(${pid!})`;
+      await cluster.psql(`alter system reset synchronous_standby_names`);
+      await cluster.psql('select pg_reload_conf()');
+      await isLocked;
+
       // The tables say committed; the daemon's head is still the one before it.
       const op = await alice.call('operations.get', { streamId: chat.alice.streamId, operationId });
       expect(op).toMatchObject({ state: 'committed', firstPosition: first.nextPosition });
@@ -144,6 +152,8 @@ describe.runIf(pgAvailable())('ChatWriter.resolveUncertain() on PostgreSQL: a co
       goOn();
       release();
       await holding.catch(() => undefined);
+      await cluster.psql(`alter system reset synchronous_standby_names`);
+      await cluster.psql('select pg_reload_conf()');
     }
     // The writer's position is the head's: the next append lands after the cut-off one.
     await w.send('after');
