@@ -10,7 +10,7 @@
 // long as the test wants: the writer must still be waiting then, and resolve once it is released.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChatWriter, TimeoutError, YelloClient, type UncertainOutcome } from '../../src/client/index.js';
+import { ChatWriter, TimeoutError, YelloClient } from '../../src/client/index.js';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import {
   connectAdmin,
@@ -18,24 +18,13 @@ import {
   createChat,
   readStream,
   rejectionOf,
+  settledWithin,
   messageContents,
   startDaemon,
 } from '../helpers/client-fixtures.js';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
-import { sleep, waitFor } from '../helpers/wait.js';
-
-const PENDING = 'still pending';
-/** What `p` settled with (its value, or its rejection as a value), or PENDING after `ms`. */
-async function within(p: Promise<unknown>, ms: number): Promise<unknown> {
-  return Promise.race([
-    p.then(
-      (v) => v ?? 'resolved',
-      (e: unknown) => e,
-    ),
-    sleep(ms).then(() => PENDING),
-  ]);
-}
+import { waitFor } from '../helpers/wait.js';
 
 describe.runIf(pgAvailable())('ChatWriter.resolveUncertain() on PostgreSQL: a commit the tables show before the head does', () => {
   let cluster: PgCluster;
@@ -139,13 +128,15 @@ describe.runIf(pgAvailable())('ChatWriter.resolveUncertain() on PostgreSQL: a co
       expect((await alice.call('streams.get', { streamId: chat.alice.streamId })).nextPosition).toBe(first.nextPosition);
 
       const resolving = w.resolveUncertain();
-      expect(await within(resolving, 1500)).toBe(PENDING);
+      expect(await settledWithin(resolving, 1500)).toEqual({ status: 'pending' });
       expect(w.state).toBe('paused');
       release();
       await holding;
       goOn();
-      const outcome = (await within(resolving, 15_000)) as UncertainOutcome;
-      expect(outcome).toMatchObject({ operationId, committed: true, operation: { state: 'committed', nextPosition: cutOff } });
+      expect(await settledWithin(resolving, 15_000)).toMatchObject({
+        status: 'fulfilled',
+        value: { operationId, committed: true, operation: { state: 'committed', nextPosition: cutOff } },
+      });
       expect((await alice.call('streams.get', { streamId: chat.alice.streamId })).nextPosition).toBe(cutOff);
       expect([w.state, w.uncertainOperationId]).toEqual(['claimed', null]);
     } finally {
