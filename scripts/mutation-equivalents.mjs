@@ -11,7 +11,8 @@
 //   node scripts/mutation-equivalents.mjs add --file F [--report R] [--list L]
 //     Adds rows for F's survivors in the report, whole groups only (every mutant of that mutator
 //     starting on that line survived), with a reason that points at test/MUTATION.md. Only for
-//     a file whose survivors are all argued there.
+//     a file whose survivors are all argued there. F's rows already listed stay with their
+//     reasons (a run with a row in place records its mutants Ignored, not Survived).
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -124,6 +125,21 @@ export function rowsFor(file, report) {
     }));
 }
 
+/**
+ * A file's listed rows with `fresh` ones added: a fresh row on the line of a listed one (the
+ * line its code is on now) adds its mutators to it and keeps the listed reason; the others are
+ * new rows. Nothing listed is dropped: `check` says when a row is wrong.
+ */
+export function mergeRows(listed, fresh, lines) {
+  const out = listed.map((r) => ({ ...r, mutators: [...r.mutators] }));
+  for (const f of fresh) {
+    const same = out.find((r) => lineOf(r, lines) === f.line);
+    if (same) same.mutators = [...new Set([...same.mutators, ...f.mutators])].sort();
+    else out.push(f);
+  }
+  return out;
+}
+
 function format(rowsByFile) {
   let out = HEADER;
   for (const file of [...rowsByFile.keys()].sort()) {
@@ -147,11 +163,11 @@ async function main() {
     const file = opt('--file');
     if (!file) throw new Error('add needs --file');
     const rows = existsSync(listPath) ? parseEquivalents(readFileSync(listPath, 'utf8')) : new Map();
-    const kept = new Map((rows.get(file) ?? []).map((r) => [`${r.code}\n${r.mutators.join(',')}`, r.reason]));
-    const fresh = rowsFor(file, report).map((r) => ({ ...r, reason: kept.get(`${r.code}\n${r.mutators.join(',')}`) ?? r.reason }));
-    rows.set(file, fresh);
+    const listed = rows.get(file) ?? [];
+    const merged = mergeRows(listed, rowsFor(file, report), report.files[file].source.split('\n'));
+    rows.set(file, merged);
     writeFileSync(listPath, format(rows));
-    console.log(`${file}: ${fresh.length} row(s)`);
+    console.log(`${file}: ${merged.length} row(s), ${merged.length - listed.length} new`);
     return;
   }
   if (command === 'check') {

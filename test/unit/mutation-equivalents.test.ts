@@ -24,9 +24,17 @@ interface Checked {
   problems: string[];
   toCheckAgain: string[];
 }
-const { checkList, instrumented } = equivalents as unknown as {
+interface Row {
+  line: number;
+  mutators: string[];
+  code: string;
+  reason: string;
+}
+const { checkList, instrumented, mergeRows, rowsFor } = equivalents as unknown as {
   checkList: (listPath: string, report: unknown) => Promise<Checked>;
   instrumented: (file: string, listPath: string) => Promise<Mutant[]>;
+  mergeRows: (listed: Row[], fresh: Row[], lines: string[]) => Row[];
+  rowsFor: (file: string, report: unknown) => Row[];
 };
 
 const dir = mkdtempSync(path.join(tmpdir(), 'yl-equiv-'));
@@ -139,6 +147,30 @@ describe('mutation-equivalents check', () => {
     const r = await checkList(list([row]), stale);
     expect(r.problems).toEqual([]);
     expect(r.toCheckAgain).toEqual([FILE]);
+  });
+
+  it('add keeps a listed row whose mutants a run recorded Ignored, and adds the survivors of other lines', () => {
+    // A run with the row in place reports its mutants Ignored, not Survived: rowsFor alone no
+    // longer sees them, and `add` used to drop the row (and with it the argument's effect).
+    const optional = 'if (a) for (const h of a.connections) this.#byHolder.get(h)?.delete(streamId);';
+    const at29 = lineNo(optional);
+    expect(at29).toBeGreaterThan(0);
+    const r = report('Killed');
+    for (const m of r.files[FILE].mutants) {
+      if (m.location.start.line === at && m.mutatorName === 'LogicalOperator') m.status = 'Ignored';
+      if (m.location.start.line === at29 && m.mutatorName === 'OptionalChaining') m.status = 'Survived';
+    }
+    const listed: Row[] = [{ line: at - 3, mutators: ['LogicalOperator'], code: GUARD, reason: 'the argument' }];
+    const fresh = rowsFor(FILE, r);
+    expect(fresh.map((x) => [x.line, x.mutators])).toEqual([[at29, ['OptionalChaining']]]);
+    const merged = mergeRows(listed, fresh, source.split('\n'));
+    expect(merged.map((x) => [x.code, x.mutators, x.reason])).toEqual([
+      [GUARD, ['LogicalOperator'], 'the argument'],
+      [optional, ['OptionalChaining'], fresh[0]!.reason],
+    ]);
+    // A fresh row on a listed row's line adds its mutators to that row.
+    const more = mergeRows(listed, [{ line: at, mutators: ['ConditionalExpression'], code: GUARD, reason: 'x' }], source.split('\n'));
+    expect(more).toEqual([{ line: at - 3, mutators: ['ConditionalExpression', 'LogicalOperator'], code: GUARD, reason: 'the argument' }]);
   });
 
   it('the committed list holds: no row ignores a mutant the committed report does not say survived', async () => {
