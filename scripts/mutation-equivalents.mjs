@@ -58,6 +58,9 @@ export async function checkList(listPath, report) {
   const problems = [];
   const toCheckAgain = [];
   let ignored = 0;
+  // Of those, the ones the report counts (Survived): a run with the rows in place already
+  // recorded the others Ignored, outside the report's valid mutants.
+  let ignoredCounted = 0;
   for (const [file, fileRows] of rows) {
     const entry = report.files?.[file];
     if (!existsSync(file)) {
@@ -87,11 +90,14 @@ export async function checkList(listPath, report) {
         }
       }
       ignored += mine.length;
+      ignoredCounted += mine.filter(
+        (m) => statusByKey.get(mutantKey(m, m.location.start.line + 1, m.location.start.column + 1)) === 'Survived',
+      ).length;
     }
   }
   // The report's score with the listed survivors taken out (what a run with the ignorer reports).
   const { detected, valid } = scoreOf(Object.values(report.files ?? {}).flatMap((entry) => entry.mutants));
-  return { ignored, problems, toCheckAgain, score: { detected, valid: valid - ignored } };
+  return { ignored, problems, toCheckAgain, score: { detected, valid: valid - ignoredCounted } };
 }
 
 /** Rows for `file`'s whole groups of survivors in the report. */
