@@ -29,6 +29,8 @@ export default {
     './test/mutation/ignore-logging.mjs',
     './test/mutation/ignore-error-messages.mjs',
     './test/mutation/ignore-equivalents.mjs',
+    // each result as it comes, so a run stopped before its end keeps what it tested (see the file)
+    './test/mutation/checkpoint-reporter.mjs',
   ],
   vitest: {
     configFile: 'vitest.mutation.config.ts',
@@ -78,7 +80,7 @@ export default {
   dryRunTimeoutMinutes: 60,
   incremental: true,
   incrementalFile: 'test/mutation/stryker-incremental.json',
-  reporters: ['clear-text', 'progress', 'html', 'json'],
+  reporters: ['clear-text', 'progress', 'html', 'json', 'checkpoint'],
   htmlReporter: { fileName: 'reports/mutation/mutation.html' },
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   clearTextReporter: { allowColor: false, logTests: false, reportMutants: false },

@@ -4,6 +4,9 @@
 // its killed set can be compared with the LevelDB run's (test/MUTATION.md).
 import base from './stryker.config.mjs';
 
+// the 'checkpoint' reporter's file (test/mutation/checkpoint-reporter.mjs), beside this run's reports
+process.env.MUT_CHECKPOINT_FILE ||= 'reports/mutation-postgres/checkpoint.jsonl';
+
 export default {
   ...base,
   vitest: { ...base.vitest, configFile: 'vitest.mutation-pg.config.ts' },

@@ -5,4 +5,5 @@
 import base from '../../stryker.config.mjs';
 
 const out = process.env.MUT_REPORT ?? 'reports/mutation/mutation';
+process.env.MUT_CHECKPOINT_FILE ||= `${out}.checkpoint.jsonl`;
 export default { ...base, jsonReporter: { fileName: `${out}.json` }, htmlReporter: { fileName: `${out}.html` } };
