@@ -55,7 +55,11 @@ export function checkpointReport(lines, incremental, readSource = currentSource)
       location: t.startPosition ? { start: { line: t.startPosition.line + 1, column: t.startPosition.column + 1 } } : undefined,
     });
   });
-  const ids = (list) => list?.map((id) => reportId.get(id)).filter((id) => id !== undefined);
+  // a test is named by its place in the tests line (or, in a checkpoint written before that, by its id)
+  const ids = (list) =>
+    list
+      ?.map((t) => (typeof t === 'number' ? (t < testsLine.tests.length ? String(t) : undefined) : reportId.get(t)))
+      .filter((id) => id !== undefined);
 
   const byFile = new Map();
   const put = (file, m) => {

@@ -5,7 +5,10 @@
 // line each, as Stryker hands them out:
 //   {"kind":"tests", …}    the tests of the initial run (ids as the runs' results name them)
 //   {"kind":"plan", …}     the mutants Stryker is about to test (not reused from the incremental file)
-//   {"kind":"mutant", …}   every result, the reused ones first, then each as it is tested
+//   {"kind":"mutant", …}   every result, the reused ones first, then each as it is tested; its
+//                          tests (`killedBy`, `coveredBy`) by their place in the tests line: a
+//                          daemon-covering mutant is covered by hundreds of tests, and their
+//                          ids (file and name) made the file of a whole run about 150 MB
 // `node scripts/mutation-checkpoint.mjs` turns the file of a stopped run into the incremental
 // file, so the next run tests only what this one had not reached.
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -21,8 +24,12 @@ export function projectPath(fileName, cwd = process.cwd()) {
   return path.relative(cwd, path.resolve(cwd, outOfSandbox)).replace(/\\/g, '/');
 }
 
-/** The line a tested (or reused) mutant result is kept as; `location` is already 1-based. */
-export function mutantLine(r, cwd = process.cwd()) {
+/**
+ * The line a tested (or reused) mutant result is kept as; `location` is already 1-based, and
+ * `testIndex` (test id → place in the tests line) shortens the tests it names.
+ */
+export function mutantLine(r, testIndex = new Map(), cwd = process.cwd()) {
+  const tests = (ids) => ids?.map((id) => testIndex.get(id) ?? id);
   return {
     kind: 'mutant',
     file: projectPath(r.fileName, cwd),
@@ -32,8 +39,8 @@ export function mutantLine(r, cwd = process.cwd()) {
     status: r.status,
     // the first lines are enough to tell why; a killed daemon test's reason can be kilobytes of log
     statusReason: r.statusReason?.slice(0, 2000),
-    killedBy: r.killedBy,
-    coveredBy: r.coveredBy,
+    killedBy: tests(r.killedBy),
+    coveredBy: tests(r.coveredBy),
     testsCompleted: r.testsCompleted,
     static: r.static,
   };
@@ -41,6 +48,7 @@ export function mutantLine(r, cwd = process.cwd()) {
 
 export class CheckpointReporter {
   #file = process.env.MUT_CHECKPOINT_FILE || DEFAULT_CHECKPOINT_FILE;
+  #testIndex = new Map();
 
   #write(line, { truncate = false } = {}) {
     mkdirSync(path.dirname(this.#file), { recursive: true });
@@ -54,6 +62,7 @@ export class CheckpointReporter {
       fileName: projectPath(t.fileName),
       startPosition: t.startPosition,
     }));
+    this.#testIndex = new Map(tests.map((t, i) => [t.id, i]));
     // a new run starts a new checkpoint: the ids below are this run's
     this.#write({ kind: 'tests', at: new Date().toISOString(), tests }, { truncate: true });
   }
@@ -74,7 +83,7 @@ export class CheckpointReporter {
   }
 
   onMutantTested(result) {
-    this.#write(mutantLine(result));
+    this.#write(mutantLine(result, this.#testIndex));
   }
 }
 

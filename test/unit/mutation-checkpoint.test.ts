@@ -32,6 +32,8 @@ interface Line {
   tests?: { fileName: string }[];
   run?: { location: Place }[];
   statusReason?: string;
+  killedBy?: (number | string)[];
+  coveredBy?: (number | string)[];
 }
 const mutantsOf = (r: Report, file: string) => r.files[file]?.mutants ?? [];
 const testsOf = (r: Report, file: string) => r.testFiles[file]?.tests ?? [];
@@ -155,6 +157,9 @@ describe('the checkpoint of a mutation run', () => {
     expect(lines[1]?.run).toHaveLength(2);
     expect(lines[1]?.run?.[0]?.location.start).toEqual({ line: 2, column: 1 });
     expect(lines[3]?.statusReason).toHaveLength(2000);
+    // tests by their place in the tests line, not by their (long) ids
+    expect(lines[3]?.killedBy).toEqual([1]);
+    expect(lines[3]?.coveredBy).toEqual([0, 1]);
   });
 
   it('keeps what the run tested, with its tests, and what it did not reach as before but to be tested again', () => {
@@ -182,6 +187,18 @@ describe('the checkpoint of a mutation run', () => {
     expect(notReached?.killedBy).toBeUndefined();
     expect(notReached?.statusReason).toMatch(/stopped before it/);
     expect(testsOf(report, TEST)[1]?.location).toEqual({ start: { line: 5, column: 3 } });
+  });
+
+  it('reads the tests of a checkpoint written before they were numbered, by their ids', () => {
+    const file = path.join(dir, 'cp-ids.jsonl');
+    stoppedRun(file);
+    const lines = parseCheckpoint(readFileSync(file, 'utf8')).map((l) =>
+      l.kind === 'mutant' && l.killedBy?.[0] === 1 ? { ...l, killedBy: [`${TEST}#new test`], coveredBy: [`${TEST}#old test`] } : l,
+    );
+    const { report } = checkpointReport(lines, incremental, () => '');
+    const line2 = mutantsOf(report, SRC).find((m) => m.location.start.line === 2);
+    expect(line2?.killedBy).toEqual(['1']);
+    expect(line2?.coveredBy).toEqual(['0']);
   });
 
   it('refuses a checkpoint of a run that stopped before its initial test run ended', () => {
