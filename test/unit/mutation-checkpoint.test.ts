@@ -15,6 +15,7 @@ import * as scriptModule from '../../scripts/mutation-checkpoint.mjs';
 
 interface Place {
   start: { line: number; column: number };
+  end?: { line: number; column: number };
 }
 interface Result {
   status: string;
@@ -199,6 +200,44 @@ describe('the checkpoint of a mutation run', () => {
     const line2 = mutantsOf(report, SRC).find((m) => m.location.start.line === 2);
     expect(line2?.killedBy).toEqual(['1']);
     expect(line2?.coveredBy).toEqual(['0']);
+  });
+
+  it('tells apart mutants that share mutator, replacement and start by their end', () => {
+    // `true` for a whole `a || b` and for its `a`: one start, two mutants
+    const at = (endColumn: number) => ({ start: { line: 2, column: 1 }, end: { line: 2, column: endColumn } });
+    const m = (endColumn: number, status: string) => ({
+      kind: 'mutant',
+      file: SRC,
+      mutatorName: 'M',
+      replacement: 'y',
+      location: at(endColumn),
+      status,
+    });
+    const old = {
+      ...incremental,
+      files: {
+        [SRC]: {
+          language: 'typescript',
+          source: '',
+          mutants: [{ id: '0', mutatorName: 'M', replacement: 'y', location: at(9), status: 'Survived' }],
+        },
+      },
+    };
+    const lines = [
+      { kind: 'tests', tests: [] },
+      {
+        kind: 'plan',
+        run: [
+          { file: SRC, mutatorName: 'M', replacement: 'y', location: at(6) },
+          { file: SRC, mutatorName: 'M', replacement: 'y', location: at(9) },
+        ],
+      },
+      m(3, 'Killed'),
+      m(6, 'Killed'),
+    ];
+    const { report, counts } = checkpointReport(lines, old, () => '');
+    expect(counts).toEqual({ planned: 2, notReached: 1, results: 2 });
+    expect(mutantsOf(report, SRC).map((x) => `${x.status} ${x.location.end?.column}`)).toEqual(['Killed 3', 'Killed 6', 'Survived 9']);
   });
 
   it('refuses a checkpoint of a run that stopped before its initial test run ended', () => {
