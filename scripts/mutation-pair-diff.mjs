@@ -1,0 +1,73 @@
+// Compares the two sides of a pair of mutation runs (test/mutation/stryker.pair.mjs): the same
+// mutants and test files with every test daemon on LevelDB, then on PostgreSQL.
+//   node scripts/mutation-pair-diff.mjs <leveldb report.json> <postgresql report.json>
+// Prints, per module, the counts of each side and every mutant detected on one side only
+// (killed or timed out there; survived or not covered on the other). Exit code 0 either way:
+// a difference is for a person to explain (test/MUTATION.md), not a failure of the script.
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { DETECTED } from './mutation-report.mjs';
+
+const place = (m) => `${m.location.start.line}:${m.location.start.column}-${m.location.end.line}:${m.location.end.column}`;
+const keyOf = (file, m) => `${file}\n${m.mutatorName}\n${m.replacement}\n${place(m)}`;
+
+function counts(mutants) {
+  const c = { killed: 0, timeout: 0, survived: 0, noCoverage: 0, other: 0 };
+  for (const m of mutants) {
+    if (m.status === 'Killed') c.killed++;
+    else if (m.status === 'Timeout') c.timeout++;
+    else if (m.status === 'Survived') c.survived++;
+    else if (m.status === 'NoCoverage') c.noCoverage++;
+    else c.other++;
+  }
+  return c;
+}
+
+/**
+ * The comparison of two reports: per file the counts of each side, and the mutants whose
+ * detection differs (`only`: the side that detected it). A mutant present on one side only (the
+ * sources differ) is listed with `only: 'missing'`.
+ */
+export function comparePair(a, b) {
+  const files = [...new Set([...Object.keys(a.files), ...Object.keys(b.files)])].sort();
+  const modules = [];
+  for (const file of files) {
+    const left = a.files[file]?.mutants ?? [];
+    const right = new Map((b.files[file]?.mutants ?? []).map((m) => [keyOf(file, m), m]));
+    const differences = [];
+    for (const m of left) {
+      const other = right.get(keyOf(file, m));
+      right.delete(keyOf(file, m));
+      if (!other) {
+        differences.push({ mutant: m, only: 'missing', a: m.status, b: undefined });
+        continue;
+      }
+      const da = DETECTED.has(m.status);
+      const db = DETECTED.has(other.status);
+      if (da !== db) differences.push({ mutant: m, only: da ? 'a' : 'b', a: m.status, b: other.status });
+    }
+    for (const m of right.values()) differences.push({ mutant: m, only: 'missing', a: undefined, b: m.status });
+    modules.push({ file, a: counts(left), b: counts(b.files[file]?.mutants ?? []), differences });
+  }
+  return modules;
+}
+
+const show = (c) => `${c.killed} killed, ${c.timeout} timeout, ${c.survived} survived, ${c.noCoverage} no coverage`;
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const [ldb, pg] = process.argv.slice(2);
+  if (!ldb || !pg) {
+    console.error('usage: node scripts/mutation-pair-diff.mjs <leveldb report.json> <postgresql report.json>');
+    process.exit(2);
+  }
+  const modules = comparePair(JSON.parse(readFileSync(ldb, 'utf8')), JSON.parse(readFileSync(pg, 'utf8')));
+  for (const { file, a, b, differences } of modules) {
+    console.log(`${file}\n  LevelDB:    ${show(a)}\n  PostgreSQL: ${show(b)}`);
+    if (differences.length === 0) console.log('  every mutant: the same outcome on both');
+    for (const d of differences) {
+      const m = d.mutant;
+      const side = d.only === 'a' ? 'LevelDB only' : d.only === 'b' ? 'PostgreSQL only' : 'on one side only (sources differ?)';
+      console.log(`  ${place(m)} ${m.mutatorName} → ${JSON.stringify(m.replacement)}: detected ${side} (${d.a ?? '-'} / ${d.b ?? '-'})`);
+    }
+  }
+}

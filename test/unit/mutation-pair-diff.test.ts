@@ -1,0 +1,57 @@
+// The comparison of a pair of mutation runs, LevelDB against PostgreSQL
+// (scripts/mutation-pair-diff.mjs): what test/MUTATION.md reports as "killed on one backend only"
+// comes from here, so a mutant it pairs wrongly or a difference it hides is a wrong claim there.
+
+import { describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain .mjs script without declarations
+import * as pairDiff from '../../scripts/mutation-pair-diff.mjs';
+
+interface Mutant {
+  mutatorName: string;
+  replacement: string;
+  status: string;
+  location: { start: { line: number; column: number }; end: { line: number; column: number } };
+}
+const m = (status: string, line: number, column: number, end = column + 5, replacement = 'true'): Mutant => ({
+  mutatorName: 'ConditionalExpression',
+  replacement,
+  status,
+  location: { start: { line, column }, end: { line, column: end } },
+});
+const report = (mutants: Mutant[]) => ({ files: { 'src/a.ts': { mutants } } });
+interface Module {
+  file: string;
+  a: Record<string, number>;
+  b: Record<string, number>;
+  differences: { only: string; a?: string; b?: string; mutant: Mutant }[];
+}
+const { comparePair } = pairDiff as unknown as { comparePair: (a: unknown, b: unknown) => Module[] };
+const compare = (a: Mutant[], b: Mutant[]) => comparePair(report(a), report(b))[0]!;
+
+describe('mutation-pair-diff', () => {
+  it('counts each side and reports no difference when both detect (killed and timed out alike)', () => {
+    const r = compare([m('Killed', 1, 1), m('Survived', 2, 1)], [m('Timeout', 1, 1), m('NoCoverage', 2, 1)]);
+    expect(r.a).toMatchObject({ killed: 1, timeout: 0, survived: 1, noCoverage: 0 });
+    expect(r.b).toMatchObject({ killed: 0, timeout: 1, survived: 0, noCoverage: 1 });
+    expect(r.differences).toEqual([]);
+  });
+
+  it('names the side that detected a mutant the other let through', () => {
+    const r = compare([m('Killed', 1, 1), m('Survived', 2, 1)], [m('Survived', 1, 1), m('Killed', 2, 1)]);
+    expect(r.differences.map((d) => [d.mutant.location.start.line, d.only, d.a, d.b])).toEqual([
+      [1, 'a', 'Killed', 'Survived'],
+      [2, 'b', 'Survived', 'Killed'],
+    ]);
+  });
+
+  it('pairs mutants by mutator, replacement, start and end: two sharing a start are two', () => {
+    const r = compare(
+      [m('Killed', 3, 9, 20), m('Survived', 3, 9, 12), m('Killed', 4, 1, 6, 'false')],
+      [m('Survived', 3, 9, 12), m('Killed', 3, 9, 20), m('Survived', 4, 1, 6, 'true')],
+    );
+    expect(r.differences.map((d) => [d.only, d.mutant.replacement])).toEqual([
+      ['missing', 'false'],
+      ['missing', 'true'],
+    ]);
+  });
+});
