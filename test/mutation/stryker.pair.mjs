@@ -21,6 +21,10 @@ export default {
   incremental: false,
   tempDirName: `.stryker-tmp-pair-${store}`,
   concurrency: Number(process.env.MUT_PAIR_CONCURRENCY ?? 1),
+  // Pairs run beside other work (niced, under a whole run): a test slowed by the load must not
+  // pass for a mutant that hangs it. A Timeout on one side and Survived on the other is then
+  // still to be run again alone before it is called a difference.
+  timeoutMS: Number(process.env.MUT_PAIR_TIMEOUT_MS ?? 60_000),
   reporters: ['clear-text', 'progress', 'json', 'checkpoint'],
   jsonReporter: { fileName: `${out}.json` },
 };
