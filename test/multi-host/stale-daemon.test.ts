@@ -256,8 +256,12 @@ describe.skipIf(!pgAvailable())('a daemon that has not heard the other daemon ye
         expect(batch.nextPosition).toBe(wb2.next);
         const r = await wa.tryAppend([receipt(streamB, '2', batch.nextPosition, batch.batchId)]);
         expect(r.error?.data, 'the receipt through A').toBeUndefined();
-        // And B shows the acknowledgement of generation 2.
-        const seen = ok(await onB.call('streams.get', { streamId: streamB }));
+        // And B shows the acknowledgement of generation 2, once it has heard A's commit (a
+        // notice: B may answer before it arrives, as 'B sees the append' above waits for).
+        const seen = await waitFor(async () => {
+          const head = ok(await onB.call('streams.get', { streamId: streamB }));
+          return head.acknowledged !== null ? head : undefined;
+        }, "B hears the receipt's commit through A");
         expect(seen.acknowledged).toEqual({ generation: '2', nextPosition: batch.nextPosition });
       });
     } finally {
