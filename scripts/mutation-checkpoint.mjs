@@ -15,11 +15,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { mergeReports } from './merge-mutation-reports.mjs';
-import { currentSource, mutantKey } from './mutation-report.mjs';
-
-// Stryker's differ knows a mutant by its start, but two mutants can share mutator, replacement
-// and start (`true` for a whole `a || b` and for `a`): the end tells them apart.
-const keyOf = (m) => `${mutantKey(m, m.location.start.line, m.location.start.column)}\n${m.location.end.line}:${m.location.end.column}`;
+import { currentSource, placedMutantKey as keyOf } from './mutation-report.mjs';
 
 /** The checkpoint's lines, in order; a line cut off by the stop (the last one) is left out. */
 export function parseCheckpoint(text) {

@@ -6,10 +6,10 @@
 // a difference is for a person to explain (test/MUTATION.md), not a failure of the script.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { DETECTED } from './mutation-report.mjs';
+import { DETECTED, placedMutantKey } from './mutation-report.mjs';
 
 const place = (m) => `${m.location.start.line}:${m.location.start.column}-${m.location.end.line}:${m.location.end.column}`;
-const keyOf = (file, m) => `${file}\n${m.mutatorName}\n${m.replacement}\n${place(m)}`;
+const keyOf = (file, m) => `${file}\n${placedMutantKey(m)}`;
 
 function counts(mutants) {
   const c = { killed: 0, timeout: 0, survived: 0, noCoverage: 0, other: 0 };

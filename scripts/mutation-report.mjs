@@ -21,5 +21,12 @@ export function scoreOf(mutants) {
 /** A mutant as Stryker's incremental differ knows it within a file (1-based line and column). */
 export const mutantKey = (m, line, column) => `${m.mutatorName}\n${m.replacement}\n${line}:${column}`;
 
+/**
+ * A mutant by its start and its end: two mutants can share mutator, replacement and start
+ * (`true` for a whole `a || b` and for `a`), which Stryker's differ tells apart by the end.
+ */
+export const placedMutantKey = (m) =>
+  `${mutantKey(m, m.location.start.line, m.location.start.column)}\n${m.location.end.line}:${m.location.end.column}`;
+
 /** The file's source now, or null when it is gone. */
 export const currentSource = (file) => (existsSync(file) ? readFileSync(file, 'utf8') : null);
