@@ -244,11 +244,21 @@ export async function readStream(client: YelloClient, streamId: string, generati
 
 /** Sends SIGSTOP / SIGCONT to the daemon this test started (by its pid). */
 export function freeze(daemon: DaemonProcess): void {
-  process.kill(daemon.pid!, 'SIGSTOP');
+  signalRunning(daemon, 'SIGSTOP');
 }
 /** Resumes a daemon stopped by {@link freeze}. */
 export function thaw(daemon: DaemonProcess): void {
-  process.kill(daemon.pid!, 'SIGCONT');
+  signalRunning(daemon, 'SIGCONT');
+}
+
+/** A daemon that died under a test says how (a bare `kill ESRCH` said nothing, and hid the test's own failure in a `finally`). */
+function signalRunning(daemon: DaemonProcess, signal: NodeJS.Signals): void {
+  if (!daemon.running) {
+    throw new Error(
+      `cannot send ${signal}: the daemon exited ${JSON.stringify(daemon.exitInfo)}\nstderr: ${daemon.stderr.slice(-2000)}\nstdout: ${daemon.stdoutLines.slice(-20).join('\n')}`,
+    );
+  }
+  process.kill(daemon.pid!, signal);
 }
 
 /**
