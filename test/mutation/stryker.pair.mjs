@@ -20,6 +20,8 @@ export default {
   ignorers: base.ignorers.filter((name) => name !== 'argued-equivalents'),
   incremental: false,
   tempDirName: `.stryker-tmp-pair-${store}`,
+  // The two sides of a pair run side by side in one checkout: neither copies the other's sandbox.
+  ignorePatterns: [...base.ignorePatterns, '.stryker-tmp-*'],
   concurrency: Number(process.env.MUT_PAIR_CONCURRENCY ?? 1),
   // Pairs run beside other work (niced, under a whole run): a test slowed by the load must not
   // pass for a mutant that hangs it. A Timeout on one side and Survived on the other is then
