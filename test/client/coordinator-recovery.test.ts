@@ -205,17 +205,23 @@ describe('Coordinator: a slow daemon', () => {
 describe('Coordinator: stop() during a reconnect', () => {
   it('stays stopped when a dial that was in flight completes afterwards', async () => {
     const chat = await createChat(admin());
-    // One dial 3 s after the loss: by then the daemon is back, but frozen, so the dial hangs in hello.
-    const bob = makeCoordinator(daemon(), chat, chat.bob, { reconnect: { minDelayMs: 3_000, maxDelayMs: 3_000 } });
+    // One dial DIAL_DELAY_MS after the loss: by then the daemon is back, but frozen, so the dial
+    // hangs in hello. The delay leaves a slow restart (PostgreSQL on a loaded machine) time to
+    // end before the dial is due; a restart that outlasts it would let the dial through unfrozen.
+    const DIAL_DELAY_MS = 6_000;
+    const bob = makeCoordinator(daemon(), chat, chat.bob, { reconnect: { minDelayMs: DIAL_DELAY_MS, maxDelayMs: DIAL_DELAY_MS } });
     coordinators.push(bob);
     const log = watchStates(bob);
     await bob.start();
     await daemon().kill();
     await waitFor(() => bob.state === 'reconnecting', 'bob to notice the loss');
+    const lostAt = performance.now();
     await daemon().restart();
     freeze(daemon());
     try {
-      await sleep(3_500); // time is the subject: the client's dial, due 3 s after the loss, now hangs in hello
+      const frozenAfter = performance.now() - lostAt;
+      expect(frozenAfter, 'the restart ended after the dial was due: the test proves nothing then').toBeLessThan(DIAL_DELAY_MS - 500);
+      await sleep(DIAL_DELAY_MS + 500 - frozenAfter); // time is the subject: the client's dial, due now, hangs in hello
       expect(bob.state).toBe('reconnecting');
       await bob.stop();
       expect(bob.state).toBe('stopped');
