@@ -7,6 +7,7 @@ export default tseslint.config(
   {
     ignores: [
       '.stryker-tmp/**',
+      '.stryker-tmp-*/**',
       'reports/**',
       'dist/**',
       'node_modules/**',
