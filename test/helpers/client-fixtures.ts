@@ -254,9 +254,7 @@ export function thaw(daemon: DaemonProcess): void {
 /** A daemon that died under a test says how (a bare `kill ESRCH` said nothing, and hid the test's own failure in a `finally`). */
 function signalRunning(daemon: DaemonProcess, signal: NodeJS.Signals): void {
   if (!daemon.running) {
-    throw new Error(
-      `cannot send ${signal}: the daemon exited ${JSON.stringify(daemon.exitInfo)}\nstderr: ${daemon.stderr.slice(-2000)}\nstdout: ${daemon.stdoutLines.slice(-20).join('\n')}`,
-    );
+    throw new Error(`cannot send ${signal}: the daemon exited ${JSON.stringify(daemon.exitInfo)}\n${daemon.outputTail()}`);
   }
   process.kill(daemon.pid!, signal);
 }

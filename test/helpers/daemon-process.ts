@@ -121,6 +121,11 @@ export class DaemonProcess {
     return this.exitInfo === null;
   }
 
+  /** The end of what the daemon wrote, for an error that says why it is gone or not ready. */
+  outputTail(): string {
+    return `stderr: ${this.stderr.slice(-2000)}\nstdout: ${this.stdoutLines.slice(-20).join('\n')}`;
+  }
+
   get pid(): number | undefined {
     return this.child.pid;
   }
@@ -197,7 +202,7 @@ export class DaemonProcess {
       25,
     ).catch(() => 'timeout' as const);
     if (outcome === 'ready') return;
-    const tail = `stderr: ${this.stderr.slice(-2000)}\nstdout: ${this.stdoutLines.slice(-20).join('\n')}`;
+    const tail = this.outputTail();
     if (outcome === 'exited') throw new Error(`daemon exited before ready: ${JSON.stringify(this.exitInfo)}\n${tail}`);
     throw new Error(`daemon not ready within ${timeoutMs} ms (${lastError})\n${tail}`);
   }
