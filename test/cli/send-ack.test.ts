@@ -3,6 +3,7 @@
 // `send` and `ack`); nothing unread sends the message alone; a break sends nothing (exit 3).
 
 import { describe, expect, it, vi } from 'vitest';
+import { AnswerCutter } from '../helpers/answer-cutter.js';
 import { expectExit, oneLineErrorProblems } from '../helpers/cli-runner.js';
 import { ok, readAll, receiptOf, messageOf } from '../helpers/wire-fixtures.js';
 import { useCli } from '../helpers/use-daemon.js';
@@ -10,7 +11,7 @@ import { useCli } from '../helpers/use-daemon.js';
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
 const fixture = useCli();
-const { admin, cli } = fixture;
+const { admin, cli, daemon } = fixture;
 
 const state = async (streamId: string) => ok(await admin().call('streams.get', { streamId }));
 const operations = async (streamId: string) => ok(await admin().call('operations.list', { streamId })).operations;
@@ -94,5 +95,46 @@ describe('send --ack', () => {
   it('--help names --ack', async () => {
     const r = await cli().ok(['send', '--help']);
     expect(r.stdout).toMatch(/--ack\s+also acknowledge every message the peer has sent so far/);
+  });
+});
+
+describe('an append of unknown outcome pauses the kept claim', () => {
+  it('the lost answer names `ops show`; sends under the claim are refused until `ops show` settled it; nothing is resent', async () => {
+    const p = await fixture.pair();
+    const cutter = await AnswerCutter.start(daemon().socketPath);
+    try {
+      const env = { env: { YELLO_SOCKET: cutter.socketPath } };
+      await p.alice.ok(['send', p.chatId, 'question']);
+      cutter.cutNextAppend();
+      const lost = await p.bob.run(['send', p.chatId, '--ack', 'answer'], env);
+      expectExit(lost, 1);
+      expect(oneLineErrorProblems(lost)).toEqual([]);
+      const op = cutter.cut[0]!;
+      expect(lost.stderr).toContain(`yello ops show ${p.streamB} ${op}`);
+
+      // The lost append committed with its receipt: alice writes again, so that ack has something to acknowledge.
+      await p.alice.ok(['send', p.chatId, 'another question']);
+      for (const cmd of [
+        ['send', p.chatId, 'again'],
+        ['ack', p.chatId],
+      ]) {
+        const refused = await p.bob.run(cmd, env);
+        expectExit(refused, 1);
+        expect(refused.stderr).toContain(
+          `unknown outcome (operation ${op}); nothing was sent: run \`yello ops show ${p.streamB} ${op}\` first`,
+        );
+      }
+      const shown = await p.bob.ok(['ops', 'show', p.streamB, op], env);
+      expect(shown.stdout).toMatch(/state\s+committed/);
+      expect(shown.stderr).toMatch(/settled \(committed\)/);
+      await p.bob.ok(['send', p.chatId, 'after settling'], env);
+      const contents = (await readAll(admin(), p.streamB))
+        .filter((r) => r.wrapper.type === 'chat.message')
+        .map((r) => messageOf(r).content);
+      expect(contents).toEqual(['answer', 'after settling']);
+      expect((await readAll(admin(), p.streamB)).filter((r) => r.wrapper.type === 'chat.writer-fence')).toHaveLength(1);
+    } finally {
+      await cutter.close();
+    }
   });
 });
