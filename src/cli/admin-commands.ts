@@ -1,7 +1,7 @@
 import type { Argv } from 'yargs';
 import { existsSync } from 'node:fs';
 import { ConnectionLostError, TimeoutError, type Agent, type MethodResults, type StreamState, type YelloClient } from '../client/index.js';
-import { CliWriter } from './cli-writer.js';
+import { CliWriter, settleKept } from './cli-writer.js';
 import {
   adminTokenPath,
   agentToken,
@@ -475,6 +475,7 @@ export function adminCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           async (args: A<{ streamId: string; operationId: string }>) => {
             await withClient(connectAny(args), async (c) => {
               const r = await c.call('operations.get', { streamId: args.streamId, operationId: args.operationId });
+              settleKept(args, c, args.streamId, args.operationId, r.state);
               out(args, r, () => {
                 printObject(r as unknown as Record<string, unknown>);
               });

@@ -1,9 +1,9 @@
 import { ChatWriter, FencedError, WriterActiveError, type ParamsIn, type StreamState, type YelloClient } from '../client/index.js';
 import { splitStreamId } from '../shared/ids.js';
 import { writerActiveError } from './break-advice.js';
-import { sessionAgentId } from './context.js';
+import { sessionAgentId, socketPath, type GlobalArgs } from './context.js';
 import { CliError, EXIT } from './output.js';
-import type { WriterStore } from './writer-state.js';
+import { cliStateDir, WriterStore } from './writer-state.js';
 
 /** Same length as a real coordinator token (`yello_ct_` + 43 base64url characters). */
 const TOKEN_PLACEHOLDER = 'yello_ct_' + 'x'.repeat(43);
@@ -79,7 +79,9 @@ export class CliWriter {
   async run<T>(opts: { replace: boolean; release: boolean }, fn: (writer: ChatWriter) => Promise<T>): Promise<T> {
     const chatId = splitStreamId(this.streamId)?.chatId;
     if (!chatId) throw new CliError(`not a stream id: ${this.streamId}`, EXIT.usage);
-    const kept = this.#kept();
+    const held = this.#store.load(this.#socket, this.#agentId, this.streamId);
+    if (held?.uncertainOperationId) throw this.#paused(held.uncertainOperationId);
+    const kept = held?.coordinatorToken ?? null;
     const writerWith = (token: string | null) => {
       const w = new ChatWriter(this.#client, {
         chatId,
@@ -110,9 +112,13 @@ export class CliWriter {
         );
       }
     } catch (err) {
-      if (writer.uncertainOperationId) {
+      const uncertain = writer.uncertainOperationId;
+      if (uncertain) {
+        // Kept with the claim, so that the next command (and `yello attach`) waits for it to be settled.
+        const token = writer.coordinatorToken;
+        if (token) this.#keep(token, writer.epoch ?? '0', uncertain);
         throw new CliError(
-          `the answer to the append was lost; whether it committed is unknown: check with \`yello ops show ${this.streamId} ${writer.uncertainOperationId}\` before sending again (or resend with the same --message-id)`,
+          `the answer to the append was lost; whether it committed is unknown: check with \`yello ops show ${this.streamId} ${uncertain}\` before sending again (until then this stream's sends and \`yello attach\` wait)`,
           EXIT.error,
         );
       }
@@ -125,6 +131,23 @@ export class CliWriter {
       await writer.release();
     } else if (token !== kept) await this.#save(token, writer.epoch ?? '0');
     return result;
+  }
+
+  #paused(operationId: string): CliError {
+    return new CliError(
+      `an earlier append under the claim this CLI keeps on ${this.streamId} has an unknown outcome (operation ${operationId}); nothing was sent: run \`yello ops show ${this.streamId} ${operationId}\` first, which settles it`,
+      EXIT.error,
+    );
+  }
+
+  /** Keep the claim with an append of unknown outcome marked; no usable state dir: the message already says what to do. */
+  #keep(token: string, epoch: string, uncertainOperationId: string): void {
+    const claim = { socket: this.#socket, agentId: this.#agentId, streamId: this.streamId, coordinatorToken: token, epoch };
+    try {
+      this.#store.save({ ...claim, uncertainOperationId });
+    } catch {
+      /* the error thrown next names the operation to check */
+    }
   }
 
   async #save(token: string, epoch: string): Promise<void> {
@@ -154,5 +177,21 @@ export class CliWriter {
       // Fenced or released: either way the token is of no further use.
       this.#store.delete(this.#socket, this.#agentId, this.streamId);
     }
+  }
+}
+
+/**
+ * `yello ops show` as the agent found `operationId` settled (committed, or never admitted): a
+ * claim the CLI keeps on the stream that an append of unknown outcome paused goes on (and so
+ * does `yello attach` presenting into its pane). Says so on stderr when it did.
+ */
+export function settleKept(args: GlobalArgs, client: YelloClient, streamId: string, operationId: string, state: string): void {
+  const agentId = client.session.agentId;
+  if (state === 'pending' || !agentId) return;
+  try {
+    if (new WriterStore(cliStateDir(args['state-dir'])).settle(socketPath(args), agentId, streamId, operationId))
+      process.stderr.write(`yello: settled (${state}): sends under the claim kept on ${streamId}, and yello attach, go on\n`);
+  } catch (err) {
+    process.stderr.write(`yello: cannot update the CLI state: ${(err as Error).message}\n`);
   }
 }

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { adminCommands } from './admin-commands.js';
+import { attachCommand } from './attach-command.js';
 import { backupCommands } from './backup-commands.js';
 import { chatCommands } from './chat-commands.js';
 import { consoleCommand } from './console-command.js';
@@ -80,6 +81,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = mcpCommand(cli);
   cli = metricsCommand(cli);
   cli = consoleCommand(cli);
+  cli = attachCommand(cli);
   try {
     await cli
       .help()

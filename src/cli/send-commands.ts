@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Argv } from 'yargs';
-import type { AppendResult, ParamsIn, YelloClient } from '../client/index.js';
+import { receiptFor, type AppendResult, type Chat, type MessageBatch, type ParamsIn, type YelloClient } from '../client/index.js';
 import { coordinatorTokenArg, coordinatorTokenOptions } from './admin-commands.js';
 import { appendRequestBytes, CliWriter } from './cli-writer.js';
 import { connectAgent, getChat, sessionAgentId, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
@@ -16,6 +16,7 @@ type SendArgs = A<{
   replace: boolean;
   release: boolean;
   lossy: boolean;
+  ack: boolean;
   'coordinator-token'?: string;
   'coordinator-token-file'?: string;
 }>;
@@ -73,6 +74,22 @@ async function appendWithToken(
   return c.call('streams.append', params);
 }
 
+/**
+ * The last peer batch holding a message that the agent has not acknowledged, or null: a
+ * receipt for it covers every message the peer has sent so far (receipts are cumulative).
+ */
+async function lastUnread(c: YelloClient, chat: Chat): Promise<MessageBatch | null> {
+  const { conversation, head } = await openConversation(c, chat, { start: 'acknowledged' });
+  try {
+    return (await unreadNow(conversation, head)).at(-1) ?? null;
+  } finally {
+    head.close();
+    await conversation.close();
+  }
+}
+
+const ackLine = (b: MessageBatch) => `acknowledged ${b.streamId} before position ${b.nextPosition}\n`;
+
 /** send, ack. */
 export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
   return y
@@ -99,9 +116,15 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
               type: 'boolean',
               default: false,
               describe: 'with "-": send stdin that is not valid UTF-8, bad bytes replaced by U+FFFD',
+            })
+            .option('ack', {
+              type: 'boolean',
+              default: false,
+              describe: 'also acknowledge every message the peer has sent so far, in the same append (a reply and its receipt)',
             }),
         )
           .example('$0 --token-file alice.token send chat_… "hello, bob"', '')
+          .example('$0 --token-file bob.token send chat_… --ack "thanks, done"', '')
           // Two lines without descriptions: yargs wraps a command that shares its line with one.
           .example('$0 --json streams claim chat_…:agt_… | jq -r .coordinatorToken > my.ct', '')
           .example('$0 send chat_… hi --coordinator-token-file my.ct', '')
@@ -115,17 +138,27 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           const { chat } = await getChat(c, args.chatId);
           const { own } = streamsOf(chat, sessionAgentId(c));
           const messageId = args['message-id'] ?? randomUUID();
+          // Read before the append, so the receipt covers exactly what was there when it was asked.
+          const ack = args.ack ? await lastUnread(c, chat) : null;
+          const records: ParamsIn<'streams.append'>['records'] = [
+            { type: 'chat.message', messageId, content: text },
+            ...(ack ? [receiptFor(ack)] : []),
+          ];
           let r: AppendResult;
-          if (token) r = await appendWithToken(c, own, [{ type: 'chat.message', messageId, content: text }], token);
+          if (token) r = await appendWithToken(c, own, records, token);
           else {
             const writer = new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own);
-            writer.checkSize([{ type: 'chat.message', messageId, content: text }], await c.call('streams.get', { streamId: own }));
-            r = await writer.run({ replace: args.replace, release: args.release }, (w) => w.send(text, { messageId }));
+            writer.checkSize(records, await c.call('streams.get', { streamId: own }));
+            r = await writer.run({ replace: args.replace, release: args.release }, (w) =>
+              w.send(text, { messageId, ...(ack ? { ack } : {}) }),
+            );
           }
-          if (args.json) printJson(r);
+          const acknowledged = ack ? { streamId: ack.streamId, generation: ack.generation, nextPosition: ack.nextPosition } : null;
+          if (args.json) printJson(args.ack ? { ...r, acknowledged } : r);
           else {
             process.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
             for (const red of r.redactions) process.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
+            if (args.ack) process.stdout.write(ack ? ackLine(ack) : 'nothing new to acknowledge\n');
           }
         });
       },
@@ -140,26 +173,19 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       async (args: A<{ chatId: string; replace: boolean }>) => {
         await withClient(connectAgent(args), async (c) => {
           const { chat } = await getChat(c, args.chatId);
-          const { conversation, head } = await openConversation(c, chat, { start: 'acknowledged' });
-          try {
-            const last = (await unreadNow(conversation, head)).at(-1);
-            if (!last) {
-              if (args.json) printJson({ acknowledged: null });
-              else process.stdout.write('nothing new to acknowledge\n');
-              return;
-            }
-            const r = await new CliWriter(
-              c,
-              new WriterStore(cliStateDir(args['state-dir'])),
-              socketPath(args),
-              conversation.ownStreamId,
-            ).run({ replace: args.replace, release: false }, (w) => w.ack(last));
-            if (args.json) printJson(r);
-            else process.stdout.write(`acknowledged ${last.streamId} before position ${last.nextPosition}\n`);
-          } finally {
-            head.close();
-            await conversation.close();
+          const last = await lastUnread(c, chat);
+          if (!last) {
+            if (args.json) printJson({ acknowledged: null });
+            else process.stdout.write('nothing new to acknowledge\n');
+            return;
           }
+          const { own } = streamsOf(chat, sessionAgentId(c));
+          const r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).run(
+            { replace: args.replace, release: false },
+            (w) => w.ack(last),
+          );
+          if (args.json) printJson(r);
+          else process.stdout.write(ackLine(last));
         });
       },
     );

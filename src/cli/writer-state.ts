@@ -22,6 +22,11 @@ export interface HeldClaim {
   streamId: string;
   coordinatorToken: string;
   epoch: string;
+  /**
+   * An append under this claim whose answer was lost: nothing more is sent under it, and
+   * `yello attach` types nothing more into its pane, until `yello ops show` settled it.
+   */
+  uncertainOperationId?: string;
 }
 
 /**
@@ -73,7 +78,8 @@ export class WriterStore {
         v.agentId === agentId &&
         v.streamId === streamId &&
         typeof v.coordinatorToken === 'string' &&
-        typeof v.epoch === 'string'
+        typeof v.epoch === 'string' &&
+        (v.uncertainOperationId === undefined || typeof v.uncertainOperationId === 'string')
       ) {
         return v as HeldClaim;
       }
@@ -89,6 +95,23 @@ export class WriterStore {
       this.#file(claim.socket, claim.agentId, claim.streamId),
       JSON.stringify({ ...claim, socket: resolve(claim.socket) }) + '\n',
     );
+  }
+
+  /**
+   * `operationId`'s outcome is known now (`yello ops show` asked the daemon): the claim kept for
+   * the stream is no longer paused by it. True when it was.
+   */
+  settle(socket: string, agentId: string, streamId: string, operationId: string): boolean {
+    const claim = this.load(socket, agentId, streamId);
+    if (claim?.uncertainOperationId !== operationId) return false;
+    this.save({
+      socket: claim.socket,
+      agentId: claim.agentId,
+      streamId: claim.streamId,
+      coordinatorToken: claim.coordinatorToken,
+      epoch: claim.epoch,
+    });
+    return true;
   }
 
   delete(socket: string, agentId: string, streamId: string): void {

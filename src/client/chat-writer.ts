@@ -4,7 +4,7 @@ import type { ParamsIn } from '../shared/method-types.js';
 import type { OperationInfo } from '../shared/results.js';
 import type { AppendResult } from '../shared/types.js';
 import { Backoff } from '../shared/backoff.js';
-import type { Conversation } from './conversation.js';
+import type { ChatWriterEvents, ChatWriterOptions, ChatWriterState, Unsettled } from './chat-writer-types.js';
 import type { UncertainOutcome } from './coordinator-types.js';
 import { ConnectionLostError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError, fencedError } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
@@ -12,48 +12,7 @@ import { receiptFor, type MessageBatch } from './message-batch.js';
 import { isOutcomeUnknown, lookUpOperation } from './uncertain.js';
 import type { YelloClient } from './yello-client.js';
 
-/** Options of a {@link ChatWriter}. */
-export interface ChatWriterOptions {
-  chatId: string;
-  /**
-   * How the first write claims the stream: `'if-abandoned'` (default) takes over a claim whose
-   * holder has no open connection (a crashed process, a daemon restart) and is `WRITER_ACTIVE`
-   * while the holder is connected; `true` forces (a person's decision: the holder is fenced);
-   * `false` only claims a stream nobody holds.
-   */
-  replace?: boolean | 'if-abandoned';
-  /** Recorded in the claim's fence. */
-  reason?: string;
-  /** Resume a kept claim instead of claiming: its token (the stream's current epoch is assumed). */
-  coordinatorToken?: string;
-  /** The reading side of the same chat: told the writer's epoch (so it sees being replaced) and the receipts written. */
-  conversation?: Conversation;
-  /** How long an append waits for the client to reconnect before failing (nothing written). Default 10 s. */
-  connectWaitMs?: number;
-}
-
-/** State of a {@link ChatWriter}. */
-export type ChatWriterState = 'unclaimed' | 'claimed' | 'paused' | 'fenced' | 'released';
-// 'released' claims again on the next write, like 'unclaimed'; only 'fenced' is final.
-
-/** What a claim that took over another holder's found in the stream's operations, before the first write. */
-export interface Unsettled {
-  /** The epoch that was displaced. */
-  previousEpoch: string;
-  /** Appends of the current generation committed since the displaced holder claimed: it may not have learnt of them. */
-  operations: OperationInfo[];
-}
-
-/** Events of a {@link ChatWriter}. */
-export interface ChatWriterEvents {
-  claimed: { epoch: string; generation: string; nextPosition: string; tookOver: boolean };
-  /** After a takeover, before the first write: what the displaced holder may have left unsettled. */
-  unsettled: Unsettled;
-  /** An append's outcome became unknown: the writer is paused until `resolveUncertain()`. */
-  uncertain: { operationId: string; error: Error };
-  resolved: UncertainOutcome;
-  fenced: FencedError;
-}
+export type { ChatWriterEvents, ChatWriterOptions, ChatWriterState, Unsettled };
 
 type Records = ParamsIn<'streams.append'>['records'];
 
@@ -136,14 +95,40 @@ export class ChatWriter {
     return this.#chain;
   }
 
+  /**
+   * Claim the stream now, before any write, unless this writer holds a claim already: for a
+   * presenter that must learn from its first presentation on that another claim replaced it
+   * (a Conversation told the epoch stops then). Its token may be handed to another process that
+   * appends under the same claim (`yello attach` and the CLI in its pane).
+   */
+  claim(): Promise<{ epoch: string; coordinatorToken: string }> {
+    return this.#serial(async () => {
+      const { claim } = await this.#ready();
+      return { epoch: claim.epoch, coordinatorToken: claim.token };
+    });
+  }
+
+  /** Checks before an append or a claim, then the claim (made now if need be) and its client. */
+  async #ready(): Promise<{ client: YelloClient; claim: Claim }> {
+    if (this.#state === 'fenced')
+      throw new YelloClientError('BAD_STATE', `the writer of ${this.chatId} was replaced by another claim: nothing more is appended`);
+    if (this.#uncertain !== null) throw new CoordinatorPausedError(this.#uncertain);
+    const client = await this.#connected();
+    const claim = this.#claim ?? (await this.#claimNow(client));
+    if (this.#inspect) await this.#report(client, claim);
+    return { client, claim };
+  }
+
+  /** One at a time: `run` starts once everything handed out before it has its answer. */
+  #serial<T>(run: () => Promise<T>): Promise<T> {
+    const p = this.#chain.then(run, run);
+    this.#chain = p.catch(() => {});
+    return p;
+  }
+
   #append(records: Records): Promise<AppendResult> {
-    const run = async (): Promise<AppendResult> => {
-      if (this.#state === 'fenced')
-        throw new YelloClientError('BAD_STATE', `the writer of ${this.chatId} was replaced by another claim: nothing more is appended`);
-      if (this.#uncertain !== null) throw new CoordinatorPausedError(this.#uncertain);
-      const client = await this.#connected();
-      const claim = this.#claim ?? (await this.#claimNow(client));
-      if (this.#inspect) await this.#report(client, claim);
+    return this.#serial(async (): Promise<AppendResult> => {
+      const { client, claim } = await this.#ready();
       const operationId = `op-${randomUUID()}`;
       try {
         const result = await client.call('streams.append', {
@@ -167,10 +152,7 @@ export class ChatWriter {
         }
         throw err;
       }
-    };
-    const p = this.#chain.then(run, run);
-    this.#chain = p.catch(() => {});
-    return p;
+    });
   }
 
   /** The client once connected: waits (nothing written) while it reconnects. */

@@ -249,6 +249,19 @@ export class Coordinator {
 
   // ---- writing ------------------------------------------------------------------------
 
+  /**
+   * Claim the agent's stream now instead of at the first write (option `replace` decides a
+   * takeover): from then on a claim by anyone else is a replacement, and the coordinator stops
+   * presenting. For a coordinator whose agent appends through another process under the same
+   * claim: it returns the token to hand over (see `yello attach`).
+   */
+  async claim(): Promise<{ epoch: string; coordinatorToken: string }> {
+    if (this.#failure) throw this.#failure;
+    const writer = this.#writer;
+    if (this.#phase !== 'running' || !writer) throw new YelloClientError('BAD_STATE', `cannot claim in state ${this.state}`);
+    return writer.claim();
+  }
+
   /** Send a message. Never acknowledges anything. */
   send(text: string, options: { messageId?: string } = {}): Promise<AppendResult> {
     return this.#write((w) => w.send(text, options));

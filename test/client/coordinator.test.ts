@@ -190,6 +190,50 @@ describe('Coordinator: ownership', () => {
   });
 });
 
+describe('Coordinator: claim() before any write', () => {
+  it('claims at once (one fence, the connection attached); an append under its token by another connection adds no fence; a later claim by anyone else stops it', async () => {
+    const { chat, alice, bob, bobSees } = await startPair();
+    const before = await admin().rpc.streams.get({ streamId: chat.bob.streamId });
+    const { epoch, coordinatorToken } = await bob.claim();
+    expect(bob.epoch).toBe(epoch);
+    expect(BigInt(epoch)).toBe(BigInt(before.writer.epoch) + 1n);
+    // Held by a live connection: a takeover 'if-abandoned' is refused.
+    expect((await admin().rpc.streams.get({ streamId: chat.bob.streamId })).writer).toMatchObject({ active: true, connected: true });
+    const other = makeCoordinator(daemon(), chat, chat.bob);
+    coordinators.push(other);
+    await other.start();
+    await expect(other.send('not while bob holds it')).rejects.toBeInstanceOf(WriterActiveError);
+    // Claiming again returns the same claim.
+    expect(await bob.claim()).toEqual({ epoch, coordinatorToken });
+
+    // Another process appends under the handed-over token: no fence, bob still presents.
+    const helper = await connectAgent(daemon(), chat.bob);
+    clients.push(helper);
+    const head = await helper.rpc.streams.get({ streamId: chat.bob.streamId });
+    await helper.rpc.streams.append({
+      streamId: chat.bob.streamId,
+      coordinatorToken,
+      generation: head.generation,
+      expectedPosition: head.nextPosition,
+      operationId: 'op-handed-over',
+      records: [{ type: 'chat.message', messageId: 'm-handed-over', content: 'from the pane' }],
+    });
+    await alice.send('Q1');
+    await waitFor(() => bobSees.contents.includes('Q1'), 'bob to be shown Q1');
+    expect(bob.state).toBe('running');
+
+    const successor = makeCoordinator(daemon(), chat, chat.bob, { replace: true });
+    coordinators.push(successor);
+    await successor.start();
+    await successor.send('taking over');
+    await waitFor(() => bob.state === 'fenced', 'the claimed coordinator to see the replacement', 5_000);
+    await alice.send('Q2');
+    await sleep(200);
+    expect(bobSees.contents).toEqual(['Q1']);
+    await expect(bob.claim()).rejects.toBeInstanceOf(FencedError);
+  });
+});
+
 describe('Coordinator: replaced while presenting', () => {
   it('a replaced coordinator presents nothing more, not even batches it had already received', async () => {
     const tap = tapCoordinators();
