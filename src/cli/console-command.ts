@@ -55,6 +55,12 @@ export function consoleCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       });
       process.stderr.write('yello console: open this URL once (it signs this browser in; keep it secret), Ctrl-C stops:\n');
       process.stdout.write(`${r.url}\n`);
+      if (r.otherUrls.length > 0)
+        process.stderr.write(`yello console: the same link under this host's other addresses:\n${r.otherUrls.join('\n')}\n`);
+      r.onNewLink((url) => {
+        process.stderr.write('yello console: signed out or expired; a new one-time sign-in URL:\n');
+        process.stdout.write(`${url}\n`);
+      });
       await new Promise<never>(() => undefined);
     },
   );

@@ -10,7 +10,7 @@ export interface ActionResult {
   ok: boolean;
   title: string;
   message: Html;
-  /** Where "Back" leads. */
+  /** Where "Back" leads, relative to the console's prefix. */
   back: string;
 }
 
@@ -88,7 +88,7 @@ export async function runAction(c: YelloClient, name: string, form: URLSearchPar
   const handler = HANDLERS[name];
   if (!handler) return null;
   const chatId = form.get('chatId');
-  const back = chatId && ID_PATTERN.test(chatId) ? `/chats/${chatId}` : '/';
+  const back = chatId && ID_PATTERN.test(chatId) ? `chats/${chatId}` : './';
   try {
     return { ok: true, back, ...(await handler(c, form)) };
   } catch (err) {

@@ -3,14 +3,29 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { hostname, networkInterfaces } from 'node:os';
 import { NotFoundError, type YelloClient } from '../client/index.js';
-import { exportChat } from '../client/chat-export.js';
 import { ID_PATTERN } from '../shared/ids.js';
 import { runAction } from './actions.js';
 import { CONSOLE_CSS } from './assets/console-css.js';
 import { CONSOLE_JS } from './assets/console-js.js';
 import { feedChat } from './chat-feed.js';
-import { allowedHosts, csrfOk, SECURITY_HEADERS, sameOrigin, sessionCookie, Sessions, type Session } from './guard.js';
+import { exportFile } from './export-file.js';
+import {
+  allowedHosts,
+  clearedCookie,
+  consolePrefix,
+  csrfOk,
+  hostPort,
+  isWildcard,
+  SECURITY_HEADERS,
+  sameOrigin,
+  sessionCookie,
+  SESSION_IDLE_MS,
+  SESSION_LIFETIME_MS,
+  Sessions,
+  type Session,
+} from './guard.js';
 import { html } from './html.js';
 import { gatherOverview } from './overview.js';
 import { QuotaWatch } from './quota-watch.js';
@@ -27,13 +42,28 @@ export interface ConsoleOptions {
 export interface RunningConsole {
   /** The URL to open once: it carries the one-time secret. */
   readonly url: string;
+  /** On a wildcard listen address, the same sign-in URL under each address of this host. */
+  readonly otherUrls: string[];
   readonly port: number;
+  /** The path every page lives under (the session cookie is scoped to it). */
+  readonly prefix: string;
+  /** Told the new sign-in URL after a sign-out or an expired session (print it where the owner looks). */
+  onNewLink(listener: (url: string) => void): void;
   close(): Promise<void>;
+}
+
+/** The non-internal addresses of this host's interfaces, IPv4 first. */
+function interfaceAddresses(): string[] {
+  const all = Object.values(networkInterfaces()).flatMap((list) => list ?? []);
+  const outside = all.filter((a) => !a.internal && !a.address.startsWith('fe80:'));
+  return [...outside.filter((a) => a.family === 'IPv4'), ...outside.filter((a) => a.family !== 'IPv4')].map((a) => a.address);
 }
 
 /** Live tabs at once: each holds one of the connection's 64 subscriptions. */
 const MAX_FEEDS = 32;
 const MAX_FORM_BYTES = 64 * 1024;
+const SESSION_HOURS = SESSION_LIFETIME_MS / 3600_000;
+const IDLE_HOURS = SESSION_IDLE_MS / 3600_000;
 
 class HttpRefusal extends Error {
   constructor(
@@ -72,6 +102,9 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
   // Quota refusals are counted by the daemon; the console remembers earlier counts (quota-watch.ts).
   const quotas = new QuotaWatch();
   const sessions = new Sessions();
+  const prefix = consolePrefix();
+  const linkListeners: Array<(url: string) => void> = [];
+  let signInBase = '';
   let hosts = new Set<string>();
   let feeds = 0;
   const closing: Array<() => void> = [];
@@ -84,7 +117,13 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         'this console answers only to the address it printed (a request naming another host is refused: DNS rebinding)',
       );
     const url = new URL(req.url ?? '/', 'http://console.invalid');
-    const path = url.pathname;
+    if (req.method === 'GET' && url.pathname === '/favicon.ico') {
+      res.writeHead(204, SECURITY_HEADERS).end();
+      return;
+    }
+    // Outside its secret prefix the console has no pages (and says nothing of where they are).
+    if (!url.pathname.startsWith(prefix)) throw new HttpRefusal(404, 'Not found', 'open the URL that yello console printed');
+    const path = url.pathname.slice(prefix.length - 1);
     if (req.method === 'GET' && path === '/assets/console.js') {
       answer(res, 200, 'text/javascript; charset=utf-8', CONSOLE_JS);
       return;
@@ -93,29 +132,34 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       answer(res, 200, 'text/css; charset=utf-8', CONSOLE_CSS);
       return;
     }
-    if (req.method === 'GET' && path === '/favicon.ico') {
-      res.writeHead(204, SECURITY_HEADERS).end();
-      return;
-    }
     if (req.method === 'GET' && path === '/login') {
       login(url, res);
       return;
     }
     const session = sessions.fromRequest(req);
+    if (session === 'expired') {
+      const renewed = newLink();
+      throw new HttpRefusal(
+        401,
+        'Session expired',
+        `sessions end ${SESSION_HOURS} hours after sign-in, or after ${IDLE_HOURS} hours without use; ${renewed ? 'a new sign-in URL was printed where yello console runs' : 'open the sign-in URL yello console printed last'}`,
+      );
+    }
     if (!session)
       throw new HttpRefusal(
         401,
         'Not signed in',
-        'open the URL that yello console printed (it works once); to get a new one, restart yello console',
+        'open the URL that yello console printed (it works once); after a sign-out or an expired session it prints a new one',
       );
+    if (req.method === 'POST' && path === '/logout') return logout(req, res, session);
     if (req.method === 'POST') return post(req, res, session, path);
     if (req.method !== 'GET') throw new HttpRefusal(405, 'Method not allowed', 'only GET and POST');
     if (path === '/') {
-      answer(res, 200, HTML, overviewPage(await gatherOverview(client, quotas), session));
+      answer(res, 200, HTML, overviewPage(await gatherOverview(client, quotas), session, prefix));
       return;
     }
     if (path === '/verify') {
-      answer(res, 200, HTML, verifyPage());
+      answer(res, 200, HTML, verifyPage(session, prefix));
       return;
     }
     if (path === '/keys.json') {
@@ -128,7 +172,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       if (m[2] === '/events') return events(req, res, chatId);
       if (m[2] === '/export.jsonl') return exportJsonl(res, chatId, url.searchParams.get('partial') === '1');
       const { chat, streams } = await getChat(chatId);
-      answer(res, 200, HTML, chatPage(chat, streams, session));
+      answer(res, 200, HTML, chatPage(chat, streams, session, prefix));
       return;
     }
     throw new HttpRefusal(404, 'Not found', 'no such page');
@@ -152,8 +196,31 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         'Link used or wrong',
         'this sign-in link is wrong or was used already (it works once); restart yello console for a new one',
       );
-    res.writeHead(303, { ...SECURITY_HEADERS, 'Set-Cookie': sessionCookie(r), Location: '/' });
+    res.writeHead(303, { ...SECURITY_HEADERS, 'Set-Cookie': sessionCookie(r, prefix), Location: prefix });
     res.end();
+  }
+
+  /** A fresh one-time secret, printed by the command; false when an unused one is still out there. */
+  function newLink(): boolean {
+    if (sessions.secret !== null) return false;
+    const link = `${signInBase}${prefix}login?secret=${sessions.renew()}`;
+    for (const l of linkListeners) l(link);
+    return true;
+  }
+
+  async function logout(req: IncomingMessage, res: ServerResponse, session: Session): Promise<void> {
+    if (!sameOrigin(req)) throw new HttpRefusal(403, 'Cross-origin request', "sign-out is accepted only from the console's own pages");
+    if (!csrfOk(session, (await readForm(req)).get('csrf') ?? undefined))
+      throw new HttpRefusal(403, 'Stale form', 'the form is not from this session; reload the page');
+    sessions.end(session);
+    newLink();
+    answer(
+      res,
+      200,
+      HTML,
+      refusalPage('Signed out', 'this browser is signed out; yello console printed a new one-time sign-in URL where it runs'),
+      { 'Set-Cookie': clearedCookie(prefix) },
+    );
   }
 
   async function post(req: IncomingMessage, res: ServerResponse, session: Session, path: string): Promise<void> {
@@ -166,7 +233,12 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     const name = m?.[1];
     const result = name === undefined ? null : await runAction(client, name, form);
     if (!result) throw new HttpRefusal(404, 'Not found', 'no such action');
-    answer(res, result.ok ? 200 : 409, HTML, resultPage(result.title, result.message, result.back, result.ok));
+    answer(
+      res,
+      result.ok ? 200 : 409,
+      HTML,
+      resultPage(result.title, result.message, result.back, result.ok, { prefix, csrf: session.csrf }),
+    );
   }
 
   async function events(req: IncomingMessage, res: ServerResponse, chatId: string): Promise<void> {
@@ -193,55 +265,21 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
 
   async function exportJsonl(res: ServerResponse, chatId: string, partial: boolean): Promise<void> {
     await getChat(chatId);
-    // Build it whole first: a failure then answers an error page, never half a file.
-    const lines: string[] = [];
-    const damage: string[] = [];
-    for await (const item of exportChat(client, chatId)) {
-      if ('record' in item) lines.push(JSON.stringify(item.record));
-      else if ('checkpoint' in item) lines.push(JSON.stringify({ checkpoint: item.checkpoint }));
-      else {
-        const u = item.unexportable;
-        damage.push(
-          `${u.streamId} generation ${u.generation} ${u.fromPosition === null ? 'cannot be exported' : `is exported only below position ${u.fromPosition}`}: ${u.message}`,
-        );
-      }
-    }
-    // Damage is never downloaded silently: the person first reads what is missing.
-    if (damage.length > 0 && !partial) {
-      answer(
-        res,
-        409,
-        HTML,
-        resultPage(
-          'The export would be incomplete',
-          html`<ul>
-              ${damage.map((d) => html`<li>${d}</li>`)}
-            </ul>
-            <p>
-              <a href="/chats/${chatId}/export.jsonl?partial=1" download="${chatId}.partial.jsonl"
-                >Download what verifies below the damage</a
-              >
-              (CLI: <code>yello chats export ${chatId}</code>, which exits 1 for the same reason)
-            </p>`,
-          `/chats/${chatId}`,
-          false,
-        ),
-      );
-      return;
-    }
-    answer(res, 200, 'application/jsonl; charset=utf-8', lines.map((l) => l + '\n').join(''), {
-      'Content-Disposition': `attachment; filename="${chatId}${damage.length > 0 ? '.partial' : ''}.jsonl"`,
-    });
+    const file = await exportFile(client, chatId, partial, { prefix });
+    if (file.refusal !== null) answer(res, 409, HTML, file.refusal);
+    else answer(res, 200, 'application/jsonl; charset=utf-8', file.body, { 'Content-Disposition': `attachment; filename="${file.name}"` });
   }
 
   const server: Server = createServer((req, res) => {
     route(req, res).catch((err: unknown) => {
       if (res.headersSent) return void res.end();
+      // Only a request under the prefix learns it (its refusal page links back into the console).
+      const inside = (req.url ?? '').startsWith(prefix);
       if (err instanceof HttpRefusal) {
-        answer(res, err.status, HTML, refusalPage(err.title, err.message));
+        answer(res, err.status, HTML, refusalPage(err.title, err.message, inside ? { prefix } : undefined));
         return;
       }
-      answer(res, 500, HTML, resultPage('The daemon answered an error', html`${(err as Error).message}`, '/', false));
+      answer(res, 500, HTML, resultPage('The daemon answered an error', html`${(err as Error).message}`, './', false, { prefix }));
     });
   });
   await new Promise<void>((resolve, reject) => {
@@ -251,11 +289,20 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     });
   });
   const port = (server.address() as AddressInfo).port;
-  hosts = allowedHosts(options.host, port);
-  const shownHost = options.host.includes(':') ? `[${options.host}]` : options.host;
+  // On 0.0.0.0 or :: a browser names one of the host's addresses: answer to those, and print them.
+  const addresses = isWildcard(options.host) ? interfaceAddresses() : [options.host];
+  hosts = allowedHosts(options.host, port, addresses, isWildcard(options.host) ? hostname() : undefined);
+  const [first = '127.0.0.1', ...others] = addresses;
+  signInBase = `http://${hostPort(first, port)}`;
+  const signIn = (base: string): string => `${base}${prefix}login?secret=${sessions.secret ?? ''}`;
   return {
-    url: `http://${shownHost}:${port}/login?secret=${sessions.secret ?? ''}`,
+    url: signIn(signInBase),
+    otherUrls: others.map((a) => signIn(`http://${hostPort(a, port)}`)),
     port,
+    prefix,
+    onNewLink: (listener) => {
+      linkListeners.push(listener);
+    },
     close: async () => {
       for (const f of closing.splice(0)) f();
       server.closeAllConnections();

@@ -2,7 +2,7 @@
 // admin methods of docs/protocol.md §6, with everything that needs a person first.
 
 import type { Agent, Chat, StoredRecord, StreamState, YelloClient } from '../client/index.js';
-import type { DaemonStatus } from '../shared/results.js';
+import type { DaemonStatus, Grant } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
 import type { QuotaWatch } from './quota-watch.js';
 import { allPages, LIST_PAGE } from '../client/list-pages.js';
@@ -11,6 +11,8 @@ import { allPages, LIST_PAGE } from '../client/list-pages.js';
 const UNREAD_SCAN_LIMIT = 1000;
 /** At most this many chats are summarized (each costs a few reads); the rest are counted. */
 export const OVERVIEW_CHAT_LIMIT = 500;
+/** At most this many grants are listed; `yello grants list` shows them all. */
+export const OVERVIEW_GRANT_LIMIT = 1000;
 
 /** One direction of a chat, as the overview shows it. */
 export interface StreamSummary {
@@ -40,7 +42,7 @@ export interface AgentSummaryRow {
 
 /** Something a person has to look at, with what to do about it. */
 export interface Attention {
-  kind: 'read-only' | 'corrupt' | 'wal-loss' | 'break' | 'trimmed-unread' | 'abandoned-writer' | 'quota';
+  kind: 'read-only' | 'corrupt' | 'wal-loss' | 'break' | 'trimmed-unread' | 'quota';
   what: string;
   todo: string;
   /** The chat it concerns, to link to. */
@@ -54,6 +56,8 @@ export interface Overview {
   agents: AgentSummaryRow[];
   chats: ChatSummary[];
   moreChats: boolean;
+  grants: Grant[];
+  moreGrants: boolean;
   attention: Attention[];
 }
 
@@ -108,14 +112,9 @@ function streamAttention(chat: Chat, s: StreamState): Attention[] {
   const author = chat.agentAId === s.authorAgentId ? chat.agentA : chat.agentB;
   const reader = chat.agentAId === s.authorAgentId ? chat.agentB : chat.agentA;
   const base = { chatId: chat.id, streamId: s.streamId };
-  if (s.writer.active && !s.writer.connected) {
-    out.push({
-      ...base,
-      kind: 'abandoned-writer',
-      what: `${author.username}'s stream is claimed by a writer that is gone (abandoned claim, epoch ${s.writer.epoch})`,
-      todo: `nothing, if ${author.username}'s tools take it over by themselves (they claim with replace "if-abandoned"); else release it: yello streams release ${s.streamId}`,
-    });
-  }
+  // A claim with no connection (the CLI keeps one between commands; a crashed holder leaves
+  // one) is no alarm: the agent's tools take it over by themselves (replace "if-abandoned").
+  // The chats table says "kept", and the chat page offers the release.
   if (s.generation !== '1' && (s.acknowledged === null || s.acknowledged.generation !== s.generation)) {
     out.push({
       ...base,
@@ -155,6 +154,11 @@ export async function gatherOverview(c: YelloClient, quotas?: QuotaWatch): Promi
     OVERVIEW_CHAT_LIMIT + 1,
   );
   const chats = { items: found.slice(0, OVERVIEW_CHAT_LIMIT), more: found.length > OVERVIEW_CHAT_LIMIT };
+  const grants = await allPages(
+    (cursor) => c.call('grants.list', { ...cursor, limit: LIST_PAGE }),
+    (p) => p.grants,
+    OVERVIEW_GRANT_LIMIT + 1,
+  );
   const attention: Attention[] = [];
   if (status.storage === 'read-only')
     attention.push({
@@ -207,6 +211,8 @@ export async function gatherOverview(c: YelloClient, quotas?: QuotaWatch): Promi
     }),
     chats: rows,
     moreChats: chats.more,
+    grants: grants.slice(0, OVERVIEW_GRANT_LIMIT),
+    moreGrants: grants.length > OVERVIEW_GRANT_LIMIT,
     attention,
   };
 }

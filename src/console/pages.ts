@@ -2,7 +2,7 @@
 // transcript and the signature checks.
 
 import type { Chat, StreamState } from '../client/index.js';
-import { html, page, type Html } from './html.js';
+import { html, page, type Html, type PageBase } from './html.js';
 import type { Overview } from './overview.js';
 import type { Session } from './guard.js';
 
@@ -25,7 +25,7 @@ export function actionForm(
   cli: string,
   extra: Html = html``,
 ): Html {
-  return html`<form class="action" method="post" action="/actions/${action}">
+  return html`<form class="action" method="post" action="actions/${action}">
     <input type="hidden" name="csrf" value="${session.csrf}" />
     ${Object.entries(fields).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}" />`)} ${extra}<button type="submit">
       ${label}
@@ -34,7 +34,7 @@ export function actionForm(
   </form>`;
 }
 
-export function overviewPage(o: Overview, session: Session): string {
+export function overviewPage(o: Overview, session: Session, prefix: string): string {
   const s = o.status;
   const names = new Map(o.agents.map((a) => [a.agent.id, a.agent.username]));
   const body = html`<h1>yello console</h1>
@@ -42,15 +42,13 @@ export function overviewPage(o: Overview, session: Session): string {
       <h2 id="attention-h">Needs a person</h2>
       ${
         o.attention.length === 0
-          ? html`<p class="ok">
-              Nothing needs you: no breaks, no damage, no abandoned writers, no quota refusals lately, storage writable.
-            </p>`
+          ? html`<p class="ok">Nothing needs you: no breaks, no damage, no quota refusals lately, storage writable.</p>`
           : html`<ul>
               ${o.attention.map(
                 (a) =>
                   html`<li class="att att-${a.kind}">
                     <strong>${a.kind}</strong>: ${a.what}. <span class="todo">What to do: ${a.todo}</span>${
-                      a.chatId ? html` <a href="/chats/${a.chatId}">open the chat</a>` : ''
+                      a.chatId ? html` <a href="chats/${a.chatId}">open the chat</a>` : ''
                     }
                   </li>`,
               )}
@@ -108,7 +106,7 @@ export function overviewPage(o: Overview, session: Session): string {
                   ${o.chats.map(
                     (c) =>
                       html`<tr>
-                        <td><a href="/chats/${c.chat.id}">${c.chat.id}</a></td>
+                        <td><a href="chats/${c.chat.id}">${c.chat.id}</a></td>
                         <td>${c.chat.agentA.username} ↔ ${c.chat.agentB.username}</td>
                         <td>${time(c.lastActivityAt)}</td>
                         <td>
@@ -167,7 +165,34 @@ export function overviewPage(o: Overview, session: Session): string {
     </section>
     <section aria-labelledby="grants-h">
       <h2 id="grants-h">Grants</h2>
-      <form class="action" method="post" action="/actions/grant-add">
+      ${
+        o.grants.length === 0
+          ? html`<p>No grants yet: no agent may open a chat.</p>`
+          : html`<table class="grants">
+                <caption class="sr">
+                  Grants: the agent may open a chat with, and send to, the peer
+                </caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Agent</th>
+                    <th scope="col">may send to</th>
+                    <th scope="col">Since</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${o.grants.map(
+                    (g) =>
+                      html`<tr>
+                        <td>${names.get(g.agentId) ?? g.agentId}</td>
+                        <td>${names.get(g.peerAgentId) ?? g.peerAgentId}</td>
+                        <td>${time(g.grantedAt)}</td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>
+              ${o.moreGrants ? html`<p>Only the first grants are shown: <code>yello grants list</code> lists them all.</p>` : ''}`
+      }
+      <form class="action" method="post" action="actions/grant-add">
         <input type="hidden" name="csrf" value="${session.csrf}" />
         <label>Agent <input name="agent" required autocomplete="off" /></label>
         <label>may send to <input name="peer" required autocomplete="off" /></label>
@@ -176,20 +201,21 @@ export function overviewPage(o: Overview, session: Session): string {
         <span class="cli">CLI: <code>yello grants add AGENT PEER</code>, <code>yello grants rm AGENT PEER</code></span>
       </form>
     </section>`;
-  return page('Overview', body);
+  return page('Overview', body, { base: { prefix, csrf: session.csrf } });
 }
 
 function writerText(s: StreamState): string {
   if (!s.writer.active) return 'none';
-  return s.writer.connected ? 'connected' : 'abandoned';
+  // No connection: the CLI's kept claim between commands, or a holder that is gone; the agent's tools take it over by themselves.
+  return s.writer.connected ? 'connected' : 'kept, no connection';
 }
 
 /** The chat page: stream states and interventions from the server, the transcript from the client script. */
-export function chatPage(chat: Chat, streams: [StreamState, StreamState], session: Session): string {
+export function chatPage(chat: Chat, streams: [StreamState, StreamState], session: Session, prefix: string): string {
   const who = (s: StreamState): string => (s.authorAgentId === chat.agentAId ? chat.agentA.username : chat.agentB.username);
   const body = html`<h1>Chat ${chat.agentA.username} ↔ ${chat.agentB.username}</h1>
     <p>
-      <code>${chat.id}</code> · <a href="/chats/${chat.id}/export.jsonl" download="${chat.id}.jsonl">Export (JSONL, verifiable)</a>
+      <code>${chat.id}</code> · <a href="chats/${chat.id}/export.jsonl" download="${chat.id}.jsonl">Export (JSONL, verifiable)</a>
       <span class="cli">CLI: <code>yello chats export ${chat.id} --out ${chat.id}.jsonl</code></span>
     </p>
     <div id="banners" aria-live="polite"></div>
@@ -241,12 +267,13 @@ export function chatPage(chat: Chat, streams: [StreamState, StreamState], sessio
       <ol id="transcript" class="transcript" aria-label="Conversation"></ol>
     </section>`;
   return page(`Chat ${chat.id}`, body, {
+    base: { prefix, csrf: session.csrf },
     bodyData: { view: 'chat', chat: chat.id, a: chat.agentAId, b: chat.agentBId, an: chat.agentA.username, bn: chat.agentB.username },
   });
 }
 
 /** Verify an export file in the browser, against the daemon's JWKS; the file never leaves the browser. */
-export function verifyPage(): string {
+export function verifyPage(session: Session, prefix: string): string {
   const body = html`<h1>Verify an export</h1>
     <p>
       Choose a file written by <code>yello chats export</code> or the console's export. Every message's signature is checked here, in the
@@ -257,24 +284,26 @@ export function verifyPage(): string {
     </form>
     <p id="status" role="status"></p>
     <ol id="transcript" class="transcript" aria-label="Exported records"></ol>`;
-  return page('Verify an export', body, { bodyData: { view: 'verify' } });
+  return page('Verify an export', body, { base: { prefix, csrf: session.csrf }, bodyData: { view: 'verify' } });
 }
 
 /** The answer to a state change: what happened, and the way back. */
-export function resultPage(title: string, message: Html, back: string, ok: boolean): string {
+export function resultPage(title: string, message: Html, back: string, ok: boolean, base: PageBase): string {
   return page(
     title,
     html`<h1>${title}</h1>
       <div class="${ok ? 'result ok' : 'result bad'}" role="${ok ? 'status' : 'alert'}">${message}</div>
       <p><a href="${back}">Back</a></p>`,
+    { base },
   );
 }
 
 /** A plain refusal (no session, wrong Host, …) with what to do. */
-export function refusalPage(title: string, what: string): string {
+export function refusalPage(title: string, what: string, base?: PageBase): string {
   return page(
     title,
     html`<h1>${title}</h1>
       <p role="alert">${what}</p>`,
+    base ? { base } : {},
   );
 }

@@ -45,7 +45,7 @@ afterAll(async () => {
 
 describe('the console in a browser', () => {
   it('signs in with the printed URL and the overview lists the chat, its agents and the daemon', async () => {
-    expect(new URL(page.url()).pathname).toBe('/');
+    expect(new URL(page.url()).pathname).toBe(c.prefix);
     await expect.poll(() => page.getByRole('heading', { name: 'Needs a person' }).isVisible()).toBe(true);
     const row = page.getByRole('row', { name: new RegExp(chatId) });
     await expect.poll(() => row.textContent()).toMatch(/alice ↔ bob|bob ↔ alice/);
@@ -60,7 +60,7 @@ describe('the console in a browser', () => {
   });
 
   it('shows the whole chat with verified signatures and read marks, and a message sent by the CLI within a second', async () => {
-    await page.goto(`${c.origin}/chats/${chatId}`);
+    await page.goto(c.origin + c.path(`/chats/${chatId}`));
     const transcript = page.getByRole('list', { name: 'Conversation' });
     await expect.poll(() => page.getByRole('status').textContent(), { timeout: 15_000 }).toMatch(/2 messages, 2 signatures verified.*live/);
     expect(await transcript.getByText('✓ bob read up to here').count()).toBe(1);
@@ -91,7 +91,7 @@ describe('the console in a browser', () => {
     lines[i] = lines[i]!.replace('the build is green', 'the build is red');
     const file = path.join(daemon().dir, 'tampered.jsonl');
     writeFileSync(file, lines.join('\n') + '\n');
-    await page.goto(`${c.origin}/verify`);
+    await page.goto(c.origin + c.path(`/verify`));
     await page.getByLabel('Export file').setInputFiles(file);
     const list = page.getByRole('list', { name: 'Exported records' });
     await expect
@@ -103,17 +103,76 @@ describe('the console in a browser', () => {
     await page.screenshot({ path: screenshot('verify-tampered'), fullPage: true });
   });
 
+  it('shows the receipts and writer fences of a handed-in export as unsigned claims, never as facts', async () => {
+    const exported = await cli().ok(['chats', 'export', chatId]);
+    const records = exported.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const hello = records.find((r) => JSON.stringify(r).includes('hello, bob')) as {
+      streamId: string;
+      generation: string;
+      position: string;
+    };
+    const bobStream = `${chatId}:${agents.bobId}`;
+    const forged = [
+      {
+        streamId: bobStream,
+        generation: '1',
+        position: '90',
+        wrapper: {
+          type: 'chat.writer-fence',
+          chatId,
+          authorAgentId: agents.bobId,
+          fence: { epoch: '99', claimedAt: '2026-01-01T00:00:00.000Z', replaced: false, reason: 'ADMIN VERIFIED' },
+        },
+      },
+      {
+        streamId: bobStream,
+        generation: '1',
+        position: '91',
+        wrapper: {
+          type: 'chat.receipt',
+          chatId,
+          authorAgentId: agents.bobId,
+          receipt: {
+            peerStreamId: hello.streamId,
+            peerGeneration: hello.generation,
+            nextPosition: String(Number(hello.position) + 1),
+            batchId: 'x',
+          },
+        },
+      },
+    ];
+    const file = path.join(daemon().dir, 'forged.jsonl');
+    writeFileSync(file, [...records, ...forged].map((r) => JSON.stringify(r)).join('\n') + '\n');
+    await page.goto(c.origin + c.path('/verify'));
+    await page.getByLabel('Export file').setInputFiles(file);
+    await expect
+      .poll(() => page.getByRole('status').textContent())
+      .toMatch(/receipts and writer fences UNSIGNED \(not verifiable here: run yello verify\)/);
+    const list = page.getByRole('list', { name: 'Exported records' });
+    const text = (await list.textContent()) ?? '';
+    expect(text).not.toMatch(/✓ \w+ read up to here/);
+    // The verify page knows no usernames: the file names agents by id.
+    expect(text).toContain(`an unsigned receipt says ${agents.bobId} read up to here`);
+    const fence = list.locator('li', { hasText: 'ADMIN VERIFIED' });
+    expect(await fence.getAttribute('class')).toContain('unverified');
+    expect(await fence.textContent()).toContain('UNSIGNED, not verifiable here');
+    expect(await fence.textContent()).toContain('(reason given: "ADMIN VERIFIED")');
+  });
+
   it('asks for a typed confirmation before a reset, then shows the break as a banner and a seam', async () => {
     const streamId = `${chatId}:${agents.aliceId}`;
-    await page.goto(`${c.origin}/chats/${chatId}`);
+    await page.goto(c.origin + c.path(`/chats/${chatId}`));
     const stream = page.locator(`[data-stream="${streamId}"]`);
     await stream.getByText('Interventions on this stream').click();
-    const form = stream.locator('form[action="/actions/reset"]');
+    const form = stream.locator('form[action="actions/reset"]');
     expect(await form.textContent()).toContain(`CLI: yello streams reset ${streamId}`);
     await form.getByLabel('Reason').fill('demo of a reset');
     // Without the confirmation the browser does not send the form.
     await form.getByRole('button', { name: 'Reset the stream' }).click();
-    expect(new URL(page.url()).pathname).toBe(`/chats/${chatId}`);
+    expect(new URL(page.url()).pathname).toBe(c.path(`/chats/${chatId}`));
     expect(
       await form
         .getByLabel(/Type reset to confirm/)
@@ -126,7 +185,7 @@ describe('the console in a browser', () => {
     expect(await page.getByRole('alert').textContent()).toContain('type "reset"');
     expect(ok(await admin().call('streams.get', { streamId })).generation).toBe('1');
 
-    await page.goto(`${c.origin}/chats/${chatId}`);
+    await page.goto(c.origin + c.path(`/chats/${chatId}`));
     await stream.getByText('Interventions on this stream').click();
     await form.getByLabel('Reason').fill('demo of a reset');
     await form.getByLabel(/Type reset to confirm/).fill('reset');
@@ -145,6 +204,25 @@ describe('the console in a browser', () => {
     await page.screenshot({ path: screenshot('reset-banner'), fullPage: true });
   }, 90_000);
 
+  it('never sends the session cookie to another server on 127.0.0.1 (cookies ignore ports; the path scopes it)', async () => {
+    const seen: string[] = [];
+    const other: Server = createServer((req, res) => {
+      if (req.url !== '/favicon.ico') seen.push(`${req.url} ${req.headers.cookie ?? '(no cookie)'}`);
+      res.writeHead(200, { 'Content-Type': 'text/html' });
+      res.end("<p>another local user's server</p>");
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (other.address() as AddressInfo).port;
+      expect((await context!.cookies(c.origin + c.prefix)).map((k) => k.name)).toContain('yello_console');
+      for (const p of ['/', '/chats/x', '/login']) await page.goto(`http://127.0.0.1:${port}${p}`);
+      expect(seen).toHaveLength(3);
+      for (const line of seen) expect(line).not.toContain('yello_console');
+    } finally {
+      other.close();
+    }
+  });
+
   it('refuses a wrong Host, a browser without the cookie, and a cross-origin form post', async () => {
     const rebound = await page.goto(`http://evil.test:${c.port}/`);
     expect(rebound?.status()).toBe(421);
@@ -153,7 +231,7 @@ describe('the console in a browser', () => {
     const stranger = await browser().newContext();
     try {
       const p = await stranger.newPage();
-      const r = await p.goto(`${c.origin}/`);
+      const r = await p.goto(c.origin + c.path(`/`));
       expect(r?.status()).toBe(401);
       expect(await p.textContent('body')).toContain('open the URL that yello console printed');
     } finally {
@@ -165,12 +243,12 @@ describe('the console in a browser', () => {
     const evil: Server = createServer((_req, res) => {
       res.writeHead(200, { 'Content-Type': 'text/html' });
       res.end(
-        `<form id="f" method="post" action="${c.origin}/actions/grant-add"><input name="agent" value="bob"><input name="peer" value="alice"><input name="op" value="remove"></form><script>document.getElementById('f').submit()</script>`,
+        `<form id="f" method="post" action="${c.origin}${c.path('/actions/grant-add')}"><input name="agent" value="bob"><input name="peer" value="alice"><input name="op" value="remove"></form><script>document.getElementById('f').submit()</script>`,
       );
     });
     await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
     try {
-      const refused = page.waitForResponse((r) => r.url().startsWith(`${c.origin}/actions/`));
+      const refused = page.waitForResponse((r) => r.url().startsWith(`${c.origin}${c.path('/actions/')}`));
       await page.goto(`http://evil.test:${(evil.address() as AddressInfo).port}/`);
       const r = await refused;
       expect([401, 403]).toContain(r.status());

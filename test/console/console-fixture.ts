@@ -38,6 +38,10 @@ export interface ConsoleProcess {
   url: string;
   port: number;
   origin: string;
+  /** The secret prefix every page lives under (from the printed URL), e.g. `/AbC…/`. */
+  prefix: string;
+  /** A console path (`/`, `/chats/…`) under the prefix. */
+  path(p: string): string;
   /** Exchanges the printed secret; returns the `name=value` cookie. */
   signIn(): Promise<string>;
   /** The CSRF token in a page's forms. */
@@ -52,11 +56,15 @@ export async function startConsole(cli: Cli, track: (r: LongRunningCli) => LongR
   const [url] = await run.waitForLines(1, 20_000);
   const port = Number(new URL(url!).port);
   const origin = `http://127.0.0.1:${port}`;
+  const prefix = new URL(url!).pathname.replace(/login$/, '');
+  const at = (p: string): string => prefix + p.replace(/^\//, '');
   const c: ConsoleProcess = {
     run,
     url: url!,
     port,
     origin,
+    prefix,
+    path: at,
     signIn: async () => {
       const u = new URL(url!);
       const r = await http(port, u.pathname + u.search);
@@ -65,13 +73,13 @@ export async function startConsole(cli: Cli, track: (r: LongRunningCli) => LongR
       return String(set[0]).split(';')[0]!;
     },
     csrfOf: async (cookie, path = '/') => {
-      const r = await http(port, path, { headers: { cookie } });
+      const r = await http(port, at(path), { headers: { cookie } });
       const m = /name="csrf" value="([^"]+)"/.exec(r.body);
       if (!m) throw new Error(`no csrf field on ${path}: ${r.status}`);
       return m[1]!;
     },
     post: async (cookie, path, fields, headers = {}) =>
-      http(port, path, {
+      http(port, at(path), {
         method: 'POST',
         headers: { cookie, origin, 'content-type': 'application/x-www-form-urlencoded', ...headers },
         body: new URLSearchParams(fields).toString(),

@@ -37,7 +37,7 @@ describe('a damaged stream in the console', () => {
     // The console reconnects to the restarted daemon by itself.
     const body = await waitFor(
       async () => {
-        const r = await http(c.port, '/', { headers: { cookie } });
+        const r = await http(c.port, c.path('/'), { headers: { cookie } });
         return r.status === 200 ? r.body : null;
       },
       'the overview after the restart',
@@ -51,17 +51,17 @@ describe('a damaged stream in the console', () => {
   });
 
   it('shows on the chat page where reads stop', async () => {
-    const r = await http(c.port, `/chats/${chatId}`, { headers: { cookie } });
+    const r = await http(c.port, c.path(`/chats/${chatId}`), { headers: { cookie } });
     expect(r.status).toBe(200);
     expect(r.body).toContain('DAMAGED from 3');
   });
 
   it('says what an export would miss, and exports what lies below the damage when asked', async () => {
-    const refused = await http(c.port, `/chats/${chatId}/export.jsonl`, { headers: { cookie } });
+    const refused = await http(c.port, c.path(`/chats/${chatId}/export.jsonl`), { headers: { cookie } });
     expect(refused.status).toBe(409);
     expect(refused.body).toContain(`${streamA} generation 1 is exported only below position 3`);
     expect(refused.body).toContain('?partial=1');
-    const r = await http(c.port, `/chats/${chatId}/export.jsonl?partial=1`, { headers: { cookie } });
+    const r = await http(c.port, c.path(`/chats/${chatId}/export.jsonl?partial=1`), { headers: { cookie } });
     expect(r.status).toBe(200);
     expect(r.headers['content-disposition']).toContain('.partial.jsonl');
     const contents = r.body

@@ -29,21 +29,34 @@ beforeAll(async () => {
   csrf = await c.csrfOf(cookie);
 }, 60_000);
 
-const overview = async (): Promise<string> => (await http(c.port, '/', { headers: { cookie } })).body;
+const overview = async (): Promise<string> => (await http(c.port, c.path('/'), { headers: { cookie } })).body;
 const act = (name: string, fields: Record<string, string>) => c.post(cookie, `/actions/${name}`, { csrf, chatId, ...fields });
 
 describe('overview', () => {
   it('counts unread messages per side and lists the chat with both agents', async () => {
     const body = await overview();
-    expect(body).toContain(`href="/chats/${chatId}"`);
+    expect(body).toContain(`href="chats/${chatId}"`);
     expect(body).toMatch(/bob: 3\s*·\s*alice: 0|alice: 0\s*·\s*bob: 3/);
     expect(body).toMatch(/<td>alice<\/td>\s*<td>Alice<\/td>/);
   });
 
-  it("lists an abandoned writer first, with the CLI's way out, and the release form clears it", async () => {
+  it('lists the grants, each agent by username', async () => {
+    const body = await overview();
+    const grants = body.slice(body.indexOf('id="grants-h"'));
+    expect(grants).toMatch(/<td>alice<\/td>\s*<td>bob<\/td>/);
+    expect(grants).toMatch(/<td>bob<\/td>\s*<td>alice<\/td>/);
+    expect(grants).not.toContain('No grants yet');
+  });
+
+  it("shows the CLI's kept claim as normal, not as something that needs a person; the chat page's release form clears it", async () => {
     // The CLI keeps its claim between commands: no connection is attached, so it is abandoned.
     expect(ok(await admin().call('streams.get', { streamId: streamA })).writer).toMatchObject({ active: true, connected: false });
-    expect(await overview()).toContain(`yello streams release ${streamA}`);
+    const body = await overview();
+    const attention = body.slice(body.indexOf('id="attention-h"'), body.indexOf('id="health-h"'));
+    expect(attention).toContain('Nothing needs you');
+    expect(attention).not.toContain(streamA);
+    expect(body).toContain('kept, no connection');
+    expect((await http(c.port, c.path(`/chats/${chatId}`), { headers: { cookie } })).body).toContain(`yello streams release ${streamA}`);
     const r = await act('release', { streamId: streamA });
     expect(r.status).toBe(200);
     expect(r.body).toContain('Claim released');
@@ -64,7 +77,7 @@ describe('interventions', () => {
   });
 
   it('exports the chat as JSONL that yello verify accepts', async () => {
-    const r = await http(c.port, `/chats/${chatId}/export.jsonl`, { headers: { cookie } });
+    const r = await http(c.port, c.path(`/chats/${chatId}/export.jsonl`), { headers: { cookie } });
     expect(r.status).toBe(200);
     expect(r.headers['content-disposition']).toContain(`${chatId}.jsonl`);
     const file = path.join(daemon().dir, 'console-export.jsonl');

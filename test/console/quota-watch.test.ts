@@ -46,12 +46,12 @@ describe('overview over a daemon whose claim quota refuses', () => {
     const chatId = (await agents.alice.ok(['chats', 'open', 'bob'])).stdout.trim();
     const c = await startConsole(cli(), track);
     const cookie = await c.signIn();
-    const before = (await http(c.port, '/', { headers: { cookie } })).body;
+    const before = (await http(c.port, c.path('/'), { headers: { cookie } })).body;
     expect(before).not.toContain('att-quota');
     // Two claims in one minute: the second is RATE_LIMITED by the claimRate quota.
     await agents.alice.run(['streams', 'claim', `${chatId}:${agents.aliceId}`]);
     await agents.alice.run(['streams', 'claim', `${chatId}:${agents.aliceId}`, '--replace']);
-    const after = (await http(c.port, '/', { headers: { cookie } })).body;
+    const after = (await http(c.port, c.path('/'), { headers: { cookie } })).body;
     expect(after).toContain('att-quota');
     expect(after).toMatch(/the claimRate quota refused 1 call in the last 10 minutes/);
     expect(after).toContain('--quota-claims-per-minute');

@@ -11,6 +11,8 @@ a { color: var(--link); }
 .skip:focus { left: 8px; top: 8px; background: var(--bg); padding: 4px 8px; z-index: 2; }
 .top { background: #222; padding: 8px 16px; }
 .top a { color: #fff; margin-right: 16px; }
+.signout { display: inline; margin: 0; }
+.signout button { font-size: 0.85em; }
 main { max-width: 1200px; margin: 0 auto; padding: 16px; }
 h1 { font-size: 1.5rem; margin: 0.4em 0; }
 h2 { font-size: 1.2rem; margin-top: 1.6em; border-bottom: 1px solid var(--line); }
@@ -47,6 +49,7 @@ input { font: inherit; padding: 2px 4px; border: 1px solid #666; border-radius: 
 .sig-bad { color: var(--bad); font-weight: 700; }
 .msg.unverified { border: 2px solid var(--bad); background: var(--bad-bg); }
 .readmark { font-size: 0.85em; color: var(--ok); margin: 2px 0 0; }
+.readmark.unverified, .session.unverified, .receipt.unverified { color: var(--bad); font-weight: 600; }
 .session, .seam, .receipt { text-align: center; font-size: 0.85em; color: var(--muted); }
 .seam { color: var(--bad); font-weight: 600; border-top: 2px dashed var(--bad); padding-top: 4px; }
 .result { padding: 10px; border-left: 4px solid var(--ok); }

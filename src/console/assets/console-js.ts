@@ -65,7 +65,12 @@ export const CONSOLE_JS = String.raw`'use strict';
     this.list = list; this.status = status; this.names = names; this.sideA = sideA;
     this.records = new Map(); this.results = new Map(); this.verifier = new Verifier(null);
     this.shown = PAGE; this.query = ''; this.note = ''; this.pendingRender = false;
+    // A file someone hands in: its receipts and writer fences carry no signature, so nothing
+    // here can tell a real one from an invented one (yello verify checks them against the
+    // stream's signed checkpoint). Shown as unverifiable claims, never as facts.
+    this.untrusted = false;
   }
+  var UNSIGNED = 'UNSIGNED, not verifiable here (yello verify checks it against the signed checkpoint): ';
   Transcript.prototype.name = function (id) { return this.names[id] || id; };
   Transcript.prototype.reset = function (jwks) {
     this.records.clear(); this.results.clear(); this.verifier = new Verifier(jwks); this.render();
@@ -143,10 +148,12 @@ export const CONSOLE_JS = String.raw`'use strict';
         return;
       } else if (w.type === 'chat.writer-fence') {
         var f = w.fence;
-        items.push({ r: r, li: el('li', 'session', '— ' + author + "'s writer session " + f.epoch + ' began at ' + f.claimedAt + (f.replaced ? ', taking over from a previous writer' : '') + (f.reason ? ' (' + f.reason + ')' : '') + ' —') });
+        var session = author + "'s writer session " + f.epoch + ' began at ' + f.claimedAt + (f.replaced ? ', taking over from a previous writer' : '') + (f.reason ? ' (reason given: ' + JSON.stringify(f.reason) + ')' : '');
+        items.push({ r: r, li: self.untrusted ? el('li', 'session unverified', '⚠ ' + UNSIGNED + session) : el('li', 'session', '— ' + session + ' —') });
       } else if (w.type === 'chat.receipt') {
         var target = w.receipt.peerStreamId + '/' + w.receipt.peerGeneration + '/' + (big(w.receipt.nextPosition) - 1n).toString();
-        if (!self.records.has(target)) items.push({ r: r, li: el('li', 'receipt', author + ' read up to position ' + w.receipt.nextPosition + ' of generation ' + w.receipt.peerGeneration + ' (those records are not shown here)') });
+        var read = author + ' read up to position ' + w.receipt.nextPosition + ' of generation ' + w.receipt.peerGeneration;
+        if (!self.records.has(target)) items.push({ r: r, li: self.untrusted ? el('li', 'receipt unverified', '⚠ ' + UNSIGNED + read + ' (those records are not in this file)') : el('li', 'receipt', read + ' (those records are not shown here)') });
       }
     });
     var start = q ? 0 : Math.max(0, items.length - this.shown);
@@ -155,9 +162,11 @@ export const CONSOLE_JS = String.raw`'use strict';
     this.list.replaceChildren(frag);
     var older = document.getElementById('older');
     if (older) older.hidden = start === 0;
-    var messages = 0, verified = 0, bad = 0;
+    var messages = 0, verified = 0, bad = 0, unsigned = 0;
     this.results.forEach(function (v) { messages++; if (v === null) verified++; else if (v !== 'pending') bad++; });
+    all.forEach(function (r) { if (r.wrapper.type !== 'chat.message') unsigned++; });
     var text = messages + ' messages, ' + verified + ' signatures verified in this browser' + (bad ? ', ' + bad + ' UNVERIFIED' : '');
+    if (this.untrusted && unsigned) text += ', ' + unsigned + ' receipts and writer fences UNSIGNED (not verifiable here: run yello verify)';
     if (q) text = items.length + ' matching messages for “' + this.query + '” · ' + text;
     else if (start > 0) text = 'showing the newest ' + (items.length - start) + ' of ' + items.length + ' entries · ' + text;
     this.status.textContent = text + (this.note ? ' · ' + this.note : '');
@@ -175,7 +184,10 @@ export const CONSOLE_JS = String.raw`'use strict';
     box.appendChild(head);
     box.appendChild(el('p', 'content', m.content));
     var self = this;
-    readers.forEach(function (rr) { box.appendChild(el('p', 'readmark', '✓ ' + self.name(rr.wrapper.authorAgentId) + ' read up to here')); });
+    readers.forEach(function (rr) {
+      var who = self.name(rr.wrapper.authorAgentId);
+      box.appendChild(self.untrusted ? el('p', 'readmark unverified', '⚠ an unsigned receipt says ' + who + ' read up to here (not verifiable here: run yello verify)') : el('p', 'readmark', '✓ ' + who + ' read up to here'));
+    });
     li.appendChild(box);
     return li;
   };
@@ -215,7 +227,7 @@ export const CONSOLE_JS = String.raw`'use strict';
     // EventSource retries by itself after a dropped stream, but gives up on an error answer
     // (the daemon restarting): then open a new one.
     function connect() {
-      var src = new EventSource('/chats/' + encodeURIComponent(d.chat) + '/events');
+      var src = new EventSource('chats/' + encodeURIComponent(d.chat) + '/events');
       handlers.forEach(function (h) { src.addEventListener(h[0], function (e) { h[1](JSON.parse(e.data)); }); });
       src.onerror = function () {
         if (src.readyState === 2) { t.note = 'disconnected; retrying'; t.schedule(); setTimeout(connect, 2000); }
@@ -238,11 +250,12 @@ export const CONSOLE_JS = String.raw`'use strict';
     var status = document.getElementById('status');
     var t = new Transcript(document.getElementById('transcript'), status, {}, '');
     t.shown = Infinity;
+    t.untrusted = true;
     document.getElementById('exportfile').addEventListener('change', async function (e) {
       var file = e.target.files[0];
       if (!file) return;
       status.textContent = 'reading ' + file.name + '…';
-      var jwks = await (await fetch('/keys.json')).json();
+      var jwks = await (await fetch('keys.json')).json();
       t.reset(jwks);
       var records = [], bad = 0, checkpoints = 0;
       (await file.text()).split('\n').forEach(function (line) {
