@@ -4,6 +4,8 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { ConnectionLostError } from '../client/index.js';
 import { AgentSessions } from './agent-sessions.js';
+import { CHANNEL_CAPABILITY, CHANNEL_INSTRUCTIONS, CHANNEL_METHOD, type ChannelEvent } from './channel-events.js';
+import { ChannelPresenter, type ChannelPacing } from './channel-presenter.js';
 import { INSTRUCTIONS } from './instructions.js';
 import type { McpLog } from './log.js';
 import { INBOX_URI, registerTranscriptResource, transcriptUri } from './resources.js';
@@ -18,6 +20,8 @@ export interface McpServerOptions {
   resumeAfterBreak: boolean;
   callTimeoutMs?: number;
   logLevel: string;
+  /** `--channel`: also push each new peer batch into a Claude Code session (docs/mcp.md, "Channel"). */
+  channel?: boolean;
 }
 
 /** Options of {@link createMcpServer}: those of `yello mcp` with a logger instead of a level. */
@@ -27,6 +31,8 @@ export interface CreateMcpServerOptions extends Omit<McpServerOptions, 'logLevel
   settleMs?: number;
   /** The daemon connections' reconnect backoff (the client library's). */
   reconnect?: { minDelayMs?: number; maxDelayMs?: number };
+  /** The channel's coalescing and size bound (defaults in channel-presenter.ts). */
+  channelPacing?: Partial<ChannelPacing>;
 }
 
 /** One agent's MCP server, not yet connected to a transport. */
@@ -35,9 +41,9 @@ export interface YelloMcpServer {
   readonly agent: AgentSessions;
   /** Why every tool answers BAD_TOKEN (a token the daemon refused, or the admin token), or null. */
   readonly setupFailure: ToolErrorInfo | null;
-  /** Connect to `transport`, then follow the inbox. */
+  /** Connect to `transport`, then follow the inbox (and, with `channel`, start pushing). */
   connect(transport: Transport): Promise<void>;
-  /** Stop every chat session (releasing its claim), close the connections and the transport. */
+  /** Stop pushing, stop every chat session (releasing its claim), close the connections and the transport. */
   close(): Promise<void>;
 }
 
@@ -51,7 +57,8 @@ function packageVersion(): string {
 
 /**
  * Build the MCP server of one agent: its {@link AgentSessions} (one daemon connection, a chat
- * session per chat), the tools, the resources and the notifications. It says hello to the daemon first: a daemon not running yet is no
+ * session per chat), the tools, the resources, the notifications, and with `channel` the
+ * {@link ChannelPresenter}. It says hello to the daemon first: a daemon not running yet is no
  * error (tools connect on use), a refused or admin token makes every tool answer BAD_TOKEN.
  * Any transport will do: `runMcpServer` gives it stdio, tests an in-memory pair.
  */
@@ -124,8 +131,10 @@ export async function createMcpServer(options: CreateMcpServerOptions): Promise<
         tools: {},
         resources: { subscribe: true, listChanged: true },
         logging: {},
+        // Only the channel itself: never 'claude/channel/permission' (docs/security.md, "Channel").
+        ...(options.channel ? { experimental: { [CHANNEL_CAPABILITY]: {} } } : {}),
       },
-      instructions: INSTRUCTIONS,
+      instructions: options.channel ? `${INSTRUCTIONS} ${CHANNEL_INSTRUCTIONS}` : INSTRUCTIONS,
     },
   );
   mcp = server;
@@ -138,6 +147,24 @@ export async function createMcpServer(options: CreateMcpServerOptions): Promise<
     server.server.setRequestHandler(CallToolRequestSchema, () => toolError(failure, { socketPath: options.socketPath }));
   }
 
+  const presenter =
+    options.channel && setupFailure === null
+      ? new ChannelPresenter({
+          token: options.token,
+          socketPath: options.socketPath,
+          agent,
+          log,
+          ...(options.reconnect ? { reconnect: options.reconnect } : {}),
+          ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
+          ...(options.channelPacing ? { pacing: options.channelPacing } : {}),
+          push: async (event: ChannelEvent) => {
+            if (!server.isConnected()) throw new Error('the MCP client is not connected');
+            // A notification of Claude Code's own, outside the SDK's ServerNotification union.
+            await server.server.notification({ method: CHANNEL_METHOD, params: event } as never);
+          },
+        })
+      : null;
+
   let closed: Promise<void> | null = null;
   return {
     mcp: server,
@@ -149,9 +176,11 @@ export async function createMcpServer(options: CreateMcpServerOptions): Promise<
       agent.inbox().catch((err: unknown) => {
         log.warn({ err: err instanceof Error ? err.message : String(err) }, 'inbox not open yet; tools open it on use');
       });
+      presenter?.start();
     },
     close(): Promise<void> {
       closed ??= (async () => {
+        await presenter?.close();
         await agent.close();
         await server.close().catch(() => {});
       })();

@@ -65,7 +65,7 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
     };
   });
   await server.connect(transport);
-  log.info({}, 'serving MCP on stdio');
+  log.info({ channel: options.channel === true }, 'serving MCP on stdio');
   const why = await ended;
   log.info({ why }, 'stopping: releasing chat claims');
   await server.close();

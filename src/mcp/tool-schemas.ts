@@ -81,7 +81,7 @@ export const toolInputs = {
     ),
     acknowledge: optional(z.boolean()).describe('also acknowledge the batch read_new presented, in the same atomic append as the message'),
     batchId: optional(appendReceiptSchema.shape.batchId).describe(
-      'with acknowledge: the presented batchId or a channel event\'s batch_id, checked before anything is written (default: the batch presented)',
+      "with acknowledge: the presented batchId or a channel event's batch_id, checked before anything is written (default: the batch presented)",
     ),
   }),
   history: z.strictObject({
