@@ -1,5 +1,7 @@
 // What `yello mcp --channel` pushes into a Claude Code session, built from the published channel
-// contract (https://code.claude.com/docs/en/channels-reference, "Notification format"):
+// contract (https://code.claude.com/docs/en/channels-reference, "Notification format"; the
+// wording below as a public copy of that page has it, and as Claude Code's own wrapper applies
+// it: keys must match ^[a-zA-Z_][a-zA-Z0-9_]*$, values are XML-escaped into the tag):
 //
 //   method `notifications/claude/channel`, params `content` (string): "Delivered as the body of
 //   the <channel> tag in Claude's context"; `meta` (Record<string, string>, optional): "each
