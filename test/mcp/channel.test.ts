@@ -238,6 +238,24 @@ describe('yello mcp --channel', () => {
     expect(stopped!.content).toContain('What to do');
   });
 
+  it('a batch larger than an event is split into parts; only the last carries batch_id, and acknowledging it covers all', async () => {
+    const { chat, alice, hold } = await chatWithWriter();
+    const bob = await serve(chat.bob.token, { pacing: { maxContentBytes: 8 * 1024 } });
+    const big = Array.from({ length: 6 }, (_, i) => `${i} ${'y'.repeat(3000)}`);
+    await appendMessages(alice, hold, big);
+    const events = await bob.await(chat.chatId, 3);
+    await waitFor(() => bob.of(chat.chatId).some((e) => e.meta.batch_id !== undefined), 'the last part');
+    const parts = bob.of(chat.chatId);
+    expect(parts.map((e) => e.meta.part)).toEqual(parts.map((_, i) => String(i + 1)));
+    expect(new Set(parts.map((e) => e.meta.parts))).toEqual(new Set([String(parts.length)]));
+    expect(parts.slice(0, -1).every((e) => e.meta.batch_id === undefined)).toBe(true);
+    for (const e of parts) expect(Buffer.byteLength(e.content)).toBeLessThanOrEqual(8 * 1024);
+    expect(parts.flatMap(messagePositionsIn).map(Number)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(events.length).toBeGreaterThanOrEqual(3);
+    await bob.ok('acknowledge', { chatId: chat.chatId, batchId: parts.at(-1)!.meta.batch_id });
+    expect(((await bob.ok('read_new', { chatId: chat.chatId })) as { batch: unknown }).batch).toBeNull();
+  });
+
   it('1,000 messages within a second: every position arrives once, in a bounded number of bounded events', async () => {
     const { chat, alice, hold } = await chatWithWriter();
     const bob = await serve(chat.bob.token);
