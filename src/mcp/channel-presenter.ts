@@ -1,5 +1,6 @@
 import {
   ConnectionLostError,
+  ContinuityBreakError,
   Inbox,
   UnauthenticatedError,
   YelloClient,
@@ -39,6 +40,8 @@ export interface ChannelPresenterOptions {
   callTimeoutMs?: number;
   reconnect?: { minDelayMs?: number; maxDelayMs?: number };
   pacing?: Partial<ChannelPacing>;
+  /** The server runs with `--resume-after-break`: its tools present a broken chat from the generation's start; the channel does not. */
+  resumeAfterBreak?: boolean;
 }
 
 const abortable = (ms: number, signal: AbortSignal) =>
@@ -291,7 +294,12 @@ export class ChannelPresenter {
       (typeof streamId === 'string' ? (streamId.split(':')[0] ?? null) : null);
     if (chatId && this.#ended.has(chatId)) return;
     if (chatId) this.#ended.add(chatId);
-    const info = describeError(err, { ...(chatId ? { chatId } : {}), socketPath: this.#opts.socketPath });
+    let info = describeError(err, { ...(chatId ? { chatId } : {}), socketPath: this.#opts.socketPath });
+    if (err instanceof ContinuityBreakError && this.#opts.resumeAfterBreak && chatId)
+      info = {
+        ...info,
+        action: `This server runs with --resume-after-break, so read_new {chatId: "${chatId}"} presents this chat from the start of what the peer stream holds now (tell your user what may have been missed). The channel pushes nothing for it in this server session; once you have acknowledged there, a restart of the server pushes it again.`,
+      };
     this.#opts.log.warn({ chatId, type: info.type }, 'channel stopped presenting a chat; a person must act');
     await this.#send(stoppedEvent(chatId, info));
   }

@@ -154,6 +154,7 @@ export async function createMcpServer(options: CreateMcpServerOptions): Promise<
           socketPath: options.socketPath,
           agent,
           log,
+          resumeAfterBreak: options.resumeAfterBreak,
           ...(options.reconnect ? { reconnect: options.reconnect } : {}),
           ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
           ...(options.channelPacing ? { pacing: options.channelPacing } : {}),

@@ -49,13 +49,13 @@ export class ChannelSession {
   static async start(
     socketPath: string,
     token: string,
-    options: { channel?: boolean; pacing?: Partial<ChannelPacing> } = {},
+    options: { channel?: boolean; pacing?: Partial<ChannelPacing>; resumeAfterBreak?: boolean } = {},
   ): Promise<ChannelSession> {
     const server = await createMcpServer({
       token,
       socketPath,
       replace: false,
-      resumeAfterBreak: false,
+      resumeAfterBreak: options.resumeAfterBreak ?? false,
       channel: options.channel ?? true,
       log: pino({ level: 'silent' }),
       settleMs: 5000,

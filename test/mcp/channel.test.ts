@@ -238,6 +238,31 @@ describe('yello mcp --channel', () => {
     expect(stopped!.content).toContain('What to do');
   });
 
+  it('a break found at the start, with --resume-after-break: the channel says read_new presents the chat, and stays quiet there', async () => {
+    const { chat, alice, hold } = await chatWithWriter();
+    await appendMessages(alice, hold, ['never acknowledged']);
+    await admin().rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'channel test' });
+    const bob = await serve(chat.bob.token, { resumeAfterBreak: true });
+    const [stopped] = await bob.await(chat.chatId, 1, 'stopped');
+    expect(stopped!.meta.error_type).toBe('CONTINUITY_BREAK');
+    expect(stopped!.content).toContain(`read_new {chatId: "${chat.chatId}"}`);
+    // The tools present the new generation from its start (the person's decision).
+    const claim = await alice.rpc.streams.claim({ streamId: chat.alice.streamId, replace: true });
+    await alice.rpc.streams.append({
+      streamId: chat.alice.streamId,
+      coordinatorToken: claim.coordinatorToken,
+      generation: claim.generation,
+      expectedPosition: claim.nextPosition,
+      operationId: uniqueName('op'),
+      records: [{ type: 'chat.message', messageId: uniqueName('m'), content: 'after the reset' }],
+    });
+    const read = (await bob.ok('read_new', { chatId: chat.chatId, waitMs: 5000 })) as {
+      batch: { records: Array<{ content: string | null }> };
+    };
+    expect(read.batch.records.map((r) => r.content).filter((c) => c !== null)).toEqual(['after the reset']);
+    expect(bob.of(chat.chatId, 'messages')).toEqual([]);
+  });
+
   it('a batch larger than an event is split into parts; only the last carries batch_id, and acknowledging it covers all', async () => {
     const { chat, alice, hold } = await chatWithWriter();
     const bob = await serve(chat.bob.token, { pacing: { maxContentBytes: 8 * 1024 } });
