@@ -12,6 +12,7 @@ type McpArgs = GlobalArgs & {
   'log-level': string;
   'print-config': boolean;
   check: boolean;
+  channel: boolean;
 };
 
 /**
@@ -90,6 +91,12 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           default: 'info',
           describe: 'stderr log level',
         })
+        .option('channel', {
+          type: 'boolean',
+          default: false,
+          describe:
+            'also push each new peer message batch into a Claude Code session as a channel event (claude --dangerously-load-development-channels server:yello-<username>); see docs/mcp.md "Channel"',
+        })
         .option('print-config', {
           type: 'boolean',
           default: false,
@@ -102,7 +109,11 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           describe: 'with --print-config: ask the daemon whose token it is (--no-check: name the server after the token file)',
         })
         .example('$0 --token-file alice.token mcp --print-config', 'checks the token, prints the "yello-alice" entry for an MCP client')
-        .example('YELLO_TOKEN_FILE=alice.token $0 mcp', 'what the MCP client runs'),
+        .example('YELLO_TOKEN_FILE=alice.token $0 mcp', 'what the MCP client runs')
+        .example(
+          '$0 --token-file alice.token mcp --print-config --channel',
+          'the entry with --channel, and (on stderr) the claude command that loads it as a channel',
+        ),
     async (args: McpArgs) => {
       const timeout = args['call-timeout-ms'];
       if (timeout !== undefined && (!Number.isInteger(timeout) || timeout <= 0))
@@ -115,23 +126,30 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             '--print-config names a token file and never the token: pass --token-file FILE or set $YELLO_TOKEN_FILE',
             EXIT.usage,
           );
-        const { mcpClientConfig, mcpServerName } = await import('../mcp/config.js');
+        const { claudeChannelCommand, mcpClientConfig, mcpServerName } = await import('../mcp/config.js');
         const username = args.check ? await checkedUsername(args, tokenFile) : usernameFromFile(tokenFile);
         const binPath = fileURLToPath(new URL('../../bin/yello', import.meta.url));
+        const serverName = mcpServerName(username);
         process.stdout.write(
           JSON.stringify(
             mcpClientConfig({
-              serverName: mcpServerName(username),
+              serverName,
               nodePath: process.execPath,
               binPath,
               socketPath: socket,
               tokenFile,
+              channel: args.channel,
               ...(timeout !== undefined ? { callTimeoutMs: timeout } : {}),
             }),
             null,
             2,
           ) + '\n',
         );
+        // On stderr, so that stdout stays one JSON document (`> .mcp.json`).
+        if (args.channel)
+          process.stderr.write(
+            `Put the entry under "mcpServers" in the project's .mcp.json (or ~/.claude.json), then start Claude Code with the channel loaded:\n  ${claudeChannelCommand(serverName)}\n`,
+          );
         return;
       }
       const { runMcpServer } = await import('../mcp/server.js');
@@ -141,6 +159,7 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         replace: args.replace,
         resumeAfterBreak: args['resume-after-break'],
         logLevel: args['log-level'],
+        channel: args.channel,
         ...(timeout !== undefined ? { callTimeoutMs: timeout } : {}),
       });
       // Coordinators' reconnect timers must not keep a finished server alive.

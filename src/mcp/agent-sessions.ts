@@ -1,4 +1,13 @@
-import { Inbox, InvalidParamsError, NotFoundError, type Agent, type Chat, type HelloResult, type YelloClient } from '../client/index.js';
+import {
+  Inbox,
+  InvalidParamsError,
+  NotFoundError,
+  type Agent,
+  type Chat,
+  type HelloResult,
+  type MessageBatch,
+  type YelloClient,
+} from '../client/index.js';
 import { PeerHead } from '../client/peer-head.js';
 import { allPages, LIST_PAGE } from '../client/list-pages.js';
 import { ChatSession, type ChatSessionOptions } from './chat-session.js';
@@ -25,6 +34,9 @@ export interface AgentSessionsOptions {
   onStopped: ChatSessionOptions['onStopped'];
 }
 
+/** Pushed batches kept per chat: far more than an agent is shown before it acknowledges. */
+const PUSHED_KEPT = 1024;
+
 /** An agent this one may open a chat with. */
 export interface Peer {
   agent: Agent;
@@ -46,6 +58,10 @@ export class AgentSessions {
   readonly #starting = new Map<string, Promise<ChatSession>>();
   /** One per chat, watching the peer stream from before the inbox follows it. */
   readonly #heads = new Map<string, PeerHead>();
+  /** Per chat, the writer epochs this server's sessions claimed. */
+  readonly #epochs = new Map<string, Set<string>>();
+  /** Per chat, the batches the channel pushed (the newest {@link PUSHED_KEPT}), for acknowledging by batchId. */
+  readonly #pushed = new Map<string, Map<string, MessageBatch>>();
   #inbox: Promise<Inbox> | null = null;
   #offOpened: (() => void) | null = null;
   #closed = false;
@@ -236,6 +252,10 @@ export class AgentSessions {
         settleMs: this.#opts.settleMs ?? 15_000,
         log: this.#opts.log,
         onStopped: this.#opts.onStopped,
+        onClaimed: ({ epoch }) => {
+          this.#epochs.set(chatId, (this.#epochs.get(chatId) ?? new Set()).add(epoch));
+        },
+        pushedBatch: (id, batchId) => this.#pushed.get(id)?.get(batchId),
       },
       chat,
       await inbox.follow(chat),
@@ -247,6 +267,30 @@ export class AgentSessions {
     }
     this.#sessions.set(chatId, session);
     return session;
+  }
+
+  // ---- for the channel ------------------------------------------------------------------
+
+  /** The writer epochs this server's session of `chatId` claimed (none before its first write). */
+  ownEpochs(chatId: string): ReadonlySet<string> {
+    return this.#epochs.get(chatId) ?? new Set();
+  }
+
+  /** Resolves once the session of `chatId` (starting or started) has the answers of every append it handed out. */
+  async writesSettled(chatId: string): Promise<void> {
+    const session = this.#sessions.get(chatId) ?? (await this.#starting.get(chatId)?.catch(() => undefined));
+    await session?.settled().catch(() => {});
+  }
+
+  /** The channel pushed `batches` of `chatId`: acknowledge and send find them by batchId. */
+  notePushed(chatId: string, batches: readonly MessageBatch[]): void {
+    const kept = this.#pushed.get(chatId) ?? new Map<string, MessageBatch>();
+    this.#pushed.set(chatId, kept);
+    for (const b of batches) kept.set(b.batchId, b);
+    for (const id of kept.keys()) {
+      if (kept.size <= PUSHED_KEPT) break;
+      kept.delete(id);
+    }
   }
 
   /** Stop every session (releasing its claim) and close the connection. */

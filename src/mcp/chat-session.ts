@@ -9,53 +9,17 @@ import {
   type Chat,
   type MessageBatch,
   type OperationInfo,
-  type YelloClient,
   type ConversationStart,
 } from '../client/index.js';
-import type { McpLog } from './log.js';
+import { isAfter } from '../client/message-batch.js';
 import { PeerHead } from '../client/peer-head.js';
+import { HeldBatches } from './held-batches.js';
+import type { ChatSessionOptions, PendingAppend } from './chat-session-options.js';
 import type { SessionState, SessionView } from './tool-schemas.js';
-import { chatStopped, outcomeUnknown, presentationFailure, settleTimeout, ToolFailure, type AppendKind } from './tool-errors.js';
+import { chatStopped, outcomeUnknown, presentationFailure, settleTimeout, ToolFailure } from './tool-errors.js';
+import { whenConnected, within } from './waits.js';
 
-/** Options of a {@link ChatSession}. */
-export interface ChatSessionOptions {
-  /** The server's one connection (reconnecting); every session reads and writes through it. */
-  client: YelloClient;
-  /** Take the stream over from a connected coordinator (the server's `--replace`); else only an abandoned claim. */
-  replace: boolean;
-  /** A person's decision after a break: start at the peer stream's current generation. */
-  resumeAfterBreak: boolean;
-  /** How long a tool waits for a reconnect, or for an uncertain append to be settled. */
-  settleMs: number;
-  log: McpLog;
-  /** The session stopped for good (fenced, continuity break, corrupt data). */
-  onStopped(info: { chatId: string; error: Error }): void;
-}
-
-/** An append whose outcome is unknown, and what it carried. */
-interface PendingAppend {
-  operationId: string;
-  kind: AppendKind;
-  batch: MessageBatch | null;
-}
-
-/** Settles with `p` unless `ms` pass first; then fails with `timeout()` (p keeps running). */
-async function within<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>(
-        (_, reject) =>
-          (timer = setTimeout(() => {
-            reject(timeout());
-          }, ms)),
-      ),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+export type { ChatSessionOptions } from './chat-session-options.js';
 
 /**
  * One agent in one chat behind the MCP tools, a thin layer over the library: a
@@ -76,14 +40,8 @@ export class ChatSession {
   readonly #conversation: Conversation;
   readonly #writer: ChatWriter;
   readonly #head: PeerHead;
-  /**
-   * Batches taken from the conversation and not acknowledged yet, in stream order: read_new and
-   * wait_for_message both take from the one conversation, so one may take a batch while the
-   * other waits. The first one is presented once it was shown.
-   */
-  #held: MessageBatch[] = [];
-  /** batchIds of held batches the agent has been shown. */
-  readonly #shown = new Set<string>();
+  /** What read_new and wait_for_message took and have not seen acknowledged (see {@link HeldBatches}). */
+  readonly #held = new HeldBatches();
   readonly #ownConversation: boolean;
   #terminal: Error | null = null;
   #stopped = false;
@@ -107,6 +65,9 @@ export class ChatSession {
       conversation,
       replace: opts.replace ? true : 'if-abandoned',
       reason: 'yello mcp',
+    });
+    this.#writer.on('claimed', ({ epoch }) => {
+      opts.onClaimed?.({ chatId: chat.id, epoch });
     });
     const stopped = (error: Error) => {
       if (this.#terminal) return;
@@ -195,28 +156,13 @@ export class ChatSession {
 
   /** The batch shown to the agent and not acknowledged yet, or null. */
   get presented(): MessageBatch | null {
-    const first = this.#held[0];
-    return first && this.#shown.has(first.batchId) ? first : null;
+    return this.#held.presented;
   }
 
-  /** The held batch to show next (the presented one again, or the first taken), marked as shown. */
-  #show(): { batch: MessageBatch; repeated: boolean } | null {
-    const first = this.#held[0];
-    if (!first) return null;
-    const repeated = this.#shown.has(first.batchId);
-    this.#shown.add(first.batchId);
-    return { batch: first, repeated };
-  }
-
-  /** Keep a batch taken from the conversation, in stream order (takers may finish out of order). */
-  #hold(batch: MessageBatch): void {
-    const before = (a: MessageBatch, b: MessageBatch) =>
-      BigInt(a.generation) !== BigInt(b.generation)
-        ? BigInt(a.generation) < BigInt(b.generation)
-        : BigInt(a.fromPosition) < BigInt(b.fromPosition);
-    const at = this.#held.findIndex((h) => before(batch, h));
-    if (at === -1) this.#held.push(batch);
-    else this.#held.splice(at, 0, batch);
+  /** Whether a receipt of the agent (this server's, the CLI's, another's) already covers `batch`. */
+  isAcknowledged(batch: MessageBatch): boolean {
+    const acked = this.#conversation.acknowledged;
+    return acked !== null && !isAfter(batch, acked);
   }
 
   /**
@@ -224,14 +170,14 @@ export class ChatSession {
    * now (that batch, or an earlier one still held), marked as shown.
    */
   adopt(batch: MessageBatch): { batch: MessageBatch; repeated: boolean; more: boolean } {
-    this.#hold(batch);
-    const shown = this.#show() ?? { batch, repeated: false };
-    return { ...shown, more: this.#held.length > 1 || this.#conversation.queued > 0 };
+    if (!this.isAcknowledged(batch)) this.#held.hold(batch);
+    const shown = this.#held.show() ?? { batch, repeated: false };
+    return { ...shown, more: this.#held.count > 1 || this.#conversation.queued > 0 };
   }
 
   /** Something is held or waits in the conversation: wait_for_message answers this chat at once. */
   get hasPending(): boolean {
-    return this.#held.length > 0;
+    return this.#held.count > 0;
   }
 
   /**
@@ -242,20 +188,23 @@ export class ChatSession {
   readNew(options: { waitMs: number }): Promise<{ batch: MessageBatch | null; repeated: boolean; more: boolean }> {
     const run = async () => {
       this.assertUsable();
-      const more = () => this.#held.length > 1 || this.#conversation.queued > 0;
-      const held = this.#show();
+      const more = () => this.#held.count > 1 || this.#conversation.queued > 0;
+      this.#held.advance(this.#conversation.acknowledged);
+      const held = this.#held.show();
       if (held) return { ...held, more: more() };
       const deadline = Date.now() + options.waitMs;
       // What the daemon held when the session opened is delivered before "nothing new" is said.
       await this.#head.caughtUp(Math.max(options.waitMs, this.#opts.settleMs));
       let batch: MessageBatch | null;
       try {
-        batch = await this.#conversation.next({ waitMs: Math.max(0, deadline - Date.now()) });
+        // A batch a receipt already covers (acknowledged from a channel event, or by the CLI) is not new.
+        do batch = await this.#conversation.next({ waitMs: Math.max(0, deadline - Date.now()) });
+        while (batch && this.isAcknowledged(batch));
       } catch (err) {
         return this.#absorb(err);
       }
-      if (batch) this.#hold(batch);
-      const shown = this.#show();
+      if (batch) this.#held.hold(batch);
+      const shown = this.#held.show();
       return shown ? { ...shown, more: more() } : { batch: null, repeated: false, more: false };
     };
     const p = this.#reading.then(run, run);
@@ -270,6 +219,12 @@ export class ChatSession {
    */
   async #toAcknowledge(batchId: string | undefined, what: 'acknowledge' | 'reply'): Promise<MessageBatch> {
     const presented = this.presented;
+    // A batch the channel pushed: shown to the agent without read_new (docs/mcp.md, "Channel").
+    const pushed = batchId !== undefined && batchId !== presented?.batchId ? this.#opts.pushedBatch?.(this.chatId, batchId) : undefined;
+    if (pushed) {
+      if (this.isAcknowledged(pushed)) throw presentationFailure(this.chatId, batchId, null, what, true);
+      return pushed;
+    }
     if (presented) {
       if (batchId !== undefined && batchId !== presented.batchId) throw presentationFailure(this.chatId, batchId, presented, what);
       return presented;
@@ -282,34 +237,14 @@ export class ChatSession {
 
   /** A receipt up to `batch` covers it and every held batch before it. */
   #advance(batch: MessageBatch | null | undefined): void {
-    if (!batch) return;
-    const covered = (b: MessageBatch) =>
-      BigInt(b.generation) < BigInt(batch.generation) ||
-      (b.generation === batch.generation && BigInt(b.nextPosition) <= BigInt(batch.nextPosition));
-    for (const b of this.#held) if (covered(b)) this.#shown.delete(b.batchId);
-    this.#held = this.#held.filter((b) => !covered(b));
+    if (batch) this.#held.advance({ generation: batch.generation, nextPosition: batch.nextPosition });
   }
 
   // ---- writing --------------------------------------------------------------------------
 
-  /** Waits (nothing written yet) while the connection is re-established after a loss or a daemon restart. */
-  async #whenConnected(): Promise<void> {
-    const client = this.#opts.client;
-    if (client.connected) return;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, this.#opts.settleMs);
-      const off = client.on('reconnected', done);
-      function done() {
-        clearTimeout(timer);
-        off();
-        resolve();
-      }
-    });
-  }
-
   async #append(kind: PendingAppend['kind'], batch: MessageBatch | null, run: () => Promise<AppendResult>): Promise<AppendResult> {
     this.assertUsable();
-    await this.#whenConnected();
+    await whenConnected(this.#opts.client, this.#opts.settleMs);
     try {
       return await run();
     } catch (err) {
@@ -392,6 +327,11 @@ export class ChatSession {
       kind: this.#pending?.operationId === id ? this.#pending.kind : null,
       paused: this.#writer.uncertainOperationId !== null && !this.#terminal,
     };
+  }
+
+  /** Resolves once every append handed out has its answer (a claim's included). */
+  settled(): Promise<unknown> {
+    return this.#writer.settled();
   }
 
   /** Stop reading and release the claim if this session made one (the writer always releases, reconnecting if needed). */

@@ -21,14 +21,31 @@ export function mcpClientConfig(o: {
   socketPath: string;
   tokenFile: string;
   callTimeoutMs?: number;
+  /** `yello mcp --channel`: the server also pushes peer messages into a Claude Code session. */
+  channel?: boolean;
 }): McpClientConfig {
   return {
     mcpServers: {
       [o.serverName]: {
         command: o.nodePath,
-        args: [o.binPath, 'mcp', ...(o.callTimeoutMs !== undefined ? ['--call-timeout-ms', String(o.callTimeoutMs)] : [])],
+        args: [
+          o.binPath,
+          'mcp',
+          ...(o.channel ? ['--channel'] : []),
+          ...(o.callTimeoutMs !== undefined ? ['--call-timeout-ms', String(o.callTimeoutMs)] : []),
+        ],
         env: { YELLO_SOCKET: o.socketPath, YELLO_TOKEN_FILE: o.tokenFile },
       },
     },
   };
+}
+
+/**
+ * The command that starts Claude Code with `serverName` loaded as a channel. Channels are a
+ * research preview: a channel that is not on Anthropic's allowlist is loaded with
+ * `--dangerously-load-development-channels server:<name>`, and being in the MCP configuration
+ * alone is not enough (code.claude.com/docs/en/channels-reference).
+ */
+export function claudeChannelCommand(serverName: string): string {
+  return `claude --dangerously-load-development-channels server:${serverName}`;
 }

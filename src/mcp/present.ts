@@ -42,14 +42,23 @@ export function peerDataBoundary(): string {
 // JSON.stringify leaves as they are: C1 controls (U+0085 NEL among them), U+2028/U+2029, and
 // the bidirectional embedding, override and isolate controls.
 const UNSAFE_IN_QUOTES = /[\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+// Markup characters, for text that a client wraps in a tag of its own (a Claude Code channel
+// event is the body of a `<channel>` element): as escapes, a message cannot close that tag.
+const UNSAFE_IN_QUOTES_OR_MARKUP = /[\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069<>&]/g;
+
+/** How peer text is quoted: `escapeMarkup` also escapes `<`, `>` and `&` (as `\u003c`, …). */
+export interface QuoteOptions {
+  escapeMarkup?: boolean;
+}
 
 /**
  * Text another agent wrote, as one JSON string literal: quotes, backslashes and every line
  * break are escaped, so whatever it holds stays on the line the server puts it on and ends
  * where the closing quote is. Use it for any peer text shown to the model (previews too).
  */
-export function quotePeerText(text: string): string {
-  return JSON.stringify(text).replace(UNSAFE_IN_QUOTES, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+export function quotePeerText(text: string, options: QuoteOptions = {}): string {
+  const unsafe = options.escapeMarkup ? UNSAFE_IN_QUOTES_OR_MARKUP : UNSAFE_IN_QUOTES;
+  return JSON.stringify(text).replace(unsafe, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**
@@ -69,19 +78,29 @@ export function fencePeerData(lines: string[], writtenBy: string, boundary: stri
   ];
 }
 
-/** The presented batch as fenced lines: one line per record, message text quoted (see {@link fencePeerData}). */
-export function batchLines(batch: MessageBatch, chat: Chat): string[] {
+/** One line per record of `batch` (message text quoted, see {@link quotePeerText}), to be fenced. */
+export function recordLines(batch: MessageBatch, chat: Chat, options: QuoteOptions = {}): string[] {
   const name = namer(chat);
-  const lines = batch.records.map((r) => {
+  return batch.records.map((r) => {
     const w = r.wrapper;
     if (w.type === 'chat.message')
-      return `#${r.position} ${w.message.signature.createdAt} ${name(w.message.fromAgentId)}: ${quotePeerText(w.message.content)}`;
+      return `#${r.position} ${w.message.signature.createdAt} ${name(w.message.fromAgentId)}: ${quotePeerText(w.message.content, options)}`;
     if (w.type === 'chat.receipt')
       return `#${r.position} (${name(w.authorAgentId)} acknowledged your messages before #${w.receipt.nextPosition})`;
     return `#${r.position} (${name(w.authorAgentId)} started writing from a new session, epoch ${w.fence.epoch})`;
   });
-  const authors = [...new Set(batch.records.map((r) => name(r.wrapper.authorAgentId)))].join(' and ');
-  return fencePeerData(lines, authors || 'the other agent');
+}
+
+/** Who wrote the records of `batches`, for the fence's notice. */
+export function batchAuthors(batches: readonly MessageBatch[], chat: Chat): string {
+  const name = namer(chat);
+  const authors = [...new Set(batches.flatMap((b) => b.records.map((r) => name(r.wrapper.authorAgentId))))].join(' and ');
+  return authors || 'the other agent';
+}
+
+/** The presented batch as fenced lines: one line per record, message text quoted (see {@link fencePeerData}). */
+export function batchLines(batch: MessageBatch, chat: Chat): string[] {
+  return fencePeerData(recordLines(batch, chat), batchAuthors([batch], chat));
 }
 
 /** Transcript messages as fenced lines, one per message, the text quoted (see {@link fencePeerData}). */

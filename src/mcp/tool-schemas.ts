@@ -62,7 +62,7 @@ export const toolInputs = {
   acknowledge: z.strictObject({
     chatId,
     batchId: optional(appendReceiptSchema.shape.batchId).describe(
-      'the batchId read_new or wait_for_message presented; default: the batch presented in this chat',
+      'the batchId read_new or wait_for_message presented, or the batch_id of a channel event (yello mcp --channel); default: the batch presented in this chat',
     ),
   }),
   send: z.strictObject({
@@ -81,7 +81,7 @@ export const toolInputs = {
     ),
     acknowledge: optional(z.boolean()).describe('also acknowledge the batch read_new presented, in the same atomic append as the message'),
     batchId: optional(appendReceiptSchema.shape.batchId).describe(
-      'with acknowledge: the presented batchId, checked before anything is written (default: the batch presented)',
+      "with acknowledge: the presented batchId or a channel event's batch_id, checked before anything is written (default: the batch presented)",
     ),
   }),
   history: z.strictObject({
