@@ -8,6 +8,7 @@ import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
+import { hookCommand } from './hook-args.js';
 import { inboxCommand } from './inbox-command.js';
 import { mcpCommand } from './mcp-command.js';
 import { metricsCommand } from './metrics-command.js';
@@ -80,6 +81,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = mcpCommand(cli);
   cli = metricsCommand(cli);
   cli = consoleCommand(cli);
+  cli = hookCommand(cli);
   try {
     await cli
       .help()
