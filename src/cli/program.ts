@@ -13,6 +13,7 @@ import { inboxCommand } from './inbox-command.js';
 import { mcpCommand } from './mcp-command.js';
 import { metricsCommand } from './metrics-command.js';
 import { EXIT, reportError } from './output.js';
+import { setupCommand } from './setup-command.js';
 import { installStdoutGuard } from './shutdown.js';
 import { verifyCommand } from './verify-command.js';
 
@@ -82,6 +83,7 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = metricsCommand(cli);
   cli = consoleCommand(cli);
   cli = hookCommand(cli);
+  cli = setupCommand(cli);
   try {
     await cli
       .help()
