@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { UnauthenticatedError, YelloClient } from '../client/index.js';
+import { UnauthenticatedError } from '../client/errors.js';
+import { YelloClient } from '../client/yello-client.js';
 import { resolveSocketPath } from '../shared/paths.js';
 import { HOOK_USAGE, parseHookArgs, type HookArgs } from './hook-args.js';
 import { parseHookInput, readHookStdin, type HookInput } from './hook-input.js';

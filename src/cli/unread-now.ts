@@ -1,11 +1,8 @@
-import {
-  ContinuityBreakError,
-  Conversation,
-  type Chat,
-  type ConversationStart,
-  type MessageBatch,
-  type YelloClient,
-} from '../client/index.js';
+// The client's modules one by one, not its index: `yello hook` runs at every turn of an agent
+// and loads only what it uses (the index brings the Coordinator, the writer and the verifier).
+import type { Chat, MessageBatch, YelloClient } from '../client/index.js';
+import { Conversation, type ConversationStart } from '../client/conversation.js';
+import { ContinuityBreakError } from '../client/errors.js';
 import { PeerHead } from '../client/peer-head.js';
 import { breakError } from './break-advice.js';
 
