@@ -14,7 +14,8 @@ export default defineConfig({
     // Integration tests spawn real daemons; two cores, so keep parallelism modest.
     maxWorkers: 2,
     projects: [
-      { test: { name: 'leveldb', include: ['test/**/*.test.ts'], ...common } },
+      // test/agent-clis runs against the real agent CLIs: npm run test:agent-clis.
+      { test: { name: 'leveldb', include: ['test/**/*.test.ts'], exclude: ['**/node_modules/**', 'test/agent-clis/**'], ...common } },
       ...(process.env.YELLO_TEST_BACKENDS === 'leveldb'
         ? []
         : [

@@ -1,4 +1,5 @@
-import { ContinuityBreakError, WriterActiveError } from '../client/index.js';
+// errors.js, not the client's index: the hook path (yello hook) loads as little as it can.
+import { ContinuityBreakError, WriterActiveError } from '../client/errors.js';
 import { CliError, EXIT } from './output.js';
 
 /**

@@ -2,7 +2,6 @@ import type { Argv } from 'yargs';
 import {
   ContinuityBreakError,
   Conversation,
-  YelloClient,
   remoteError,
   type Chat,
   type ConversationStart,
@@ -10,7 +9,7 @@ import {
   type StoredRecord,
 } from '../client/index.js';
 import { ERROR_CODES } from '../shared/errors.js';
-import { PeerHead } from '../client/peer-head.js';
+import type { PeerHead } from '../client/peer-head.js';
 import { breakError } from './break-advice.js';
 import { CliWriter } from './cli-writer.js';
 import { agentToken, connectAgent, connectAny, getChat, sessionAgentId, socketPath, withClient, type GlobalArgs } from './context.js';
@@ -19,6 +18,10 @@ import { formatRecord } from './format.js';
 import { CliError, EXIT, printJson } from './output.js';
 import { exitCleanlyOnSignals, onShutdown } from './shutdown.js';
 import { cliStateDir, WriterStore } from './writer-state.js';
+import { openConversation, unreadNow } from './unread-now.js';
+
+// send-commands and the hook read the same way; the functions live in unread-now.ts.
+export { openConversation, unreadNow };
 
 type FromArg = ConversationStart;
 type FollowArgs = GlobalArgs & CursorArgs & { chatId: string; ack: boolean; replace: boolean; 'from-end': boolean; from?: FromArg };
@@ -90,35 +93,6 @@ export function followCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           .example('$0 --token-file bob.token chats read chat_… --wait 60 --ack', 'block until bob has a message, then acknowledge it'),
       (args: ReadArgs) => read(args),
     );
-}
-
-/**
- * Open the agent's conversation of `chatId` at `start` (a break is exit 3 with the way out),
- * and the observer of its peer stream that says when the backlog has arrived.
- */
-export async function openConversation(
-  client: YelloClient,
-  chat: Chat,
-  start: { cursor: string } | { start: FromArg },
-): Promise<{ conversation: Conversation; head: PeerHead }> {
-  const head = PeerHead.watch(client, chat);
-  try {
-    const conversation = await Conversation.open(client, { chatId: chat.id, ...start });
-    await head.startedAt(conversation, 'start' in start ? start.start : 'acknowledged');
-    return { conversation, head };
-  } catch (err) {
-    head.close();
-    if (err instanceof ContinuityBreakError) throw breakError(err, chat.id);
-    throw err;
-  }
-}
-
-/** Every message batch unread now: what the peer stream held when reading started, then nothing more. */
-export async function unreadNow(conversation: Conversation, head: PeerHead): Promise<MessageBatch[]> {
-  await head.caughtUp(30_000);
-  const batches: MessageBatch[] = [];
-  for (let b = await conversation.next({ waitMs: 0 }); b; b = await conversation.next({ waitMs: 0 })) batches.push(b);
-  return batches;
 }
 
 /** A failure of `next()` as a person reads it. */

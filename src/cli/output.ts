@@ -6,7 +6,7 @@ import {
   RemoteError,
   YelloClientError,
   ConnectionLostError,
-} from '../client/index.js';
+} from '../client/errors.js';
 import { socketAccessAdvice } from './socket-access.js';
 
 /** Exit codes of docs/protocol.md §9. */

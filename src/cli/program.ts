@@ -9,10 +9,12 @@ import type { GlobalArgs } from './context.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
+import { hookCommand } from './hook-args.js';
 import { inboxCommand } from './inbox-command.js';
 import { mcpCommand } from './mcp-command.js';
 import { metricsCommand } from './metrics-command.js';
 import { EXIT, reportError } from './output.js';
+import { setupCommand } from './setup-command.js';
 import { installStdoutGuard } from './shutdown.js';
 import { verifyCommand } from './verify-command.js';
 
@@ -82,6 +84,8 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = metricsCommand(cli);
   cli = consoleCommand(cli);
   cli = attachCommand(cli);
+  cli = hookCommand(cli);
+  cli = setupCommand(cli);
   try {
     await cli
       .help()
