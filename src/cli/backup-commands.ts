@@ -5,6 +5,11 @@ import { connectAdmin, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT, printJson } from './output.js';
 import { pathContext } from './path-context.js';
 
+/** `symlinks followed: secret.key -> /vault/secret.key, …` */
+function followedLine(followed: Array<{ name: string; target: string }>): string {
+  return `symlinks of the data dir followed: ${followed.map((f) => `${f.name} -> ${f.target}`).join(', ')}`;
+}
+
 /**
  * `yello backup <dir>` (through the running daemon: one consistent snapshot while it serves)
  * and `yello restore <dir>` (the daemon stopped: checked, then swapped in, the old state kept).
@@ -32,6 +37,7 @@ export function backupCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             process.stderr.write(
               `backup written: ${m.records} records of ${m.streams.length} streams, ${m.entries} entries (${m.bytes} bytes), with ${m.files.join(', ')}\n`,
             );
+            if (m.followed?.length) process.stderr.write(`${followedLine(m.followed)}; the backup holds the files they led to\n`);
           }
         });
       },
@@ -44,7 +50,7 @@ export function backupCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           .positional('dir', { type: 'string', demandOption: true, describe: 'a directory `yello backup` wrote' })
           .example('$0 restore /var/backups/yello/2026-12-01 --data-dir /var/lib/yello', 'restore, with the daemon stopped')
           .epilogue(
-            'Stop the daemon first (a running one holds the store: refused). Exit codes: 0 restored, 1 refused (nothing changed), 2 usage.',
+            'Stop the daemon first (a daemon holding the data dir, on LevelDB or PostgreSQL, is named and the restore refused). A backup whose manifest names anything but its own files, or that holds a symlink, is refused before anything is copied. Exit codes: 0 restored, 1 refused (nothing changed), 2 usage.',
           ),
       async (args: GlobalArgs & { dir: string }) => {
         const dataDir = resolveDataDir(args['data-dir'], pathContext());
@@ -57,6 +63,8 @@ export function backupCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             process.stdout.write(
               `restored ${r.manifest.records} records of ${r.manifest.streams.length} streams (backup of ${r.manifest.createdAt}) into ${dataDir}; the doctor found no problems\n`,
             );
+            if (r.manifest.followed?.length)
+              process.stdout.write(`${followedLine(r.manifest.followed)} when backed up; they are restored as files\n`);
             if (r.setAside)
               process.stdout.write(`the previous store, keys and secrets are in ${r.setAside} (remove it once the restore is confirmed)\n`);
           }

@@ -42,7 +42,7 @@ export const DAEMON_OPTIONS = {
   'max-unsent-bytes': { type: 'number', default: 16_777_216, describe: 'output one connection may leave unread before it is closed' },
   'max-output-bytes': {
     type: 'number',
-    default: 67_108_864,
+    default: 33_554_432,
     describe:
       'daemon-wide budget of answers being made and left unread, over all connections (the biggest consumers wait, then are closed)',
   },

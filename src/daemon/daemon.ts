@@ -207,7 +207,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       connections: () => server.connectionsByRole(),
     });
     const metricsEndpoint: MetricsEndpoint | null = config.metricsListen
-      ? await (await import('./runtime/metrics-http.js')).listenMetrics(metrics, config.metricsListen, log)
+      ? await (await import('./runtime/metrics-http.js')).listenMetrics(metrics, config.metricsListen, log, audit)
       : null;
     try {
       if (config.socketPath === null) {

@@ -31,7 +31,7 @@ export const MAX_BATCH_ELEMENTS_UNAUTHENTICATED = 16;
 export const BATCH_ANSWER_BYTES = 1_048_576;
 
 /** Default daemon-wide budget of answers in the making and unsent output (`--max-output-bytes`). */
-export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1_048_576;
+export const DEFAULT_MAX_OUTPUT_BYTES = 32 * 1_048_576;
 
 /** Default time from connecting to a successful `session.hello` (`--hello-timeout-ms`). */
 export const DEFAULT_HELLO_TIMEOUT_MS = 5_000;

@@ -116,4 +116,16 @@ export interface BackupManifest {
   streams: BackupStreamCheckpoint[];
   /** The data-dir files copied beside the store (signing keys, admin token, token secret). */
   files: string[];
+  /**
+   * The symlinks of the data dir the backup followed to copy their files (`name` as in `files`,
+   * or `keys/<file>`; `target` the path it led to). Empty when there were none; absent in
+   * backups of older versions.
+   */
+  followed?: BackupFollowed[];
+}
+
+/** A symlink of the data dir that `daemon.backup` followed (the backup holds the file it led to). */
+export interface BackupFollowed {
+  name: string;
+  target: string;
 }

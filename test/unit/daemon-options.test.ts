@@ -13,7 +13,7 @@ describe('parseDaemonArgsFast', () => {
       'max-line-bytes': DAEMON_OPTIONS['max-line-bytes'].default,
       'max-connections': 2048,
       'max-unsent-bytes': 16_777_216,
-      'max-output-bytes': 67_108_864,
+      'max-output-bytes': 33_554_432,
       'hello-timeout-ms': 5_000,
       'max-pending-hellos': 64,
       'max-sessions-per-agent': 64,

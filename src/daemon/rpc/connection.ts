@@ -8,6 +8,7 @@ import type { Caller } from '../caller.js';
 import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, WRITE_HIGH_WATER } from '../limits.js';
 import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
 import { LineReader } from './line-reader.js';
+import { lineBytes } from './line-bytes.js';
 import { OutputBudget, Owed } from './output-budget.js';
 import type { OutputPool, PoolMember } from './output-pool.js';
 import { batchElementSize, errorResponse, invalidRequest, isId, isObject, isRequestShape, notRun } from './request-shape.js';
@@ -176,7 +177,7 @@ export class Connection implements ConnectionHandle {
 
   #write(line: string): void {
     if (this.#closed || this.#socket.destroyed) return;
-    this.#socket.write(line + '\n');
+    this.#socket.write(lineBytes(line));
     this.#pool?.update(this.#member);
     const unsent = this.#socket.writableLength;
     if (unsent > this.#maxUnsentBytes) this.#closeForUnsent(unsent);

@@ -1,17 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  chmodSync,
-  closeSync,
-  copyFileSync,
-  existsSync,
-  fsyncSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-} from 'node:fs';
+import { chmodSync, closeSync, existsSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { errors, YelloError } from '../../../shared/errors.js';
@@ -22,21 +10,13 @@ import { fsyncDir, writeFileDurable } from '../../runtime/files.js';
 import type { StreamTail } from '../record-layout.js';
 import type { SnapshotIterator, Storage } from './storage.js';
 import type { StreamMeta } from '../stream-meta.js';
+import { copyDataFiles } from './backup-files.js';
 import { withTail } from './stream-tables.js';
 import { decodeValue } from './value-codec.js';
 
 /** The manifest's name in a backup directory. */
 export const MANIFEST_FILE = 'manifest.json';
 export const BACKUP_FORMAT = 'yello.backup.v1';
-
-/**
- * The data-dir files a backup carries beside the store: the signing keys (every record's
- * signature was made with one of them, and `keys.list` must keep listing them for verifiers),
- * the admin token, and the secret that agent-token hashes, cursors and batch ids are bound to
- * (without it no agent could authenticate against the restored store). The write-ahead-log
- * guard is not copied: the copied store is written whole, with nothing left in a log to guard.
- */
-export const BACKUP_FILES = ['keys', 'admin.token', 'secret.key'] as const;
 
 /** Entries copied per LevelDB batch. */
 const PAGE = 1_000;
@@ -58,7 +38,7 @@ export async function writeBackup(storage: Storage, dataDir: string, target: str
   try {
     mkdirSync(tmp, { mode: 0o700 });
     chmodSync(tmp, 0o700);
-    const files = copyDataFiles(dataDir, tmp);
+    const { files, followed } = copyDataFiles(dataDir, tmp);
     const copied = await copyStore(snapshot, join(tmp, 'db'));
     const manifest: BackupManifest = {
       format: BACKUP_FORMAT,
@@ -69,6 +49,7 @@ export async function writeBackup(storage: Storage, dataDir: string, target: str
       bytes: copied.bytes,
       streams: copied.streams,
       files,
+      followed,
     };
     writeFileDurable(join(tmp, MANIFEST_FILE), JSON.stringify(manifest, null, 2) + '\n');
     fsyncDir(tmp);
@@ -97,35 +78,6 @@ function checkTarget(target: string): void {
   }
   const parent = lstatSync(dirname(target), { throwIfNoEntry: false });
   if (!parent?.isDirectory()) throw errors.invalidParams('path', `${dirname(target)} is not a directory; create it first`);
-}
-
-/** Copy the key directory and the secret files, 0700/0600; returns the names copied. */
-function copyDataFiles(dataDir: string, into: string): string[] {
-  const copied: string[] = [];
-  for (const name of BACKUP_FILES) {
-    const from = join(dataDir, name);
-    const st = lstatSync(from, { throwIfNoEntry: false });
-    if (!st) continue;
-    copyTree(from, join(into, name));
-    copied.push(name);
-  }
-  return copied;
-}
-
-/** Copy a file or a directory of files, forcing private modes and syncing each file. */
-export function copyTree(from: string, to: string): void {
-  const st = lstatSync(from);
-  if (st.isDirectory()) {
-    mkdirSync(to, { mode: 0o700 });
-    chmodSync(to, 0o700);
-    for (const name of readdirSync(from)) copyTree(join(from, name), join(to, name));
-    fsyncDir(to);
-    return;
-  }
-  if (!st.isFile()) return;
-  copyFileSync(from, to);
-  chmodSync(to, 0o600);
-  syncFile(to);
 }
 
 function syncFile(path: string): void {
