@@ -47,7 +47,7 @@ function usernameFromFile(tokenFile: string): string {
 
 /** The agent token and, when it came from a file, that file's absolute path. */
 function mcpToken(args: GlobalArgs): { token: string; tokenFile: string | null } {
-  const file = args['token-file'] || process.env.YELLO_TOKEN_FILE;
+  const file = args['token-file'] || args.io.env.YELLO_TOKEN_FILE;
   if (file) {
     let token: string;
     try {
@@ -58,7 +58,7 @@ function mcpToken(args: GlobalArgs): { token: string; tokenFile: string | null }
     if (!token) throw new CliError(`the token file ${file} is empty`, EXIT.usage);
     return { token, tokenFile: resolve(file) };
   }
-  const token = process.env.YELLO_TOKEN?.trim();
+  const token = args.io.env.YELLO_TOKEN?.trim();
   if (!token)
     throw new CliError('yello mcp acts as an agent: pass --token-file FILE, or set $YELLO_TOKEN_FILE or $YELLO_TOKEN', EXIT.usage);
   return { token, tokenFile: null };
@@ -118,7 +118,7 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         const { mcpClientConfig, mcpServerName } = await import('../mcp/config.js');
         const username = args.check ? await checkedUsername(args, tokenFile) : usernameFromFile(tokenFile);
         const binPath = fileURLToPath(new URL('../../bin/yello', import.meta.url));
-        process.stdout.write(
+        args.io.stdout.write(
           JSON.stringify(
             mcpClientConfig({
               serverName: mcpServerName(username),
@@ -134,6 +134,9 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         );
         return;
       }
+      // The server speaks on the process's own stdin and stdout (src/mcp/server.ts).
+      if (args.io.stdout !== process.stdout || args.io.stdin !== process.stdin)
+        throw new CliError('yello mcp serves on the process stdin and stdout: run it as its own process', EXIT.usage);
       const { runMcpServer } = await import('../mcp/server.js');
       const code = await runMcpServer({
         token,
@@ -144,7 +147,7 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         ...(timeout !== undefined ? { callTimeoutMs: timeout } : {}),
       });
       // Coordinators' reconnect timers must not keep a finished server alive.
-      process.exit(code);
+      args.io.exit(code);
     },
   );
 }

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Argv } from 'yargs';
 import type { AppendResult, ParamsIn, YelloClient } from '../client/index.js';
-import { coordinatorTokenArg, coordinatorTokenOptions } from './admin-commands.js';
 import { appendRequestBytes, CliWriter } from './cli-writer.js';
-import { connectAgent, getChat, sessionAgentId, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
+import { connectAgent, getChat, sessionAgentId, streamsOf, withClient, type GlobalArgs } from './context.js';
+import type { Io } from './io.js';
 import { openConversation, unreadNow } from './follow-command.js';
 import { CliError, EXIT, printJson } from './output.js';
-import { cliStateDir, WriterStore } from './writer-state.js';
+import { coordinatorTokenArg, coordinatorTokenOptions } from './stream-commands.js';
 
 type A<T = object> = GlobalArgs & T;
 type SendArgs = A<{
@@ -27,12 +27,10 @@ const fromStdin = (text: string[]) => text.length === 0 || (text.length === 1 &&
  * bytes that are not would be signed as U+FFFD, a silent change of what was sent, so they are
  * refused unless `lossy`. One trailing newline (what `echo` adds) is dropped.
  */
-async function readText(text: string[], lossy: boolean): Promise<string> {
+async function readText({ text, io }: { text: string[]; io: Io }, lossy: boolean): Promise<string> {
   // yargs hands a lone "-" to a variadic positional as [], so both mean stdin.
   if (!fromStdin(text)) return text.join(' ');
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  const bytes = Buffer.concat(chunks);
+  const bytes = await io.readStdin();
   let decoded: string;
   if (lossy) decoded = bytes.toString('utf8');
   else {
@@ -109,8 +107,8 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       async (args: SendArgs) => {
         if ((args['coordinator-token-file'] === '-' || args['coordinator-token-file'] === '') && fromStdin(args.text))
           throw new CliError('stdin cannot be both the text and --coordinator-token-file', EXIT.usage);
-        const token = coordinatorTokenArg(args);
-        const text = await readText(args.text, args.lossy);
+        const token = await coordinatorTokenArg(args);
+        const text = await readText(args, args.lossy);
         await withClient(connectAgent(args), async (c) => {
           const { chat } = await getChat(c, args.chatId);
           const { own } = streamsOf(chat, sessionAgentId(c));
@@ -118,14 +116,14 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           let r: AppendResult;
           if (token) r = await appendWithToken(c, own, [{ type: 'chat.message', messageId, content: text }], token);
           else {
-            const writer = new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own);
+            const writer = CliWriter.for(args, c, own);
             writer.checkSize([{ type: 'chat.message', messageId, content: text }], await c.call('streams.get', { streamId: own }));
             r = await writer.run({ replace: args.replace, release: args.release }, (w) => w.send(text, { messageId }));
           }
-          if (args.json) printJson(r);
+          if (args.json) printJson(args.io, r);
           else {
-            process.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
-            for (const red of r.redactions) process.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
+            args.io.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
+            for (const red of r.redactions) args.io.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
           }
         });
       },
@@ -144,18 +142,15 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           try {
             const last = (await unreadNow(conversation, head)).at(-1);
             if (!last) {
-              if (args.json) printJson({ acknowledged: null });
-              else process.stdout.write('nothing new to acknowledge\n');
+              if (args.json) printJson(args.io, { acknowledged: null });
+              else args.io.stdout.write('nothing new to acknowledge\n');
               return;
             }
-            const r = await new CliWriter(
-              c,
-              new WriterStore(cliStateDir(args['state-dir'])),
-              socketPath(args),
-              conversation.ownStreamId,
-            ).run({ replace: args.replace, release: false }, (w) => w.ack(last));
-            if (args.json) printJson(r);
-            else process.stdout.write(`acknowledged ${last.streamId} before position ${last.nextPosition}\n`);
+            const r = await CliWriter.for(args, c, conversation.ownStreamId).run({ replace: args.replace, release: false }, (w) =>
+              w.ack(last),
+            );
+            if (args.json) printJson(args.io, r);
+            else args.io.stdout.write(`acknowledged ${last.streamId} before position ${last.nextPosition}\n`);
           } finally {
             head.close();
             await conversation.close();
