@@ -223,12 +223,9 @@ export class OutFile {
   abort(): void {
     if (this.#done) return;
     this.#done = true;
+    // destroy() closes the fd (autoClose: false or not); a closeSync here as well closed it twice,
+    // and the second close could hit a descriptor the process had opened again meanwhile.
     this.stream.destroy();
-    try {
-      closeSync(this.#fd);
-    } catch {
-      /* already closed */
-    }
     try {
       unlinkSync(this.#tmp ?? this.#path);
     } catch {
