@@ -6,7 +6,6 @@ import { CliError, displayText, EXIT } from './output.js';
 import { PaneAttachment } from './pane-attachment.js';
 import { paneGoneStop } from './pane-presenter.js';
 import { shellWord } from './pane-text.js';
-import { exitCleanlyOnSignals, onShutdown, shutdown } from './shutdown.js';
 import { TmuxPane } from './tmux-pane.js';
 import { cliStateDir } from './writer-state.js';
 
@@ -24,18 +23,8 @@ const FROM = ['acknowledged', 'generation-start', 'end'] as const;
 /** How often the pane is looked at between presentations. */
 const PANE_CHECK_MS = 1_000;
 
-/** One line on stderr, shown as data (it may echo names and reasons others wrote). */
-const say = (line: string) => process.stderr.write(displayText(`yello attach: ${line}`) + '\n');
-
-let stopping = false;
-
-/** Print why it stopped and exit with its code (once: the first reason wins). */
-function stopWith(err: CliError): void {
-  if (stopping) return;
-  stopping = true;
-  say(err.message);
-  shutdown(err.exitCode);
-}
+/** One line on stderr. */
+type Say = (line: string) => void;
 
 /**
  * The yello command line the agent's shell runs to reply: the options attach was given that
@@ -51,7 +40,7 @@ function replyCli(args: AttachArgs): string {
 }
 
 /** All chats of the agent, and every chat opened later (`chats.watch`, again after a reconnect). */
-async function attachInbox(client: YelloClient, attachment: PaneAttachment): Promise<void> {
+async function attachInbox(client: YelloClient, attachment: PaneAttachment, say: Say): Promise<void> {
   const add = (chat: Chat) =>
     attachment.attach(chat).then(
       ({ ended }) => {
@@ -88,6 +77,17 @@ async function attachInbox(client: YelloClient, attachment: PaneAttachment): Pro
 }
 
 async function attach(args: AttachArgs): Promise<void> {
+  const { io } = args;
+  // Shown as data: it may echo names and reasons others wrote.
+  const say: Say = (line) => io.stderr.write(displayText(`yello attach: ${line}`) + '\n');
+  let stopping = false;
+  /** Print why it stopped and end with its code (once: the first reason wins). */
+  const stopWith = (err: CliError): void => {
+    if (stopping) return;
+    stopping = true;
+    say(err.message);
+    io.shutdown(err.exitCode);
+  };
   if (!args.chat === !args.inbox) throw new CliError('name what to present: --chat <chatId> or --inbox (all chats)', EXIT.usage);
   const token = agentToken(args);
   if (!token) throw new CliError('yello attach acts as an agent: pass --token-file FILE or set $YELLO_TOKEN', EXIT.usage);
@@ -97,7 +97,7 @@ async function attach(args: AttachArgs): Promise<void> {
   const attachment = new PaneAttachment({
     token,
     socket,
-    stateDir: cliStateDir(args['state-dir']),
+    stateDir: cliStateDir(args['state-dir'], io.env),
     agentId: sessionAgentId(client),
     client,
     pane,
@@ -106,8 +106,8 @@ async function attach(args: AttachArgs): Promise<void> {
     ...(args.from ? { from: args.from } : {}),
     say,
   });
-  exitCleanlyOnSignals();
-  onShutdown(async () => {
+  io.exitCleanlyOnSignals();
+  io.onShutdown(async () => {
     await attachment.stop();
     client.close();
   });
@@ -125,7 +125,7 @@ async function attach(args: AttachArgs): Promise<void> {
       () => {},
     );
   }, PANE_CHECK_MS);
-  onShutdown(() => {
+  io.onShutdown(() => {
     clearInterval(watch);
   });
   const { identity } = pane;
@@ -138,7 +138,7 @@ async function attach(args: AttachArgs): Promise<void> {
     if (why) stopWith(why);
   } else {
     say(`typing the peer messages of every chat into ${where}, chats opened later included`);
-    await attachInbox(client, attachment);
+    await attachInbox(client, attachment, say);
   }
   // Runs until a signal, the pane's end or the connection's end (each exits through shutdown).
   await new Promise<never>(() => {});

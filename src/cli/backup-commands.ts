@@ -31,13 +31,13 @@ export function backupCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         const path = resolve(args.dir);
         await withClient(connectAdmin(args), async (c) => {
           const m = await c.call('daemon.backup', { path });
-          if (args.json) printJson({ path, manifest: m });
+          if (args.json) printJson(args.io, { path, manifest: m });
           else {
-            process.stdout.write(`${path}\n`);
-            process.stderr.write(
+            args.io.stdout.write(`${path}\n`);
+            args.io.stderr.write(
               `backup written: ${m.records} records of ${m.streams.length} streams, ${m.entries} entries (${m.bytes} bytes), with ${m.files.join(', ')}\n`,
             );
-            if (m.followed?.length) process.stderr.write(`${followedLine(m.followed)}; the backup holds the files they led to\n`);
+            if (m.followed?.length) args.io.stderr.write(`${followedLine(m.followed)}; the backup holds the files they led to\n`);
           }
         });
       },
@@ -53,20 +53,20 @@ export function backupCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             'Stop the daemon first (a daemon holding the data dir, on LevelDB or PostgreSQL, is named and the restore refused). A backup whose manifest names anything but its own files, or that holds a symlink, is refused before anything is copied. Exit codes: 0 restored, 1 refused (nothing changed), 2 usage.',
           ),
       async (args: GlobalArgs & { dir: string }) => {
-        const dataDir = resolveDataDir(args['data-dir'], pathContext());
+        const dataDir = resolveDataDir(args['data-dir'], pathContext(args.io.env));
         // Daemon code, loaded only for this command (as `yello doctor` does offline).
         const { restoreBackup, RestoreError } = await import('../daemon/entry.js');
         try {
           const r = await restoreBackup(resolve(args.dir), dataDir);
-          if (args.json) printJson({ dataDir, setAside: r.setAside, manifest: r.manifest, counts: r.report.counts });
+          if (args.json) printJson(args.io, { dataDir, setAside: r.setAside, manifest: r.manifest, counts: r.report.counts });
           else {
-            process.stdout.write(
+            args.io.stdout.write(
               `restored ${r.manifest.records} records of ${r.manifest.streams.length} streams (backup of ${r.manifest.createdAt}) into ${dataDir}; the doctor found no problems\n`,
             );
             if (r.manifest.followed?.length)
-              process.stdout.write(`${followedLine(r.manifest.followed)} when backed up; they are restored as files\n`);
+              args.io.stdout.write(`${followedLine(r.manifest.followed)} when backed up; they are restored as files\n`);
             if (r.setAside)
-              process.stdout.write(`the previous store, keys and secrets are in ${r.setAside} (remove it once the restore is confirmed)\n`);
+              args.io.stdout.write(`the previous store, keys and secrets are in ${r.setAside} (remove it once the restore is confirmed)\n`);
           }
         } catch (err) {
           if (err instanceof RestoreError) throw new CliError(err.message, EXIT.error);

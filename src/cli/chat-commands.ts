@@ -5,15 +5,11 @@ import { exportCommand } from './export-command.js';
 import { followCommands } from './follow-command.js';
 import { formatRecord } from './format.js';
 import { allPages, LIST_PAGE } from '../client/list-pages.js';
-import { CliError, EXIT, printJson, printObject, printTable } from './output.js';
+import { CliError, EXIT, jsonOr, printJson, printObject, printTable } from './output.js';
 import { printWholeChat, readWholeChat } from './whole-history.js';
 import { sendCommands } from './send-commands.js';
 
 type A<T = object> = GlobalArgs & T;
-const out = (args: GlobalArgs, value: unknown, human: () => void) => {
-  if (args.json) printJson(value);
-  else human();
-};
 
 export { formatRecord };
 
@@ -39,9 +35,9 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                     })
                   : await c.call('chats.open', { peerAgentId: await resolveAgentId(c, args.peer) });
               // Only the id on stdout, so `CHAT=$(yello chats open bob)` holds just the id.
-              out(args, r, () => {
-                process.stdout.write(`${r.chat.id}\n`);
-                process.stderr.write(
+              jsonOr(args, r, () => {
+                args.io.stdout.write(`${r.chat.id}\n`);
+                args.io.stderr.write(
                   `${r.created ? 'created' : 'found'} chat ${r.chat.id} (${r.chat.agentA.username}, ${r.chat.agentB.username})\n`,
                 );
               });
@@ -70,9 +66,12 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                     ),
                     nextCursor: null,
                   };
-              out(args, r, () => {
-                printTable(r.chats.map((ch) => ({ chat: ch.id, a: ch.agentA.username, b: ch.agentB.username, created: ch.createdAt })));
-                if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+              jsonOr(args, r, () => {
+                printTable(
+                  args.io,
+                  r.chats.map((ch) => ({ chat: ch.id, a: ch.agentA.username, b: ch.agentB.username, created: ch.createdAt })),
+                );
+                if (r.nextCursor) args.io.stdout.write(`more: --cursor ${r.nextCursor}\n`);
               });
             });
           },
@@ -84,14 +83,15 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           async (args: A<{ chatId: string }>) => {
             await withClient(connectAny(args), async (c) => {
               const r = await getChat(c, args.chatId);
-              out(args, r, () => {
-                printObject({
+              jsonOr(args, r, () => {
+                printObject(args.io, {
                   chat: r.chat.id,
                   a: `${r.chat.agentA.username} (${r.chat.agentAId})`,
                   b: `${r.chat.agentB.username} (${r.chat.agentBId})`,
                   created: r.chat.createdAt,
                 });
                 printTable(
+                  args.io,
                   r.streams.map((s) => ({
                     stream: s.streamId,
                     generation: s.generation,
@@ -112,9 +112,10 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           async (args: A<{ chatId: string }>) => {
             await withClient(connectAny(args), async (c) => {
               const r = await c.call('chats.permissions', { chatId: args.chatId });
-              out(args, r, () => {
-                process.stdout.write(`policy ${r.policy}\n`);
+              jsonOr(args, r, () => {
+                args.io.stdout.write(`policy ${r.policy}\n`);
                 printTable(
+                  args.io,
                   r.participants.map((p) => ({
                     agent: p.agentId,
                     read: p.canRead,
@@ -162,8 +163,8 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
               const { chat, streams } = await getChat(c, args.chatId);
               if (args['all-generations']) {
                 const whole = await readWholeChat(c, args.chatId);
-                if (args.json) printJson(whole);
-                else printWholeChat(whole, chat, (line) => process.stdout.write(line + '\n'));
+                if (args.json) printJson(args.io, whole);
+                else printWholeChat(whole, chat, (line) => args.io.stdout.write(line + '\n'));
                 return;
               }
               let cursor = args.cursor;
@@ -180,14 +181,14 @@ export function chatCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
                 if ((direction ?? 'backward') === 'backward' && !args.cursor) all.unshift(...r.entries);
                 else all.push(...r.entries);
                 if (!args.all || !r.nextCursor) {
-                  if (args.json) printJson({ entries: all, nextCursor: r.nextCursor, liveCursor: r.liveCursor });
+                  if (args.json) printJson(args.io, { entries: all, nextCursor: r.nextCursor, liveCursor: r.liveCursor });
                   else {
-                    for (const e of all) process.stdout.write(formatRecord(e, chat) + '\n');
-                    if (r.nextCursor) process.stdout.write(`more: --cursor ${r.nextCursor}\n`);
-                    process.stdout.write(`live cursor: ${r.liveCursor}\n`);
+                    for (const e of all) args.io.stdout.write(formatRecord(e, chat) + '\n');
+                    if (r.nextCursor) args.io.stdout.write(`more: --cursor ${r.nextCursor}\n`);
+                    args.io.stdout.write(`live cursor: ${r.liveCursor}\n`);
                     // chats.history reads the current generations; say so when a reset sealed others.
                     if (streams.some((s) => s.generation !== '1')) {
-                      process.stderr.write(
+                      args.io.stderr.write(
                         `earlier generations (sealed by a reset) are not shown: yello chats history ${chat.id} --all-generations\n`,
                       );
                     }

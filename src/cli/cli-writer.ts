@@ -1,3 +1,4 @@
+import type { Writable } from 'node:stream';
 import { ChatWriter, FencedError, WriterActiveError, type ParamsIn, type StreamState, type YelloClient } from '../client/index.js';
 import { splitStreamId } from '../shared/ids.js';
 import { writerActiveError } from './break-advice.js';
@@ -36,14 +37,22 @@ export class CliWriter {
   readonly #store: WriterStore;
   readonly #socket: string;
   readonly #agentId: string;
+  readonly #stderr: Writable;
   readonly streamId: string;
 
-  constructor(client: YelloClient, store: WriterStore, socket: string, streamId: string) {
+  constructor(client: YelloClient, store: WriterStore, socket: string, streamId: string, stderr: Writable) {
     this.#client = client;
     this.#store = store;
     this.#socket = socket;
     this.#agentId = sessionAgentId(client);
+    this.#stderr = stderr;
     this.streamId = streamId;
+  }
+
+  /** The writer of `streamId` in a command: its claim kept in the CLI state dir, its notices on the run's stderr. */
+  static for(args: GlobalArgs, client: YelloClient, streamId: string): CliWriter {
+    const store = new WriterStore(cliStateDir(args['state-dir'], args.io.env));
+    return new CliWriter(client, store, socketPath(args), streamId, args.io.stderr);
   }
 
   #kept(): string | null {
@@ -91,7 +100,7 @@ export class CliWriter {
       });
       w.on('claimed', (c) => {
         if (c.tookOver)
-          process.stderr.write(`yello: took over the claim on ${this.streamId} from another coordinator (now epoch ${c.epoch})\n`);
+          this.#stderr.write(`yello: took over the claim on ${this.streamId} from another coordinator (now epoch ${c.epoch})\n`);
       });
       return w;
     };
@@ -107,7 +116,7 @@ export class CliWriter {
         this.#store.delete(this.#socket, this.#agentId, this.streamId);
         writer = writerWith(null);
         result = await fn(writer);
-        process.stderr.write(
+        this.#stderr.write(
           `yello: the claim this CLI kept on ${this.streamId} had been taken over, released or reset; claimed it again (epoch ${writer.epoch ?? '?'})\n`,
         );
       }
@@ -156,7 +165,7 @@ export class CliWriter {
     } catch (err) {
       // No writable state dir (a service user without a home, say): still send, the old way.
       const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-      process.stderr.write(
+      this.#stderr.write(
         `yello: cannot keep the claim between commands (${reason} in the CLI state dir; pass --state-dir): this command claims and releases the stream\n`,
       );
       await this.#client.call('streams.release', { streamId: this.streamId, coordinatorToken: token }).catch(() => {});
@@ -189,9 +198,9 @@ export function settleKept(args: GlobalArgs, client: YelloClient, streamId: stri
   const agentId = client.session.agentId;
   if (state === 'pending' || !agentId) return;
   try {
-    if (new WriterStore(cliStateDir(args['state-dir'])).settle(socketPath(args), agentId, streamId, operationId))
-      process.stderr.write(`yello: settled (${state}): sends under the claim kept on ${streamId}, and yello attach, go on\n`);
+    if (new WriterStore(cliStateDir(args['state-dir'], args.io.env)).settle(socketPath(args), agentId, streamId, operationId))
+      args.io.stderr.write(`yello: settled (${state}): sends under the claim kept on ${streamId}, and yello attach, go on\n`);
   } catch (err) {
-    process.stderr.write(`yello: cannot update the CLI state: ${(err as Error).message}\n`);
+    args.io.stderr.write(`yello: cannot update the CLI state: ${(err as Error).message}\n`);
   }
 }

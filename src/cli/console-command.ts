@@ -1,7 +1,6 @@
 import type { Argv } from 'yargs';
 import { connectAdmin, type GlobalArgs } from './context.js';
 import { CliError, EXIT } from './output.js';
-import { exitCleanlyOnSignals, onShutdown } from './shutdown.js';
 
 type ConsoleArgs = GlobalArgs & { listen: string; 'allow-remote': boolean };
 
@@ -47,19 +46,19 @@ export function consoleCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         client.close();
         throw new CliError(`cannot listen on ${args.listen}: ${(err as Error).message}`, EXIT.error);
       }
-      exitCleanlyOnSignals();
+      args.io.exitCleanlyOnSignals();
       const r = running;
-      onShutdown(async () => {
+      args.io.onShutdown(async () => {
         await r.close();
         client.close();
       });
-      process.stderr.write('yello console: open this URL once (it signs this browser in; keep it secret), Ctrl-C stops:\n');
-      process.stdout.write(`${r.url}\n`);
+      args.io.stderr.write('yello console: open this URL once (it signs this browser in; keep it secret), Ctrl-C stops:\n');
+      args.io.stdout.write(`${r.url}\n`);
       if (r.otherUrls.length > 0)
-        process.stderr.write(`yello console: the same link under this host's other addresses:\n${r.otherUrls.join('\n')}\n`);
+        args.io.stderr.write(`yello console: the same link under this host's other addresses:\n${r.otherUrls.join('\n')}\n`);
       r.onNewLink((url) => {
-        process.stderr.write('yello console: signed out or expired; a new one-time sign-in URL:\n');
-        process.stdout.write(`${url}\n`);
+        args.io.stderr.write('yello console: signed out or expired; a new one-time sign-in URL:\n');
+        args.io.stdout.write(`${url}\n`);
       });
       await new Promise<never>(() => undefined);
     },

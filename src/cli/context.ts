@@ -3,11 +3,13 @@ import { join } from 'node:path';
 import { makeStreamId } from '../shared/ids.js';
 import { NotFoundError, UnauthenticatedError, YelloClient, type Chat, type StreamState } from '../client/index.js';
 import { resolveDataDir, resolveSocketPath } from '../shared/paths.js';
+import type { Io } from './io.js';
 import { CliError, EXIT } from './output.js';
 import { pathContext } from './path-context.js';
 
-/** Options every command accepts. */
+/** Options every command accepts, and the run's I/O (yargs' parse context). */
 export interface GlobalArgs {
+  io: Io;
   socket?: string;
   'data-dir'?: string;
   'token-file'?: string;
@@ -17,7 +19,7 @@ export interface GlobalArgs {
 }
 
 export function socketPath(args: GlobalArgs): string {
-  return resolveSocketPath(args.socket, pathContext());
+  return resolveSocketPath(args.socket, pathContext(args.io.env));
 }
 
 /** The agent token from `--token-file` or `$YELLO_TOKEN`, if any. */
@@ -29,12 +31,12 @@ export function agentToken(args: GlobalArgs): string | null {
       throw new CliError(`cannot read --token-file ${args['token-file']}: ${(err as Error).message}`, EXIT.usage);
     }
   }
-  return process.env.YELLO_TOKEN?.trim() || null;
+  return args.io.env.YELLO_TOKEN?.trim() || null;
 }
 
 /** Where the admin token is read from: `--admin-token-file`, else `<data-dir>/admin.token`. */
 export function adminTokenPath(args: GlobalArgs): string {
-  return args['admin-token-file'] ?? join(resolveDataDir(args['data-dir'], pathContext()), 'admin.token');
+  return args['admin-token-file'] ?? join(resolveDataDir(args['data-dir'], pathContext(args.io.env)), 'admin.token');
 }
 
 /** The admin token from `--admin-token-file`, else `<data-dir>/admin.token`. */

@@ -1,10 +1,13 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import type { Writable } from 'node:stream';
 import type { CursorStore } from '../client/index.js';
+import type { Io } from './io.js';
 import { CliError, EXIT } from './output.js';
 import { writeFileAtomic } from './secret-files.js';
 
 /** The cursor options of `chats follow`. */
 export interface CursorArgs {
+  io: Io;
   cursor?: string;
   'cursor-in'?: string;
   'cursor-out'?: string;
@@ -30,7 +33,7 @@ export function startCursor(args: CursorArgs): string | null {
     throw new CliError('give --cursor or --cursor-in, not both', EXIT.usage);
   if (args['cursor-in'] !== undefined) {
     if (!existsSync(args['cursor-in'])) {
-      process.stderr.write(`yello: no cursor in ${args['cursor-in']} yet; starting without one\n`);
+      args.io.stderr.write(`yello: no cursor in ${args['cursor-in']} yet; starting without one\n`);
       return null;
     }
     return readCursorFile(args['cursor-in'], '--cursor-in');
@@ -48,11 +51,13 @@ export function startCursor(args: CursorArgs): string | null {
 export class CursorKeeper implements CursorStore {
   #current: string | null;
   readonly #out: string | null;
+  readonly #stderr: Writable;
   #printed = false;
 
-  constructor(initial: string | null, out: string | undefined) {
+  constructor(initial: string | null, out: string | undefined, stderr: Writable) {
     this.#current = initial;
     this.#out = out ?? null;
+    this.#stderr = stderr;
   }
 
   get current(): string | null {
@@ -81,6 +86,6 @@ export class CursorKeeper implements CursorStore {
   printResumeHint(): void {
     if (this.#printed || !this.#current) return;
     this.#printed = true;
-    process.stderr.write(`yello: resume with --cursor ${this.#current}${this.#out ? ` (also in ${this.#out})` : ''}\n`);
+    this.#stderr.write(`yello: resume with --cursor ${this.#current}${this.#out ? ` (also in ${this.#out})` : ''}\n`);
   }
 }

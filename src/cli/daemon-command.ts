@@ -1,9 +1,10 @@
 import type { Argv, Options } from 'yargs';
+import type { GlobalArgs } from './context.js';
 import { DAEMON_OPTIONS, type DaemonArgs } from './daemon-options.js';
 import { runDaemon } from './run-daemon.js';
 
 /** `yello daemon`: run yellod in the foreground. */
-export function daemonCommand(yargs: Argv): Argv {
+export function daemonCommand(yargs: Argv<GlobalArgs>): Argv<GlobalArgs> {
   return yargs.command(
     'daemon',
     'Run the yello daemon (yellod) in the foreground',
@@ -25,6 +26,9 @@ export function daemonCommand(yargs: Argv): Argv {
             'On PostgreSQL each daemon keeps its own data dir (signing keys, admin.token, secret.key, its lock); ' +
             'exit 69: the database cannot be reached (restarting retries), 77: it refused the credentials, 78: a bad URL or a schema from a newer yello.',
         ),
-    (argv) => runDaemon(argv as unknown as DaemonArgs),
+    async (argv) => {
+      const args = argv as unknown as DaemonArgs & GlobalArgs;
+      args.io.exit(await runDaemon(args, args.io));
+    },
   );
 }

@@ -42,10 +42,10 @@ export function demoCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           const aStream = bobReads.peerStreamId;
 
           const history = await admin.call('chats.history', { chatId: chat.id, direction: 'forward' });
-          process.stdout.write(`chat ${chat.id}: ${chat.agentA.username} ↔ ${chat.agentB.username}\n\ntranscript:\n`);
-          for (const e of history.entries) process.stdout.write(`  ${formatRecord(e, chat)}\n`);
+          args.io.stdout.write(`chat ${chat.id}: ${chat.agentA.username} ↔ ${chat.agentB.username}\n\ntranscript:\n`);
+          for (const e of history.entries) args.io.stdout.write(`  ${formatRecord(e, chat)}\n`);
           const state = await admin.call('streams.get', { streamId: aStream });
-          process.stdout.write(
+          args.io.stdout.write(
             `\n${alice.agent.username}'s stream acknowledged by ${bob.agent.username} up to position ${state.acknowledged?.nextPosition ?? '-'}\n`,
           );
           const verifier = new ExportVerifier(await admin.call('keys.list', {}));
@@ -54,7 +54,7 @@ export function demoCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
             else if ('checkpoint' in item) verifier.line(JSON.stringify({ checkpoint: item.checkpoint }));
           }
           const result = verifier.result();
-          process.stdout.write(
+          args.io.stdout.write(
             `verified: ${result.records} records, ${result.messages} signed messages, ${result.checkpoints} checkpoints, ${result.problems.length} problems\n`,
           );
           if (result.problems.length > 0) throw new CliError('demo transcript failed verification', EXIT.error);

@@ -30,19 +30,19 @@ export function doctorCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
     async (args: GlobalArgs & { mark: boolean }) => {
       const report = await offline(args).catch(async (err: unknown) => {
         if ((err as { code?: string }).code !== 'LEVEL_LOCKED') throw err;
-        process.stderr.write('yello doctor: a daemon holds the store; asking it to run the check\n');
+        args.io.stderr.write('yello doctor: a daemon holds the store; asking it to run the check\n');
         return withClient(connectAdmin(args), (c) => c.call('daemon.check', { mark: args.mark }));
       });
-      if (args.json) printJson(report);
-      else printReport(report);
-      if (report.problems.length > 0) process.exitCode = EXIT.error;
+      if (args.json) printJson(args.io, report);
+      else printReport(args, report);
+      if (report.problems.length > 0) args.io.exitCode = EXIT.error;
     },
   );
 }
 
 /** Run the check in this process on a store no daemon holds. */
 async function offline(args: GlobalArgs & { mark: boolean }): Promise<DoctorReport> {
-  const dataDir = resolveDataDir(args['data-dir'], pathContext());
+  const dataDir = resolveDataDir(args['data-dir'], pathContext(args.io.env));
   // Daemon code, loaded only for this command (as `yello daemon` does).
   const { runDoctorOffline } = await import('../daemon/entry.js');
   try {
@@ -61,15 +61,16 @@ async function offline(args: GlobalArgs & { mark: boolean }): Promise<DoctorRepo
   }
 }
 
-function printReport(r: DoctorReport): void {
+function printReport(args: GlobalArgs, r: DoctorReport): void {
   const c = r.counts;
-  process.stdout.write(
+  args.io.stdout.write(
     `checked ${c.values} values: ${c.agents} agents, ${c.chats} chats, ${c.streams} streams, ${c.records} records (${c.messages} messages), ${c.operations} operations\n`,
   );
-  if (r.problems.length === 0) process.stdout.write('no problems found\n');
+  if (r.problems.length === 0) args.io.stdout.write('no problems found\n');
   else {
-    process.stdout.write(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'}:\n`);
+    args.io.stdout.write(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'}:\n`);
     printTable(
+      args.io,
       r.problems.map((p) => ({
         kind: p.kind,
         stream: p.streamId ?? '-',
@@ -80,8 +81,9 @@ function printReport(r: DoctorReport): void {
     );
   }
   if (r.corruptStreams.length > 0) {
-    process.stdout.write('streams marked corrupt (reads stop at fromPosition; writes are refused until `yello streams reset`):\n');
+    args.io.stdout.write('streams marked corrupt (reads stop at fromPosition; writes are refused until `yello streams reset`):\n');
     printTable(
+      args.io,
       r.corruptStreams.map((m) => ({
         stream: m.streamId,
         generation: m.generation ?? 'all',

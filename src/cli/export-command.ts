@@ -29,13 +29,13 @@ export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
       const file = args.out ? OutFile.open(args.out, args.force) : null;
       let written: Written;
       try {
-        written = await writeExport(c, args.chatId, file ? file.stream : process.stdout);
+        written = await writeExport(c, args, args.chatId, file ? file.stream : args.io.stdout);
         await file?.commit();
       } catch (err) {
         file?.abort();
         throw err;
       }
-      if (args.out) process.stderr.write(`${written.records} records and ${written.checkpoints} checkpoints written to ${args.out}\n`);
+      if (args.out) args.io.stderr.write(`${written.records} records and ${written.checkpoints} checkpoints written to ${args.out}\n`);
       if (written.damaged > 0) {
         throw new CliError(
           `the export is incomplete: ${written.damaged} stream generation${written.damaged === 1 ? ' is' : 's are'} damaged (see yello status)`,
@@ -49,7 +49,7 @@ export const exportCommand: CommandModule<GlobalArgs, ExportArgs> = {
 type Written = { records: number; checkpoints: number; damaged: number };
 
 /** Write the export's lines to `sink`, and each damaged part as one stderr line as it is met. */
-async function writeExport(c: YelloClient, chatId: string, sink: Writable): Promise<Written> {
+async function writeExport(c: YelloClient, args: GlobalArgs, chatId: string, sink: Writable): Promise<Written> {
   const written: Written = { records: 0, checkpoints: 0, damaged: 0 };
   for await (const item of exportChat(c, chatId)) {
     if ('record' in item) {
@@ -62,7 +62,7 @@ async function writeExport(c: YelloClient, chatId: string, sink: Writable): Prom
       const u = item.unexportable;
       written.damaged++;
       const part = u.fromPosition === null ? 'cannot be exported' : `is exported only below position ${u.fromPosition}`;
-      process.stderr.write(displayText(`yello: ${u.streamId} generation ${u.generation} ${part}: ${u.message}`) + '\n');
+      args.io.stderr.write(displayText(`yello: ${u.streamId} generation ${u.generation} ${part}: ${u.message}`) + '\n');
     }
   }
   return written;

@@ -12,12 +12,10 @@ import { ERROR_CODES } from '../shared/errors.js';
 import type { PeerHead } from '../client/peer-head.js';
 import { breakError } from './break-advice.js';
 import { CliWriter } from './cli-writer.js';
-import { agentToken, connectAgent, connectAny, getChat, sessionAgentId, socketPath, withClient, type GlobalArgs } from './context.js';
+import { agentToken, connectAgent, connectAny, getChat, sessionAgentId, withClient, type GlobalArgs } from './context.js';
 import { CursorKeeper, startCursor, type CursorArgs } from './cursor-file.js';
 import { formatRecord } from './format.js';
 import { CliError, EXIT, printJson } from './output.js';
-import { exitCleanlyOnSignals, onShutdown } from './shutdown.js';
-import { cliStateDir, WriterStore } from './writer-state.js';
 import { openConversation, unreadNow } from './unread-now.js';
 
 // send-commands and the hook read the same way; the functions live in unread-now.ts.
@@ -101,8 +99,8 @@ function readFailure(err: unknown, chatId: string): unknown {
 }
 
 function show(args: GlobalArgs, chat: Chat, batch: { records: StoredRecord[] }, json: unknown): void {
-  if (args.json) printJson(json);
-  else for (const r of batch.records) process.stdout.write(formatRecord(r, chat) + '\n');
+  if (args.json) printJson(args.io, json);
+  else for (const r of batch.records) args.io.stdout.write(formatRecord(r, chat) + '\n');
 }
 
 /**
@@ -129,16 +127,13 @@ async function read(args: ReadArgs): Promise<void> {
       const last = batches.at(-1);
       let acknowledged: { generation: string; nextPosition: string } | null = null;
       if (args.ack && last) {
-        await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), conversation.ownStreamId).run(
-          { replace: args.replace, release: false },
-          (w) => w.ack(last),
-        );
+        await CliWriter.for(args, c, conversation.ownStreamId).run({ replace: args.replace, release: false }, (w) => w.ack(last));
         acknowledged = { generation: last.generation, nextPosition: last.nextPosition };
       }
       const records = batches.flatMap((b) => b.records);
       const start = head.start();
       if (args.json) {
-        printJson({
+        printJson(args.io, {
           chatId: chat.id,
           streamId: conversation.peerStreamId,
           generation: last?.generation ?? start.generation,
@@ -149,13 +144,13 @@ async function read(args: ReadArgs): Promise<void> {
         });
         return;
       }
-      for (const r of records) process.stdout.write(formatRecord(r, chat) + '\n');
+      for (const r of records) args.io.stdout.write(formatRecord(r, chat) + '\n');
       if (records.length === 0)
-        process.stderr.write(
+        args.io.stderr.write(
           args.wait ? `yello: no new message within ${args.wait} s\n` : 'yello: no new message (nothing unacknowledged)\n',
         );
       if (acknowledged)
-        process.stderr.write(`yello: acknowledged ${conversation.peerStreamId} before position ${acknowledged.nextPosition}\n`);
+        args.io.stderr.write(`yello: acknowledged ${conversation.peerStreamId} before position ${acknowledged.nextPosition}\n`);
     } finally {
       head.close();
       await conversation.close();
@@ -169,12 +164,12 @@ async function read(args: ReadArgs): Promise<void> {
  * each one shown. The peer's receipts are a line on stderr, not output.
  */
 async function followAsAgent(args: FollowArgs): Promise<void> {
-  const cursor = new CursorKeeper(startCursor(args), args['cursor-out']);
+  const cursor = new CursorKeeper(startCursor(args), args['cursor-out'], args.io.stderr);
   const client = await connectAgent(args, { reconnect: true });
-  exitCleanlyOnSignals();
+  args.io.exitCleanlyOnSignals();
   let conversation: Conversation | null = null;
   let head: PeerHead | null = null;
-  onShutdown(async () => {
+  args.io.onShutdown(async () => {
     // With --ack the claim stays kept when the follow ends, as after `send` (docs/protocol.md
     // §9): once no connection is attached it is abandoned, so the agent's other tools take it
     // over without --replace, and the next `send` or follow appends no writer fence. Releasing
@@ -191,22 +186,20 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
     if (!cursor.current) cursor.set(conversation.cursor);
     const peer = chat.agentAId === sessionAgentId(client) ? chat.agentB : chat.agentA;
     if (!args.json) {
-      process.stderr.write(
+      args.io.stderr.write(
         `following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username})${args.ack ? ', acknowledging what is shown' : ''}; Ctrl-C to stop\n`,
       );
       conversation.on('peer-acknowledged', (a) =>
-        process.stderr.write(`yello: ${peer.username} acknowledged your messages before #${a.nextPosition}\n`),
+        args.io.stderr.write(`yello: ${peer.username} acknowledged your messages before #${a.nextPosition}\n`),
       );
     }
     client.on('reconnecting', ({ attempt, delayMs }) =>
-      process.stderr.write(
+      args.io.stderr.write(
         `yello: the connection to yellod was lost; reconnecting (attempt ${attempt}); retrying in ${Math.round(delayMs)} ms\n`,
       ),
     );
-    client.on('reconnected', () => process.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`));
-    const writer = args.ack
-      ? new CliWriter(client, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), conversation.ownStreamId)
-      : null;
+    client.on('reconnected', () => args.io.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`));
+    const writer = args.ack ? CliWriter.for(args, client, conversation.ownStreamId) : null;
     try {
       for await (const batch of conversation) {
         show(args, chat, batch, batch);
@@ -214,7 +207,7 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
         cursor.set(batch.cursor || conversation.cursor);
       }
     } catch (err) {
-      if (args.json && err instanceof ContinuityBreakError) printJson(err.data);
+      if (args.json && err instanceof ContinuityBreakError) printJson(args.io, err.data);
       throw readFailure(err, chat.id);
     }
   } catch (err) {
@@ -233,10 +226,10 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
  */
 async function followAsAdmin(args: FollowArgs): Promise<void> {
   if (args.ack) throw new CliError('--ack acts as an agent: pass --token-file or set $YELLO_TOKEN', EXIT.usage);
-  const cursor = new CursorKeeper(startCursor(args), args['cursor-out']);
+  const cursor = new CursorKeeper(startCursor(args), args['cursor-out'], args.io.stderr);
   const client = await connectAny(args, { reconnect: true });
-  exitCleanlyOnSignals();
-  onShutdown(() => {
+  args.io.exitCleanlyOnSignals();
+  args.io.onShutdown(() => {
     client.close();
     cursor.printResumeHint();
   });
@@ -255,7 +248,7 @@ async function followAsAdmin(args: FollowArgs): Promise<void> {
     });
     client.on('chats.break', (b) => {
       if (b.subscriptionId !== subscriptionId) return;
-      if (args.json) printJson(b);
+      if (args.json) printJson(args.io, b);
       reject(
         new ContinuityBreakError({
           code: ERROR_CODES.CONTINUITY_BREAK,
@@ -270,16 +263,16 @@ async function followAsAdmin(args: FollowArgs): Promise<void> {
     client.on('disconnected', (err) => {
       subscriptionId = null;
       if (!client.reconnecting) reject(err);
-      else process.stderr.write('yello: the connection to yellod was lost; reconnecting\n');
+      else args.io.stderr.write('yello: the connection to yellod was lost; reconnecting\n');
     });
     client.on('reconnected', () => {
-      process.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`);
+      args.io.stderr.write(`yello: reconnected; resuming from cursor ${cursor.current ?? '-'}\n`);
       follow().catch(reject);
     });
   });
   try {
     await follow();
-    if (!args.json) process.stderr.write(`following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username}); Ctrl-C to stop\n`);
+    if (!args.json) args.io.stderr.write(`following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username}); Ctrl-C to stop\n`);
     await ended;
   } catch (err) {
     if (!(err instanceof ContinuityBreakError)) cursor.printResumeHint();

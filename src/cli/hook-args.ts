@@ -83,17 +83,16 @@ export function parseHookArgs(argv: readonly string[]): HookArgs | 'help' | { er
 }
 
 /**
- * `hook` in the yargs program, so that `yello --help` lists it. main.ts runs every `yello hook`
- * before yargs loads; this handler is only reached if that dispatch is bypassed.
+ * `hook` in the yargs program, so that `yello --help` lists it. main.ts and runCli run every
+ * `yello hook` before yargs parses; this handler is never reached.
  */
 export function hookCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
     'hook <agent> <event>',
     "What an agent's command hook runs (claude-code|codex, SessionStart|UserPromptSubmit|Stop): unread messages as context, a Stop that asks once; see yello hook --help",
     (z) => z.positional('agent', { choices: HOOK_AGENTS }).positional('event', { choices: HOOK_EVENTS }),
-    async () => {
-      const { runHook } = await import('./hook-command.js');
-      process.exitCode = await runHook(process.argv.slice(2));
+    () => {
+      throw new Error('yello hook is dispatched before the yargs program (main.ts, runCli)');
     },
   );
 }

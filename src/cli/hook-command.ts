@@ -8,6 +8,7 @@ import { renderContext, renderStop } from './hook-render.js';
 import { HookStateStore, shownAfter, type SessionShown } from './hook-state.js';
 import { unreadByChat } from './hook-unread.js';
 import { pathContext } from './path-context.js';
+import type { Io } from './io.js';
 import { cliStateDir } from './writer-state.js';
 
 /** A hook that has not answered by then prints nothing: the agent's turn must not wait on yello. */
@@ -15,13 +16,13 @@ const DEADLINE_MS = 8000;
 const CALL_TIMEOUT_MS = 5000;
 
 /** One line on stderr; a hook never fails the agent's turn for yello's sake. */
-function note(text: string): void {
-  process.stderr.write(`yello hook: ${text}\n`);
+function note(io: Io, text: string): void {
+  io.stderr.write(`yello hook: ${text}\n`);
 }
 
 /** The agent token: `--token-file`, `$YELLO_TOKEN_FILE`, `$YELLO_TOKEN`; or why there is none. */
-function hookToken(args: HookArgs): string | { error: string } {
-  const file = args.tokenFile ?? process.env.YELLO_TOKEN_FILE;
+function hookToken(args: HookArgs, env: Io['env']): string | { error: string } {
+  const file = args.tokenFile ?? env.YELLO_TOKEN_FILE;
   if (file) {
     let token: string;
     try {
@@ -32,7 +33,7 @@ function hookToken(args: HookArgs): string | { error: string } {
     return token || { error: `the token file ${file} is empty; no messages shown` };
   }
   return (
-    process.env.YELLO_TOKEN?.trim() || { error: 'no agent token (--token-file, $YELLO_TOKEN_FILE or $YELLO_TOKEN); no messages shown' }
+    env.YELLO_TOKEN?.trim() || { error: 'no agent token (--token-file, $YELLO_TOKEN_FILE or $YELLO_TOKEN); no messages shown' }
   );
 }
 
@@ -52,14 +53,14 @@ function merge(into: SessionShown, from: SessionShown): SessionShown {
   return out;
 }
 
-async function present(args: HookArgs, input: HookInput, client: YelloClient, socket: string): Promise<void> {
+async function present(io: Io, args: HookArgs, input: HookInput, client: YelloClient, socket: string): Promise<void> {
   const agentId = client.session.agentId;
   if (client.session.role !== 'agent' || !agentId) {
-    note('the token is the admin token; a hook acts as one agent: give it that agent token file. No messages shown');
+    note(io, 'the token is the admin token; a hook acts as one agent: give it that agent token file. No messages shown');
     return;
   }
   const chats = await unreadByChat(client);
-  const store = new HookStateStore(cliStateDir(args.stateDir), { socket, agentId, agent: args.agent, sessionId: input.sessionId });
+  const store = new HookStateStore(cliStateDir(args.stateDir, io.env), { socket, agentId, agent: args.agent, sessionId: input.sessionId });
   if (input.event === 'Stop') {
     const shown = store.load();
     const stop = renderStop(chats, shown);
@@ -68,10 +69,10 @@ async function present(args: HookArgs, input: HookInput, client: YelloClient, so
     try {
       store.save(merge(shown, stop.asked));
     } catch (err) {
-      note(`cannot keep the session state (${(err as Error).message}); not asking to continue`);
+      note(io, `cannot keep the session state (${(err as Error).message}); not asking to continue`);
       return;
     }
-    process.stdout.write(JSON.stringify({ decision: 'block', reason: stop.reason }) + '\n');
+    io.stdout.write(JSON.stringify({ decision: 'block', reason: stop.reason }) + '\n');
     return;
   }
   if (input.event === 'SessionStart') store.pruneStale();
@@ -82,9 +83,9 @@ async function present(args: HookArgs, input: HookInput, client: YelloClient, so
   try {
     store.save(merge(store.load(), context.shown));
   } catch (err) {
-    note(`cannot keep the session state (${(err as Error).message}); a Stop may name these messages again`);
+    note(io, `cannot keep the session state (${(err as Error).message}); a Stop may name these messages again`);
   }
-  process.stdout.write(JSON.stringify({ hookSpecificOutput: { hookEventName: input.event, additionalContext: context.text } }) + '\n');
+  io.stdout.write(JSON.stringify({ hookSpecificOutput: { hookEventName: input.event, additionalContext: context.text } }) + '\n');
 }
 
 /**
@@ -92,37 +93,37 @@ async function present(args: HookArgs, input: HookInput, client: YelloClient, so
  * exit 1 (a non-blocking error for both agents; exit 2 would block the prompt or the stop);
  * everything at run time is exit 0, with at most one line on stderr.
  */
-export async function runHook(argv: readonly string[]): Promise<number> {
+export async function runHook(argv: readonly string[], io: Io): Promise<number> {
   const args = parseHookArgs(argv);
   if (args === 'help') {
-    process.stdout.write(HOOK_USAGE);
+    io.stdout.write(HOOK_USAGE);
     return 0;
   }
   if ('error' in args) {
-    process.stderr.write(`yello hook: ${args.error}\n(see yello hook --help)\n`);
+    io.stderr.write(`yello hook: ${args.error}\n(see yello hook --help)\n`);
     return 1;
   }
-  const stdin = await readHookStdin();
+  const stdin = await readHookStdin(io.stdin);
   if (typeof stdin !== 'string') {
-    note(stdin.error);
+    note(io, stdin.error);
     return 0;
   }
   const input = parseHookInput(stdin, args.event);
   if ('error' in input) {
-    note(input.error);
+    note(io, input.error);
     return 0;
   }
   // A stop that a Stop hook already turned into a continuation ends: at most one per turn.
   if (input.stopHookActive) return 0;
-  const token = hookToken(args);
+  const token = hookToken(args, io.env);
   if (typeof token !== 'string') {
-    note(token.error);
+    note(io, token.error);
     return 0;
   }
-  const socket = resolveSocketPath(args.socket, pathContext());
+  const socket = resolveSocketPath(args.socket, pathContext(io.env));
   const deadline = setTimeout(() => {
-    note(`no answer within ${DEADLINE_MS} ms; no messages shown`);
-    process.exit(0);
+    note(io, `no answer within ${DEADLINE_MS} ms; no messages shown`);
+    io.shutdown(0);
   }, DEADLINE_MS);
   deadline.unref();
   let client: YelloClient;
@@ -135,13 +136,13 @@ export async function runHook(argv: readonly string[]): Promise<number> {
     });
   } catch (err) {
     clearTimeout(deadline);
-    note(connectProblem(err, socket));
+    note(io, connectProblem(err, socket));
     return 0;
   }
   try {
-    await present(args, input, client, socket);
+    await present(io, args, input, client, socket);
   } catch (err) {
-    note(`${(err as Error).message}; no messages shown`);
+    note(io, `${(err as Error).message}; no messages shown`);
   } finally {
     clearTimeout(deadline);
     client.close();

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { HookEvent } from './hook-args.js';
 
 /**
@@ -38,11 +39,11 @@ export function parseHookInput(text: string, event: HookEvent): HookInput | { er
 }
 
 /** All of stdin, up to the cap (a longer input is reported, not read on). */
-export async function readHookStdin(): Promise<string | { error: string }> {
+export async function readHookStdin(stdin: Readable): Promise<string | { error: string }> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of process.stdin) {
-    const b = chunk as Buffer;
+  for await (const chunk of stdin) {
+    const b = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
     size += b.length;
     if (size > MAX_HOOK_INPUT_BYTES) return { error: `stdin is larger than ${MAX_HOOK_INPUT_BYTES} bytes; nothing done` };
     chunks.push(b);

@@ -31,16 +31,17 @@ export function inboxCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           if (args.wait && chats.every((e) => e.unreadMessages === 0)) {
             const woke = await inbox.wait({ waitMs: args.wait * 1000 });
             if (woke) chats = await inbox.list();
-            else if (!args.json) process.stderr.write(`yello: no new message within ${args.wait} s\n`);
+            else if (!args.json) args.io.stderr.write(`yello: no new message within ${args.wait} s\n`);
           }
           // An Error has no JSON form: a chat that stopped for a person says why in one line.
           const why = (e: InboxEntry) =>
             e.failure ? `${(e.failure as Partial<YelloClientError>).type ?? 'ERROR'}: ${e.failure.message}` : null;
           if (args.json) {
-            printJson({ chats: chats.map((e) => ({ ...e, failure: why(e) })) });
+            printJson(args.io, { chats: chats.map((e) => ({ ...e, failure: why(e) })) });
             return;
           }
           printTable(
+            args.io,
             chats.map((e) => ({
               chat: e.chatId,
               peer: e.peer.username,

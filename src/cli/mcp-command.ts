@@ -48,7 +48,7 @@ function usernameFromFile(tokenFile: string): string {
 
 /** The agent token and, when it came from a file, that file's absolute path. */
 function mcpToken(args: GlobalArgs): { token: string; tokenFile: string | null } {
-  const file = args['token-file'] || process.env.YELLO_TOKEN_FILE;
+  const file = args['token-file'] || args.io.env.YELLO_TOKEN_FILE;
   if (file) {
     let token: string;
     try {
@@ -59,7 +59,7 @@ function mcpToken(args: GlobalArgs): { token: string; tokenFile: string | null }
     if (!token) throw new CliError(`the token file ${file} is empty`, EXIT.usage);
     return { token, tokenFile: resolve(file) };
   }
-  const token = process.env.YELLO_TOKEN?.trim();
+  const token = args.io.env.YELLO_TOKEN?.trim();
   if (!token)
     throw new CliError('yello mcp acts as an agent: pass --token-file FILE, or set $YELLO_TOKEN_FILE or $YELLO_TOKEN', EXIT.usage);
   return { token, tokenFile: null };
@@ -130,7 +130,7 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         const username = args.check ? await checkedUsername(args, tokenFile) : usernameFromFile(tokenFile);
         const binPath = fileURLToPath(new URL('../../bin/yello', import.meta.url));
         const serverName = mcpServerName(username);
-        process.stdout.write(
+        args.io.stdout.write(
           JSON.stringify(
             mcpClientConfig({
               serverName,
@@ -147,11 +147,14 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         );
         // On stderr, so that stdout stays one JSON document (`> .mcp.json`).
         if (args.channel)
-          process.stderr.write(
+          args.io.stderr.write(
             `Put the entry under "mcpServers" in the project's .mcp.json (or ~/.claude.json), then start Claude Code with the channel loaded:\n  ${claudeChannelCommand(serverName)}\n`,
           );
         return;
       }
+      // The server speaks on the process's own stdin and stdout (src/mcp/server.ts).
+      if (args.io.stdout !== process.stdout || args.io.stdin !== process.stdin)
+        throw new CliError('yello mcp serves on the process stdin and stdout: run it as its own process', EXIT.usage);
       const { runMcpServer } = await import('../mcp/server.js');
       const code = await runMcpServer({
         token,
@@ -163,7 +166,7 @@ export function mcpCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         ...(timeout !== undefined ? { callTimeoutMs: timeout } : {}),
       });
       // Coordinators' reconnect timers must not keep a finished server alive.
-      process.exit(code);
+      args.io.exit(code);
     },
   );
 }

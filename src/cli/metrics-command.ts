@@ -19,8 +19,8 @@ export function metricsCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         ),
     async (args: GlobalArgs) => {
       const scrape = await withClient(connectAdmin(args), (c) => c.call('daemon.metrics', {}));
-      if (args.json) printJson(scrape);
-      else process.stdout.write(scrape.text);
+      if (args.json) printJson(args.io, scrape);
+      else args.io.stdout.write(scrape.text);
     },
   );
 }

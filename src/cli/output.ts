@@ -7,6 +7,7 @@ import {
   YelloClientError,
   ConnectionLostError,
 } from '../client/errors.js';
+import type { Io } from './io.js';
 import { socketAccessAdvice } from './socket-access.js';
 
 /** Exit codes of docs/protocol.md §9. */
@@ -52,10 +53,10 @@ export function displayText(text: string): string {
 const UNSAFE = /[\\\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 
 /** Print rows as an aligned table (human output). */
-export function printTable(rows: Array<Record<string, unknown>>, columns?: string[]): void {
+export function printTable(io: Pick<Io, 'stdout'>, rows: Array<Record<string, unknown>>, columns?: string[]): void {
   const [first] = rows;
   if (first === undefined) {
-    process.stdout.write('(none)\n');
+    io.stdout.write('(none)\n');
     return;
   }
   const cols = (columns ?? Object.keys(first)).map((key) => ({
@@ -67,8 +68,8 @@ export function printTable(rows: Array<Record<string, unknown>>, columns?: strin
       .map((col) => text(col).padEnd(col.width))
       .join('  ')
       .trimEnd() + '\n';
-  process.stdout.write(line((col) => col.key.toUpperCase()));
-  for (const r of rows) process.stdout.write(line((col) => cell(r[col.key])));
+  io.stdout.write(line((col) => col.key.toUpperCase()));
+  for (const r of rows) io.stdout.write(line((col) => cell(r[col.key])));
 }
 
 /** A value in human output: strings as they are, other scalars via `String`, objects and null as JSON. */
@@ -100,16 +101,22 @@ export function errorMessage(err: unknown): string {
 }
 
 /** Print key/value pairs (human output for one object). */
-export function printObject(obj: Record<string, unknown>): void {
+export function printObject(io: Pick<Io, 'stdout'>, obj: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(obj).map((k) => k.length));
   for (const [k, v] of Object.entries(obj)) {
-    process.stdout.write(`${k.padEnd(width)}  ${cell(v)}\n`);
+    io.stdout.write(`${k.padEnd(width)}  ${cell(v)}\n`);
   }
 }
 
+/** `--json`: `value` as one JSON document; else what `human` prints. */
+export function jsonOr(args: { json?: boolean; io: Pick<Io, 'stdout'> }, value: unknown, human: () => void): void {
+  if (args.json) printJson(args.io, value);
+  else human();
+}
+
 /** One JSON document (or line) on stdout. */
-export function printJson(value: unknown): void {
-  process.stdout.write(JSON.stringify(value) + '\n');
+export function printJson(io: Pick<Io, 'stdout'>, value: unknown): void {
+  io.stdout.write(JSON.stringify(value) + '\n');
 }
 
 /** What to do about a failed connection: a refused permission is not a stopped daemon. */
@@ -127,8 +134,8 @@ function connectionHint(err: ConnectionLostError): string {
 }
 
 /** Map any failure to one stderr line (its text shown as data: it may echo names) and the exit code of §9. */
-export function reportError(err: unknown): number {
-  const say = (text: string) => process.stderr.write(displayText(text.replace(/\n$/, '')) + '\n');
+export function reportError(io: Pick<Io, 'stderr'>, err: unknown): number {
+  const say = (text: string) => io.stderr.write(displayText(text.replace(/\n$/, '')) + '\n');
   if (err instanceof CliError) {
     say(`yello: ${err.message}\n`);
     return err.exitCode;

@@ -6,16 +6,16 @@ import { backupCommands } from './backup-commands.js';
 import { chatCommands } from './chat-commands.js';
 import { consoleCommand } from './console-command.js';
 import type { GlobalArgs } from './context.js';
+import { Io, type CliIo } from './io.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
-import { hookCommand } from './hook-args.js';
+import { hookCommand, isHookCommand } from './hook-args.js';
 import { inboxCommand } from './inbox-command.js';
 import { mcpCommand } from './mcp-command.js';
 import { metricsCommand } from './metrics-command.js';
 import { EXIT, reportError } from './output.js';
 import { setupCommand } from './setup-command.js';
-import { installStdoutGuard } from './shutdown.js';
 import { verifyCommand } from './verify-command.js';
 
 /** package.json's version; yargs' own lookup finds none once yello is installed under node_modules. */
@@ -23,13 +23,35 @@ const VERSION = (createRequire(import.meta.url)('../../package.json') as { versi
 
 const COMPLETION_HELP = 'print a shell completion script (bash/zsh): yello completion >> ~/.bashrc';
 
-/** The `yello` program (yargs): admin tool and agent front end. `argv` is without node and script. */
-export async function runCli(argv: string[]): Promise<void> {
-  installStdoutGuard();
+/** A usage failure yargs reported (unknown command or option, missing argument). */
+class UsageFailure extends Error {}
+
+/**
+ * The `yello` program (yargs): admin tool and agent front end. `argv` is without node and
+ * script; everything the run reads and writes goes through `cliIo`, whose `exit` (the entry's
+ * process.exit) ends a run that failed or was stopped at once. Resolves with the exit code.
+ */
+export async function runCli(argv: string[], cliIo: CliIo): Promise<number> {
+  const io = new Io(cliIo);
+  // The entry runs `yello hook` before loading this program (hooks must start fast); a run
+  // in-process takes the same path, so that both answer alike.
+  if (isHookCommand(argv)) {
+    const { runHook } = await import('./hook-command.js');
+    return runHook(argv, io);
+  }
+  try {
+    return await run(argv, io, cliIo);
+  } finally {
+    io.close();
+  }
+}
+
+async function run(argv: string[], io: Io, cliIo: CliIo): Promise<number> {
+  io.guardStdout();
   // yargs' completion command prints the script even when asked for help.
   if (argv[0] === 'completion' && argv.some((a) => a === '--help' || a === '-h')) {
-    process.stdout.write(`yello completion\n\n${COMPLETION_HELP}\n`);
-    return;
+    io.stdout.write(`yello completion\n\n${COMPLETION_HELP}\n`);
+    return EXIT.ok;
   }
   let cli = yargs(argv)
     .scriptName('yello')
@@ -66,11 +88,10 @@ export async function runCli(argv: string[]): Promise<void> {
     .epilogue('Exit codes: 0 ok, 1 error, 2 usage, 3 continuity break needing intervention, 4 fenced.')
     // yargs passes a null message when a handler threw, and no error for a usage failure
     // (its typings claim both are always there).
+    .exitProcess(false)
     .fail((msg: string | null, err: Error | undefined) => {
       if (err) throw err;
-      const text = msg?.startsWith('Did you mean') ? `unknown command. ${msg}` : msg;
-      process.stderr.write(`yello: ${text}\n(see yello --help)\n`);
-      process.exit(EXIT.usage);
+      throw new UsageFailure(msg?.startsWith('Did you mean') ? `unknown command. ${msg}` : (msg ?? ''));
     }) as unknown as Argv<GlobalArgs>;
   cli = daemonCommand(cli);
   cli = adminCommands(cli);
@@ -86,14 +107,32 @@ export async function runCli(argv: string[]): Promise<void> {
   cli = attachCommand(cli);
   cli = hookCommand(cli);
   cli = setupCommand(cli);
+  // Help, version and completion text comes back here instead of going to console.log.
+  let output = '';
+  let code: number;
   try {
-    await cli
+    const parsing = cli
       .help()
       .alias('h', 'help')
       .version(VERSION)
-      .wrap(Math.min(110, process.stdout.columns || 100))
-      .parseAsync();
+      .wrap(Math.min(110, io.columns || 100))
+      .parseAsync(argv, { io } satisfies Pick<GlobalArgs, 'io'>, (_err: unknown, _argv: unknown, text: string) => {
+        // Completing a subcommand parses again inside; the outer parse then reports no text.
+        output ||= text;
+      });
+    // A shutdown (signal, closed stdout) ends the run even while the command still waits.
+    const stopped = await Promise.race([parsing.then(() => null), io.stopped]);
+    if (stopped !== null) return stopped;
+    if (output) io.stdout.write(output + '\n');
+    if (io.shuttingDown) return await io.stopped;
+    if (!io.endsProcess) return io.exitCode;
+    code = io.exitCode;
   } catch (err) {
-    process.exit(reportError(err));
+    if (err instanceof UsageFailure) {
+      io.stderr.write(`yello: ${err.message}\n(see yello --help)\n`);
+      code = EXIT.usage;
+    } else code = reportError(io, err);
   }
+  cliIo.exit?.(code);
+  return code;
 }

@@ -1,15 +1,31 @@
 import { resolveDaemonSocketPath, resolveDataDir } from '../shared/paths.js';
 import type { DaemonArgs } from './daemon-options.js';
+import type { Io } from './io.js';
 import { errorMessage } from './output.js';
 import { pathContext } from './path-context.js';
 import { parseMetricsListen } from './metrics-listen.js';
 
-/** Run yellod in the foreground until SIGTERM/SIGINT; startup failures exit with their own code. */
-export async function runDaemon(argv: DaemonArgs): Promise<void> {
-  const ctx = pathContext();
+/** A usage error of `yello daemon`: exit 2 with the message. */
+class DaemonUsage extends Error {}
+
+/**
+ * Run yellod in the foreground until SIGTERM/SIGINT; resolves with the exit code once it has
+ * stopped, or at once with a startup failure's own code (the caller ends the process with it).
+ */
+export async function runDaemon(argv: DaemonArgs, io: Io): Promise<number> {
+  try {
+    return await run(argv, io);
+  } catch (err) {
+    if (!(err instanceof DaemonUsage)) throw err;
+    io.stderr.write(`yello: ${err.message}\n(see yello daemon --help)\n`);
+    return 2;
+  }
+}
+
+async function run(argv: DaemonArgs, io: Io): Promise<number> {
+  const ctx = pathContext(io.env);
   const usage = (message: string): never => {
-    process.stderr.write(`yello: ${message}\n(see yello daemon --help)\n`);
-    process.exit(2);
+    throw new DaemonUsage(message);
   };
   const socketMode = Number.parseInt(argv['socket-mode'], 8);
   if (!/^[0-7]{1,4}$/.test(argv['socket-mode']) || socketMode > 0o777) usage('--socket-mode must be an octal mode such as 0660');
@@ -38,7 +54,7 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   if (argv['metrics-allow-remote'] === true && metricsListen === null) usage('--metrics-allow-remote needs --metrics-listen HOST:PORT');
   // The flag wins over the environment; the value is checked for its form here (a typo is a
   // usage error) and parsed by the daemon, which never prints it unredacted.
-  const store = argv.store ?? process.env.YELLO_STORE ?? null;
+  const store = argv.store ?? io.env.YELLO_STORE ?? null;
   const storeIsLevel = store === null || store === '' || /^leveldb:?$/i.test(store);
   if (!storeIsLevel && !/^postgres(ql)?:\/\//i.test(store))
     usage('--store (or $YELLO_STORE) must be leveldb: or a postgresql://USER@HOST:PORT/DATABASE URL');
@@ -53,10 +69,10 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
   const early = () => {
     startup.stopRequested = true;
   };
-  process.once('SIGTERM', early);
-  process.once('SIGINT', early);
+  const offEarly = io.onSignals(early);
+  let daemon;
   try {
-    const daemon = await startDaemon({
+    daemon = await startDaemon({
       socketPath: resolveDaemonSocketPath(argv.socket, ctx),
       dataDir: resolveDataDir(argv['data-dir'], ctx),
       logLevel: argv['log-level'],
@@ -86,27 +102,31 @@ export async function runDaemon(argv: DaemonArgs): Promise<void> {
       faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
       metricsListen: typeof metricsListen === 'string' ? null : metricsListen,
     });
+  } catch (err) {
+    offEarly();
+    if (err instanceof StartupError) {
+      io.stderr.write(`yello: ${err.message}\n`);
+      return err.exitCode;
+    }
+    // Not a known startup failure: still one line, never a stack trace (the log has details).
+    io.stderr.write(`yello: the daemon failed to start: ${errorMessage(err)}\n`);
+    return EXIT_CODES.internal;
+  }
+  offEarly();
+  const running = daemon;
+  return new Promise<number>((resolve) => {
     const shutdown = () => {
-      daemon.stop().then(
-        () => process.exit(0),
+      running.stop().then(
+        () => {
+          resolve(0);
+        },
         (err: unknown) => {
-          process.stderr.write(`yello: shutdown failed: ${(err as Error).message}\n`);
-          process.exit(1);
+          io.stderr.write(`yello: shutdown failed: ${(err as Error).message}\n`);
+          resolve(1);
         },
       );
     };
-    process.off('SIGTERM', early);
-    process.off('SIGINT', early);
-    process.once('SIGTERM', shutdown);
-    process.once('SIGINT', shutdown);
+    io.onSignals(shutdown);
     if (startup.stopRequested) shutdown();
-  } catch (err) {
-    if (err instanceof StartupError) {
-      process.stderr.write(`yello: ${err.message}\n`);
-      process.exit(err.exitCode);
-    }
-    // Not a known startup failure: still one line, never a stack trace (the log has details).
-    process.stderr.write(`yello: the daemon failed to start: ${errorMessage(err)}\n`);
-    process.exit(EXIT_CODES.internal);
-  }
+  });
 }

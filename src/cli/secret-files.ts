@@ -16,6 +16,7 @@ import {
   type WriteStream,
 } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import type { Io } from './io.js';
 import { CliError, EXIT } from './output.js';
 
 const EXCLUSIVE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
@@ -222,12 +223,9 @@ export class OutFile {
   abort(): void {
     if (this.#done) return;
     this.#done = true;
+    // destroy() closes the fd (autoClose: false or not); a closeSync here as well closed it twice,
+    // and the second close could hit a descriptor the process had opened again meanwhile.
     this.stream.destroy();
-    try {
-      closeSync(this.#fd);
-    } catch {
-      /* already closed */
-    }
     try {
       unlinkSync(this.#tmp ?? this.#path);
     } catch {
@@ -237,10 +235,10 @@ export class OutFile {
 }
 
 /** A secret from a file, or from stdin for `-` (so it never appears on the command line). */
-export function readSecretFile(fileOrDash: string, flag: string): string {
+export async function readSecretFile(fileOrDash: string, flag: string, io: Pick<Io, 'readStdin'>): Promise<string> {
   let text: string;
   try {
-    text = readFileSync(fileOrDash === '-' ? 0 : fileOrDash, 'utf8');
+    text = fileOrDash === '-' ? (await io.readStdin()).toString('utf8') : readFileSync(fileOrDash, 'utf8');
   } catch (err) {
     throw new CliError(`cannot read ${flag} ${fileOrDash}: ${(err as Error).message}`, EXIT.usage);
   }

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Argv } from 'yargs';
 import { receiptFor, type AppendResult, type Chat, type MessageBatch, type ParamsIn, type YelloClient } from '../client/index.js';
-import { coordinatorTokenArg, coordinatorTokenOptions } from './admin-commands.js';
 import { appendRequestBytes, CliWriter } from './cli-writer.js';
-import { connectAgent, getChat, sessionAgentId, socketPath, streamsOf, withClient, type GlobalArgs } from './context.js';
+import { connectAgent, getChat, sessionAgentId, streamsOf, withClient, type GlobalArgs } from './context.js';
+import type { Io } from './io.js';
 import { openConversation, unreadNow } from './follow-command.js';
 import { CliError, EXIT, printJson } from './output.js';
-import { cliStateDir, WriterStore } from './writer-state.js';
+import { coordinatorTokenArg, coordinatorTokenOptions } from './stream-commands.js';
 
 type A<T = object> = GlobalArgs & T;
 type SendArgs = A<{
@@ -28,12 +28,10 @@ const fromStdin = (text: string[]) => text.length === 0 || (text.length === 1 &&
  * bytes that are not would be signed as U+FFFD, a silent change of what was sent, so they are
  * refused unless `lossy`. One trailing newline (what `echo` adds) is dropped.
  */
-async function readText(text: string[], lossy: boolean): Promise<string> {
+async function readText({ text, io }: { text: string[]; io: Io }, lossy: boolean): Promise<string> {
   // yargs hands a lone "-" to a variadic positional as [], so both mean stdin.
   if (!fromStdin(text)) return text.join(' ');
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  const bytes = Buffer.concat(chunks);
+  const bytes = await io.readStdin();
   let decoded: string;
   if (lossy) decoded = bytes.toString('utf8');
   else {
@@ -132,8 +130,8 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       async (args: SendArgs) => {
         if ((args['coordinator-token-file'] === '-' || args['coordinator-token-file'] === '') && fromStdin(args.text))
           throw new CliError('stdin cannot be both the text and --coordinator-token-file', EXIT.usage);
-        const token = coordinatorTokenArg(args);
-        const text = await readText(args.text, args.lossy);
+        const token = await coordinatorTokenArg(args);
+        const text = await readText(args, args.lossy);
         await withClient(connectAgent(args), async (c) => {
           const { chat } = await getChat(c, args.chatId);
           const { own } = streamsOf(chat, sessionAgentId(c));
@@ -147,18 +145,18 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           let r: AppendResult;
           if (token) r = await appendWithToken(c, own, records, token);
           else {
-            const writer = new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own);
+            const writer = CliWriter.for(args, c, own);
             writer.checkSize(records, await c.call('streams.get', { streamId: own }));
             r = await writer.run({ replace: args.replace, release: args.release }, (w) =>
               w.send(text, { messageId, ...(ack ? { ack } : {}) }),
             );
           }
           const acknowledged = ack ? { streamId: ack.streamId, generation: ack.generation, nextPosition: ack.nextPosition } : null;
-          if (args.json) printJson(args.ack ? { ...r, acknowledged } : r);
+          if (args.json) printJson(args.io, args.ack ? { ...r, acknowledged } : r);
           else {
-            process.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
-            for (const red of r.redactions) process.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
-            if (args.ack) process.stdout.write(ack ? ackLine(ack) : 'nothing new to acknowledge\n');
+            args.io.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
+            for (const red of r.redactions) args.io.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
+            if (args.ack) args.io.stdout.write(ack ? ackLine(ack) : 'nothing new to acknowledge\n');
           }
         });
       },
@@ -175,17 +173,14 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           const { chat } = await getChat(c, args.chatId);
           const last = await lastUnread(c, chat);
           if (!last) {
-            if (args.json) printJson({ acknowledged: null });
-            else process.stdout.write('nothing new to acknowledge\n');
+            if (args.json) printJson(args.io, { acknowledged: null });
+            else args.io.stdout.write('nothing new to acknowledge\n');
             return;
           }
           const { own } = streamsOf(chat, sessionAgentId(c));
-          const r = await new CliWriter(c, new WriterStore(cliStateDir(args['state-dir'])), socketPath(args), own).run(
-            { replace: args.replace, release: false },
-            (w) => w.ack(last),
-          );
-          if (args.json) printJson(r);
-          else process.stdout.write(ackLine(last));
+          const r = await CliWriter.for(args, c, own).run({ replace: args.replace, release: false }, (w) => w.ack(last));
+          if (args.json) printJson(args.io, r);
+          else args.io.stdout.write(ackLine(last));
         });
       },
     );

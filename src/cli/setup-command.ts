@@ -26,7 +26,7 @@ const USERNAME = /^[A-Za-z0-9_-]{1,128}$/;
  * group or others, not empty. The token itself never goes into a configuration file.
  */
 function tokenFileOf(args: SetupArgs): string {
-  const given = args['token-file'] || process.env.YELLO_TOKEN_FILE;
+  const given = args['token-file'] || args.io.env.YELLO_TOKEN_FILE;
   if (!given)
     throw new CliError(
       'yello setup names a token file and never the token: pass --token-file FILE (yello agents add NAME --token-out FILE makes one), or set $YELLO_TOKEN_FILE',
@@ -132,9 +132,9 @@ async function run(args: SetupArgs): Promise<void> {
     args.hooks && args.target !== 'gemini'
       ? hookCommands({ nodePath, binPath, agent: args.target, socketPath: socket, tokenFile, serverName })
       : null;
-  const targets = fileTargets({ agent: args.target, scope: args.scope, projectDir, serverName, server: entry, hooks });
+  const targets = fileTargets({ agent: args.target, scope: args.scope, projectDir, serverName, server: entry, hooks, env: args.io.env });
   const manifest = new SetupManifest(
-    cliStateDir(args['state-dir']),
+    cliStateDir(args['state-dir'], args.io.env),
     [args.target, args.scope, args.scope === 'project' ? projectDir : '', serverName].join('\n'),
   );
   const record = manifest.load();
@@ -174,7 +174,7 @@ async function run(args: SetupArgs): Promise<void> {
     f.after === null ? 'removed' : f.before === null ? 'created' : 'edited';
   const advice = args.remove ? [] : notes(args, serverName);
   if (args.json) {
-    printJson({
+    printJson(args.io, {
       serverName,
       dryRun: args['dry-run'],
       files: plan.map((f) => ({ path: f.path, action: action(f), changes: f.changes })),
@@ -185,14 +185,14 @@ async function run(args: SetupArgs): Promise<void> {
   }
   const would = args['dry-run'] ? 'would be ' : '';
   if (plan.length === 0)
-    process.stdout.write(args.remove ? `nothing of ${serverName} to remove\n` : `${serverName} is set up already: nothing to change\n`);
+    args.io.stdout.write(args.remove ? `nothing of ${serverName} to remove\n` : `${serverName} is set up already: nothing to change\n`);
   for (const f of plan) {
-    process.stdout.write(`${displayText(f.path)}: ${would}${action(f)}\n`);
-    for (const c of f.changes) process.stdout.write(`  ${c}\n`);
+    args.io.stdout.write(`${displayText(f.path)}: ${would}${action(f)}\n`);
+    for (const c of f.changes) args.io.stdout.write(`  ${c}\n`);
   }
-  for (const d of removedDirs) process.stdout.write(`${displayText(d)}: removed the empty directory setup created\n`);
-  if (args['dry-run']) process.stdout.write('(dry run: nothing was written)\n');
-  for (const n of advice) process.stdout.write(`${n}\n`);
+  for (const d of removedDirs) args.io.stdout.write(`${displayText(d)}: removed the empty directory setup created\n`);
+  if (args['dry-run']) args.io.stdout.write('(dry run: nothing was written)\n');
+  for (const n of advice) args.io.stdout.write(`${n}\n`);
 }
 
 /** `yello setup claude-code|codex|gemini --agent <username>`: wire an agent's own configuration files. */

@@ -1,5 +1,5 @@
-import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { homeDir } from './path-context.js';
 import { HOOK_EVENT_NAMES, removeHooks, removeMcpServer, setHooks, setMcpServer } from './setup-json.js';
 import { removeMcpBlock, setMcpBlock } from './setup-toml.js';
 
@@ -16,7 +16,8 @@ export interface SetupSpec {
   server: { command: string; args: string[]; env: Record<string, string> };
   /** The `yello hook` command per event (each ends with {@link hookMarker}), or null without --hooks. */
   hooks: Record<string, string> | null;
-  env?: NodeJS.ProcessEnv;
+  /** The environment whose $HOME, $CLAUDE_CONFIG_DIR and $CODEX_HOME say where the files are. */
+  env: Readonly<Record<string, string | undefined>>;
 }
 
 /** One file setup edits and the two edits it knows for it. */
@@ -84,8 +85,8 @@ function jsonHooks(path: string, privateFile: boolean, s: SetupSpec, hooks: Reco
  * Removal works on the same list, whatever was written.
  */
 export function fileTargets(s: SetupSpec): FileTarget[] {
-  const env = s.env ?? process.env;
-  const home = homedir();
+  const env = s.env;
+  const home = homeDir(env);
   const user = s.scope === 'user';
   const targets: FileTarget[] = [];
   if (s.agent === 'claude-code') {

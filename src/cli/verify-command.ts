@@ -25,7 +25,7 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
       const jwks = parsed;
       // yargs turns a lone "-" positional into ''.
       const stdin = args.file === '-' || args.file === '';
-      const input = stdin ? process.stdin : createReadStream(args.file, 'utf8');
+      const input = stdin ? args.io.stdin : createReadStream(args.file, 'utf8');
       const verifier = new ExportVerifier(jwks);
       try {
         // Line by line: an export of a long chat is never held in memory whole.
@@ -34,22 +34,22 @@ export function verifyCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         throw new CliError(`cannot read input: ${(err as Error).message}`, EXIT.usage);
       }
       const result = verifier.result();
-      if (args.json) printJson(result);
+      if (args.json) printJson(args.io, result);
       else {
         for (const p of result.problems) {
           // An export is untrusted input: what it names is shown as data.
-          process.stdout.write(
+          args.io.stdout.write(
             displayText(
               `line ${p.line}: ${p.streamId ?? '?'} generation ${p.generation ?? '?'} position ${p.position ?? '-'}: ${p.kind}: ${p.problem}`,
             ) + '\n',
           );
         }
         const n = result.problems.length;
-        process.stdout.write(
+        args.io.stdout.write(
           `${count(result.records, 'record')}, ${count(result.messages, 'message')}, ${count(result.checkpoints, 'checkpoint')} checked, ${count(n, 'problem')}\n`,
         );
       }
-      if (result.problems.length > 0) process.exitCode = EXIT.error;
+      if (result.problems.length > 0) args.io.exitCode = EXIT.error;
     },
   );
 }

@@ -1,18 +1,18 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, readFileSync, unlinkSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CliError, EXIT } from './output.js';
+import { homeDir } from './path-context.js';
 import { writeFileAtomic } from './secret-files.js';
 
 /**
  * The CLI's own directory for state that outlives one command: `--state-dir`, else
  * `$XDG_STATE_HOME/yello-cli`, else `~/.local/state/yello-cli`.
  */
-export function cliStateDir(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+export function cliStateDir(flag: string | undefined, env: Readonly<Record<string, string | undefined>>): string {
   if (flag) return resolve(flag);
   if (env.XDG_STATE_HOME) return join(env.XDG_STATE_HOME, 'yello-cli');
-  return join(homedir(), '.local', 'state', 'yello-cli');
+  return join(homeDir(env), '.local', 'state', 'yello-cli');
 }
 
 /** A claim the CLI holds on one stream, kept between commands. */

@@ -106,6 +106,7 @@ describe('daemon', () => {
   it('a second daemon on the same data dir (and socket) exits 73 and leaves the first one serving', async () => {
     const second = await runCli(['daemon', '--socket', daemon().socketPath, '--data-dir', daemon().dataDir, '--log-level', 'warn'], {
       timeoutMs: 15_000,
+      process: true,
     });
     expectExit(second, 73);
     expect(second.stderr).toMatch(/lock/i);
@@ -117,12 +118,13 @@ describe('daemon', () => {
   it('bad option values exit 2 with one usage line, on both the fast start path and the yargs path', async () => {
     const dir = path.join(daemon().dir, 'never');
     const base = ['daemon', '--socket', path.join(dir, 's.sock'), '--data-dir', dir];
+    const daemonRun = (args: string[]) => runCli([...base, ...args], { process: true });
     const runs = await Promise.all([
-      runCli([...base, '--max-line-bytes', 'abc']), // not a number: the fast path hands over to yargs
-      runCli([...base, '--max-connections', '0']), // a number, but not a usable one
-      runCli([...base, '--socket-mode', '999']),
-      runCli([...base, '--policy', 'nope']), // a choice yargs rejects
-      runCli([...base, '--bogus-flag']),
+      daemonRun(['--max-line-bytes', 'abc']), // not a number: the fast path hands over to yargs
+      daemonRun(['--max-connections', '0']), // a number, but not a usable one
+      daemonRun(['--socket-mode', '999']),
+      daemonRun(['--policy', 'nope']), // a choice yargs rejects
+      daemonRun(['--bogus-flag']),
     ]);
     for (const r of runs) {
       expectExit(r, 2);

@@ -142,8 +142,11 @@ describe('send', () => {
     expect(content).not.toContain('555 0100');
   });
 
-  it('"-" reads the text from stdin', async () => {
-    const r = await alice.json<Result<'streams.append'>>(['send', chatId, '-'], { input: 'line one from stdin\nline two\n' });
+  it('"-" reads the text from stdin (of a process: a real pipe)', async () => {
+    const r = await alice.json<Result<'streams.append'>>(['send', chatId, '-'], {
+      input: 'line one from stdin\nline two\n',
+      process: true,
+    });
     expect(messageOf(r.records[0]).content).toBe('line one from stdin\nline two');
   });
 });

@@ -50,42 +50,18 @@ function runWithClosedStdout(args: string[]): Promise<{ code: number | null; sig
 describe('send -', () => {
   it('refuses stdin that is not UTF-8 (exit 2, nothing claimed or written); --lossy sends it with U+FFFD', async () => {
     const p = await pair();
-    const r = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-'], Buffer.from([0x68, 0x69, 0x20, 0xff, 0xfe, 0x21]));
+    const r = await p.alice.run(['send', p.chatId, '-'], { input: Buffer.from([0x68, 0x69, 0x20, 0xff, 0xfe, 0x21]) });
     expectOneLine(r, 2, /not valid UTF-8.*--lossy/);
     expect(ok(await admin().call('streams.get', { streamId: p.streamA }))).toMatchObject({ nextPosition: '0', writer: { epoch: '0' } });
 
-    const lossy = await runBinary(
-      p.alice.tokenFile,
-      ['send', p.chatId, '-', '--lossy', '--json'],
-      Buffer.from([0x68, 0x69, 0x20, 0xff, 0x21]),
-    );
+    const lossy = await p.alice.run(['send', p.chatId, '-', '--lossy', '--json'], { input: Buffer.from([0x68, 0x69, 0x20, 0xff, 0x21]) });
     expectExit(lossy, 0);
     expect(messageOf((JSON.parse(lossy.stdout) as Result<'streams.append'>).records[0]).content).toBe('hi \uFFFD!');
     // Valid UTF-8, multi-byte included, goes through unchanged.
-    const fine = await runBinary(p.alice.tokenFile, ['send', p.chatId, '-', '--json'], Buffer.from('grüße, 🐝\n', 'utf8'));
+    const fine = await p.alice.run(['send', p.chatId, '-', '--json'], { input: Buffer.from('grüße, 🐝\n', 'utf8') });
     expect(messageOf((JSON.parse(expectExit(fine, 0).stdout) as Result<'streams.append'>).records[0]).content).toBe('grüße, 🐝');
   });
 });
-
-/** `yello --token-file F …args` with raw bytes on stdin. */
-function runBinary(tokenFile: string, args: string[], input: Buffer): Promise<CliResult> {
-  return new Promise((resolve) => {
-    const all = ['--token-file', tokenFile, ...args];
-    const child = spawn(process.execPath, [yelloBin, ...all], {
-      cwd: repoRoot,
-      env: cliEnv(cli().env()),
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.stdin.end(input);
-    child.on('close', (code, signal) => {
-      resolve({ args: all, code, signal, stdout, stderr, timedOut: false });
-    });
-  });
-}
 
 describe('a closed stdout', () => {
   it('ends the command quietly with exit 0 (yello status | head -0)', async () => {

@@ -43,7 +43,8 @@ type Batch = ChatBatchNotification;
 describe('chats follow --json', () => {
   it('prints one batch per line as JSON while the peer sends, and exits 0 on SIGINT', async () => {
     const cursor = await liveCursorNow();
-    const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', cursor]));
+    // A process, so that the SIGINT is a real one (the other follows run in this worker).
+    const f = track(alice.start(['chats', 'follow', chatId, '--json', '--cursor', cursor], { process: true }));
     await bob.ok(['send', chatId, 'first from bob']);
     await bob.ok(['send', chatId, 'second from bob']);
     const messageLines = () =>
@@ -76,7 +77,7 @@ describe('chats follow --json', () => {
   });
 
   it('human form (admin): a readable line per record, a "following" notice on stderr, exit 0 on SIGINT', async () => {
-    const f = track(cli().start(['chats', 'follow', chatId]));
+    const f = track(cli().start(['chats', 'follow', chatId], { process: true }));
     await f.waitForStderr('following');
     await alice.ok(['send', chatId, 'hi bob, alice here']);
     await f.waitFor(() => f.lines.some((l) => l.includes('hi bob, alice here')), 'the message line');

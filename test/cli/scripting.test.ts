@@ -76,14 +76,20 @@ describe('a daemon start that fails', () => {
     await new Promise<void>((r) => foreign.listen(socketPath, r));
     cleanups.push(() => new Promise((r) => foreign.close(r)));
     const dataDir = path.join(dir, 'data');
-    const r = await runCli(['daemon', '--socket', socketPath, '--data-dir', dataDir, '--log-level', 'warn'], { timeoutMs: 20_000 });
+    const r = await runCli(['daemon', '--socket', socketPath, '--data-dir', dataDir, '--log-level', 'warn'], {
+      timeoutMs: 20_000,
+      process: true,
+    });
     expectOneLine(r, 74, /another daemon is listening on/);
     expect(fs.existsSync(dataDir)).toBe(false);
 
     // A data dir that existed (empty, as systemd's StateDirectory makes it) is left as it was.
     const given = path.join(dir, 'given');
     fs.mkdirSync(given, { mode: 0o700 });
-    expectExit(await runCli(['daemon', '--socket', socketPath, '--data-dir', given, '--log-level', 'warn'], { timeoutMs: 20_000 }), 74);
+    expectExit(
+      await runCli(['daemon', '--socket', socketPath, '--data-dir', given, '--log-level', 'warn'], { timeoutMs: 20_000, process: true }),
+      74,
+    );
     expect(fs.readdirSync(given)).toEqual([]);
   });
 
@@ -91,6 +97,7 @@ describe('a daemon start that fails', () => {
     const otherSocket = path.join(daemon().dir, 'second.sock');
     const r = await runCli(['daemon', '--socket', otherSocket, '--data-dir', daemon().dataDir, '--log-level', 'warn'], {
       timeoutMs: 20_000,
+      process: true,
     });
     expectOneLine(r, 73, /locked by another daemon/);
     expect(r.stderr).toContain(`pid ${String(daemon().pid)}`);

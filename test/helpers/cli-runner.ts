@@ -1,11 +1,17 @@
-// Runs the real `yello` CLI (`node bin/yello …`) as a child process, the way a user would
-// (docs/protocol.md §9): socket and data dir come from $YELLO_SOCKET / $YELLO_DATA_DIR (or flags),
-// and every run reports stdout, stderr and the exit code. `startCli` keeps a long-running
-// command (`chats follow`) alive and hands its stdout back line by line.
+// Runs the real `yello` CLI (docs/protocol.md §9) as a user would: socket and data dir come
+// from $YELLO_SOCKET / $YELLO_DATA_DIR (or flags), and every run reports stdout, stderr and the
+// exit code. By default the CLI runs inside the test worker (src/cli/program.ts runCli with its
+// own buffers, an explicit environment and an abort signal for SIGINT/SIGTERM), which saves a
+// process start per call; `{ process: true }` spawns `node bin/yello` instead, for what only a
+// process shows: exit by a signal, real stdin and stdout pipes, process start and exit, the
+// built binary. `startCli` keeps a long-running command (`chats follow`) alive and hands its
+// stdout back line by line.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { PassThrough, Writable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { repoRoot } from './daemon-process.js';
 
 export const yelloBin = path.join(repoRoot, 'bin/yello');
@@ -26,13 +32,16 @@ export interface CliOptions {
   /** Extra environment (wins over the runner's base env). `undefined` values unset a variable. */
   env?: Record<string, string | undefined>;
   /** Written to stdin, which is then closed. Without it stdin is closed at once (empty). */
-  input?: string;
+  input?: string | Buffer;
   timeoutMs?: number;
+  /** Another working directory: a spawned process only (`process: true`). */
   cwd?: string;
+  /** Spawn `node bin/yello` (the process is under test) instead of running the CLI in this worker. */
+  process?: boolean;
 }
 
 /**
- * The environment of a CLI child: the test process's env minus every yello variable (so a
+ * The environment of a CLI run: the test process's env minus every yello variable (so a
  * developer's own $YELLO_TOKEN never leaks into a test), plus `extra`.
  */
 export function cliEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
@@ -42,37 +51,144 @@ export function cliEnv(extra: Record<string, string | undefined> = {}): NodeJS.P
   return Object.fromEntries(Object.entries(merged).filter(([, v]) => v !== undefined));
 }
 
-function spawnCli(args: string[], opts: CliOptions): ChildProcess {
-  return spawn(process.execPath, [yelloBin, ...args], {
+/** Where a run's output goes, as it arrives, and how it ended. */
+interface RunSink {
+  stdout(chunk: string): void;
+  stderr(chunk: string): void;
+  exit(code: number | null, signal: NodeJS.Signals | null, timedOut: boolean): void;
+}
+
+/** A running CLI, whichever way it runs. */
+interface Run {
+  readonly pid: number | undefined;
+  signal(sig: NodeJS.Signals): void;
+}
+
+/** `input`: stdin's whole content, or null to leave stdin open (a long-running command). */
+function spawnRun(args: string[], opts: CliOptions, input: string | Buffer | null, sink: RunSink): Run {
+  const child: ChildProcess = spawn(process.execPath, [yelloBin, ...args], {
     cwd: opts.cwd ?? repoRoot,
     env: cliEnv(opts.env),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => {
+    sink.stdout(c);
+  });
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => {
+    sink.stderr(c);
+  });
+  child.stdin!.on('error', () => undefined);
+  if (input !== null) child.stdin!.end(input);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill('SIGKILL');
+  }, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  child.on('close', (code, signal) => {
+    clearTimeout(timer);
+    sink.exit(code, signal, timedOut);
+  });
+  child.on('error', (err) => {
+    clearTimeout(timer);
+    sink.stderr(String(err));
+    sink.exit(-1, null, timedOut);
+  });
+  return {
+    pid: child.pid,
+    signal: (sig) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+    },
+  };
 }
 
-/** Runs `yello …args` to completion (or kills it after the timeout). */
+/** A stream that hands each write to `onText`, decoded as UTF-8. */
+function textSink(onText: (text: string) => void): Writable {
+  const decoder = new StringDecoder('utf8');
+  return new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      onText(typeof chunk === 'string' ? chunk : decoder.write(chunk));
+      done();
+    },
+  });
+}
+
+/**
+ * The CLI in this worker. Only SIGINT and SIGTERM have a meaning here (the run's abort signal,
+ * what the binary's handlers do); any other signal, or the timeout, abandons the run, reported
+ * as killed by it.
+ */
+function inProcessRun(args: string[], opts: CliOptions, input: string | Buffer | null, sink: RunSink): Run {
+  if (opts.cwd !== undefined && path.resolve(opts.cwd) !== repoRoot)
+    throw new Error(`cli-runner: a run in another directory (${opts.cwd}) needs its own process: pass { process: true }`);
+  if (args[0] === 'daemon' && !args.some((a) => a === '--help' || a === '-h'))
+    throw new Error(
+      'cli-runner: `yello daemon` is a process of its own (exit codes, signals, the fast start path): pass { process: true }',
+    );
+  if (process.cwd() !== repoRoot) throw new Error(`cli-runner: the in-process CLI resolves paths from ${process.cwd()}, not ${repoRoot}`);
+  const stdin = new PassThrough();
+  if (input !== null) stdin.end(input);
+  const stop = new AbortController();
+  let ended = false;
+  const end = (code: number | null, signal: NodeJS.Signals | null, timedOut: boolean) => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(timer);
+    sink.exit(code, signal, timedOut);
+  };
+  const timer = setTimeout(() => {
+    stop.abort();
+    end(null, 'SIGKILL', true);
+  }, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  void import('../../src/cli/program.js')
+    .then(({ runCli: yello }) =>
+      yello(args, {
+        stdout: textSink((t) => {
+          sink.stdout(t);
+        }),
+        stderr: textSink((t) => {
+          sink.stderr(t);
+        }),
+        stdin,
+        env: cliEnv(opts.env),
+        signal: stop.signal,
+      }),
+    )
+    .then(
+      (code) => {
+        end(code, null, false);
+      },
+      (err: unknown) => {
+        // runCli maps every failure to an exit code; reaching this is a bug in the CLI.
+        sink.stderr(`cli-runner: runCli threw: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        end(-1, null, false);
+      },
+    );
+  return {
+    pid: undefined,
+    signal: (sig) => {
+      if (ended) return;
+      if (sig === 'SIGINT' || sig === 'SIGTERM') stop.abort();
+      else {
+        stop.abort();
+        end(null, sig, false);
+      }
+    },
+  };
+}
+
+/** Runs `yello …args` to completion (or gives up on it after the timeout). */
 export function runCli(args: string[], opts: CliOptions = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawnCli(args, opts);
     let stdout = '';
     let stderr = '';
-    let timedOut = false;
-    child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-    child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-    child.stdin!.on('error', () => undefined);
-    child.stdin!.end(opts.input ?? '');
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ args, code, signal, stdout, stderr, timedOut });
-    });
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      resolve({ args, code: -1, signal: null, stdout, stderr: stderr + String(err), timedOut });
-    });
+    const sink: RunSink = {
+      stdout: (c) => (stdout += c),
+      stderr: (c) => (stderr += c),
+      exit: (code, signal, timedOut) => {
+        resolve({ args, code, signal, stdout, stderr, timedOut });
+      },
+    };
+    (opts.process ? spawnRun : inProcessRun)(args, opts, opts.input ?? '', sink);
   });
 }
 
@@ -189,46 +305,44 @@ export class LongRunningCli {
   stderr = '';
   readonly exited: Promise<CliResult>;
   result: CliResult | null = null;
-  readonly #child: ChildProcess;
+  readonly #run: Run;
   readonly #waiters = new Set<() => void>();
 
   constructor(
     readonly args: string[],
     opts: CliOptions,
   ) {
-    this.#child = spawnCli(args, opts);
-    this.#child.stdin!.on('error', () => undefined);
-    if (opts.input !== undefined) this.#child.stdin!.end(opts.input);
     let partial = '';
     let stdout = '';
-    this.#child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-      partial += chunk;
-      let nl: number;
-      while ((nl = partial.indexOf('\n')) >= 0) {
-        this.lines.push(partial.slice(0, nl));
-        partial = partial.slice(nl + 1);
-      }
-      this.#wake();
-    });
-    this.#child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      this.stderr += chunk;
-      this.#wake();
-    });
-    const hardTimer = setTimeout(() => this.#child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
-    this.exited = new Promise((resolve) => {
-      this.#child.on('close', (code, signal) => {
-        clearTimeout(hardTimer);
+    let resolveExit: (r: CliResult) => void = () => undefined;
+    this.exited = new Promise((resolve) => (resolveExit = resolve));
+    this.#run = (opts.process ? spawnRun : inProcessRun)(args, { ...opts, timeoutMs: opts.timeoutMs ?? 60_000 }, opts.input ?? null, {
+      stdout: (chunk) => {
+        stdout += chunk;
+        partial += chunk;
+        let nl: number;
+        while ((nl = partial.indexOf('\n')) >= 0) {
+          this.lines.push(partial.slice(0, nl));
+          partial = partial.slice(nl + 1);
+        }
+        this.#wake();
+      },
+      stderr: (chunk) => {
+        this.stderr += chunk;
+        this.#wake();
+      },
+      exit: (code, signal) => {
         if (partial) this.lines.push(partial);
         this.result = { args, code, signal, stdout, stderr: this.stderr, timedOut: false };
         this.#wake();
-        resolve(this.result);
-      });
+        resolveExit(this.result);
+      },
     });
   }
 
+  /** The child's pid (a spawned run only). */
   get pid(): number | undefined {
-    return this.#child.pid;
+    return this.#run.pid;
   }
 
   #wake(): void {
@@ -280,14 +394,17 @@ export class LongRunningCli {
     );
   }
 
+  /** SIGINT or SIGTERM: what the binary does on it (in this worker: the run's abort signal). */
   signal(sig: NodeJS.Signals = 'SIGINT'): void {
-    if (!this.result) this.#child.kill(sig);
+    if (!this.result) this.#run.signal(sig);
   }
 
   /** Sends `sig` and waits for the exit (SIGKILL after `timeoutMs`). */
   async stop(sig: NodeJS.Signals = 'SIGINT', timeoutMs = 10_000): Promise<CliResult> {
     this.signal(sig);
-    const timer = setTimeout(() => this.#child.kill('SIGKILL'), timeoutMs);
+    const timer = setTimeout(() => {
+      this.signal('SIGKILL');
+    }, timeoutMs);
     try {
       return await this.exited;
     } finally {
@@ -298,7 +415,7 @@ export class LongRunningCli {
   /** Kills it if still running (for afterAll). */
   async kill(): Promise<void> {
     if (!this.result) {
-      this.#child.kill('SIGKILL');
+      this.signal('SIGKILL');
       await this.exited;
     }
   }

@@ -371,7 +371,10 @@ describe('--metrics-listen refusals at start', () => {
   const start = async (args: string[]) => {
     const dir = await makeTempDir();
     dirs.push(dir);
-    return runCli(['daemon', '--socket', path.join(dir, 'y.sock'), '--data-dir', path.join(dir, 'data'), ...args], { timeoutMs: 20_000 });
+    return runCli(['daemon', '--socket', path.join(dir, 'y.sock'), '--data-dir', path.join(dir, 'data'), ...args], {
+      timeoutMs: 20_000,
+      process: true,
+    });
   };
 
   it('a non-loopback address without --metrics-allow-remote is a usage error (exit 2) that names the way out', async () => {

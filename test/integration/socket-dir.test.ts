@@ -36,7 +36,7 @@ async function makeDir(dir: string, uid: number, mode: number): Promise<string> 
 
 /** Runs `yello daemon` to its exit (a daemon that starts instead is killed after 8 s). */
 function runDaemon(socketPath: string, dataDir: string, extra: string[] = []): Promise<CliResult> {
-  return runCli(['daemon', '--socket', socketPath, '--data-dir', dataDir, ...extra], { timeoutMs: 8_000 });
+  return runCli(['daemon', '--socket', socketPath, '--data-dir', dataDir, ...extra], { timeoutMs: 8_000, process: true });
 }
 
 /** Exit 78, exactly one stderr line saying what is wrong, no socket. */

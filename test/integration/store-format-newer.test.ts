@@ -51,7 +51,10 @@ describe('a store of a newer format', () => {
     await setFormat(dbDir, CURRENT_FORMAT + 1);
     const before = await snapshot(dbDir);
 
-    const r = await runCli(['daemon', '--socket', d.socketPath, '--data-dir', d.dataDir, '--log-level', 'warn'], { timeoutMs: 30_000 });
+    const r = await runCli(['daemon', '--socket', d.socketPath, '--data-dir', d.dataDir, '--log-level', 'warn'], {
+      timeoutMs: 30_000,
+      process: true,
+    });
     expectExit(r, 78);
     expect(oneLineErrorProblems(r), r.stderr).toEqual([]);
     expect(r.stderr).toMatch(

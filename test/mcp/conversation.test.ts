@@ -176,7 +176,8 @@ describe('yello mcp --print-config', () => {
   it('prints the mcpServers snippet with absolute paths and never the token, and the snippet runs', async () => {
     const chat = await world().chat();
     const relative = path.relative(world().dir, chat.aliceToken);
-    const r = await world().cli.run(['--token-file', relative, 'mcp', '--print-config'], { cwd: world().dir });
+    // Its own process in another directory: the relative path resolves from there.
+    const r = await world().cli.run(['--token-file', relative, 'mcp', '--print-config'], { cwd: world().dir, process: true });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toContain(chat.alice.token);
     const config = JSON.parse(r.stdout) as McpClientConfig;
@@ -211,7 +212,7 @@ describe('yello mcp --print-config', () => {
 
 describe('yello mcp as a process', () => {
   it('exits 2 with a clear message for no token (the admin token is served, refused by every tool: setup.test.ts)', async () => {
-    const none = await world().cli.run(['mcp']);
+    const none = await world().cli.run(['mcp'], { process: true });
     expect(none.code).toBe(2);
     expect(none.stderr).toMatch(/--token-file/);
   });

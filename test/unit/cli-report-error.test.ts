@@ -2,30 +2,25 @@
 // the socket is a group-membership problem, not a stopped daemon. Root cannot be refused a
 // socket, so the errno is given here rather than provoked.
 
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
 import { ConnectionLostError } from '../../src/client/index.js';
 import { reportError } from '../../src/cli/output.js';
 
 function stderrOf(err: unknown): string {
   let text = '';
-  const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    text += String(chunk);
-    return true;
+  const stderr = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      text += chunk.toString();
+      done();
+    },
   });
-  try {
-    expect(reportError(err)).toBe(1);
-  } finally {
-    spy.mockRestore();
-  }
+  expect(reportError({ stderr }, err)).toBe(1);
   return text;
 }
 
 const lost = (code: string) =>
   new ConnectionLostError(`cannot connect to yellod at /run/yello/yello.sock: ${code}: …`, false, Object.assign(new Error(code), { code }));
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
 
 describe('reportError for a connection that failed', () => {
   it('EACCES: says to add the user to the socket group, not "is the daemon running?"', () => {
