@@ -91,7 +91,7 @@ async function attach(args: AttachArgs): Promise<void> {
   if (!args.chat === !args.inbox) throw new CliError('name what to present: --chat <chatId> or --inbox (all chats)', EXIT.usage);
   const token = agentToken(args);
   if (!token) throw new CliError('yello attach acts as an agent: pass --token-file FILE or set $YELLO_TOKEN', EXIT.usage);
-  const pane = await TmuxPane.open(args.tmux, args['tmux-socket']);
+  const pane = await TmuxPane.open(args.tmux, args['tmux-socket'], io.env);
   const client = await connectAgent(args, { reconnect: true });
   const socket = socketPath(args);
   const attachment = new PaneAttachment({

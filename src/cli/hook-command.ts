@@ -32,9 +32,7 @@ function hookToken(args: HookArgs, env: Io['env']): string | { error: string } {
     }
     return token || { error: `the token file ${file} is empty; no messages shown` };
   }
-  return (
-    env.YELLO_TOKEN?.trim() || { error: 'no agent token (--token-file, $YELLO_TOKEN_FILE or $YELLO_TOKEN); no messages shown' }
-  );
+  return env.YELLO_TOKEN?.trim() || { error: 'no agent token (--token-file, $YELLO_TOKEN_FILE or $YELLO_TOKEN); no messages shown' };
 }
 
 /** Why connecting failed, in one line that says what to do. */

@@ -64,19 +64,19 @@ const describe = (p: ProcessId) => `${p.command} (pid ${p.pid})`;
  */
 export class TmuxPane {
   readonly identity: PaneIdentity;
-  readonly #socketArgs: string[];
+  readonly #server: TmuxServer;
 
-  private constructor(identity: PaneIdentity, socketArgs: string[]) {
+  private constructor(identity: PaneIdentity, server: TmuxServer) {
     this.identity = identity;
-    this.#socketArgs = socketArgs;
+    this.#server = server;
   }
 
   /** Find `target` (any tmux target: `%3`, `work:1.0`) on the server at `socket` (tmux -S; default: tmux's own choice, `$TMUX` first). */
-  static async open(target: string, socket?: string): Promise<TmuxPane> {
+  static async open(target: string, socket: string | undefined, env: Readonly<Record<string, string | undefined>>): Promise<TmuxPane> {
     if (!(await procStat(process.pid)))
       throw new CliError('yello attach --tmux tells processes apart through /proc, which this system lacks (Linux only)', EXIT.error);
-    const socketArgs = socket ? ['-S', socket] : [];
-    const out = await tmux(socketArgs, [
+    const server: TmuxServer = { socketArgs: socket ? ['-S', socket] : [], env };
+    const out = await tmux(server, [
       'display-message',
       '-p',
       '-t',
@@ -100,7 +100,7 @@ export class TmuxPane {
     const fg = await foregroundGroup(pane.pid);
     const agent = fg === null ? null : await processId(fg);
     if (!agent) throw new CliError(`cannot tell which process is in the foreground of tmux pane ${target}`, EXIT.error);
-    return new TmuxPane({ paneId, name, pane, agent }, socketArgs);
+    return new TmuxPane({ paneId, name, pane, agent }, server);
   }
 
   /** Whether the pane still runs the same process, with the same agent in its foreground. */
@@ -108,7 +108,7 @@ export class TmuxPane {
     const { paneId, pane, agent } = this.identity;
     let out: string;
     try {
-      out = await tmux(this.#socketArgs, ['display-message', '-p', '-t', paneId, '#{pane_id}\t#{pane_pid}\t#{pane_dead}']);
+      out = await tmux(this.#server, ['display-message', '-p', '-t', paneId, '#{pane_id}\t#{pane_pid}\t#{pane_dead}']);
     } catch (err) {
       if (err instanceof CliError) return { ok: false, gone: true, why: `tmux pane ${paneId} is gone (${err.message})` };
       throw err;
@@ -138,16 +138,22 @@ export class TmuxPane {
    */
   async paste(text: string): Promise<void> {
     const buffer = `yello-${randomBytes(6).toString('hex')}`;
-    await tmux(this.#socketArgs, ['load-buffer', '-b', buffer, '-'], text);
-    await tmux(this.#socketArgs, ['paste-buffer', '-p', '-d', '-b', buffer, '-t', this.identity.paneId]);
-    await tmux(this.#socketArgs, ['send-keys', '-t', this.identity.paneId, 'Enter']);
+    await tmux(this.#server, ['load-buffer', '-b', buffer, '-'], text);
+    await tmux(this.#server, ['paste-buffer', '-p', '-d', '-b', buffer, '-t', this.identity.paneId]);
+    await tmux(this.#server, ['send-keys', '-t', this.identity.paneId, 'Enter']);
   }
 }
 
+/** Which tmux server, and the environment tmux runs in (the CLI run's: its PATH finds tmux, its $TMUX names the server). */
+interface TmuxServer {
+  socketArgs: string[];
+  env: Readonly<Record<string, string | undefined>>;
+}
+
 /** Run tmux; its stdout, or a CliError with its own message (no tmux at all: how to get it). */
-function tmux(socketArgs: string[], args: string[], input?: string): Promise<string> {
+function tmux(server: TmuxServer, args: string[], input?: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn('tmux', [...socketArgs, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('tmux', [...server.socketArgs, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...server.env } });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));

@@ -56,8 +56,8 @@ describe('yello setup', () => {
   }
 
   function setup(p: CliPair, home: string, project: string, args: string[], token = p.alice.tokenFile): Promise<CliResult> {
-    return cli().run(['--token-file', token, 'setup', ...args], {
-      cwd: project,
+    // --project-dir: an in-process run has the worker's cwd (the default, process.cwd(), is the spawned CLI's).
+    return cli().run(['--token-file', token, 'setup', ...args, '--project-dir', project], {
       env: { HOME: home, CODEX_HOME: undefined, CLAUDE_CONFIG_DIR: undefined, XDG_STATE_HOME: path.join(home, '.state') },
     });
   }
