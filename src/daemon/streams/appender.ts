@@ -18,7 +18,7 @@ import { assertAuthor } from './access.js';
 import { applyPolicy, checkMessageIds, checkReceipts, messageIdsOf, requestDigest } from './append-checks.js';
 import type { StreamContext } from './context.js';
 import { decideAgain, refuseUnlessMoved } from './decide-again.js';
-import { nextTimestamp, tokenCurrent } from './fencing.js';
+import { admissionOf, nextTimestamp, tokenCurrent } from './fencing.js';
 import type { StreamHeads } from './heads.js';
 import type { ReceivingAppends } from './receiving-appends.js';
 import type { StreamReader } from './stream-reader.js';
@@ -224,6 +224,7 @@ export class Appender {
         operation: stored,
         messageIds: positioned,
         ready: signing.length > 0 ? Promise.all(signing).then(() => {}) : null,
+        ...admissionOf(caller, this.#directory.policy === 'grants'),
       });
     } catch (err) {
       // Queued and then failed: the answer names the operation, whose outcome is unknown.

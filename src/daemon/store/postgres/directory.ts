@@ -332,7 +332,19 @@ export class PostgresDirectory implements DirectoryPort {
     this.#usernames.set(row.username, row.id);
     if (previous && previous.tokenHash !== row.tokenHash && this.#tokens.get(previous.tokenHash) === row.id)
       this.#tokens.delete(previous.tokenHash);
-    this.#tokens.set(row.tokenHash, row.id);
+    // As in the table: a disabled agent's token is in no index.
+    if (row.disabled) this.#tokens.delete(row.tokenHash);
+    else this.#tokens.set(row.tokenHash, row.id);
+  }
+
+  /**
+   * Read the agent row and the grant a denied change relied on again (stream-store.ts
+   * `onDenied`): the database refused what this daemon's rows still allowed, so they are older
+   * than its. On the commit chain, as a notice's reload.
+   */
+  reloadDenied(agentId: string, peerAgentId: string): void {
+    this.#enqueue(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a denied commit failed');
+    this.#enqueue(() => this.#reload({ kind: 'grant', agentId, peerAgentId }), 'reloading a grant after a denied commit failed');
   }
 
   /** Cache a committed chat and its heads; false when it was cached already. */
@@ -436,7 +448,10 @@ export class PostgresDirectory implements DirectoryPort {
         notice: { kind: 'agent', agentId: row.id },
         apply: async (tx) => {
           await tx`update agents set body = ${encodeRow(DirectoryKey.agent(row.id), row)} where agent_id = ${row.id}`;
-          if (row.tokenHash !== previous.tokenHash) {
+          // A disabled agent has no token row: the commits of every daemon check the session's
+          // token row in their transaction (group-statement.ts), so this is what refuses them.
+          if (row.disabled) await tx`delete from tokens where agent_id = ${row.id}`;
+          else if (row.tokenHash !== previous.tokenHash) {
             await tx`delete from tokens where token_hash = ${previous.tokenHash}`;
             await tx`insert into tokens (token_hash, agent_id, body)
               values (${row.tokenHash}, ${row.id}, ${encodeRow(DirectoryKey.token(row.tokenHash), row.id)})`;

@@ -97,6 +97,9 @@ export class PostgresStore implements StorePort {
     });
     const opened = new PostgresStore(sql, streams, directory, secret, options.log);
     late.store = opened;
+    streams.onDenied((admission, peerAgentId) => {
+      directory.reloadDenied(admission.agentId, peerAgentId);
+    });
     streams.onGroupCommit((settled, seconds) => {
       opened.#onGroupCommit(settled, seconds);
     });

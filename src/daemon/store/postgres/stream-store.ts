@@ -22,6 +22,7 @@ import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import { expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
+  ChangeAdmission,
   CommitOutcome,
   OperationStatus,
   OpLogEntry,
@@ -756,13 +757,18 @@ export class PostgresStreams implements StreamPort {
     if (c?.ok && (c.value as { command?: string }).command !== 'COMMIT')
       throw new Error(`COMMIT of a group answered ${(c.value as { command?: string }).command ?? 'nothing'}`);
     const ok = new Set<number>();
+    const denied = new Map<number, 'session' | 'grant'>();
     layers.forEach((l, k) => {
       const m = moved[k];
       l.changes.forEach((ch, j) => {
-        if (m?.ok && m.value.has(ch.change.next.streamId)) ok.add(l.at[j] ?? -1);
+        const at = l.at[j] ?? -1;
+        const streamId = ch.change.next.streamId;
+        if (m?.ok && m.value.moved.has(streamId)) ok.add(at);
+        const reason = m?.ok ? m.value.denied.get(streamId) : undefined;
+        if (reason) denied.set(at, reason);
       });
     });
-    const stale = group.filter((_, i) => !ok.has(i)).map((g) => g.change.next.streamId);
+    const stale = group.filter((_, i) => !ok.has(i) && !denied.has(i)).map((g) => g.change.next.streamId);
     const heads = new Map<string, string>();
     if (stale.length > 0) {
       // Read after the commit: the head now, which is at least as new as the one that refused it.
@@ -772,11 +778,31 @@ export class PostgresStreams implements StreamPort {
     }
     return group.map((g, i): CommitOutcome => {
       if (ok.has(i)) return { status: 'ok' };
+      const reason = denied.get(i);
+      if (reason) return this.#denied(g.change, reason);
       const streamId = g.change.next.streamId;
       const body = heads.get(streamId);
       if (body !== undefined) this.#staleBodies.set(streamId, body);
       return { status: 'stale', head: body === undefined ? undefined : decodeHead(streamId, body) };
     });
+  }
+
+  /**
+   * A change the directory denied in its transaction: told to the directory (`onDenied`), whose
+   * rows of that session and grant are older than the database's (a revocation through another
+   * daemon not heard yet), so that it reads them again.
+   */
+  #denied(c: StreamChange, reason: 'session' | 'grant'): CommitOutcome {
+    const admission = c.kind === 'append' || c.kind === 'claim' || c.kind === 'release' ? c.admission : undefined;
+    if (admission) for (const l of this.#deniedListeners) l(admission, c.next.peerAgentId);
+    return { status: 'denied', reason };
+  }
+
+  readonly #deniedListeners: Array<(admission: ChangeAdmission, peerAgentId: string) => void> = [];
+
+  /** Called with the admission of each change the database denied (the store reloads the directory's rows of it). */
+  onDenied(listener: (admission: ChangeAdmission, peerAgentId: string) => void): void {
+    this.#deniedListeners.push(listener);
   }
 
   /** The slow path: each change under its own savepoint. */
@@ -811,8 +837,10 @@ export class PostgresStreams implements StreamPort {
     const n = c.next;
     const body = bodyOf(g);
     if (c.expect !== null) {
-      const moved = await groupStatement(sp, [{ change: c, meta: body, after: afterOf(g) }]);
-      if (!moved.has(n.streamId)) throw new Refusal({ status: 'stale', head: undefined });
+      const done = await groupStatement(sp, [{ change: c, meta: body, after: afterOf(g) }]);
+      const reason = done.denied.get(n.streamId);
+      if (reason) throw new Refusal(this.#denied(c, reason));
+      if (!done.moved.has(n.streamId)) throw new Refusal({ status: 'stale', head: undefined });
       return;
     }
     // Only a reset of a head rebuilt from its records has no precondition: it writes the head,
@@ -835,6 +863,7 @@ export class PostgresStreams implements StreamPort {
   /** What a change refused inside its savepoint becomes; an error that is not a refusal fails the group. */
   async #refusal(tx: TxSql, c: StreamChange, err: unknown): Promise<CommitOutcome> {
     const streamId = c.next.streamId;
+    if (err instanceof Refusal && err.outcome.status === 'denied') return err.outcome;
     if (err instanceof Refusal && err.outcome.status === 'stale') {
       const [row] = await tx<{ meta: string }[]>`select meta from heads where stream_id = ${streamId}`;
       if (row) this.#staleBodies.set(streamId, row.meta);
