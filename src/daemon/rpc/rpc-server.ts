@@ -44,6 +44,9 @@ export interface ConnectionHandle {
  * promise does not compile.
  */
 export type Handler<M extends MethodName> = (params: Params<M>, caller: Caller, ctx: CallContext) => Result<M> | Promise<Result<M>>;
+/** Read again what a refusal names, where a shared store may have it unheard; true when the call should be decided again. */
+export type ConfirmRefusal = (error: YelloError) => Promise<boolean>;
+
 /** Handlers for every method. */
 export type Handlers = { [M in MethodName]: Handler<M> };
 
@@ -55,13 +58,26 @@ export type Handlers = { [M in MethodName]: Handler<M> };
 export class RpcServer {
   readonly #server = new JSONRPCServer<CallContext>({ errorListener: () => {} });
   readonly #log: Logger;
-  readonly #sessionValid: (caller: Caller) => boolean;
+  readonly #sessionValid: (caller: Caller) => boolean | Promise<boolean>;
+  readonly #confirmRefusal: ConfirmRefusal | undefined;
   readonly #onError: ((error: YelloError) => void) | undefined;
 
-  /** `onError` sees every error a method answers with, once it is mapped (metrics). */
-  constructor(handlers: Handlers, log: Logger, sessionValid: (caller: Caller) => boolean, onError?: (error: YelloError) => void) {
+  /**
+   * `sessionValid` says whether a session's token still holds (a promise where a shared store
+   * confirms it); `confirmRefusal` reads again what a NOT_FOUND names, where another daemon may
+   * have made it unheard (true: the handler runs once more); `onError` sees every error a
+   * method answers with, once it is mapped (metrics).
+   */
+  constructor(
+    handlers: Handlers,
+    log: Logger,
+    sessionValid: (caller: Caller) => boolean | Promise<boolean>,
+    onError?: (error: YelloError) => void,
+    confirmRefusal?: ConfirmRefusal,
+  ) {
     this.#log = log;
     this.#sessionValid = sessionValid;
+    this.#confirmRefusal = confirmRefusal;
     this.#onError = onError;
     this.#server.mapErrorToJSONRPCErrorResponse = (id, error) => this.#mapError(id, error);
     for (const method of Object.values(methods) as MethodDescriptor[]) {
@@ -81,15 +97,44 @@ export class RpcServer {
     rawParams: unknown,
     ctx: CallContext,
   ): unknown {
-    const { name, access } = method;
+    const { access } = method;
     const caller = ctx.caller;
-    if (access !== 'public') {
-      if (!caller) throw errors.unauthenticated();
-      if (!this.#sessionValid(caller))
-        throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
-      if (access === 'admin' && caller.role !== 'admin') throw errors.permissionDenied('ADMIN_ONLY', `${name} is admin-only`);
-      if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
-    }
+    if (access === 'public') return this.#run(method, handler, rawParams, ctx);
+    if (!caller) throw errors.unauthenticated();
+    const valid = this.#sessionValid(caller);
+    // A session confirmed by a shared store: the call runs only once the store said it holds.
+    if (typeof valid !== 'boolean') return valid.then((v) => this.#authorized(v, method, handler, rawParams, ctx));
+    return this.#authorized(valid, method, handler, rawParams, ctx);
+  }
+
+  #authorized(
+    valid: boolean,
+    method: MethodDescriptor,
+    handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown,
+    rawParams: unknown,
+    ctx: CallContext,
+  ): unknown {
+    const { name, access } = method;
+    const caller = ctx.caller as Caller;
+    if (!valid) throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
+    if (access === 'admin' && caller.role !== 'admin') throw errors.permissionDenied('ADMIN_ONLY', `${name} is admin-only`);
+    if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
+    return this.#run(method, handler, rawParams, ctx);
+  }
+
+  /**
+   * Parse the params and run the handler. A NOT_FOUND it answers is decided on this daemon's
+   * rows, which another daemon of a shared store may have made wrong unheard (a chat, an agent
+   * or a stream created through it): read again (`confirmRefusal`) and decided once more before
+   * it is answered, as a FENCED is confirmed against the store's head.
+   */
+  #run(
+    method: MethodDescriptor,
+    handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown,
+    rawParams: unknown,
+    ctx: CallContext,
+  ): unknown {
+    const caller = ctx.caller;
     if (Array.isArray(rawParams)) throw errors.invalidParams('', 'params must be an object (by-name)');
     const parsed = method.params.safeParse(rawParams ?? {});
     if (!parsed.success) {
@@ -98,7 +143,19 @@ export class RpcServer {
       const { path, reason } = issue ? describeIssue(issue) : { path: '', reason: 'invalid params' };
       throw errors.invalidParams(path, reason);
     }
-    return handler(parsed.data, caller as Caller, ctx);
+    const run = () => handler(parsed.data, caller as Caller, ctx);
+    const confirm = this.#confirmRefusal;
+    if (!confirm) return run();
+    const again = async (err: unknown): Promise<unknown> => {
+      if (!(err instanceof YelloError) || err.type !== 'NOT_FOUND' || !(await confirm(err))) throw err;
+      return run();
+    };
+    try {
+      const result = run();
+      return result instanceof Promise ? result.catch(again) : result;
+    } catch (err) {
+      return again(err);
+    }
   }
 
   #mapError(id: JSONRPCRequest['id'], error: unknown): JSONRPCResponse & { error: object } {

@@ -175,6 +175,8 @@ export class Appender {
     // Decided on the head in memory, which another daemon may have moved unheard.
     if (refused) return refuseUnlessMoved(this.#heads, p.streamId, meta, last, refused);
     if (!this.#directory.maySend(meta.authorAgentId, meta.peerAgentId)) {
+      // A grant made through another daemon may not have been heard here: decided again once read.
+      if (!last && (await this.#directory.grantAppeared(meta.authorAgentId, meta.peerAgentId))) return 'stale';
       throw errors.permissionDenied('NO_GRANT', `no grant lets ${meta.authorAgentId} send to ${meta.peerAgentId}`);
     }
 
