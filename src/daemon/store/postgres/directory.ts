@@ -98,8 +98,9 @@ export interface PostgresDirectoryOptions {
   onFailure?: (error: Error) => void;
   /** Called when a chat this daemon did not know becomes known (its own or another daemon's), with its heads. */
   onChat?: (heads: readonly StreamMeta[]) => void;
-  /** Called when the database did not answer a session check in time (the store logs the loss once). */
+  /** Called when the database did not answer a session check in time, and when it answered one (the store logs a loss once). */
   onUnreachable?: (err: unknown) => void;
+  onReachable?: () => void;
 }
 
 export class PostgresDirectory implements DirectoryPort {
@@ -144,7 +145,11 @@ export class PostgresDirectory implements DirectoryPort {
 
   private constructor(sql: Sql, streams: PostgresStreams, options: PostgresDirectoryOptions) {
     this.#sql = sql;
-    this.#sessions = new SessionChecks(sql, (err) => options.onUnreachable?.(err));
+    this.#sessions = new SessionChecks(
+      sql,
+      (err) => options.onUnreachable?.(err),
+      () => options.onReachable?.(),
+    );
     this.#streams = streams;
     this.#log = options.log;
     this.#onFailure = options.onFailure;

@@ -10,17 +10,10 @@
 
 import { errors } from '../../../shared/errors.js';
 import type { Sql } from './connection.js';
+import { withinDeadline } from './retry.js';
 
 /** Checks out at once, at most: more wait and go together in the next query. */
 const MAX_OUT = 2;
-
-/**
- * How long a call waits for the database to answer its check before it is answered
- * STORAGE_FAILURE/UNAVAILABLE: a daemon cut off from its database answers its callers well within
- * their call timeout (the client library's default is 30 s, a coordinator's 10 s), instead of
- * holding them until TCP gives up.
- */
-export const SESSION_CHECK_DEADLINE_MS = 5_000;
 
 interface Waiting {
   agentId: string;
@@ -32,13 +25,15 @@ interface Waiting {
 export class SessionChecks {
   readonly #sql: Sql;
   readonly #onUnreachable: (err: unknown) => void;
+  readonly #onReachable: () => void;
   #waiting: Waiting[] = [];
   #out = 0;
 
-  /** `onUnreachable` is told of each check the database did not answer (the store logs the loss once). */
-  constructor(sql: Sql, onUnreachable: (err: unknown) => void) {
+  /** Told of each check the database did not answer in time, and of each it did (the store logs a loss once). */
+  constructor(sql: Sql, onUnreachable: (err: unknown) => void, onReachable: () => void) {
     this.#sql = sql;
     this.#onUnreachable = onUnreachable;
+    this.#onReachable = onReachable;
   }
 
   /** Whether `tokenHash` is still the token of `agentId`, an enabled agent, as the database has it now. */
@@ -61,20 +56,15 @@ export class SessionChecks {
 
   async #flush(batch: Waiting[]): Promise<void> {
     const hashes = [...new Set(batch.map((w) => w.tokenHash))];
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        reject(new Error(`no answer from PostgreSQL within ${SESSION_CHECK_DEADLINE_MS / 1000} s`));
-      }, SESSION_CHECK_DEADLINE_MS);
-    });
     let rows: Array<{ token_hash: string; agent_id: string }>;
     try {
-      rows = await Promise.race([
+      // A daemon cut off from its database answers its callers within the deadline (retry.ts).
+      rows = await withinDeadline(
         this.#sql<
           { token_hash: string; agent_id: string }[]
         >`select token_hash, agent_id from tokens where token_hash = any(${hashes}::text[])`,
-        deadline,
-      ]);
+        'the session check',
+      );
     } catch (err) {
       this.#onUnreachable(err);
       const refusal = errors.storageFailure(
@@ -84,9 +74,8 @@ export class SessionChecks {
       );
       for (const w of batch) w.reject(refusal);
       return;
-    } finally {
-      clearTimeout(timer);
     }
+    this.#onReachable();
     const owner = new Map(rows.map((r) => [r.token_hash, r.agent_id]));
     for (const w of batch) w.resolve(owner.get(w.tokenHash) === w.agentId);
   }

@@ -18,7 +18,7 @@
 
 import type { Logger } from 'pino';
 import postgres from 'postgres';
-import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
+import { chainSettled, commitUnanswered, retryUntilDone, withinDeadline } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import { expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
@@ -606,34 +606,15 @@ export class PostgresStreams implements StreamPort {
     let outcomes: CommitOutcome[];
     let session: Session | null = null;
     const started = performance.now();
+    for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready.catch(noop);
+    const work = this.#transact(group, (s) => {
+      session = s;
+    });
     try {
-      for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
-      const fast = group.every((g) => g.change.expect !== null);
-      const slow = async () =>
-        this.#sql.begin(async (tx) => {
-          // Not awaited: sent ahead of the group's statements on the same connection.
-          const asked = tx<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.then(([p]) => {
-            session = p ?? null;
-          }, noop);
-          // Each change notifies inside its savepoint: a refused one's notice is rolled back with it.
-          const result = await this.#oneByOne(tx, group);
-          await asked;
-          return result;
-        });
-      if (!fast) outcomes = await slow();
-      else
-        try {
-          outcomes = await this.#pipelined(group, (s) => {
-            session = s;
-          });
-        } catch (err) {
-          // A unique key another daemon took first aborted the pipelined transaction (the server
-          // said so: nothing of it was written). Again, a savepoint each, to refuse only that change.
-          if ((err as { code?: string }).code !== '23505') throw err;
-          outcomes = await slow();
-        }
+      outcomes = await withinDeadline(work, 'a group commit');
     } catch (err) {
-      // No verdict from the database: the transaction may or may not have committed.
+      // No verdict from the database: the transaction may or may not have committed (or commit
+      // still, once a link cut without a word heals: its changes are checked then, in its statement).
       this.#readOnly = true;
       const error = errors.storageFailure(
         null,
@@ -646,11 +627,26 @@ export class PostgresStreams implements StreamPort {
       );
       outcomes = group.map(() => ({ status: 'unknown', error }));
       // Only a lost session can still be committing: an error the server answered with means
-      // the transaction was rolled back, and the tables already tell.
+      // the transaction was rolled back, and the tables already tell. A commit past its deadline
+      // is still out: its operations are pending until it settles, whatever its session.
       const lost = connectionLost(err);
+      const out = (err as { code?: string }).code === 'DEADLINE';
+      const keys: string[] = [];
       for (const g of group)
-        if (g.change.kind === 'append')
-          this.#unknownOps.set(`${g.change.next.streamId}/${g.change.operation.operationId}`, lost ? session : null);
+        if (g.change.kind === 'append') {
+          const key = `${g.change.next.streamId}/${g.change.operation.operationId}`;
+          this.#unknownOps.set(key, lost ? session : null);
+          if (out) keys.push(key);
+        }
+      if (out) {
+        // Still out: recover() reloads the heads only after it settled; the callers do not wait.
+        for (const key of keys) this.#stillOut.add(key);
+        const settling: Promise<void> = work.then(noop, noop).finally(() => {
+          for (const key of keys) this.#stillOut.delete(key);
+          this.#outstanding.delete(settling);
+        });
+        this.#outstanding.add(settling);
+      }
     }
     this.stats.batches++;
     this.stats.writes += group.length;
@@ -660,6 +656,42 @@ export class PostgresStreams implements StreamPort {
       return { change: g.change, outcome };
     });
     this.#notifyGroup(settled, (performance.now() - started) / 1000);
+  }
+
+  /** Operations of a commit answered past its deadline whose transaction has not settled yet (`pending`). */
+  readonly #stillOut = new Set<string>();
+  /** Those transactions, settling. */
+  readonly #outstanding = new Set<Promise<void>>();
+
+  /** The group's transaction: the pipelined statement, or one savepoint a change; throws without a verdict. */
+  async #transact(group: Admitted[], onSession: (s: Session | null) => void): Promise<CommitOutcome[]> {
+    let outcomes: CommitOutcome[];
+    {
+      for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
+      const fast = group.every((g) => g.change.expect !== null);
+      const slow = async () =>
+        this.#sql.begin(async (tx) => {
+          // Not awaited: sent ahead of the group's statements on the same connection.
+          const asked = tx<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.then(([p]) => {
+            onSession(p ?? null);
+          }, noop);
+          // Each change notifies inside its savepoint: a refused one's notice is rolled back with it.
+          const result = await this.#oneByOne(tx, group);
+          await asked;
+          return result;
+        });
+      if (!fast) outcomes = await slow();
+      else
+        try {
+          outcomes = await this.#pipelined(group, onSession);
+        } catch (err) {
+          // A unique key another daemon took first aborted the pipelined transaction (the server
+          // said so: nothing of it was written). Again, a savepoint each, to refuse only that change.
+          if ((err as { code?: string }).code !== '23505') throw err;
+          outcomes = await slow();
+        }
+    }
+    return outcomes;
   }
 
   #settle(g: Admitted, outcome: CommitOutcome): void {
@@ -910,7 +942,7 @@ export class PostgresStreams implements StreamPort {
     // A commit of ours still in flight decides heads we would reload: wait for it, but not
     // forever (retry.ts): the caller retries with backoff, and a recovery that never returned
     // left the daemon read-only with nothing said.
-    if (!(await chainSettled(this.#chain))) throw commitUnanswered('stream');
+    if (!(await chainSettled(Promise.all([this.#chain, ...this.#outstanding])))) throw commitUnanswered('stream');
     await this.#loadHeads();
     this.#known.clear();
     this.#readOnly = false;
@@ -991,8 +1023,8 @@ export class PostgresStreams implements StreamPort {
 
   async operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
     this.#assertOpen();
-    if (this.#pendingOps.get(streamId)?.has(operationId)) return { state: 'pending' };
     const key = `${streamId}/${operationId}`;
+    if (this.#pendingOps.get(streamId)?.has(operationId) || this.#stillOut.has(key)) return { state: 'pending' };
     if (this.#unknownOps.has(key)) {
       // The session of the unknown commit may still be finishing it (waiting for the standby):
       // until it is gone, neither "committed" nor "absent" is final.
