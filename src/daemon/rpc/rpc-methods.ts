@@ -79,11 +79,7 @@ export function createHandlers(s: Services): Handlers {
           signing: { kid: s.signer.kid, alg: 'ES256' as const },
         };
       };
-      const known = s.directory.authenticate(p.token);
-      if (known) return welcome(known);
-      // Unknown here: a token made or rotated through another daemon of a shared store, unheard yet, is read from it first.
-      return s.directory.authenticateConfirmed(p.token).then((caller) => {
-        if (caller) return welcome(caller);
+      const refuse = () => {
         const floodWait = s.helloLimiter.failed(connId);
         s.audit.security('session.hello.failed', { ...peerOf(ctx) });
         // An unknown token may be a valid one whose index entry was damaged: say so, not "unknown".
@@ -94,7 +90,17 @@ export function createHandlers(s: Services): Handlers {
         // Failures across the daemon are over their rate: this failing caller is told to wait.
         if (floodWait !== null) throw errors.rateLimited(floodWait, 'failed session.hello attempts across the daemon');
         throw errors.unauthenticated('unknown, rotated or disabled token');
-      });
+      };
+      const known = s.directory.authenticate(p.token);
+      if (known) {
+        // Confirmed by a shared store, as every call of the session will be: rotated or disabled
+        // through another daemon, unheard here yet, it is refused now.
+        const valid = s.directory.stillValid(known);
+        if (valid === true) return welcome(known);
+        return Promise.resolve(valid).then((v) => (v ? welcome(known) : refuse()));
+      }
+      // Unknown here: a token made or rotated through another daemon of a shared store, unheard yet, is read from it first.
+      return s.directory.authenticateConfirmed(p.token).then((caller) => (caller ? welcome(caller) : refuse()));
     },
     'daemon.status': () => ({
       version: s.version,

@@ -44,6 +44,16 @@ export interface ConnectionHandle {
  * promise does not compile.
  */
 export type Handler<M extends MethodName> = (params: Params<M>, caller: Caller, ctx: CallContext) => Result<M> | Promise<Result<M>>;
+/**
+ * Writes whose commit checks the caller's session in its transaction where the store is shared
+ * (store/port/stream-port.ts `ChangeAdmission`), with which of their answers came from such a
+ * commit: a new append (not a replay), a claim (every claim commits its fence).
+ */
+const CONFIRMED_BY_COMMIT: Partial<Record<string, (result: unknown) => boolean>> = {
+  'streams.append': (result) => (result as { duplicate?: unknown }).duplicate === false,
+  'streams.claim': () => true,
+};
+
 /** Read again what a refusal names, where a shared store may have it unheard; true when the call should be decided again. */
 export type ConfirmRefusal = (error: YelloError) => Promise<boolean>;
 
@@ -102,9 +112,31 @@ export class RpcServer {
     if (access === 'public') return this.#run(method, handler, rawParams, ctx);
     if (!caller) throw errors.unauthenticated();
     const valid = this.#sessionValid(caller);
-    // A session confirmed by a shared store: the call runs only once the store said it holds.
-    if (typeof valid !== 'boolean') return valid.then((v) => this.#authorized(v, method, handler, rawParams, ctx));
-    return this.#authorized(valid, method, handler, rawParams, ctx);
+    if (typeof valid === 'boolean') return this.#authorized(valid, method, handler, rawParams, ctx);
+    const committed = CONFIRMED_BY_COMMIT[method.name];
+    // A session confirmed by a shared store: the call runs only once the store said it holds…
+    if (!committed) return valid.then((v) => this.#authorized(v, method, handler, rawParams, ctx));
+    // …except a write whose commit checks the session in its own transaction: it runs at once,
+    // beside the check, and an answer its commit made stands on that commit's check (no extra
+    // round trip before an append). Any other answer of it waits for the check: a revoked
+    // session's replay or refusal is UNAUTHENTICATED. An unknown outcome is answered as it is.
+    valid.catch(() => {});
+    const confirmed = (answer: () => unknown) =>
+      valid.then((v) => {
+        if (!v) throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
+        return answer();
+      });
+    return new Promise((resolve) => {
+      resolve(this.#authorized(true, method, handler, rawParams, ctx));
+    }).then(
+      (result) => (committed(result) ? result : confirmed(() => result)),
+      (err: unknown) => {
+        if (err instanceof YelloError && err.type === 'STORAGE_FAILURE' && err.details.outcome === 'unknown') throw err;
+        return confirmed(() => {
+          throw err;
+        });
+      },
+    );
   }
 
   #authorized(

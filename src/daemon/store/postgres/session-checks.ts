@@ -28,6 +28,8 @@ export class SessionChecks {
   readonly #onReachable: () => void;
   #waiting: Waiting[] = [];
   #out = 0;
+  /** Settles once the last batch sent was answered (never rejects). */
+  #answered: Promise<void> = Promise.resolve();
 
   /** Told of each check the database did not answer in time, and of each it did (the store logs a loss once). */
   constructor(sql: Sql, onUnreachable: (err: unknown) => void, onReachable: () => void) {
@@ -48,13 +50,20 @@ export class SessionChecks {
     const batch = this.#waiting.splice(0);
     if (batch.length === 0) return;
     this.#out++;
-    void this.#flush(batch).finally(() => {
+    const previous = this.#answered;
+    const answered = this.#flush(batch, previous);
+    this.#answered = answered;
+    void answered.finally(() => {
       this.#out--;
       this.#send();
     });
   }
 
-  async #flush(batch: Waiting[]): Promise<void> {
+  /**
+   * One query for the batch; its calls are answered after the previous batch's, so calls start
+   * in the order they arrived (two calls of one connection sent at once, as before the check).
+   */
+  async #flush(batch: Waiting[], previous: Promise<void>): Promise<void> {
     const hashes = [...new Set(batch.map((w) => w.tokenHash))];
     let rows: Array<{ token_hash: string; agent_id: string }>;
     try {
@@ -66,6 +75,7 @@ export class SessionChecks {
         'the session check',
       );
     } catch (err) {
+      await previous;
       this.#onUnreachable(err);
       const refusal = errors.storageFailure(
         null,
@@ -75,6 +85,7 @@ export class SessionChecks {
       for (const w of batch) w.reject(refusal);
       return;
     }
+    await previous;
     this.#onReachable();
     const owner = new Map(rows.map((r) => [r.token_hash, r.agent_id]));
     for (const w of batch) w.resolve(owner.get(w.tokenHash) === w.agentId);
