@@ -91,14 +91,12 @@ export function createHandlers(s: Services): Handlers {
         if (floodWait !== null) throw errors.rateLimited(floodWait, 'failed session.hello attempts across the daemon');
         throw errors.unauthenticated('unknown, rotated or disabled token');
       };
+      // Known here: the session starts at once (calls sent right behind the hello find it). On a
+      // shared store every call of it is confirmed against the store before it runs, so a token
+      // rotated or disabled through another daemon, unheard here yet, opens a session that can
+      // do nothing: its first call is UNAUTHENTICATED.
       const known = s.directory.authenticate(p.token);
-      if (known) {
-        // Confirmed by a shared store, as every call of the session will be: rotated or disabled
-        // through another daemon, unheard here yet, it is refused now.
-        const valid = s.directory.stillValid(known);
-        if (valid === true) return welcome(known);
-        return Promise.resolve(valid).then((v) => (v ? welcome(known) : refuse()));
-      }
+      if (known) return welcome(known);
       // Unknown here: a token made or rotated through another daemon of a shared store, unheard yet, is read from it first.
       return s.directory.authenticateConfirmed(p.token).then((caller) => (caller ? welcome(caller) : refuse()));
     },
