@@ -53,7 +53,11 @@ export interface DirectoryPort {
   /** The agent id holding a username (committed), or undefined. */
   agentIdByUsername(username: string, view: View): string | undefined;
 
-  /** The agent id a token hash belongs to (committed index), or undefined. */
+  /**
+   * The agent id a token hash belongs to (committed index), or undefined. A disabled agent's
+   * token may be in no index (PostgreSQL deletes it: its commits check the token row); callers
+   * check the row's `disabled` either way.
+   */
   agentIdByToken(tokenHash: string): string | undefined;
 
   /** A page of agent rows in id order (`agents.list`). */

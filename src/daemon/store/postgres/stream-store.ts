@@ -642,7 +642,11 @@ export class PostgresStreams implements StreamPort {
         // Still out: recover() reloads the heads only after it settled; the callers do not wait.
         for (const key of keys) this.#stillOut.add(key);
         const settling: Promise<void> = work.then(noop, noop).finally(() => {
-          for (const key of keys) this.#stillOut.delete(key);
+          // Settled: the tables tell now (its session, alive in the pool, says nothing more).
+          for (const key of keys) {
+            this.#stillOut.delete(key);
+            this.#unknownOps.delete(key);
+          }
           this.#outstanding.delete(settling);
         });
         this.#outstanding.add(settling);
@@ -662,6 +666,12 @@ export class PostgresStreams implements StreamPort {
   readonly #stillOut = new Set<string>();
   /** Those transactions, settling. */
   readonly #outstanding = new Set<Promise<void>>();
+
+  /** Settles once the commit chain and every transaction answered past its deadline settled (one may join while it waits). */
+  async #allSettled(): Promise<void> {
+    await this.#chain;
+    while (this.#outstanding.size > 0) await Promise.all([...this.#outstanding]);
+  }
 
   /** The group's transaction: the pipelined statement, or one savepoint a change; throws without a verdict. */
   async #transact(group: Admitted[], onSession: (s: Session | null) => void): Promise<CommitOutcome[]> {
@@ -942,7 +952,7 @@ export class PostgresStreams implements StreamPort {
     // A commit of ours still in flight decides heads we would reload: wait for it, but not
     // forever (retry.ts): the caller retries with backoff, and a recovery that never returned
     // left the daemon read-only with nothing said.
-    if (!(await chainSettled(Promise.all([this.#chain, ...this.#outstanding])))) throw commitUnanswered('stream');
+    if (!(await chainSettled(this.#allSettled()))) throw commitUnanswered('stream');
     await this.#loadHeads();
     this.#known.clear();
     this.#readOnly = false;
