@@ -58,7 +58,10 @@ export class RemoteError extends YelloClientError {
     const type = (error.data?.type ?? `JSONRPC_${error.code}`) as YelloErrorType;
     // A daemon that is stopping answers STORAGE_FAILURE/SHUTTING_DOWN: asking again once it is
     // back may succeed (unlike READ_ONLY, WRITE_FAILED or CORRUPT, which need a person).
-    const transient = type === 'RATE_LIMITED' || (type === 'STORAGE_FAILURE' && error.data?.reason === 'SHUTTING_DOWN');
+    // UNAVAILABLE: the daemon could not reach its PostgreSQL database; nothing was done.
+    const transient =
+      type === 'RATE_LIMITED' ||
+      (type === 'STORAGE_FAILURE' && (error.data?.reason === 'SHUTTING_DOWN' || error.data?.reason === 'UNAVAILABLE'));
     super(type, error.message, { transient });
     this.code = error.code;
     this.data = error.data ?? {};
@@ -166,7 +169,8 @@ export class QuotaExceededError extends RemoteError {
 }
 /**
  * The store failed or refused (`data.reason`): `WRITE_FAILED`, `READ_ONLY`, `CORRUPT` need a
- * person; `SHUTTING_DOWN` is `transient` (the daemon is stopping: ask again once it is back).
+ * person; `SHUTTING_DOWN` and `UNAVAILABLE` are `transient` (the daemon is stopping, or cannot
+ * reach its PostgreSQL database: ask again).
  */
 export class StorageFailureError extends RemoteError {
   declare readonly type: 'STORAGE_FAILURE';

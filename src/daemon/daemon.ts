@@ -178,6 +178,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
       (error) => {
         metrics.refused(error);
       },
+      // NOT_FOUND of an agent, chat or stream, on a store other daemons write too: read again first.
+      (error) => directory.confirmRefusal(String(error.details.kind), String(error.details.id)),
     );
     const server = new SocketServer(rpc, log, {
       maxLineBytes: config.maxLineBytes,

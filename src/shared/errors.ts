@@ -43,9 +43,10 @@ export type ContinuityReason = (typeof CONTINUITY_REASONS)[number];
  * before anything was queued; `CORRUPT`: stored data failed an integrity check (`data.key`,
  * `data.streamId`, `data.generation`, `data.fromPosition` say where); `UNSUPPORTED`: the store's
  * engine does not do this (`daemon.backup` on PostgreSQL), nothing was done, and the message
- * says what to use instead.
+ * says what to use instead; `UNAVAILABLE`: the daemon cannot reach its PostgreSQL database to
+ * check the caller's session, nothing was done (ask again).
  */
-export type StorageFailureReason = 'WRITE_FAILED' | 'READ_ONLY' | 'SHUTTING_DOWN' | 'CORRUPT' | 'UNSUPPORTED';
+export type StorageFailureReason = 'WRITE_FAILED' | 'READ_ONLY' | 'SHUTTING_DOWN' | 'CORRUPT' | 'UNSUPPORTED' | 'UNAVAILABLE';
 
 /**
  * What a STORAGE_FAILURE answer to a write means (`data.outcome`): `unknown` — it may or may

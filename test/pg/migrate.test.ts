@@ -108,7 +108,7 @@ describe.runIf(pgAvailable())('schema migrations', () => {
 
   it('upgrades a schema 1 database: op_log becomes an index of operations, and operations.list reads the same entries', async () => {
     const sql = await schema1WithOperation();
-    expect(await migrate(sql)).toEqual({ from: 1, applied: [2], to: SCHEMA_VERSION });
+    expect(await migrate(sql)).toEqual({ from: 1, applied: [2, 3], to: SCHEMA_VERSION });
     const [gone] = await sql<{ t: string | null }[]>`select to_regclass('op_log')::text as t`;
     expect(gone?.t).toBeNull();
     expect(await opLogOf(sql, 'c1:alice')).toEqual([{ generation: 1, position: 0, operationId: 'op-1' }]);
@@ -117,6 +117,27 @@ describe.runIf(pgAvailable())('schema migrations', () => {
       sql`insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
         values ('c1:alice', 'op-2', 1, 0, 1, 'x')`,
     ).rejects.toMatchObject({ code: '23505', constraint_name: 'operations_log' });
+  });
+
+  it('upgrades a schema 2 database: a disabled agent loses its token row, an enabled one keeps it (issue 52)', async () => {
+    const { sql } = await freshDb();
+    await migrate(sql, undefined, MIGRATIONS.slice(0, 2));
+    const agent = (id: string, disabled: boolean) => ({
+      id,
+      username: id,
+      name: `Name "disabled":true ${id}`,
+      image: null,
+      disabled,
+      pii: 'redact',
+      createdAt: T,
+      tokenHash: `hash-${id}`,
+    });
+    for (const row of [agent('on', false), agent('off', true)]) {
+      await sql`insert into agents (agent_id, body) values (${row.id}, ${encodeRow(`a/${row.id}`, row)})`;
+      await sql`insert into tokens (token_hash, agent_id, body) values (${row.tokenHash}, ${row.id}, ${encodeRow(`t/${row.tokenHash}`, row.id)})`;
+    }
+    expect(await migrate(sql)).toEqual({ from: 2, applied: [3], to: SCHEMA_VERSION });
+    expect((await sql<{ agent_id: string }[]>`select agent_id from tokens`).map((r) => r.agent_id)).toEqual(['on']);
   });
 
   it('an operations row whose columns disagree with its checksummed body is corrupt in operations.list', async () => {

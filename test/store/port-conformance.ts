@@ -467,11 +467,18 @@ export function portConformance(name: string, factory: PortFactory): void {
         expect(store.directory.agent(a.id, 'committed')).toEqual(a);
         expect(store.directory.agentIdByUsername('alice', 'committed')).toBe(a.id);
         expect(store.directory.agentIdByToken(a.tokenHash)).toBe(a.id);
-        const rotated = { ...a, tokenHash: id('th'), disabled: true };
+        const rotated = { ...a, tokenHash: id('th') };
         ok(await store.directory.updateAgent(rotated, a));
         expect(store.directory.agent(a.id, 'committed')).toEqual(rotated);
         expect(store.directory.agentIdByToken(a.tokenHash)).toBeUndefined();
         expect(store.directory.agentIdByToken(rotated.tokenHash)).toBe(a.id);
+        // Disabled: its token finds no enabled agent (PostgreSQL deletes the index entry, which
+        // its commits check; LevelDB keeps it, and every session check reads the row).
+        const disabled = { ...rotated, disabled: true };
+        ok(await store.directory.updateAgent(disabled, rotated));
+        expect(store.directory.agent(a.id, 'committed')).toEqual(disabled);
+        const holder = store.directory.agentIdByToken(rotated.tokenHash);
+        expect(holder === undefined || store.directory.agent(holder, 'committed')?.disabled === true).toBe(true);
         const more = [agentRow(), agentRow(), agentRow()];
         for (const r of more) ok(await store.directory.createAgent(r));
         const sorted = [a.id, ...more.map((r) => r.id)].sort();

@@ -197,7 +197,7 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
     });
 
     it("an agent, a token rotation, a grant and a chat made through one daemon reach the other's synchronous reads", async () => {
-      const { a, b } = await daemons();
+      const { a, b, database } = await daemons();
       const [p, q] = [agentRow(), agentRow()];
       expect(await a.directory.createAgent(p)).toEqual({ status: 'ok' });
       expect(await a.directory.createAgent(q)).toEqual({ status: 'ok' });
@@ -206,11 +206,17 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       expect(b.directory.agentIdByUsername(p.username, 'committed')).toBe(p.id);
       expect(b.counts().agents).toBe(2);
 
-      const rotated = { ...p, tokenHash: id('th'), disabled: true };
+      const rotated = { ...p, tokenHash: id('th') };
       expect(await a.directory.updateAgent(rotated, p)).toEqual({ status: 'ok' });
       await waitFor(() => b.directory.agentIdByToken(rotated.tokenHash) === p.id, 'b to learn the new token');
       expect(b.directory.agentIdByToken(p.tokenHash)).toBeUndefined();
       expect(b.directory.agent(p.id, 'committed')).toEqual(rotated);
+      // A disable deletes the token row (the commits of every daemon check it): b forgets the token.
+      const disabled = { ...rotated, disabled: true };
+      expect(await a.directory.updateAgent(disabled, rotated)).toEqual({ status: 'ok' });
+      await waitFor(() => b.directory.agent(p.id, 'committed')?.disabled === true, 'b to learn the disable');
+      expect(b.directory.agentIdByToken(rotated.tokenHash)).toBeUndefined();
+      expect(await cluster!.psql(`select count(*) from tokens where agent_id = '${p.id}'`, database)).toBe('0');
 
       const grant = { agentId: p.id, peerAgentId: q.id, grantedAt: now() };
       expect(await a.directory.putGrant(grant)).toEqual({ status: 'ok' });

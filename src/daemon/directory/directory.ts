@@ -2,6 +2,7 @@ import type { Grant } from '../../shared/results.js';
 import type { Agent, Chat, PiiMode } from '../../shared/types.js';
 import type { Caller } from '../caller.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
+import { splitStreamId } from '../../shared/ids.js';
 import type { StorePort } from '../store/port/store-port.js';
 import { Agents } from './agents.js';
 import { Chats, type ChatRow } from './chats.js';
@@ -22,9 +23,11 @@ export class Directory {
   readonly #agents: Agents;
   readonly #grants: Grants;
   readonly #chats: Chats;
+  readonly #store: StorePort;
 
   constructor(store: StorePort, codec: TokenCodec, adminToken: string, policy: ChatPolicy) {
     this.policy = policy;
+    this.#store = store;
     this.#agents = new Agents(store, codec);
     this.#sessions = new Sessions(store, this.#agents, adminToken);
     this.#grants = new Grants(store, this.#agents, policy, codec);
@@ -38,9 +41,32 @@ export class Directory {
     return this.#sessions.authenticate(token);
   }
 
-  /** Whether a session's token is still its agent's current one, and the agent enabled. */
-  stillValid(caller: Caller): boolean {
+  /** `authenticate`, an unknown token confirmed against a shared store first. */
+  authenticateConfirmed(token: string): Promise<Caller | null> {
+    return this.#sessions.authenticateConfirmed(token);
+  }
+
+  /** Whether a session's token is still its agent's current one, and the agent enabled (a promise: confirmed against a shared store). */
+  stillValid(caller: Caller): boolean | Promise<boolean> {
     return this.#sessions.stillValid(caller);
+  }
+
+  /**
+   * A refusal decided on this daemon's rows that another daemon's write, unheard here yet, may
+   * have made wrong (NOT_FOUND of an agent, chat or stream): read what it names again from a
+   * shared store. True when it was read again (decide again); false where memory is the store.
+   */
+  async confirmRefusal(kind: string, id: string): Promise<boolean> {
+    const directory = this.#store.directory;
+    if (!directory.reload) return false;
+    if (kind === 'agent') await directory.reload({ agents: [id] });
+    else if (kind === 'chat') await directory.reload({ chats: [id] });
+    else if (kind === 'stream') {
+      const chatId = splitStreamId(id)?.chatId;
+      if (chatId !== undefined) await directory.reload({ chats: [chatId] });
+      await this.#store.streams.reloadHead?.(id);
+    } else return false;
+    return true;
   }
 
   // ---- agents (agents.ts) ---------------------------------------------------------------
@@ -112,6 +138,11 @@ export class Directory {
   /** Whether `agentId` may open a chat with, or send to, `peerAgentId` now. */
   maySend(agentId: string, peerAgentId: string): boolean {
     return this.#grants.maySend(agentId, peerAgentId);
+  }
+
+  /** Whether a grant missing here was made through another daemon of a shared store (grants.ts `appeared`). */
+  grantAppeared(agentId: string, peerAgentId: string): Promise<boolean> {
+    return this.#grants.appeared(agentId, peerAgentId);
   }
 
   /** `chats.permissions`. */

@@ -107,6 +107,19 @@ export class Grants {
     return false;
   }
 
+  /**
+   * Where other daemons write the directory too (PostgreSQL): whether a grant this daemon does
+   * not have was made through another one, unheard here yet (read again from the store). A
+   * NO_GRANT decided on the rows here is confirmed with this before it is answered. Always
+   * false where memory is the store.
+   */
+  async appeared(agentId: string, peerAgentId: string): Promise<boolean> {
+    const reload = this.#store.directory.reload?.bind(this.#store.directory);
+    if (!reload || this.policy === 'open') return false;
+    await reload({ grants: [[agentId, peerAgentId]] });
+    return this.get(agentId, peerAgentId) !== null;
+  }
+
   /** `chats.permissions`: what each participant may do in `chat` now, and why. */
   permissions(chat: Chat) {
     const participant = (agentId: string, peerId: string) => {

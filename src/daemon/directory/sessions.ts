@@ -46,10 +46,28 @@ export class Sessions {
     return this.#damaged[0] ?? null;
   }
 
-  /** A session stays valid only while its token is the agent's current one and it is enabled. */
-  stillValid(caller: Caller): boolean {
+  /**
+   * A session stays valid only while its token is the agent's current one and it is enabled.
+   * Where other daemons write the directory too (PostgreSQL), what the rows here still allow is
+   * confirmed against the store (a promise): a rotation or a disable through another daemon
+   * refuses the session's next call here, before this daemon hears of it.
+   */
+  stillValid(caller: Caller): boolean | Promise<boolean> {
     if (caller.role === 'admin') return true;
     const agent = this.#agents.row(caller.agentId, false);
-    return !!agent && !agent.disabled && agent.tokenHash === caller.tokenHash;
+    if (!agent || agent.disabled || agent.tokenHash !== caller.tokenHash) return false;
+    return this.#store.directory.confirmSession?.(caller.agentId, caller.tokenHash) ?? true;
+  }
+
+  /**
+   * `authenticate`, with an unknown token confirmed against the store first where other daemons
+   * write the directory too: a token made or rotated through another daemon, unheard here yet.
+   */
+  async authenticateConfirmed(token: string): Promise<Caller | null> {
+    const caller = this.authenticate(token);
+    const reload = this.#store.directory.reload?.bind(this.#store.directory);
+    if (caller || !reload) return caller;
+    await reload({ tokens: [hashToken(token)] });
+    return this.authenticate(token);
   }
 }

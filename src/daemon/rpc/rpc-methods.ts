@@ -67,8 +67,19 @@ export function createHandlers(s: Services): Handlers {
     'session.hello': (p, _caller, ctx) => {
       const connId = ctx.connection.id;
       s.helloLimiter.check(connId);
-      const caller = s.directory.authenticate(p.token);
-      if (!caller) {
+      const welcome = (caller: Caller) => {
+        s.helloLimiter.succeeded(connId);
+        ctx.connection.setCaller(caller);
+        return {
+          role: caller.role,
+          agentId: caller.role === 'agent' ? caller.agentId : null,
+          protocol: 'yello.chat.v1' as const,
+          daemon: { version: s.version },
+          limits: { maxAppendRequestBytes: s.maxAppendRequestBytes, maxLineBytes: s.maxLineBytes },
+          signing: { kid: s.signer.kid, alg: 'ES256' as const },
+        };
+      };
+      const refuse = () => {
         const floodWait = s.helloLimiter.failed(connId);
         s.audit.security('session.hello.failed', { ...peerOf(ctx) });
         // An unknown token may be a valid one whose index entry was damaged: say so, not "unknown".
@@ -79,17 +90,15 @@ export function createHandlers(s: Services): Handlers {
         // Failures across the daemon are over their rate: this failing caller is told to wait.
         if (floodWait !== null) throw errors.rateLimited(floodWait, 'failed session.hello attempts across the daemon');
         throw errors.unauthenticated('unknown, rotated or disabled token');
-      }
-      s.helloLimiter.succeeded(connId);
-      ctx.connection.setCaller(caller);
-      return {
-        role: caller.role,
-        agentId: caller.role === 'agent' ? caller.agentId : null,
-        protocol: 'yello.chat.v1',
-        daemon: { version: s.version },
-        limits: { maxAppendRequestBytes: s.maxAppendRequestBytes, maxLineBytes: s.maxLineBytes },
-        signing: { kid: s.signer.kid, alg: 'ES256' },
       };
+      // Known here: the session starts at once (calls sent right behind the hello find it). On a
+      // shared store every call of it is confirmed against the store before it runs, so a token
+      // rotated or disabled through another daemon, unheard here yet, opens a session that can
+      // do nothing: its first call is UNAUTHENTICATED.
+      const known = s.directory.authenticate(p.token);
+      if (known) return welcome(known);
+      // Unknown here: a token made or rotated through another daemon of a shared store, unheard yet, is read from it first.
+      return s.directory.authenticateConfirmed(p.token).then((caller) => (caller ? welcome(caller) : refuse()));
     },
     'daemon.status': () => ({
       version: s.version,

@@ -44,6 +44,19 @@ export interface ConnectionHandle {
  * promise does not compile.
  */
 export type Handler<M extends MethodName> = (params: Params<M>, caller: Caller, ctx: CallContext) => Result<M> | Promise<Result<M>>;
+/**
+ * Writes whose commit checks the caller's session in its transaction where the store is shared
+ * (store/port/stream-port.ts `ChangeAdmission`), with which of their answers came from such a
+ * commit: a new append (not a replay), a claim (every claim commits its fence).
+ */
+const CONFIRMED_BY_COMMIT: Partial<Record<string, (result: unknown) => boolean>> = {
+  'streams.append': (result) => (result as { duplicate?: unknown }).duplicate === false,
+  'streams.claim': () => true,
+};
+
+/** Read again what a refusal names, where a shared store may have it unheard; true when the call should be decided again. */
+export type ConfirmRefusal = (error: YelloError) => Promise<boolean>;
+
 /** Handlers for every method. */
 export type Handlers = { [M in MethodName]: Handler<M> };
 
@@ -55,13 +68,26 @@ export type Handlers = { [M in MethodName]: Handler<M> };
 export class RpcServer {
   readonly #server = new JSONRPCServer<CallContext>({ errorListener: () => {} });
   readonly #log: Logger;
-  readonly #sessionValid: (caller: Caller) => boolean;
+  readonly #sessionValid: (caller: Caller) => boolean | Promise<boolean>;
+  readonly #confirmRefusal: ConfirmRefusal | undefined;
   readonly #onError: ((error: YelloError) => void) | undefined;
 
-  /** `onError` sees every error a method answers with, once it is mapped (metrics). */
-  constructor(handlers: Handlers, log: Logger, sessionValid: (caller: Caller) => boolean, onError?: (error: YelloError) => void) {
+  /**
+   * `sessionValid` says whether a session's token still holds (a promise where a shared store
+   * confirms it); `confirmRefusal` reads again what a NOT_FOUND names, where another daemon may
+   * have made it unheard (true: the handler runs once more); `onError` sees every error a
+   * method answers with, once it is mapped (metrics).
+   */
+  constructor(
+    handlers: Handlers,
+    log: Logger,
+    sessionValid: (caller: Caller) => boolean | Promise<boolean>,
+    onError?: (error: YelloError) => void,
+    confirmRefusal?: ConfirmRefusal,
+  ) {
     this.#log = log;
     this.#sessionValid = sessionValid;
+    this.#confirmRefusal = confirmRefusal;
     this.#onError = onError;
     this.#server.mapErrorToJSONRPCErrorResponse = (id, error) => this.#mapError(id, error);
     for (const method of Object.values(methods) as MethodDescriptor[]) {
@@ -81,15 +107,66 @@ export class RpcServer {
     rawParams: unknown,
     ctx: CallContext,
   ): unknown {
-    const { name, access } = method;
+    const { access } = method;
     const caller = ctx.caller;
-    if (access !== 'public') {
-      if (!caller) throw errors.unauthenticated();
-      if (!this.#sessionValid(caller))
-        throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
-      if (access === 'admin' && caller.role !== 'admin') throw errors.permissionDenied('ADMIN_ONLY', `${name} is admin-only`);
-      if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
-    }
+    if (access === 'public') return this.#run(method, handler, rawParams, ctx);
+    if (!caller) throw errors.unauthenticated();
+    const valid = this.#sessionValid(caller);
+    if (typeof valid === 'boolean') return this.#authorized(valid, method, handler, rawParams, ctx);
+    const committed = CONFIRMED_BY_COMMIT[method.name];
+    // A session confirmed by a shared store: the call runs only once the store said it holds…
+    if (!committed) return valid.then((v) => this.#authorized(v, method, handler, rawParams, ctx));
+    // …except a write whose commit checks the session in its own transaction: it runs at once,
+    // beside the check, and an answer its commit made stands on that commit's check (no extra
+    // round trip before an append). Any other answer of it waits for the check: a revoked
+    // session's replay or refusal is UNAUTHENTICATED. An unknown outcome is answered as it is.
+    valid.catch(() => {});
+    const confirmed = (answer: () => unknown) =>
+      valid.then((v) => {
+        if (!v) throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
+        return answer();
+      });
+    return new Promise((resolve) => {
+      resolve(this.#authorized(true, method, handler, rawParams, ctx));
+    }).then(
+      (result) => (committed(result) ? result : confirmed(() => result)),
+      (err: unknown) => {
+        if (err instanceof YelloError && err.type === 'STORAGE_FAILURE' && err.details.outcome === 'unknown') throw err;
+        return confirmed(() => {
+          throw err;
+        });
+      },
+    );
+  }
+
+  #authorized(
+    valid: boolean,
+    method: MethodDescriptor,
+    handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown,
+    rawParams: unknown,
+    ctx: CallContext,
+  ): unknown {
+    const { name, access } = method;
+    const caller = ctx.caller as Caller;
+    if (!valid) throw errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again');
+    if (access === 'admin' && caller.role !== 'admin') throw errors.permissionDenied('ADMIN_ONLY', `${name} is admin-only`);
+    if (access === 'agent' && caller.role !== 'agent') throw errors.permissionDenied('AGENT_ONLY', `${name} is for agents`);
+    return this.#run(method, handler, rawParams, ctx);
+  }
+
+  /**
+   * Parse the params and run the handler. A NOT_FOUND it answers is decided on this daemon's
+   * rows, which another daemon of a shared store may have made wrong unheard (a chat, an agent
+   * or a stream created through it): read again (`confirmRefusal`) and decided once more before
+   * it is answered, as a FENCED is confirmed against the store's head.
+   */
+  #run(
+    method: MethodDescriptor,
+    handler: (params: unknown, caller: Caller, ctx: CallContext) => unknown,
+    rawParams: unknown,
+    ctx: CallContext,
+  ): unknown {
+    const caller = ctx.caller;
     if (Array.isArray(rawParams)) throw errors.invalidParams('', 'params must be an object (by-name)');
     const parsed = method.params.safeParse(rawParams ?? {});
     if (!parsed.success) {
@@ -98,7 +175,19 @@ export class RpcServer {
       const { path, reason } = issue ? describeIssue(issue) : { path: '', reason: 'invalid params' };
       throw errors.invalidParams(path, reason);
     }
-    return handler(parsed.data, caller as Caller, ctx);
+    const run = () => handler(parsed.data, caller as Caller, ctx);
+    const confirm = this.#confirmRefusal;
+    if (!confirm) return run();
+    const again = async (err: unknown): Promise<unknown> => {
+      if (!(err instanceof YelloError) || err.type !== 'NOT_FOUND' || !(await confirm(err))) throw err;
+      return run();
+    };
+    try {
+      const result = run();
+      return result instanceof Promise ? result.catch(again) : result;
+    } catch (err) {
+      return again(err);
+    }
   }
 
   #mapError(id: JSONRPCRequest['id'], error: unknown): JSONRPCResponse & { error: object } {

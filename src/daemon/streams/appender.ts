@@ -18,7 +18,7 @@ import { assertAuthor } from './access.js';
 import { applyPolicy, checkMessageIds, checkReceipts, messageIdsOf, requestDigest } from './append-checks.js';
 import type { StreamContext } from './context.js';
 import { decideAgain, refuseUnlessMoved } from './decide-again.js';
-import { nextTimestamp, tokenCurrent } from './fencing.js';
+import { admissionOf, nextTimestamp, tokenCurrent } from './fencing.js';
 import type { StreamHeads } from './heads.js';
 import type { ReceivingAppends } from './receiving-appends.js';
 import type { StreamReader } from './stream-reader.js';
@@ -175,6 +175,8 @@ export class Appender {
     // Decided on the head in memory, which another daemon may have moved unheard.
     if (refused) return refuseUnlessMoved(this.#heads, p.streamId, meta, last, refused);
     if (!this.#directory.maySend(meta.authorAgentId, meta.peerAgentId)) {
+      // A grant made through another daemon may not have been heard here: decided again once read.
+      if (!last && (await this.#directory.grantAppeared(meta.authorAgentId, meta.peerAgentId))) return 'stale';
       throw errors.permissionDenied('NO_GRANT', `no grant lets ${meta.authorAgentId} send to ${meta.peerAgentId}`);
     }
 
@@ -224,6 +226,7 @@ export class Appender {
         operation: stored,
         messageIds: positioned,
         ready: signing.length > 0 ? Promise.all(signing).then(() => {}) : null,
+        ...admissionOf(caller, this.#directory.policy === 'grants'),
       });
     } catch (err) {
       // Queued and then failed: the answer names the operation, whose outcome is unknown.

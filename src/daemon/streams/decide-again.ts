@@ -42,7 +42,7 @@ export async function refuseUnlessMoved(
  * attempt is POSITION_MISMATCH with the head that moved; a claim, release, trim or reset has no
  * unique key, so a duplicate is a broken invariant of the backend.
  */
-export function stale(outcome: Exclude<CommitOutcome, { status: 'unknown' }>, last: boolean): boolean {
+export function stale(outcome: Exclude<CommitOutcome, { status: 'unknown' | 'denied' }>, last: boolean): boolean {
   if (outcome.status === 'ok') return false;
   if (outcome.status === 'stale') {
     if (!last) return true;

@@ -5,7 +5,7 @@ import type { Caller } from '../caller.js';
 import { hashToken, newToken } from '../crypto/tokens.js';
 import type { ClaimRequest, ReleaseRequest } from '../requests.js';
 import type { StorePort } from '../store/port/store-port.js';
-import { expectOf } from '../store/port/stream-port.js';
+import { expectOf, type ChangeAdmission } from '../store/port/stream-port.js';
 import { cloneMeta, type StreamMeta } from '../store/stream-meta.js';
 import { assertAuthor } from './access.js';
 import type { StreamContext } from './context.js';
@@ -91,7 +91,8 @@ export class Fencing {
     next.nextPosition = position + 1;
     // Attached before the commit: the claim is admitted now, and its holder is this connection.
     if (holder) this.#presence.attach(p.streamId, tokenHash, holder);
-    if (stale(await this.#heads.commit({ kind: 'claim', expect: expectOf(meta), next, fence: record }), last)) return 'stale';
+    const change = { kind: 'claim', expect: expectOf(meta), next, fence: record, ...admissionOf(caller, false) } as const;
+    if (stale(await this.#heads.commit(change), last)) return 'stale';
     return {
       streamId: p.streamId,
       generation: formatDecimal(next.generation),
@@ -124,7 +125,7 @@ export class Fencing {
     if (meta.writer.active) {
       const next = cloneMeta(meta);
       next.writer = { ...next.writer, active: false, tokenHash: null };
-      const outcome = await this.#heads.commit({ kind: 'release', expect: expectOf(meta), next });
+      const outcome = await this.#heads.commit({ kind: 'release', expect: expectOf(meta), next, ...admissionOf(caller, false) });
       // Out of attempts with a token the store's head no longer holds: FENCED, as on the first check.
       if (last && outcome.status === 'stale' && outcome.head && authorToken !== null && !tokenCurrent(outcome.head, authorToken))
         throw errors.fenced(p.streamId, formatDecimal(outcome.head.writer.epoch));
@@ -147,4 +148,13 @@ export function nextTimestamp(meta: StreamMeta): string {
   const ts = meta.lastCreatedAt !== null && meta.lastCreatedAt > now ? meta.lastCreatedAt : now;
   meta.lastCreatedAt = ts;
   return ts;
+}
+
+/**
+ * What an agent's change relies on besides the head, for the store to check in the commit
+ * (`ChangeAdmission`): its session, and the grant when `grant` (an append under policy
+ * `grants`). Nothing for the admin, whose token is not in the store.
+ */
+export function admissionOf(caller: Caller, grant: boolean): { admission?: ChangeAdmission } {
+  return caller.role === 'agent' ? { admission: { agentId: caller.agentId, tokenHash: caller.tokenHash, grant } } : {};
 }

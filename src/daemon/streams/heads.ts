@@ -136,11 +136,17 @@ export class StreamHeads {
    * port's first await runs synchronously, so the caller's checks and this admission are one
    * step), durable when `ok` comes back, then subscribers hear of its records. `stale` and
    * `duplicate` come back for the caller to decide again; an unknown outcome throws its
-   * STORAGE_FAILURE.
+   * STORAGE_FAILURE, a denied one UNAUTHENTICATED or NO_GRANT (`deniedError`).
    */
-  async commit(change: StreamChange): Promise<Exclude<CommitOutcome, { status: 'unknown' }>> {
+  async commit(change: StreamChange): Promise<Exclude<CommitOutcome, { status: 'unknown' | 'denied' }>> {
     const outcome = await this.#streams.commit(change);
     if (outcome.status === 'unknown') throw outcome.error;
+    if (outcome.status === 'denied') {
+      // The store's directory refused the session or grant the change relied on (revoked
+      // through another daemon, unheard here yet): definite, nothing written, no retry.
+      await this.#streams.headDurable(change.next.streamId);
+      throw deniedError(outcome.reason, change.next);
+    }
     if (outcome.status === 'stale') {
       // The changes admitted after this one on the stream were decided on its head, which the
       // store never wrote: they are refused too. Deciding again on the admitted head would decide
@@ -239,4 +245,11 @@ function sameDecision(a: StreamMeta, b: StreamMeta): boolean {
     a.receipt?.peerGeneration === b.receipt?.peerGeneration &&
     a.receipt?.nextPosition === b.receipt?.nextPosition
   );
+}
+
+/** The answer to a change the store's directory denied: the session is gone, or the grant. */
+export function deniedError(reason: 'session' | 'grant', stream: Pick<StreamMeta, 'authorAgentId' | 'peerAgentId'>): Error {
+  return reason === 'session'
+    ? errors.unauthenticated('the token of this session was rotated or its agent disabled; call session.hello again')
+    : errors.permissionDenied('NO_GRANT', `no grant lets ${stream.authorAgentId} send to ${stream.peerAgentId}`);
 }

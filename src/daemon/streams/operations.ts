@@ -51,7 +51,12 @@ export class Operations {
     // confirm it against the operation log, so a lost index entry is reported, not denied.
     // A scan of the stream's (small) log entries, on this path only.
     for await (const entry of this.#streams.opLog(streamId)) {
-      if (entry.operationId === operationId) throw this.#lostEntry(streamId, entry, 'is in the operation log but its entry is missing');
+      if (entry.operationId !== operationId) continue;
+      // Committed since it was looked up (an append received after this call began, or committed
+      // through another daemon): the entry is there now. Missing still: lost.
+      const now = await this.#streams.findOperation(streamId, operationId);
+      if (now) return operationInfo(now);
+      throw this.#lostEntry(streamId, entry, 'is in the operation log but its entry is missing');
     }
     return noOperation(operationId, 'unknown');
   }

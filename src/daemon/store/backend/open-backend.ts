@@ -137,7 +137,7 @@ async function openPostgres(
   applicationName: string | undefined,
 ): Promise<OpenedBackend> {
   const { redactStoreUrl, resolveStoreUrl, describeStore, StoreConfigError } = await import('../postgres/connection.js');
-  const { postgresStartupFailure } = await import('../postgres/open-errors.js');
+  const { postgresStartupFailure, scrubbedStartup } = await import('../postgres/open-errors.js');
   const { DataDirLock } = await import('../leveldb/data-dir-lock.js');
   const shown = redactStoreUrl(url);
   let described: Record<string, unknown>;
@@ -146,7 +146,7 @@ async function openPostgres(
     described = describeStore(resolveStoreUrl(url, passwordFile === null ? {} : { passwordFile }));
   } catch (err) {
     if (err instanceof StoreConfigError) throw new StartupError(`cannot use the store: ${err.message}`, EXIT_CODES.config);
-    throw startupFailure(err, `open the store ${shown}`);
+    throw scrubbedStartup(startupFailure(err, `open the store ${shown}`), url);
   }
   const lockDir = join(dataDir, 'lock');
   let lock: Awaited<ReturnType<typeof DataDirLock.take>>;
@@ -178,8 +178,8 @@ async function openPostgres(
     };
   } catch (err) {
     await lock.release().catch(() => {});
-    if (err instanceof StartupError) throw err;
+    if (err instanceof StartupError) throw scrubbedStartup(err, url);
     if (err instanceof StoreConfigError) throw new StartupError(`cannot use the store: ${err.message}`, EXIT_CODES.config);
-    throw postgresStartupFailure(err, shown) ?? startupFailure(err, `open the store ${shown}`);
+    throw postgresStartupFailure(err, url) ?? scrubbedStartup(startupFailure(err, `open the store ${shown}`), url);
   }
 }

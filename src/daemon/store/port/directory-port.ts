@@ -27,6 +27,14 @@ export type DirectoryOutcome =
 /** Admitted or committed: as for `StreamPort.head`. */
 export type View = 'admitted' | 'committed';
 
+/** Rows to read again (`reload`). */
+export interface DirectoryRows {
+  agents?: readonly string[];
+  tokens?: readonly string[];
+  grants?: ReadonlyArray<readonly [agentId: string, peerAgentId: string]>;
+  chats?: readonly string[];
+}
+
 /** A page of a list: at most `limit` entries after `after` (exclusive) in the list's order. */
 export interface PageRequest<A> {
   after?: A;
@@ -45,7 +53,11 @@ export interface DirectoryPort {
   /** The agent id holding a username (committed), or undefined. */
   agentIdByUsername(username: string, view: View): string | undefined;
 
-  /** The agent id a token hash belongs to (committed index), or undefined. */
+  /**
+   * The agent id a token hash belongs to (committed index), or undefined. A disabled agent's
+   * token may be in no index (PostgreSQL deletes it: its commits check the token row); callers
+   * check the row's `disabled` either way.
+   */
   agentIdByToken(tokenHash: string): string | undefined;
 
   /** A page of agent rows in id order (`agents.list`). */
@@ -108,6 +120,25 @@ export interface DirectoryPort {
 
   /** A page of chat ids: every chat (agentId undefined) or the chats `agentId` is in, in chat id order. */
   chatIds(agentId: string | undefined, page: PageRequest<string>): Promise<string[]>;
+
+  // ---- a directory other processes write too -------------------------------------------------
+
+  /**
+   * Whether a session's token is still its agent's current one and the agent enabled, as the
+   * store has it now: another daemon may have rotated or disabled it unheard (PostgreSQL). Every
+   * call of an agent session is confirmed so before it is answered. Rejects with
+   * STORAGE_FAILURE/UNAVAILABLE when the store does not answer in time. Absent where memory is
+   * the store (LevelDB): the synchronous rows are exact there.
+   */
+  confirmSession?(agentId: string, tokenHash: string): Promise<boolean>;
+
+  /**
+   * Read these rows again from the store (committed), for a backend whose rows in memory are a
+   * cache of a store other processes write too: a refusal decided on a row's absence
+   * (NOT_FOUND, NO_GRANT, an unknown token) is confirmed with this before it is answered.
+   * `agents` may name agents by id or by username. Absent where memory is the store (LevelDB).
+   */
+  reload?(rows: DirectoryRows): Promise<void>;
 
   // ---- damage -------------------------------------------------------------------------------
 

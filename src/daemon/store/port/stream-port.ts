@@ -33,6 +33,23 @@ export function expectOf(meta: StreamMeta): HeadPrecondition {
   return { streamId: meta.streamId, generation: meta.generation, nextPosition: meta.nextPosition, writerEpoch: meta.writer.epoch };
 }
 
+/**
+ * What an agent's change relied on besides the head: the session it was made in, and for an
+ * append under policy `grants` the grant from author to peer. Where other processes write the
+ * directory too (PostgreSQL), the commit checks them in its transaction, so a revocation
+ * committed through any daemon refuses every change that reaches the database after it
+ * (`denied`), whatever this daemon's memory still says. Where memory is the store (LevelDB) the
+ * checks made at admission are already exact: the port ignores it.
+ */
+export interface ChangeAdmission {
+  /** The author, whose token must still be `tokenHash` and who must not be disabled. */
+  agentId: string;
+  /** The hash of the token the caller's session was opened with. */
+  tokenHash: string;
+  /** Whether the grant from the author to the stream's peer must exist (an append under policy `grants`). */
+  grant: boolean;
+}
+
 /** Chat, author and peer of a stream: what its stored records do not repeat. */
 export type StreamIdentity = Pick<StreamMeta, 'streamId' | 'chatId' | 'authorAgentId' | 'peerAgentId'>;
 
@@ -55,6 +72,8 @@ export interface AppendChange {
    * with an unknown outcome, as a failed write does.
    */
   ready: Promise<void> | null;
+  /** The session (and grant) the append relied on, checked in the commit where the directory is shared. */
+  admission?: ChangeAdmission;
 }
 
 /** `streams.claim`: the new writer (epoch + 1) and its `chat.writer-fence` record at `expect.nextPosition`. */
@@ -63,6 +82,8 @@ export interface ClaimChange {
   expect: HeadPrecondition;
   next: StreamMeta;
   fence: StoredRecord;
+  /** The claiming agent's session, checked in the commit where the directory is shared. */
+  admission?: ChangeAdmission;
 }
 
 /** `streams.release`: the writer becomes inactive (`next.writer`); no record. */
@@ -70,6 +91,8 @@ export interface ReleaseChange {
   kind: 'release';
   expect: HeadPrecondition;
   next: StreamMeta;
+  /** The releasing agent's session (none for the admin), checked in the commit where the directory is shared. */
+  admission?: ChangeAdmission;
 }
 
 /**
@@ -110,6 +133,9 @@ export type StreamChange = AppendChange | ClaimChange | ReleaseChange | TrimChan
  *   it, which answers POSITION_MISMATCH, FENCED or a replay as the contract says.
  * - `duplicate`: nothing written; a unique key was taken first: the operation id (with the
  *   operation that holds it), or a clientMessageId of this generation (with its position).
+ * - `denied`: nothing written; the store's directory refused the change's `admission` at commit
+ *   time: `session` (the token was rotated or the agent disabled) or `grant` (revoked). Only
+ *   where the directory is shared (PostgreSQL); answered as UNAUTHENTICATED or NO_GRANT.
  * - `unknown`: the commit may or may not be durable (a failed fsync, a connection lost during
  *   COMMIT). `error` is the STORAGE_FAILURE/WRITE_FAILED to answer with; `operations.get`
  *   settles it later (after a restart on LevelDB, after the reconnect on PostgreSQL). Never
@@ -120,6 +146,7 @@ export type CommitOutcome =
   | { status: 'stale'; head: StreamMeta | undefined }
   | { status: 'duplicate'; what: 'operation'; operation: StoredOperation }
   | { status: 'duplicate'; what: 'messageId'; clientMessageId: string; position: number }
+  | { status: 'denied'; reason: 'session' | 'grant' }
   | { status: 'unknown'; error: Error };
 
 /** A record read back, with the bytes it takes in the store (for read limits). */

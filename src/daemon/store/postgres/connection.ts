@@ -10,6 +10,9 @@ import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
+import { decodeSafe, holdsPassword, redactStoreUrl, splitStoreUrl } from './url-redaction.js';
+
+export { redactStoreUrl };
 
 /** A store URL or password setting that cannot be used as given (exit 78, configuration). */
 export class StoreConfigError extends Error {}
@@ -67,47 +70,6 @@ export function isPostgresUrl(store: string): boolean {
 }
 
 /**
- * The URL with any password and every query value that could hold a secret replaced by `***`,
- * for logs and error messages. Works on strings that are not valid URLs too (it never throws
- * and never returns the input unredacted when it fails to parse).
- */
-export function redactStoreUrl(url: string): string {
-  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
-  if (!m) return '<unparseable store URL>';
-  const [, scheme = '', authority = '', rest = ''] = m;
-  const at = authority.lastIndexOf('@');
-  let auth = authority;
-  if (at >= 0) {
-    const userinfo = authority.slice(0, at);
-    const colon = userinfo.indexOf(':');
-    auth = (colon >= 0 ? `${userinfo.slice(0, colon)}:***` : userinfo) + authority.slice(at);
-  }
-  const hash = rest.indexOf('#');
-  const beforeHash = hash < 0 ? rest : rest.slice(0, hash);
-  const fragment = hash < 0 ? '' : '#***';
-  const q = beforeHash.indexOf('?');
-  if (q < 0) return scheme + auth + beforeHash + fragment;
-  const params = beforeHash
-    .slice(q + 1)
-    .split('&')
-    .map((pair) => {
-      const eq = pair.indexOf('=');
-      const key = decodeSafe(eq < 0 ? pair : pair.slice(0, eq));
-      return eq < 0 || (PARAMS.has(key) && key !== 'passfile') ? pair : `${pair.slice(0, eq)}=***`;
-    })
-    .join('&');
-  return scheme + auth + beforeHash.slice(0, q) + '?' + params + fragment;
-}
-
-function decodeSafe(s: string): string {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
-}
-
-/**
  * Parse a store URL and fill what it leaves out from the PG* environment (`PGHOST`, `PGPORT`,
  * `PGDATABASE`, `PGUSER`, `PGPASSWORD`, `PGPASSFILE`, `PGTARGETSESSIONATTRS`, `PGSSLMODE`,
  * `PGSSLROOTCERT`, `PGCONNECT_TIMEOUT`), as libpq does. Throws {@link StoreConfigError} with
@@ -119,16 +81,18 @@ export function resolveStoreUrl(url: string, options: ResolveOptions = {}): Stor
   const fail = (why: string): never => {
     throw new StoreConfigError(`store URL ${shown}: ${why}`);
   };
+  // The password first, before any piece of the URL can be quoted: it may hold `/ ? # @ :`.
+  const split = splitStoreUrl(url);
+  if (split && holdsPassword(split))
+    fail(
+      'it holds a password, which would show in process listings and logs; remove it from the URL and put it in a file given with --store-password-file (mode 0600), in a passfile, or in PGPASSWORD (a URL without a password that has a ":" before an "@": write that "@" as %40)',
+    );
   const m = /^([a-z]+:)\/\/([^/?#]*)(\/[^?#]*)?(\?[^#]*)?(#.*)?$/i.exec(url);
   if (!m || !SCHEMES.includes((m[1] ?? '').toLowerCase())) fail('not a PostgreSQL URL; write postgresql://USER@HOST:PORT/DATABASE');
   const [, , authority = '', pathname = '', search = ''] = m as RegExpExecArray;
   const at = authority.lastIndexOf('@');
   const userinfo = at >= 0 ? authority.slice(0, at) : '';
   const hostlist = at >= 0 ? authority.slice(at + 1) : authority;
-  if (userinfo.includes(':'))
-    fail(
-      'it holds a password, which would show in process listings and logs; remove it from the URL and put it in a file given with --store-password-file (mode 0600), in a passfile, or in PGPASSWORD',
-    );
   const params = new Map<string, string>();
   for (const [k, v] of new URLSearchParams(search.slice(1))) {
     if (!PARAMS.has(k))

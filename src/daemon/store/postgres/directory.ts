@@ -19,11 +19,12 @@
 
 import type { Logger } from 'pino';
 import { errors } from '../../../shared/errors.js';
-import type { DirectoryOutcome, DirectoryPort, PageRequest, View } from '../port/directory-port.js';
+import type { DirectoryOutcome, DirectoryPort, DirectoryRows, PageRequest, View } from '../port/directory-port.js';
 import type { AgentRow, ChatRow, GrantRow, StreamMeta } from '../port/values.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey, tryDecodeRow } from './row-codec.js';
 import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
+import { SessionChecks } from './session-checks.js';
 import type { PostgresStreams } from './stream-store.js';
 
 /** The channel of `pg_notify` at the end of every directory commit. */
@@ -97,10 +98,14 @@ export interface PostgresDirectoryOptions {
   onFailure?: (error: Error) => void;
   /** Called when a chat this daemon did not know becomes known (its own or another daemon's), with its heads. */
   onChat?: (heads: readonly StreamMeta[]) => void;
+  /** Called when the database did not answer a session check in time, and when it answered one (the store logs a loss once). */
+  onUnreachable?: (err: unknown) => void;
+  onReachable?: () => void;
 }
 
 export class PostgresDirectory implements DirectoryPort {
   readonly #sql: Sql;
+  readonly #sessions: SessionChecks;
   readonly #streams: PostgresStreams;
   readonly #log: Logger | undefined;
   readonly #onFailure: ((error: Error) => void) | undefined;
@@ -140,6 +145,11 @@ export class PostgresDirectory implements DirectoryPort {
 
   private constructor(sql: Sql, streams: PostgresStreams, options: PostgresDirectoryOptions) {
     this.#sql = sql;
+    this.#sessions = new SessionChecks(
+      sql,
+      (err) => options.onUnreachable?.(err),
+      () => options.onReachable?.(),
+    );
     this.#streams = streams;
     this.#log = options.log;
     this.#onFailure = options.onFailure;
@@ -332,7 +342,19 @@ export class PostgresDirectory implements DirectoryPort {
     this.#usernames.set(row.username, row.id);
     if (previous && previous.tokenHash !== row.tokenHash && this.#tokens.get(previous.tokenHash) === row.id)
       this.#tokens.delete(previous.tokenHash);
-    this.#tokens.set(row.tokenHash, row.id);
+    // As in the table: a disabled agent's token is in no index.
+    if (row.disabled) this.#tokens.delete(row.tokenHash);
+    else this.#tokens.set(row.tokenHash, row.id);
+  }
+
+  /**
+   * Read the agent row and the grant a denied change relied on again (stream-store.ts
+   * `onDenied`): the database refused what this daemon's rows still allowed, so they are older
+   * than its. On the commit chain, as a notice's reload.
+   */
+  reloadDenied(agentId: string, peerAgentId: string): void {
+    this.#enqueue(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a denied commit failed');
+    this.#enqueue(() => this.#reload({ kind: 'grant', agentId, peerAgentId }), 'reloading a grant after a denied commit failed');
   }
 
   /** Cache a committed chat and its heads; false when it was cached already. */
@@ -436,7 +458,10 @@ export class PostgresDirectory implements DirectoryPort {
         notice: { kind: 'agent', agentId: row.id },
         apply: async (tx) => {
           await tx`update agents set body = ${encodeRow(DirectoryKey.agent(row.id), row)} where agent_id = ${row.id}`;
-          if (row.tokenHash !== previous.tokenHash) {
+          // A disabled agent has no token row: the commits of every daemon check the session's
+          // token row in their transaction (group-statement.ts), so this is what refuses them.
+          if (row.disabled) await tx`delete from tokens where agent_id = ${row.id}`;
+          else if (row.tokenHash !== previous.tokenHash) {
             await tx`delete from tokens where token_hash = ${previous.tokenHash}`;
             await tx`insert into tokens (token_hash, agent_id, body)
               values (${row.tokenHash}, ${row.id}, ${encodeRow(DirectoryKey.token(row.tokenHash), row.id)})`;
@@ -591,6 +616,41 @@ export class PostgresDirectory implements DirectoryPort {
     // synchronous chat() of the caller finds every id of the page.
     for (const r of rows) if (!this.#chats.has(r.chat_id)) await this.#loadChat(this.#sql, r.chat_id);
     return rows.map((r) => r.chat_id);
+  }
+
+  // ---- what another daemon may have changed unheard ---------------------------------------------
+
+  confirmSession(agentId: string, tokenHash: string): Promise<boolean> {
+    this.#assertOpen();
+    return this.#sessions.valid(agentId, tokenHash).then((valid) => {
+      // The rows here still allowed it (the caller checked them first): read the agent again.
+      if (!valid) this.#enqueue(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a refused session failed');
+      return valid;
+    });
+  }
+
+  /** On the commit chain, after this daemon's earlier commits: a reload never goes back to an older row. */
+  reload(rows: DirectoryRows): Promise<void> {
+    this.#assertOpen();
+    const run = this.#chain.then(async () => {
+      const names = [...(rows.agents ?? [])];
+      const tokens = [...(rows.tokens ?? [])];
+      if (names.length > 0 || tokens.length > 0) {
+        const found = await this.#sql<{ agent_id: string; body: string }[]>`
+          select agent_id, body from agents where agent_id = any(${names}::text[])
+            or agent_id in (select agent_id from usernames where username = any(${names}::text[]))
+            or agent_id in (select agent_id from tokens where token_hash = any(${tokens}::text[]))`;
+        for (const r of found) {
+          const row = tryDecodeRow<AgentRow>(DirectoryKey.agent(r.agent_id), r.body);
+          if (row) this.#cacheAgent(row);
+          else this.#damagedAgents.add(r.agent_id);
+        }
+      }
+      for (const [agentId, peerAgentId] of rows.grants ?? []) await this.#reload({ kind: 'grant', agentId, peerAgentId });
+      for (const chatId of rows.chats ?? []) await this.#loadChat(this.#sql, chatId);
+    });
+    this.#chain = run.catch(() => {});
+    return run;
   }
 
   // ---- damage -------------------------------------------------------------------------------

@@ -19,6 +19,12 @@ export interface Layered {
   after: string;
 }
 
+/** What a group's statement did: the streams whose head moved, and the changes the directory denied (nothing written). */
+export interface GroupResult {
+  moved: Set<string>;
+  denied: Map<string, 'session' | 'grant'>;
+}
+
 /**
  * Changes of distinct streams, each with a precondition, as one statement (data-modifying
  * CTEs over arrays, one element a row): the conditional UPDATE of the heads decides which
@@ -34,8 +40,16 @@ export interface Layered {
  * what this change was decided on. The statement is sent before this function first awaits
  * (postgres.js would otherwise send it a microtask later, after statements queued meanwhile),
  * so that a caller pipelining BEGIN, the layers and COMMIT gets them in that order.
+ *
+ * A change made by an agent also requires what its admission relied on (`ChangeAdmission`),
+ * read by the statement itself, in its snapshot (issue 52 finding 7): the session's token still
+ * the author's (a rotation replaces the token row, a disable deletes it) and, for an append
+ * under policy `grants`, the grant from author to peer. Each is one primary-key probe. A change
+ * refused by them writes nothing and comes back in `denied`, so that a revocation committed
+ * through any daemon refuses every change that reaches the database after it, whatever the
+ * daemon that admitted the change had heard.
  */
-export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Promise<Set<string>> {
+export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Promise<GroupResult> {
   const h = {
     sid: [] as string[],
     eg: [] as number[],
@@ -43,6 +57,11 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     eep: [] as number[],
     efrom: [] as number[],
     after: [] as string[],
+    // The admission: the author, the session's token hash ('' for none) and whether the grant to the peer is required.
+    author: [] as string[],
+    peer: [] as string[],
+    tok: [] as string[],
+    grant: [] as number[],
   };
   const n = { g: [] as number[], fp: [] as number[], np: [] as number[], ep: [] as number[], meta: [] as string[], notice: [] as string[] };
   const r = { sid: [] as string[], g: [] as number[], p: [] as number[], b: [] as string[] };
@@ -68,6 +87,11 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     // -1: no condition on the first position (positions are never negative).
     h.efrom.push(c.kind === 'trim' ? c.fromPosition : -1);
     h.after.push(after);
+    const admission = c.kind === 'append' || c.kind === 'claim' || c.kind === 'release' ? c.admission : undefined;
+    h.author.push(next.authorAgentId);
+    h.peer.push(next.peerAgentId);
+    h.tok.push(admission?.tokenHash ?? '');
+    h.grant.push(admission?.grant === true ? 1 : 0);
     n.g.push(next.generation);
     n.fp.push(next.firstPosition);
     n.np.push(next.nextPosition);
@@ -117,16 +141,23 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
       t.below.push(next.firstPosition);
     }
   }
-  const query = tx<{ stream_id: string }[]>`
+  const query = tx<{ stream_id: string; moved: boolean; session: boolean; grant: boolean }[]>`
     with c as (
       select * from unnest(${h.sid}::text[], ${h.eg}::bigint[], ${h.enp}::bigint[], ${h.eep}::bigint[], ${h.efrom}::bigint[], ${h.after}::text[],
-        ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[], ${n.notice}::text[])
-        as c(sid, eg, enp, eep, efrom, after, ng, nfp, nnp, nep, meta, notice)),
+        ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[], ${n.notice}::text[],
+        ${h.author}::text[], ${h.peer}::text[], ${h.tok}::text[], ${h.grant}::int[])
+        as c(sid, eg, enp, eep, efrom, after, ng, nfp, nnp, nep, meta, notice, author, peer, tok, gr)),
+    a as (
+      select c.sid,
+        c.tok = '' or exists (select 1 from tokens t where t.token_hash = c.tok and t.agent_id = c.author) as session,
+        c.gr = 0 or exists (select 1 from grants g where g.agent_id = c.author and g.peer_agent_id = c.peer) as grant
+      from c),
     h as (
       update heads set generation = c.ng, first_position = c.nfp, next_position = c.nnp, writer_epoch = c.nep, meta = c.meta
-      from c where heads.stream_id = c.sid and heads.generation = c.eg and heads.next_position = c.enp
+      from c join a on a.sid = c.sid
+      where heads.stream_id = c.sid and heads.generation = c.eg and heads.next_position = c.enp
         and heads.writer_epoch = c.eep and (c.efrom = -1 or heads.first_position = c.efrom)
-        and (c.after = '' or heads.meta = c.after)
+        and (c.after = '' or heads.meta = c.after) and a.session and a.grant
       returning heads.stream_id),
     r as (insert into records (stream_id, generation, position, body)
       select t.s, t.g, t.p, t.b from unnest(${r.sid}::text[], ${r.g}::bigint[], ${r.p}::bigint[], ${r.b}::text[]) as t(s, g, p, b)
@@ -143,10 +174,18 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     d as (delete from records using unnest(${t.sid}::text[], ${t.g}::bigint[], ${t.below}::bigint[]) as t(s, g, below)
       where records.stream_id = t.s and records.generation = t.g and records.position < t.below
         and t.s in (select stream_id from h))
-    select h.stream_id, pg_notify(${STREAMS_CHANNEL}, c.notice) from h join c on c.sid = h.stream_id`;
+    select c.sid as stream_id, h.stream_id is not null as moved, a.session, a.grant
+      from c join a on a.sid = c.sid left join h on h.stream_id = c.sid
+      left join lateral (select pg_notify(${STREAMS_CHANNEL}, c.notice) where h.stream_id is not null) notified on true`;
   void query.execute(); // awaited on the next line
-  const moved = await query;
-  return new Set(moved.map((row) => row.stream_id));
+  const rows = await query;
+  const result: GroupResult = { moved: new Set(), denied: new Map() };
+  for (const row of rows) {
+    if (row.moved) result.moved.add(row.stream_id);
+    else if (!row.session) result.denied.set(row.stream_id, 'session');
+    else if (!row.grant) result.denied.set(row.stream_id, 'grant');
+  }
+  return result;
 }
 
 /** The rows of `records` of `n`'s stream: their positions and checksummed compact bodies. */

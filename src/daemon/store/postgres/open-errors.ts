@@ -5,6 +5,7 @@
 
 import { EXIT_CODES } from '../../runtime/exit-codes.js';
 import { StartupError } from '../../rpc/socket-server.js';
+import { redactStoreUrl, scrubStoreUrl } from './url-redaction.js';
 
 /** SQLSTATEs of a server that cannot take connections right now (starting, stopping, full, in recovery). */
 const UNAVAILABLE_STATES = new Set(['57P03', '57P01', '57P02', '53300', '08006', '08001', '08004']);
@@ -28,13 +29,15 @@ const UNREACHABLE_CODES = new Set([
 ]);
 
 /**
- * The startup error for `err` thrown while opening the PostgreSQL store at `shown` (a redacted
- * URL), or null when it is not a database failure (the caller maps it the general way).
+ * The startup error for `err` thrown while opening the PostgreSQL store at `url`, or null when
+ * it is not a database failure (the caller maps it the general way, then `scrubbedStartup`).
+ * The message names the store by its redacted URL, and the driver's text is scrubbed of it.
  */
-export function postgresStartupFailure(err: unknown, shown: string): StartupError | null {
+export function postgresStartupFailure(err: unknown, url: string): StartupError | null {
+  const shown = redactStoreUrl(url);
   const e = err as { code?: unknown; message?: unknown; name?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
-  const detail = typeof e.message === 'string' ? e.message.replace(/\s+/g, ' ').trim() : String(err);
+  const detail = scrubStoreUrl(typeof e.message === 'string' ? e.message.replace(/\s+/g, ' ').trim() : String(err), url);
   const cannot = `cannot open the store ${shown}`;
   if (AUTH_STATES.has(code) || code === 'SASL_SIGNATURE_MISMATCH' || code === 'AUTH_TYPE_NOT_IMPLEMENTED')
     return new StartupError(
@@ -52,4 +55,10 @@ export function postgresStartupFailure(err: unknown, shown: string): StartupErro
       EXIT_CODES.databaseUnavailable,
     );
   return null;
+}
+
+/** A startup error whose message (built from a driver's or the system's text) is scrubbed of the store URL's password. */
+export function scrubbedStartup(failure: StartupError, url: string): StartupError {
+  const message = scrubStoreUrl(failure.message, url);
+  return message === failure.message ? failure : new StartupError(message, failure.exitCode);
 }

@@ -15,8 +15,13 @@ export interface RetryOptions {
   attempt: () => Promise<void>;
   /** Read before and after every wait and try: once true, the loop ends quietly. */
   stopped: () => boolean;
-  /** Told of each failure (not after `stopped()`), with the attempt's number from 1. */
+  /**
+   * Told of the first failure (not after `stopped()`), with the attempt's number: a database cut
+   * off for minutes is logged once, not once per try (issue 52), and `recovered` says when it ends.
+   */
   failed: (err: unknown, attempt: number) => void;
+  /** Told once the work succeeded after at least one failure, with the number of tries it took. */
+  recovered?: (attempts: number) => void;
   /** Wait the first delay before the first try too (default: the first try at once). */
   delayFirst?: boolean;
   /** How to wait (default: an unref'd timer); a caller may resolve it early to retry at once. */
@@ -39,11 +44,41 @@ export async function retryUntilDone(o: RetryOptions): Promise<void> {
     }
     try {
       await o.attempt();
+      if (step.attempt > 1) o.recovered?.(step.attempt);
       return;
     } catch (err) {
       if (o.stopped()) return;
-      o.failed(err, step.attempt);
+      if (step.attempt === 1) o.failed(err, step.attempt);
     }
+  }
+}
+
+/**
+ * How long a caller waits for the database: a group commit not answered by then is answered as an
+ * unknown outcome (STORAGE_FAILURE/WRITE_FAILED; the store turns read-only and recovers once the
+ * database answers), a session check as STORAGE_FAILURE/UNAVAILABLE. A daemon cut off from its
+ * database without a word (packets dropped, the TCP connection still open) held its callers
+ * until TCP gave up, minutes later (issue 52 finding 7); now it answers well within the client
+ * library's call timeout (30 s; a coordinator's 10 s).
+ */
+export const ANSWER_DEADLINE_MS = 5_000;
+
+/** `work`, or a rejection naming the deadline once ANSWER_DEADLINE_MS passed (`work` goes on). */
+export async function withinDeadline<T>(work: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          reject(
+            Object.assign(new Error(`${what}: no answer from PostgreSQL within ${ANSWER_DEADLINE_MS / 1000} s`), { code: 'DEADLINE' }),
+          );
+        }, ANSWER_DEADLINE_MS);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -166,6 +166,20 @@ create unique index operations_log on operations (stream_id, generation, first_p
 drop table op_log;
 `,
   },
+  {
+    version: 3,
+    name: 'a disabled agent has no token row',
+    sql: `
+-- Every commit of an agent's change checks, in its transaction, that the session's token row
+-- still names the agent (issue 52: a revocation through one daemon is in force on all of them
+-- before it returns, not when their notices arrive). A rotation replaces the row; a disable now
+-- deletes it, and so do the disabled agents of earlier schemas here. Bodies are JSON.stringify
+-- output after an 8-digit checksum: "disabled":true cannot occur inside a string value there
+-- (its quotes would be escaped). Daemons of schema 2 still running would keep a disabled
+-- agent's token row on their next disable: stop them first (docs/multi-host.md).
+delete from tokens t using agents a where t.agent_id = a.agent_id and a.body like '%"disabled":true%';
+`,
+  },
 ];
 
 /** The newest schema version this code knows. */

@@ -94,9 +94,18 @@ export class PostgresStore implements StorePort {
       onChat: (heads) => {
         if (late.store) for (const h of heads) late.store.#count(h);
       },
+      onUnreachable: (err) => {
+        if (late.store) late.store.#reachable(false, err);
+      },
+      onReachable: () => {
+        if (late.store) late.store.#reachable(true);
+      },
     });
     const opened = new PostgresStore(sql, streams, directory, secret, options.log);
     late.store = opened;
+    streams.onDenied((admission, peerAgentId) => {
+      directory.reloadDenied(admission.agentId, peerAgentId);
+    });
     streams.onGroupCommit((settled, seconds) => {
       opened.#onGroupCommit(settled, seconds);
     });
@@ -132,6 +141,20 @@ export class PostgresStore implements StorePort {
       // Counts only: a failure here must not end the process (close() awaits this promise).
       if (!this.stopping) this.#log?.warn({ err: { code: (err as { code?: string }).code } }, "counting other daemons' commits stopped");
     }
+  }
+
+  /** Whether the last session check was answered; what is logged is each change of it, once. */
+  #answering = true;
+
+  #reachable(answering: boolean, err?: unknown): void {
+    if (answering === this.#answering) return;
+    this.#answering = answering;
+    if (answering) this.#log?.info('the PostgreSQL database answers again');
+    else
+      this.#log?.error(
+        { err: { message: (err as Error | undefined)?.message, code: (err as { code?: string } | undefined)?.code } },
+        'the PostgreSQL database does not answer: every agent call is refused with STORAGE_FAILURE/UNAVAILABLE, and a commit past the deadline has an unknown outcome, until it answers again',
+      );
   }
 
   #count(h: StreamMeta): void {

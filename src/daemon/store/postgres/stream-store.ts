@@ -18,10 +18,11 @@
 
 import type { Logger } from 'pino';
 import postgres from 'postgres';
-import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
+import { chainSettled, commitUnanswered, retryUntilDone, withinDeadline } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import { expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
+  ChangeAdmission,
   CommitOutcome,
   OperationStatus,
   OpLogEntry,
@@ -605,34 +606,15 @@ export class PostgresStreams implements StreamPort {
     let outcomes: CommitOutcome[];
     let session: Session | null = null;
     const started = performance.now();
+    for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready.catch(noop);
+    const work = this.#transact(group, (s) => {
+      session = s;
+    });
     try {
-      for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
-      const fast = group.every((g) => g.change.expect !== null);
-      const slow = async () =>
-        this.#sql.begin(async (tx) => {
-          // Not awaited: sent ahead of the group's statements on the same connection.
-          const asked = tx<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.then(([p]) => {
-            session = p ?? null;
-          }, noop);
-          // Each change notifies inside its savepoint: a refused one's notice is rolled back with it.
-          const result = await this.#oneByOne(tx, group);
-          await asked;
-          return result;
-        });
-      if (!fast) outcomes = await slow();
-      else
-        try {
-          outcomes = await this.#pipelined(group, (s) => {
-            session = s;
-          });
-        } catch (err) {
-          // A unique key another daemon took first aborted the pipelined transaction (the server
-          // said so: nothing of it was written). Again, a savepoint each, to refuse only that change.
-          if ((err as { code?: string }).code !== '23505') throw err;
-          outcomes = await slow();
-        }
+      outcomes = await withinDeadline(work, 'a group commit');
     } catch (err) {
-      // No verdict from the database: the transaction may or may not have committed.
+      // No verdict from the database: the transaction may or may not have committed (or commit
+      // still, once a link cut without a word heals: its changes are checked then, in its statement).
       this.#readOnly = true;
       const error = errors.storageFailure(
         null,
@@ -645,11 +627,30 @@ export class PostgresStreams implements StreamPort {
       );
       outcomes = group.map(() => ({ status: 'unknown', error }));
       // Only a lost session can still be committing: an error the server answered with means
-      // the transaction was rolled back, and the tables already tell.
+      // the transaction was rolled back, and the tables already tell. A commit past its deadline
+      // is still out: its operations are pending until it settles, whatever its session.
       const lost = connectionLost(err);
+      const out = (err as { code?: string }).code === 'DEADLINE';
+      const keys: string[] = [];
       for (const g of group)
-        if (g.change.kind === 'append')
-          this.#unknownOps.set(`${g.change.next.streamId}/${g.change.operation.operationId}`, lost ? session : null);
+        if (g.change.kind === 'append') {
+          const key = `${g.change.next.streamId}/${g.change.operation.operationId}`;
+          this.#unknownOps.set(key, lost ? session : null);
+          if (out) keys.push(key);
+        }
+      if (out) {
+        // Still out: recover() reloads the heads only after it settled; the callers do not wait.
+        for (const key of keys) this.#stillOut.add(key);
+        const settling: Promise<void> = work.then(noop, noop).finally(() => {
+          // Settled: the tables tell now (its session, alive in the pool, says nothing more).
+          for (const key of keys) {
+            this.#stillOut.delete(key);
+            this.#unknownOps.delete(key);
+          }
+          this.#outstanding.delete(settling);
+        });
+        this.#outstanding.add(settling);
+      }
     }
     this.stats.batches++;
     this.stats.writes += group.length;
@@ -659,6 +660,48 @@ export class PostgresStreams implements StreamPort {
       return { change: g.change, outcome };
     });
     this.#notifyGroup(settled, (performance.now() - started) / 1000);
+  }
+
+  /** Operations of a commit answered past its deadline whose transaction has not settled yet (`pending`). */
+  readonly #stillOut = new Set<string>();
+  /** Those transactions, settling. */
+  readonly #outstanding = new Set<Promise<void>>();
+
+  /** Settles once the commit chain and every transaction answered past its deadline settled (one may join while it waits). */
+  async #allSettled(): Promise<void> {
+    await this.#chain;
+    while (this.#outstanding.size > 0) await Promise.all([...this.#outstanding]);
+  }
+
+  /** The group's transaction: the pipelined statement, or one savepoint a change; throws without a verdict. */
+  async #transact(group: Admitted[], onSession: (s: Session | null) => void): Promise<CommitOutcome[]> {
+    let outcomes: CommitOutcome[];
+    {
+      for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready;
+      const fast = group.every((g) => g.change.expect !== null);
+      const slow = async () =>
+        this.#sql.begin(async (tx) => {
+          // Not awaited: sent ahead of the group's statements on the same connection.
+          const asked = tx<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`.then(([p]) => {
+            onSession(p ?? null);
+          }, noop);
+          // Each change notifies inside its savepoint: a refused one's notice is rolled back with it.
+          const result = await this.#oneByOne(tx, group);
+          await asked;
+          return result;
+        });
+      if (!fast) outcomes = await slow();
+      else
+        try {
+          outcomes = await this.#pipelined(group, onSession);
+        } catch (err) {
+          // A unique key another daemon took first aborted the pipelined transaction (the server
+          // said so: nothing of it was written). Again, a savepoint each, to refuse only that change.
+          if ((err as { code?: string }).code !== '23505') throw err;
+          outcomes = await slow();
+        }
+    }
+    return outcomes;
   }
 
   #settle(g: Admitted, outcome: CommitOutcome): void {
@@ -756,13 +799,18 @@ export class PostgresStreams implements StreamPort {
     if (c?.ok && (c.value as { command?: string }).command !== 'COMMIT')
       throw new Error(`COMMIT of a group answered ${(c.value as { command?: string }).command ?? 'nothing'}`);
     const ok = new Set<number>();
+    const denied = new Map<number, 'session' | 'grant'>();
     layers.forEach((l, k) => {
       const m = moved[k];
       l.changes.forEach((ch, j) => {
-        if (m?.ok && m.value.has(ch.change.next.streamId)) ok.add(l.at[j] ?? -1);
+        const at = l.at[j] ?? -1;
+        const streamId = ch.change.next.streamId;
+        if (m?.ok && m.value.moved.has(streamId)) ok.add(at);
+        const reason = m?.ok ? m.value.denied.get(streamId) : undefined;
+        if (reason) denied.set(at, reason);
       });
     });
-    const stale = group.filter((_, i) => !ok.has(i)).map((g) => g.change.next.streamId);
+    const stale = group.filter((_, i) => !ok.has(i) && !denied.has(i)).map((g) => g.change.next.streamId);
     const heads = new Map<string, string>();
     if (stale.length > 0) {
       // Read after the commit: the head now, which is at least as new as the one that refused it.
@@ -772,11 +820,31 @@ export class PostgresStreams implements StreamPort {
     }
     return group.map((g, i): CommitOutcome => {
       if (ok.has(i)) return { status: 'ok' };
+      const reason = denied.get(i);
+      if (reason) return this.#denied(g.change, reason);
       const streamId = g.change.next.streamId;
       const body = heads.get(streamId);
       if (body !== undefined) this.#staleBodies.set(streamId, body);
       return { status: 'stale', head: body === undefined ? undefined : decodeHead(streamId, body) };
     });
+  }
+
+  /**
+   * A change the directory denied in its transaction: told to the directory (`onDenied`), whose
+   * rows of that session and grant are older than the database's (a revocation through another
+   * daemon not heard yet), so that it reads them again.
+   */
+  #denied(c: StreamChange, reason: 'session' | 'grant'): CommitOutcome {
+    const admission = c.kind === 'append' || c.kind === 'claim' || c.kind === 'release' ? c.admission : undefined;
+    if (admission) for (const l of this.#deniedListeners) l(admission, c.next.peerAgentId);
+    return { status: 'denied', reason };
+  }
+
+  readonly #deniedListeners: Array<(admission: ChangeAdmission, peerAgentId: string) => void> = [];
+
+  /** Called with the admission of each change the database denied (the store reloads the directory's rows of it). */
+  onDenied(listener: (admission: ChangeAdmission, peerAgentId: string) => void): void {
+    this.#deniedListeners.push(listener);
   }
 
   /** The slow path: each change under its own savepoint. */
@@ -811,8 +879,10 @@ export class PostgresStreams implements StreamPort {
     const n = c.next;
     const body = bodyOf(g);
     if (c.expect !== null) {
-      const moved = await groupStatement(sp, [{ change: c, meta: body, after: afterOf(g) }]);
-      if (!moved.has(n.streamId)) throw new Refusal({ status: 'stale', head: undefined });
+      const done = await groupStatement(sp, [{ change: c, meta: body, after: afterOf(g) }]);
+      const reason = done.denied.get(n.streamId);
+      if (reason) throw new Refusal(this.#denied(c, reason));
+      if (!done.moved.has(n.streamId)) throw new Refusal({ status: 'stale', head: undefined });
       return;
     }
     // Only a reset of a head rebuilt from its records has no precondition: it writes the head,
@@ -835,6 +905,7 @@ export class PostgresStreams implements StreamPort {
   /** What a change refused inside its savepoint becomes; an error that is not a refusal fails the group. */
   async #refusal(tx: TxSql, c: StreamChange, err: unknown): Promise<CommitOutcome> {
     const streamId = c.next.streamId;
+    if (err instanceof Refusal && err.outcome.status === 'denied') return err.outcome;
     if (err instanceof Refusal && err.outcome.status === 'stale') {
       const [row] = await tx<{ meta: string }[]>`select meta from heads where stream_id = ${streamId}`;
       if (row) this.#staleBodies.set(streamId, row.meta);
@@ -881,7 +952,7 @@ export class PostgresStreams implements StreamPort {
     // A commit of ours still in flight decides heads we would reload: wait for it, but not
     // forever (retry.ts): the caller retries with backoff, and a recovery that never returned
     // left the daemon read-only with nothing said.
-    if (!(await chainSettled(this.#chain))) throw commitUnanswered('stream');
+    if (!(await chainSettled(this.#allSettled()))) throw commitUnanswered('stream');
     await this.#loadHeads();
     this.#known.clear();
     this.#readOnly = false;
@@ -962,8 +1033,8 @@ export class PostgresStreams implements StreamPort {
 
   async operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
     this.#assertOpen();
-    if (this.#pendingOps.get(streamId)?.has(operationId)) return { state: 'pending' };
     const key = `${streamId}/${operationId}`;
+    if (this.#pendingOps.get(streamId)?.has(operationId) || this.#stillOut.has(key)) return { state: 'pending' };
     if (this.#unknownOps.has(key)) {
       // The session of the unknown commit may still be finishing it (waiting for the standby):
       // until it is gone, neither "committed" nor "absent" is final.
