@@ -99,8 +99,15 @@ describe('the store URL is redacted whatever the password holds (issue 52 findin
       for (const secret of samples) {
         const url = `postgresql://yello:${secret.password}@127.0.0.1:1/yello`;
         const socket = path.join(dir, 's.sock');
-        const viaFlag = await runCli(['daemon', '--data-dir', dir, '--socket', socket, '--store', url], { timeoutMs: 20_000 });
-        const viaEnv = await runCli(['daemon', '--data-dir', dir, '--socket', socket], { env: { YELLO_STORE: url }, timeoutMs: 20_000 });
+        const viaFlag = await runCli(['daemon', '--data-dir', dir, '--socket', socket, '--store', url], {
+          timeoutMs: 20_000,
+          process: true,
+        });
+        const viaEnv = await runCli(['daemon', '--data-dir', dir, '--socket', socket], {
+          env: { YELLO_STORE: url },
+          timeoutMs: 20_000,
+          process: true,
+        });
         for (const r of [viaFlag, viaEnv]) {
           expect(r.code, r.stderr).toBe(78);
           expect(r.stderr).toMatch(/holds a password/);
