@@ -9,6 +9,7 @@ import {
   type StoredRecord,
 } from '../client/index.js';
 import { ERROR_CODES } from '../shared/errors.js';
+import { followChat, type ChatFollow, type FollowHandlers } from '../client/chat-follow.js';
 import type { PeerHead } from '../client/peer-head.js';
 import { breakError } from './break-advice.js';
 import { CliWriter } from './cli-writer.js';
@@ -234,34 +235,36 @@ async function followAsAdmin(args: FollowArgs): Promise<void> {
     cursor.printResumeHint();
   });
   const { chat } = await getChat(client, args.chatId);
-  let subscriptionId: string | null = null;
-  const follow = async () => {
-    const sub = await client.call('chats.follow', { chatId: args.chatId, ...(cursor.current ? { cursor: cursor.current } : {}) });
-    subscriptionId = sub.subscriptionId;
-    if (!cursor.current) cursor.set(sub.cursor);
-  };
-  const ended = new Promise<void>((resolve, reject) => {
-    client.on('chats.batch', (b) => {
-      if (b.subscriptionId !== subscriptionId) return;
-      show(args, chat, b, b);
-      cursor.set(b.cursor);
-    });
-    client.on('chats.break', (b) => {
-      if (b.subscriptionId !== subscriptionId) return;
-      if (args.json) printJson(args.io, b);
-      reject(
-        new ContinuityBreakError({
-          code: ERROR_CODES.CONTINUITY_BREAK,
-          message: 'subscription ended',
-          data: { type: 'CONTINUITY_BREAK', ...b },
-        }),
-      );
-    });
-    client.on('chats.error', (e) => {
-      if (e.subscriptionId === subscriptionId) reject(remoteError(e.error));
-    });
+  let current: ChatFollow | null = null;
+  let follow: () => Promise<void> = () => Promise.resolve();
+  const ended = new Promise<void>((_resolve, reject) => {
+    const handlers: FollowHandlers = {
+      batch: (b) => {
+        show(args, chat, b, b);
+        cursor.set(b.cursor);
+      },
+      break: (b) => {
+        if (args.json) printJson(args.io, b);
+        reject(
+          new ContinuityBreakError({
+            code: ERROR_CODES.CONTINUITY_BREAK,
+            message: 'subscription ended',
+            data: { type: 'CONTINUITY_BREAK', ...b },
+          }),
+        );
+      },
+      error: (e) => {
+        reject(remoteError(e.error));
+      },
+    };
+    follow = async () => {
+      current?.close();
+      current = await followChat(client, { chatId: args.chatId, ...(cursor.current ? { cursor: cursor.current } : {}) }, handlers);
+      if (!cursor.current) cursor.set(current.cursor);
+    };
     client.on('disconnected', (err) => {
-      subscriptionId = null;
+      current?.close();
+      current = null;
       if (!client.reconnecting) reject(err);
       else args.io.stderr.write('yello: the connection to yellod was lost; reconnecting\n');
     });

@@ -5,6 +5,7 @@
 
 import type { StoredRecord, YelloClient } from '../client/index.js';
 import { exportChat } from '../client/chat-export.js';
+import { followChat, type ChatFollow } from '../client/chat-follow.js';
 
 /** One event to the browser: `event` names it, `data` is JSON. */
 export type Send = (event: string, data: unknown) => void;
@@ -19,37 +20,35 @@ const CHUNK = 200;
  * when the feed is over.
  */
 export async function feedChat(c: YelloClient, chatId: string, send: Send, closed: Promise<void>): Promise<void> {
-  let subscriptionId: string | null = null;
-  let caughtUp = false;
-  // Batches may arrive in the same read as the follow's answer, before its id is known here.
-  const pending: Array<{ subscriptionId: string; records: StoredRecord[] }> = [];
+  // Live batches wait here until the whole-chat read is out; then what both delivered is sent once.
+  let pending: StoredRecord[][] | null = [];
   let finish!: () => void;
   const over = new Promise<void>((resolve) => (finish = resolve));
-  const offs = [
-    c.on('chats.batch', (p) => {
-      if (!caughtUp) pending.push(p);
-      else if (p.subscriptionId === subscriptionId) send('records', p.records);
-    }),
-    c.on('chats.break', (p) => {
-      // A break ends the subscription; before the id is known it can only be ours if the follow answered.
-      if (p.subscriptionId !== subscriptionId && subscriptionId !== null) return;
-      send('break', p);
-      finish();
-    }),
-    c.on('chats.error', (p) => {
-      if (p.subscriptionId !== subscriptionId) return;
-      send('failure', { message: p.error.message });
-      finish();
-    }),
-    c.on('disconnected', () => {
-      send('failure', { message: 'the console lost its connection to the daemon; reconnecting' });
-      finish();
-    }),
-  ];
+  const offDisconnected = c.on('disconnected', () => {
+    send('failure', { message: 'the console lost its connection to the daemon; reconnecting' });
+    finish();
+  });
   void closed.then(finish);
+  let follow: ChatFollow | null = null;
   try {
-    const followed = await c.call('chats.follow', { chatId });
-    subscriptionId = followed.subscriptionId;
+    follow = await followChat(
+      c,
+      { chatId },
+      {
+        batch: (b) => {
+          if (pending) pending.push(b.records);
+          else send('records', b.records);
+        },
+        break: (b) => {
+          send('break', b);
+          finish();
+        },
+        error: (e) => {
+          send('failure', { message: e.error.message });
+          finish();
+        },
+      },
+    );
     send('keys', await c.call('keys.list', {}));
     send('streams', await c.call('chats.get', { chatId }));
     const seen = new Set<string>();
@@ -67,16 +66,15 @@ export async function feedChat(c: YelloClient, chatId: string, send: Send, close
     send('records', chunk);
     send(
       'records',
-      pending.filter((p) => p.subscriptionId === subscriptionId).flatMap((p) => p.records.filter((r) => !seen.has(key(r)))),
+      pending.flat().filter((r) => !seen.has(key(r))),
     );
-    pending.length = 0;
-    caughtUp = true;
+    pending = null;
     send('ready', {});
     await over;
   } catch (err) {
     send('failure', { message: (err as Error).message });
   } finally {
-    for (const off of offs) off();
-    if (subscriptionId !== null) await c.call('chats.unfollow', { subscriptionId }).catch(() => undefined);
+    offDisconnected();
+    await follow?.unfollow();
   }
 }

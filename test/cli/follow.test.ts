@@ -87,6 +87,24 @@ describe('chats follow --json', () => {
   });
 });
 
+describe('chats follow as the admin, from a cursor behind the head', () => {
+  it('shows every batch after an old cursor, then the live ones, none skipped or repeated', async () => {
+    const cursor = await liveCursorNow();
+    for (const text of ['early one', 'early two', 'early three']) await alice.ok(['send', chatId, text]);
+    const f = track(cli().start(['chats', 'follow', chatId, '--json', '--cursor', cursor]));
+    const contents = () =>
+      parseJsonLines<Batch>(f.lines.join('\n'))
+        .flatMap((b) => b.records)
+        .filter((r) => r.wrapper.type === 'chat.message')
+        .map((r) => messageOf(r).content);
+    await alice.ok(['send', chatId, 'live four']);
+    await f.waitFor(() => contents().includes('live four'), 'the live message');
+    const res = await f.stop('SIGINT');
+    expect(res.code, res.stderr).toBe(0);
+    expect(contents()).toEqual(['early one', 'early two', 'early three', 'live four']);
+  });
+});
+
 describe('chats follow --ack', () => {
   it('claims the follower stream, shows peer messages and acknowledges them', async () => {
     const before = await streamState(streamA);
