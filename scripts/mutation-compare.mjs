@@ -1,9 +1,10 @@
-// Compares the two sides of a pair of mutation runs (test/mutation/stryker.pair.mjs): the same
-// mutants and test files with every test daemon on LevelDB, then on PostgreSQL.
-//   node scripts/mutation-pair-diff.mjs <leveldb report.json> <postgresql report.json>
+// Compares two mutation runs on the same mutants (test/mutation/stryker.files.mjs): the tests of
+// a module before and after they moved, or the same tests on LevelDB and on PostgreSQL.
+//   node scripts/mutation-compare.mjs <a report.json> <b report.json> [label-a label-b]
 // Prints, per module, the counts of each side and every mutant detected on one side only
-// (killed or timed out there; survived or not covered on the other). Exit code 0 either way:
-// a difference is for a person to explain (test/MUTATION.md), not a failure of the script.
+// (killed or timed out there; survived or not covered on the other), by its key: file, start,
+// end, mutator, replacement. Exit code 1 when a mutant detected by a is not detected by b (a test
+// lost in a move); a mutant only b detects is reported, not a failure.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { DETECTED, placedMutantKey } from './mutation-report.mjs';
@@ -55,19 +56,30 @@ export function comparePair(a, b) {
 const show = (c) => `${c.killed} killed, ${c.timeout} timeout, ${c.survived} survived, ${c.noCoverage} no coverage`;
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const [ldb, pg] = process.argv.slice(2);
-  if (!ldb || !pg) {
-    console.error('usage: node scripts/mutation-pair-diff.mjs <leveldb report.json> <postgresql report.json>');
+  const [left, right, labelA = 'a', labelB = 'b'] = process.argv.slice(2);
+  if (!left || !right) {
+    console.error('usage: node scripts/mutation-compare.mjs <a report.json> <b report.json> [label-a label-b]');
     process.exit(2);
   }
-  const modules = comparePair(JSON.parse(readFileSync(ldb, 'utf8')), JSON.parse(readFileSync(pg, 'utf8')));
+  const modules = comparePair(JSON.parse(readFileSync(left, 'utf8')), JSON.parse(readFileSync(right, 'utf8')));
+  const width = Math.max(labelA.length, labelB.length) + 1;
+  const total = { a: 0, b: 0, onlyA: 0, onlyB: 0, missing: 0 };
   for (const { file, a, b, differences } of modules) {
-    console.log(`${file}\n  LevelDB:    ${show(a)}\n  PostgreSQL: ${show(b)}`);
+    console.log(`${file}\n  ${`${labelA}:`.padEnd(width)} ${show(a)}\n  ${`${labelB}:`.padEnd(width)} ${show(b)}`);
+    total.a += a.killed + a.timeout;
+    total.b += b.killed + b.timeout;
     if (differences.length === 0) console.log('  every mutant: the same outcome on both');
     for (const d of differences) {
       const m = d.mutant;
-      const side = d.only === 'a' ? 'LevelDB only' : d.only === 'b' ? 'PostgreSQL only' : 'on one side only (sources differ?)';
+      const side = d.only === 'a' ? `${labelA} only` : d.only === 'b' ? `${labelB} only` : 'on one side only (sources differ?)';
+      if (d.only === 'a') total.onlyA++;
+      else if (d.only === 'b') total.onlyB++;
+      else total.missing++;
       console.log(`  ${place(m)} ${m.mutatorName} → ${JSON.stringify(m.replacement)}: detected ${side} (${d.a ?? '-'} / ${d.b ?? '-'})`);
     }
   }
+  console.log(
+    `detected: ${labelA} ${total.a}, ${labelB} ${total.b}; ${labelA} only ${total.onlyA}, ${labelB} only ${total.onlyB}; on one side only ${total.missing}`,
+  );
+  process.exitCode = total.onlyA > 0 || total.missing > 0 ? 1 : 0;
 }

@@ -1,10 +1,14 @@
-// The comparison of a pair of mutation runs, LevelDB against PostgreSQL
-// (scripts/mutation-pair-diff.mjs): what test/MUTATION.md reports as "killed on one backend only"
-// comes from here, so a mutant it pairs wrongly or a difference it hides is a wrong claim there.
+// The comparison of two mutation runs on the same mutants (scripts/mutation-compare.mjs): before
+// and after tests move, or LevelDB against PostgreSQL. "No killed mutant lost" is read from here,
+// so a mutant it pairs wrongly or a difference it hides is a wrong claim.
 
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without declarations
-import * as pairDiff from '../../scripts/mutation-pair-diff.mjs';
+import * as compareRuns from '../../scripts/mutation-compare.mjs';
 
 interface Mutant {
   mutatorName: string;
@@ -25,10 +29,10 @@ interface Module {
   b: Record<string, number>;
   differences: { only: string; a?: string; b?: string; mutant: Mutant }[];
 }
-const { comparePair } = pairDiff as unknown as { comparePair: (a: unknown, b: unknown) => Module[] };
+const { comparePair } = compareRuns as unknown as { comparePair: (a: unknown, b: unknown) => Module[] };
 const compare = (a: Mutant[], b: Mutant[]) => comparePair(report(a), report(b))[0]!;
 
-describe('mutation-pair-diff', () => {
+describe('mutation-compare', () => {
   it('counts each side and reports no difference when both detect (killed and timed out alike)', () => {
     const r = compare([m('Killed', 1, 1), m('Survived', 2, 1)], [m('Timeout', 1, 1), m('NoCoverage', 2, 1)]);
     expect(r.a).toMatchObject({ killed: 1, timeout: 0, survived: 1, noCoverage: 0 });
@@ -53,5 +57,29 @@ describe('mutation-pair-diff', () => {
       ['missing', 'false'],
       ['missing', 'true'],
     ]);
+  });
+
+  it('as a command, fails when a mutant detected before is not detected after, and counts both sides', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'mutation-compare-'));
+    try {
+      const write = (name: string, mutants: Mutant[]) => {
+        const file = path.join(dir, name);
+        writeFileSync(file, JSON.stringify(report(mutants)));
+        return file;
+      };
+      const before = write('before.json', [m('Killed', 1, 1), m('Timeout', 2, 1), m('Survived', 3, 1)]);
+      const kept = write('kept.json', [m('Killed', 1, 1), m('Killed', 2, 1), m('Killed', 3, 1)]);
+      const lost = write('lost.json', [m('Killed', 1, 1), m('Survived', 2, 1), m('Survived', 3, 1)]);
+      const run = (a: string, b: string) =>
+        spawnSync(process.execPath, ['scripts/mutation-compare.mjs', a, b, 'before', 'after'], { encoding: 'utf8' });
+      const ok = run(before, kept);
+      expect(ok.status).toBe(0);
+      expect(ok.stdout).toContain('detected: before 2, after 3; before only 0, after only 1; on one side only 0');
+      const bad = run(before, lost);
+      expect(bad.status).toBe(1);
+      expect(bad.stdout).toContain('2:1-2:6 ConditionalExpression → "true": detected before only (Timeout / Survived)');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
