@@ -14,6 +14,7 @@ interface Mutant {
   mutatorName: string;
   replacement: string;
   status: string;
+  testsCompleted?: number;
   location: { start: { line: number; column: number }; end: { line: number; column: number } };
 }
 const m = (status: string, line: number, column: number, end = column + 5, replacement = 'true'): Mutant => ({
@@ -74,12 +75,27 @@ describe('mutation-compare', () => {
         spawnSync(process.execPath, ['scripts/mutation-compare.mjs', a, b, 'before', 'after'], { encoding: 'utf8' });
       const ok = run(before, kept);
       expect(ok.status).toBe(0);
-      expect(ok.stdout).toContain('detected: before 2, after 3; before only 0, after only 1; on one side only 0');
+      expect(ok.stdout).toContain('detected: before 2, after 3; before only 0, after only 1; unmeasured 0; on one side only 0');
       const bad = run(before, lost);
       expect(bad.status).toBe(1);
       expect(bad.stdout).toContain('2:1-2:6 ConditionalExpression → "true": detected before only (Timeout / Survived)');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('tells a survivor against which no test ran (a failed hook) from one the tests let through', () => {
+    const notRun = { ...m('Survived', 1, 1), testsCompleted: 0 };
+    const ran = { ...m('Survived', 2, 1), testsCompleted: 4 };
+    const r = compare(
+      [m('Killed', 1, 1), m('Killed', 2, 1), { ...m('Survived', 3, 1), testsCompleted: 0 }],
+      [notRun, ran, m('Killed', 3, 1)],
+    );
+    expect(r.differences.map((d) => [d.mutant.location.start.line, d.only])).toEqual([
+      [1, 'unmeasured'],
+      [2, 'a'],
+      [3, 'unmeasured'],
+    ]);
+    expect(r.b).toMatchObject({ killed: 1, survived: 1, unmeasured: 1 });
   });
 });
