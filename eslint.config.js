@@ -26,12 +26,7 @@ export default tseslint.config(
     languageOptions: {
       parserOptions: {
         projectService: {
-          allowDefaultProject: [
-            'vitest.config.ts',
-            'vitest.mutation.config.ts',
-            'vitest.mutation-pg.config.ts',
-            'vitest.postgres.config.ts',
-          ],
+          allowDefaultProject: ['vitest.config.ts', 'vitest.mutation.config.ts', 'vitest.postgres.config.ts'],
         },
         tsconfigRootDir: import.meta.dirname,
       },

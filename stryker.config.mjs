@@ -1,22 +1,20 @@
-// Mutation testing: `npm run test:mutation` (README "Testing"). Not part of `npm test`.
+// Mutation testing: `npm run test:mutation` (test/MUTATION.md, README "Testing"). Not part of
+// `npm test`: a tool run now and then to find weak tests in the modules that hold the promises.
 //
-// How mutants reach the daemon. The integration tests spawn the built daemon (dist/) in child
-// processes, so a mutant switched on inside the vitest worker would never reach it. Measured on
-// the 2-core dev machine, design (a) was kept:
+// How mutants reach the daemon. Most suites of the test set still start the built daemon
+// (dist/) in child processes, where a mutant switched on inside the vitest worker never
+// arrives. So:
 //   - buildCommand compiles Stryker's instrumented sandbox sources (all mutants, behind
 //     switches) to the sandbox's dist/ (scripts/mutation-build.mjs);
 //   - the setup file of vitest.mutation.config.ts (test/mutation/child-mutants.ts) copies the
 //     active mutant into process.env.__STRYKER_ACTIVE_MUTANT__ before a test file's daemon is
 //     spawned; the instrumenter's header in the child reads it;
 //   - coverage: children preload test/mutation/child-coverage.mjs, which dumps the mutants they
-//     passed; the setup file adds them to the coverage of the test file's tests, so `perTest`
-//     coverage analysis works (per test file for daemon code, per test for code the tests import
-//     themselves) and a mutant runs only the files whose daemons reached it.
-// Measured with (a): 5-20 mutants a minute at concurrency 2 on a loaded 2-core machine, every
-// mutant of append-checks.ts (daemon-only code that no test imports) reached through the
-// socket. The alternative (b), the daemon in the vitest worker, was not built: (a) already gives
-// per-test-file coverage, and (b) would have needed a second daemon fixture and dropping every
-// test that restarts, kills or reads the logs of its daemon.
+//     passed; the setup file adds them to the coverage of the test file's tests (per test file
+//     for daemon code, per test for code the tests import themselves).
+// All of this goes once the daemons of the test set run in the vitest worker from src/ (issue 51):
+// then Stryker's own instrumentation reaches them, per test, with no build (test/MUTATION.md,
+// "What goes when the daemons run in process").
 //
 // To mutate more modules, add globs to `mutate` (or pass `--mutate <glob>` on the command line)
 // and the tests that guard them to vitest.mutation.config.ts.
@@ -29,8 +27,6 @@ export default {
     './test/mutation/ignore-logging.mjs',
     './test/mutation/ignore-error-messages.mjs',
     './test/mutation/ignore-equivalents.mjs',
-    // each result as it comes, so a run stopped before its end keeps what it tested (see the file)
-    './test/mutation/checkpoint-reporter.mjs',
   ],
   vitest: {
     configFile: 'vitest.mutation.config.ts',
@@ -65,9 +61,8 @@ export default {
   ignorers: ['logging', 'error-messages', 'argued-equivalents'],
   // Mutants in top-level code (constants, regexes built at import) take effect only when a module
   // is loaded, and the vitest runner keeps modules loaded between mutants: they were reported
-  // survived without ever being switched on (test/MUTATION.md, mut-core section). Testing them
-  // needs a reload and every test per mutant (Stryker's docs): left out of the score, not
-  // counted as killed.
+  // survived without ever being switched on. Testing them needs a reload and every test per
+  // mutant (Stryker's docs): left out of the score, not counted as killed.
   ignoreStatic: true,
   ignorePatterns: ['dist', 'reports', '.stryker-tmp', '.tmp', 'bench', 'examples'],
   tempDirName: '.stryker-tmp',
@@ -78,9 +73,11 @@ export default {
   // it took longer than Stryker's default of 5 minutes, and a fresh clone's
   // `npm run test:mutation` then stopped with "Initial test run timed out!".
   dryRunTimeoutMinutes: 60,
+  // The results of the last run, reused for what has not changed since: a local file, never
+  // committed (reports/ is ignored). Delete it to run everything again.
   incremental: true,
-  incrementalFile: 'test/mutation/stryker-incremental.json',
-  reporters: ['clear-text', 'progress', 'html', 'json', 'checkpoint'],
+  incrementalFile: 'reports/mutation/stryker-incremental.json',
+  reporters: ['clear-text', 'progress', 'html', 'json'],
   htmlReporter: { fileName: 'reports/mutation/mutation.html' },
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   clearTextReporter: { allowColor: false, logTests: false, reportMutants: false },

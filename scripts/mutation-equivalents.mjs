@@ -3,7 +3,7 @@
 // of running them again.
 //   node scripts/mutation-equivalents.mjs check [--report R] [--list L]
 //     Instruments every listed file as Stryker does (no test run, a few seconds) and, against the
-//     report (default: the committed incremental file), says per row how many mutants it
+//     report (default: the last run's, reports/mutation/mutation.json), says per row how many mutants it
 //     ignores. Fails when a row ignores a mutant that the report does not say survived (a
 //     killed one would vanish from the score), or when a row ignores nothing in a file whose
 //     source is the report's. Rows of files changed since the report are listed as "to check
@@ -160,7 +160,7 @@ async function main() {
     const i = rest.indexOf(name);
     return i >= 0 ? rest[i + 1] : fallback;
   };
-  const reportPath = opt('--report', 'test/mutation/stryker-incremental.json');
+  const reportPath = opt('--report', 'reports/mutation/mutation.json');
   const listPath = opt('--list', 'test/mutation/equivalents.tsv');
   const report = JSON.parse(readFileSync(reportPath, 'utf8'));
   if (command === 'add') {

@@ -1,7 +1,5 @@
-// What the mutation scripts read the same way from a Stryker JSON report (the committed
-// incremental file or a run's reports/mutation/mutation.json): a score, a mutant's identity,
-// and whether a file's result is for the source in the working tree.
-import { existsSync, readFileSync } from 'node:fs';
+// What the mutation scripts read the same way from a Stryker JSON report (a run's
+// reports/mutation/mutation.json): a score and a mutant's identity.
 
 /** Statuses Stryker counts as detected, and those it counts at all (Ignored and errors are not). */
 export const DETECTED = new Set(['Killed', 'Timeout']);
@@ -27,6 +25,3 @@ export const mutantKey = (m, line, column) => `${m.mutatorName}\n${m.replacement
  */
 export const placedMutantKey = (m) =>
   `${mutantKey(m, m.location.start.line, m.location.start.column)}\n${m.location.end.line}:${m.location.end.column}`;
-
-/** The file's source now, or null when it is gone. */
-export const currentSource = (file) => (existsSync(file) ? readFileSync(file, 'utf8') : null);

@@ -1,6 +1,6 @@
 // Several "daemons" in one process on one PostgreSQL database (test/helpers/pg-cluster.mjs), each
 // the daemon's own services (StreamStore, Directory, Integrity, Signer over its own PostgresStore
-// and pool, built as daemon.ts builds them): for mutation guards of what only a store shared by
+// and pool, built as daemon.ts builds them): for tests of what only a store shared by
 // several daemons reaches. In-process, so a mutant of daemon code is switched on in the test's
 // worker and costs no daemon start. What a daemon "has not heard yet" is made deterministic by
 // holding the notices of the streams channel that reach its pool (`hold()`), the way a slow

@@ -2,8 +2,7 @@
 // that the mutation run reaches it too: the active mutant, or in the dry run the coverage dump
 // and its preload (child-mutants.ts sets them). Empty outside a mutation run. Without it the
 // `yello mcp` children of the MCP tests (the SDK's stdio transport passes only a short default
-// environment) never ran a mutant, and every mutant only they reached survived (test/MUTATION.md,
-// m8c).
+// environment) never ran a mutant, and every mutant only they reached survived.
 const NAMES = ['__STRYKER_ACTIVE_MUTANT__', 'STRYKER_YELLO_COVERAGE_DIR'] as const;
 
 export function childMutationEnv(): Record<string, string> {

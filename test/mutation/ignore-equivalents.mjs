@@ -18,8 +18,9 @@
 // node of each listed line just before the walk reaches it (see `place`), so the source files
 // stay free of mutation-tool comments. It never ignores a node itself.
 //
-// The PostgreSQL config does not use it: some mutants equivalent on LevelDB are killed there
-// (test/MUTATION.md, subscriptions.ts 213:9), so that run tests every mutant.
+// test/mutation/stryker.files.mjs does not use it: a mutant equivalent under one test set or
+// backend may be killed under another (subscriptions.ts once, on PostgreSQL), so a comparison
+// runs every mutant.
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -195,9 +195,27 @@ describe('mutation-equivalents check', () => {
     expect(more).toEqual([{ line: at - 3, mutators: ['ConditionalExpression', 'LogicalOperator'], code: GUARD, reason: 'the argument' }]);
   });
 
-  it('the committed list holds: no row ignores a mutant the committed report does not say survived', async () => {
-    const committed = JSON.parse(readFileSync('test/mutation/stryker-incremental.json', 'utf8')) as unknown;
-    const r = await checkList('test/mutation/equivalents.tsv', committed);
+  it('the committed list holds for the sources as they are: every row still ignores a mutant of its line', async () => {
+    // Whether each ignored mutant survived is checked against a run's report (`check`, after
+    // `npm run test:mutation`); without one, a report that calls every mutant survived leaves
+    // only the rows whose line changed or no longer yields a mutant of their mutators.
+    const list = 'test/mutation/equivalents.tsv';
+    const empty = path.join(dir, 'none.tsv');
+    writeFileSync(empty, '');
+    const files: Record<string, { source: string; mutants: Mutant[] }> = {};
+    for (const line of readFileSync(list, 'utf8').split('\n')) {
+      const file = line.split('\t')[0]!;
+      if (line === '' || line.startsWith('#') || file in files) continue;
+      const mutants = (await instrumented(file, empty)).map((x) => ({
+        mutatorName: x.mutatorName,
+        replacement: x.replacement,
+        status: 'Survived',
+        location: { start: { line: x.location.start.line + 1, column: x.location.start.column + 1 } },
+      }));
+      files[file] = { source: readFileSync(file, 'utf8'), mutants };
+    }
+    const r = await checkList(list, { files });
+    expect(r.toCheckAgain).toEqual([]);
     expect(r.problems).toEqual([]);
   });
 });
