@@ -1,5 +1,6 @@
 import type { Argv } from 'yargs';
 import { existsSync } from 'node:fs';
+import { connect } from 'node:net';
 import { ConnectionLostError, TimeoutError, type MethodResults } from '../client/index.js';
 import { adminTokenPath, agentToken, connectAny, socketPath, withClient, type GlobalArgs } from './context.js';
 import { CliError, errorMessage, EXIT, jsonOr, printObject, printTable } from './output.js';
@@ -9,6 +10,20 @@ type Result<M extends keyof MethodResults> = MethodResults[M];
 
 const DEFAULT_WAIT_S = 30;
 const WAIT_POLL_MS = 100;
+
+/** Whether something accepts connections on the socket now. */
+function listening(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(socket);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => {
+      resolve(false);
+    });
+  });
+}
 
 function daemonStatus(args: GlobalArgs): Promise<Result<'daemon.status'>> {
   return withClient(connectAny(args), (c) => c.call('daemon.status', {}));
@@ -33,10 +48,12 @@ async function waitForStatus(args: GlobalArgs, seconds: number): Promise<Result<
     try {
       return await daemonStatus(args);
     } catch (err) {
+      // A daemon writes admin.token before it listens (docs/protocol.md §2.5): with one
+      // listening, a missing token file is the wrong --data-dir, which no wait can fix.
       const notYet =
         err instanceof ConnectionLostError ||
         err instanceof TimeoutError ||
-        (err instanceof CliError && agentToken(args) === null && !existsSync(adminTokenPath(args)));
+        (err instanceof CliError && agentToken(args) === null && !existsSync(adminTokenPath(args)) && !(await listening(socketPath(args))));
       if (!notYet) throw err;
       if (Date.now() + WAIT_POLL_MS > deadline) {
         throw new CliError(`the daemon at ${socketPath(args)} did not answer within ${seconds} s (last: ${errorMessage(err)})`, EXIT.error);

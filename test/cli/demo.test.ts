@@ -17,13 +17,22 @@ describe('yello demo', () => {
     const r = expectExit(await cli().run(['demo'], { timeoutMs: 60_000 }), 0);
     expect(r.stdout).toMatch(/chat chat_[a-z0-9]{26}/);
     expect(r.stdout).toMatch(/transcript/);
-    expect(r.stdout).toMatch(/alice-\w+ → bob-\w+ .*Hi Bob/);
-    expect(r.stdout).toMatch(/bob-\w+ → alice-\w+ .*Sure, Alice/);
-    expect(r.stdout).toMatch(/acknowledged by bob-\w+ up to position \d+/);
+    expect(r.stdout).toMatch(/demo-alice → demo-bob .*Hi Bob/);
+    expect(r.stdout).toMatch(/demo-bob → demo-alice .*Sure, Alice/);
+    expect(r.stdout).toMatch(/acknowledged by demo-bob up to position \d+/);
     expect(r.stdout).toMatch(/verified/);
     expect(r.stdout).toMatch(/\b0 problems\b/);
     expect(r.stderr.trim()).toBe('');
     // It left real state behind: two agents and a chat.
+    const st = await cli().json<Result<'daemon.status'>>(['status']);
+    expect(st.counts).toMatchObject({ agents: 2, chats: 1 });
+  });
+
+  it('run again, it reuses its two agents and their chat, and shows only its own exchange', async () => {
+    const again = expectExit(await cli().run(['demo'], { timeoutMs: 60_000 }), 0);
+    expect(again.stderr).toContain('reusing the agents demo-alice and demo-bob of an earlier demo (new tokens)');
+    expect(again.stdout.match(/Hi Bob/g)).toHaveLength(1);
+    expect(again.stdout).toMatch(/\b0 problems\b/);
     const st = await cli().json<Result<'daemon.status'>>(['status']);
     expect(st.counts).toMatchObject({ agents: 2, chats: 1 });
   });

@@ -57,6 +57,17 @@ describe('yello status --wait', () => {
     expect(elapsed).toBeGreaterThanOrEqual(900);
   });
 
+  it('with a daemon listening but no admin.token where it looks (the wrong --data-dir): exit 2 at once, not after the wait', async () => {
+    const dir = await tempDir();
+    const d = await DaemonProcess.start({ dir });
+    cleanups.push(() => d.cleanup());
+    // 600 s: a run that waited would outlast the test's own timeout.
+    const r = await runCli(['status', '--wait', '600'], {
+      env: { YELLO_SOCKET: d.socketPath, YELLO_DATA_DIR: path.join(dir, 'elsewhere') },
+    });
+    expectOneLine(r, 2, /no admin token at .*elsewhere\/admin\.token: pass --data-dir/);
+  });
+
   it('a bad SECONDS is a usage error; a refused token is reported at once, not waited on', async () => {
     expectOneLine(await cli().run(['status', '--wait', 'soon']), 2, /--wait takes a number of seconds/);
     const badToken = path.join(daemon().dir, 'bad.token');
