@@ -87,7 +87,7 @@ async function present(io: Io, args: HookArgs, input: HookInput, client: YelloCl
 }
 
 /**
- * `yello hook <agent> <event>` (docs/agents-hooks-setup.md): the exit code. Usage errors are
+ * `yello hook <agent> <event>` (docs/agents.md): the exit code. Usage errors are
  * exit 1 (a non-blocking error for both agents; exit 2 would block the prompt or the stop);
  * everything at run time is exit 0, with at most one line on stderr.
  */

@@ -237,7 +237,7 @@ export function setupCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         .epilogue(
           'Every other entry of those files is kept, and running it again changes nothing. The configuration names the token file, never the token. ' +
             '--remove puts a file back byte for byte when nothing else changed it since (a record in --state-dir), and otherwise takes out exactly the entries setup adds. ' +
-            'See docs/agents-hooks-setup.md.',
+            'See docs/agents.md.',
         ),
     (args: SetupArgs) => run(args),
   );

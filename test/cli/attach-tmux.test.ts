@@ -1,4 +1,4 @@
-// `yello attach --tmux` (docs/protocol.md §9, docs/agents-tmux.md) with real tmux, a scripted
+// `yello attach --tmux` (docs/protocol.md §9, docs/agents.md) with real tmux, a scripted
 // agent in the pane (test/fixtures/tmux-agent.mjs: bracketed paste on, raw input, replies with
 // the real `yello send --ack`) and a real daemon. Each test has a tmux server of its own
 // (tmux -S in a temp dir). Covered: a batch typed once as one bracketed paste and answered
