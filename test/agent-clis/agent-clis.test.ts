@@ -89,8 +89,10 @@ describe('yello setup with the real agent CLIs', () => {
   }
 
   async function setup(args: string[]): Promise<void> {
+    // A real process, as a person runs it, in the project directory (the default of --project-dir).
     const r = await cli().run(['--token-file', p.bob.tokenFile, 'setup', ...args, '--agent', p.b.agent.username], {
       cwd: work,
+      process: true,
       env: { HOME: home, CODEX_HOME: undefined, CLAUDE_CONFIG_DIR: undefined, XDG_STATE_HOME: path.join(home, '.state') },
     });
     expect(r.code, describeRun(r)).toBe(0);
