@@ -9,7 +9,7 @@ import type { UncertainOutcome } from './coordinator-types.js';
 import { ConnectionLostError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError, fencedError } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
 import { receiptFor, type MessageBatch } from './message-batch.js';
-import { isOutcomeUnknown, lookUpOperation } from './uncertain.js';
+import { isOutcomeUnknown, lookUpOperation, retryDelay } from './uncertain.js';
 import type { YelloClient } from './yello-client.js';
 
 export type { ChatWriterEvents, ChatWriterOptions, ChatWriterState, Unsettled };
@@ -238,16 +238,23 @@ export class ChatWriter {
     const operationId = this.#uncertain;
     const claim = this.#claim;
     if (operationId === null || !claim) throw new YelloClientError('BAD_STATE', 'no append of unknown outcome');
+    // A daemon that refuses for now (RATE_LIMITED, SHUTTING_DOWN) is asked again after the one
+    // backoff, and never sooner than a RATE_LIMITED's retryAfterMs: not in a hot loop.
+    const backoff = new Backoff({ minDelayMs: 50, maxDelayMs: 2000, jitter: true });
     for (;;) {
       if (!this.#client.connected) {
         if (!this.#client.reconnecting) throw new ConnectionLostError('not connected to yellod; the outcome is still unknown', false);
         await sleep(50);
         continue;
       }
-      const found = await lookUpOperation(this.#client, this.streamId, operationId).catch((err: unknown) => {
-        if (err instanceof YelloClientError && err.transient) return null;
-        throw err;
-      });
+      let found: Awaited<ReturnType<typeof lookUpOperation>>;
+      try {
+        found = await lookUpOperation(this.#client, this.streamId, operationId);
+      } catch (err) {
+        if (!(err instanceof YelloClientError && err.transient)) throw err;
+        await sleep(retryDelay(err, backoff));
+        continue;
+      }
       if (!found) continue;
       const { operation, head } = found;
       if (head.writer.epoch !== claim.epoch || !head.writer.active) {
