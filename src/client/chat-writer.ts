@@ -9,7 +9,8 @@ import type { UncertainOutcome } from './coordinator-types.js';
 import { ConnectionLostError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError, fencedError } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
 import { receiptFor, type MessageBatch } from './message-batch.js';
-import { isOutcomeUnknown, lookUpOperation, retryDelay } from './uncertain.js';
+import { retryDelay, waitingOutRateLimit } from './refusals.js';
+import { isOutcomeUnknown, lookUpOperation } from './uncertain.js';
 import type { YelloClient } from './yello-client.js';
 
 export type { ChatWriterEvents, ChatWriterOptions, ChatWriterState, Unsettled };
@@ -177,11 +178,10 @@ export class ChatWriter {
       };
     } else {
       this.#options.conversation?.expectWriter(null);
-      const res = await client.call('streams.claim', {
-        streamId,
-        replace: this.#options.replace ?? 'if-abandoned',
-        ...(this.#options.reason !== undefined ? { reason: this.#options.reason } : {}),
-      });
+      const params = { streamId, replace: this.#options.replace ?? 'if-abandoned', reason: this.#options.reason };
+      // Each stream of the agent takes a claim, and the daemon allows 60 a minute per agent: one
+      // resuming many chats at once waits its turn rather than failing (docs/security.md, "Quotas").
+      const res = await waitingOutRateLimit(() => client.call('streams.claim', params), this.#options.claimWaitMs ?? 30_000);
       claim = { token: res.coordinatorToken, epoch: res.epoch, generation: res.generation, nextPosition: res.nextPosition };
       if (before.writer.active) this.#inspect = { previousEpoch: before.writer.epoch, since: before.writer.claimedAt };
     }

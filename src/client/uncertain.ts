@@ -1,7 +1,6 @@
 import type { OperationInfo } from '../shared/results.js';
 import type { StreamState } from '../shared/types.js';
-import type { Backoff } from '../shared/backoff.js';
-import { ConnectionLostError, RateLimitedError, StorageFailureError, TimeoutError } from './errors.js';
+import { ConnectionLostError, StorageFailureError, TimeoutError } from './errors.js';
 import type { YelloClient } from './yello-client.js';
 
 /**
@@ -36,14 +35,4 @@ export async function lookUpOperation(
     return null;
   }
   return { operation, head: await client.call('streams.get', { streamId }) };
-}
-
-/**
- * How long to wait before asking again after a refusal that waiting cures (`transient`): the
- * loop's next backoff step, and never less than a RATE_LIMITED's `retryAfterMs`.
- */
-export function retryDelay(err: Error, backoff: Backoff): number {
-  const step = backoff.next()?.delayMs ?? 0;
-  const after = err instanceof RateLimitedError && Number.isFinite(err.retryAfterMs) ? err.retryAfterMs : 0;
-  return Math.max(step, after);
 }
