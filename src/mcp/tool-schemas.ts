@@ -88,7 +88,9 @@ export const toolInputs = {
     chatId,
     cursor: history.cursor.describe('nextCursor of the previous page (keeps its snapshot and direction)'),
     limit: history.limit.describe('messages per page (1–500, default 50)'),
-    direction: history.direction.describe('backward (default: newest first) or forward (from the oldest retained)'),
+    direction: history.direction.describe(
+      'backward (default): the first page holds the newest messages, each later page older ones; forward: from the oldest retained on. Either way a page lists its messages oldest first',
+    ),
   }),
   permissions: z.strictObject({ chatId: paramSchemas['chats.permissions'].shape.chatId.describe('the chat') }),
   operation_status: z.strictObject({
@@ -239,6 +241,8 @@ export const toolOutputs = {
     participants: z.array(
       z.object({
         agentId: z.string(),
+        username: z.string(),
+        name: z.string().describe('display name'),
         canRead: z.boolean(),
         canSend: z.boolean(),
         canClaim: z.boolean(),

@@ -175,12 +175,18 @@ async function nextBatch(inbox: Inbox, waitMs: number, signal: AbortSignal): Pro
   }
 }
 
+/** Where the next history page goes: a cursor keeps its first call's direction, which a call with only the cursor does not name. */
+function pagingWord(input: { cursor?: string | undefined; direction?: string | undefined }): string {
+  if (input.direction === 'forward') return 'Newer';
+  return input.direction === 'backward' || !input.cursor ? 'Older' : 'More';
+}
+
 /** The `history` tool. */
 export function historyTool(agent: AgentSessions): ToolSpec<'history'> {
   return {
     title: 'Chat history',
     description:
-      'The transcript of a chat (messages of both agents as stored and signed), one page at a time: backward (newest first, the default) or forward. Pages keep the snapshot of the first call. Reading history acknowledges nothing.',
+      'The transcript of a chat (messages of both agents as stored and signed), one page at a time, each page listing its messages oldest first, as a transcript reads. backward (the default) starts with the newest messages and each nextCursor page goes further back; forward starts at the oldest retained and goes on. Pages keep the snapshot of the first call. Reading history acknowledges nothing.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
       const r = await agent.link.call(
@@ -191,7 +197,7 @@ export function historyTool(agent: AgentSessions): ToolSpec<'history'> {
       const messages = r.entries.map(transcriptMessage).filter((m): m is TranscriptMessage => m !== null);
       const text =
         (messages.length ? transcriptLines(messages, chat).join('\n') : 'No messages on this page.') +
-        (r.nextCursor ? `\nMore: call history with cursor ${r.nextCursor}` : '');
+        (r.nextCursor ? `\n${pagingWord(input)} messages: call history with cursor ${r.nextCursor}` : '');
       return { text, structured: { chatId: input.chatId, messages, nextCursor: r.nextCursor } };
     },
   };
