@@ -122,3 +122,25 @@ describe('yello mcp when the daemon refuses it another connection', () => {
     expect(await s.text('wait_for_message', { waitMs: 0 })).toContain(`not followed: ${missingId}`);
   }, 240_000);
 });
+
+describe('yello mcp --channel when the daemon refuses it another connection', () => {
+  // Two sessions per agent: the tools' connection and the channel's; a third is refused.
+  const f = useDaemon({ extraArgs: ['--policy', 'open', '--max-sessions-per-agent', '2'] }, (d) => connectAdmin(d));
+
+  it('a chat opened later that gets no connection is a not-followed event (not a stop), and list_chats says so', async () => {
+    const bob = await makeAgent(f, 'bob');
+    await chatsWith(f, bob, 63);
+    const s = await ChannelSession.start(f.daemon().socketPath, bob.token, { channel: true });
+    sessions.push(s);
+    // Both connections follow 63 chats each (and the watch): the 64th needs a third.
+    await s.ok('list_chats', { limit: 500 });
+    const [late] = [...(await chatsWith(f, bob, 1)).keys()];
+    const [event] = await s.await(late!, 1, 'not-followed');
+    expect(event!.meta).toMatchObject({ event: 'not-followed', chat_id: late, error_type: 'NOT_FOLLOWED' });
+    expect(event!.content).toMatch(/pushed once it is/);
+    expect(s.of(late!, 'stopped')).toEqual([]);
+    expect(s.of(late!, 'messages')).toEqual([]);
+    const listed = (await s.ok('list_chats', { limit: 500 })) as unknown as Listed;
+    expect(listed.chats.find((c) => c.chatId === late)).toMatchObject({ followed: false, problem: 'NOT_FOLLOWED' });
+  }, 240_000);
+});
