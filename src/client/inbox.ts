@@ -105,9 +105,12 @@ export class Inbox {
     return [...this.#entries.keys()];
   }
 
-  /** The chats known and not followed now (`list()` says why), e.g. for lack of a connection. */
+  /**
+   * The chats known and not followed now, for a reason `list()` gives: no connection for them
+   * (tried again by itself), or reading them stopped. A chat being opened right now is not one.
+   */
   get unfollowed(): string[] {
-    return [...this.#entries.values()].flatMap((e) => (e.conversation && !e.conversation.failure ? [] : [e.chat.id]));
+    return [...this.#entries.values()].flatMap((e) => ((e.failure ?? e.conversation?.failure) ? [e.chat.id] : []));
   }
 
   /**

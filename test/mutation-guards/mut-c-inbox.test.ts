@@ -77,6 +77,7 @@ describe('Inbox (mutation guards)', () => {
         unreadMessages: 3,
         lastActivityAt: at(newestAlice),
         preview: long.slice(0, 120),
+        followed: true,
         failure: null,
       },
       {
@@ -85,6 +86,7 @@ describe('Inbox (mutation guards)', () => {
         unreadMessages: 1,
         lastActivityAt: at(newestCarol),
         preview: 'c1',
+        followed: true,
         failure: null,
       },
       {
@@ -93,6 +95,7 @@ describe('Inbox (mutation guards)', () => {
         unreadMessages: 0,
         lastActivityAt: null,
         preview: null,
+        followed: true,
         failure: null,
       },
     ]);
