@@ -3,8 +3,9 @@
 //   npm ci && npm start
 //   node examples/two-agents.mjs
 // With the README quickstart's daemon, export its YELLO_SOCKET and YELLO_DATA_DIR first (this
-// script reads the admin token from $YELLO_DATA_DIR/admin.token, like the CLI). It writes nothing.
-import { randomBytes } from 'node:crypto';
+// script reads the admin token from $YELLO_DATA_DIR/admin.token, like the CLI). It writes nothing
+// to disk. Its agents, example-alice and example-bob, are made by the first run and reused by
+// every later one (with fresh tokens), so runs leave no agents behind; one run at a time.
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -38,12 +39,31 @@ try {
 
 try {
   const admin = await YelloClient.connect({ socketPath, token: adminToken });
-  const tag = randomBytes(3).toString('hex');
-  const alice = await admin.rpc.agents.create({ username: `alice-${tag}`, name: 'Alice' });
-  const bob = await admin.rpc.agents.create({ username: `bob-${tag}`, name: 'Bob' });
+  // The example's own agents: made once, then found again, each time with a fresh token.
+  async function exampleAgent(username, name) {
+    try {
+      const { agent } = await admin.rpc.agents.get({ username });
+      if (agent.disabled) fail(`the agent ${username} is disabled: this example reuses it; use a fresh data dir`);
+      return { agent, token: (await admin.rpc.agents.rotateToken({ agentId: agent.id })).token };
+    } catch (err) {
+      if (err?.type !== 'NOT_FOUND') throw err;
+      return admin.rpc.agents.create({ username, name });
+    }
+  }
+  const alice = await exampleAgent('example-alice', 'Alice');
+  const bob = await exampleAgent('example-bob', 'Bob');
+  // Idempotent, as chats.open is (it finds the chat of an earlier run).
   await admin.rpc.grants.add({ agentId: alice.agent.id, peerAgentId: bob.agent.id });
   await admin.rpc.grants.add({ agentId: bob.agent.id, peerAgentId: alice.agent.id });
-  const { chat } = await admin.rpc.chats.open({ agentAId: alice.agent.id, agentBId: bob.agent.id });
+  const { chat, streams } = await admin.rpc.chats.get({
+    chatId: (await admin.rpc.chats.open({ agentAId: alice.agent.id, agentBId: bob.agent.id })).chat.id,
+  });
+  // Where this run starts in each stream: the transcript below shows this run's messages only.
+  const runStart = new Map(streams.map((s) => [s.streamId, { generation: s.generation, position: BigInt(s.nextPosition) }]));
+  const thisRun = (e) => {
+    const start = runStart.get(e.streamId);
+    return !start || e.generation !== start.generation || BigInt(e.position) >= start.position;
+  };
 
   const received = { alice: [], bob: [] };
   let done;
@@ -55,6 +75,7 @@ try {
     token: bob.token,
     chatId: chat.id,
     cursorStore: new MemoryCursorStore(),
+    start: 'end', // this run's messages only (an earlier run may have been stopped midway)
     adapter: {
       async present(batch) {
         for (const r of batch.records) {
@@ -71,6 +92,7 @@ try {
     token: alice.token,
     chatId: chat.id,
     cursorStore: new MemoryCursorStore(),
+    start: 'end',
     adapter: {
       async present(batch) {
         for (const r of batch.records) if (r.wrapper.type === 'chat.message') received.alice.push(r.wrapper.message.content);
@@ -86,7 +108,13 @@ try {
   await finished;
 
   const jwks = await admin.fetchJwks();
-  const { entries } = await admin.rpc.chats.history({ chatId: chat.id, direction: 'forward' });
+  const entries = [];
+  let cursor;
+  do {
+    const page = await admin.rpc.chats.history({ chatId: chat.id, direction: 'forward', ...(cursor ? { cursor } : {}) });
+    entries.push(...page.entries.filter(thisRun));
+    cursor = page.nextCursor;
+  } while (cursor);
   for (const e of entries) {
     verifyRecord(e, jwks); // throws VerificationError on any mismatch
     const m = e.wrapper.message;

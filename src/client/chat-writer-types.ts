@@ -23,6 +23,12 @@ export interface ChatWriterOptions {
   conversation?: Conversation;
   /** How long an append waits for the client to reconnect before failing (nothing written). Default 10 s. */
   connectWaitMs?: number;
+  /**
+   * How long a claim refused for the agent's claims per minute (`RATE_LIMITED`, nothing written)
+   * waits for the quota, asking again after each `retryAfterMs`, before the refusal is the
+   * write's answer. Default 30 s.
+   */
+  claimWaitMs?: number;
 }
 
 /** State of a {@link ChatWriter}. */

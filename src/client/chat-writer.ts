@@ -9,6 +9,7 @@ import type { UncertainOutcome } from './coordinator-types.js';
 import { ConnectionLostError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError, fencedError } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
 import { receiptFor, type MessageBatch } from './message-batch.js';
+import { retryDelay, waitingOutRateLimit } from './refusals.js';
 import { isOutcomeUnknown, lookUpOperation } from './uncertain.js';
 import type { YelloClient } from './yello-client.js';
 
@@ -177,11 +178,10 @@ export class ChatWriter {
       };
     } else {
       this.#options.conversation?.expectWriter(null);
-      const res = await client.call('streams.claim', {
-        streamId,
-        replace: this.#options.replace ?? 'if-abandoned',
-        ...(this.#options.reason !== undefined ? { reason: this.#options.reason } : {}),
-      });
+      const params = { streamId, replace: this.#options.replace ?? 'if-abandoned', reason: this.#options.reason };
+      // Each stream of the agent takes a claim, and the daemon allows 60 a minute per agent: one
+      // resuming many chats at once waits its turn rather than failing (docs/security.md, "Quotas").
+      const res = await waitingOutRateLimit(() => client.call('streams.claim', params), this.#options.claimWaitMs ?? 30_000);
       claim = { token: res.coordinatorToken, epoch: res.epoch, generation: res.generation, nextPosition: res.nextPosition };
       if (before.writer.active) this.#inspect = { previousEpoch: before.writer.epoch, since: before.writer.claimedAt };
     }
@@ -238,16 +238,23 @@ export class ChatWriter {
     const operationId = this.#uncertain;
     const claim = this.#claim;
     if (operationId === null || !claim) throw new YelloClientError('BAD_STATE', 'no append of unknown outcome');
+    // A daemon that refuses for now (RATE_LIMITED, SHUTTING_DOWN) is asked again after the one
+    // backoff, and never sooner than a RATE_LIMITED's retryAfterMs: not in a hot loop.
+    const backoff = new Backoff({ minDelayMs: 50, maxDelayMs: 2000, jitter: true });
     for (;;) {
       if (!this.#client.connected) {
         if (!this.#client.reconnecting) throw new ConnectionLostError('not connected to yellod; the outcome is still unknown', false);
         await sleep(50);
         continue;
       }
-      const found = await lookUpOperation(this.#client, this.streamId, operationId).catch((err: unknown) => {
-        if (err instanceof YelloClientError && err.transient) return null;
-        throw err;
-      });
+      let found: Awaited<ReturnType<typeof lookUpOperation>>;
+      try {
+        found = await lookUpOperation(this.#client, this.streamId, operationId);
+      } catch (err) {
+        if (!(err instanceof YelloClientError && err.transient)) throw err;
+        await sleep(retryDelay(err, backoff));
+        continue;
+      }
       if (!found) continue;
       const { operation, head } = found;
       if (head.writer.epoch !== claim.epoch || !head.writer.active) {

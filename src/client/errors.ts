@@ -15,7 +15,8 @@ export interface RpcErrorObject {
  * - `PAUSED`: the coordinator waits for `resolveUncertain()` ({@link CoordinatorPausedError});
  * - `VERIFICATION_FAILED`: offline verification ({@link VerificationError});
  * - `BAD_STATE`, `BAD_TOKEN`, `ADAPTER_FAILED`: the coordinator was asked something its state
- *   does not allow, was given an admin token, or its adapter threw while presenting.
+ *   does not allow, was given an admin token, or its adapter threw while presenting;
+ * - `NOT_FOLLOWED`: an inbox could not follow a chat (`NotFollowedError`, inbox-errors.ts).
  */
 export type ClientErrorType =
   | 'CONNECTION_LOST'
@@ -26,7 +27,8 @@ export type ClientErrorType =
   | 'VERIFICATION_FAILED'
   | 'BAD_STATE'
   | 'BAD_TOKEN'
-  | 'ADAPTER_FAILED';
+  | 'ADAPTER_FAILED'
+  | 'NOT_FOLLOWED';
 
 /** Every `type` this client knows: the protocol's `data.type` strings (§3) and the client's own. */
 export type YelloErrorType = ErrorType | ClientErrorType;

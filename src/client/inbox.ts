@@ -1,7 +1,10 @@
-import type { Chat, ChatOpenedNotification, StreamState } from '../shared/types.js';
+import type { Chat, ChatOpenedNotification } from '../shared/types.js';
 import { Backoff } from '../shared/backoff.js';
-import { Conversation, type ConversationStart } from './conversation.js';
+import { ConnectionPool } from './connection-pool.js';
+import type { Conversation, ConversationStart } from './conversation.js';
 import { ConnectionLostError, YelloClientError } from './errors.js';
+import { InboxChats } from './inbox-chats.js';
+import { newestMessage, PREVIEW_CHARS, unreadMessages } from './inbox-list.js';
 import type { MessageBatch } from './message-batch.js';
 import type { YelloClient } from './yello-client.js';
 
@@ -15,7 +18,13 @@ export interface InboxEntry {
   lastActivityAt: string | null;
   /** The start of that newest message, or null. */
   preview: string | null;
-  /** Why reading this chat stopped for a person (a continuity break, say), or null. */
+  /** Whether the inbox follows the chat now; when not, `failure` says why. */
+  followed: boolean;
+  /**
+   * Why the inbox does not follow this chat: reading it stopped for a person (a continuity
+   * break, say), or it got no connection to follow it on (`NotFollowedError`, tried again by
+   * itself); null while it is followed.
+   */
   failure: Error | null;
 }
 
@@ -29,31 +38,30 @@ export interface InboxBatch {
 export interface InboxOptions {
   /** Where each chat's Conversation starts; default `'acknowledged'` (every unread message). */
   start?: ConversationStart;
-}
-
-const PREVIEW_CHARS = 120;
-
-interface Entry {
-  chat: Chat;
-  conversation: Conversation | null;
-  failure: Error | null;
-  /** The failure was thrown by `wait()` once already. */
-  reported: boolean;
-  /** Settles once the Conversation is open (or failed to open). */
-  opening: Promise<void>;
+  /**
+   * The connections to follow chats on, made from the same client (to hear their
+   * notifications, say, with `connections.on`); the caller closes it. Default: a pool of the
+   * inbox's own, closed with it.
+   */
+  connections?: ConnectionPool;
 }
 
 /**
  * Waiting across all of an agent's chats (docs/protocol.md §8), chats opened later included
- * (`chats.watch`): one {@link Conversation} per chat on the agent's client, and `wait()` for the
- * next message batch of any of them. Like a Conversation it wakes only on a message or a break,
- * and reads never write. All chats share the client's connection, so up to 63 chats (64
- * subscriptions per connection, one for the watch).
+ * (`chats.watch`): one {@link Conversation} per chat, and `wait()` for the next message batch of
+ * any of them. Like a Conversation it wakes only on a message or a break, and reads never
+ * write. Every chat is followed, however many: a connection holds 64 subscriptions (the watch
+ * is one of the client's), so the conversations are spread over as many connections of the
+ * agent as they need ({@link ConnectionPool}). A chat it gets no connection for is reported,
+ * never skipped silently: `list()` shows it not followed with a `NotFollowedError`, `wait()`
+ * throws that once, and it is tried again (at `list()`, after a reconnect, on a backoff).
  */
 export class Inbox {
   readonly #client: YelloClient;
-  readonly #start: ConversationStart;
-  readonly #entries = new Map<string, Entry>();
+  readonly #pool: ConnectionPool;
+  readonly #ownPool: boolean;
+  readonly #chats: InboxChats;
+  readonly #entries: InboxChats['entries'];
   readonly #offs: (() => void)[] = [];
   readonly #waiters = new Set<() => void>();
   #watchId: string | null = null;
@@ -66,16 +74,24 @@ export class Inbox {
 
   private constructor(client: YelloClient, options: InboxOptions) {
     this.#client = client;
-    this.#start = options.start ?? 'acknowledged';
+    this.#pool = options.connections ?? new ConnectionPool(client);
+    this.#ownPool = !options.connections;
+    this.#chats = new InboxChats(this.#pool, options.start ?? 'acknowledged', () => {
+      this.#wake();
+    });
+    this.#entries = this.#chats.entries;
   }
 
   /** Watch for new chats, then open a Conversation for every chat the agent is in. */
   static async open(client: YelloClient, options: InboxOptions = {}): Promise<Inbox> {
     if (client.session.role !== 'agent') throw new YelloClientError('BAD_TOKEN', 'an inbox needs an agent token');
+    if (options.connections && options.connections.client !== client)
+      throw new YelloClientError('BAD_STATE', 'the connections of an inbox must be made from its client');
     const inbox = new Inbox(client, options);
     inbox.#listen();
     try {
       await inbox.#watch();
+      inbox.#pool.taken(client);
       await inbox.#sync();
     } catch (err) {
       await inbox.close();
@@ -84,13 +100,17 @@ export class Inbox {
     return inbox;
   }
 
-  #isClosed(): boolean {
-    return this.#closed;
-  }
-
-  /** The chats followed so far. */
+  /** The chats of the agent known so far (those not followed included: `list()` says which). */
   get chatIds(): string[] {
     return [...this.#entries.keys()];
+  }
+
+  /**
+   * The chats known and not followed now, for a reason `list()` gives: no connection for them
+   * (tried again by itself), or reading them stopped. A chat being opened right now is not one.
+   */
+  get unfollowed(): string[] {
+    return [...this.#entries.values()].flatMap((e) => ((e.failure ?? e.conversation?.failure) ? [e.chat.id] : []));
   }
 
   /**
@@ -99,8 +119,7 @@ export class Inbox {
    * it failed (`list()` reports why) or the inbox is closed.
    */
   async follow(chat: Chat): Promise<Conversation | null> {
-    await this.#add(chat);
-    await this.#entries.get(chat.id)?.opening;
+    await this.#chats.add(chat);
     return this.#entries.get(chat.id)?.conversation ?? null;
   }
 
@@ -206,44 +225,20 @@ export class Inbox {
         const peerInfo = chat.agentAId === agentId ? chat.agentB : chat.agentA;
         const { streams } = await this.#client.call('chats.get', { chatId: chat.id });
         const peer = streams.find((s) => s.authorAgentId === peerInfo.id);
-        const newest = await this.#newestMessage(chat.id);
+        const newest = await newestMessage(this.#client, chat.id);
+        const failure = entry.failure ?? entry.conversation?.failure ?? null;
         return {
           chatId: chat.id,
           peer: { agentId: peerInfo.id, username: peerInfo.username, displayName: peerInfo.name },
-          unreadMessages: peer ? await this.#unread(peer) : 0,
+          unreadMessages: peer ? await unreadMessages(this.#client, peer) : 0,
           lastActivityAt: newest?.createdAt ?? null,
           preview: newest ? newest.content.slice(0, PREVIEW_CHARS) : null,
-          failure: entry.failure ?? entry.conversation?.failure ?? null,
+          followed: entry.conversation !== null && failure === null,
+          failure,
         };
       }),
     );
     return out.sort((a, b) => (b.lastActivityAt ?? '').localeCompare(a.lastActivityAt ?? ''));
-  }
-
-  /** Messages of the peer stream's current generation after the agent's latest receipt of it. */
-  async #unread(peer: StreamState): Promise<number> {
-    const ack = peer.acknowledged;
-    let from = ack && ack.generation === peer.generation ? ack.nextPosition : peer.firstPosition;
-    if (BigInt(from) < BigInt(peer.firstPosition)) from = peer.firstPosition;
-    let count = 0;
-    while (BigInt(from) < BigInt(peer.nextPosition)) {
-      const page = await this.#client.call('streams.read', { streamId: peer.streamId, generation: peer.generation, fromPosition: from });
-      if (page.records.length === 0) break;
-      count += page.records.filter((r) => r.wrapper.type === 'chat.message').length;
-      from = page.nextPosition;
-    }
-    return count;
-  }
-
-  async #newestMessage(chatId: string): Promise<{ createdAt: string; content: string } | null> {
-    try {
-      const page = await this.#client.call('chats.history', { chatId, limit: 1 });
-      const record = page.entries.at(-1);
-      if (record?.wrapper.type !== 'chat.message') return null;
-      return { createdAt: record.wrapper.message.signature.createdAt, content: record.wrapper.message.content };
-    } catch {
-      return null; // a chat whose history cannot be read (a break, corrupt data) shows no preview
-    }
   }
 
   /** Stop watching and following; a waiting `wait()` returns null. The client stays open. */
@@ -255,7 +250,8 @@ export class Inbox {
     const watchId = this.#watchId;
     this.#watchId = null;
     if (watchId && this.#client.connected) await this.#client.call('chats.unfollow', { subscriptionId: watchId }).catch(() => {});
-    await Promise.all([...this.#entries.values()].flatMap((e) => (e.conversation ? [e.conversation.close()] : [])));
+    await this.#chats.close();
+    if (this.#ownPool) this.#pool.close();
   }
 
   // ---- following ------------------------------------------------------------------------
@@ -264,7 +260,7 @@ export class Inbox {
     this.#offs.push(
       this.#client.on('chats.opened', (n) => {
         if (this.#early) this.#early.push(n);
-        else if (n.subscriptionId === this.#watchId) void this.#add(n.chat);
+        else if (n.subscriptionId === this.#watchId) void this.#chats.add(n.chat);
       }),
       this.#client.on('disconnected', () => {
         this.#watchId = null;
@@ -287,7 +283,7 @@ export class Inbox {
     } finally {
       const early = this.#early;
       this.#early = null;
-      for (const n of early) if (n.subscriptionId === this.#watchId) void this.#add(n.chat);
+      for (const n of early) if (n.subscriptionId === this.#watchId) void this.#chats.add(n.chat);
     }
   }
 
@@ -315,34 +311,8 @@ export class Inbox {
         limit: 500,
         ...(cursor ? { cursor } : {}),
       });
-      await Promise.all(page.chats.map((chat) => this.#add(chat)));
+      await Promise.all(page.chats.map((chat) => this.#chats.add(chat)));
       cursor = page.nextCursor;
     } while (cursor);
-  }
-
-  async #add(chat: Chat): Promise<void> {
-    if (this.#entries.has(chat.id) || this.#closed) return;
-    const entry: Entry = { chat, conversation: null, failure: null, reported: false, opening: Promise.resolve() };
-    this.#entries.set(chat.id, entry);
-    entry.opening = this.#open(entry);
-    await entry.opening;
-  }
-
-  async #open(entry: Entry): Promise<void> {
-    const { chat } = entry;
-    try {
-      const conversation = await Conversation.open(this.#client, { chatId: chat.id, start: this.#start });
-      // close() may have run while it opened (the field's narrowing cannot know).
-      if (this.#isClosed()) {
-        await conversation.close();
-        return;
-      }
-      entry.conversation = conversation;
-    } catch (err) {
-      // Not followed for now (the connection went, the daemon is stopping): the next sync tries again.
-      if (err instanceof ConnectionLostError || (err instanceof YelloClientError && err.transient)) this.#entries.delete(chat.id);
-      else entry.failure = err as Error;
-    }
-    this.#wake();
   }
 }

@@ -18,6 +18,9 @@ export type { ConversationOptions, ConversationStart, ConversationEvents, Acknow
 export { ChatWriter } from './chat-writer.js';
 export { Inbox } from './inbox.js';
 export type { InboxBatch, InboxEntry, InboxOptions } from './inbox.js';
+export { NotFollowedError } from './inbox-errors.js';
+export { ConnectionPool } from './connection-pool.js';
+export type { PoolEvents } from './connection-pool.js';
 export type { ChatWriterOptions, ChatWriterState, ChatWriterEvents, Unsettled } from './chat-writer.js';
 export { receiptFor, toMessageBatch } from './message-batch.js';
 export type { MessageBatch, ReceiptRecordInput } from './message-batch.js';

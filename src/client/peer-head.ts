@@ -1,7 +1,13 @@
-import type { Chat } from '../shared/types.js';
+import type { Chat, ChatBatchNotification } from '../shared/types.js';
 import type { Conversation, ConversationStart } from './conversation.js';
+import type { Listener } from './listeners.js';
 import type { YelloClient } from './yello-client.js';
 import { makeStreamId } from '../shared/ids.js';
+
+/** Where a {@link PeerHead} hears batches: a client, or every connection of a `ConnectionPool`. */
+export interface BatchSource {
+  on(event: 'chats.batch', listener: Listener<ChatBatchNotification>): () => void;
+}
 
 /** A position of a stream generation. */
 interface Position {
@@ -32,10 +38,10 @@ export class PeerHead {
   #onMessages: ((info: { generation: string; nextPosition: string; messages: number }) => void) | null = null;
   #conversation: Conversation | null = null;
 
-  private constructor(client: YelloClient, peerStreamId: string) {
+  private constructor(client: YelloClient, peerStreamId: string, source: BatchSource) {
     this.#client = client;
     this.#peerStreamId = peerStreamId;
-    this.#off = client.on('chats.batch', (b) => {
+    this.#off = source.on('chats.batch', (b) => {
       if (b.streamId !== this.#peerStreamId) return;
       const messages = b.records.filter((r) => r.wrapper.type === 'chat.message');
       for (const m of messages) this.#messages.push({ generation: m.generation, position: m.position });
@@ -46,11 +52,15 @@ export class PeerHead {
     });
   }
 
-  /** Start watching before the conversation follows, so that no batch is missed. */
-  static watch(client: YelloClient, chat: Chat): PeerHead {
+  /**
+   * Start watching before the conversation follows, so that no batch is missed: on `source`,
+   * the connection (or the pool of connections) the conversation will follow on; `client`
+   * asks the stream's head.
+   */
+  static watch(client: YelloClient, chat: Chat, source: BatchSource = client): PeerHead {
     const agentId = client.session.agentId;
     const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-    return new PeerHead(client, makeStreamId(chat.id, peer));
+    return new PeerHead(client, makeStreamId(chat.id, peer), source);
   }
 
   /**

@@ -8,9 +8,9 @@ import { Backoff } from '../shared/backoff.js';
 import { ConnectionLostError, YelloClientError } from './errors.js';
 import { LineTransport } from './transport.js';
 import { Listeners, type Listener } from './listeners.js';
+import { DEFAULT_CALL_TIMEOUT_MS, timeoutFor } from './call-timeout.js';
 
-/** Default of {@link ConnectOptions.callTimeoutMs}: 30 s. */
-export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+export { DEFAULT_CALL_TIMEOUT_MS };
 
 /**
  * Default of {@link ConnectOptions.maxInboundLineBytes}: 256 MiB. Legitimate answers get big:
@@ -191,11 +191,13 @@ export class YelloClient {
   }
 
   /**
-   * A separate new connection with this client's options (without reconnecting), e.g. to
-   * release a claim after this one was closed. The caller closes it.
+   * A separate new connection with this client's options, e.g. to release a claim after this
+   * one was closed, or for more subscriptions than one connection holds (an Inbox). It does not
+   * reconnect, unless `reconnect: true`: then it reconnects as this client does (its own
+   * `reconnect` option). The caller closes it.
    */
-  dialAgain(): Promise<YelloClient> {
-    return YelloClient.connect({ ...this.#options, reconnect: false });
+  dialAgain(options: { reconnect?: boolean } = {}): Promise<YelloClient> {
+    return YelloClient.connect({ ...this.#options, reconnect: options.reconnect ? (this.#options.reconnect ?? false) : false });
   }
 
   /** The daemon's JWKS, for {@link verifyRecord}. */
@@ -340,16 +342,4 @@ export class YelloClient {
     this.#transport.close();
     for (const f of [...this.#onClosed]) f();
   }
-}
-
-/**
- * The timeout of one call: the per-call value, else the client's, else the default; 0 and
- * Infinity mean none (undefined). A long poll (`waitMs`) may legitimately stay silent that
- * long, so it is added on top.
- */
-function timeoutFor(clientMs: number | undefined, callMs: number | undefined, params: unknown): number | undefined {
-  const ms = callMs ?? clientMs ?? DEFAULT_CALL_TIMEOUT_MS;
-  if (!(ms > 0) || ms === Infinity) return undefined;
-  const waitMs = typeof params === 'object' && params !== null ? (params as { waitMs?: unknown }).waitMs : undefined;
-  return typeof waitMs === 'number' && waitMs > 0 ? ms + waitMs : ms;
 }

@@ -1,4 +1,5 @@
 import {
+  ConnectionPool,
   Inbox,
   InvalidParamsError,
   NotFoundError,
@@ -62,6 +63,8 @@ export class AgentSessions {
   readonly #epochs = new Map<string, Set<string>>();
   /** Per chat, the batches the channel pushed (the newest {@link PUSHED_KEPT}), for acknowledging by batchId. */
   readonly #pushed = new Map<string, Map<string, MessageBatch>>();
+  /** The connections the inbox follows chats on (the link's client and more): the heads hear them all. */
+  #pool: ConnectionPool | null = null;
   #inbox: Promise<Inbox> | null = null;
   #offOpened: (() => void) | null = null;
   #closed = false;
@@ -188,6 +191,7 @@ export class AgentSessions {
   async #openInbox(): Promise<Inbox> {
     await this.hello();
     const client = await this.link.client();
+    const pool = (this.#pool ??= new ConnectionPool(client));
     // The heads watch before the inbox follows, so that they see every batch of the catch-up.
     this.#offOpened ??= client.on('chats.opened', (n) => {
       const fresh = !this.#heads.has(n.chat.id);
@@ -195,7 +199,7 @@ export class AgentSessions {
       if (fresh) this.#opts.onChatOpened?.(n.chat);
     });
     for (const chat of await this.#allChats()) this.#head(client, chat);
-    const inbox = await Inbox.open(client);
+    const inbox = await Inbox.open(client, { connections: pool });
     if (this.#closed) {
       await inbox.close();
       throw new ToolFailure('STOPPED', 'the MCP server is shutting down', 'Start it again.');
@@ -206,7 +210,8 @@ export class AgentSessions {
   #head(client: YelloClient, chat: Chat): PeerHead {
     let head = this.#heads.get(chat.id);
     if (!head) {
-      head = PeerHead.watch(client, chat);
+      // Wherever the inbox follows the chat, the pool passes its batches on.
+      head = PeerHead.watch(client, chat, this.#pool ?? client);
       head.onMessages((info) => {
         this.#opts.onPeerWrote({ chatId: chat.id, ...info });
       });
@@ -302,6 +307,7 @@ export class AgentSessions {
     await inbox?.close().catch(() => {});
     this.#offOpened?.();
     for (const head of this.#heads.values()) head.close();
+    this.#pool?.close();
     this.link.close();
   }
 }

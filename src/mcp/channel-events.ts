@@ -180,3 +180,15 @@ export function stoppedEvent(chatId: string | null, info: ToolErrorInfo): Channe
   ].join('\n');
   return { content, meta: { event: 'stopped', ...(chatId ? { chat_id: chatId } : {}), error_type: info.type } };
 }
+
+/**
+ * The channel's inbox got no daemon connection for a chat (NOT_FOLLOWED): not a last event, the
+ * server tries again by itself and pushes the chat's messages once it follows it.
+ */
+export function notFollowedEvent(chatId: string, info: ToolErrorInfo): ChannelEvent {
+  const content = [
+    `Chat ${chatId}: ${info.type}: ${info.message}. Until it is followed this channel pushes nothing for it; its messages wait, unacknowledged, and are pushed once it is.`,
+    `What to do: ${info.action}`,
+  ].join('\n');
+  return { content, meta: { event: 'not-followed', chat_id: chatId, error_type: info.type } };
+}

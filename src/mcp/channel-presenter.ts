@@ -2,6 +2,7 @@ import {
   ConnectionLostError,
   ContinuityBreakError,
   Inbox,
+  NotFollowedError,
   UnauthenticatedError,
   YelloClient,
   YelloClientError,
@@ -13,7 +14,7 @@ import { isAfter } from '../client/message-batch.js';
 import { Backoff } from '../shared/backoff.js';
 import type { StreamState } from '../shared/types.js';
 import type { AgentSessions } from './agent-sessions.js';
-import { messageEvents, replacedEvent, stoppedEvent, type ChannelEvent } from './channel-events.js';
+import { messageEvents, notFollowedEvent, replacedEvent, stoppedEvent, type ChannelEvent } from './channel-events.js';
 import type { McpLog } from './log.js';
 import { describeError } from './tool-errors.js';
 
@@ -288,6 +289,9 @@ export class ChannelPresenter {
 
   /** A chat's reading stopped for a person (or watching for new chats did): its last event. */
   async #stopped(inbox: Inbox, err: Error): Promise<void> {
+    // Not a stop: the inbox follows the chat again by itself, and its batches are pushed then.
+    if (err instanceof NotFollowedError)
+      return this.#send(notFollowedEvent(err.chatId, describeError(err, { chatId: err.chatId, socketPath: this.#opts.socketPath })));
     const streamId = (err as { data?: { streamId?: unknown } }).data?.streamId;
     const chatId =
       inbox.chatIds.find((id) => inbox.conversation(id)?.failure === err) ??

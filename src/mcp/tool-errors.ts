@@ -6,6 +6,7 @@ import {
   FencedError,
   InvalidParamsError,
   InvalidReceiptError,
+  NotFollowedError,
   NotFoundError,
   PermissionDeniedError,
   PolicyRejectedError,
@@ -250,6 +251,15 @@ export function describeError(err: unknown, context: { chatId?: string; socketPa
       message: "the daemon no longer accepts this server's agent token (rotated, or the agent was disabled)",
       action: 'A person must give this server a valid token file and restart it.',
       data: {},
+    };
+  }
+  if (err instanceof NotFollowedError) {
+    return {
+      type: 'NOT_FOLLOWED',
+      message: err.message,
+      action:
+        "The server tries again by itself; meanwhile wait_for_message does not see this chat's messages (read_new in it still reads). A person can close other sessions of this agent, or raise the daemon's --max-sessions-per-agent.",
+      data: { chatId: err.chatId },
     };
   }
   if (err instanceof RateLimitedError) {

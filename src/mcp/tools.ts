@@ -79,12 +79,17 @@ export function openChatTool(agent: AgentSessions): ToolSpec<'open_chat'> {
 export function permissionsTool(agent: AgentSessions): ToolSpec<'permissions'> {
   return {
     title: 'Chat permissions',
-    description: 'Who may read, send and claim in a chat right now, and the grants behind it.',
+    description:
+      'Who may read, send and claim in a chat right now (each participant by username, display name and agent id), and the grants behind it.',
     annotations: { readOnlyHint: true, openWorldHint: false },
     async run(input) {
       const r = await agent.link.call('chats.permissions', { chatId: input.chatId });
+      const { chat } = await agent.link.call('chats.get', { chatId: input.chatId });
+      const named = (agentId: string) => (agentId === chat.agentAId ? chat.agentA : chat.agentB);
       const participants = r.participants.map((p) => ({
         agentId: p.agentId,
+        username: named(p.agentId).username,
+        name: named(p.agentId).name,
         canRead: p.canRead,
         canSend: p.canSend,
         canClaim: p.canClaim,
@@ -92,7 +97,7 @@ export function permissionsTool(agent: AgentSessions): ToolSpec<'permissions'> {
       }));
       const lines = participants.map(
         (p) =>
-          `${p.agentId}: read ${p.canRead ? 'yes' : 'no'}, send ${p.canSend ? 'yes' : 'no'}, claim ${p.canClaim ? 'yes' : 'no'}, grant ${p.grantedAt ?? 'none'}`,
+          `${p.username} (${p.name}, ${p.agentId}): read ${p.canRead ? 'yes' : 'no'}, send ${p.canSend ? 'yes' : 'no'}, claim ${p.canClaim ? 'yes' : 'no'}, grant ${p.grantedAt ?? 'none'}`,
       );
       return { text: [`Policy ${r.policy}.`, ...lines].join('\n'), structured: { chatId: r.chatId, policy: r.policy, participants } };
     },

@@ -3,11 +3,12 @@
 // holder committed; pauses on an unknown outcome and never resends; release() always releases,
 // over a connection of its own when the client is gone.
 
-import { afterEach, describe, expect, it, afterAll } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import {
   ChatWriter,
   Conversation,
   CoordinatorPausedError,
+  remoteError,
   TimeoutError,
   WriterActiveError,
   YelloClient,
@@ -123,6 +124,49 @@ describe('ChatWriter', () => {
       r.wrapper.type === 'chat.message' ? [r.wrapper.message.content] : [],
     );
     expect(contents).toEqual(['first', 'maybe', 'after']);
+    await w.release();
+  });
+
+  it('resolveUncertain() backs off while operations.get is refused for now (RATE_LIMITED waits its retryAfterMs, SHUTTING_DOWN the backoff): no hot loop (issue 52, 13b)', async () => {
+    const chat = await createChat(admin());
+    const c = await agent(chat.alice, { callTimeoutMs: 300 });
+    const w = new ChatWriter(c, { chatId: chat.chatId });
+    await w.send('first');
+    freeze(daemon());
+    expect(await rejectionOf(w.send('maybe'))).toBeInstanceOf(TimeoutError);
+    thaw(daemon());
+    // The refusals a live daemon cannot be made to give on demand, injected at the call: the
+    // daemon, the connection and the operation are real. Two RATE_LIMITED, then three
+    // SHUTTING_DOWN, then the daemon answers.
+    const refusals = [
+      { code: 4290, message: 'slow down', data: { type: 'RATE_LIMITED', retryAfterMs: 250 } },
+      { code: 4290, message: 'slow down', data: { type: 'RATE_LIMITED', retryAfterMs: 250 } },
+      { code: 5000, message: 'stopping', data: { type: 'STORAGE_FAILURE', reason: 'SHUTTING_DOWN' } },
+      { code: 5000, message: 'stopping', data: { type: 'STORAGE_FAILURE', reason: 'SHUTTING_DOWN' } },
+      { code: 5000, message: 'stopping', data: { type: 'STORAGE_FAILURE', reason: 'SHUTTING_DOWN' } },
+    ];
+    const asked: number[] = [];
+    const real = c.call.bind(c);
+    vi.spyOn(c, 'call').mockImplementation(((method: string, ...rest: unknown[]) => {
+      if (method === 'operations.get') {
+        asked.push(performance.now());
+        const refusal = refusals.shift();
+        if (refusal) return Promise.reject(remoteError(refusal));
+      }
+      return (real as (m: string, ...r: unknown[]) => Promise<unknown>)(method, ...rest);
+    }) as typeof c.call);
+    const outcome = await w.resolveUncertain();
+    expect(outcome.committed).toBe(true);
+    // Five refusals, then an answer (a `pending` one asks once more).
+    expect(asked.length).toBeGreaterThanOrEqual(6);
+    const gaps = asked.slice(1, 6).map((t, i) => t - asked[i]!);
+    // After a RATE_LIMITED at least its retryAfterMs; after SHUTTING_DOWN the backoff, whose
+    // delays (jittered to half at least) only grow.
+    expect(gaps[0]).toBeGreaterThanOrEqual(245);
+    expect(gaps[1]).toBeGreaterThanOrEqual(245);
+    for (const gap of gaps.slice(2)) expect(gap).toBeGreaterThanOrEqual(20);
+    expect(gaps[2]! + gaps[3]! + gaps[4]!).toBeGreaterThanOrEqual(100);
+    await w.send('after');
     await w.release();
   });
 

@@ -229,6 +229,7 @@ describe('who may open one, list(), turns and waits, by value', () => {
           unreadMessages: 3,
           lastActivityAt: at(newestAlice),
           preview: long.slice(0, 120),
+          followed: true,
           failure: null,
         },
         {
@@ -237,6 +238,7 @@ describe('who may open one, list(), turns and waits, by value', () => {
           unreadMessages: 1,
           lastActivityAt: at(newestCarol),
           preview: 'c1',
+          followed: true,
           failure: null,
         },
         {
@@ -245,6 +247,7 @@ describe('who may open one, list(), turns and waits, by value', () => {
           unreadMessages: 0,
           lastActivityAt: null,
           preview: null,
+          followed: true,
           failure: null,
         },
       ]);

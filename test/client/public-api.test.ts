@@ -13,6 +13,7 @@ import { repoRoot } from '../helpers/daemon-process.js';
 const EXPECTED_VALUES = [
   'ChatWriter',
   'ConnectionLostError',
+  'ConnectionPool',
   'ContinuityBreakError',
   'Conversation',
   'Coordinator',
@@ -29,6 +30,7 @@ const EXPECTED_VALUES = [
   'InvalidReceiptError',
   'LineTooLargeError',
   'MemoryCursorStore',
+  'NotFollowedError',
   'NotFoundError',
   'OperationConflictError',
   'PermissionDeniedError',

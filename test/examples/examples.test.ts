@@ -110,6 +110,17 @@ describe('examples/two-agents.mjs', () => {
     expect(await untrackedFiles()).toEqual(before);
   });
 
+  it('leaves no extra agents behind: a second run reuses the agents of the first (issue 52, item 14)', async () => {
+    const agents = async () => ok(await admin.call('agents.list', { limit: 500 }), 'agents.list').agents.map((a) => a.username);
+    expectExit(await runExample(['examples/two-agents.mjs'], userEnv), 0);
+    const afterFirst = await agents();
+    const second = expectExit(await runExample(['examples/two-agents.mjs'], userEnv), 0);
+    // This run's conversation only, verified, however many runs came before.
+    expect(second.stdout).toMatch(/\b4 messages, all signatures verified/);
+    expect((second.stdout.match(/: hello, bob$/gm) ?? []).length).toBe(1);
+    expect((await agents()).sort()).toEqual(afterFirst.sort());
+  });
+
   it('with the socket the old docs suggested (/tmp/y.sock): one line that says to use a private directory', async () => {
     const r = await runExample(['examples/two-agents.mjs'], { ...userEnv, YELLO_SOCKET: '/tmp/y.sock' });
     expectOneLine(r, /^two-agents: UNTRUSTED_SOCKET: .*use a private directory \(mode 0700\) such as \$XDG_RUNTIME_DIR\/yello$/m);

@@ -93,6 +93,13 @@ export class ChannelSession {
     return r.structuredContent as Record<string, unknown>;
   }
 
+  /** Calls a tool that must succeed; returns its text. */
+  async text(name: string, args: Record<string, unknown>): Promise<string> {
+    const r = (await this.client.callTool({ name, arguments: args })) as CallToolResult;
+    expect(r.isError, `${name}: ${JSON.stringify(r.content)}`).toBeFalsy();
+    return r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+  }
+
   /** Calls a tool that must fail; returns its error type. */
   async fail(name: string, args: Record<string, unknown>): Promise<string> {
     const r = (await this.client.callTool({ name, arguments: args })) as CallToolResult;

@@ -123,6 +123,7 @@ describe('yello mcp: every tool, valid and invalid input', () => {
           lastActivityAt: null,
           preview: null,
           session: null,
+          followed: true,
           problem: null,
         },
       ],

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import { errors, YelloError } from '../../shared/errors.js';
 import { formatDecimal } from '../../shared/ids.js';
+import { MAX_SUBSCRIPTIONS_PER_CONNECTION } from '../../shared/limits.js';
 import type {
   Chat,
   ChatBatchNotification,
@@ -23,8 +24,7 @@ import type { StreamStore } from './stream-store.js';
 import { randomId } from '../crypto/tokens.js';
 import { errorMessage, errorStack } from '../runtime/error-fields.js';
 
-/** Subscriptions one connection may hold at once. */
-export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 64;
+export { MAX_SUBSCRIPTIONS_PER_CONNECTION };
 /** Records per pushed batch when catching up from storage. */
 const CATCH_UP_BATCH = 500;
 /** Bytes of stored records per pushed batch when catching up (always at least one record). */
