@@ -1,5 +1,5 @@
 import type { StoredRecord } from '../client/index.js';
-import { fencePeerData, quotePeerText } from '../mcp/present.js';
+import { fencePeerData, quotePeerText } from '../client/peer-data.js';
 import type { ChatUnread } from './hook-unread.js';
 import { shownAfter, type SessionShown, type Shown } from './hook-state.js';
 

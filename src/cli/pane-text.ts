@@ -1,5 +1,5 @@
 import type { Chat, MessageBatch } from '../client/index.js';
-import { batchLines, namer } from '../mcp/present.js';
+import { batchLines, namer } from '../client/peer-data.js';
 
 // What remains after quotePeerText that a terminal or the application reading it may act on:
 // every C0 control (the lines hold no newline of their own), DEL, the C1 controls, and the bidi

@@ -14,7 +14,7 @@
 // promise to escape, so peer text in `content` is quoted with markup escaped as well.
 
 import type { Chat, MessageBatch } from '../client/index.js';
-import { batchAuthors, fencePeerData, namer, recordLines } from './present.js';
+import { batchAuthors, fencePeerData, namer, recordLines } from '../client/peer-data.js';
 import type { ToolErrorInfo } from './tool-errors.js';
 
 /** The experimental capability that makes Claude Code listen to the server's channel events. */

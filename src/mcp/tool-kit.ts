@@ -5,7 +5,8 @@ import type { Chat, MessageBatch } from '../client/index.js';
 import type { AgentSessions } from './agent-sessions.js';
 import type { ChatSession } from './chat-session.js';
 import type { McpLog } from './log.js';
-import { batchLines, presentRecord } from './present.js';
+import { batchLines } from '../client/peer-data.js';
+import { presentRecord } from './present.js';
 import { describeError, ToolFailure, type ToolErrorInfo } from './tool-errors.js';
 import { TEXT_MAX_BYTES, textBytes, toolInputs, toolOutputs, type ToolInput, type ToolName, type ToolOutput } from './tool-schemas.js';
 

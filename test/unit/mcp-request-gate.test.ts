@@ -2,7 +2,7 @@
 // (src/mcp/present.ts), without a process: what passes to the SDK, and what is answered how.
 
 import { describe, expect, it } from 'vitest';
-import { fencePeerData, quotePeerText } from '../../src/mcp/present.js';
+import { fencePeerData, quotePeerText } from '../../src/client/peer-data.js';
 import { RequestGate } from '../../src/mcp/request-gate.js';
 
 function gate(): RequestGate {
