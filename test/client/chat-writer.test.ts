@@ -17,7 +17,8 @@ import { connectAgent, createChat, freeze, readStream, rejectionOf, thaw, type P
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 import { waitFor } from '../helpers/wait.js';
 
-const { daemon, admin, clients } = useClientDaemon();
+// A process of its own: a test freezes (SIGSTOP) it.
+const { daemon, admin, clients } = useClientDaemon({ process: true });
 afterEach(() => {
   if (daemon().running) thaw(daemon());
 });

@@ -30,7 +30,8 @@ import {
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 import { waitFor } from '../helpers/wait.js';
 
-const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 200 } });
+// A process of its own: the tests freeze (SIGSTOP) and SIGKILL it.
+const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 200 }, process: true });
 const log = pino({ level: 'silent' });
 
 interface World {

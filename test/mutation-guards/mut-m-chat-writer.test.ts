@@ -18,7 +18,8 @@ import { useDaemon } from '../helpers/use-daemon.js';
 const shim = fileURLToPath(new URL('../helpers/wall-clock-step.mjs', import.meta.url));
 // Keep what NODE_OPTIONS already carries (the mutation run's coverage preload).
 const env = { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${shim}`.trim(), YELLO_TEST_CLOCK_FROZEN: '1' };
-const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open'], env }, (d) => connectAdmin(d));
+// A process of its own: the clock shim is preloaded into it.
+const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open'], env, process: true }, (d) => connectAdmin(d));
 const clients: YelloClient[] = [];
 afterAll(() => {
   for (const c of clients) c.close();

@@ -462,7 +462,8 @@ describe.skipIf(SKIP_REASON !== null)(TITLE, () => {
           await cluster.psql('create database crash');
           store = ['--store', cluster.url('crash')];
         }
-        daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', ...store] });
+        // A process of its own: the SIGKILL is the subject.
+        daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', ...store], process: true });
         const d = daemon;
         let admin = await d.connectAs();
         const agents: { id: string; token: string }[] = [];
