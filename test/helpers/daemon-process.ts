@@ -21,9 +21,10 @@ import { testStoreIsPostgres, withTestStore } from './test-store.js';
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-// A daemon on PostgreSQL connects, loads its heads and directory and publishes its keys before
-// it is ready: on the loaded 2-core machine that alone took 2–6 s.
-const READY_TIMEOUT_MS = testStoreIsPostgres() ? 30_000 : 10_000;
+// A daemon on PostgreSQL connects, loads its heads and directory and publishes its keys (and
+// migrates a new database) before it is ready: on the loaded 2-core machine that alone took 2–6 s.
+const READY_TIMEOUT_MS = 10_000;
+const PG_READY_TIMEOUT_MS = 30_000;
 
 export interface ExitInfo {
   code: number | null;
@@ -174,6 +175,13 @@ export class DaemonProcess {
     ];
   }
 
+  /** How long a start may take to be ready: longer on PostgreSQL (the run's store, or a --store URL). */
+  get readyTimeoutMs(): number {
+    const onPostgres =
+      testStoreIsPostgres() || this.extraArgs.some((a) => /^postgres(ql)?:/i.test(a)) || /^postgres/i.test(this.env.YELLO_STORE ?? '');
+    return onPostgres ? PG_READY_TIMEOUT_MS : READY_TIMEOUT_MS;
+  }
+
   get running(): boolean {
     return this.exitInfo === null;
   }
@@ -305,7 +313,7 @@ export class DaemonProcess {
   }
 
   /** Polls until the socket accepts and `session.hello` with the admin token answers. */
-  async waitReady(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+  async waitReady(timeoutMs = this.readyTimeoutMs): Promise<void> {
     if (this.#run) {
       // The timeout is the daemon's, not the worker's first import of its modules (through
       // vite's transform: seconds on a loaded machine).
@@ -400,6 +408,11 @@ export class DaemonProcess {
       if (!running) return this.exitInfo!.code;
       try {
         await this.#settled(running.stop(), timeoutMs, 'stop');
+        // The daemon has closed its connections' descriptors; a client in this worker learns it
+        // over a few turns of the loop (EOF read, its own end shut down, the handle closed, then
+        // 'close'). Let those turns run before the test goes on, so that a stopped daemon is
+        // one every client here has seen go, as with a process that has exited.
+        for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
         run.exit({ code: 0, signal: null });
       } catch (err) {
         // As run-daemon.ts: a failed shutdown is exit 1, with the reason on stderr.
@@ -423,7 +436,7 @@ export class DaemonProcess {
    * Stops (SIGTERM) if running, then starts again on the same socket and data dir. `timeoutMs`
    * bounds the wait for ready (a start on a damaged store verifies more before it answers).
    */
-  async restart(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+  async restart(timeoutMs = this.readyTimeoutMs): Promise<void> {
     if (this.running) await this.stop();
     this.#closeClients();
     this.#launch();
