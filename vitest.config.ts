@@ -20,6 +20,14 @@ export default defineConfig({
     maxWorkers: 2,
     pool: 'forks',
     globalSetup: ['test/helpers/dist-global-setup.ts', 'test/helpers/pg-global-setup.ts'],
+    // `npm run test:coverage`: line and branch coverage of src/ as the workers run it (the
+    // in-process daemons included; spawned daemons and CLIs are not counted).
+    coverage: {
+      provider: 'v8',
+      include: ['src/**/*.ts'],
+      reporter: ['text-summary', 'json-summary'],
+      reportsDirectory: 'reports/coverage',
+    },
     projects: [
       { test: { name: 'leveldb', include: ['test/**/*.test.ts'], ...common } },
       ...(process.env.YELLO_TEST_BACKENDS === 'leveldb'
