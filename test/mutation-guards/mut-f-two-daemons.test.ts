@@ -5,24 +5,25 @@
 // and the append is then decided again on the new head (appender.ts `append`, MAX_ATTEMPTS).
 // What the retry must answer is the contract's answer for the new head (docs/protocol.md §6.6):
 // an operationId already committed replays (duplicate: true), whichever daemon committed it.
-// Two real yellod processes on one throwaway cluster (test/helpers/pg-cluster.mjs).
+// Two real yellod daemons on one database of the run's cluster (test/helpers/run-pg.ts).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { messages, StreamWriter } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, ok, uniq, type Wire } from '../helpers/wire-fixtures.js';
 
-let cluster: PgCluster;
+let cluster: FileDatabases;
 let a: DaemonProcess;
 let b: DaemonProcess;
 let adminA: Wire;
 
 describe.skipIf(!pgAvailable())('the retry of a stale append (two daemons, one PostgreSQL database)', () => {
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database retry');
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase('retry');
     const store = ['--store', cluster.url('retry'), '--policy', 'open'];
     // One at a time: the second finds the schema migrated by the first.
     a = await DaemonProcess.start({ extraArgs: store });
