@@ -27,6 +27,8 @@ export default defineConfig({
       include: ['src/**/*.ts'],
       reporter: ['text-summary', 'json-summary'],
       reportsDirectory: 'reports/coverage',
+      // The figures are wanted with a failing test too (to compare runs).
+      reportOnFailure: true,
     },
     projects: [
       { test: { name: 'leveldb', include: ['test/**/*.test.ts'], ...common } },
