@@ -1,5 +1,5 @@
 // typescript-eslint, strict and type-checked (the style guide's habits: no floating promises,
-// exhaustive switches). `npm run lint`; part of `npm test`.
+// exhaustive switches). `npm run lint`; part of `npm run check`.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 

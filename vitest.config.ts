@@ -1,18 +1,35 @@
 import { defineConfig } from 'vitest/config';
 import { POSTGRES_SUITES } from './test/postgres-suites.js';
 
-// Two projects: every suite on LevelDB, and every storage-facing one (test/postgres-suites.ts)
-// again with every test daemon on PostgreSQL (issue 24: `npm test` runs the integration suite on
-// both backends; `npm run test:postgres` is the second project alone). One cluster
-// for the postgresql project's run, a database per daemon (test/helpers/test-store.ts).
-// YELLO_TEST_BACKENDS=leveldb leaves the second project out (a machine without PostgreSQL, a
-// quick local run); `npm run test:postgres` runs only the second.
+// `npm test`. Two projects: every suite on LevelDB, and the end-to-end PostgreSQL set
+// (test/postgres-suites.ts) again with every test daemon on PostgreSQL (issue 24).
+// YELLO_TEST_BACKENDS=leveldb leaves the second project out (a quick local run); `npm run
+// test:postgres` runs only the second.
+//
+// The global setups, once per run: dist/ built when stale (spawned daemons and CLIs run it), and
+// one throwaway PostgreSQL cluster on which every file and every daemon that needs PostgreSQL
+// gets databases of its own (test/helpers/pg-global-setup.ts).
+//
+// The daemons run inside the test workers unless a test's subject is the process
+// (test/helpers/daemon-process.ts); forks, not threads: the daemon sets the process umask while
+// it binds its socket, which a worker thread may not do.
 const common = { testTimeout: 30_000, hookTimeout: 30_000 };
 
 export default defineConfig({
   test: {
-    // Integration tests spawn real daemons; two cores, so keep parallelism modest.
     maxWorkers: 2,
+    pool: 'forks',
+    globalSetup: ['test/helpers/dist-global-setup.ts', 'test/helpers/pg-global-setup.ts'],
+    // `npm run test:coverage`: line and branch coverage of src/ as the workers run it (the
+    // in-process daemons included; spawned daemons and CLIs are not counted).
+    coverage: {
+      provider: 'v8',
+      include: ['src/**/*.ts'],
+      reporter: ['text-summary', 'json-summary'],
+      reportsDirectory: 'reports/coverage',
+      // The figures are wanted with a failing test too (to compare runs).
+      reportOnFailure: true,
+    },
     projects: [
       // test/agent-clis runs against the real agent CLIs: npm run test:agent-clis.
       { test: { name: 'leveldb', include: ['test/**/*.test.ts'], exclude: ['**/node_modules/**', 'test/agent-clis/**'], ...common } },
@@ -23,7 +40,6 @@ export default defineConfig({
               test: {
                 name: 'postgresql',
                 include: [...POSTGRES_SUITES],
-                globalSetup: ['test/helpers/pg-global-setup.ts'],
                 env: { YELLO_TEST_STORE: 'postgresql' },
                 ...common,
                 hookTimeout: 60_000,

@@ -9,7 +9,7 @@ process.env.YELLO_TEST_STORE = 'postgresql';
 export default defineConfig({
   test: {
     include: [...POSTGRES_SUITES],
-    globalSetup: ['test/helpers/pg-global-setup.ts'],
+    globalSetup: ['test/helpers/dist-global-setup.ts', 'test/helpers/pg-global-setup.ts'],
     env: { YELLO_TEST_STORE: 'postgresql' },
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -129,6 +129,11 @@ export class Io {
     this.#endProcess = true;
   }
 
+  /** Whether this run is the process itself (the entry), not a run inside a test worker. */
+  get ownsProcess(): boolean {
+    return this.#io.exit !== undefined;
+  }
+
   /** Whether the command asked to end the process ({@link exit}). */
   get endsProcess(): boolean {
     return this.#endProcess;

@@ -8,7 +8,6 @@ import { createLogger } from './runtime/log.js';
 import type { DaemonConfig } from './runtime/config.js';
 import { EXIT_CODES } from './runtime/exit-codes.js';
 import { Integrity } from './store/integrity.js';
-import { installProcessGuards } from './runtime/process-guards.js';
 import { startupFailure } from './runtime/startup-errors.js';
 import { isLevelSelection, openBackend, type OpenedBackend } from './store/backend/open-backend.js';
 import { publishKeys } from './crypto/key-rows.js';
@@ -48,19 +47,26 @@ export interface RunningDaemon {
   stop(): Promise<void>;
 }
 
+/** What the daemon's host gives it besides its configuration. */
+export interface DaemonHost {
+  /** Where the daemon logs (default: pino JSON on stdout at `config.logLevel`). */
+  log?: Logger;
+}
+
 /**
  * Start order matters (§2): lock the store (on PostgreSQL: the data dir) first, and only then
  * touch the socket, so a second daemon on the same data dir exits without disturbing the first one's socket. Every failure
- * before ready is one line and a distinct exit code (`startup-errors.ts`).
+ * before ready is one line and a distinct exit code (`startup-errors.ts`). Nothing here is
+ * process-wide (signal and error handlers, exit: src/cli/run-daemon.ts), so one process can run
+ * several daemons, one after another or at once (the tests do).
  */
-export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> {
-  const log = createLogger(config.logLevel);
+export async function startDaemon(config: DaemonConfig, host: DaemonHost = {}): Promise<RunningDaemon> {
+  const log = host.log ?? createLogger(config.logLevel);
   // prom-client and its default collectors are slow to load (0.5 s on a busy 2-core machine):
   // loaded while LevelDB opens rather than before it. Awaited below; the catch only keeps a
   // failed start from also reporting an unhandled rejection.
   const metricsModule = import('./runtime/metrics.js');
   metricsModule.catch(() => undefined);
-  const removeGuards = installProcessGuards(log);
   const existedBefore = dataDirEntries(config.dataDir);
   const selection = { store: config.store ?? null, passwordFile: config.storePasswordFile ?? null };
   prepareDataDir(config.dataDir, isLevelSelection(selection.store));
@@ -260,7 +266,6 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           await backend.release();
           server.closeConnections();
           pool.close();
-          removeGuards();
           log.info('stopped');
         })();
         return stopping;

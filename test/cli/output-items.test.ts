@@ -9,6 +9,7 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { cliEnv, expectExit, oneLineErrorProblems, yelloBin } from '../helpers/cli-runner.js';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
+import { spawnAsync } from '../helpers/spawn-async.js';
 import type { StoredRecord } from '../../src/shared/types.js';
 import { useCli } from '../helpers/use-daemon.js';
 
@@ -138,10 +139,9 @@ describe('a socket refused by its permissions (EACCES)', () => {
       try {
         const run = path.join(base, 'run');
         expect(fs.statSync(run).mode & 0o777).toBe(0o750);
-        const asNobody = (ids: string[]) => {
-          const r = spawnSync('setpriv', ['--reuid=65534', ...ids, process.execPath, yelloBin, '--socket', d.socketPath, 'status'], {
+        const asNobody = async (ids: string[]) => {
+          const r = await spawnAsync('setpriv', ['--reuid=65534', ...ids, process.execPath, yelloBin, '--socket', d.socketPath, 'status'], {
             env: cliEnv({ YELLO_TOKEN: 'not-a-token' }),
-            encoding: 'utf8',
             timeout: 30_000,
           });
           expect(r.status, r.stderr).toBe(1);
@@ -152,18 +152,18 @@ describe('a socket refused by its permissions (EACCES)', () => {
         const nogroup = groupOf(65534);
 
         // Not in the directory's group: join it, then log in again.
-        expect(asNobody(['--regid=65534', '--clear-groups'])).toContain(
+        expect(await asNobody(['--regid=65534', '--clear-groups'])).toContain(
           `permission denied by the directory ${run} (mode 0750, owner root, group ${groupOf(0)}): nobody is not in group ${groupOf(0)}; add yourself (sudo usermod -aG ${groupOf(0)} nobody), then log in again`,
         );
         // The account is in the group (its primary group), this session is not: log in again.
         fs.chownSync(run, 0, 65534);
-        expect(asNobody(['--regid=4242', '--clear-groups'])).toContain(
+        expect(await asNobody(['--regid=4242', '--clear-groups'])).toContain(
           `your account nobody is in group ${nogroup}, but this login session is not yet; log in again (or run \`newgrp ${nogroup}\`)`,
         );
         // A socket not even its group may write: ask for --socket-mode 0660.
         fs.chmodSync(run, 0o755);
         fs.chmodSync(d.socketPath, 0o600);
-        expect(asNobody(['--regid=65534', '--clear-groups'])).toMatch(
+        expect(await asNobody(['--regid=65534', '--clear-groups'])).toMatch(
           new RegExp(
             `permission denied by the socket ${d.socketPath} \\(mode 0600, owner root, group ${groupOf(0)}\\): not even its group may connect;.*--socket-mode 0660`,
           ),

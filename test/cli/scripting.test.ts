@@ -111,7 +111,7 @@ describe('a daemon start that fails', () => {
       process: true,
     });
     expectOneLine(r, 73, /locked by another daemon/);
-    expect(r.stderr).toContain(`pid ${String(daemon().pid)}`);
+    expect(r.stderr).toContain(`pid ${String(daemon().holderPid)}`);
     expect(r.stderr).toContain(`socket ${daemon().socketPath}`);
     // The holder keeps its data dir and serves on.
     expect(fs.existsSync(path.join(daemon().dataDir, 'admin.token'))).toBe(true);

@@ -34,7 +34,8 @@ import { useClientDaemon } from '../helpers/use-client-daemon.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 // The admin dials again by itself after a restart.
-const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 100 } });
+// A process of its own: the tests freeze (SIGSTOP) it.
+const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 100 }, process: true });
 afterEach(async () => {
   vi.restoreAllMocks();
   if (daemon().running) thaw(daemon());

@@ -32,7 +32,8 @@ import { waitFor } from '../helpers/wait.js';
 import { fileURLToPath } from 'node:url';
 import { useDaemon } from '../helpers/use-daemon.js';
 
-const { daemon, admin, clients } = useClientDaemon();
+// A process of its own: a test freezes (SIGSTOP) it.
+const { daemon, admin, clients } = useClientDaemon({ process: true });
 afterEach(() => {
   if (daemon().running) thaw(daemon());
 });

@@ -34,7 +34,8 @@ import {
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
-const { daemon, admin, coordinators, clients } = useClientDaemon({ reconnect: { minDelayMs: 50, maxDelayMs: 300 } });
+// A process of its own: the tests SIGKILL and freeze (SIGSTOP) it.
+const { daemon, admin, coordinators, clients } = useClientDaemon({ reconnect: { minDelayMs: 50, maxDelayMs: 300 }, process: true });
 let tempDir = '';
 
 beforeAll(async () => {

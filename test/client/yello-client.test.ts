@@ -42,7 +42,8 @@ import {
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useClientDaemon } from '../helpers/use-client-daemon.js';
 
-const { daemon, admin } = useClientDaemon();
+// A process of its own: tests SIGKILL and freeze (SIGSTOP) it.
+const { daemon, admin } = useClientDaemon({ process: true });
 let chat: TestChat;
 let alice: YelloClient;
 let bob: YelloClient;

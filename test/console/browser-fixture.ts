@@ -1,7 +1,10 @@
 // One headless Chromium (Debian's, through playwright-core) for a test file, and where its
-// screenshots go (docs/console/*.png, shown in docs/console.md).
+// screenshots go: a temp dir in `npm test`, which leaves the tree as it found it, and
+// docs/console/*.png (shown in docs/console.md) when `npm run docs:screenshots` asks for them
+// ($YELLO_SCREENSHOTS_DIR).
 
 import { mkdirSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll } from 'vitest';
@@ -9,7 +12,9 @@ import { repoRoot } from '../helpers/daemon-process.js';
 
 /** Debian's chromium (`.ci/run` installs it); $CHROMIUM_PATH points elsewhere. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-export const SCREENSHOTS = path.join(repoRoot, 'docs/console');
+export const SCREENSHOTS = process.env.YELLO_SCREENSHOTS_DIR
+  ? path.resolve(repoRoot, process.env.YELLO_SCREENSHOTS_DIR)
+  : path.join(os.tmpdir(), 'yello-console-screenshots');
 
 /**
  * Launches the browser in beforeAll and closes it in afterAll. `evil.test` resolves to
@@ -34,7 +39,7 @@ export function useBrowser(): () => Browser {
   };
 }
 
-/** A screenshot's path under docs/console/. */
+/** A screenshot's path under SCREENSHOTS. */
 export function screenshot(name: string): string {
   return path.join(SCREENSHOTS, `${name}.png`);
 }

@@ -72,7 +72,8 @@ interface Loaded {
 
 /** A daemon with two chats whose four streams each took `ops` interleaved appends. */
 async function loaded(ops: number): Promise<Loaded> {
-  const d = await DaemonProcess.start();
+  // A process of its own: a flipped bit may abort LevelDB (SIGABRT) or refuse the start (its exit code).
+  const d = await DaemonProcess.start({ process: true });
   daemons.push(d);
   const admin = await d.connectAs();
   const chats = [await setupChat(d, admin), await setupChat(d, admin)];

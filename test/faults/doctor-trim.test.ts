@@ -2,10 +2,10 @@
 // fence at 0), `streams.trim beforePosition 3 force`, then `yello doctor` through the running
 // daemon and offline: exit 0, no problem, no mark, and the stream stays writable and readable.
 
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
+import { spawnAsync } from '../helpers/spawn-async.js';
 import { messages, setupChat } from '../helpers/reading-fixtures.js';
 import { ok } from '../helpers/wire-fixtures.js';
 
@@ -15,8 +15,7 @@ afterAll(async () => {
 });
 
 const doctor = (daemon: DaemonProcess) =>
-  spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'doctor', '--data-dir', daemon.dataDir, '--socket', daemon.socketPath], {
-    encoding: 'utf8',
+  spawnAsync(process.execPath, [path.join(repoRoot, 'bin/yello'), 'doctor', '--data-dir', daemon.dataDir, '--socket', daemon.socketPath], {
     timeout: 60_000,
   });
 
@@ -31,7 +30,7 @@ describe('yello doctor after a trim inside an operation', () => {
       firstPosition: '3',
     });
 
-    const live = doctor(d);
+    const live = await doctor(d);
     expect(live.status, live.stdout + live.stderr).toBe(0);
     expect(live.stdout).toMatch(/no problems found/);
     expect(ok(await admin.call('daemon.status', {})).integrity.corruptStreams).toEqual([]);
@@ -40,7 +39,7 @@ describe('yello doctor after a trim inside an operation', () => {
     expect(read.records.map((r) => r.position)).toEqual(['3', '4']);
 
     await d.stop();
-    const offline = doctor(d);
+    const offline = await doctor(d);
     expect(offline.status, offline.stdout + offline.stderr).toBe(0);
   }, 60_000);
 });

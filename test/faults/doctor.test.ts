@@ -1,12 +1,12 @@
 // `yello doctor`: the full check of a store, offline (daemon stopped) or through a running
 // daemon, and the recovery path docs/reliability.md describes for a corrupt stream.
 
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DaemonProcess, repoRoot } from '../helpers/daemon-process.js';
+import { spawnAsync, type SpawnResult } from '../helpers/spawn-async.js';
 import { expectError, messages, reconnectChat, setupChat } from '../helpers/reading-fixtures.js';
 import { ok, type ExportLine } from '../helpers/wire-fixtures.js';
 import type { DoctorReport } from '../../src/shared/types.js';
@@ -17,11 +17,11 @@ afterAll(async () => {
   for (const d of daemons) await d.cleanup();
 });
 
-function doctor(d: DaemonProcess, ...extra: string[]): SpawnSyncReturns<string> {
-  return spawnSync(
+function doctor(d: DaemonProcess, ...extra: string[]): Promise<SpawnResult> {
+  return spawnAsync(
     process.execPath,
     [path.join(repoRoot, 'bin/yello'), 'doctor', '--data-dir', d.dataDir, '--socket', d.socketPath, ...extra],
-    { encoding: 'utf8', timeout: 60_000 },
+    { timeout: 60_000 },
   );
 }
 
@@ -47,12 +47,12 @@ async function withDb(d: DaemonProcess, edit: (db: ClassicLevel) => Promise<void
 describe('yello doctor', () => {
   it('finds nothing wrong with a healthy store, offline and through a running daemon', async () => {
     const { d } = await loaded();
-    const live = doctor(d);
+    const live = await doctor(d);
     expect(live.status, live.stderr).toBe(0);
     expect(live.stderr).toMatch(/asking it to run the check/);
     expect(live.stdout).toMatch(/no problems found/);
     await d.stop();
-    const off = doctor(d, '--json');
+    const off = await doctor(d, '--json');
     expect(off.status, off.stderr).toBe(0);
     const report = JSON.parse(off.stdout) as DoctorReport;
     expect(report.problems).toEqual([]);
@@ -78,7 +78,7 @@ describe('yello doctor', () => {
         if ((await db.get(key))!.includes(chat.bob.id)) await db.del(key);
       }
     });
-    const r = doctor(d, '--json');
+    const r = await doctor(d, '--json');
     expect(r.status, r.stderr).toBe(1);
     const report = JSON.parse(r.stdout) as DoctorReport;
     const kinds = report.problems.map(
@@ -90,7 +90,7 @@ describe('yello doctor', () => {
     expect(marked).toEqual({ [chat.streamA]: '3', [chat.streamB]: '2' });
 
     // The human report says the same in a table.
-    expect(doctor(d, '--no-mark').stdout).toMatch(/problems:[\s\S]*checksum[\s\S]*marked corrupt/);
+    expect((await doctor(d, '--no-mark')).stdout).toMatch(/problems:[\s\S]*checksum[\s\S]*marked corrupt/);
 
     await d.restart();
     await reconnectChat(d, chat).catch(() => undefined);
@@ -104,11 +104,14 @@ describe('yello doctor', () => {
     const refused = await chat.wa.tryAppend(messages('after', 1));
     expect(refused.error?.data).toMatchObject({ type: 'STORAGE_FAILURE', reason: 'CORRUPT', streamId: chat.streamA, fromPosition: '3' });
     // `yello status` lists them for people.
-    const st = spawnSync(
-      process.execPath,
-      [path.join(repoRoot, 'bin/yello'), 'status', '--socket', d.socketPath, '--data-dir', d.dataDir],
-      { encoding: 'utf8' },
-    );
+    const st = await spawnAsync(process.execPath, [
+      path.join(repoRoot, 'bin/yello'),
+      'status',
+      '--socket',
+      d.socketPath,
+      '--data-dir',
+      d.dataDir,
+    ]);
     expect(st.stdout).toMatch(/corrupt streams \(2;/);
   });
 
@@ -118,15 +121,13 @@ describe('yello doctor', () => {
     const followed = ok(await chat.bob.client.call('chats.follow', { chatId: chat.chatId }));
     await d.stop();
     await withDb(d, async (db) => db.del(`r/${chat.streamA}/${'1'.padStart(16, '0')}/${'5'.padStart(16, '0')}`));
-    expect(doctor(d).status).toBe(1);
+    expect((await doctor(d)).status).toBe(1);
     await d.restart();
     const admin = await d.connectAs();
     const yello = (...args: string[]) =>
-      spawnSync(process.execPath, [path.join(repoRoot, 'bin/yello'), ...args, '--socket', d.socketPath, '--data-dir', d.dataDir], {
-        encoding: 'utf8',
-      });
+      spawnAsync(process.execPath, [path.join(repoRoot, 'bin/yello'), ...args, '--socket', d.socketPath, '--data-dir', d.dataDir]);
     // Export: records below the damage come out; the damage is named; exit 1.
-    const exported = yello('chats', 'export', chat.chatId);
+    const exported = await yello('chats', 'export', chat.chatId);
     expect(exported.status).not.toBe(0);
     expect(exported.stderr).toMatch(/generation 1 is exported only below position 5/);
     const lines = exported.stdout
@@ -169,7 +170,7 @@ describe('yello doctor', () => {
     const bytes = readFileSync(log);
     bytes[bytes.length - 200] = bytes[bytes.length - 200]! ^ 0x10;
     writeFileSync(log, bytes);
-    const r = doctor(d, '--json');
+    const r = await doctor(d, '--json');
     const report = JSON.parse(r.stdout) as DoctorReport;
     expect(report.corruptStreams.length).toBeGreaterThan(0);
     await d.restart();

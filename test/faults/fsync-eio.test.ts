@@ -37,7 +37,7 @@ afterAll(async () => {
 
 async function eioDaemon(): Promise<{ d: DaemonProcess; trigger: string }> {
   const trigger = path.join(dir, `eio-${uniq('t')}`);
-  const d = await DaemonProcess.start({ env: { LD_PRELOAD: shim, YELLO_FAULT_EIO_FILE: trigger } });
+  const d = await DaemonProcess.start({ env: { LD_PRELOAD: shim, YELLO_FAULT_EIO_FILE: trigger }, process: true });
   daemons.push(d);
   return { d, trigger };
 }

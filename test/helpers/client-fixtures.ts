@@ -31,9 +31,12 @@ export function uniqueName(prefix = 'u'): string {
   return `${prefix}-${process.pid.toString(36)}-${Date.now().toString(36)}-${counter}`;
 }
 
-/** Starts the real daemon with `--policy open`, so agents need no grants. */
-export function startDaemon(extraArgs: string[] = []): Promise<DaemonProcess> {
-  return DaemonProcess.start({ extraArgs: ['--policy', 'open', ...extraArgs] });
+/**
+ * Starts the real daemon with `--policy open`, so agents need no grants: in this worker, or in a
+ * process of its own with `{ process: true }` (for a test that SIGKILLs or freezes it).
+ */
+export function startDaemon(extraArgs: string[] = [], options: { process?: boolean } = {}): Promise<DaemonProcess> {
+  return DaemonProcess.start({ extraArgs: ['--policy', 'open', ...extraArgs], ...options });
 }
 
 /** A client hello'd with the daemon's admin token. */
@@ -242,7 +245,7 @@ export async function readStream(client: YelloClient, streamId: string, generati
   }
 }
 
-/** Sends SIGSTOP / SIGCONT to the daemon this test started (by its pid). */
+/** Sends SIGSTOP / SIGCONT to the daemon this test started (by its pid: a daemon started with `process: true`). */
 export function freeze(daemon: DaemonProcess): void {
   signalRunning(daemon, 'SIGSTOP');
 }

@@ -1,6 +1,11 @@
-// Spawns the real daemon (`node bin/yello daemon …`) on a throwaway socket and data dir, the
-// way an operator would run it (docs/protocol.md §2), and waits for the contract's notion of
-// ready: the socket accepts and `session.hello` with the admin token answers.
+// The real daemon on a throwaway socket and data dir. By default it runs inside the test worker
+// (startDaemon from src/daemon, its flags parsed as `yello daemon` parses them, its log lines
+// captured): the real socket server and store, without a node process to boot, and its code
+// counted by coverage. `{ process: true }` spawns `node bin/yello daemon …` the way an operator
+// runs it (docs/protocol.md §2), for tests whose subject is the process itself: SIGKILL and
+// crashes, signals and exit codes, SIGSTOP, and the LD_PRELOAD / --require shims. Either way
+// start() waits for the contract's notion of ready: the socket accepts and `session.hello` with
+// the admin token answers.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -8,6 +13,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { RunningDaemon } from '../../src/daemon/entry.js';
 import { connectAs, connectWire, type Wire } from './wire-fixtures.js';
 import { waitFor } from './wait.js';
 import { testStoreIsPostgres, withTestStore } from './test-store.js';
@@ -15,9 +21,10 @@ import { testStoreIsPostgres, withTestStore } from './test-store.js';
 /** Repository root (the directory holding bin/yello). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-// A daemon on PostgreSQL connects, loads its heads and directory and publishes its keys before
-// it is ready: on the loaded 2-core machine that alone took 2–6 s.
-const READY_TIMEOUT_MS = testStoreIsPostgres() ? 30_000 : 10_000;
+// A daemon on PostgreSQL connects, loads its heads and directory and publishes its keys (and
+// migrates a new database) before it is ready: on the loaded 2-core machine that alone took 2–6 s.
+const READY_TIMEOUT_MS = 10_000;
+const PG_READY_TIMEOUT_MS = 30_000;
 
 export interface ExitInfo {
   code: number | null;
@@ -37,13 +44,53 @@ export interface DaemonOptions {
   env?: NodeJS.ProcessEnv;
   /** Wait for readiness (default true). */
   waitReady?: boolean;
+  /**
+   * Spawn `node bin/yello daemon` instead of running the daemon in this worker: only where the
+   * process is what the test checks (SIGKILL, signals, exit codes, SIGSTOP, LD_PRELOAD or
+   * --require shims, what the installed binary does).
+   */
+  process?: boolean;
 }
+
+/**
+ * The variables an in-process daemon honours: those its flags and store are resolved from. Any
+ * other (LD_PRELOAD, NODE_OPTIONS, PG*, fault triggers) only reaches a spawned daemon.
+ */
+const IN_PROCESS_ENV = new Set([
+  'YELLO_STORE',
+  'YELLO_SOCKET',
+  'YELLO_DATA_DIR',
+  'XDG_RUNTIME_DIR',
+  'XDG_STATE_HOME',
+  'HOME',
+  'STATE_DIRECTORY',
+]);
 
 /** Makes a short temp dir (socket paths must stay under ~100 bytes). */
 export async function makeTempDir(prefix = 'yl-'): Promise<string> {
   let base = os.tmpdir();
   if (base.length > 60) base = '/tmp';
   return fs.mkdtemp(path.join(base, prefix));
+}
+
+let modules:
+  | Promise<
+      [
+        typeof import('../../src/daemon/entry.js'),
+        typeof import('../../src/cli/daemon-config.js'),
+        typeof import('../../src/cli/daemon-options.js'),
+      ]
+    >
+  | undefined;
+
+/** The daemon's modules, loaded once per worker on first use: tests that only need repoRoot or a spawned daemon never load them. */
+function daemonModules(): NonNullable<typeof modules> {
+  modules ??= Promise.all([
+    import('../../src/daemon/entry.js'),
+    import('../../src/cli/daemon-config.js'),
+    import('../../src/cli/daemon-options.js'),
+  ]);
+  return modules;
 }
 
 export class DaemonProcess {
@@ -53,17 +100,24 @@ export class DaemonProcess {
   readonly extraArgs: string[];
   readonly env: NodeJS.ProcessEnv;
   readonly ownsDir: boolean;
+  /** Whether the daemon runs in this worker (the default) rather than in a process of its own. */
+  readonly inProcess: boolean;
   /** Admin token read from `<data-dir>/admin.token` (trimmed), once ready. */
   adminToken = '';
-  /** Every stdout line of every run of this daemon (pino JSON logs). */
+  /** Every log line of every run of this daemon (pino JSON: its stdout, or its log destination in-process). */
   readonly stdoutLines: string[] = [];
-  /** Every stderr chunk of every run. */
+  /** Every stderr chunk of every run (in-process: what `yello daemon` would have printed there). */
   stderr = '';
-  child!: ChildProcess;
-  /** Resolves with the exit code/signal of the current run. */
+  #child: ChildProcess | undefined;
+  /**
+   * Resolves with the exit code/signal of the current run. In-process: code 0 once stop() has
+   * stopped it, or the exit code `yello daemon` gives the startup failure.
+   */
   exited!: Promise<ExitInfo>;
   exitInfo: ExitInfo | null = null;
   readonly #clients: Wire[] = [];
+  /** In-process: the current run, from its start to its stop. */
+  #run: { loaded: Promise<unknown>; starting: Promise<RunningDaemon | null>; exit: (info: ExitInfo) => void } | undefined;
 
   private constructor(dir: string, opts: DaemonOptions, ownsDir: boolean) {
     this.dir = dir;
@@ -72,16 +126,20 @@ export class DaemonProcess {
     this.extraArgs = opts.extraArgs ?? [];
     this.env = opts.env ?? {};
     this.ownsDir = ownsDir;
+    this.inProcess = opts.process !== true;
+    const outside = Object.keys(this.env).filter((k) => !IN_PROCESS_ENV.has(k));
+    if (this.inProcess && outside.length > 0)
+      throw new Error(`${outside.join(', ')} would not reach an in-process daemon: start it with { process: true }`);
     if (Buffer.byteLength(this.socketPath) >= 100) throw new Error(`socket path too long: ${this.socketPath}`);
   }
 
-  /** Spawns a daemon and (by default) waits until it is ready. */
+  /** Starts a daemon (in this worker unless `process: true`) and (by default) waits until it is ready. */
   static async start(opts: DaemonOptions = {}): Promise<DaemonProcess> {
     const ownsDir = opts.dir === undefined;
     const dir = opts.dir ?? (await makeTempDir());
     // YELLO_TEST_STORE=postgresql: the daemon stores in a database of its own (test-store.ts).
     const d = new DaemonProcess(dir, await withTestStore(opts, opts.dataDir ?? path.join(dir, 'data')), ownsDir);
-    d.#spawn();
+    d.#launch();
     if (opts.waitReady ?? true) {
       try {
         await d.waitReady();
@@ -94,7 +152,7 @@ export class DaemonProcess {
         }
       } catch (e) {
         // Never leave a half-started daemon or its temp dir behind.
-        if (d.running) await d.kill().catch(() => undefined);
+        if (d.running) await (d.inProcess ? d.stop() : d.kill()).catch(() => undefined);
         await d.cleanup().catch(() => undefined);
         throw e;
       }
@@ -117,6 +175,13 @@ export class DaemonProcess {
     ];
   }
 
+  /** How long a start may take to be ready: longer on PostgreSQL (the run's store, or a --store URL). */
+  get readyTimeoutMs(): number {
+    const onPostgres =
+      testStoreIsPostgres() || this.extraArgs.some((a) => /^postgres(ql)?:/i.test(a)) || /^postgres/i.test(this.env.YELLO_STORE ?? '');
+    return onPostgres ? PG_READY_TIMEOUT_MS : READY_TIMEOUT_MS;
+  }
+
   get running(): boolean {
     return this.exitInfo === null;
   }
@@ -126,8 +191,84 @@ export class DaemonProcess {
     return `stderr: ${this.stderr.slice(-2000)}\nstdout: ${this.stdoutLines.slice(-20).join('\n')}`;
   }
 
+  /** The daemon's process (spawned daemons only). */
+  get child(): ChildProcess {
+    if (!this.#child)
+      throw new Error('this daemon runs in the test worker: start it with { process: true } to signal or inspect its process');
+    return this.#child;
+  }
+
   get pid(): number | undefined {
     return this.child.pid;
+  }
+
+  /** The pid a lock holder record names: the daemon's process, or this worker when it runs here. */
+  get holderPid(): number | undefined {
+    return this.inProcess ? process.pid : this.child.pid;
+  }
+
+  #launch(): void {
+    if (this.inProcess) this.#startInProcess();
+    else this.#spawn();
+  }
+
+  /** Runs startDaemon here, with the flags `args` gives `yello daemon` and its log captured line by line. */
+  #startInProcess(): void {
+    this.exitInfo = null;
+    let resolveExit!: (info: ExitInfo) => void;
+    this.exited = new Promise((resolve) => {
+      resolveExit = resolve;
+    });
+    const exit = (info: ExitInfo) => {
+      if (this.exitInfo) return;
+      this.exitInfo = info;
+      resolveExit(info);
+    };
+    const loaded = daemonModules();
+    const starting = (async (): Promise<RunningDaemon | null> => {
+      const [{ startDaemon, createLogger, StartupError, EXIT_CODES }, { daemonConfig, DaemonUsageError }, { parseDaemonArgsFast }] =
+        await loaded;
+      const flags = this.args.slice(2);
+      const argv = parseDaemonArgsFast(flags);
+      if (!argv)
+        throw new Error(`yello daemon ${flags.join(' ')}: not plain valid flags; a test of the CLI's parsing needs { process: true }`);
+      try {
+        const config = daemonConfig(argv, {
+          env: { ...process.env, ...this.env },
+          uid: process.getuid?.() ?? 0,
+          home: os.homedir(),
+          pid: process.pid,
+        });
+        let partial = '';
+        const log = createLogger(config.logLevel, {
+          write: (chunk: string) => {
+            partial += chunk;
+            let nl: number;
+            while ((nl = partial.indexOf('\n')) >= 0) {
+              this.stdoutLines.push(partial.slice(0, nl));
+              partial = partial.slice(nl + 1);
+            }
+          },
+        });
+        return await startDaemon(config, { log });
+      } catch (err) {
+        // What `yello daemon` prints and exits with (src/cli/run-daemon.ts).
+        if (err instanceof DaemonUsageError) {
+          this.stderr += `yello: ${err.message}\n(see yello daemon --help)\n`;
+          exit({ code: 2, signal: null });
+        } else if (err instanceof StartupError) {
+          this.stderr += `yello: ${err.message}\n`;
+          exit({ code: err.exitCode, signal: null });
+        } else {
+          this.stderr += `yello: the daemon failed to start: ${err instanceof Error ? err.message : String(err)}\n`;
+          exit({ code: EXIT_CODES.internal, signal: null });
+        }
+        return null;
+      }
+    })();
+    // Its failure reaches the test through waitReady() or stop(); never as an unhandled rejection.
+    starting.catch(() => undefined);
+    this.#run = { loaded, starting, exit };
   }
 
   #spawn(): void {
@@ -137,7 +278,7 @@ export class DaemonProcess {
       env: { ...process.env, ...this.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    this.child = child;
+    this.#child = child;
     let partial = '';
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk: string) => {
@@ -172,7 +313,13 @@ export class DaemonProcess {
   }
 
   /** Polls until the socket accepts and `session.hello` with the admin token answers. */
-  async waitReady(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+  async waitReady(timeoutMs = this.readyTimeoutMs): Promise<void> {
+    if (this.#run) {
+      // The timeout is the daemon's, not the worker's first import of its modules (through
+      // vite's transform: seconds on a loaded machine).
+      await this.#run.loaded;
+      await this.#settled(this.#run.starting, timeoutMs, 'become ready');
+    }
     const tokenFile = path.join(this.dataDir, 'admin.token');
     let lastError = '';
     const outcome = await waitFor(
@@ -236,15 +383,50 @@ export class DaemonProcess {
     return c;
   }
 
-  /** SIGTERM, then await the exit; returns the exit code. */
+  /** `p`, or an error once `timeoutMs` has passed. */
+  async #settled<T>(p: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`daemon did not ${what} within ${timeoutMs} ms\n${this.outputTail()}`));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([p, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** A graceful stop (SIGTERM, or in-process the daemon's stop()), then await the exit; returns the exit code. */
   async stop(timeoutMs = 10_000): Promise<number | null> {
     if (this.exitInfo) return this.exitInfo.code;
+    const run = this.#run;
+    if (run) {
+      await run.loaded;
+      const running = await this.#settled(run.starting, timeoutMs, 'finish starting');
+      if (!running) return this.exitInfo!.code;
+      try {
+        await this.#settled(running.stop(), timeoutMs, 'stop');
+        // The daemon has closed its connections' descriptors; a client in this worker learns it
+        // over a few turns of the loop (EOF read, its own end shut down, the handle closed, then
+        // 'close'). Let those turns run before the test goes on, so that a stopped daemon is
+        // one every client here has seen go, as with a process that has exited.
+        for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+        run.exit({ code: 0, signal: null });
+      } catch (err) {
+        // As run-daemon.ts: a failed shutdown is exit 1, with the reason on stderr.
+        this.stderr += `yello: shutdown failed: ${err instanceof Error ? err.message : String(err)}\n`;
+        run.exit({ code: 1, signal: null });
+      }
+      return this.exitInfo!.code;
+    }
     this.child.kill('SIGTERM');
     const info = await this.waitExit(timeoutMs);
     return info.code;
   }
 
-  /** SIGKILL, then await the exit. */
+  /** SIGKILL, then await the exit (a spawned daemon only: nothing in a worker can be killed so). */
   async kill(): Promise<ExitInfo> {
     if (!this.exitInfo) this.child.kill('SIGKILL');
     return this.waitExit();
@@ -254,14 +436,14 @@ export class DaemonProcess {
    * Stops (SIGTERM) if running, then starts again on the same socket and data dir. `timeoutMs`
    * bounds the wait for ready (a start on a damaged store verifies more before it answers).
    */
-  async restart(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+  async restart(timeoutMs = this.readyTimeoutMs): Promise<void> {
     if (this.running) await this.stop();
     this.#closeClients();
-    this.#spawn();
+    this.#launch();
     try {
       await this.waitReady(timeoutMs);
     } catch (e) {
-      if (this.running) await this.kill().catch(() => undefined);
+      if (this.running) await (this.inProcess ? this.stop() : this.kill()).catch(() => undefined);
       throw e;
     }
   }
@@ -283,13 +465,15 @@ export class DaemonProcess {
     for (const c of this.#clients.splice(0)) c.close();
   }
 
-  /** Closes clients, stops the daemon (SIGKILL if SIGTERM hangs) and removes the temp dir. */
+  /** Closes clients, stops the daemon (a spawned one is SIGKILLed if SIGTERM hangs) and removes the temp dir. */
   async cleanup(): Promise<void> {
     this.#closeClients();
     if (this.running) {
       try {
-        await this.stop(5_000);
-      } catch {
+        await this.stop(this.inProcess ? 15_000 : 5_000);
+      } catch (err) {
+        // In-process, a stop that hangs is the daemon's bug, not something to kill away.
+        if (this.inProcess) throw err;
         await this.kill().catch(() => undefined);
       }
     }

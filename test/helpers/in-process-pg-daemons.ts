@@ -22,7 +22,7 @@ import { PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import { StreamStore } from '../../src/daemon/streams/stream-store.js';
 import { YelloError } from '../../src/shared/errors.js';
 import { silentLog } from './in-process-store.js';
-import { PgCluster } from './pg-cluster.mjs';
+import { FileDatabases } from './run-pg.js';
 
 /** One daemon's services over its own pool, with its streams notices behind a gate. */
 export interface InProcessDaemon {
@@ -98,17 +98,17 @@ export async function failure(p: Promise<unknown>): Promise<Record<string, unkno
 }
 
 /**
- * Inside a `describe`: a throwaway cluster with one database, and daemons A and B on it, opened
- * before the block's tests (one at a time: the second finds the schema migrated by the first)
- * and closed after them.
+ * Inside a `describe`: a database of the run's cluster (test/helpers/run-pg.ts), and daemons A
+ * and B on it, opened before the block's tests (one at a time: the second finds the schema
+ * migrated by the first) and closed after them.
  */
-export function useTwoDaemons(database: string): { a: () => InProcessDaemon; b: () => InProcessDaemon; cluster: () => PgCluster } {
-  let cluster: PgCluster | undefined;
+export function useTwoDaemons(database: string): { a: () => InProcessDaemon; b: () => InProcessDaemon; cluster: () => FileDatabases } {
+  let cluster: FileDatabases | undefined;
   let dir: string | undefined;
   const opened: InProcessDaemon[] = [];
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql(`create database ${database}`);
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase(database);
     dir = mkdtempSync(path.join(tmpdir(), `yl-${database}-`));
     for (const name of ['a', 'b']) opened.push(await openInProcessDaemon(name, cluster.url(database), dir));
   }, 60_000);

@@ -29,6 +29,8 @@ export class PgCluster {
   /** `127.0.0.1:port`, for multi-host URLs (which cannot name sockets). */
   readonly hostPort: string;
   static start(options?: PgClusterOptions): Promise<PgCluster>;
+  /** A handle on a cluster another process started (psql, URLs); its stop() throws: not this handle's to stop. */
+  static attach(where: { dir: string; port: number; user: string }): Promise<PgCluster>;
   /** A primary and a synchronous standby streaming from it. */
   static startPair(options?: PgClusterOptions): Promise<PgPair>;
   /** One SQL command through psql over the socket; its bare output, trimmed. */

@@ -96,6 +96,20 @@ export class PgCluster {
     return `127.0.0.1:${this.port}`;
   }
 
+  /**
+   * A handle on a cluster another process started (the run's cluster, test/helpers/run-pg.ts):
+   * psql and URLs work, but it is not this handle's to stop or kill.
+   */
+  static async attach({ dir, port, user }) {
+    const bin = pgBinDir();
+    if (!bin) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)');
+    const cluster = new PgCluster(dir, port, user, await unprivilegedUser(), bin);
+    cluster.#attached = true;
+    return cluster;
+  }
+
+  #attached = false;
+
   static async start(options = {}) {
     const cluster = await PgCluster.#make();
     try {
@@ -328,6 +342,7 @@ export class PgCluster {
   }
 
   async stop() {
+    if (this.#attached) throw new Error('this cluster belongs to another process (PgCluster.attach): not stopped here');
     const p = this.#proc;
     this.#proc = undefined;
     if (p && p.exitCode === null && p.signalCode === null) {

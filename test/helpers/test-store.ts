@@ -5,14 +5,7 @@
 // again. The cluster is started once per run by test/helpers/pg-global-setup.ts.
 
 import postgres from 'postgres';
-import { inject } from 'vitest';
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    /** The run's throwaway cluster (its `postgres` database's URL), when the suites run on PostgreSQL. */
-    yelloTestPg: { url: string; socketDir: string; port: number; user: string } | null;
-  }
-}
+import { runPgInfo } from './run-pg.js';
 
 /** Whether the daemons of this run store in PostgreSQL. */
 export function testStoreIsPostgres(): boolean {
@@ -34,10 +27,10 @@ export function testStoreUrl(dataDir: string): Promise<string> {
 }
 
 async function createDatabase(): Promise<string> {
-  const pg = inject('yelloTestPg');
+  const pg = runPgInfo();
   if (!pg)
     throw new Error(
-      'YELLO_TEST_STORE=postgresql, but no cluster was started: run through vitest.postgres.config.ts or the postgresql project',
+      'YELLO_TEST_STORE=postgresql, but no cluster was started: run through vitest.config.ts or vitest.postgres.config.ts (their globalSetup starts one)',
     );
   admin ??= postgres({
     host: pg.socketDir,

@@ -18,13 +18,16 @@ export interface ClientDaemonFixture {
 
 /**
  * A daemon for the file, its admin as a YelloClient (with `reconnect` options when a test
- * restarts the daemon), and per-test cleanup of coordinators and clients. vitest runs after-hooks
+ * restarts the daemon; `process: true` for a daemon the tests SIGKILL or freeze), and per-test cleanup of coordinators and clients. vitest runs after-hooks
  * last-registered first, so an `afterEach` the file registers after this call (e.g. a restart
  * when a test left the daemon stopped) runs before the coordinators are stopped.
  */
-export function useClientDaemon(options: { reconnect?: { minDelayMs?: number; maxDelayMs?: number } } = {}): ClientDaemonFixture {
+export function useClientDaemon(
+  options: { reconnect?: { minDelayMs?: number; maxDelayMs?: number }; process?: boolean } = {},
+): ClientDaemonFixture {
   // The client tests' daemon, as startDaemon() makes it: open policy, so chats need no grants.
-  const fixture = useDaemon({ extraArgs: ['--policy', 'open'] }, (d) => connectAdmin(d, options));
+  const { process, ...connect } = options;
+  const fixture = useDaemon({ extraArgs: ['--policy', 'open'], ...(process ? { process } : {}) }, (d) => connectAdmin(d, connect));
   const coordinators: Coordinator[] = [];
   const clients: YelloClient[] = [];
   afterEach(async () => {

@@ -270,7 +270,8 @@ describe('file descriptors near RLIMIT_NOFILE', () => {
   let small: DaemonProcess;
 
   beforeAll(async () => {
-    small = await DaemonProcess.start();
+    // A process of its own: prlimit lowers its descriptor limit.
+    small = await DaemonProcess.start({ process: true });
     // vitest runs a cleanup returned from beforeAll after the suite, and only if the start succeeded.
     return () => small.cleanup();
   }, 30_000);

@@ -167,7 +167,7 @@ describe('daemon.backup / yello backup and yello restore', () => {
     const before = fs.readdirSync(daemon().dataDir).sort();
     const r = await new Cli(daemon().socketPath, daemon().dataDir).run(['restore', target]);
     expect(r.code, describeRun(r)).toBe(1);
-    expect(r.stderr).toContain(`pid ${daemon().pid}`);
+    expect(r.stderr).toContain(`pid ${daemon().holderPid}`);
     expect(r.stderr).toContain('stop it first');
     expect(fs.readdirSync(daemon().dataDir).sort()).toEqual(before);
   });
@@ -213,7 +213,7 @@ describe('daemon.backup / yello backup and yello restore', () => {
 });
 
 describe('a SIGKILL while a backup is written', () => {
-  const { daemon, admin, restart } = useDaemon({ extraArgs: ['--quota-append-records', '0', '--quota-append-bytes', '0'] });
+  const { daemon, admin, restart } = useDaemon({ extraArgs: ['--quota-append-records', '0', '--quota-append-bytes', '0'], process: true });
 
   it(
     'leaves no backup under the name asked for (or a complete one), and a store the doctor finds clean',

@@ -17,7 +17,7 @@ let admin: Wire;
 beforeAll(async () => {
   // Keep what NODE_OPTIONS already carries (the mutation run's coverage preload).
   const nodeOptions = `${process.env.NODE_OPTIONS ?? ''} --import=${shim}`.trim();
-  daemon = await DaemonProcess.start({ env: { NODE_OPTIONS: nodeOptions } });
+  daemon = await DaemonProcess.start({ env: { NODE_OPTIONS: nodeOptions }, process: true });
   admin = await daemon.connectAs();
 });
 

@@ -51,7 +51,8 @@ interface Writer {
   unexpected: unknown[];
 }
 
-const { daemon, admin, restart } = useDaemon();
+// A process of its own: the SIGKILL mid-append is the subject (and SIGTERM's exit 0).
+const { daemon, admin, restart } = useDaemon({ process: true });
 const writers: Writer[] = [];
 
 beforeAll(async () => {

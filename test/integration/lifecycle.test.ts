@@ -127,11 +127,12 @@ describe('stored credentials', () => {
   });
 });
 
+// Daemons in processes of their own here: what the refused one exits with, and the signals, are the subject.
 describe('store lock and socket ownership', () => {
   it("a second daemon on the same data dir exits non-zero and leaves the first one's socket working", async () => {
-    const first = await start();
+    const first = await start({ process: true });
     const before = await fs.stat(first.socketPath);
-    const second = await start({ dir: first.dir, socketPath: first.socketPath, dataDir: first.dataDir, waitReady: false });
+    const second = await start({ dir: first.dir, socketPath: first.socketPath, dataDir: first.dataDir, waitReady: false, process: true });
     const exit = await second.waitExit(10_000);
     expect(exit.code).not.toBe(0);
     expect(exit.code).not.toBeNull();
@@ -141,9 +142,9 @@ describe('store lock and socket ownership', () => {
   });
 
   it('a second daemon on the same data dir with another socket path does not create that socket', async () => {
-    const first = await start();
+    const first = await start({ process: true });
     const other = path.join(first.dir, 'other.sock');
-    const second = await start({ dir: first.dir, socketPath: other, dataDir: first.dataDir, waitReady: false });
+    const second = await start({ dir: first.dir, socketPath: other, dataDir: first.dataDir, waitReady: false, process: true });
     const exit = await second.waitExit(10_000);
     expect(exit.code).not.toBe(0);
     await expect(fs.stat(other)).rejects.toThrow();
@@ -161,8 +162,8 @@ describe('store lock and socket ownership', () => {
   });
 
   it('refuses a live socket owned by another daemon on a different data dir, with a non-zero exit and a message', async () => {
-    const first = await start();
-    const second = await start({ socketPath: first.socketPath, waitReady: false });
+    const first = await start({ process: true });
+    const second = await start({ socketPath: first.socketPath, waitReady: false, process: true });
     const exit = await second.waitExit(10_000);
     const detail = JSON.stringify({ exit, stderr: second.stderr.slice(-1500), stdout: second.stdoutLines.slice(-5) });
     expect(exit.code, detail).not.toBe(0);
@@ -185,7 +186,7 @@ describe('store lock and socket ownership', () => {
           });
         }),
     );
-    const d = await start({ dir, socketPath, waitReady: false });
+    const d = await start({ dir, socketPath, waitReady: false, process: true });
     const exit = await d.waitExit(10_000);
     expect(exit.code).not.toBe(0);
     expect((await fs.stat(socketPath)).isSocket()).toBe(true);
@@ -194,7 +195,7 @@ describe('store lock and socket ownership', () => {
 
 describe('signals', () => {
   it('SIGTERM exits 0 and removes nothing from the data dir', async () => {
-    const d = await start();
+    const d = await start({ process: true });
     const c = await d.connectAs();
     ok(await c.call('daemon.status', {}));
     const code = await d.stop();
@@ -203,14 +204,14 @@ describe('signals', () => {
   });
 
   it('SIGINT exits 0', async () => {
-    const d = await start();
+    const d = await start({ process: true });
     d.child.kill('SIGINT');
     const exit = await d.waitExit(10_000);
     expect(exit.code).toBe(0);
   });
 
   it('SIGTERM with a long poll in flight still exits 0 promptly', async () => {
-    const d = await start();
+    const d = await start({ process: true });
     const admin = await d.connectAs();
     const pair = await createPair(admin, d.socketPath);
     const pending = pair.b.client
@@ -224,7 +225,8 @@ describe('signals', () => {
 });
 
 describe('logs', () => {
-  const { daemon, admin: connectedAdmin } = useDaemon();
+  // A process of its own: everything it writes to stdout and stderr is checked, not only its log.
+  const { daemon, admin: connectedAdmin } = useDaemon({ process: true });
   let d: DaemonProcess;
   const secrets: string[] = [];
   beforeAll(async () => {

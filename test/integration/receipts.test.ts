@@ -19,7 +19,7 @@ import {
 import { sleep, waitFor } from '../helpers/wait.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 
-const { daemon, admin, restart } = useDaemon();
+const { daemon, admin } = useDaemon();
 
 /** bob reads alice's stream from `from` (limit optional) and returns the batch. */
 async function bobReads(c: ReadingChat, from: string, limit?: number): Promise<Result<'streams.read'>> {
@@ -430,6 +430,8 @@ async function runBob(l: Load, client: Wire, w: StreamWriter): Promise<void> {
 }
 
 describe('receipt atomicity under SIGKILL', () => {
+  // A daemon of its own, in a process: the SIGKILL is the subject.
+  const { daemon, admin, restart } = useDaemon({ process: true });
   it('leaves every reply+receipt operation whole or absent after a crash mid-load', async () => {
     const CHATS = 4;
     const loads: Load[] = [];

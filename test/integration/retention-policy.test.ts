@@ -180,6 +180,7 @@ describe('retention: a SIGKILL in the middle of a large trim', () => {
       dir: d.dir,
       dataDir: d.dataDir,
       extraArgs: ['--retention-max-records', '1', '--retention-unacknowledged', 'trim'],
+      process: true,
     });
     const watcher = await withPolicy.connectAs();
     await waitFor(

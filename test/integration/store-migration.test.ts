@@ -12,6 +12,7 @@ import { pino } from 'pino';
 import { migrateFormat, CURRENT_FORMAT, FORMAT_KEY } from '../../src/daemon/store/leveldb/store-format.js';
 import { decodeValue, encodeValue } from '../../src/daemon/store/leveldb/value-codec.js';
 import { DaemonProcess, makeTempDir, repoRoot } from '../helpers/daemon-process.js';
+import { spawnAsync } from '../helpers/spawn-async.js';
 import { ok, readAll, type ExportLine, type Result } from '../helpers/wire-fixtures.js';
 
 const FIXTURE = path.join(repoRoot, 'test/fixtures/store-format1.tar.gz');
@@ -101,11 +102,15 @@ describe('a store written by yello 0.1.0', () => {
     );
     expect(appended.firstPosition).toBe(claim.nextPosition);
     // And the doctor agrees.
-    const doctor = spawnSync(
-      process.execPath,
-      [path.join(repoRoot, 'bin/yello'), 'doctor', '--socket', d.socketPath, '--data-dir', d.dataDir, '--json'],
-      { encoding: 'utf8' },
-    );
+    const doctor = await spawnAsync(process.execPath, [
+      path.join(repoRoot, 'bin/yello'),
+      'doctor',
+      '--socket',
+      d.socketPath,
+      '--data-dir',
+      d.dataDir,
+      '--json',
+    ]);
     expect((JSON.parse(doctor.stdout) as Result<'daemon.check'>).problems).toEqual([]);
   });
 

@@ -10,7 +10,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
 import { DaemonProcess, makeTempDir, repoRoot } from '../helpers/daemon-process.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { ok } from '../helpers/wire-fixtures.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -115,11 +116,11 @@ describe('--store: the form of the value', () => {
 });
 
 describe.skipIf(!pgAvailable())('--store on PostgreSQL', () => {
-  let cluster: PgCluster;
+  let cluster: FileDatabases;
   beforeAll(async () => {
-    cluster = await PgCluster.start();
+    cluster = await FileDatabases.open();
     cleanups.push(() => cluster.stop());
-    await cluster.psql('create database so_main');
+    await cluster.createDatabase('so_main');
   }, 60_000);
 
   it('a database nobody listens on: exit 69 (restarting retries), the URL redacted', async () => {
@@ -136,7 +137,7 @@ describe.skipIf(!pgAvailable())('--store on PostgreSQL', () => {
   });
 
   it('a damaged deployment secret (the meta row cut short): exit 78, saying which row to delete', async () => {
-    await cluster.psql('create database so_secret');
+    await cluster.createDatabase('so_secret');
     const d = await DaemonProcess.start({ extraArgs: ['--store', cluster.url('so_secret')] });
     await d.cleanup();
     await cluster.psql(`update meta set body = 'c2hvcnQ' where name = 'deployment-secret'`, 'so_secret');
@@ -171,7 +172,7 @@ describe.skipIf(!pgAvailable())('--store on PostgreSQL', () => {
 
     const second = await runDaemonOn(d.dataDir, cluster.url('so_main'));
     expect(second.code, second.stderr).toBe(EXIT_CODES.storeLocked);
-    expectOneLine(second, new RegExp(`locked by another daemon \\(pid ${d.pid}`));
+    expectOneLine(second, new RegExp(`locked by another daemon \\(pid ${d.holderPid}`));
   });
 });
 

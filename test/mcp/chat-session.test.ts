@@ -46,7 +46,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { useDaemon } from '../helpers/use-daemon.js';
 
-const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 200 } });
+// A process of its own: the tests freeze (SIGSTOP) and SIGKILL it.
+const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 200 }, process: true });
 const log = pino({ level: 'silent' });
 
 interface World {

@@ -9,10 +9,14 @@ import { freeze, messageContents, readStream, thaw } from '../helpers/client-fix
 import { useMcpWorld, messagesOf, type McpAgent, presentedBatch } from './mcp-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 
-const world = useMcpWorld(async (w) => {
-  if (!w.daemon.running) await w.daemon.restart();
-  await w.adminReady();
-});
+// A daemon in a process of its own: the tests SIGSTOP and SIGKILL it.
+const world = useMcpWorld(
+  async (w) => {
+    if (!w.daemon.running) await w.daemon.restart();
+    await w.adminReady();
+  },
+  { process: true },
+);
 
 /** Polls a tool until it succeeds (a daemon coming back); returns its structured content. */
 async function eventually<T extends ToolName>(

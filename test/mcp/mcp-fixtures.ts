@@ -145,9 +145,15 @@ export class McpWorld {
     readonly cli: Cli,
   ) {}
 
-  /** `policy: 'grants'` starts the daemon with its default policy (chats need grants); default `open`. */
-  static async start(options: { policy?: 'open' | 'grants' } = {}): Promise<McpWorld> {
-    const daemon = options.policy === 'grants' ? await DaemonProcess.start({ extraArgs: [] }) : await startDaemon();
+  /**
+   * `policy: 'grants'` starts the daemon with its default policy (chats need grants); default
+   * `open`. `process: true` runs the daemon in a process of its own (for tests that SIGSTOP or
+   * SIGKILL it); by default it runs in the test worker.
+   */
+  static async start(options: { policy?: 'open' | 'grants'; process?: boolean } = {}): Promise<McpWorld> {
+    const inProcess = options.process === true ? { process: true } : {};
+    const daemon =
+      options.policy === 'grants' ? await DaemonProcess.start({ extraArgs: [], ...inProcess }) : await startDaemon([], inProcess);
     const admin = await connectAdmin(daemon, { reconnect: { minDelayMs: 50, maxDelayMs: 500 } });
     const dir = await makeTempDir('ym-');
     return new McpWorld(daemon, admin, dir, new Cli(daemon.socketPath, daemon.dataDir));
@@ -199,7 +205,7 @@ export class McpWorld {
  */
 export function useMcpWorld(
   beforeEachStop?: (world: McpWorld) => Promise<void>,
-  options: { policy?: 'open' | 'grants' } = {},
+  options: { policy?: 'open' | 'grants'; process?: boolean } = {},
 ): () => McpWorld {
   let world: McpWorld | undefined;
   beforeAll(async () => {

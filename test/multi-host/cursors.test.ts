@@ -8,13 +8,14 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { expectError, receipt, StreamWriter } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, messageOf, ok, type TestAgent, type Wire } from '../helpers/wire-fixtures.js';
 import type { StoredRecord } from '../../src/shared/types.js';
 
-let cluster: PgCluster;
+let cluster: FileDatabases;
 let a: DaemonProcess;
 let b: DaemonProcess;
 let c: DaemonProcess;
@@ -27,9 +28,9 @@ const contents = (records: StoredRecord[]): string[] =>
 
 describe.skipIf(!pgAvailable())('cursors and batch ids across the daemons of one PostgreSQL database', () => {
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database shared');
-    await cluster.psql('create database elsewhere');
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase('shared');
+    await cluster.createDatabase('elsewhere');
     const store = ['--store', cluster.url('shared'), '--policy', 'grants'];
     a = await DaemonProcess.start({ extraArgs: store });
     b = await DaemonProcess.start({ extraArgs: store });
@@ -204,7 +205,7 @@ describe.skipIf(!pgAvailable())('cursors and batch ids across the daemons of one
   });
 
   it('two daemons starting at once on a fresh database agree on the deployment secret', async () => {
-    await cluster.psql('create database race');
+    await cluster.createDatabase('race');
     const args = { extraArgs: ['--store', cluster.url('race'), '--policy', 'grants'] };
     const [x, y] = await Promise.all([DaemonProcess.start(args), DaemonProcess.start(args)]);
     const adminX = await x.connectAs();

@@ -21,12 +21,13 @@ import type { StreamMeta } from '../../src/daemon/store/port/values.js';
 import { cloneMeta, newStreamMeta } from '../../src/daemon/store/stream-meta.js';
 import { StreamHeads } from '../../src/daemon/streams/heads.js';
 import type { WriterPresence } from '../../src/daemon/streams/writer-presence.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 
 const T = '2026-12-02T03:00:00.000Z';
 
 describe.runIf(pgAvailable())('stream heads on a shared store (heads.ts movedSince)', () => {
-  let cluster: PgCluster | undefined;
+  let cluster: FileDatabases | undefined;
   const pools: Sql[] = [];
   const ports: PostgresStreams[] = [];
   let a: PostgresStreams;
@@ -34,8 +35,8 @@ describe.runIf(pgAvailable())('stream heads on a shared store (heads.ts movedSin
   let heads: StreamHeads;
 
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database moved');
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase('moved');
     const url = resolveStoreUrl(cluster.url('moved'));
     const admin = openPool(url, { max: 1 });
     pools.push(admin);

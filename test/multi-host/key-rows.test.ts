@@ -16,7 +16,8 @@ import { PostgresKeys } from '../../src/daemon/store/postgres/keys-integrity.js'
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import type { PublicJwk } from '../../src/shared/types.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 
 /** Lets the millisecond clock move on, so keys made one after the other have different createdAt. */
 async function nextMillisecond(): Promise<void> {
@@ -25,13 +26,13 @@ async function nextMillisecond(): Promise<void> {
 }
 
 describe.skipIf(!pgAvailable())('key rows of several daemons in one PostgreSQL database', () => {
-  let cluster: PgCluster | undefined;
+  let cluster: FileDatabases | undefined;
   let dir: string;
   const pools: Sql[] = [];
   let databases = 0;
 
   beforeAll(async () => {
-    cluster = await PgCluster.start();
+    cluster = await FileDatabases.open();
     dir = mkdtempSync(path.join(tmpdir(), 'yl-keyrows-'));
   }, 60_000);
 
@@ -44,7 +45,7 @@ describe.skipIf(!pgAvailable())('key rows of several daemons in one PostgreSQL d
   /** The key table of a new database (one per test: each starts with no rows). */
   async function freshKeys(): Promise<PostgresKeys> {
     const name = `keys${++databases}`;
-    await cluster!.psql(`create database ${name}`);
+    await cluster!.createDatabase(name);
     const sql = openPool(resolveStoreUrl(cluster!.url(name)), { max: 2 });
     pools.push(sql);
     await migrate(sql);

@@ -13,12 +13,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Inbox, YelloClient } from '../../src/client/index.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { batchesOf, notificationsOf, StreamWriter } from '../helpers/reading-fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, messageOf, ok, type TestAgent, type Wire } from '../helpers/wire-fixtures.js';
 
-let cluster: PgCluster;
+let cluster: FileDatabases;
 let a: DaemonProcess;
 let b: DaemonProcess;
 let adminA: Wire;
@@ -27,7 +28,7 @@ let adminB: Wire;
 /** The server pids of a daemon's LISTEN session (its last statement was a LISTEN). */
 async function listenPids(app: string): Promise<number[]> {
   const out = await cluster.psql(
-    `select pid from pg_stat_activity where application_name = '${app}' and query ilike 'listen %' order by pid`,
+    `select pid from pg_stat_activity where datname = current_database() and application_name = '${app}' and query ilike 'listen %' order by pid`,
     'multi',
   );
   return out === '' ? [] : out.split('\n').map(Number);
@@ -42,8 +43,8 @@ async function recordsGauge(admin: Wire): Promise<number> {
 
 describe.skipIf(!pgAvailable())('a daemon whose LISTEN session dies catches up on what it was not told', () => {
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database multi');
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase('multi');
     const store = (app: string) => ['--store', `${cluster.url('multi')}&application_name=${app}`, '--policy', 'grants'];
     a = await DaemonProcess.start({ extraArgs: store('yellod-a') });
     b = await DaemonProcess.start({ extraArgs: store('yellod-b') });

@@ -9,12 +9,13 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { expectError, messages, receipt, StreamWriter } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, ok, type TestAgent, type Wire } from '../helpers/wire-fixtures.js';
 
-let cluster: PgCluster;
+let cluster: FileDatabases;
 let a: DaemonProcess;
 let b: DaemonProcess;
 let adminA: Wire;
@@ -25,7 +26,7 @@ async function listenPid(app: string): Promise<number> {
   const pid = await waitFor(
     async () => {
       const out = await cluster.psql(
-        `select pid from pg_stat_activity where application_name = '${app}' and query ilike 'listen %' order by backend_start desc limit 1`,
+        `select pid from pg_stat_activity where datname = current_database() and application_name = '${app}' and query ilike 'listen %' order by backend_start desc limit 1`,
         'multi',
       );
       return out === '' ? undefined : Number(out);
@@ -49,8 +50,8 @@ async function deaf<T>(app: string, fn: () => Promise<T>): Promise<T> {
 
 describe.skipIf(!pgAvailable())('a daemon that has not heard the other daemon yet answers from the database', () => {
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database multi');
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase('multi');
     const store = (app: string) => ['--store', `${cluster.url('multi')}&application_name=${app}`, '--policy', 'grants'];
     a = await DaemonProcess.start({ extraArgs: store('yellod-a') });
     b = await DaemonProcess.start({ extraArgs: store('yellod-b') });

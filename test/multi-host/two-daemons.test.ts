@@ -7,13 +7,14 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/daemon-process.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { batchesOf, expectError, messages, receipt, StreamWriter } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, fetchKeys, messageOf, messageProblems, ok, type TestAgent, type Wire } from '../helpers/wire-fixtures.js';
 import type { StoredRecord } from '../../src/shared/types.js';
 
-let cluster: PgCluster;
+let cluster: FileDatabases;
 let a: DaemonProcess;
 let b: DaemonProcess;
 let adminA: Wire;
@@ -21,8 +22,8 @@ let adminB: Wire;
 
 describe.skipIf(!pgAvailable())('two daemons on one PostgreSQL database', () => {
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    await cluster.psql('create database multi');
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase('multi');
     const store = ['--store', cluster.url('multi'), '--policy', 'grants'];
     // One at a time: the second finds the schema migrated by the first.
     a = await DaemonProcess.start({ extraArgs: store });

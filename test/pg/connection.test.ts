@@ -14,7 +14,8 @@ import {
   resolveStoreUrl,
   StoreConfigError,
 } from '../../src/daemon/store/postgres/connection.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 
 const noEnv = { HOME: '/nonexistent' };
 
@@ -149,9 +150,9 @@ describe('resolveStoreUrl', () => {
 });
 
 describe.runIf(pgAvailable())('openPool on a throwaway cluster', () => {
-  let cluster: PgCluster | undefined;
+  let cluster: FileDatabases | undefined;
   beforeAll(async () => {
-    cluster = await PgCluster.start();
+    cluster = await FileDatabases.open();
   }, 60_000);
   afterAll(async () => {
     await cluster?.stop();

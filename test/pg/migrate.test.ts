@@ -15,32 +15,30 @@ import { compactOperation } from '../../src/daemon/store/record-layout.js';
 import { StoreFormatError } from '../../src/daemon/store/store-format-error.js';
 import { startupFailure } from '../../src/daemon/runtime/startup-errors.js';
 import { EXIT_CODES } from '../../src/daemon/runtime/exit-codes.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 
 const run = promisify(execFile);
 const T = '2026-12-02T03:00:00.000Z';
 const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/migrate-child.mjs');
 
 describe.runIf(pgAvailable())('schema migrations', () => {
-  let cluster: PgCluster | undefined;
-  let admin: Sql | undefined;
+  let cluster: FileDatabases | undefined;
   let n = 0;
   const pools: Sql[] = [];
 
   beforeAll(async () => {
-    cluster = await PgCluster.start();
-    admin = openPool(resolveStoreUrl(cluster.url()), { max: 1 });
+    cluster = await FileDatabases.open();
   }, 60_000);
   afterAll(async () => {
     for (const p of pools) await p.end();
-    await admin?.end();
     await cluster?.stop();
   });
 
   /** A fresh database and its URL. */
   async function freshDb(): Promise<{ url: string; sql: Sql }> {
     const name = `m${++n}`;
-    await admin!.unsafe(`create database ${name}`);
+    await cluster!.createDatabase(name);
     const url = cluster!.url(name);
     const sql = openPool(resolveStoreUrl(url), { max: 2 });
     pools.push(sql);

@@ -11,7 +11,8 @@
 // operations.get before it continues (never a blind retry). Some cycles a writer re-claims
 // with replace: true, and its old token must then be FENCED.
 //
-// CRASH_CYCLES sets the number of cycles (default 20, `npm run test:crash` runs 100);
+// CRASH_CYCLES sets the number of cycles (default 5, a token run inside `npm test`;
+// `npm run test:crash` runs 100);
 // CRASH_SEED replays a schedule (it is printed on failure and in the summary line).
 // CRASH_STORE=postgresql runs the same cycles with the daemon on a throwaway PostgreSQL cluster
 // (`yello daemon --store <url>`, issue 24; `npm run test:failover` runs 50 cycles so).
@@ -27,7 +28,7 @@ import { Prng, intFromEnv, seedFrom } from './lib/prng.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
 
-const CYCLES = intFromEnv('CRASH_CYCLES', 20);
+const CYCLES = intFromEnv('CRASH_CYCLES', 5);
 const SEED = seedFrom('CRASH_SEED');
 /** Agents (and writers): pairs share a chat, so AGENTS / 2 chats. */
 const AGENTS = 6;
@@ -462,7 +463,8 @@ describe.skipIf(SKIP_REASON !== null)(TITLE, () => {
           await cluster.psql('create database crash');
           store = ['--store', cluster.url('crash')];
         }
-        daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', ...store] });
+        // A process of its own: the SIGKILL is the subject.
+        daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open', ...store], process: true });
         const d = daemon;
         let admin = await d.connectAs();
         const agents: { id: string; token: string }[] = [];

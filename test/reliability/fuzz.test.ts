@@ -340,6 +340,8 @@ async function helloProbe(probe: WireProbe, token: string): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 
+// Every daemon here runs in a process of its own: that it never crashes (and, under floods, how
+// much memory its process holds) is the subject.
 describe('fuzz over the wire: never a crash, exactly one well-formed answer per request', () => {
   let daemon: DaemonProcess;
   let admin: Wire;
@@ -351,8 +353,9 @@ describe('fuzz over the wire: never a crash, exactly one well-formed answer per 
 
   beforeAll(async () => {
     // The fuzzed connection without a session lives through the whole suite: no hello deadline for it.
-    daemon = teardown.add(await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--hello-timeout-ms', '3600000'] }), (d) =>
-      d.cleanup(),
+    daemon = teardown.add(
+      await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--hello-timeout-ms', '3600000'], process: true }),
+      (d) => d.cleanup(),
     );
     admin = await daemon.connectAs();
     const tag = Date.now().toString(36);
@@ -721,7 +724,7 @@ describe('deep nesting (depth 1,000 to 100,000 as raw text)', () => {
 
   it('never crashes the daemon: each case is answered and the connection keeps working', async () => {
     const failures: string[] = [];
-    let daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
+    let daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'], process: true });
     try {
       for (const c of cases) {
         for (const depth of DEPTHS) {
@@ -741,7 +744,7 @@ describe('deep nesting (depth 1,000 to 100,000 as raw text)', () => {
             const why = daemon.stderr.split('\n').find((l) => /Error/.test(l)) ?? JSON.stringify(daemon.exitInfo);
             failures.push(`${label}: the daemon DIED (${why.trim()})`);
             await daemon.cleanup();
-            daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'] });
+            daemon = await DaemonProcess.start({ extraArgs: ['--policy', 'open'], process: true });
             continue;
           }
           if (!status) problems.push('no answer to daemon.status afterwards');
@@ -777,7 +780,10 @@ describe('floods against a daemon with --max-connections 20', () => {
 
   beforeAll(async () => {
     daemon = teardown.add(
-      await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--max-connections', '20', '--hello-timeout-ms', '3600000'] }),
+      await DaemonProcess.start({
+        extraArgs: ['--policy', 'open', '--max-connections', '20', '--hello-timeout-ms', '3600000'],
+        process: true,
+      }),
       (d) => d.cleanup(),
     );
     admin = await daemon.connectAs();

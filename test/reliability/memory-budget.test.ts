@@ -22,7 +22,8 @@ const RSS_LIMIT_MB = 400;
 const WATCH_MS = 5_000;
 const MAX_WATCH_MS = 40_000;
 
-const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open', '--max-sessions-per-agent', '1000'] });
+// A process of its own: its resident memory (/proc/PID/status) is measured.
+const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open', '--max-sessions-per-agent', '1000'], process: true });
 let chat: ReadingChat;
 
 /** CPU time of `pid` so far, in clock ticks (utime + stime of /proc/<pid>/stat). */

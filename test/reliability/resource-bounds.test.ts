@@ -31,7 +31,8 @@ const STATUS_MEDIAN_MS = 50;
 /** How long each scenario watches the daemon after the unread requests went out. */
 const WATCH_MS = 4_000;
 
-const { daemon, admin, restart } = useDaemon({ extraArgs: ['--policy', 'open'] });
+// A process of its own: its resident memory (/proc/PID/status) is measured.
+const { daemon, admin, restart } = useDaemon({ extraArgs: ['--policy', 'open'], process: true });
 let chat: ReadingChat;
 /** A compound cursor at the chat's start (before the big records). */
 let startCursor: string;

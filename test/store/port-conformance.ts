@@ -591,6 +591,132 @@ export function portConformance(name: string, factory: PortFactory): void {
       });
     });
 
+    // The lists at the size of the daemon suites (test/integration/list-pagination.test.ts, which
+    // runs on LevelDB only): more rows than one page of the largest limit (500), created in
+    // concurrent groups as a busy daemon commits them, and paged to the end. The cursors, limits
+    // and answers above the port are backend-neutral; these are what a backend must get right.
+    describe('lists longer than a page', () => {
+      /** Every page of `page` with `limit`, `after` taken from the last entry of the one before. */
+      async function allPages<T, A>(page: (after: A | undefined) => Promise<T[]>, cursor: (last: T) => A, limit: number) {
+        const pages: T[][] = [];
+        let after: A | undefined;
+        for (;;) {
+          const got = await page(after);
+          expect(got.length).toBeLessThanOrEqual(limit);
+          if (got.length === 0) return pages;
+          pages.push(got);
+          if (got.length < limit) return pages;
+          after = cursor(got.at(-1)!);
+        }
+      }
+
+      it('1,200 agents created 64 at a time come back in pages of 500, each once, in id order', async () => {
+        const { store } = await fresh();
+        const rows = Array.from({ length: 1_200 }, (_, i) => agentRow(`pg${String(i).padStart(5, '0')}-${id('')}`));
+        for (let i = 0; i < rows.length; i += 64)
+          for (const o of await Promise.all(rows.slice(i, i + 64).map((r) => store.directory.createAgent(r)))) ok(o);
+        const pages = await allPages<AgentRow, string>(
+          (after) => store.directory.agents({ ...(after === undefined ? {} : { after }), limit: 500 }),
+          (last) => last.id,
+          500,
+        );
+        expect(pages.map((p) => p.length)).toEqual([500, 500, 200]);
+        expect(pages.flat().map((r) => r.id)).toEqual(rows.map((r) => r.id).sort());
+        expect(pages.flat()[777]).toEqual(rows.find((r) => r.id === pages.flat()[777]?.id));
+        expect(store.counts().agents).toBe(1_200);
+      });
+
+      it("520 grants of one agent, and every grant, page by (agent, peer); another agent's stay out of its list", async () => {
+        const { store } = await fresh();
+        const d = store.directory;
+        const [a, other] = [agentRow(), agentRow()];
+        ok(await d.createAgent(a));
+        ok(await d.createAgent(other));
+        const peers = Array.from({ length: 520 }, () => agentRow());
+        for (let i = 0; i < peers.length; i += 64)
+          for (const o of await Promise.all(peers.slice(i, i + 64).map((r) => d.createAgent(r)))) ok(o);
+        for (let i = 0; i < peers.length; i += 64)
+          for (const o of await Promise.all(
+            peers.slice(i, i + 64).map((p) => d.putGrant({ agentId: a.id, peerAgentId: p.id, grantedAt: now() })),
+          ))
+            ok(o);
+        ok(await d.putGrant({ agentId: other.id, peerAgentId: a.id, grantedAt: now() }));
+        const cursor = (g: { agentId: string; peerAgentId: string }): [string, string] => [g.agentId, g.peerAgentId];
+        const own = await allPages((after) => d.grants(a.id, { ...(after === undefined ? {} : { after }), limit: 500 }), cursor, 500);
+        expect(own.map((p) => p.length)).toEqual([500, 20]);
+        expect(own.flat().map((g) => g.peerAgentId)).toEqual(peers.map((p) => p.id).sort());
+        expect(own.flat().every((g) => g.agentId === a.id)).toBe(true);
+        const every = await allPages(
+          (after) => d.grants(undefined, { ...(after === undefined ? {} : { after }), limit: 500 }),
+          cursor,
+          500,
+        );
+        expect(every.flat().map((g) => `${g.agentId}/${g.peerAgentId}`)).toEqual(
+          [...peers.map((p) => `${a.id}/${p.id}`), `${other.id}/${a.id}`].sort(),
+        );
+      });
+
+      it('an agent in 520 chats: its chat ids and every chat id in pages of 500, in chat id order', async () => {
+        const { store } = await fresh();
+        const d = store.directory;
+        const a = agentRow();
+        ok(await d.createAgent(a));
+        const peers = Array.from({ length: 520 }, () => agentRow());
+        for (let i = 0; i < peers.length; i += 64)
+          for (const o of await Promise.all(peers.slice(i, i + 64).map((r) => d.createAgent(r)))) ok(o);
+        const chatIds: string[] = [];
+        for (let i = 0; i < peers.length; i += 64) {
+          const outcomes = await Promise.all(
+            peers.slice(i, i + 64).map((peer) => {
+              const [x, y] = [a, peer].sort((p, q) => (p.id < q.id ? -1 : 1)) as [AgentRow, AgentRow];
+              const row: ChatRow = { id: id('chat_'), agentAId: x.id, agentBId: y.id, createdAt: now() };
+              chatIds.push(row.id);
+              return d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]);
+            }),
+          );
+          for (const o of outcomes) ok(o);
+        }
+        chatIds.sort();
+        const own = await allPages<string, string>(
+          (after) => d.chatIds(a.id, { ...(after === undefined ? {} : { after }), limit: 500 }),
+          (c) => c,
+          500,
+        );
+        expect(own.map((p) => p.length)).toEqual([500, 20]);
+        expect(own.flat()).toEqual(chatIds);
+        const every = await allPages<string, string>(
+          (after) => d.chatIds(undefined, { ...(after === undefined ? {} : { after }), limit: 500 }),
+          (c) => c,
+          500,
+        );
+        expect(every.flat()).toEqual(chatIds);
+        expect(store.counts()).toMatchObject({ agents: 521, chats: 520, streams: 1_040 });
+      });
+
+      it('520 operations of one stream: the log in pages of 500 by position, each once, in commit order', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const ids: string[] = [];
+        for (let i = 0; i < 520; i++) {
+          const c = appendOf(mine(), [`m${i}`]);
+          ids.push(c.operation.operationId);
+          ok(await store.streams.commit(c));
+        }
+        const streamId = mine().streamId;
+        const pages = await allPages<
+          { generation: number; position: number; operationId: string },
+          { generation: number; position: number }
+        >(
+          async (after) => collect(store.streams.opLog(streamId, { ...(after === undefined ? {} : { after }), limit: 500 })),
+          (e) => ({ generation: e.generation, position: e.position }),
+          500,
+        );
+        expect(pages.map((p) => p.length)).toEqual([500, 20]);
+        expect(pages.flat().map((e) => e.operationId)).toEqual(ids);
+        expect(pages.flat().map((e) => e.position)).toEqual(ids.map((_, i) => i));
+      });
+    });
+
     describe('integrity marks and keys', () => {
       it('stores marks, replaces one per (stream, generation), and narrows a whole-stream mark', async () => {
         const { store } = await fresh();

@@ -21,7 +21,8 @@ import { DirectoryKey } from '../../src/daemon/store/postgres/directory.js';
 import { encodeRow, RowKey } from '../../src/daemon/store/postgres/row-codec.js';
 import { openPostgresStore, type PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import { newStreamMeta } from '../../src/daemon/store/stream-meta.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { silentLog } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 import { portConformance } from './port-conformance.js';
@@ -34,13 +35,13 @@ if (!pgAvailable()) {
 const run = promisify(execFile);
 const killChild = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/directory-kill-child.mjs');
 
-let cluster: PgCluster | undefined;
+let cluster: FileDatabases | undefined;
 let databases = 0;
 
 /** A fresh, empty database; its name. */
 async function freshDatabase(): Promise<string> {
   const name = `p${++databases}`;
-  await cluster!.psql(`create database ${name}`);
+  await cluster!.createDatabase(name);
   return name;
 }
 
@@ -86,7 +87,7 @@ async function migrateDatabase(database: string): Promise<void> {
 
 describe.runIf(pgAvailable())('PostgreSQL', () => {
   beforeAll(async () => {
-    cluster = await PgCluster.start();
+    cluster = await FileDatabases.open();
   }, 60_000);
   afterAll(async () => {
     await cluster?.stop();

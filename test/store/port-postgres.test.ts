@@ -15,7 +15,8 @@ import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import { encodeRow, RowKey } from '../../src/daemon/store/postgres/row-codec.js';
 import { headDigest, PostgresStreams, STREAMS_CHANNEL, type HeadNotice } from '../../src/daemon/store/postgres/stream-store.js';
 import { PostgresIntegrity, PostgresKeys } from '../../src/daemon/store/postgres/keys-integrity.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { waitFor } from '../helpers/wait.js';
 
 if (!pgAvailable()) {
@@ -82,14 +83,14 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
 }
 
 describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
-  let cluster: PgCluster | undefined;
+  let cluster: FileDatabases | undefined;
   const pools: Sql[] = [];
   const ports: PostgresStreams[] = [];
   let db = 0;
   let url = '';
 
   beforeAll(async () => {
-    cluster = await PgCluster.start();
+    cluster = await FileDatabases.open();
   }, 60_000);
   afterAll(async () => {
     for (const p of ports) await p.close().catch(() => {});
@@ -100,7 +101,7 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
   /** A fresh migrated database; `daemons` ports over it, each with its own pool. */
   async function world(daemons = 1): Promise<PostgresStreams[]> {
     const name = `s${++db}`;
-    await cluster!.psql(`create database ${name}`);
+    await cluster!.createDatabase(name);
     url = cluster!.url(name);
     const admin = openPool(resolveStoreUrl(url), { max: 1 });
     pools.push(admin);
@@ -147,7 +148,7 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
       (
         await cluster!.psql(
           `select relname || ' ' || seq_scan || ' ' || coalesce(idx_scan, 0) from pg_stat_user_tables where relname in ('operations', 'message_ids') order by relname`,
-          url.split('/').at(-1)!.split('?')[0],
+          `s${db}`,
         )
       ).split('\n');
     // Wait until the exited backends' lookups show (idx_scan), then no scan may be sequential.

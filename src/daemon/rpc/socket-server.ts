@@ -288,10 +288,18 @@ export class SocketServer {
     checkSocketPathLength(path);
     ensureSocketDir(dirname(path), mode);
     await new Promise<void>((resolve, reject) => {
-      const previous = process.umask(0o777 & ~mode);
       this.#server.once('error', reject);
-      this.#server.listen(path, () => {
+      // The umask is the process's: restored as soon as listen() returns, which has bound the
+      // path synchronously (a Unix socket path needs no lookup). Kept across the callback, it
+      // would narrow every file created meanwhile, and two daemons starting at once in one
+      // process would leave each other's mask behind.
+      const previous = process.umask(0o777 & ~mode);
+      try {
+        this.#server.listen(path);
+      } finally {
         process.umask(previous);
+      }
+      this.#server.once('listening', () => {
         this.#server.off('error', reject);
         this.#server.on('error', (err) => {
           this.#onServerError(err);
