@@ -149,6 +149,7 @@ export class PostgresDirectory implements DirectoryPort {
       sql,
       (err) => options.onUnreachable?.(err),
       () => options.onReachable?.(),
+      () => this.#closing,
     );
     this.#streams = streams;
     this.#log = options.log;

@@ -26,16 +26,22 @@ export class SessionChecks {
   readonly #sql: Sql;
   readonly #onUnreachable: (err: unknown) => void;
   readonly #onReachable: () => void;
+  readonly #closing: () => boolean;
   #waiting: Waiting[] = [];
   #out = 0;
   /** Settles once the last batch sent was answered (never rejects). */
   #answered: Promise<void> = Promise.resolve();
 
-  /** Told of each check the database did not answer in time, and of each it did (the store logs a loss once). */
-  constructor(sql: Sql, onUnreachable: (err: unknown) => void, onReachable: () => void) {
+  /**
+   * Told of each check the database did not answer in time, and of each it did (the store logs a
+   * loss once). `closing` says whether the store is closing: a check its pool's end cut off is
+   * the daemon stopping, not the database lost.
+   */
+  constructor(sql: Sql, onUnreachable: (err: unknown) => void, onReachable: () => void, closing: () => boolean) {
     this.#sql = sql;
     this.#onUnreachable = onUnreachable;
     this.#onReachable = onReachable;
+    this.#closing = closing;
   }
 
   /** Whether `tokenHash` is still the token of `agentId`, an enabled agent, as the database has it now. */
@@ -76,6 +82,10 @@ export class SessionChecks {
       );
     } catch (err) {
       await previous;
+      if (this.#closing()) {
+        for (const w of batch) w.reject(errors.shuttingDown(null, null));
+        return;
+      }
       this.#onUnreachable(err);
       const refusal = errors.storageFailure(
         null,
