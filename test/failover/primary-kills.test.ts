@@ -201,6 +201,7 @@ async function failoverRun(kills: number, options: { env?: NodeJS.ProcessEnv; as
         // The standby stops receiving (its WAL receiver stopped) while the primary goes on
         // acknowledging alone; the primary dies before the standby catches up.
         const receiver = Number(await standby.psql('select pid from pg_stat_wal_receiver'));
+        const startupBefore = await standby.psql("select pid from pg_stat_activity where backend_type = 'startup'");
         process.kill(receiver, 'SIGSTOP');
         try {
           const lagFrom = new Map([...streams.keys()].map((w) => [w, writers.acks.get(w) ?? 0]));
@@ -213,6 +214,14 @@ async function failoverRun(kills: number, options: { env?: NodeJS.ProcessEnv; as
           // died would otherwise still arrive. The standby restarts its recovery from what it has.
           process.kill(receiver, 'SIGKILL');
         }
+        // A killed WAL receiver is a crashed child: the standby's postmaster restarts its recovery.
+        // A promotion asked for before the new startup process runs is lost (the postmaster
+        // forwards it only to a running one) and pg_ctl promote waits out its 30 s (CI,
+        // 2026-12-07), so wait for the new startup process first.
+        await until('the standby recovering again after its WAL receiver was killed', 60_000, async () => {
+          const now = await standby.psql("select pid from pg_stat_activity where backend_type = 'startup'").catch(() => '');
+          return now !== '' && now !== startupBefore;
+        });
       }
       const killedAt = Date.now();
       if (process.env.FAILOVER_DEBUG) process.stderr.write(`[harness] kill ${k + 1}: ${JSON.stringify([...writers.acks])}\n`);
