@@ -16,7 +16,7 @@ export interface CliIo {
   columns?: number;
   /** Aborting it asks a long-running command to stop, as SIGINT does at the entry (tests). */
   signal?: AbortSignal;
-  /** The entry: call `handler` on SIGINT or SIGTERM (once each); returns its unregister function. */
+  /** The entry: call `handler` on the first SIGINT or SIGTERM, absorbing later ones while registered; returns its unregister function. */
   onSignals?: (handler: () => void) => () => void;
   /** The entry: end the process now. Without it a run that ends early resolves with its exit code. */
   exit?: (code: number) => void;

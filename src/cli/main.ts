@@ -16,12 +16,21 @@ const processIo: CliIo = {
   },
   env: process.env,
   columns: process.stdout.columns,
+  // The handler runs on the first signal, and later ones are absorbed while it is registered: Ctrl-C
+  // on `npm start` sends SIGINT from the terminal and npm forwards another, which, left to the
+  // default action, killed the daemon halfway through its stop (socket file left behind).
   onSignals: (handler) => {
-    process.once('SIGINT', handler);
-    process.once('SIGTERM', handler);
+    let fired = false;
+    const once = () => {
+      if (fired) return;
+      fired = true;
+      handler();
+    };
+    process.on('SIGINT', once);
+    process.on('SIGTERM', once);
     return () => {
-      process.off('SIGINT', handler);
-      process.off('SIGTERM', handler);
+      process.off('SIGINT', once);
+      process.off('SIGTERM', once);
     };
   },
   exit: (code) => process.exit(code),

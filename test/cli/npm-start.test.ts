@@ -1,5 +1,8 @@
 // `npm start` (README "The two commands"): with a current dist/ it starts the daemon without
 // building, and SIGTERM to the npm process stops the daemon too — nothing is left running.
+// Ctrl-C in the terminal sends SIGINT to npm and the daemon at once, and npm forwards its own to
+// the daemon: a second SIGINT arrives mid-shutdown (issue 52 finding 14). It used to end the
+// daemon by the signal, with no "stopped" line, and once left its socket file behind.
 
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -29,7 +32,57 @@ afterAll(async () => {
   if (dir) await fs.rm(dir, { recursive: true, force: true });
 });
 
+/** `npm start` on a temporary socket and data dir, its output collected, until `yellod ready`. */
+async function npmStart(options: { detached?: boolean } = {}) {
+  dir = await makeTempDir('yl-npm-');
+  const socket = path.join(dir, 'y.sock');
+  const npm = spawn('npm', ['start', '--', '--socket', socket, '--data-dir', path.join(dir, 'data')], {
+    cwd: repoRoot,
+    env: cliEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached === true,
+  });
+  const out = { stdout: '', stderr: '' };
+  npm.stdout.setEncoding('utf8').on('data', (s: string) => (out.stdout += s));
+  npm.stderr.setEncoding('utf8').on('data', (s: string) => (out.stderr += s));
+  const exited = new Promise<number | null>((r) => {
+    npm.on('close', (code) => {
+      r(code);
+    });
+  });
+  const ready = await waitFor(
+    () =>
+      out.stdout
+        .split('\n')
+        .map((l) => {
+          try {
+            return JSON.parse(l) as { msg?: string; pid?: number };
+          } catch {
+            return null;
+          }
+        })
+        .find((l) => l?.msg === 'yellod ready'),
+    `yellod ready (stderr: ${out.stderr})`,
+    60_000,
+    50,
+  );
+  daemonPid = ready.pid!;
+  return { npm, out, exited, socket };
+}
+
 describe('npm start', () => {
+  it('Ctrl-C (SIGINT to npm and the daemon, and npm forwarding its own) stops the daemon cleanly: "stopped", no socket left', async () => {
+    // Its own process group, as a terminal's foreground job is: -pid signals the whole group.
+    const { npm, out, exited, socket } = await npmStart({ detached: true });
+    await fs.access(socket);
+    process.kill(-npm.pid!, 'SIGINT');
+    await exited;
+    await waitFor(() => !alive(daemonPid), `daemon ${daemonPid} to exit after Ctrl-C`, 10_000, 50);
+    expect(out.stdout).toMatch(/"msg":"stopped"/);
+    await expect(fs.access(socket)).rejects.toThrow(/ENOENT/);
+    expect(out.stderr).not.toMatch(/shutdown failed/);
+  });
+
   it('runs the daemon from a current dist/ without building, and SIGTERM to npm leaves no daemon behind', async () => {
     dir = await makeTempDir('yl-npm-');
     const npm = spawn('npm', ['start', '--', '--socket', path.join(dir, 'y.sock'), '--data-dir', path.join(dir, 'data')], {
