@@ -4,7 +4,6 @@
 // a hook never writes, it stays quiet and exits 0 when it cannot do its job, its context is
 // bounded, and the fast path loads neither yargs nor zod.
 
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { cliEnv, describeRun, runCli, yelloBin, type AgentCli, type CliResult } from '../helpers/cli-runner.js';
 import { repoRoot } from '../helpers/daemon-process.js';
 import { StreamWriter } from '../helpers/reading-fixtures.js';
+import { spawnAsync } from '../helpers/spawn-async.js';
 import { useCli, type CliPair } from '../helpers/use-daemon.js';
 import { ok, uniq } from '../helpers/wire-fixtures.js';
 
@@ -242,10 +242,10 @@ describe('yello hook', () => {
       `process.argv = [process.execPath, ${JSON.stringify(yelloBin)}, 'hook', 'codex', 'UserPromptSubmit', '--token-file', ${JSON.stringify(p.bob.tokenFile)}];`,
       `await import(${JSON.stringify(pathToFileURL(yelloBin).href)});`,
     ].join('\n');
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    // Not spawnSync: the daemon runs in this worker and must answer the hook meanwhile.
+    const r = await spawnAsync(process.execPath, ['--input-type=module', '-e', script], {
       input: JSON.stringify(fixture('codex', 'UserPromptSubmit')),
       env: cliEnv(cli().env()),
-      encoding: 'utf8',
       timeout: 30_000,
     });
     expect(r.stderr).toBe('');

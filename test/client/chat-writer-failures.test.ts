@@ -436,7 +436,7 @@ describe('ChatWriter when the daemon refuses, goes away or freezes', () => {
 // streams.get is sent.
 describe('deadlines of no time at all, the release backoff, a streams.get timing out while resolving', () => {
   // The admin dials again by itself after a restart.
-  const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 100 } });
+  const { daemon, admin, clients } = useClientDaemon({ reconnect: { minDelayMs: 20, maxDelayMs: 100 }, process: true }); // frozen (SIGSTOP) below
   afterEach(async () => {
     vi.useRealTimers();
     vi.restoreAllMocks();

@@ -14,7 +14,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cli, describeRun } from '../helpers/cli-runner.js';
 import { DaemonProcess, makeTempDir } from '../helpers/daemon-process.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { ok } from '../helpers/wire-fixtures.js';
 import type { BackupManifest } from '../../src/shared/results.js';
 
@@ -280,9 +281,10 @@ describe('yello backup of a data dir with symlinked keys/, secret.key and admin.
 // Finding 9: the lock check looked only at LevelDB's db/, which a daemon on PostgreSQL does not
 // have; the restore swapped a running daemon's admin token, keys and secret under it.
 describe.runIf(pgAvailable())('yello restore into the data dir of a running daemon on PostgreSQL', () => {
-  let cluster: PgCluster;
+  let cluster: FileDatabases;
   beforeAll(async () => {
-    cluster = await PgCluster.start();
+    cluster = await FileDatabases.open();
+    await cluster.createDatabase('restore');
   }, 60_000);
   afterAll(async () => {
     await cluster.stop();
@@ -290,7 +292,8 @@ describe.runIf(pgAvailable())('yello restore into the data dir of a running daem
 
   it('is refused, naming the daemon, and changes nothing; once it is stopped the restore goes through', async () => {
     const root = await tempDir();
-    const d = await DaemonProcess.start({ dir: root, extraArgs: ['--store', cluster.url()] });
+    // A process of its own: the refusal names the pid that holds the lock.
+    const d = await DaemonProcess.start({ dir: root, extraArgs: ['--store', cluster.url('restore')], process: true });
     try {
       const files = () =>
         ['admin.token', 'secret.key', 'keys']
