@@ -353,7 +353,7 @@ describe('the takeover report to the millisecond', () => {
   const shim = fileURLToPath(new URL('../helpers/wall-clock-step.mjs', import.meta.url));
   // Keep what NODE_OPTIONS already carries (the mutation run's coverage preload).
   const env = { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${shim}`.trim(), YELLO_TEST_CLOCK_FROZEN: '1' };
-  const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open'], env }, (d) => connectAdmin(d));
+  const { daemon, admin } = useDaemon({ extraArgs: ['--policy', 'open'], env, process: true }, (d) => connectAdmin(d)); // the clock shim needs a process
   const clients: YelloClient[] = [];
   afterAll(() => {
     for (const c of clients) c.close();

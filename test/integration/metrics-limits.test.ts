@@ -19,7 +19,7 @@ let d: DaemonProcess;
 let port: number;
 
 beforeAll(async () => {
-  d = await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--metrics-listen', '127.0.0.1:0'] });
+  d = await DaemonProcess.start({ extraArgs: ['--policy', 'open', '--metrics-listen', '127.0.0.1:0'], process: true }); // prlimit on its pid below
   const line = d.logs().find((l) => l.msg === 'metrics endpoint listening');
   port = Number(new URL(String(line?.url)).port);
 }, 30_000);

@@ -21,6 +21,7 @@ import { waitFor } from '../helpers/wait.js';
 import { messageOf } from '../helpers/wire-fixtures.js';
 import { useDaemon } from '../helpers/use-daemon.js';
 import { damageStoredRecord } from '../helpers/store-tamper.js';
+import { testStoreIsPostgres } from '../helpers/test-store.js';
 
 const { daemon, admin } = useDaemon();
 
@@ -216,31 +217,35 @@ describe('where a follow from "acknowledged" or from a cursor starts', () => {
       expect(data).toEqual({ type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
     });
 
-    it('what lies past a corruption mark in a sealed generation counts as unread: GENERATION_CHANGED, not a start and not CORRUPT', async () => {
-      // follow-start.ts unreadMessage: the scan ends at the mark (`Math.min(b.nextPosition,
-      // readLimit)`) and a scan that ended there is unread (`end < b.nextPosition`).
-      const c = await setupChat(daemon(), admin());
-      await c.wa.send('read'); // alice: fence 0, message 1
-      const shown = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
-      await c.wb.append([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
-      await c.wa.send('damaged'); // position 2, bob never read it
-      await reset(c);
-      await daemon().stop();
-      await damageStoredRecord(daemon().dataDir, c.streamA, 2); // generation 1, position 2
-      await restart();
-      await reconnectChat(daemon(), c);
-      // The first look at the damaged record may be what finds it (and marks the stream); from
-      // then on the mark stands and the policy must answer the same way every time.
-      await c.bob.client.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' });
-      await waitFor(
-        async () => ok(await admin().call('daemon.status', {})).integrity.corruptStreams.some((m) => m.streamId === c.streamA),
-        'the mark of the damaged record',
-      );
-      for (let i = 0; i < 2; i++) {
-        const data = expectError(await c.bob.client.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }), 'CONTINUITY_BREAK');
-        expect(data).toEqual({ type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
-      }
-    });
+    // The record is damaged in LevelDB's files (store-tamper.ts): LevelDB only.
+    it.skipIf(testStoreIsPostgres())(
+      'what lies past a corruption mark in a sealed generation counts as unread: GENERATION_CHANGED, not a start and not CORRUPT',
+      async () => {
+        // follow-start.ts unreadMessage: the scan ends at the mark (`Math.min(b.nextPosition,
+        // readLimit)`) and a scan that ended there is unread (`end < b.nextPosition`).
+        const c = await setupChat(daemon(), admin());
+        await c.wa.send('read'); // alice: fence 0, message 1
+        const shown = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
+        await c.wb.append([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
+        await c.wa.send('damaged'); // position 2, bob never read it
+        await reset(c);
+        await daemon().stop();
+        await damageStoredRecord(daemon().dataDir, c.streamA, 2); // generation 1, position 2
+        await restart();
+        await reconnectChat(daemon(), c);
+        // The first look at the damaged record may be what finds it (and marks the stream); from
+        // then on the mark stands and the policy must answer the same way every time.
+        await c.bob.client.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' });
+        await waitFor(
+          async () => ok(await admin().call('daemon.status', {})).integrity.corruptStreams.some((m) => m.streamId === c.streamA),
+          'the mark of the damaged record',
+        );
+        for (let i = 0; i < 2; i++) {
+          const data = expectError(await c.bob.client.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }), 'CONTINUITY_BREAK');
+          expect(data).toEqual({ type: 'CONTINUITY_BREAK', reason: 'GENERATION_CHANGED', streamId: c.streamA, expected: '1', actual: '2' });
+        }
+      },
+    );
 
     it('a follow from a cursor starts both streams where the cursor stands, and a cursor does not combine with from', async () => {
       // follow-start.ts startCursors: the cursor branch (`p.cursor !== undefined`), and
@@ -277,41 +282,45 @@ describe('where a follow from "acknowledged" or from a cursor starts', () => {
       expect(both.path).toBe('from');
     });
 
-    it('a corruption mark inside what was acknowledged of a sealed generation is no break: the policy starts at 0 of the new one', async () => {
-      // follow-start.ts unreadMessage: `from >= b.nextPosition` ends the look at a generation read
-      // to its end before any mark or scan is considered.
-      const c = await setupChat(daemon(), admin());
-      await c.wa.send('m', 2); // alice: fence 0, messages 1, 2
-      const shown = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
-      expect(shown.nextPosition).toBe('3');
-      await c.wb.append([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
-      await reset(c);
-      await daemon().stop();
-      await damageStoredRecord(daemon().dataDir, c.streamA, 2); // generation 1, position 2 (acknowledged)
-      await restart();
-      await reconnectChat(daemon(), c);
-      // Reading the sealed generation finds the damage and marks it from position 2.
-      await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' });
-      await waitFor(
-        async () =>
-          ok(await admin().call('daemon.status', {})).integrity.corruptStreams.some(
-            (m) => m.streamId === c.streamA && m.fromPosition === '2',
-          ),
-        'the mark of the damaged record',
-      );
-      await c.wa.reclaim();
-      await c.wa.send('new');
-      const bob = await connectAs(daemon().socketPath, c.bob.token);
-      try {
-        const sub = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }), 'chats.follow');
-        await waitFor(() => batchesOf(bob, sub.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'alice to the end', 10_000);
-        expect(batchesOf(bob, sub.subscriptionId).find((b) => b.streamId === c.streamA)).toMatchObject({
-          generation: '2',
-          fromPosition: '0',
-        });
-      } finally {
-        bob.close();
-      }
-    });
+    // The record is damaged in LevelDB's files (store-tamper.ts): LevelDB only.
+    it.skipIf(testStoreIsPostgres())(
+      'a corruption mark inside what was acknowledged of a sealed generation is no break: the policy starts at 0 of the new one',
+      async () => {
+        // follow-start.ts unreadMessage: `from >= b.nextPosition` ends the look at a generation read
+        // to its end before any mark or scan is considered.
+        const c = await setupChat(daemon(), admin());
+        await c.wa.send('m', 2); // alice: fence 0, messages 1, 2
+        const shown = ok(await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' }));
+        expect(shown.nextPosition).toBe('3');
+        await c.wb.append([receipt(c.streamA, '1', shown.nextPosition, shown.batchId)]);
+        await reset(c);
+        await daemon().stop();
+        await damageStoredRecord(daemon().dataDir, c.streamA, 2); // generation 1, position 2 (acknowledged)
+        await restart();
+        await reconnectChat(daemon(), c);
+        // Reading the sealed generation finds the damage and marks it from position 2.
+        await c.bob.client.call('streams.read', { streamId: c.streamA, generation: '1', fromPosition: '0' });
+        await waitFor(
+          async () =>
+            ok(await admin().call('daemon.status', {})).integrity.corruptStreams.some(
+              (m) => m.streamId === c.streamA && m.fromPosition === '2',
+            ),
+          'the mark of the damaged record',
+        );
+        await c.wa.reclaim();
+        await c.wa.send('new');
+        const bob = await connectAs(daemon().socketPath, c.bob.token);
+        try {
+          const sub = ok(await bob.call('chats.follow', { chatId: c.chatId, from: 'acknowledged' }), 'chats.follow');
+          await waitFor(() => batchesOf(bob, sub.subscriptionId).some((b) => b.nextPosition === c.wa.next), 'alice to the end', 10_000);
+          expect(batchesOf(bob, sub.subscriptionId).find((b) => b.streamId === c.streamA)).toMatchObject({
+            generation: '2',
+            fromPosition: '0',
+          });
+        } finally {
+          bob.close();
+        }
+      },
+    );
   });
 });
