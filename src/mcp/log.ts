@@ -6,8 +6,9 @@ export type McpLog = Pick<Logger, 'info' | 'warn' | 'error' | 'debug'>;
 /**
  * pino JSON on stderr: stdout is the MCP channel and must carry nothing else. Code never logs
  * tokens or message content; redaction is the second line of defence, as in the daemon.
+ * `destination`: where the lines go instead (a server in a test worker).
  */
-export function createMcpLogger(level: string): Logger {
+export function createMcpLogger(level: string, destination: pino.DestinationStream = pino.destination({ dest: 2, sync: true })): Logger {
   return pino(
     {
       level,
@@ -17,6 +18,6 @@ export function createMcpLogger(level: string): Logger {
         censor: '[redacted]',
       },
     },
-    pino.destination({ dest: 2, sync: true }),
+    destination,
   );
 }

@@ -28,10 +28,13 @@ async function rpcError(p: Promise<unknown>): Promise<McpError> {
   return err as McpError;
 }
 
+// These answers are the stdio front's (src/mcp/request-gate.ts), in front of the SDK: a process.
+const STDIO = { stdio: true };
+
 describe('conformance through the SDK client', () => {
   it('an unknown tool is JSON-RPC -32602, not a tool result', async () => {
     const chat = await world().chat();
-    const alice = await world().serve(chat.aliceToken);
+    const alice = await world().serve(chat.aliceToken, [], STDIO);
     const err = await rpcError(alice.client.callTool({ name: 'no_such_tool', arguments: {} }));
     expect(err.code).toBe(-32602);
     expect(err.message).toMatch(/Unknown tool: "no_such_tool"/);
@@ -40,7 +43,7 @@ describe('conformance through the SDK client', () => {
 
   it('an unknown resource is -32002: a URI of no resource, and the transcript of a chat that does not exist', async () => {
     const chat = await world().chat();
-    const alice = await world().serve(chat.aliceToken);
+    const alice = await world().serve(chat.aliceToken, [], STDIO);
     const other = await rpcError(alice.client.readResource({ uri: 'yello://nothing/here' }));
     expect(other.code).toBe(-32002);
     expect(other.message).toMatch(/yello:\/\/chats\/\{chatId\}\/transcript/);
@@ -53,7 +56,7 @@ describe('conformance through the SDK client', () => {
 
   it('an invalid logging/setLevel is -32602 naming the field, without a zod dump; a valid one works', async () => {
     const chat = await world().chat();
-    const alice = await world().serve(chat.aliceToken);
+    const alice = await world().serve(chat.aliceToken, [], STDIO);
     const err = await rpcError(alice.client.request({ method: 'logging/setLevel', params: { level: 'loud' } }, EmptyResultSchema));
     expect(err.code).toBe(-32602);
     expect(err.message).toMatch(/params\.level/);

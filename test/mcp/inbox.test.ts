@@ -102,7 +102,11 @@ describe('yello mcp: an inbox', () => {
     const alice = await w.agent('alice', 'Alice');
     const aliceMcp = await w.serve(alice.tokenPath);
     // The server watches for chats from the start (nothing was called yet).
-    await waitFor(() => aliceMcp.logs().some((l) => l.msg === 'serving MCP on stdio'), 'the server to serve', 10_000);
+    await waitFor(
+      () => aliceMcp.logs().some((l) => typeof l.msg === 'string' && l.msg.startsWith('serving MCP')),
+      'the server to serve',
+      10_000,
+    );
     await aliceMcp.client.listResources();
     const bob = await w.agent('bob', 'Bob');
     const bobMcp = await w.serve(bob.tokenPath);

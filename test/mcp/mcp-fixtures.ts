@@ -1,14 +1,21 @@
-// Fixtures for the MCP tests: `yello mcp` runs as a child process exactly as an MCP client
-// would run it, and is driven by the official SDK's Client over StdioClientTransport: a client
-// nobody on the project wrote. Agents, chats and checks go through the real daemon.
+// Fixtures for the MCP tests. The server is `yello mcp`'s own (createMcpServer, src/mcp), driven
+// by the official SDK's Client: a client nobody on the project wrote. By default it runs in the
+// test worker over the SDK's in-memory transport; `{ stdio: true }` spawns `node bin/yello mcp`
+// exactly as an MCP client would run it, for the tests whose subject is the process (its stdio
+// framing, its exit, what it prints on stderr). Agents, chats and checks go through the real daemon.
 
 import fs from 'node:fs';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeAll, expect } from 'vitest';
 import type { YelloClient } from '../../src/client/index.js';
+import { createMcpServer, type YelloMcpServer } from '../../src/mcp/create-server.js';
+import { createMcpLogger } from '../../src/mcp/log.js';
 import type { ToolName, ToolOutput } from '../../src/mcp/tool-schemas.js';
 import { connectAdmin, createChat, makeTempDir, startDaemon, uniqueName, type TestChat } from '../helpers/client-fixtures.js';
 import { Cli, yelloBin } from '../helpers/cli-runner.js';
@@ -38,44 +45,92 @@ export function tokenFile(dir: string, name: string, token: string): string {
   return file;
 }
 
-/** A running `yello mcp` with an SDK client connected to it. */
+/** The options of `yello mcp` the tests pass: --replace, --resume-after-break, --channel, --call-timeout-ms N. */
+function serverFlags(args: string[]): { replace: boolean; resumeAfterBreak: boolean; channel: boolean; callTimeoutMs?: number } {
+  const known = new Set(['--replace', '--resume-after-break', '--channel', '--call-timeout-ms']);
+  for (const a of args)
+    if (a.startsWith('--') && !known.has(a)) throw new Error(`McpAgent: ${a} needs { stdio: true } (a yello mcp process)`);
+  const timeout = args.indexOf('--call-timeout-ms');
+  return {
+    replace: args.includes('--replace'),
+    resumeAfterBreak: args.includes('--resume-after-break'),
+    channel: args.includes('--channel'),
+    ...(timeout >= 0 ? { callTimeoutMs: Number(args[timeout + 1]) } : {}),
+  };
+}
+
+/** A `yello mcp` server with an SDK client connected to it. */
 export class McpAgent {
   readonly client: Client;
-  readonly transport: StdioClientTransport;
+  readonly transport: Transport;
   readonly notifications: ReceivedNotification[] = [];
+  /** The server's log lines (pino JSON), and with `stdio` all else it wrote on stderr. */
   stderr = '';
+  /** The server when it runs in this worker. */
+  #server: YelloMcpServer | null = null;
 
-  private constructor(client: Client, transport: StdioClientTransport) {
+  private constructor(client: Client, transport: Transport) {
     this.client = client;
     this.transport = transport;
   }
 
   /**
-   * Spawns `node bin/yello mcp` with the environment an MCP client passes (the SDK's default
-   * inherited variables plus `YELLO_SOCKET` and `YELLO_TOKEN_FILE`) and connects.
+   * In this worker (default): `yello mcp`'s server for the token in `tokenPath`, its log lines in
+   * `stderr`, over an in-memory transport pair. With `stdio`: spawns `node bin/yello mcp` with
+   * the environment an MCP client passes (the SDK's default inherited variables plus
+   * `YELLO_SOCKET` and `YELLO_TOKEN_FILE`) and connects over its stdio.
    */
-  static async start(daemon: DaemonProcess, tokenPath: string, args: string[] = []): Promise<McpAgent> {
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [yelloBin, 'mcp', '--log-level', 'debug', ...args],
-      env: { YELLO_SOCKET: daemon.socketPath, YELLO_TOKEN_FILE: tokenPath, ...childMutationEnv() },
-      cwd: repoRoot,
-      stderr: 'pipe',
-    });
+  static async start(daemon: DaemonProcess, tokenPath: string, args: string[] = [], options: { stdio?: boolean } = {}): Promise<McpAgent> {
     const client = new Client({ name: 'yello-mcp-tests', version: '1.0.0' });
-    const agent = new McpAgent(client, transport);
-    transport.stderr?.on('data', (chunk: Buffer) => (agent.stderr += chunk.toString('utf8')));
-    client.fallbackNotificationHandler = (n) => {
-      agent.notifications.push({ method: n.method, params: n.params ?? {} });
-      return Promise.resolve();
-    };
-    await client.connect(transport);
+    if (options.stdio === true) {
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: [yelloBin, 'mcp', '--log-level', 'debug', ...args],
+        env: { YELLO_SOCKET: daemon.socketPath, YELLO_TOKEN_FILE: tokenPath, ...childMutationEnv() },
+        cwd: repoRoot,
+        stderr: 'pipe',
+      });
+      const agent = new McpAgent(client, transport);
+      transport.stderr?.on('data', (chunk: Buffer) => (agent.stderr += chunk.toString('utf8')));
+      agent.#listen();
+      await client.connect(transport);
+      return agent;
+    }
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const agent = new McpAgent(client, clientSide);
+    const lines = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        agent.stderr += chunk.toString('utf8');
+        done();
+      },
+    });
+    const log = createMcpLogger('debug', lines);
+    const server = await createMcpServer({
+      token: fs.readFileSync(tokenPath, 'utf8').trim(),
+      socketPath: daemon.socketPath,
+      log,
+      ...serverFlags(args),
+    });
+    agent.#server = server;
+    await server.connect(serverSide);
+    log.info('serving MCP in memory');
+    agent.#listen();
+    await client.connect(clientSide);
     return agent;
   }
 
-  /** The server process id. */
+  /** The server process id (`stdio` only). */
   get pid(): number {
-    return this.transport.pid!;
+    if (!(this.transport instanceof StdioClientTransport) || this.transport.pid === null)
+      throw new Error('McpAgent: this server runs in the test worker; start it with { stdio: true } to signal its process');
+    return this.transport.pid;
+  }
+
+  #listen(): void {
+    this.client.fallbackNotificationHandler = (n) => {
+      this.notifications.push({ method: n.method, params: n.params ?? {} });
+      return Promise.resolve();
+    };
   }
 
   /** Calls a tool and returns the raw result. */
@@ -114,9 +169,13 @@ export class McpAgent {
       });
   }
 
-  /** Closes the client: stdin ends, the server releases its claims and exits. */
+  /**
+   * Closes the client, and the server releases its claims (a process: its stdin ends, and it
+   * releases them and exits).
+   */
   async close(): Promise<void> {
     await this.client.close().catch(() => undefined);
+    await this.#server?.close().catch(() => undefined);
   }
 }
 
@@ -175,9 +234,9 @@ export class McpWorld {
     return { id: agent.id, username: agent.username, name: agent.name, token, tokenPath: tokenFile(this.dir, agent.username, token) };
   }
 
-  /** A `yello mcp` for the agent of `token`, closed by `stopServers()`. */
-  async serve(token: string, args: string[] = []): Promise<McpAgent> {
-    const agent = await McpAgent.start(this.daemon, token, args);
+  /** A `yello mcp` for the agent of `token`, closed by `stopServers()`; `stdio`: a process of its own. */
+  async serve(token: string, args: string[] = [], options: { stdio?: boolean } = {}): Promise<McpAgent> {
+    const agent = await McpAgent.start(this.daemon, token, args, options);
     this.servers.push(agent);
     return agent;
   }

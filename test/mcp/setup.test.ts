@@ -49,7 +49,7 @@ async function everyToolRefuses(agent: McpAgent, type: string, advice: RegExp): 
 describe('yello mcp with a token that cannot work (SDK client)', () => {
   it('a garbage token: initialize works and every tool says the token is refused and how to fix it', async () => {
     const bad = tokenFile(world().dir, 'garbage', 'not-a-token-at-all');
-    const agent = await world().serve(bad);
+    const agent = await world().serve(bad, [], { stdio: true }); // what yello mcp prints on stderr
     expect(agent.client.getServerVersion()?.name).toBe('yello');
     await everyToolRefuses(agent, 'BAD_TOKEN', /--token-out FILE.*YELLO_TOKEN_FILE/s);
     expect(agent.stderr).toMatch(/BAD_TOKEN/);

@@ -239,7 +239,7 @@ describe('yello mcp: reads never write; claims clear themselves', () => {
 
   it('SIGKILL a server: the next one for the same agent sends within 5 s, without --replace', async () => {
     const chat = await world().chat();
-    const first = await world().serve(chat.aliceToken);
+    const first = await world().serve(chat.aliceToken, [], { stdio: true });
     await first.ok('send', { chatId: chat.chatId, text: 'before the kill' });
     process.kill(first.pid, 'SIGKILL');
     await waitFor(
