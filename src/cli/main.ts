@@ -5,7 +5,6 @@
 // The one place that hands the real process to the CLI: its streams, environment and signals,
 // and process.exit for a run that fails or is stopped.
 import type { CliIo } from './io.js';
-import { runCli } from './run.js';
 
 const processIo: CliIo = {
   stdout: process.stdout,
@@ -33,5 +32,6 @@ if (daemonArgs) {
   const [{ runDaemon }, { Io }] = await Promise.all([import('./run-daemon.js'), import('./io.js')]);
   process.exit(await runDaemon(daemonArgs, new Io(processIo)));
 } else {
+  const { runCli } = await import('./run.js');
   process.exitCode = await runCli(args, processIo);
 }
