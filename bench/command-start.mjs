@@ -1,9 +1,9 @@
 // Command start (issue 54): wall time of the commands an agent runs at every turn, each a new
 // node process as an agent runs it, against a real daemon, beside bare `node -e 0` measured in
-// the same run, interleaved (one run of each command in turn, RUNS rounds). Target: each median
-// at most 1.6x the median of `node -e 0`. Also the CPU time (user + system) each process used,
-// which a loaded machine disturbs less than wall time, and `yello --version` (the yargs program,
-// for reference: every other command's start).
+// the same run, interleaved (one run of each command in turn, RUNS rounds, every other one in
+// reverse order). Target: each median at most 1.6x the median of `node -e 0`. Also the CPU time
+// (user + system) each process used, which a loaded machine disturbs less than wall time, and
+// `yello --version` (the yargs program, for reference: every other command's start).
 //
 //   npm run build && node bench/command-start.mjs         # BENCH_COMMAND_RUNS=50 for more runs
 //   BENCH_COMMAND_BINS=before=/tmp/old/bin/yello node bench/command-start.mjs
@@ -134,12 +134,16 @@ export async function benchCommandStart({ runs = 30, log = () => undefined } = {
         throw new Error(`${v.name} should print nothing: ${r.stdout}${r.stderr}`);
     }
     const samples = variants.map(() => ({ ms: [], cpuMs: 0 }));
+    // Every other round in reverse order: what runs just before a command (a send's fsync on
+    // the daemon, a heavy yargs start) is then the same for every command over the rounds.
+    const forward = variants.map((_, k) => k);
+    const backward = [...forward].reverse();
     for (let i = 0; i < runs; i++) {
-      variants.forEach((v, k) => {
-        const r = timed(v.args, v.input);
+      for (const k of i % 2 === 0 ? forward : backward) {
+        const r = timed(variants[k].args, variants[k].input);
         samples[k].ms.push(r.ms);
         samples[k].cpuMs += r.cpuMs;
-      });
+      }
       if ((i + 1) % 10 === 0) log(`(h) ${i + 1}/${runs} rounds`);
     }
     const floor = median(samples[0].ms);
