@@ -5,7 +5,8 @@
 // (f) the same load produced by the client library's Coordinator, with the client's own CPU;
 // (c) append→follower push latency; (d) history page latency at growing chat sizes;
 // (e) startup time and RSS with a large data dir and with 1,000 idle followers; (d2) Redis
-// Streams (appendfsync always) as a peer when redis-server and redis-benchmark are on PATH.
+// Streams (appendfsync always) as a peer when redis-server and redis-benchmark are on PATH;
+// (h) the start of the commands an agent runs at every turn (bench/command-start.mjs).
 // One process tree, one run; every daemon figure is also shown as a ratio to its baseline, and
 // the issue's targets are checked against the same run at the end.
 
@@ -14,6 +15,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
+import { commandStartTable, commandStartTargets, benchCommandStart } from './command-start.mjs';
 import { BASELINE_GROUP, GroupCommitStore, baselineKey, makeWriters, rawHistoryPage, runBaselineAppends } from './baseline.mjs';
 import {
   BENCH_DAEMON_ARGS,
@@ -71,16 +73,17 @@ const cfg = {
   followerConnections: Math.round(num('BENCH_FOLLOWER_CONNECTIONS', 16)),
   startupRounds: Math.max(1, Math.round(num('BENCH_STARTUP_ROUNDS', 3))),
   pgPushAppends: Math.round(num('BENCH_PG_PUSH_APPENDS', QUICK ? 100 : 300)),
+  commandRuns: Math.max(1, Math.round(num('BENCH_COMMAND_RUNS', QUICK ? 5 : 30))),
   pgRefDir: process.env.BENCH_PG_REF_DIR ? path.resolve(process.env.BENCH_PG_REF_DIR) : null,
   json: process.env.BENCH_JSON ?? null,
   only: new Set(
-    (process.env.BENCH_ONLY ?? 'a,f,c,d2,d,e,g')
+    (process.env.BENCH_ONLY ?? 'a,f,c,d2,d,e,g,h')
       .split(',')
       .map((x) => x.trim())
       .filter(Boolean),
   ),
 };
-const SECTIONS = ['a', 'f', 'c', 'd2', 'd', 'e', 'g'];
+const SECTIONS = ['a', 'f', 'c', 'd2', 'd', 'e', 'g', 'h'];
 for (const s of cfg.only) if (!SECTIONS.includes(s)) throw new Error(`BENCH_ONLY: unknown section ${s} (${SECTIONS.join(', ')})`);
 const MAX_SUBS_PER_CONNECTION = 64;
 const HISTORY_LIMIT = 50;
@@ -1081,7 +1084,8 @@ function report() {
     lines.push('');
   }
   lines.push(...postgresTables());
-  if (results.a.length || results.c || results.d.length || results.e || results.g?.push) {
+  if (results.h) lines.push(commandStartTable(results.h), '');
+  if (results.a.length || results.c || results.d.length || results.e || results.g?.push || results.h) {
     lines.push(targetCheck());
     lines.push('');
   }
@@ -1299,6 +1303,10 @@ function targetCheck() {
     why.push(`RSS: a bare node with the same LevelDB open holds ${mb(e.minimalRssKiB)}; see (e)`);
   }
 
+  if (results.h) {
+    for (const [target, measured, threshold, ok] of commandStartTargets(results.h)) rows.push([target, measured, threshold, status(ok)]);
+  }
+
   return [
     table(
       `target check (the performance issue's targets, from this run${cfg.quick ? ', QUICK MODE: not figures' : ''})`,
@@ -1331,6 +1339,7 @@ async function main() {
       removeTempDir(d1.dir);
     }
   }
+  if (on('h')) results.h = await benchCommandStart({ runs: cfg.commandRuns, log });
   if (on('d2')) await benchRedis();
   if (on('g')) await benchPostgres();
   // (d), (e) on a second daemon whose chat grows to the largest size.

@@ -37,3 +37,14 @@ if (instrumented === 0) {
   process.exit(1);
 }
 console.log(`mutation build: dist/ holds ${instrumented} instrumented module(s)`);
+
+// bin/yello runs the bundle of the CLI's entry (npm run build's second step): bundle the
+// instrumented modules too, so that a spawned `yello` runs the mutants as the in-process CLI does.
+const bundle = spawnSync(process.execPath, [path.join('scripts', 'bundle-cli.mjs')], {
+  stdio: ['ignore', 'pipe', 'pipe'],
+  encoding: 'utf8',
+});
+if (bundle.status !== 0) {
+  console.error(`mutation build: scripts/bundle-cli.mjs failed\n${bundle.stdout}\n${bundle.stderr}`);
+  process.exit(1);
+}

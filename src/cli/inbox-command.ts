@@ -3,7 +3,7 @@ import { Inbox, type InboxEntry, type YelloClientError } from '../client/index.j
 import { connectAgent, withClient, type GlobalArgs } from './context.js';
 import { CliError, EXIT, printJson, printTable } from './output.js';
 
-type InboxArgs = GlobalArgs & { wait?: number };
+export type InboxArgs = GlobalArgs & { wait?: number };
 
 /**
  * `yello inbox [--wait SECONDS]`: the agent's chats with their unread message counts and last
@@ -22,39 +22,42 @@ export function inboxCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         })
         .example('$0 --token-file bob.token inbox', '')
         .example('$0 --token-file bob.token inbox --wait 300 --json', 'block until a message arrives anywhere'),
-    async (args: InboxArgs) => {
-      if (args.wait !== undefined && !(args.wait >= 0)) throw new CliError('--wait takes a number of seconds (0 or more)', EXIT.usage);
-      await withClient(connectAgent(args), async (c) => {
-        const inbox = await Inbox.open(c);
-        try {
-          let chats = await inbox.list();
-          if (args.wait && chats.every((e) => e.unreadMessages === 0)) {
-            const woke = await inbox.wait({ waitMs: args.wait * 1000 });
-            if (woke) chats = await inbox.list();
-            else if (!args.json) args.io.stderr.write(`yello: no new message within ${args.wait} s\n`);
-          }
-          // An Error has no JSON form: a chat that stopped for a person says why in one line.
-          const why = (e: InboxEntry) =>
-            e.failure ? `${(e.failure as Partial<YelloClientError>).type ?? 'ERROR'}: ${e.failure.message}` : null;
-          if (args.json) {
-            printJson(args.io, { chats: chats.map((e) => ({ ...e, failure: why(e) })) });
-            return;
-          }
-          printTable(
-            args.io,
-            chats.map((e) => ({
-              chat: e.chatId,
-              peer: e.peer.username,
-              unread: e.unreadMessages,
-              last: e.lastActivityAt,
-              preview: why(e) ?? (e.preview === null ? null : e.preview.length > 60 ? `${e.preview.slice(0, 57)}…` : e.preview),
-            })),
-            ['chat', 'peer', 'unread', 'last', 'preview'],
-          );
-        } finally {
-          await inbox.close();
-        }
-      });
-    },
+    runInbox,
   );
+}
+
+/** What `yello inbox` does once its arguments are read (the yargs program's handler and the entry's fast path). */
+export async function runInbox(args: InboxArgs): Promise<void> {
+  if (args.wait !== undefined && !(args.wait >= 0)) throw new CliError('--wait takes a number of seconds (0 or more)', EXIT.usage);
+  await withClient(connectAgent(args), async (c) => {
+    const inbox = await Inbox.open(c);
+    try {
+      let chats = await inbox.list();
+      if (args.wait && chats.every((e) => e.unreadMessages === 0)) {
+        const woke = await inbox.wait({ waitMs: args.wait * 1000 });
+        if (woke) chats = await inbox.list();
+        else if (!args.json) args.io.stderr.write(`yello: no new message within ${args.wait} s\n`);
+      }
+      // An Error has no JSON form: a chat that stopped for a person says why in one line.
+      const why = (e: InboxEntry) =>
+        e.failure ? `${(e.failure as Partial<YelloClientError>).type ?? 'ERROR'}: ${e.failure.message}` : null;
+      if (args.json) {
+        printJson(args.io, { chats: chats.map((e) => ({ ...e, failure: why(e) })) });
+        return;
+      }
+      printTable(
+        args.io,
+        chats.map((e) => ({
+          chat: e.chatId,
+          peer: e.peer.username,
+          unread: e.unreadMessages,
+          last: e.lastActivityAt,
+          preview: why(e) ?? (e.preview === null ? null : e.preview.length > 60 ? `${e.preview.slice(0, 57)}…` : e.preview),
+        })),
+        ['chat', 'peer', 'unread', 'last', 'preview'],
+      );
+    } finally {
+      await inbox.close();
+    }
+  });
 }

@@ -1,11 +1,10 @@
-// Entry of `yello` (bin/yello, the systemd unit). Two commands start without loading yargs,
-// which is most of a CLI start: `yello daemon` with plain options, and `yello hook`, which an
-// agent runs at every turn. Everything else goes to the full program.
+// Entry of `yello` (bin/yello, the systemd unit). The commands an agent runs at every turn
+// (`hook`, and the plain forms of `send`, `inbox`, `status`) start without loading yargs, which
+// would be most of their time (run.ts); so does `yello daemon` with plain options. Everything
+// else goes to the full program.
 // The one place that hands the real process to the CLI: its streams, environment and signals,
 // and process.exit for a run that fails or is stopped.
-import { parseDaemonArgsFast } from './daemon-options.js';
-import { isHookCommand } from './hook-args.js';
-import { Io, type CliIo } from './io.js';
+import type { CliIo } from './io.js';
 
 const processIo: CliIo = {
   stdout: process.stdout,
@@ -37,14 +36,11 @@ const processIo: CliIo = {
 };
 
 const args = process.argv.slice(2);
-const daemonArgs = args[0] === 'daemon' ? parseDaemonArgsFast(args.slice(1)) : null;
+const daemonArgs = args[0] === 'daemon' ? (await import('./daemon-options.js')).parseDaemonArgsFast(args.slice(1)) : null;
 if (daemonArgs) {
-  const { runDaemon } = await import('./run-daemon.js');
+  const [{ runDaemon }, { Io }] = await Promise.all([import('./run-daemon.js'), import('./io.js')]);
   process.exit(await runDaemon(daemonArgs, new Io(processIo)));
-} else if (isHookCommand(args)) {
-  const { runHook } = await import('./hook-command.js');
-  process.exitCode = await runHook(args, new Io(processIo));
 } else {
-  const { runCli } = await import('./program.js');
+  const { runCli } = await import('./run.js');
   process.exitCode = await runCli(args, processIo);
 }

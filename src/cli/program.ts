@@ -6,17 +6,20 @@ import { backupCommands } from './backup-commands.js';
 import { chatCommands } from './chat-commands.js';
 import { consoleCommand } from './console-command.js';
 import type { GlobalArgs } from './context.js';
-import { Io, type CliIo } from './io.js';
+import type { CliIo, Io } from './io.js';
 import { daemonCommand } from './daemon-command.js';
 import { demoCommand } from './demo-command.js';
 import { doctorCommand } from './doctor-command.js';
-import { hookCommand, isHookCommand } from './hook-args.js';
+import { hookCommand } from './hook-args.js';
 import { inboxCommand } from './inbox-command.js';
 import { mcpCommand } from './mcp-command.js';
 import { metricsCommand } from './metrics-command.js';
 import { EXIT, reportError } from './output.js';
+import { settleRun } from './run.js';
 import { setupCommand } from './setup-command.js';
 import { verifyCommand } from './verify-command.js';
+
+export { runCli } from './run.js';
 
 /** package.json's version; yargs' own lookup finds none once yello is installed under node_modules. */
 const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
@@ -27,26 +30,11 @@ const COMPLETION_HELP = 'print a shell completion script (bash/zsh): yello compl
 class UsageFailure extends Error {}
 
 /**
- * The `yello` program (yargs): admin tool and agent front end. `argv` is without node and
- * script; everything the run reads and writes goes through `cliIo`, whose `exit` (the entry's
- * process.exit) ends a run that failed or was stopped at once. Resolves with the exit code.
+ * The `yello` program (yargs): admin tool and agent front end, for every command that
+ * runCli (run.ts) does not start on a path of its own. `io` is the run's; `cliIo.exit` ends a
+ * run that failed or was stopped at once. Resolves with the exit code.
  */
-export async function runCli(argv: string[], cliIo: CliIo): Promise<number> {
-  const io = new Io(cliIo);
-  // The entry runs `yello hook` before loading this program (hooks must start fast); a run
-  // in-process takes the same path, so that both answer alike.
-  if (isHookCommand(argv)) {
-    const { runHook } = await import('./hook-command.js');
-    return runHook(argv, io);
-  }
-  try {
-    return await run(argv, io, cliIo);
-  } finally {
-    io.close();
-  }
-}
-
-async function run(argv: string[], io: Io, cliIo: CliIo): Promise<number> {
+export async function runProgram(argv: string[], io: Io, cliIo: CliIo): Promise<number> {
   io.guardStdout();
   // yargs' completion command prints the script even when asked for help.
   if (argv[0] === 'completion' && argv.some((a) => a === '--help' || a === '-h')) {
@@ -109,30 +97,26 @@ async function run(argv: string[], io: Io, cliIo: CliIo): Promise<number> {
   cli = setupCommand(cli);
   // Help, version and completion text comes back here instead of going to console.log.
   let output = '';
-  let code: number;
-  try {
-    const parsing = cli
-      .help()
-      .alias('h', 'help')
-      .version(VERSION)
-      .wrap(Math.min(110, io.columns || 100))
-      .parseAsync(argv, { io } satisfies Pick<GlobalArgs, 'io'>, (_err: unknown, _argv: unknown, text: string) => {
-        // Completing a subcommand parses again inside; the outer parse then reports no text.
-        output ||= text;
-      });
-    // A shutdown (signal, closed stdout) ends the run even while the command still waits.
-    const stopped = await Promise.race([parsing.then(() => null), io.stopped]);
-    if (stopped !== null) return stopped;
-    if (output) io.stdout.write(output + '\n');
-    if (io.shuttingDown) return await io.stopped;
-    if (!io.endsProcess) return io.exitCode;
-    code = io.exitCode;
-  } catch (err) {
-    if (err instanceof UsageFailure) {
+  return settleRun(
+    io,
+    cliIo,
+    () =>
+      cli
+        .help()
+        .alias('h', 'help')
+        .version(VERSION)
+        .wrap(Math.min(110, io.columns || 100))
+        .parseAsync(argv, { io } satisfies Pick<GlobalArgs, 'io'>, (_err: unknown, _argv: unknown, text: string) => {
+          // Completing a subcommand parses again inside; the outer parse then reports no text.
+          output ||= text;
+        }),
+    (err) => {
+      if (!(err instanceof UsageFailure)) return reportError(io, err);
       io.stderr.write(`yello: ${err.message}\n(see yello --help)\n`);
-      code = EXIT.usage;
-    } else code = reportError(io, err);
-  }
-  cliIo.exit?.(code);
-  return code;
+      return EXIT.usage;
+    },
+    () => {
+      if (output) io.stdout.write(output + '\n');
+    },
+  );
 }

@@ -9,7 +9,7 @@ import { CliError, EXIT, printJson } from './output.js';
 import { coordinatorTokenArg, coordinatorTokenOptions } from './stream-commands.js';
 
 type A<T = object> = GlobalArgs & T;
-type SendArgs = A<{
+export type SendArgs = A<{
   chatId: string;
   text: string[];
   'message-id'?: string;
@@ -127,39 +127,7 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           .example('$0 --json streams claim chat_…:agt_… | jq -r .coordinatorToken > my.ct', '')
           .example('$0 send chat_… hi --coordinator-token-file my.ct', '')
           .epilogue('The last two examples send under a claim you hold.'),
-      async (args: SendArgs) => {
-        if ((args['coordinator-token-file'] === '-' || args['coordinator-token-file'] === '') && fromStdin(args.text))
-          throw new CliError('stdin cannot be both the text and --coordinator-token-file', EXIT.usage);
-        const token = await coordinatorTokenArg(args);
-        const text = await readText(args, args.lossy);
-        await withClient(connectAgent(args), async (c) => {
-          const { chat } = await getChat(c, args.chatId);
-          const { own } = streamsOf(chat, sessionAgentId(c));
-          const messageId = args['message-id'] ?? randomUUID();
-          // Read before the append, so the receipt covers exactly what was there when it was asked.
-          const ack = args.ack ? await lastUnread(c, chat) : null;
-          const records: ParamsIn<'streams.append'>['records'] = [
-            { type: 'chat.message', messageId, content: text },
-            ...(ack ? [receiptFor(ack)] : []),
-          ];
-          let r: AppendResult;
-          if (token) r = await appendWithToken(c, own, records, token);
-          else {
-            const writer = CliWriter.for(args, c, own);
-            writer.checkSize(records, await c.call('streams.get', { streamId: own }));
-            r = await writer.run({ replace: args.replace, release: args.release }, (w) =>
-              w.send(text, { messageId, ...(ack ? { ack } : {}) }),
-            );
-          }
-          const acknowledged = ack ? { streamId: ack.streamId, generation: ack.generation, nextPosition: ack.nextPosition } : null;
-          if (args.json) printJson(args.io, args.ack ? { ...r, acknowledged } : r);
-          else {
-            args.io.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
-            for (const red of r.redactions) args.io.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
-            if (args.ack) args.io.stdout.write(ack ? ackLine(ack) : 'nothing new to acknowledge\n');
-          }
-        });
-      },
+      runSend,
     )
     .command(
       'ack <chatId>',
@@ -184,4 +152,37 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         });
       },
     );
+}
+
+/** What `yello send` does once its arguments are read (the yargs program's handler and the entry's fast path). */
+export async function runSend(args: SendArgs): Promise<void> {
+  if ((args['coordinator-token-file'] === '-' || args['coordinator-token-file'] === '') && fromStdin(args.text))
+    throw new CliError('stdin cannot be both the text and --coordinator-token-file', EXIT.usage);
+  const token = await coordinatorTokenArg(args);
+  const text = await readText(args, args.lossy);
+  await withClient(connectAgent(args), async (c) => {
+    const { chat } = await getChat(c, args.chatId);
+    const { own } = streamsOf(chat, sessionAgentId(c));
+    const messageId = args['message-id'] ?? randomUUID();
+    // Read before the append, so the receipt covers exactly what was there when it was asked.
+    const ack = args.ack ? await lastUnread(c, chat) : null;
+    const records: ParamsIn<'streams.append'>['records'] = [
+      { type: 'chat.message', messageId, content: text },
+      ...(ack ? [receiptFor(ack)] : []),
+    ];
+    let r: AppendResult;
+    if (token) r = await appendWithToken(c, own, records, token);
+    else {
+      const writer = CliWriter.for(args, c, own);
+      writer.checkSize(records, await c.call('streams.get', { streamId: own }));
+      r = await writer.run({ replace: args.replace, release: args.release }, (w) => w.send(text, { messageId, ...(ack ? { ack } : {}) }));
+    }
+    const acknowledged = ack ? { streamId: ack.streamId, generation: ack.generation, nextPosition: ack.nextPosition } : null;
+    if (args.json) printJson(args.io, args.ack ? { ...r, acknowledged } : r);
+    else {
+      args.io.stdout.write(`sent at position ${r.firstPosition} of ${r.streamId}\n`);
+      for (const red of r.redactions) args.io.stdout.write(`redacted ${red.count} × ${red.kind}\n`);
+      if (args.ack) args.io.stdout.write(ack ? ackLine(ack) : 'nothing new to acknowledge\n');
+    }
+  });
 }

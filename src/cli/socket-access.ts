@@ -1,5 +1,5 @@
-import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync, type Stats } from 'node:fs';
+import { createRequire } from 'node:module';
 import { userInfo } from 'node:os';
 import { dirname, resolve } from 'node:path';
 
@@ -75,6 +75,8 @@ function account(): { name: string; gid: number } {
 function lookup(db: 'group' | 'passwd', id: number): string[] | null {
   let line: string | undefined;
   try {
+    // Loaded here, for the one failure that asks: every command's error path imports this module.
+    const { execFileSync } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
     line = execFileSync('getent', [db, String(id)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 2000 }).split(
       '\n',
     )[0];

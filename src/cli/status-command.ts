@@ -7,6 +7,7 @@ import { CliError, errorMessage, EXIT, jsonOr, printObject, printTable } from '.
 
 type A<T = object> = GlobalArgs & T;
 type Result<M extends keyof MethodResults> = MethodResults[M];
+export type StatusArgs = A<{ wait?: string }>;
 
 const DEFAULT_WAIT_S = 30;
 const WAIT_POLL_MS = 100;
@@ -75,35 +76,38 @@ export function statusCommand(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           describe: `wait up to SECONDS (default ${DEFAULT_WAIT_S}) until the daemon answers; exit 1 with one line if it does not`,
         })
         .example('$0 daemon & $0 status --wait 10 >/dev/null', 'start a daemon and block until it is ready'),
-    async (args: A<{ wait?: string }>) => {
-      const s = args.wait === undefined ? await daemonStatus(args) : await waitForStatus(args, waitSeconds(args.wait));
-      jsonOr(args, s, () => {
-        printObject(args.io, {
-          version: s.version,
-          uptime: `${Math.round(s.uptimeMs / 1000)} s`,
-          storage: s.storage,
-          ...(s.store ? { store: s.store.backend === 'postgresql' ? `postgresql ${s.store.url}` : s.store.backend } : {}),
-          policy: s.policy,
-          kid: s.kid,
-          ...s.counts,
-        });
-        for (const i of s.integrity.walIncidents)
-          args.io.stdout.write(
-            `log loss ${i.detectedAt}: LevelDB dropped ${i.bytes} bytes of its write-ahead log; ${i.streams} stream generations marked corrupt\n`,
-          );
-        if (s.integrity.corruptStreams.length > 0) {
-          args.io.stdout.write(`corrupt streams (${s.integrity.corruptStreams.length}; see yello doctor and docs/reliability.md):\n`);
-          printTable(
-            args.io,
-            s.integrity.corruptStreams.map((m) => ({
-              stream: m.streamId,
-              generation: m.generation ?? 'all',
-              from: m.fromPosition,
-              detail: m.detail,
-            })),
-          );
-        }
-      });
-    },
+    runStatus,
   );
+}
+
+/** What `yello status` does once its arguments are read (the yargs program's handler and the entry's fast path). */
+export async function runStatus(args: StatusArgs): Promise<void> {
+  const s = args.wait === undefined ? await daemonStatus(args) : await waitForStatus(args, waitSeconds(args.wait));
+  jsonOr(args, s, () => {
+    printObject(args.io, {
+      version: s.version,
+      uptime: `${Math.round(s.uptimeMs / 1000)} s`,
+      storage: s.storage,
+      ...(s.store ? { store: s.store.backend === 'postgresql' ? `postgresql ${s.store.url}` : s.store.backend } : {}),
+      policy: s.policy,
+      kid: s.kid,
+      ...s.counts,
+    });
+    for (const i of s.integrity.walIncidents)
+      args.io.stdout.write(
+        `log loss ${i.detectedAt}: LevelDB dropped ${i.bytes} bytes of its write-ahead log; ${i.streams} stream generations marked corrupt\n`,
+      );
+    if (s.integrity.corruptStreams.length > 0) {
+      args.io.stdout.write(`corrupt streams (${s.integrity.corruptStreams.length}; see yello doctor and docs/reliability.md):\n`);
+      printTable(
+        args.io,
+        s.integrity.corruptStreams.map((m) => ({
+          stream: m.streamId,
+          generation: m.generation ?? 'all',
+          from: m.fromPosition,
+          detail: m.detail,
+        })),
+      );
+    }
+  });
 }

@@ -232,10 +232,10 @@ describe('yello hook', () => {
     }
   });
 
-  it('the fast path loads neither yargs nor zod', async () => {
+  it('the fast path loads no package: neither yargs, zod nor the MCP SDK', async () => {
     const p = await pair();
     await send(p, ['one']);
-    const refuse = `export async function resolve(s, c, next) { const r = await next(s, c); if (/\\/node_modules\\/(yargs|zod)\\//.test(r.url)) throw new Error('loaded ' + r.url + ' from ' + c.parentURL); return r; }`;
+    const refuse = `export async function resolve(s, c, next) { const r = await next(s, c); if (/\\/node_modules\\//.test(r.url)) throw new Error('loaded ' + r.url + ' from ' + c.parentURL); return r; }`;
     const script = [
       "import { register } from 'node:module';",
       `register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(refuse)}));`,

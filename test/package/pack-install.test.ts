@@ -85,7 +85,8 @@ describe('the npm package', () => {
   it('ships the built client, the binary, docs and license, and nothing of the working tree besides', () => {
     const files = packed.files.map((f) => f.path);
     for (const f of ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'bin/yello', 'docs/protocol.md']) expect(files).toContain(f);
-    for (const f of ['dist/client/index.js', 'dist/client/index.d.ts', 'dist/cli/main.js', 'dist/daemon/daemon.js'])
+    // dist/cli/yello.js: the bundled entry bin/yello runs (scripts/bundle-cli.mjs, part of the build).
+    for (const f of ['dist/client/index.js', 'dist/client/index.d.ts', 'dist/cli/main.js', 'dist/cli/yello.js', 'dist/daemon/daemon.js'])
       expect(files).toContain(f);
     const stray = files.filter(
       (f) => /^(test|bench|\.ci|src|examples|scripts|systemd|node_modules)\//.test(f) || /cursor\.json$|\.map$|\.token$/.test(f),
@@ -169,12 +170,13 @@ describe('the npm package', () => {
   });
 
   it(
-    'the installed yello binary prints its version and runs the demo against a daemon',
+    'the installed yello binary prints its version, its status (the bundle) and runs the demo (the yargs program) against a daemon',
     async () => {
       const bin = path.join(app, 'node_modules/.bin/yello');
       expect((await sh(bin, ['--version'], app)).stdout.trim()).toBe(version);
       const daemon = teardown.add(await DaemonProcess.start(), (d) => d.cleanup());
       const env = cliEnv({ YELLO_SOCKET: daemon.socketPath, YELLO_DATA_DIR: daemon.dataDir, XDG_STATE_HOME: path.join(work, 'state') });
+      expect(JSON.parse((await sh(bin, ['status', '--json'], app, env)).stdout)).toMatchObject({ version, storage: 'ok' });
       const demo = await new Promise<{ code: number | null; out: string }>((resolve) => {
         const child = spawn(bin, ['demo'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
         let out = '';
