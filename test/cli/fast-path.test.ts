@@ -5,7 +5,6 @@
 // exit code, stdout and stderr must match; the forms the fast parser leaves to the program must
 // be the ones it cannot read exactly as yargs does. The binary loads no package for them (no yargs, no zod).
 
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
@@ -14,6 +13,7 @@ import { parseFastCommand } from '../../src/cli/fast-args.js';
 import { Io, type CliIo } from '../../src/cli/io.js';
 import { runCli, runProgram } from '../../src/cli/program.js';
 import { cliEnv, describeRun, runCli as runBinaryOrInProcess, yelloBin } from '../helpers/cli-runner.js';
+import { spawnAsync } from '../helpers/spawn-async.js';
 import { useCli, type CliPair } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -257,9 +257,9 @@ describe('the fast path answers as the yargs program does', () => {
         `process.argv = [process.execPath, ${JSON.stringify(yelloBin)}, ...${JSON.stringify(args)}];`,
         `await import(${JSON.stringify(pathToFileURL(yelloBin).href)});`,
       ].join('\n');
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      // Not spawnSync: the daemon runs in this worker and must answer meanwhile.
+      const r = await spawnAsync(process.execPath, ['--input-type=module', '-e', script], {
         env: cliEnv(cli().env()),
-        encoding: 'utf8',
         timeout: 30_000,
       });
       expect(r.stderr, JSON.stringify(args)).toBe('');
