@@ -446,13 +446,18 @@ export class PipelineServer {
 
 // ---- workload helpers -------------------------------------------------------------------
 
-/** ~100 bytes of message content without digit runs (so the default PII policy finds nothing). */
-export function content(tag) {
+/** Bytes of content per message: `BENCH_CONTENT_BYTES` (100 unless set; issue 54's target is at 1024). */
+export const contentBytes = () => Math.round(envNumber('BENCH_CONTENT_BYTES', 100));
+
+/** `contentBytes()` bytes of message content without digit runs (so the default PII policy finds nothing). */
+export function content(tag, bytes = contentBytes()) {
   // Prose without digits, like most chat lines: digits would make every message look like it
   // might hold a phone or card number to the PII policy (BENCH_DIGITS=1 keeps them).
   const t = process.env.BENCH_DIGITS === '1' ? tag : String(tag).replace(/[0-9]/g, (d) => 'abcdefghij'[Number(d)]);
-  const base = `bench message ${t} the quick brown fox jumps over the lazy dog and keeps running far away`;
-  return base.length >= 100 ? base.slice(0, 100) : base.padEnd(100, '.');
+  const prose = ' the quick brown fox jumps over the lazy dog and keeps running far away';
+  let text = `bench message ${t}${prose}`;
+  while (text.length + prose.length <= bytes) text += prose;
+  return text.length >= bytes ? text.slice(0, bytes) : text.padEnd(bytes, '.');
 }
 
 /** An agent + a peer + their chat + a claimed stream, on the agent's own connection. */
