@@ -45,6 +45,9 @@ async function run(argv: DaemonArgs, io: Io): Promise<number> {
   }
   if (!Number.isSafeInteger(argv['retention-interval-seconds']) || argv['retention-interval-seconds'] < 1)
     usage('--retention-interval-seconds must be a positive integer');
+  const signWorkers = argv['sign-workers'];
+  if (signWorkers !== undefined && (!Number.isSafeInteger(signWorkers) || signWorkers < 0 || signWorkers > 64))
+    usage('--sign-workers must be a whole number from 0 to 64');
   for (const name of ['quota-append-records', 'quota-append-bytes', 'quota-stored-bytes', 'quota-claims-per-minute'] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 0) usage(`--${name} must be a whole number (0: no quota)`);
   }
@@ -84,6 +87,7 @@ async function run(argv: DaemonArgs, io: Io): Promise<number> {
       helloTimeoutMs: argv['hello-timeout-ms'],
       maxPendingHellos: argv['max-pending-hellos'],
       maxSessionsPerAgent: argv['max-sessions-per-agent'],
+      signWorkers,
       quotas: {
         appendRecordsPerSecond: argv['quota-append-records'],
         appendBytesPerSecond: argv['quota-append-bytes'],

@@ -15,6 +15,7 @@ import { publishKeys } from './crypto/key-rows.js';
 import { Directory } from './directory/directory.js';
 import { Signer } from './crypto/signer.js';
 import { SignBatcher } from './crypto/sign-batcher.js';
+import { defaultSignWorkers, SignPool } from './crypto/sign-pool.js';
 import { TokenCodec } from './crypto/token-codec.js';
 import { StreamStore } from './streams/stream-store.js';
 import { ChatReader } from './streams/chat-reader.js';
@@ -117,7 +118,8 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
     ] as const) {
       if (keys.length > 0) log.error({ keys }, `${what} keys fail their checksum: ${answer} is answered STORAGE_FAILURE; run yello doctor`);
     }
-    const batcher = new SignBatcher(signer);
+    const workers = config.signWorkers ?? defaultSignWorkers();
+    const batcher = new SignBatcher(signer, { pool: workers > 0 ? new SignPool(signer, log, workers) : null });
     const streams = new StreamStore(port, directory, signer, codec, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
@@ -253,7 +255,7 @@ export async function startDaemon(config: DaemonConfig): Promise<RunningDaemon> 
           await sweep;
           await retention?.stop();
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
-          batcher.close();
+          await batcher.close();
           await port.close();
           await relay;
           removeLockHolder(lockDir);
