@@ -480,9 +480,10 @@ export async function setupCoordinator(daemon, admin, username, peerId) {
 }
 
 /** The params of one streams.append of `n` chat.message records at position `at`. */
-export function appendParams(co, at, n) {
+export function appendParams(co, at, n, bytes = contentBytes()) {
   const records = [];
-  for (let i = 0; i < n; i++) records.push({ type: 'chat.message', messageId: `m-${at + i}`, content: content((at + i).toString(36)) });
+  for (let i = 0; i < n; i++)
+    records.push({ type: 'chat.message', messageId: `m-${at + i}`, content: content((at + i).toString(36), bytes) });
   return {
     streamId: co.streamId,
     coordinatorToken: co.coordinatorToken,
@@ -494,19 +495,20 @@ export function appendParams(co, at, n) {
 }
 
 /** One streams.append of `n` chat.message records at the coordinator's tracked position. */
-export async function appendOne(co, n = 1, timeoutMs = 60_000) {
-  const r = await co.conn.request('streams.append', appendParams(co, co.next, n), timeoutMs);
+export async function appendOne(co, n = 1, timeoutMs = 60_000, bytes = contentBytes()) {
+  const r = await co.conn.request('streams.append', appendParams(co, co.next, n, bytes), timeoutMs);
   co.next = Number(r.nextPosition);
   return r;
 }
 
 /**
  * Closed loops, one per coordinator (from setupCoordinator or PipelineServer.coordinators),
- * each on its own connection, for `seconds`: appends/s, p50/p99 ms. With `serverPid`, also the
+ * each on its own connection, for `seconds`, one message of `bytes` bytes per append: appends/s,
+ * p50/p99 ms. With `serverPid`, also the
  * CPU that process spent per completed append (all threads: `serverCpuUs`; by thread group:
  * `server`, see perAppendByGroup), and always this bench process's own (`clientCpuUs`).
  */
-export async function closedLoop(cos, seconds, serverPid = null) {
+export async function closedLoop(cos, seconds, serverPid = null, bytes = contentBytes()) {
   const latencies = [];
   const cpu0 = serverPid ? cpuMs(serverPid) : 0;
   const threads0 = serverPid ? threadSnapshot(serverPid) : null;
@@ -517,7 +519,7 @@ export async function closedLoop(cos, seconds, serverPid = null) {
     cos.map(async (co) => {
       while (nowMs() < deadline) {
         const s = nowMs();
-        await appendOne(co, 1, 30_000);
+        await appendOne(co, 1, 30_000, bytes);
         latencies.push(nowMs() - s);
       }
     }),
