@@ -27,11 +27,16 @@ const RULES = [
   ['push to followers', (u) => /\/daemon\/streams\/(subscriptions|follow-start|chat-follow)\.js$/.test(u)],
   ['heads (commit, listeners)', (u) => u.endsWith('/daemon/streams/heads.js')],
   ['admission (checks, fencing, records)', (u) => u.includes('/daemon/streams/') || u.includes('/daemon/directory/')],
-  ['store: PostgreSQL (statements, driver)', (u) => u.includes('/daemon/store/postgres/') || u.includes('node_modules/postgres/')],
+  ['store: PostgreSQL (statements, driver, notices)', (u) => u.includes('/daemon/store/postgres/') || u.includes('node_modules/postgres/')],
   [
-    'store: LevelDB (encode, CRC, group commit)',
-    (u) => u.includes('/daemon/store/') || /node_modules\/(classic-level|abstract-level|level-|maybe-combine|module-error)/.test(u),
+    'store: checksums of values (CRC-32)',
+    (u) => u.endsWith('/daemon/store/value-codec.js') || u.endsWith('/daemon/store/leveldb/value-codec.js'),
   ],
+  [
+    'store: LevelDB (keys, encode, overlay, group commit)',
+    (u) => u.includes('/daemon/store/leveldb/') || /node_modules\/(classic-level|abstract-level|level-|maybe-combine|module-error)/.test(u),
+  ],
+  ['store: port and shared (heads layout, records layout)', (u) => u.includes('/daemon/store/')],
   ['daemon (other)', (u) => u.includes('/dist/')],
 ];
 
@@ -56,8 +61,10 @@ export const STAGE_ORDER = [
   'PII policy',
   'sign (ES256)',
   'heads (commit, listeners)',
-  'store: LevelDB (encode, CRC, group commit)',
-  'store: PostgreSQL (statements, driver)',
+  'store: port and shared (heads layout, records layout)',
+  'store: checksums of values (CRC-32)',
+  'store: LevelDB (keys, encode, overlay, group commit)',
+  'store: PostgreSQL (statements, driver, notices)',
   'push to followers',
   'metrics',
   'logging (pino)',

@@ -41,6 +41,42 @@ export const TOGGLES = {
     what: "the per-call session check (issue 52: a rotated token or a disabled agent's session refused; on PostgreSQL a read of the revocation columns)",
     patches: [{ file: 'daemon/rpc/rpc-server.js', find: 'const valid = this.#sessionValid(caller);', replace: 'const valid = true;' }],
   },
+  // Store-side experiments (issue 54: what fewer keys or cheaper values per append would buy,
+  // measured before the store is restructured). They break the store: scratch runs only.
+  'store-oplog-key': {
+    what: 'EXPERIMENT: the operation-log key of each append (LevelDB)',
+    patches: [
+      {
+        file: 'daemon/store/leveldb/level-streams.js',
+        find: "ops.push({ type: 'put', key: K.opLog(streamId, operation.generation, operation.firstPosition), value: operation.operationId });",
+        replace: ';',
+      },
+    ],
+  },
+  'store-messageid-key': {
+    what: 'EXPERIMENT: the message-id index key of each message (LevelDB; the negative index still answers in memory)',
+    patches: [
+      {
+        file: 'daemon/store/leveldb/level-streams.js',
+        find: "ops.push({ type: 'put', key: K.messageId(streamId, operation.generation, id), value: formatDecimal(position) });",
+        replace: ';',
+      },
+    ],
+  },
+  'store-pg-notice-records': {
+    what: "EXPERIMENT: the records in a commit's notice (PostgreSQL; another daemon's follower then reads them from the table, as for a notice too long for them)",
+    patches: [
+      {
+        file: 'daemon/store/postgres/notices.js',
+        find: 'const full = JSON.stringify(n);',
+        replace: 'const full = JSON.stringify({ ...n, records: undefined });',
+      },
+    ],
+  },
+  'store-crc': {
+    what: 'EXPERIMENT: the CRC-32 of every stored value (written as 00000000; nothing can be read back after a restart)',
+    patches: [{ file: 'daemon/store/value-codec.js', find: 'return checksum(key, json) + json;', replace: "return '00000000' + json;" }],
+  },
 };
 
 /**
