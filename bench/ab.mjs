@@ -244,7 +244,9 @@ async function main() {
   const cluster = cfg.store === 'postgresql' ? await (await import('../test/helpers/pg-cluster.mjs')).PgCluster.start() : null;
   try {
     sides.push(await startSide('A', aBuild.dir, aBuild.label, cluster));
-    sides.push(await startSide('B', repoRoot, describeB(), cluster));
+    // BENCH_AB_B_DIR: B is another built checkout (a snapshot of this one, say, so this one can be rebuilt meanwhile).
+    const bDir = process.env.BENCH_AB_B_DIR ? path.resolve(process.env.BENCH_AB_B_DIR) : repoRoot;
+    sides.push(await startSide('B', bDir, bDir === repoRoot ? describeB() : `prebuilt checkout ${bDir}`, cluster));
     const [a, b] = sides;
     log(`warm-up ${cfg.warmupSeconds}s per concurrency, both sides`);
     for (const side of sides) {
