@@ -33,6 +33,7 @@ import {
   setupCoordinator,
   table,
 } from './lib.mjs';
+import { toggledCopy } from './toggles.mjs';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const cfg = {
@@ -46,7 +47,14 @@ const cfg = {
   json: process.env.BENCH_JSON ?? null,
   // postgresql: both daemons on one throwaway cluster (fsync on), each on a database of its own.
   store: process.env.BENCH_AB_STORE ?? 'leveldb',
+  // Extra daemon options per side (space-separated), e.g. BENCH_AB_B_ARGS='--sign-workers 1'.
+  args: { A: splitArgs(process.env.BENCH_AB_A_ARGS), B: splitArgs(process.env.BENCH_AB_B_ARGS) },
+  // Features switched off in a scratch copy of one side's build (bench/toggles.mjs), e.g. BENCH_AB_B_OFF=metrics.
+  off: { A: splitArgs(process.env.BENCH_AB_A_OFF?.replaceAll(',', ' ')), B: splitArgs(process.env.BENCH_AB_B_OFF?.replaceAll(',', ' ')) },
 };
+function splitArgs(v) {
+  return (v ?? '').split(/\s+/).filter(Boolean);
+}
 if (!['leveldb', 'postgresql'].includes(cfg.store)) {
   process.stderr.write(`bench/ab.mjs: BENCH_AB_STORE must be leveldb or postgresql, not ${cfg.store}\n`);
   process.exit(2);
@@ -125,7 +133,11 @@ function describeB() {
 
 // ---- one side: a daemon with its coordinators and push probe ----------------------------------
 
-async function startSide(name, checkout, label, cluster) {
+async function startSide(name, built, builtLabel, cluster) {
+  const off = cfg.off[name];
+  const checkout = off.length > 0 ? toggledCopy(built, off, makeTempDir(`yabt${name}-`)) : built;
+  const args = cfg.args[name];
+  const label = `${builtLabel}${off.length > 0 ? `, without ${off.join(', ')} (bench/toggles.mjs)` : ''}${args.length > 0 ? `, daemon options ${args.join(' ')}` : ''}`;
   const bin = path.join(checkout, 'bin', 'yello');
   if (!existsSync(path.join(checkout, 'dist', 'cli', 'main.js'))) throw new Error(`${name}: ${checkout}/dist is not built (npm run build)`);
   // A build from before the per-agent quotas has none of their options.
@@ -139,7 +151,7 @@ async function startSide(name, checkout, label, cluster) {
   const daemon = new Daemon(makeTempDir(`yab${name}-`), {
     bin,
     cwd: checkout,
-    extraArgs: [...(hasQuotas ? BENCH_DAEMON_ARGS : []), ...store],
+    extraArgs: [...(hasQuotas ? BENCH_DAEMON_ARGS : []), ...store, ...cfg.args[name]],
   });
   await daemon.start();
   const admin = await daemon.admin();
@@ -232,7 +244,9 @@ async function main() {
   const cluster = cfg.store === 'postgresql' ? await (await import('../test/helpers/pg-cluster.mjs')).PgCluster.start() : null;
   try {
     sides.push(await startSide('A', aBuild.dir, aBuild.label, cluster));
-    sides.push(await startSide('B', repoRoot, describeB(), cluster));
+    // BENCH_AB_B_DIR: B is another built checkout (a snapshot of this one, say, so this one can be rebuilt meanwhile).
+    const bDir = process.env.BENCH_AB_B_DIR ? path.resolve(process.env.BENCH_AB_B_DIR) : repoRoot;
+    sides.push(await startSide('B', bDir, bDir === repoRoot ? describeB() : `prebuilt checkout ${bDir}`, cluster));
     const [a, b] = sides;
     log(`warm-up ${cfg.warmupSeconds}s per concurrency, both sides`);
     for (const side of sides) {

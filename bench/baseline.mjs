@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { contentSha256 } from '../dist/daemon/crypto/hashing.js';
 import { messagePayload } from '../dist/shared/message-signing.js';
-import { content, nowMs, percentile } from './lib.mjs';
+import { content, contentBytes, nowMs, percentile } from './lib.mjs';
 
 /** Appends per synced batch, at most (the daemon's group commit is at most one batch in flight). */
 export const BASELINE_GROUP = 64;
@@ -76,7 +76,7 @@ function makeWriter(index) {
  * `sync: true` batch. The `writers` (from makeWriters) run closed loops that share `total`
  * appends (bounded by `maxMs` too). Returns { appends, seconds, perSecond, p50, p99 } (ms).
  */
-export async function runBaselineAppends(store, key, { writers: ws, total, maxMs }) {
+export async function runBaselineAppends(store, key, { writers: ws, total, maxMs, bytes = contentBytes() }) {
   const latencies = [];
   let issued = 0;
   const t0 = nowMs();
@@ -87,7 +87,7 @@ export async function runBaselineAppends(store, key, { writers: ws, total, maxMs
         issued++;
         const s = nowMs();
         const position = w.next++;
-        const text = content(position.toString(36));
+        const text = content(position.toString(36), bytes);
         const sha = contentSha256(text);
         const createdAt = new Date().toISOString();
         const value = sign(

@@ -446,13 +446,18 @@ export class PipelineServer {
 
 // ---- workload helpers -------------------------------------------------------------------
 
-/** ~100 bytes of message content without digit runs (so the default PII policy finds nothing). */
-export function content(tag) {
+/** Bytes of content per message: `BENCH_CONTENT_BYTES` (100 unless set; issue 54's target is at 1024). */
+export const contentBytes = () => Math.round(envNumber('BENCH_CONTENT_BYTES', 100));
+
+/** `contentBytes()` bytes of message content without digit runs (so the default PII policy finds nothing). */
+export function content(tag, bytes = contentBytes()) {
   // Prose without digits, like most chat lines: digits would make every message look like it
   // might hold a phone or card number to the PII policy (BENCH_DIGITS=1 keeps them).
   const t = process.env.BENCH_DIGITS === '1' ? tag : String(tag).replace(/[0-9]/g, (d) => 'abcdefghij'[Number(d)]);
-  const base = `bench message ${t} the quick brown fox jumps over the lazy dog and keeps running far away`;
-  return base.length >= 100 ? base.slice(0, 100) : base.padEnd(100, '.');
+  const prose = ' the quick brown fox jumps over the lazy dog and keeps running far away';
+  let text = `bench message ${t}${prose}`;
+  while (text.length + prose.length <= bytes) text += prose;
+  return text.length >= bytes ? text.slice(0, bytes) : text.padEnd(bytes, '.');
 }
 
 /** An agent + a peer + their chat + a claimed stream, on the agent's own connection. */
@@ -475,9 +480,10 @@ export async function setupCoordinator(daemon, admin, username, peerId) {
 }
 
 /** The params of one streams.append of `n` chat.message records at position `at`. */
-export function appendParams(co, at, n) {
+export function appendParams(co, at, n, bytes = contentBytes()) {
   const records = [];
-  for (let i = 0; i < n; i++) records.push({ type: 'chat.message', messageId: `m-${at + i}`, content: content((at + i).toString(36)) });
+  for (let i = 0; i < n; i++)
+    records.push({ type: 'chat.message', messageId: `m-${at + i}`, content: content((at + i).toString(36), bytes) });
   return {
     streamId: co.streamId,
     coordinatorToken: co.coordinatorToken,
@@ -489,19 +495,20 @@ export function appendParams(co, at, n) {
 }
 
 /** One streams.append of `n` chat.message records at the coordinator's tracked position. */
-export async function appendOne(co, n = 1, timeoutMs = 60_000) {
-  const r = await co.conn.request('streams.append', appendParams(co, co.next, n), timeoutMs);
+export async function appendOne(co, n = 1, timeoutMs = 60_000, bytes = contentBytes()) {
+  const r = await co.conn.request('streams.append', appendParams(co, co.next, n, bytes), timeoutMs);
   co.next = Number(r.nextPosition);
   return r;
 }
 
 /**
  * Closed loops, one per coordinator (from setupCoordinator or PipelineServer.coordinators),
- * each on its own connection, for `seconds`: appends/s, p50/p99 ms. With `serverPid`, also the
+ * each on its own connection, for `seconds`, one message of `bytes` bytes per append: appends/s,
+ * p50/p99 ms. With `serverPid`, also the
  * CPU that process spent per completed append (all threads: `serverCpuUs`; by thread group:
  * `server`, see perAppendByGroup), and always this bench process's own (`clientCpuUs`).
  */
-export async function closedLoop(cos, seconds, serverPid = null) {
+export async function closedLoop(cos, seconds, serverPid = null, bytes = contentBytes()) {
   const latencies = [];
   const cpu0 = serverPid ? cpuMs(serverPid) : 0;
   const threads0 = serverPid ? threadSnapshot(serverPid) : null;
@@ -512,7 +519,7 @@ export async function closedLoop(cos, seconds, serverPid = null) {
     cos.map(async (co) => {
       while (nowMs() < deadline) {
         const s = nowMs();
-        await appendOne(co, 1, 30_000);
+        await appendOne(co, 1, 30_000, bytes);
         latencies.push(nowMs() - s);
       }
     }),

@@ -36,6 +36,9 @@ export function daemonConfig(argv: DaemonArgs, ctx: PathContext): DaemonConfig {
   for (const name of ['quota-append-records', 'quota-append-bytes', 'quota-stored-bytes', 'quota-claims-per-minute'] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 0) usage(`--${name} must be a whole number (0: no quota)`);
   }
+  const signWorkers = argv['sign-workers'];
+  if (signWorkers !== undefined && (!Number.isSafeInteger(signWorkers) || signWorkers < 0 || signWorkers > 64))
+    usage('--sign-workers must be a whole number from 0 to 64');
   const metricsListen =
     argv['metrics-listen'] === undefined ? null : parseMetricsListen(argv['metrics-listen'], argv['metrics-allow-remote'] === true);
   if (typeof metricsListen === 'string') usage(metricsListen);
@@ -76,5 +79,6 @@ export function daemonConfig(argv: DaemonArgs, ctx: PathContext): DaemonConfig {
     storePasswordFile: argv['store-password-file'] ?? null,
     faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
     metricsListen: typeof metricsListen === 'string' ? null : metricsListen,
+    ...(signWorkers !== undefined ? { signWorkers } : {}),
   };
 }

@@ -57,6 +57,11 @@ export const DAEMON_OPTIONS = {
     describe: 'connections without a session at once; past it the oldest idle one is closed',
   },
   'max-sessions-per-agent': { type: 'number', default: 64, describe: 'sessions one agent may hold at once' },
+  'sign-workers': {
+    type: 'number',
+    describe:
+      'worker threads that sign the messages of busy moments (default: one per CPU core beyond two, at most 4; 0: every signature on the event loop)',
+  },
   'quota-append-records': { type: 'number', default: 1_000, describe: 'records one agent may append per second, sustained (0: no quota)' },
   'quota-append-bytes': {
     type: 'number',

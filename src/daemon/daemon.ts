@@ -14,6 +14,7 @@ import { publishKeys } from './crypto/key-rows.js';
 import { Directory } from './directory/directory.js';
 import { Signer } from './crypto/signer.js';
 import { SignBatcher } from './crypto/sign-batcher.js';
+import { defaultSignWorkers, SignPool } from './crypto/sign-pool.js';
 import { TokenCodec } from './crypto/token-codec.js';
 import { StreamStore } from './streams/stream-store.js';
 import { ChatReader } from './streams/chat-reader.js';
@@ -123,7 +124,8 @@ export async function startDaemon(config: DaemonConfig, host: DaemonHost = {}): 
     ] as const) {
       if (keys.length > 0) log.error({ keys }, `${what} keys fail their checksum: ${answer} is answered STORAGE_FAILURE; run yello doctor`);
     }
-    const batcher = new SignBatcher(signer);
+    const workers = config.signWorkers ?? defaultSignWorkers();
+    const batcher = new SignBatcher(signer, { pool: workers > 0 ? new SignPool(signer, log, workers) : null });
     const streams = new StreamStore(port, directory, signer, codec, integrity, batcher);
     const reader = new ChatReader(streams, directory, codec);
     const subscriptions = new Subscriptions(streams, reader, directory, integrity, log);
@@ -259,7 +261,7 @@ export async function startDaemon(config: DaemonConfig, host: DaemonHost = {}): 
           await sweep;
           await retention?.stop();
           // Queued writes wait for their signatures: sign what is waiting, then close the store.
-          batcher.close();
+          await batcher.close();
           await port.close();
           await relay;
           removeLockHolder(lockDir);

@@ -125,10 +125,11 @@ describe('daemon', () => {
       daemonRun(['--socket-mode', '999']),
       daemonRun(['--policy', 'nope']), // a choice yargs rejects
       daemonRun(['--bogus-flag']),
+      daemonRun(['--sign-workers', '-1']),
     ]);
     for (const r of runs) {
       expectExit(r, 2);
-      expect(r.stderr).toMatch(/max-line-bytes|max-connections|socket-mode|policy|bogus-flag/);
+      expect(r.stderr).toMatch(/max-line-bytes|max-connections|socket-mode|policy|bogus-flag|sign-workers/);
     }
     // Nothing started: no socket, no data dir.
     expect(fs.existsSync(dir)).toBe(false);

@@ -233,12 +233,17 @@ export class DaemonProcess {
       if (!argv)
         throw new Error(`yello daemon ${flags.join(' ')}: not plain valid flags; a test of the CLI's parsing needs { process: true }`);
       try {
-        const config = daemonConfig(argv, {
+        const parsed = daemonConfig(argv, {
           env: { ...process.env, ...this.env },
           uid: process.getuid?.() ?? 0,
           home: os.homedir(),
           pid: process.pid,
         });
+        // No signing worker threads in the test worker: they load dist/'s sign-worker.js, which a
+        // daemon run from src/ has no compiled copy of (their default is 0 on 2 cores, more on a
+        // bigger machine). A test of the workers runs a daemon process.
+        if (argv['sign-workers'] !== undefined) throw new Error('--sign-workers needs { process: true }');
+        const config = { ...parsed, signWorkers: 0 };
         let partial = '';
         const log = createLogger(config.logLevel, {
           write: (chunk: string) => {

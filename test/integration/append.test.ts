@@ -4,8 +4,19 @@
 
 import { describe, expect, it } from 'vitest';
 import { expectError, messages, setupChat, receipt, streamState, type ReadingChat } from '../helpers/reading-fixtures.js';
-import { useDaemon } from '../helpers/use-daemon.js';
-import { createPair, claim, fetchKeys, messageOf, messageProblems, ok, readAll, uniq, type Result } from '../helpers/wire-fixtures.js';
+import { useDaemon, type DaemonFixture } from '../helpers/use-daemon.js';
+import {
+  createPair,
+  claim,
+  fetchKeys,
+  messageOf,
+  messageProblems,
+  ok,
+  readAll,
+  uniq,
+  type Result,
+  type Wire,
+} from '../helpers/wire-fixtures.js';
 
 const { daemon, admin } = useDaemon();
 
@@ -80,50 +91,72 @@ describe('streams.append', () => {
   });
 
   it('records signed at the end of a busy turn are stored with their signature (the write waits for the signing)', async () => {
-    // appender.ts append: the write is handed `Promise.all(signing)` when a signature was
-    // deferred (sign-batcher.ts: from the 4th signature of a turn on), so no record is stored
-    // before its signature value is set. What is pinned: every stored message verifies and
-    // carries the signature its append answered. (The mutant `signing.length > 0` → `false`
-    // survives this test: the batcher's end-of-turn signing is scheduled before the storage's
-    // group cut in every run seen.)
-    const chats = await Promise.all([0, 1, 2, 3].map(() => setupChat(daemon(), admin())));
-    const writers = chats.flatMap((c) => [c.wa, c.wb]);
-    const rounds = 16;
-    const answered = new Map<string, string>();
-    // Each writer pipelines all its appends at once (positions known in advance): requests keep
-    // arriving while earlier groups are synced, which is when a group could be cut and encoded
-    // before the end-of-turn signing of an append admitted in the same loop iteration.
-    const results = await Promise.all(
-      writers.flatMap((w) =>
-        Array.from({ length: rounds }, (_, round) =>
-          w.client.call('streams.append', {
-            streamId: w.streamId,
-            coordinatorToken: w.token,
-            generation: w.generation,
-            expectedPosition: String(Number(w.next) + 8 * round),
-            operationId: uniq('op-busy'),
-            records: messages(uniq(`busy${round}`), 8),
-          }),
-        ),
-      ),
-    );
-    for (const r of results)
-      for (const rec of ok(r, 'pipelined append').records) answered.set(`${rec.streamId}#${rec.position}`, messageOf(rec).signature.value);
-    const keys = await fetchKeys(admin());
-    let checked = 0;
-    for (const w of writers) {
-      for (const rec of await readAll(admin(), w.streamId)) {
-        if (rec.wrapper.type !== 'chat.message') continue;
-        const m = messageOf(rec);
-        expect(m.signature.value, `${rec.streamId}#${rec.position}`).not.toBe('');
-        expect(messageProblems(m, keys), `${rec.streamId}#${rec.position}`).toEqual([]);
-        expect(m.signature.value).toBe(answered.get(`${rec.streamId}#${rec.position}`));
-        checked++;
-      }
-    }
-    expect(checked).toBe(writers.length * rounds * 8);
+    await busyTurnsSigned({ daemon, admin });
   });
 });
+
+describe('streams.append with signing workers (--sign-workers 2)', () => {
+  // A process of its own: the worker threads load dist/daemon/crypto/sign-worker.js, which a
+  // daemon run from src/ in the test worker has no compiled copy of.
+  const workers = useDaemon({ extraArgs: ['--sign-workers', '2'], process: true });
+  it('records signed by the workers in busy turns are stored with the signature their append answered, and verify', async () => {
+    // sign-pool.ts: a busy turn's signatures come from worker threads; the write still waits for them.
+    await busyTurnsSigned(workers);
+    // The workers made them: a pool that failed would have logged its fall back to the event loop.
+    expect(
+      workers
+        .daemon()
+        .logs()
+        .filter((l) => l.msg === 'signing on the event loop from now on'),
+    ).toEqual([]);
+  });
+});
+
+/** Pipelined appends from 8 writers: every stored message verifies and carries the signature its append answered. */
+async function busyTurnsSigned(d: Pick<DaemonFixture<Wire>, 'daemon' | 'admin'>): Promise<void> {
+  // appender.ts append: the write is handed `Promise.all(signing)` when a signature was
+  // deferred (sign-batcher.ts: from the 4th signature of a turn on), so no record is stored
+  // before its signature value is set. What is pinned: every stored message verifies and
+  // carries the signature its append answered. (The mutant `signing.length > 0` → `false`
+  // survives this test: the batcher's end-of-turn signing is scheduled before the storage's
+  // group cut in every run seen.)
+  const chats = await Promise.all([0, 1, 2, 3].map(() => setupChat(d.daemon(), d.admin())));
+  const writers = chats.flatMap((c) => [c.wa, c.wb]);
+  const rounds = 16;
+  const answered = new Map<string, string>();
+  // Each writer pipelines all its appends at once (positions known in advance): requests keep
+  // arriving while earlier groups are synced, which is when a group could be cut and encoded
+  // before the end-of-turn signing of an append admitted in the same loop iteration.
+  const results = await Promise.all(
+    writers.flatMap((w) =>
+      Array.from({ length: rounds }, (_, round) =>
+        w.client.call('streams.append', {
+          streamId: w.streamId,
+          coordinatorToken: w.token,
+          generation: w.generation,
+          expectedPosition: String(Number(w.next) + 8 * round),
+          operationId: uniq('op-busy'),
+          records: messages(uniq(`busy${round}`), 8),
+        }),
+      ),
+    ),
+  );
+  for (const r of results)
+    for (const rec of ok(r, 'pipelined append').records) answered.set(`${rec.streamId}#${rec.position}`, messageOf(rec).signature.value);
+  const keys = await fetchKeys(d.admin());
+  let checked = 0;
+  for (const w of writers) {
+    for (const rec of await readAll(d.admin(), w.streamId)) {
+      if (rec.wrapper.type !== 'chat.message') continue;
+      const m = messageOf(rec);
+      expect(m.signature.value, `${rec.streamId}#${rec.position}`).not.toBe('');
+      expect(messageProblems(m, keys), `${rec.streamId}#${rec.position}`).toEqual([]);
+      expect(m.signature.value).toBe(answered.get(`${rec.streamId}#${rec.position}`));
+      checked++;
+    }
+  }
+  expect(checked).toBe(writers.length * rounds * 8);
+}
 
 // Pins behaviour of src/daemon/streams/append-checks.ts that the rest of the suite leaves
 // unchecked: each test names the check it pins. Over the real

@@ -57,6 +57,16 @@ function documentedNames(): string[] {
 const records = (tag: string, n: number) =>
   Array.from({ length: n }, (_, i) => ({ type: 'chat.message' as const, messageId: `${tag}.${i}`, content: `hello ${tag} ${i}` }));
 
+function appendParams(
+  pair: TestPair,
+  coordinatorToken: string,
+  expectedPosition: string,
+  operationId: string,
+  recs: ReturnType<typeof records>,
+) {
+  return { streamId: pair.streamA, coordinatorToken, generation: '1', expectedPosition, operationId, records: recs };
+}
+
 async function append(
   pair: TestPair,
   coordinatorToken: string,
@@ -64,14 +74,7 @@ async function append(
   operationId: string,
   recs: ReturnType<typeof records>,
 ) {
-  return pair.a.client.call('streams.append', {
-    streamId: pair.streamA,
-    coordinatorToken,
-    generation: '1',
-    expectedPosition,
-    operationId,
-    records: recs,
-  });
+  return pair.a.client.call('streams.append', appendParams(pair, coordinatorToken, expectedPosition, operationId, recs));
 }
 
 describe('daemon.metrics over the socket', () => {
@@ -101,14 +104,15 @@ describe('daemon.metrics over the socket', () => {
     const c = await claim(pair.a.client, pair.streamA);
     const before = await scrape(admin());
     const recs = records(uniq('m'), 3);
-    const first = ok(await append(pair, c.coordinatorToken, c.nextPosition, 'op-1', recs));
+    // Sent as a line of our own, with an extra space, so its bytes are known exactly.
+    const id = pair.a.client.newId();
+    const line = `${JSON.stringify({ jsonrpc: '2.0', id, method: 'streams.append', params: appendParams(pair, c.coordinatorToken, c.nextPosition, 'op-1', recs) })} \n`;
+    const first = ok<{ duplicate: boolean; nextPosition: string }>(await pair.a.client.callRaw(id, line));
     const after = await scrape(admin());
     expect(value(after, 'yello_appends_total') - value(before, 'yello_appends_total')).toBe(1);
     expect(value(after, 'yello_appended_records_total') - value(before, 'yello_appended_records_total')).toBe(3);
-    // The bytes the quotas count: the records as sent.
-    expect(value(after, 'yello_appended_bytes_total') - value(before, 'yello_appended_bytes_total')).toBe(
-      Buffer.byteLength(JSON.stringify(recs)),
-    );
+    // The bytes the quotas count: the request as the wire measured it (the line, no newline).
+    expect(value(after, 'yello_appended_bytes_total') - value(before, 'yello_appended_bytes_total')).toBe(Buffer.byteLength(line) - 1);
     expect(value(after, 'yello_append_duration_seconds_count') - value(before, 'yello_append_duration_seconds_count')).toBe(1);
     expect(value(after, 'yello_append_duration_seconds_sum')).toBeGreaterThan(value(before, 'yello_append_duration_seconds_sum'));
     expect(value(after, 'yello_commit_duration_seconds_count')).toBeGreaterThan(value(before, 'yello_commit_duration_seconds_count'));
@@ -131,6 +135,26 @@ describe('daemon.metrics over the socket', () => {
     expect(value(again, 'yello_append_duplicates_total') - value(after, 'yello_append_duplicates_total')).toBe(1);
     expect(value(again, 'yello_appended_records_total')).toBe(value(after, 'yello_appended_records_total'));
     expect(value(again, 'yello_appended_bytes_total')).toBe(value(after, 'yello_appended_bytes_total'));
+
+    // In a batch, an append's bytes are its element's, serialized.
+    const element = {
+      jsonrpc: '2.0',
+      id: pair.a.client.newId(),
+      method: 'streams.append',
+      params: appendParams(
+        pair,
+        c.coordinatorToken,
+        first.nextPosition,
+        'op-2',
+        recs.map((r) => ({ ...r, messageId: `${r.messageId}b` })),
+      ),
+    };
+    const [answer] = (await pair.a.client.batchRaw([element])) as Array<{ result?: unknown }>;
+    expect(answer?.result).toBeDefined();
+    const batched = await scrape(admin());
+    expect(value(batched, 'yello_appended_bytes_total') - value(again, 'yello_appended_bytes_total')).toBe(
+      Buffer.byteLength(JSON.stringify(element)),
+    );
   });
 
   it('reads count pages and records per method', async () => {

@@ -357,7 +357,7 @@ describe('SignBatcher: when signing waits', () => {
     const { signer, batcher, key } = setup({ minBatch: 1 });
     const values = ['p0', 'p1', 'p2'].map((p) => batcher.sign(signer.kid, p));
     expect(kinds(values)).toBe('later later later');
-    batcher.close();
+    void batcher.close();
     expect(batcher.stats).toEqual({ immediate: 0, deferred: 3 });
     const signed = await Promise.all(values.map((v) => Promise.resolve(v)));
     signed.forEach((v, i) => {

@@ -17,6 +17,7 @@ describe('parseDaemonArgsFast', () => {
       'hello-timeout-ms': 5_000,
       'max-pending-hellos': 64,
       'max-sessions-per-agent': 64,
+      'sign-workers': undefined,
       'quota-append-records': 1_000,
       'quota-append-bytes': 16_777_216,
       'quota-stored-bytes': 4_294_967_296,
@@ -41,6 +42,8 @@ describe('parseDaemonArgsFast', () => {
       '--max-connections',
       '20',
       '--max-line-bytes=4096',
+      '--sign-workers',
+      '2',
     ]);
     expect(a).toMatchObject({
       socket: '/tmp/s.sock',
@@ -49,6 +52,7 @@ describe('parseDaemonArgsFast', () => {
       'log-level': 'warn',
       'max-connections': 20,
       'max-line-bytes': 4096,
+      'sign-workers': 2,
     });
   });
 

@@ -1,30 +1,43 @@
-// Adaptive signing: every signature verifies whichever path made it (at once, or at the end of
-// a busy turn), a busy turn is deferred and signed in order, and close() signs what waits.
+// Adaptive signing: every signature verifies whichever path made it (at once, at the end of a
+// busy turn, or in the sign pool's worker threads), a busy turn is deferred and signed in order,
+// a failed worker leaves nothing waiting, and close() signs what waits.
 
 import { createPublicKey, verify } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { SignBatcher } from '../../src/daemon/crypto/sign-batcher.js';
+import { defaultSignWorkers, SignPool } from '../../src/daemon/crypto/sign-pool.js';
 import { Signer } from '../../src/daemon/crypto/signer.js';
+import { repoRoot } from '../helpers/daemon-process.js';
+
+// The worker runs compiled JavaScript: the build's (npm test builds first).
+const workerUrl = pathToFileURL(path.join(repoRoot, 'dist/daemon/crypto/sign-worker.js'));
+const quiet = pino({ level: 'silent' });
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function setup() {
+function setup(pool?: (signer: Signer) => SignPool) {
   const dir = mkdtempSync(path.join(tmpdir(), 'yl-sign-'));
   dirs.push(dir);
   const signer = new Signer(path.join(dir, 'keys'));
-  const batcher = new SignBatcher(signer);
+  const batcher = new SignBatcher(signer, { pool: pool?.(signer) ?? null });
   const jwk = signer.jwks().keys[0]!;
   const key = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y }, format: 'jwk' });
   const ok = (payload: string, value: string) =>
     verify('sha256', Buffer.from(payload), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(value, 'base64url'));
-  return { signer, batcher, ok };
+  return { signer, batcher, ok, dir };
 }
+
+/** `n` payloads asked for in one turn: their values, settled. */
+const oneTurn = (batcher: SignBatcher, kid: string, payloads: string[]) =>
+  Promise.all(payloads.map((p) => Promise.resolve(batcher.sign(kid, p))));
 
 describe('SignBatcher', () => {
   it('signs at once while the load is low', () => {
@@ -55,10 +68,71 @@ describe('SignBatcher', () => {
   it('close() signs what is still waiting', async () => {
     const { signer, batcher, ok } = setup();
     const pending = Array.from({ length: 10 }, (_, i) => batcher.sign(signer.kid, `p${i}`));
-    batcher.close();
+    await batcher.close();
     const values = await Promise.all(pending.map((v) => Promise.resolve(v)));
     values.forEach((v, i) => {
       expect(ok(`p${i}`, v)).toBe(true);
+    });
+  });
+});
+
+describe('SignPool: busy turns signed in worker threads', () => {
+  it('the default size: one worker per core beyond two, at most 4', () => {
+    expect([1, 2, 3, 4, 6, 64].map((cores) => defaultSignWorkers(cores))).toEqual([0, 0, 1, 2, 4, 4]);
+  });
+
+  it("a busy turn's signatures come from the workers, split between them, and each verifies over its own payload", async () => {
+    let pool!: SignPool;
+    const { signer, batcher, ok } = setup((s) => (pool = new SignPool(s, quiet, 2, workerUrl)));
+    const payloads = Array.from({ length: 40 }, (_, i) => `payload ${i}`);
+    const values = await oneTurn(batcher, signer.kid, payloads);
+    values.forEach((v, i) => {
+      expect(ok(payloads[i]!, v), `payload ${i}`).toBe(true);
+    });
+    // The first three of the turn at once, the other 37 in one batch per worker.
+    expect(batcher.stats).toEqual({ immediate: 3, deferred: 37 });
+    expect(pool.stats).toEqual({ batches: 2, signatures: 37 });
+    await batcher.close();
+  });
+
+  it('a worker that dies: what it held is signed on the event loop, and so is everything after', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'yl-sign-bad-'));
+    dirs.push(dir);
+    const dying = path.join(dir, 'dying-worker.mjs');
+    writeFileSync(
+      dying,
+      "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', (m) => { if (m.type === 'sign') process.exit(3); });\n",
+    );
+    let pool!: SignPool;
+    const { signer, batcher, ok } = setup((s) => (pool = new SignPool(s, quiet, 1, pathToFileURL(dying))));
+    const payloads = Array.from({ length: 12 }, (_, i) => `q${i}`);
+    const values = await oneTurn(batcher, signer.kid, payloads);
+    values.forEach((v, i) => {
+      expect(ok(payloads[i]!, v), `payload ${i}`).toBe(true);
+    });
+    expect(pool.usable).toBe(false);
+    expect(pool.stats.signatures).toBe(0);
+    await new Promise((r) => setImmediate(r));
+    const later = await oneTurn(batcher, signer.kid, payloads);
+    later.forEach((v, i) => {
+      expect(ok(payloads[i]!, v)).toBe(true);
+    });
+    await batcher.close();
+  });
+
+  it('close() signs on the event loop what a worker still holds', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'yl-sign-mute-'));
+    dirs.push(dir);
+    // A worker that never answers: only close() can settle its jobs.
+    const mute = path.join(dir, 'mute-worker.mjs');
+    writeFileSync(mute, "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', () => {});\n");
+    const { signer, batcher, ok } = setup((s) => new SignPool(s, quiet, 1, pathToFileURL(mute)));
+    const pending = Array.from({ length: 8 }, (_, i) => Promise.resolve(batcher.sign(signer.kid, `c${i}`)));
+    await new Promise((r) => setImmediate(r));
+    await batcher.close();
+    const values = await Promise.all(pending);
+    values.forEach((v, i) => {
+      expect(ok(`c${i}`, v)).toBe(true);
     });
   });
 });

@@ -1,13 +1,8 @@
+import type { SignJob, SignPool } from './sign-pool.js';
 import type { Signer } from './signer.js';
 
 /** Signatures asked for in one event-loop turn from which the turn's signing is deferred to its end. */
 export const DEFER_MIN_BATCH = 4;
-
-interface Job {
-  kid: string;
-  payload: string;
-  resolve: (value: string) => void;
-}
 
 /**
  * Signing that adapts to load. While appends come one or two at a time, each is signed at once
@@ -16,14 +11,16 @@ interface Job {
  * cores at 64 clients against signing each append at once, 1.18x the appends/s (6 of 6 rounds)
  * and 0.83x the main thread's CPU per append (bench/README.md, "adaptive signing").
  *
- * A worker thread for the busy turns was tried and removed: it moved ~22 % of the main thread's
- * work off it but cost 1.10x the CPU in total, and on two cores the appends/s did not improve
- * (0.94x, 3 of 6 rounds).
+ * With a sign pool (sign-pool.ts: worker threads, where the host has cores to spare) a busy
+ * turn's signatures are made there instead, and the event loop goes on reading and admitting
+ * meanwhile. Without one, on the event loop: on two cores a worker's CPU comes out of what
+ * LevelDB, the GC helpers and the clients need (bench/README.md, "signing workers").
  */
 export class SignBatcher {
   readonly #signer: Signer;
   readonly #minBatch: number;
-  #jobs: Job[] = [];
+  readonly #pool: SignPool | null;
+  #jobs: SignJob[] = [];
   #scheduled = false;
   /** Requests of the last turn and of this one: the measure of load. */
   #lastTurn = 0;
@@ -31,9 +28,10 @@ export class SignBatcher {
   /** Signatures made at once and at the end of a turn, for tests and benchmarks. */
   readonly stats = { immediate: 0, deferred: 0 };
 
-  constructor(signer: Signer, options: { minBatch?: number } = {}) {
+  constructor(signer: Signer, options: { minBatch?: number; pool?: SignPool | null } = {}) {
     this.#signer = signer;
     this.#minBatch = options.minBatch ?? DEFER_MIN_BATCH;
+    this.#pool = options.pool ?? null;
   }
 
   /**
@@ -43,7 +41,8 @@ export class SignBatcher {
    * signing with a held key does not fail.
    */
   sign(kid: string, payload: string): string | Promise<string> {
-    const busy = this.#lastTurn >= this.#minBatch || this.#thisTurn >= this.#minBatch - 1 || this.#jobs.length > 0;
+    const busy =
+      this.#lastTurn >= this.#minBatch || this.#thisTurn >= this.#minBatch - 1 || this.#jobs.length > 0 || this.#pool?.busy === true;
     this.#thisTurn++;
     this.#schedule();
     if (!busy) {
@@ -69,12 +68,17 @@ export class SignBatcher {
     this.#thisTurn = 0;
     const jobs = this.#jobs;
     this.#jobs = [];
-    for (const j of jobs) j.resolve(this.#signer.signPayloadAs(j.kid, j.payload));
     this.stats.deferred += jobs.length;
+    if (this.#pool?.usable && jobs.length >= this.#minBatch) this.#pool.sign(jobs);
+    else for (const j of jobs) j.resolve(this.#signer.signPayloadAs(j.kid, j.payload));
   }
 
-  /** Signs whatever is still waiting (shutdown). */
-  close(): void {
-    this.#flush();
+  /** Signs whatever is still waiting, here or in the pool, and stops the pool (shutdown). */
+  async close(): Promise<void> {
+    const jobs = this.#jobs;
+    this.#jobs = [];
+    this.stats.deferred += jobs.length;
+    for (const j of jobs) j.resolve(this.#signer.signPayloadAs(j.kid, j.payload));
+    await this.#pool?.close();
   }
 }

@@ -216,7 +216,7 @@ export class Connection implements ConnectionHandle {
   }
 
   /** A call context per request line: the session is the connection's, the page budget the line's. */
-  #contextFor(owed: Owed): CallContext {
+  #contextFor(owed: Owed, requestBytes: number): CallContext {
     // Read at each access: `session.hello` sets the caller while the line is being handled.
     const currentCaller = (): Caller | null => this.#caller;
     return {
@@ -225,6 +225,7 @@ export class Connection implements ConnectionHandle {
       },
       connection: this,
       pageBytes: () => this.#budget.page(owed),
+      requestBytes,
     };
   }
 
@@ -310,7 +311,7 @@ export class Connection implements ConnectionHandle {
       if (pool) await pool.startRead(this.#member);
       // Work not started for a client that left is dropped, not done.
       if (this.#closed) return;
-      const r = await this.#handleMessage(message, size, this.#contextFor(owed));
+      const r = await this.#handleMessage(message, size, this.#contextFor(owed, size));
       if (r) this.#sendRaw(r);
     } finally {
       this.#budget.release(owed);
@@ -325,7 +326,6 @@ export class Connection implements ConnectionHandle {
    */
   async #runBatch(elements: unknown[]): Promise<void> {
     const owed = new Owed();
-    const ctx = this.#contextFor(owed);
     const answers: string[] = [];
     // A batch with reads counts as one read: its answer is held whole, at most BATCH_ANSWER_BYTES.
     const pool = elements.some((m) => isObject(m) && READ_METHODS.has(String(m.method))) ? this.#pool : undefined;
@@ -334,7 +334,7 @@ export class Connection implements ConnectionHandle {
       for (const m of elements) {
         // Work not started for a client that left is dropped, not done.
         if (this.#closed) return;
-        const r = owed.answered >= BATCH_ANSWER_BYTES ? notRun(m, owed.answered) : await this.#handleMessage(m, batchElementSize(m), ctx);
+        const r = owed.answered >= BATCH_ANSWER_BYTES ? notRun(m, owed.answered) : await this.#handleElement(m, owed);
         const answer = r === null ? null : JSON.stringify(r);
         const bytes = answer === null ? 0 : Buffer.byteLength(answer, 'utf8');
         this.#budget.answered(owed, bytes);
@@ -345,6 +345,11 @@ export class Connection implements ConnectionHandle {
       this.#budget.release(owed);
       pool?.endRead(this.#member);
     }
+  }
+
+  #handleElement(m: unknown, owed: Owed): Promise<JSONRPCResponse | null> {
+    const size = batchElementSize(m);
+    return this.#handleMessage(m, size, this.#contextFor(owed, size));
   }
 
   #track(work: Promise<unknown>): void {

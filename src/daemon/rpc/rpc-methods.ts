@@ -246,8 +246,9 @@ export function createHandlers(s: Services): Handlers {
     'streams.append': async (p, caller, ctx) => {
       const started = performance.now();
       const agentId = agentIdOf(caller);
-      // The records as sent: what the agent asks the daemon to store (quotas.ts).
-      const bytes = agentId === null ? 0 : Buffer.byteLength(JSON.stringify(p.records), 'utf8');
+      // The request as sent, as the wire measured it for the append cap (quotas.ts): serializing
+      // the records again only to count them cost a full copy of every append (issue 54).
+      const bytes = agentId === null ? 0 : (ctx.requestBytes ?? Buffer.byteLength(JSON.stringify(p.records), 'utf8'));
       // Synchronous: the append must be admitted in the turn its request is read (§6.7).
       if (agentId !== null) s.quotas.admitAppend(agentId, p.records.length, bytes);
       const r = await s.streams.append(

@@ -21,6 +21,11 @@ export interface CallContext {
    * Absent outside a real connection: PAGE_BYTES.
    */
   pageBytes?(): number;
+  /**
+   * The bytes of this request as it came over the wire: its line, or its element of a batch
+   * serialized (what the append cap measures, §3). Absent outside a real connection.
+   */
+  readonly requestBytes?: number;
 }
 
 /** The connection operations handlers may use. */

@@ -19,6 +19,8 @@ export interface DaemonConfig {
   helloTimeoutMs?: number;
   maxPendingHellos?: number;
   maxSessionsPerAgent?: number;
+  /** Worker threads that sign busy turns' messages (`--sign-workers`; 0: none); default sign-pool.ts defaultSignWorkers. */
+  signWorkers?: number;
   /** Per-agent quotas (0: none); defaults in limits.ts DEFAULT_QUOTAS. */
   quotas?: Partial<QuotaOptions>;
   /** Serve GET /metrics over HTTP here (`--metrics-listen`); null or absent: not at all. */

@@ -75,7 +75,7 @@ export class Metrics {
     });
     this.#appendedBytes = new Counter({
       name: 'yello_appended_bytes_total',
-      help: 'Bytes of the records as sent (JSON) committed by streams.append (not counting duplicates).',
+      help: 'Bytes of the streams.append requests as sent (the line or batch element) committed (not counting duplicates).',
       registers,
     });
     this.#duplicates = new Counter({
@@ -185,7 +185,7 @@ export class Metrics {
     });
   }
 
-  /** A committed streams.append: `bytes` as the quotas count them (the records as sent). */
+  /** A committed streams.append: `bytes` as the quotas count them (the request as sent). */
   appended(records: number, bytes: number, duplicate: boolean, seconds: number): void {
     this.#appends.inc();
     if (duplicate) {

@@ -6,7 +6,7 @@ import type { StorePort } from '../store/port/store-port.js';
 /** Per-agent quotas (docs/security.md "Quotas"); 0 turns one off. */
 export interface QuotaOptions {
   appendRecordsPerSecond: number;
-  /** Append request bytes (the records as sent) per second. */
+  /** Append request bytes (each request as sent: its line or batch element) per second. */
   appendBytesPerSecond: number;
   /** Bytes of records an agent may have stored, over the streams it writes. */
   storedBytes: number;
