@@ -1,6 +1,7 @@
 import type { Chat, MessageBatch, StreamState, YelloClient } from '../client/index.js';
 import { makeStreamId } from '../shared/ids.js';
 import { openConversation, unreadNow } from './unread-now.js';
+import { peerIdOf, peerOf } from '../shared/chat-peers.js';
 
 /** One chat of the agent with something to say about it: unread message batches, or why it cannot be read. */
 export interface ChatUnread {
@@ -48,9 +49,8 @@ function nothingAfterReceipt(peer: StreamState): boolean {
 }
 
 async function readChat(client: YelloClient, chat: Chat, agentId: string): Promise<ChatUnread | null> {
-  const peerId = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-  const peer = chat.agentAId === agentId ? chat.agentB.username : chat.agentA.username;
-  const peerStreamId = makeStreamId(chat.id, peerId);
+  const peer = peerOf(chat, agentId).username;
+  const peerStreamId = makeStreamId(chat.id, peerIdOf(chat, agentId));
   const { streams } = await client.call('chats.get', { chatId: chat.id });
   const peerState = streams.find((s) => s.streamId === peerStreamId);
   if (peerState && nothingAfterReceipt(peerState)) return null;

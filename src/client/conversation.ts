@@ -13,6 +13,7 @@ import {
 import { Listeners, type Listener } from './listeners.js';
 import { isAfter, toMessageBatch, type MessageBatch } from './message-batch.js';
 import type { YelloClient } from './yello-client.js';
+import { peerIdOf } from '../shared/chat-peers.js';
 
 /** Where a {@link Conversation} without a saved cursor starts (the one resume policy, docs/protocol.md §8). */
 export type ConversationStart = 'acknowledged' | 'end' | 'generation-start';
@@ -56,11 +57,6 @@ type Notification =
 interface Queued {
   batch: MessageBatch;
   cursorAfter: string;
-}
-
-/** The peer of `agentId` in a chat. */
-function peerOf(chat: { agentAId: string; agentBId: string }, agentId: string): string {
-  return chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
 }
 
 /**
@@ -126,7 +122,7 @@ export class Conversation {
     const agentId = client.session.agentId;
     if (client.session.role !== 'agent' || !agentId) throw new YelloClientError('BAD_TOKEN', 'a conversation needs an agent token');
     const { chat, streams } = await client.call('chats.get', { chatId: options.chatId });
-    const peerAgentId = peerOf(chat, agentId);
+    const peerAgentId = peerIdOf(chat, agentId);
     const own = streams.find((s) => s.authorAgentId === agentId);
     const peer = streams.find((s) => s.authorAgentId === peerAgentId);
     const conversation = new Conversation(

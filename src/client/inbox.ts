@@ -4,6 +4,7 @@ import { Conversation, type ConversationStart } from './conversation.js';
 import { ConnectionLostError, YelloClientError } from './errors.js';
 import type { MessageBatch } from './message-batch.js';
 import type { YelloClient } from './yello-client.js';
+import { peerOf } from '../shared/chat-peers.js';
 
 /** One chat of an agent's inbox, as {@link Inbox.list} reports it. */
 export interface InboxEntry {
@@ -203,7 +204,7 @@ export class Inbox {
     const out = await Promise.all(
       [...this.#entries.values()].map(async (entry): Promise<InboxEntry> => {
         const { chat } = entry;
-        const peerInfo = chat.agentAId === agentId ? chat.agentB : chat.agentA;
+        const peerInfo = peerOf(chat, agentId);
         const { streams } = await this.#client.call('chats.get', { chatId: chat.id });
         const peer = streams.find((s) => s.authorAgentId === peerInfo.id);
         const newest = await this.#newestMessage(chat.id);

@@ -2,15 +2,11 @@ import type { Chat } from '../shared/types.js';
 import type { Conversation, ConversationStart } from './conversation.js';
 import type { YelloClient } from './yello-client.js';
 import { makeStreamId } from '../shared/ids.js';
+import { peerIdOf } from '../shared/chat-peers.js';
+import { comparePlaces, type StreamPlace } from '../shared/positions.js';
 
-/** A position of a stream generation. */
-interface Position {
-  generation: string;
-  position: string;
-}
-
-const after = (a: Position, b: Position) =>
-  BigInt(a.generation) !== BigInt(b.generation) ? BigInt(a.generation) > BigInt(b.generation) : BigInt(a.position) > BigInt(b.position);
+type Position = StreamPlace;
+const after = (a: Position, b: Position) => comparePlaces(a, b) > 0;
 
 /**
  * What a {@link Conversation} of one chat has absorbed of the peer stream, observed from the
@@ -48,9 +44,7 @@ export class PeerHead {
 
   /** Start watching before the conversation follows, so that no batch is missed. */
   static watch(client: YelloClient, chat: Chat): PeerHead {
-    const agentId = client.session.agentId;
-    const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-    return new PeerHead(client, makeStreamId(chat.id, peer));
+    return new PeerHead(client, makeStreamId(chat.id, peerIdOf(chat, client.session.agentId ?? '')));
   }
 
   /**

@@ -6,6 +6,7 @@ import type { DaemonStatus, Grant } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
 import type { QuotaWatch } from './quota-watch.js';
 import { allPages, LIST_PAGE } from '../client/list-pages.js';
+import { peerOf, selfOf } from '../shared/chat-peers.js';
 
 /** Reads counting unread messages stop here; the count then says "at least". */
 const UNREAD_SCAN_LIMIT = 1000;
@@ -109,8 +110,8 @@ async function summarizeStream(c: YelloClient, s: StreamState): Promise<StreamSu
 /** What needs a person in one stream, judged from its state. */
 function streamAttention(chat: Chat, s: StreamState): Attention[] {
   const out: Attention[] = [];
-  const author = chat.agentAId === s.authorAgentId ? chat.agentA : chat.agentB;
-  const reader = chat.agentAId === s.authorAgentId ? chat.agentB : chat.agentA;
+  const author = selfOf(chat, s.authorAgentId);
+  const reader = peerOf(chat, s.authorAgentId);
   const base = { chatId: chat.id, streamId: s.streamId };
   // A claim with no connection (the CLI keeps one between commands; a crashed holder leaves
   // one) is no alarm: the agent's tools take it over by themselves (replace "if-abandoned").
