@@ -1,5 +1,6 @@
 import type { Chat } from '../shared/types.js';
 import type { Conversation, ConversationStart } from './conversation.js';
+import { Waiters } from './wait-queue.js';
 import type { YelloClient } from './yello-client.js';
 import { makeStreamId } from '../shared/ids.js';
 import { peerIdOf } from '../shared/chat-peers.js';
@@ -24,7 +25,7 @@ export class PeerHead {
   #target: Position | null = null;
   #start: Position = { generation: '1', position: '0' };
   #messages: Position[] = [];
-  readonly #waiters = new Set<() => void>();
+  readonly #waiters = new Waiters();
   #onMessages: ((info: { generation: string; nextPosition: string; messages: number }) => void) | null = null;
   #conversation: Conversation | null = null;
 
@@ -80,21 +81,12 @@ export class PeerHead {
     return this.#seen !== null && !after(t, this.#seen);
   }
 
-  /** Resolves once the follow delivered what the peer stream held at the start (or after `ms`, or on a failure). */
-  caughtUp(ms: number): Promise<void> {
-    if (this.#isCaughtUp()) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        resolve();
-      };
-      const check = () => {
-        if (this.#isCaughtUp()) done();
-      };
-      const timer = setTimeout(done, ms);
-      this.#waiters.add(check);
-    });
+  /**
+   * Resolves once the follow delivered what the peer stream held at the start (or after `ms`,
+   * or on a failure); rejects with the signal's reason when `signal` aborts.
+   */
+  async caughtUp(ms: number, signal?: AbortSignal): Promise<void> {
+    await this.#waiters.until(() => this.#isCaughtUp(), ms, signal);
   }
 
   /** Messages seen after `acknowledged` (in its generation or later). */
@@ -108,7 +100,7 @@ export class PeerHead {
   }
 
   #wake(): void {
-    for (const w of [...this.#waiters]) w();
+    this.#waiters.wake();
   }
 
   close(): void {
