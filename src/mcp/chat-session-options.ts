@@ -21,9 +21,8 @@ export interface ChatSessionOptions {
   pushedBatch?(chatId: string, batchId: string): MessageBatch | undefined;
 }
 
-/** An append whose outcome is unknown, and what it carried. */
+/** An append whose outcome is unknown, and what kind it was (the writer hands its receipt to the conversation once committed). */
 export interface PendingAppend {
   operationId: string;
   kind: AppendKind;
-  batch: MessageBatch | null;
 }

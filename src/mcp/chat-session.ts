@@ -11,9 +11,8 @@ import {
   type OperationInfo,
   type ConversationStart,
 } from '../client/index.js';
-import { isAfter } from '../client/message-batch.js';
 import { PeerHead } from '../client/peer-head.js';
-import { HeldBatches } from './held-batches.js';
+import { isAfter } from '../shared/positions.js';
 import type { ChatSessionOptions, PendingAppend } from './chat-session-options.js';
 import type { SessionState, SessionView } from './tool-schemas.js';
 import { chatStopped, outcomeUnknown, presentationFailure, settleTimeout, ToolFailure } from './tool-errors.js';
@@ -27,8 +26,11 @@ export type { ChatSessionOptions } from './chat-session-options.js';
  * peer's receipts and fences are state) and a {@link ChatWriter} writes, claiming on the first
  * write (an abandoned claim is taken over, a connected holder is `WRITER_ACTIVE`). What this
  * class adds is the pull presentation of `read_new`: the batch it returned is presented again
- * until a receipt covers it. Nothing is acknowledged implicitly, nothing of unknown outcome
- * is resent, and opening or reading writes nothing.
+ * until a receipt covers it. Which batches were taken and are not acknowledged is the
+ * conversation's own tracking (`pending()`: read_new and wait_for_message both take from the
+ * one conversation, so one may take a batch while the other waits); this class only remembers
+ * which of them the agent has been shown. Nothing is acknowledged implicitly, nothing of
+ * unknown outcome is resent, and opening or reading writes nothing.
  */
 export class ChatSession {
   readonly chatId: string;
@@ -40,8 +42,8 @@ export class ChatSession {
   readonly #conversation: Conversation;
   readonly #writer: ChatWriter;
   readonly #head: PeerHead;
-  /** What read_new and wait_for_message took and have not seen acknowledged (see {@link HeldBatches}). */
-  readonly #held = new HeldBatches();
+  /** batchIds of the conversation's pending batches that the agent has been shown. */
+  readonly #shown = new Set<string>();
   readonly #ownConversation: boolean;
   #terminal: Error | null = null;
   #stopped = false;
@@ -156,7 +158,25 @@ export class ChatSession {
 
   /** The batch shown to the agent and not acknowledged yet, or null. */
   get presented(): MessageBatch | null {
-    return this.#held.presented;
+    const first = this.#conversation.pending()[0];
+    return first && this.#shown.has(first.batchId) ? first : null;
+  }
+
+  /** The first batch taken and not acknowledged (the presented one again, or the next), marked as shown. */
+  #show(): { batch: MessageBatch; repeated: boolean } | null {
+    const pending = this.#conversation.pending();
+    // A receipt covered the others: forget them.
+    for (const id of this.#shown) if (!pending.some((b) => b.batchId === id)) this.#shown.delete(id);
+    const first = pending[0];
+    if (!first) return null;
+    const repeated = this.#shown.has(first.batchId);
+    this.#shown.add(first.batchId);
+    return { batch: first, repeated };
+  }
+
+  /** More follows the batch shown: another taken and not acknowledged, or one waiting in the conversation. */
+  #more(): boolean {
+    return this.#conversation.pending().length > 1 || this.#conversation.queued > 0;
   }
 
   /** Whether a receipt of the agent (this server's, the CLI's, another's) already covers `batch`. */
@@ -166,46 +186,46 @@ export class ChatSession {
   }
 
   /**
-   * A batch wait_for_message took from this chat's conversation: held, and what is to be shown
-   * now (that batch, or an earlier one still held), marked as shown.
+   * A batch wait_for_message took from this chat's conversation (which keeps it pending): what is
+   * to be shown now (that batch, or an earlier one not acknowledged yet), marked as shown.
    */
   adopt(batch: MessageBatch): { batch: MessageBatch; repeated: boolean; more: boolean } {
-    if (!this.isAcknowledged(batch)) this.#held.hold(batch);
-    const shown = this.#held.show() ?? { batch, repeated: false };
-    return { ...shown, more: this.#held.count > 1 || this.#conversation.queued > 0 };
+    const shown = this.#show() ?? { batch, repeated: false };
+    return { ...shown, more: this.#more() };
   }
 
-  /** Something is held or waits in the conversation: wait_for_message answers this chat at once. */
+  /** A batch was taken and is not acknowledged: wait_for_message answers this chat at once. */
   get hasPending(): boolean {
-    return this.#held.count > 0;
+    return this.#conversation.pending().length > 0;
   }
 
   /**
    * The presented batch again while no receipt covers it; else the next batch with a message,
    * waiting up to `waitMs` for one (only a message, a break or a fence of the agent's own
-   * stream ends the wait).
+   * stream ends the wait). Rejects with the signal's reason once `signal` aborts (the request
+   * was cancelled): a cancelled wait takes nothing, so the next read_new presents what came.
    */
-  readNew(options: { waitMs: number }): Promise<{ batch: MessageBatch | null; repeated: boolean; more: boolean }> {
+  readNew(options: { waitMs: number; signal?: AbortSignal }): Promise<{ batch: MessageBatch | null; repeated: boolean; more: boolean }> {
+    const { signal } = options;
     const run = async () => {
+      signal?.throwIfAborted();
       this.assertUsable();
-      const more = () => this.#held.count > 1 || this.#conversation.queued > 0;
-      this.#held.advance(this.#conversation.acknowledged);
-      const held = this.#held.show();
-      if (held) return { ...held, more: more() };
+      const held = this.#show();
+      if (held) return { ...held, more: this.#more() };
       const deadline = Date.now() + options.waitMs;
       // What the daemon held when the session opened is delivered before "nothing new" is said.
-      await this.#head.caughtUp(Math.max(options.waitMs, this.#opts.settleMs));
+      await this.#head.caughtUp(Math.max(options.waitMs, this.#opts.settleMs), signal);
       let batch: MessageBatch | null;
       try {
         // A batch a receipt already covers (acknowledged from a channel event, or by the CLI) is not new.
-        do batch = await this.#conversation.next({ waitMs: Math.max(0, deadline - Date.now()) });
+        do batch = await this.#conversation.next({ waitMs: Math.max(0, deadline - Date.now()), signal });
         while (batch && this.isAcknowledged(batch));
       } catch (err) {
+        if (signal?.aborted) throw err;
         return this.#absorb(err);
       }
-      if (batch) this.#held.hold(batch);
-      const shown = this.#held.show();
-      return shown ? { ...shown, more: more() } : { batch: null, repeated: false, more: false };
+      const shown = this.#show();
+      return shown ? { ...shown, more: this.#more() } : { batch: null, repeated: false, more: false };
     };
     const p = this.#reading.then(run, run);
     this.#reading = p.catch(() => {});
@@ -235,14 +255,9 @@ export class ChatSession {
     throw presentationFailure(this.chatId, batchId, again.batch, what, true);
   }
 
-  /** A receipt up to `batch` covers it and every held batch before it. */
-  #advance(batch: MessageBatch | null | undefined): void {
-    if (batch) this.#held.advance({ generation: batch.generation, nextPosition: batch.nextPosition });
-  }
-
   // ---- writing --------------------------------------------------------------------------
 
-  async #append(kind: PendingAppend['kind'], batch: MessageBatch | null, run: () => Promise<AppendResult>): Promise<AppendResult> {
+  async #append(kind: PendingAppend['kind'], run: () => Promise<AppendResult>): Promise<AppendResult> {
     this.assertUsable();
     await whenConnected(this.#opts.client, this.#opts.settleMs);
     try {
@@ -250,7 +265,7 @@ export class ChatSession {
     } catch (err) {
       const operationId = this.#writer.uncertainOperationId;
       if (operationId && !(err instanceof CoordinatorPausedError) && !this.#terminal) {
-        this.#pending = { operationId, kind, batch };
+        this.#pending = { operationId, kind };
         throw outcomeUnknown(this.chatId, operationId, kind, err);
       }
       if (err instanceof WriterActiveError) err.data.streamId ??= this.streamId;
@@ -262,8 +277,7 @@ export class ChatSession {
   async acknowledge(batchId: string | undefined): Promise<{ result: AppendResult; batch: MessageBatch }> {
     this.assertUsable();
     const batch = await this.#toAcknowledge(batchId, 'acknowledge');
-    const result = await this.#append('acknowledge', batch, () => this.#writer.ack(batch));
-    this.#advance(batch);
+    const result = await this.#append('acknowledge', () => this.#writer.ack(batch));
     return { result, batch };
   }
 
@@ -278,8 +292,7 @@ export class ChatSession {
     this.assertUsable();
     if (input.acknowledge) {
       const batch = await this.#toAcknowledge(input.batchId, 'reply');
-      const result = await this.#append('reply', batch, () => this.#writer.send(input.text, { ack: batch, ...options }));
-      this.#advance(batch);
+      const result = await this.#append('reply', () => this.#writer.send(input.text, { ack: batch, ...options }));
       return { result, acknowledged: batch };
     }
     if (input.batchId !== undefined) {
@@ -290,7 +303,7 @@ export class ChatSession {
         { path: 'batchId' },
       );
     }
-    const result = await this.#append('send', null, () => this.#writer.send(input.text, options));
+    const result = await this.#append('send', () => this.#writer.send(input.text, options));
     return { result, acknowledged: null };
   }
 
@@ -313,7 +326,6 @@ export class ChatSession {
       const outcome = await within(this.#resolving, this.#opts.settleMs, () => settleTimeout(this.chatId, pending, this.#opts.settleMs));
       const settled = this.#pending?.operationId === pending ? this.#pending : null;
       this.#pending = null;
-      if (outcome.committed) this.#advance(settled?.batch);
       this.#opts.log.info({ chatId: this.chatId, operationId: pending, committed: outcome.committed }, 'append of unknown outcome settled');
       return { operation: outcome.operation, committed: outcome.committed, resolved: true, kind: settled?.kind ?? null, paused: false };
     }
