@@ -210,6 +210,9 @@ export class ChatSession {
     const run = async () => {
       signal?.throwIfAborted();
       this.assertUsable();
+      // A conversation that stopped before this session listened (no event told it) stops it now.
+      const failure = this.#conversation.failure;
+      if (failure) this.#absorb(failure);
       const held = this.#show();
       if (held) return { ...held, more: this.#more() };
       const deadline = Date.now() + options.waitMs;
