@@ -1,5 +1,5 @@
 import { makeStreamId } from '../shared/ids.js';
-import type { ChatBatchNotification, StoredRecord, WriterFence } from '../shared/types.js';
+import type { ChatBatchNotification, StoredRecord } from '../shared/types.js';
 import { Backoff } from '../shared/backoff.js';
 import { peerIdOf } from '../shared/chat-peers.js';
 import { followChat, type ChatFollow } from './chat-follow.js';
@@ -16,38 +16,10 @@ import {
 import { Listeners, type Listener } from './listeners.js';
 import { toMessageBatch, type MessageBatch } from './message-batch.js';
 import { WaitQueue } from './wait-queue.js';
+import type { ConversationEvents, ConversationOptions, ConversationStart } from './conversation-types.js';
 import type { YelloClient } from './yello-client.js';
 
-export type { Acknowledged };
-
-/** Where a {@link Conversation} without a saved cursor starts (the one resume policy, docs/protocol.md §8). */
-export type ConversationStart = 'acknowledged' | 'end' | 'generation-start';
-
-/** Options of {@link Conversation.open}. */
-export interface ConversationOptions {
-  chatId: string;
-  /**
-   * `'acknowledged'` (default): the peer stream after this agent's latest receipt; unread
-   * messages behind a reset or a trim are a `ContinuityBreakError`, never skipped.
-   * `'end'`: only what arrives later. `'generation-start'`: a person's explicit act after a
-   * break, the peer stream's current generation from position `"0"`.
-   */
-  start?: ConversationStart;
-  /** A saved compound cursor (`cursor`, or a batch's): wins over `start`. */
-  cursor?: string;
-}
-
-/** Events of a {@link Conversation}: state changes, never batches. */
-export interface ConversationEvents {
-  /** The peer's receipts of this agent's stream moved forward. */
-  'peer-acknowledged': Acknowledged;
-  /** The peer's stream got a new writer (a claim's fence). */
-  'peer-writer': WriterFence;
-  /** This agent's own stream was claimed by someone else (see {@link Conversation.expectWriter}). */
-  replaced: FencedError;
-  /** Reading stopped for a person: a `ContinuityBreakError`, or the `chats.error` (corrupt data). */
-  break: Error;
-}
+export type { Acknowledged, ConversationEvents, ConversationOptions, ConversationStart };
 
 /** A message batch not yet returned, and the cursor after it and after the state-only batches that followed. */
 interface Queued {
