@@ -13,9 +13,10 @@ import {
 } from '../client/index.js';
 import { PeerHead } from '../client/peer-head.js';
 import { isAfter } from '../shared/positions.js';
-import type { ChatSessionOptions, PendingAppend } from './chat-session-options.js';
+import type { ChatSessionOptions, OperationStatus, PendingAppend, Presented } from './chat-session-options.js';
 import type { SessionState, SessionView } from './tool-schemas.js';
 import { chatStopped, outcomeUnknown, presentationFailure, settleTimeout, ToolFailure } from './tool-errors.js';
+import { ShownBatches } from './shown-batches.js';
 import { whenConnected, within } from './waits.js';
 
 export type { ChatSessionOptions } from './chat-session-options.js';
@@ -25,11 +26,9 @@ export type { ChatSessionOptions } from './chat-session-options.js';
  * {@link Conversation} reads (the one resume policy; only batches that hold a message; the
  * peer's receipts and fences are state) and a {@link ChatWriter} writes, claiming on the first
  * write (an abandoned claim is taken over, a connected holder is `WRITER_ACTIVE`). What this
- * class adds is the pull presentation of `read_new`: the batch it returned is presented again
- * until a receipt covers it. Which batches were taken and are not acknowledged is the
- * conversation's own tracking (`pending()`: read_new and wait_for_message both take from the
- * one conversation, so one may take a batch while the other waits); this class only remembers
- * which of them the agent has been shown. Nothing is acknowledged implicitly, nothing of
+ * class adds is the pull presentation of `read_new` (shown-batches.ts: the batch it returned is
+ * presented again until a receipt covers it), the session's state, and the settling of appends
+ * of unknown outcome. Nothing is acknowledged implicitly, nothing of
  * unknown outcome is resent, and opening or reading writes nothing.
  */
 export class ChatSession {
@@ -42,8 +41,7 @@ export class ChatSession {
   readonly #conversation: Conversation;
   readonly #writer: ChatWriter;
   readonly #head: PeerHead;
-  /** batchIds of the conversation's pending batches that the agent has been shown. */
-  readonly #shown = new Set<string>();
+  readonly #shown: ShownBatches;
   readonly #ownConversation: boolean;
   #terminal: Error | null = null;
   #stopped = false;
@@ -59,6 +57,7 @@ export class ChatSession {
     this.chatId = chat.id;
     this.#conversation = conversation;
     this.#head = head;
+    this.#shown = new ShownBatches(conversation);
     this.agentId = conversation.agentId;
     this.streamId = conversation.ownStreamId;
     this.peerStreamId = conversation.peerStreamId;
@@ -72,9 +71,7 @@ export class ChatSession {
       opts.onClaimed?.({ chatId: chat.id, epoch });
     });
     const stopped = (error: Error) => {
-      if (this.#terminal) return;
-      this.#terminal = error instanceof FencedError || error instanceof ContinuityBreakError ? error : chatStopped(this.chatId, error);
-      this.#opts.onStopped({ chatId: this.chatId, error: this.#terminal });
+      this.#terminate(error);
     };
     conversation.on('break', stopped);
     conversation.on('replaced', stopped);
@@ -147,36 +144,23 @@ export class ChatSession {
 
   /** Keep `err` as why this session stopped, if it is one of the kinds that stop it. */
   #absorb(err: unknown): never {
-    if (!this.#terminal && (err instanceof ContinuityBreakError || err instanceof FencedError || this.#conversation.failure === err)) {
-      this.#terminal = err instanceof FencedError || err instanceof ContinuityBreakError ? err : chatStopped(this.chatId, err as Error);
-      this.#opts.onStopped({ chatId: this.chatId, error: this.#terminal });
-    }
+    if (err instanceof ContinuityBreakError || err instanceof FencedError || this.#conversation.failure === err)
+      this.#terminate(err as Error);
     throw this.#terminal ?? err;
+  }
+
+  /** Stop for good, for `error` (the first reason stays): a fence or a break as it is, anything else as CHAT_STOPPED. */
+  #terminate(error: Error): void {
+    if (this.#terminal) return;
+    this.#terminal = error instanceof FencedError || error instanceof ContinuityBreakError ? error : chatStopped(this.chatId, error);
+    this.#opts.onStopped({ chatId: this.chatId, error: this.#terminal });
   }
 
   // ---- reading --------------------------------------------------------------------------
 
   /** The batch shown to the agent and not acknowledged yet, or null. */
   get presented(): MessageBatch | null {
-    const first = this.#conversation.pending()[0];
-    return first && this.#shown.has(first.batchId) ? first : null;
-  }
-
-  /** The first batch taken and not acknowledged (the presented one again, or the next), marked as shown. */
-  #show(): { batch: MessageBatch; repeated: boolean } | null {
-    const pending = this.#conversation.pending();
-    // A receipt covered the others: forget them.
-    for (const id of this.#shown) if (!pending.some((b) => b.batchId === id)) this.#shown.delete(id);
-    const first = pending[0];
-    if (!first) return null;
-    const repeated = this.#shown.has(first.batchId);
-    this.#shown.add(first.batchId);
-    return { batch: first, repeated };
-  }
-
-  /** More follows the batch shown: another taken and not acknowledged, or one waiting in the conversation. */
-  #more(): boolean {
-    return this.#conversation.pending().length > 1 || this.#conversation.queued > 0;
+    return this.#shown.presented;
   }
 
   /** Whether a receipt of the agent (this server's, the CLI's, another's) already covers `batch`. */
@@ -190,13 +174,12 @@ export class ChatSession {
    * to be shown now (that batch, or an earlier one not acknowledged yet), marked as shown.
    */
   adopt(batch: MessageBatch): { batch: MessageBatch; repeated: boolean; more: boolean } {
-    const shown = this.#show() ?? { batch, repeated: false };
-    return { ...shown, more: this.#more() };
+    return this.#shown.show() ?? { batch, repeated: false, more: this.#conversation.queued > 0 };
   }
 
   /** A batch was taken and is not acknowledged: wait_for_message answers this chat at once. */
   get hasPending(): boolean {
-    return this.#conversation.pending().length > 0;
+    return this.#shown.hasPending;
   }
 
   /**
@@ -205,7 +188,7 @@ export class ChatSession {
    * stream ends the wait). Rejects with the signal's reason once `signal` aborts (the request
    * was cancelled): a cancelled wait takes nothing, so the next read_new presents what came.
    */
-  readNew(options: { waitMs: number; signal?: AbortSignal }): Promise<{ batch: MessageBatch | null; repeated: boolean; more: boolean }> {
+  readNew(options: { waitMs: number; signal?: AbortSignal }): Promise<Presented> {
     const { signal } = options;
     const run = async () => {
       signal?.throwIfAborted();
@@ -213,8 +196,8 @@ export class ChatSession {
       // A conversation that stopped before this session listened (no event told it) stops it now.
       const failure = this.#conversation.failure;
       if (failure) this.#absorb(failure);
-      const held = this.#show();
-      if (held) return { ...held, more: this.#more() };
+      const held = this.#shown.show();
+      if (held) return held;
       const deadline = Date.now() + options.waitMs;
       // What the daemon held when the session opened is delivered before "nothing new" is said.
       await this.#head.caughtUp(Math.max(options.waitMs, this.#opts.settleMs), signal);
@@ -227,8 +210,7 @@ export class ChatSession {
         if (signal?.aborted) throw err;
         return this.#absorb(err);
       }
-      const shown = this.#show();
-      return shown ? { ...shown, more: this.#more() } : { batch: null, repeated: false, more: false };
+      return this.#shown.show() ?? { batch: null, repeated: false, more: false };
     };
     const p = this.#reading.then(run, run);
     this.#reading = p.catch(() => {});
@@ -314,13 +296,7 @@ export class ChatSession {
    * Settle the append of unknown outcome (the writer asks `operations.get`; nothing is
    * resent), or report any operation of the agent's stream in this chat.
    */
-  async operationStatus(operationId: string | undefined): Promise<{
-    operation: OperationInfo | null;
-    committed: boolean | null;
-    resolved: boolean;
-    kind: PendingAppend['kind'] | null;
-    paused: boolean;
-  }> {
+  async operationStatus(operationId: string | undefined): Promise<OperationStatus> {
     const pending = this.#writer.uncertainOperationId;
     if (pending && !this.#terminal && (operationId === undefined || operationId === pending)) {
       this.#resolving ??= this.#writer.resolveUncertain().finally(() => {
