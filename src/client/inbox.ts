@@ -6,6 +6,7 @@ import type { MessageBatch } from './message-batch.js';
 import { Waiters } from './wait-queue.js';
 import type { YelloClient } from './yello-client.js';
 import { peerOf } from '../shared/chat-peers.js';
+import { isUnreadMessage, unreadFrom } from '../shared/unread.js';
 import { allPages, LIST_PAGE } from './list-pages.js';
 
 /** One chat of an agent's inbox, as {@link Inbox.list} reports it. */
@@ -210,17 +211,21 @@ export class Inbox {
     return out.sort((a, b) => (b.lastActivityAt ?? '').localeCompare(a.lastActivityAt ?? ''));
   }
 
-  /** Messages of the peer stream's current generation after the agent's latest receipt of it. */
+  /** Messages of the peer stream's current generation after the agent's latest receipt of it (src/shared/unread.ts). */
   async #unread(peer: StreamState): Promise<number> {
-    const ack = peer.acknowledged;
-    let from = ack && ack.generation === peer.generation ? ack.nextPosition : peer.firstPosition;
-    if (BigInt(from) < BigInt(peer.firstPosition)) from = peer.firstPosition;
+    const start = unreadFrom(peer);
+    const end = BigInt(peer.nextPosition);
+    let from = start;
     let count = 0;
-    while (BigInt(from) < BigInt(peer.nextPosition)) {
-      const page = await this.#client.call('streams.read', { streamId: peer.streamId, generation: peer.generation, fromPosition: from });
+    while (from < end) {
+      const page = await this.#client.call('streams.read', {
+        streamId: peer.streamId,
+        generation: peer.generation,
+        fromPosition: from.toString(),
+      });
       if (page.records.length === 0) break;
-      count += page.records.filter((r) => r.wrapper.type === 'chat.message').length;
-      from = page.nextPosition;
+      count += page.records.filter((r) => isUnreadMessage(r, start)).length;
+      from = BigInt(page.nextPosition);
     }
     return count;
   }
