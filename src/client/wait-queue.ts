@@ -60,6 +60,11 @@ export class Waiters {
   }
 }
 
+/** A pause of `ms`; rejects with the signal's reason as soon as `signal` aborts. */
+export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Waiters().wait(ms, signal);
+}
+
 /**
  * Items handed out in the order they were pushed, to callers that wait for them. It can end
  * (`end()`: waits return null once what was pushed is taken) or fail (`fail(err)`: once what was

@@ -1,9 +1,9 @@
 // Pins src/client/wait-queue.ts, the client's one way to wait: the Conversation, the Inbox, the
-// PeerHead, the client's notification iterator and the MCP server's connection waits all use it,
-// so each rule here holds for all of them.
+// PeerHead, the client's notification iterator, the MCP server's connection waits and the
+// channel's and tmux pane's pauses (delay) all use it, so each rule here holds for all of them.
 
 import { describe, expect, it } from 'vitest';
-import { WaitQueue, Waiters } from '../../src/client/wait-queue.js';
+import { delay, WaitQueue, Waiters } from '../../src/client/wait-queue.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 5));
 
@@ -120,5 +120,18 @@ describe('WaitQueue', () => {
     q.push({ n: 4 });
     q.clear();
     expect(q.length).toBe(0);
+  });
+});
+
+describe('delay', () => {
+  it('pauses for its ms, and ends at once with the signal reason when aborted, even before it began', async () => {
+    const started = Date.now();
+    await delay(30);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(25);
+    const stop = new AbortController();
+    const p = delay(10_000, stop.signal);
+    stop.abort(new Error('stopped'));
+    await expect(p).rejects.toThrow('stopped');
+    await expect(delay(10_000, stop.signal)).rejects.toThrow('stopped');
   });
 });
