@@ -8,6 +8,7 @@ import { paneGoneStop } from './pane-presenter.js';
 import { shellWord } from './pane-text.js';
 import { TmuxPane } from './tmux-pane.js';
 import { cliStateDir } from './writer-state.js';
+import { allPages, LIST_PAGE } from '../client/list-pages.js';
 
 type AttachArgs = GlobalArgs & {
   tmux: string;
@@ -58,15 +59,11 @@ async function attachInbox(client: YelloClient, attachment: PaneAttachment, say:
   client.on('chats.opened', (n) => void add(n.chat));
   const sync = async () => {
     await client.call('chats.watch', {});
-    let cursor: string | null = null;
-    do {
-      const page: { chats: Chat[]; nextCursor: string | null } = await client.call('chats.list', {
-        limit: 500,
-        ...(cursor ? { cursor } : {}),
-      });
-      await Promise.all(page.chats.map(add));
-      cursor = page.nextCursor;
-    } while (cursor);
+    const chats = await allPages(
+      (cursor) => client.call('chats.list', { ...cursor, limit: LIST_PAGE }),
+      (p) => p.chats,
+    );
+    await Promise.all(chats.map(add));
   };
   client.on('reconnected', () => {
     sync().catch((err: unknown) => {

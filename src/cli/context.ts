@@ -6,6 +6,7 @@ import { resolveDataDir, resolveSocketPath } from '../shared/paths.js';
 import type { Io } from './io.js';
 import { CliError, EXIT } from './output.js';
 import { pathContext } from './path-context.js';
+import { peerIdOf } from '../shared/chat-peers.js';
 
 /** Options every command accepts, and the run's I/O (yargs' parse context). */
 export interface GlobalArgs {
@@ -133,8 +134,7 @@ export function sessionAgentId(client: YelloClient): string {
 
 /** The caller's own and the peer's stream ids of a chat (agent sessions). */
 export function streamsOf(chat: Chat, agentId: string): { own: string; peer: string } {
-  const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-  return { own: makeStreamId(chat.id, agentId), peer: makeStreamId(chat.id, peer) };
+  return { own: makeStreamId(chat.id, agentId), peer: makeStreamId(chat.id, peerIdOf(chat, agentId)) };
 }
 
 /** Run `fn` with a client and always close it. */

@@ -18,6 +18,7 @@ import { CursorKeeper, startCursor, type CursorArgs } from './cursor-file.js';
 import { formatRecord } from './format.js';
 import { CliError, EXIT, printJson } from './output.js';
 import { openConversation, unreadNow } from './unread-now.js';
+import { peerOf } from '../shared/chat-peers.js';
 
 // send-commands and the hook read the same way; the functions live in unread-now.ts.
 export { openConversation, unreadNow };
@@ -185,7 +186,7 @@ async function followAsAgent(args: FollowArgs): Promise<void> {
     const from: FromArg = args['from-end'] ? 'end' : (args.from ?? 'acknowledged');
     ({ conversation, head } = await openConversation(client, chat, cursor.current ? { cursor: cursor.current } : { start: from }));
     if (!cursor.current) cursor.set(conversation.cursor);
-    const peer = chat.agentAId === sessionAgentId(client) ? chat.agentB : chat.agentA;
+    const peer = peerOf(chat, sessionAgentId(client));
     if (!args.json) {
       args.io.stderr.write(
         `following ${chat.id} (${chat.agentA.username} ↔ ${chat.agentB.username})${args.ack ? ', acknowledging what is shown' : ''}; Ctrl-C to stop\n`,

@@ -5,11 +5,13 @@ import { resolveSocketPath } from '../shared/paths.js';
 import { HOOK_USAGE, parseHookArgs, type HookArgs } from './hook-args.js';
 import { parseHookInput, readHookStdin, type HookInput } from './hook-input.js';
 import { renderContext, renderStop } from './hook-render.js';
-import { HookStateStore, shownAfter, type SessionShown } from './hook-state.js';
+import { HookStateStore, type SessionShown } from './hook-state.js';
+import { isAfter } from '../shared/positions.js';
 import { unreadByChat } from './hook-unread.js';
 import { pathContext } from './path-context.js';
 import type { Io } from './io.js';
 import { cliStateDir } from './writer-state.js';
+import { selfOf } from '../shared/chat-peers.js';
 
 /** A hook that has not answered by then prints nothing: the agent's turn must not wait on yello. */
 const DEADLINE_MS = 8000;
@@ -47,7 +49,7 @@ function connectProblem(err: unknown, socket: string): string {
 
 function merge(into: SessionShown, from: SessionShown): SessionShown {
   const out = { ...into };
-  for (const [k, s] of Object.entries(from)) if (!out[k] || shownAfter(s, out[k])) out[k] = s;
+  for (const [k, s] of Object.entries(from)) if (!out[k] || isAfter(s, out[k])) out[k] = s;
   return out;
 }
 
@@ -75,7 +77,7 @@ async function present(io: Io, args: HookArgs, input: HookInput, client: YelloCl
   }
   if (input.event === 'SessionStart') store.pruneStale();
   const first = chats[0]?.chat;
-  const me = first ? (first.agentAId === agentId ? first.agentA.username : first.agentB.username) : agentId;
+  const me = first ? selfOf(first, agentId).username : agentId;
   const context = renderContext(chats, me);
   if (!context) return;
   try {

@@ -1,7 +1,8 @@
 import type { StoredRecord } from '../client/index.js';
 import { fencePeerData, quotePeerText } from '../client/peer-data.js';
 import type { ChatUnread } from './hook-unread.js';
-import { shownAfter, type SessionShown, type Shown } from './hook-state.js';
+import { type SessionShown, type Shown } from './hook-state.js';
+import { isAfter } from '../shared/positions.js';
 
 /**
  * Size bounds of what a hook prints. Claude Code 2.1.328 cuts a hook's `additionalContext` at
@@ -110,9 +111,8 @@ export function renderContext(chats: ChatUnread[], me: string): { text: string; 
 /** Messages of `u` at or after the session's shown position of its peer stream (a message at position p is shown once that position is past p). */
 function notShown(u: ChatUnread, shown: SessionShown): number {
   const seen = shown[u.peerStreamId];
-  return u.batches
-    .flatMap((b) => b.messages)
-    .filter((m) => !seen || !shownAfter(seen, { generation: m.generation, nextPosition: m.position })).length;
+  return u.batches.flatMap((b) => b.messages).filter((m) => !seen || !isAfter(seen, { generation: m.generation, nextPosition: m.position }))
+    .length;
 }
 
 /**

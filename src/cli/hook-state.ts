@@ -17,13 +17,6 @@ export interface SessionShown {
 /** Session files untouched this long are removed (a session resumed later is simply shown its unread messages again). */
 const STALE_MS = 14 * 24 * 3600 * 1000;
 
-/** Whether `a` lies after `b` (generations first). */
-export function shownAfter(a: Shown, b: Shown): boolean {
-  const ga = BigInt(a.generation);
-  const gb = BigInt(b.generation);
-  return ga !== gb ? ga > gb : BigInt(a.nextPosition) > BigInt(b.nextPosition);
-}
-
 /**
  * Per-session memory of `yello hook`, so that a Stop never asks twice for the same messages:
  * one small JSON file per (socket, agent, agent kind, session) in the CLI's state dir (0700,

@@ -1,6 +1,8 @@
 import type { Chat, MessageBatch, StreamState, YelloClient } from '../client/index.js';
 import { makeStreamId } from '../shared/ids.js';
 import { openConversation, unreadNow } from './unread-now.js';
+import { peerIdOf, peerOf } from '../shared/chat-peers.js';
+import { allPages, LIST_PAGE } from '../client/list-pages.js';
 
 /** One chat of the agent with something to say about it: unread message batches, or why it cannot be read. */
 export interface ChatUnread {
@@ -18,18 +20,11 @@ export interface ChatUnread {
 const PARALLEL_CHATS = 8;
 
 /** Every chat of the agent (`chats.list`, all pages). */
-async function allChats(client: YelloClient): Promise<Chat[]> {
-  const chats: Chat[] = [];
-  let cursor: string | null = null;
-  do {
-    const page: { chats: Chat[]; nextCursor: string | null } = await client.call('chats.list', {
-      limit: 500,
-      ...(cursor ? { cursor } : {}),
-    });
-    chats.push(...page.chats);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return chats;
+function allChats(client: YelloClient): Promise<Chat[]> {
+  return allPages(
+    (cursor) => client.call('chats.list', { ...cursor, limit: LIST_PAGE }),
+    (p) => p.chats,
+  );
 }
 
 /**
@@ -48,9 +43,8 @@ function nothingAfterReceipt(peer: StreamState): boolean {
 }
 
 async function readChat(client: YelloClient, chat: Chat, agentId: string): Promise<ChatUnread | null> {
-  const peerId = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-  const peer = chat.agentAId === agentId ? chat.agentB.username : chat.agentA.username;
-  const peerStreamId = makeStreamId(chat.id, peerId);
+  const peer = peerOf(chat, agentId).username;
+  const peerStreamId = makeStreamId(chat.id, peerIdOf(chat, agentId));
   const { streams } = await client.call('chats.get', { chatId: chat.id });
   const peerState = streams.find((s) => s.streamId === peerStreamId);
   if (peerState && nothingAfterReceipt(peerState)) return null;

@@ -1,6 +1,7 @@
 import type { Chat, NativeAdapter, PeerBatch, StreamState, YelloClient } from '../client/index.js';
 import { CliError, EXIT } from './output.js';
 import { paneText } from './pane-text.js';
+import { delay } from '../client/wait-queue.js';
 import type { TmuxPane } from './tmux-pane.js';
 import type { WriterStore } from './writer-state.js';
 
@@ -56,13 +57,6 @@ function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-const sleep = (ms: number, signal: AbortSignal) => {
-  let t: NodeJS.Timeout | undefined;
-  return abortable(new Promise<void>((resolve) => (t = setTimeout(resolve, ms))), signal).finally(() => {
-    clearTimeout(t);
-  });
-};
-
 /**
  * The Coordinator's native adapter for an agent in a tmux pane: types each peer batch into the
  * pane (framed as data, one bracketed paste, then Enter), never acknowledging. Before each
@@ -107,7 +101,7 @@ export class PanePresenter implements NativeAdapter {
       const wait = this.#uncertain(held) ?? (await this.#paneBusy());
       if (wait) {
         this.#sayOnce(wait);
-        await sleep(this.#o.pollMs ?? 250, this.#o.signal);
+        await delay(this.#o.pollMs ?? 250, this.#o.signal);
         continue;
       }
       await this.#stillHeld(held, batch);

@@ -9,6 +9,8 @@ export interface FollowHandlers {
   break(b: ChatBreakNotification): void;
   /** The subscription ended on an error (a corrupt stream, say). */
   error(e: ChatErrorNotification): void;
+  /** The follow was answered: called before any of its notifications (those held included) is handed on. */
+  answered?(answer: { subscriptionId: string; cursor: string }): void;
 }
 
 /** A running `chats.follow`. */
@@ -66,6 +68,7 @@ export async function followChat(client: YelloClient, params: ParamsIn<'chats.fo
     throw err;
   }
   id = answer.subscriptionId;
+  handlers.answered?.(answer);
   const held = early;
   early = null;
   for (const e of held) route(e);

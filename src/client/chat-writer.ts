@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { makeStreamId } from '../shared/ids.js';
 import type { ParamsIn } from '../shared/method-types.js';
-import type { OperationInfo } from '../shared/results.js';
 import type { AppendResult } from '../shared/types.js';
 import { Backoff } from '../shared/backoff.js';
 import type { ChatWriterEvents, ChatWriterOptions, ChatWriterState, Unsettled } from './chat-writer-types.js';
 import type { UncertainOutcome } from './coordinator-types.js';
 import { ConnectionLostError, CoordinatorPausedError, FencedError, TimeoutError, YelloClientError, fencedError } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
-import { receiptFor, type MessageBatch } from './message-batch.js';
+import { receiptFor, type MessageBatch, type ReceiptRecordInput } from './message-batch.js';
 import { retryDelay, waitingOutRateLimit } from './refusals.js';
 import { isOutcomeUnknown, lookUpOperation } from './uncertain.js';
 import type { YelloClient } from './yello-client.js';
+import { allPages, LIST_PAGE } from './list-pages.js';
 
 export type { ChatWriterEvents, ChatWriterOptions, ChatWriterState, Unsettled };
 
@@ -44,6 +44,8 @@ export class ChatWriter {
   #claim: Claim | null = null;
   #state: ChatWriterState = 'unclaimed';
   #uncertain: string | null = null;
+  /** The receipt the append of unknown outcome carried, if any: the conversation learns of it once it committed. */
+  #uncertainReceipt: ReceiptRecordInput | null = null;
   #inspect: { previousEpoch: string; since: string | null } | null = null;
   #chain: Promise<unknown> = Promise.resolve();
 
@@ -146,6 +148,7 @@ export class ChatWriter {
       } catch (err) {
         if (isOutcomeUnknown(err)) {
           this.#uncertain = operationId;
+          this.#uncertainReceipt = records.find((r): r is ReceiptRecordInput => r.type === 'chat.receipt') ?? null;
           this.#state = 'paused';
           this.#listeners.emit('uncertain', { operationId, error: err as Error });
         } else if (err instanceof FencedError) {
@@ -201,18 +204,13 @@ export class ChatWriter {
   async #report(client: YelloClient, claim: Claim): Promise<void> {
     const inspect = this.#inspect;
     if (!inspect) return;
-    const operations: OperationInfo[] = [];
-    let cursor: string | null = null;
-    do {
-      const page: { operations: OperationInfo[]; nextCursor: string | null } = await client.call('operations.list', {
-        streamId: this.streamId,
-        limit: 500,
-        ...(cursor ? { cursor } : {}),
-      });
-      for (const op of page.operations)
-        if (op.generation === claim.generation && (inspect.since === null || (op.committedAt ?? '') >= inspect.since)) operations.push(op);
-      cursor = page.nextCursor;
-    } while (cursor);
+    const listed = await allPages(
+      (cursor) => client.call('operations.list', { streamId: this.streamId, ...cursor, limit: LIST_PAGE }),
+      (p) => p.operations,
+    );
+    const operations = listed.filter(
+      (op) => op.generation === claim.generation && (inspect.since === null || (op.committedAt ?? '') >= inspect.since),
+    );
     this.#inspect = null;
     if (operations.length > 0) this.#listeners.emit('unsettled', { previousEpoch: inspect.previousEpoch, operations });
   }
@@ -278,7 +276,11 @@ export class ChatWriter {
       }
       claim.nextPosition = head.nextPosition;
       claim.generation = head.generation;
+      const receipt = this.#uncertainReceipt;
+      if (operation.state === 'committed' && receipt)
+        this.#options.conversation?.observeReceipt({ generation: receipt.peerGeneration, nextPosition: receipt.nextPosition });
       this.#uncertain = null;
+      this.#uncertainReceipt = null;
       this.#state = 'claimed';
       const outcome: UncertainOutcome = { operationId, committed: operation.state === 'committed', operation };
       this.#listeners.emit('resolved', outcome);

@@ -1,6 +1,9 @@
 import { makeStreamId } from '../shared/ids.js';
-import type { ChatBatchNotification, ChatBreakNotification, ChatErrorNotification, StoredRecord, WriterFence } from '../shared/types.js';
+import type { ChatBatchNotification, StoredRecord } from '../shared/types.js';
 import { Backoff } from '../shared/backoff.js';
+import { peerIdOf } from '../shared/chat-peers.js';
+import { followChat, type ChatFollow } from './chat-follow.js';
+import { ConversationState, type Acknowledged } from './conversation-state.js';
 import {
   ConnectionLostError,
   LineTooLargeError,
@@ -11,56 +14,17 @@ import {
   remoteError,
 } from './errors.js';
 import { Listeners, type Listener } from './listeners.js';
-import { isAfter, toMessageBatch, type MessageBatch } from './message-batch.js';
+import { toMessageBatch, type MessageBatch } from './message-batch.js';
+import { WaitQueue } from './wait-queue.js';
+import type { ConversationEvents, ConversationOptions, ConversationStart } from './conversation-types.js';
 import type { YelloClient } from './yello-client.js';
 
-/** Where a {@link Conversation} without a saved cursor starts (the one resume policy, docs/protocol.md §8). */
-export type ConversationStart = 'acknowledged' | 'end' | 'generation-start';
-
-/** Options of {@link Conversation.open}. */
-export interface ConversationOptions {
-  chatId: string;
-  /**
-   * `'acknowledged'` (default): the peer stream after this agent's latest receipt; unread
-   * messages behind a reset or a trim are a `ContinuityBreakError`, never skipped.
-   * `'end'`: only what arrives later. `'generation-start'`: a person's explicit act after a
-   * break, the peer stream's current generation from position `"0"`.
-   */
-  start?: ConversationStart;
-  /** A saved compound cursor (`cursor`, or a batch's): wins over `start`. */
-  cursor?: string;
-}
-
-/** A position of a stream generation: where a receipt reaches. */
-export interface Acknowledged {
-  generation: string;
-  nextPosition: string;
-}
-
-/** Events of a {@link Conversation}: state changes, never batches. */
-export interface ConversationEvents {
-  /** The peer's receipts of this agent's stream moved forward. */
-  'peer-acknowledged': Acknowledged;
-  /** The peer's stream got a new writer (a claim's fence). */
-  'peer-writer': WriterFence;
-  /** This agent's own stream was claimed by someone else (see {@link Conversation.expectWriter}). */
-  replaced: FencedError;
-  /** Reading stopped for a person: a `ContinuityBreakError`, or the `chats.error` (corrupt data). */
-  break: Error;
-}
-
-type Notification =
-  { kind: 'batch'; n: ChatBatchNotification } | { kind: 'break'; n: ChatBreakNotification } | { kind: 'error'; n: ChatErrorNotification };
+export type { Acknowledged, ConversationEvents, ConversationOptions, ConversationStart };
 
 /** A message batch not yet returned, and the cursor after it and after the state-only batches that followed. */
 interface Queued {
   batch: MessageBatch;
   cursorAfter: string;
-}
-
-/** The peer of `agentId` in a chat. */
-function peerOf(chat: { agentAId: string; agentBId: string }, agentId: string): string {
-  return chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
 }
 
 /**
@@ -85,27 +49,17 @@ export class Conversation {
   readonly #client: YelloClient;
   readonly #listeners = new Listeners<ConversationEvents>();
   readonly #offs: (() => void)[] = [];
-  #subscriptionId: string | null = null;
-  /** Notifications that arrived while a chats.follow was in flight (before its subscription id was known). */
-  #early: Notification[] | null = null;
+  readonly #state: ConversationState;
+  /** The running `chats.follow`, or null while there is none (before it is answered, after a loss). */
+  #follow: ChatFollow | null = null;
   #cursor = '';
-  #queue: Queued[] = [];
-  #pending: MessageBatch[] = [];
-  /** This agent's latest receipt of the peer stream. */
-  #acknowledged: Acknowledged | null;
-  #peerAcknowledged: Acknowledged | null;
-  #peerEpoch = -1n;
-  /** The epoch of this agent's writer, once it claimed; a newer fence in the own stream means it was replaced. */
-  #writerEpoch: bigint | null = null;
-  #ownFenceEpoch = -1n;
-  #failure: Error | null = null;
-  #closed = false;
-  readonly #waiters = new Set<() => void>();
+  /** Message batches not returned yet; it fails with why reading stopped, and ends on close. */
+  readonly #queue = new WaitQueue<Queued>();
 
   private constructor(
     client: YelloClient,
     ids: { chatId: string; agentId: string; peerAgentId: string },
-    state: { acknowledged: Acknowledged | null; peerAcknowledged: Acknowledged | null },
+    start: { acknowledged: Acknowledged | null; peerAcknowledged: Acknowledged | null },
   ) {
     this.#client = client;
     this.chatId = ids.chatId;
@@ -113,8 +67,7 @@ export class Conversation {
     this.peerAgentId = ids.peerAgentId;
     this.ownStreamId = makeStreamId(ids.chatId, ids.agentId);
     this.peerStreamId = makeStreamId(ids.chatId, ids.peerAgentId);
-    this.#acknowledged = state.acknowledged;
-    this.#peerAcknowledged = state.peerAcknowledged;
+    this.#state = new ConversationState(this, start);
   }
 
   /**
@@ -126,7 +79,7 @@ export class Conversation {
     const agentId = client.session.agentId;
     if (client.session.role !== 'agent' || !agentId) throw new YelloClientError('BAD_TOKEN', 'a conversation needs an agent token');
     const { chat, streams } = await client.call('chats.get', { chatId: options.chatId });
-    const peerAgentId = peerOf(chat, agentId);
+    const peerAgentId = peerIdOf(chat, agentId);
     const own = streams.find((s) => s.authorAgentId === agentId);
     const peer = streams.find((s) => s.authorAgentId === peerAgentId);
     const conversation = new Conversation(
@@ -136,7 +89,7 @@ export class Conversation {
     );
     conversation.#listen();
     try {
-      await conversation.#follow(options.cursor ? { cursor: options.cursor } : { from: options.start ?? 'acknowledged' });
+      await conversation.#followFrom(options.cursor ? { cursor: options.cursor } : { from: options.start ?? 'acknowledged' });
     } catch (err) {
       conversation.#detach();
       throw err;
@@ -151,17 +104,21 @@ export class Conversation {
 
   /** The peer's latest receipt of this agent's stream, or null. */
   get peerAcknowledged(): Acknowledged | null {
-    return this.#peerAcknowledged;
+    return this.#state.peerAcknowledged;
   }
 
   /** This agent's latest receipt of the peer stream, as far as this conversation saw it. */
   get acknowledged(): Acknowledged | null {
-    return this.#acknowledged;
+    return this.#state.acknowledged;
   }
 
-  /** Batches returned by `next()` that no receipt covers yet, oldest first. */
+  /**
+   * Batches returned by `next()` that no receipt covers yet, oldest first: what was handed to
+   * the agent and is still to be acknowledged (a receipt seen in the own stream, or appended by
+   * the ChatWriter told of this conversation, removes those it covers).
+   */
   pending(): MessageBatch[] {
-    return [...this.#pending];
+    return [...this.#state.pending];
   }
 
   /** Message batches that arrived and were not returned yet (the unread backlog this connection holds). */
@@ -171,7 +128,7 @@ export class Conversation {
 
   /** Why reading stopped for a person, or null. */
   get failure(): Error | null {
-    return this.#failure;
+    return this.#queue.failure;
   }
 
   /** Listen to an event; returns a function that removes the listener. */
@@ -188,21 +145,11 @@ export class Conversation {
    * signal's reason when `signal` aborts.
    */
   async next(options: { waitMs?: number; signal?: AbortSignal } = {}): Promise<MessageBatch | null> {
-    const deadline = options.waitMs === undefined ? Infinity : Date.now() + options.waitMs;
-    for (;;) {
-      options.signal?.throwIfAborted();
-      const item = this.#queue.shift();
-      if (item) {
-        this.#cursor = item.cursorAfter;
-        this.#pending.push(item.batch);
-        return item.batch;
-      }
-      if (this.#failure) throw this.#failure;
-      if (this.#closed) return null;
-      const left = deadline - Date.now();
-      if (left <= 0) return null;
-      await this.#wait(left, options.signal);
-    }
+    const item = await this.#queue.next(options);
+    if (!item) return null;
+    this.#cursor = item.cursorAfter;
+    this.#state.handedOut(item.batch);
+    return item.batch;
   }
 
   /** Every message batch, waiting as long as it takes; ends when closed, throws what `next()` throws. */
@@ -219,8 +166,7 @@ export class Conversation {
    * consumes. What an Inbox waits with.
    */
   ready(ms: number, signal?: AbortSignal): Promise<void> {
-    if (this.#queue.length > 0 || this.#failure || this.#closed) return Promise.resolve();
-    return this.#wait(ms, signal);
+    return this.#queue.ready(ms, signal);
   }
 
   /**
@@ -228,34 +174,31 @@ export class Conversation {
    * from then on a fence of a newer epoch in the own stream is `replaced`. Null: no writer.
    */
   expectWriter(epoch: string | null): void {
-    this.#writerEpoch = epoch === null ? null : BigInt(epoch);
-    if (this.#writerEpoch !== null && this.#ownFenceEpoch > this.#writerEpoch) this.#replaced(this.#ownFenceEpoch.toString());
+    const replacedBy = this.#state.expectWriter(epoch);
+    if (replacedBy !== null) this.#replaced(replacedBy);
   }
 
   /** Records of the own stream this agent just appended (ChatWriter hands its answers over, ahead of their notification). */
   observeOwn(records: readonly StoredRecord[]): void {
-    for (const r of records) {
-      if (r.wrapper.type === 'chat.receipt' && r.wrapper.receipt.peerStreamId === this.peerStreamId) {
-        const ack = { generation: r.wrapper.receipt.peerGeneration, nextPosition: r.wrapper.receipt.nextPosition };
-        if (!this.#acknowledged || isAfter(ack, this.#acknowledged)) this.#acknowledged = ack;
-      } else if (r.wrapper.type === 'chat.writer-fence') {
-        const epoch = BigInt(r.wrapper.fence.epoch);
-        if (epoch > this.#ownFenceEpoch) this.#ownFenceEpoch = epoch;
-        if (this.#writerEpoch !== null && epoch > this.#writerEpoch) this.#replaced(r.wrapper.fence.epoch);
-      }
-    }
-    const acked = this.#acknowledged;
-    if (acked) this.#pending = this.#pending.filter((b) => isAfter({ generation: b.generation, nextPosition: b.nextPosition }, acked));
+    const replacedBy = this.#state.observeOwn(records);
+    if (replacedBy !== null) this.#replaced(replacedBy);
+  }
+
+  /**
+   * This agent's receipt of the peer stream reached `acknowledged` by an append whose answer was
+   * lost (ChatWriter learns it from `operations.get`), ahead of its notification.
+   */
+  observeReceipt(acknowledged: Acknowledged): void {
+    this.#state.receipt(acknowledged);
   }
 
   /** Stop following; a waiting `next()` returns null. The client stays open (it is the caller's). */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#wake();
-    const subscriptionId = this.#subscriptionId;
+    if (this.#queue.ended) return;
+    this.#queue.end();
+    const follow = this.#follow;
     this.#detach();
-    if (subscriptionId && this.#client.connected) await this.#client.call('chats.unfollow', { subscriptionId }).catch(() => {});
+    await follow?.unfollow();
   }
 
   // ---- following ------------------------------------------------------------------------
@@ -263,15 +206,6 @@ export class Conversation {
   #listen(): void {
     const c = this.#client;
     this.#offs.push(
-      c.on('chats.batch', (n) => {
-        this.#onNotification({ kind: 'batch', n });
-      }),
-      c.on('chats.break', (n) => {
-        this.#onNotification({ kind: 'break', n });
-      }),
-      c.on('chats.error', (n) => {
-        this.#onNotification({ kind: 'error', n });
-      }),
       c.on('disconnected', (err) => {
         this.#onDisconnected(err);
       }),
@@ -283,33 +217,50 @@ export class Conversation {
 
   #detach(): void {
     for (const off of this.#offs.splice(0)) off();
-    this.#subscriptionId = null;
+    this.#follow?.close();
+    this.#follow = null;
   }
 
-  /** One `chats.follow`; the notifications that come with its answer are held, then replayed. */
-  async #follow(start: { cursor: string } | { from: ConversationStart }): Promise<void> {
-    this.#early = [];
-    let answer: { subscriptionId: string; cursor: string } | undefined;
-    try {
-      answer = await this.#client.call('chats.follow', { chatId: this.chatId, ...start });
-    } finally {
-      const early = this.#early;
-      this.#early = null;
-      if (answer) {
-        this.#subscriptionId = answer.subscriptionId;
+  /** One `chats.follow` (the one follow primitive holds what comes with its answer, then hands it on). */
+  async #followFrom(start: { cursor: string } | { from: ConversationStart }): Promise<void> {
+    const follow = await followChat(
+      this.#client,
+      { chatId: this.chatId, ...start },
+      {
         // Nothing is queued while a follow is in flight, so its starting cursor is where we are.
-        this.#cursor = answer.cursor;
-        for (const e of early) this.#onNotification(e);
-      }
-    }
+        answered: (answer) => {
+          this.#cursor = answer.cursor;
+        },
+        batch: (n) => {
+          this.#onBatch(n);
+        },
+        break: (b) => {
+          this.#fail(
+            continuityBreakError(
+              b.reason,
+              b.streamId,
+              b.expected,
+              b.actual,
+              `reading ${this.chatId} stopped: ${b.reason} on ${b.streamId}`,
+            ),
+          );
+        },
+        error: (e) => {
+          this.#fail(remoteError(e.error));
+        },
+      },
+    );
+    // Closed or stopped while the follow was in flight: it is not wanted.
+    if (this.#queue.over) void follow.unfollow();
+    else this.#follow = follow;
   }
 
   /** After a reconnect: follow again from the cursor, riding through a daemon that is still stopping or starting. */
   async #refollow(): Promise<void> {
     const backoff = new Backoff({ minDelayMs: 50, maxDelayMs: 2000, jitter: true });
-    while (!this.#closed && !this.#failure && this.#subscriptionId === null && this.#client.connected) {
+    while (!this.#queue.over && this.#follow === null && this.#client.connected) {
       try {
-        await this.#follow({ cursor: this.#cursor });
+        await this.#followFrom({ cursor: this.#cursor });
         return;
       } catch (err) {
         if (err instanceof ConnectionLostError) return; // the next 'reconnected' tries again
@@ -324,60 +275,34 @@ export class Conversation {
   }
 
   #onDisconnected(err: Error): void {
-    if (this.#closed || this.#failure) return;
-    this.#subscriptionId = null;
+    if (this.#queue.over) return;
+    this.#follow?.close();
+    this.#follow = null;
     // Not returned yet, so the follow from the cursor delivers them again.
-    this.#queue = [];
+    this.#queue.clear();
     // Following again would bring the same over-size line again, forever: a person raises the cap.
     if (err instanceof LineTooLargeError || !this.#client.reconnecting) this.#fail(err);
   }
 
-  #onNotification(e: Notification): void {
-    if (this.#early) {
-      this.#early.push(e);
-      return;
-    }
-    if (e.n.subscriptionId !== this.#subscriptionId || this.#closed || this.#failure) return;
-    if (e.kind === 'break') {
-      const b = e.n;
-      this.#fail(
-        continuityBreakError(b.reason, b.streamId, b.expected, b.actual, `reading ${this.chatId} stopped: ${b.reason} on ${b.streamId}`),
-      );
-    } else if (e.kind === 'error') {
-      this.#fail(remoteError(e.n.error));
-    } else if (e.n.streamId === this.ownStreamId) {
-      this.observeOwn(e.n.records);
-      this.#advance(e.n.cursor);
-    } else {
-      this.#onPeerBatch(e.n);
-    }
-  }
-
-  #onPeerBatch(n: ChatBatchNotification): void {
-    for (const r of n.records) {
-      if (r.wrapper.type === 'chat.receipt' && r.wrapper.receipt.peerStreamId === this.ownStreamId) {
-        const ack = { generation: r.wrapper.receipt.peerGeneration, nextPosition: r.wrapper.receipt.nextPosition };
-        if (!this.#peerAcknowledged || isAfter(ack, this.#peerAcknowledged)) {
-          this.#peerAcknowledged = ack;
-          this.#listeners.emit('peer-acknowledged', ack);
-        }
-      } else if (r.wrapper.type === 'chat.writer-fence' && BigInt(r.wrapper.fence.epoch) > this.#peerEpoch) {
-        this.#peerEpoch = BigInt(r.wrapper.fence.epoch);
-        this.#listeners.emit('peer-writer', r.wrapper.fence);
-      }
-    }
-    const batch = toMessageBatch(this.chatId, n);
-    if (!batch) {
+  #onBatch(n: ChatBatchNotification): void {
+    if (this.#queue.over) return;
+    if (n.streamId === this.ownStreamId) {
+      this.observeOwn(n.records);
       this.#advance(n.cursor);
       return;
     }
-    this.#queue.push({ batch, cursorAfter: n.cursor });
-    this.#wake();
+    for (const news of this.#state.observePeer(n.records)) {
+      if (news.acknowledged) this.#listeners.emit('peer-acknowledged', news.acknowledged);
+      if (news.writer) this.#listeners.emit('peer-writer', news.writer);
+    }
+    const batch = toMessageBatch(this.chatId, n);
+    if (batch) this.#queue.push({ batch, cursorAfter: n.cursor });
+    else this.#advance(n.cursor);
   }
 
   /** A state-only batch was absorbed: the cursor moves past it (after the message batches still queued). */
   #advance(cursor: string): void {
-    const last = this.#queue.at(-1);
+    const last = this.#queue.last();
     if (last) last.cursorAfter = cursor;
     else this.#cursor = cursor;
   }
@@ -393,42 +318,12 @@ export class Conversation {
   }
 
   #fail(err: Error): void {
-    if (this.#failure || this.#closed) return;
-    this.#failure = err;
-    const subscriptionId = this.#subscriptionId;
-    this.#subscriptionId = null;
-    if (subscriptionId && this.#client.connected) void this.#client.call('chats.unfollow', { subscriptionId }).catch(() => {});
+    if (this.#queue.over) return;
+    this.#queue.fail(err);
+    const follow = this.#follow;
+    this.#follow = null;
+    void follow?.unfollow();
     if (err instanceof FencedError) this.#listeners.emit('replaced', err);
     else this.#listeners.emit('break', err);
-    this.#wake();
-  }
-
-  // ---- waiting --------------------------------------------------------------------------
-
-  #wake(): void {
-    for (const w of [...this.#waiters]) w();
-  }
-
-  #wait(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const settle = () => {
-        clearTimeout(timer);
-        this.#waiters.delete(done);
-        signal?.removeEventListener('abort', aborted);
-      };
-      const done = () => {
-        settle();
-        resolve();
-      };
-      // Not through done(): a promise resolved first ignores the reject after it.
-      const aborted = () => {
-        settle();
-        reject(signal?.reason as Error);
-      };
-      // setTimeout takes at most 2^31-1 ms; longer (or Infinity) waits have no timer at all.
-      const timer = ms < 2 ** 31 ? setTimeout(done, ms) : undefined;
-      this.#waiters.add(done);
-      signal?.addEventListener('abort', aborted, { once: true });
-    });
   }
 }

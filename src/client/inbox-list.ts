@@ -1,20 +1,21 @@
 import type { StreamState } from '../shared/types.js';
+import { isUnreadMessage, unreadFrom } from '../shared/unread.js';
 import type { YelloClient } from './yello-client.js';
 
 /** Characters of a chat's newest message that `Inbox.list()` shows. */
 export const PREVIEW_CHARS = 120;
 
-/** Messages of the peer stream's current generation after the agent's latest receipt of it. */
+/** Messages of the peer stream's current generation after the agent's latest receipt of it (src/shared/unread.ts). */
 export async function unreadMessages(client: YelloClient, peer: StreamState): Promise<number> {
-  const ack = peer.acknowledged;
-  let from = ack && ack.generation === peer.generation ? ack.nextPosition : peer.firstPosition;
-  if (BigInt(from) < BigInt(peer.firstPosition)) from = peer.firstPosition;
+  const start = unreadFrom(peer);
+  const end = BigInt(peer.nextPosition);
+  let from = start;
   let count = 0;
-  while (BigInt(from) < BigInt(peer.nextPosition)) {
-    const page = await client.call('streams.read', { streamId: peer.streamId, generation: peer.generation, fromPosition: from });
+  while (from < end) {
+    const page = await client.call('streams.read', { streamId: peer.streamId, generation: peer.generation, fromPosition: from.toString() });
     if (page.records.length === 0) break;
-    count += page.records.filter((r) => r.wrapper.type === 'chat.message').length;
-    from = page.nextPosition;
+    count += page.records.filter((r) => isUnreadMessage(r, start)).length;
+    from = BigInt(page.nextPosition);
   }
   return count;
 }

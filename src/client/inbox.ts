@@ -6,7 +6,10 @@ import { ConnectionLostError, YelloClientError } from './errors.js';
 import { InboxChats } from './inbox-chats.js';
 import { newestMessage, PREVIEW_CHARS, unreadMessages } from './inbox-list.js';
 import type { MessageBatch } from './message-batch.js';
+import { Waiters } from './wait-queue.js';
 import type { YelloClient } from './yello-client.js';
+import { peerOf } from '../shared/chat-peers.js';
+import { allPages, LIST_PAGE } from './list-pages.js';
 
 /** One chat of an agent's inbox, as {@link Inbox.list} reports it. */
 export interface InboxEntry {
@@ -63,7 +66,8 @@ export class Inbox {
   readonly #chats: InboxChats;
   readonly #entries: InboxChats['entries'];
   readonly #offs: (() => void)[] = [];
-  readonly #waiters = new Set<() => void>();
+  /** Woken when the set of chats changes (one added, one failed to open, watching failed). */
+  readonly #changes = new Waiters();
   #watchId: string | null = null;
   /** Why watching for new chats stopped after a reconnect (thrown once by `wait()`), or null. */
   #watchFailure: Error | null = null;
@@ -175,41 +179,27 @@ export class Inbox {
     return null;
   }
 
-  #waitAny(ms: number, signal?: AbortSignal): Promise<void> {
+  /** Until a chat has something, the chats change, `ms` passed or `signal` aborted (then `wait()` throws). */
+  async #waitAny(ms: number, signal?: AbortSignal): Promise<void> {
+    // One signal ends the waits that lost the race (and follows the caller's).
     const stop = new AbortController();
     const abort = () => {
       stop.abort();
     };
     signal?.addEventListener('abort', abort, { once: true });
-    const added = new Promise<void>((resolve) => {
-      const wake = () => {
-        this.#waiters.delete(wake);
-        resolve();
-      };
-      this.#waiters.add(wake);
-      stop.signal.addEventListener('abort', wake, { once: true });
-    });
     // A chat that stopped (and was reported) would be "ready" at once, forever: only live ones are waited on.
     const live = [...this.#entries.values()].flatMap((e) => (e.conversation && !e.conversation.failure ? [e.conversation] : []));
-    const readies = live.map((c) => c.ready(ms, stop.signal).catch(() => {}));
-    const timer = new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, Math.min(ms, 2 ** 31 - 1));
-      stop.signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(t);
-        },
-        { once: true },
-      );
-    });
-    return Promise.race([added, timer, ...readies]).finally(() => {
+    const waits = [this.#changes.wait(ms, stop.signal), ...live.map((c) => c.ready(ms, stop.signal))];
+    try {
+      await Promise.race(waits.map((w) => w.catch(() => {})));
+    } finally {
       signal?.removeEventListener('abort', abort);
       stop.abort();
-    });
+    }
   }
 
   #wake(): void {
-    for (const w of [...this.#waiters]) w();
+    this.#changes.wake();
   }
 
   /**
@@ -222,7 +212,7 @@ export class Inbox {
     const out = await Promise.all(
       [...this.#entries.values()].map(async (entry): Promise<InboxEntry> => {
         const { chat } = entry;
-        const peerInfo = chat.agentAId === agentId ? chat.agentB : chat.agentA;
+        const peerInfo = peerOf(chat, agentId);
         const { streams } = await this.#client.call('chats.get', { chatId: chat.id });
         const peer = streams.find((s) => s.authorAgentId === peerInfo.id);
         const newest = await newestMessage(this.#client, chat.id);
@@ -305,14 +295,10 @@ export class Inbox {
 
   /** Follow every chat of the agent not followed yet (`chats.list`). */
   async #sync(): Promise<void> {
-    let cursor: string | null = null;
-    do {
-      const page: { chats: Chat[]; nextCursor: string | null } = await this.#client.call('chats.list', {
-        limit: 500,
-        ...(cursor ? { cursor } : {}),
-      });
-      await Promise.all(page.chats.map((chat) => this.#chats.add(chat)));
-      cursor = page.nextCursor;
-    } while (cursor);
+    const chats = await allPages(
+      (cursor) => this.#client.call('chats.list', { ...cursor, limit: LIST_PAGE }),
+      (p) => p.chats,
+    );
+    await Promise.all(chats.map((chat) => this.#chats.add(chat)));
   }
 }

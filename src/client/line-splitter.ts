@@ -1,11 +1,4 @@
-/**
- * NDJSON framing in linear time. Each byte that arrives is scanned for `\n` exactly once:
- * the partial line is kept as a list of Buffer chunks (never a growing string that is
- * rescanned from its start, which made a 125 MiB answer take minutes), and a line is decoded
- * from UTF-8 once, when its newline arrives, so a character split across chunks is intact.
- */
-
-const NEWLINE = 0x0a;
+import { LineFramer } from '../shared/line-framing.js';
 
 /** Thrown by {@link LineSplitter.push} when a line grows past its cap. */
 export class LineOverflow extends Error {
@@ -17,28 +10,31 @@ export class LineOverflow extends Error {
   }
 }
 
-/** Splits a byte stream into `\n`-delimited UTF-8 lines; empty lines are skipped. */
+/**
+ * The client's reading of the daemon's answers: the one newline framing
+ * (src/shared/line-framing.ts), each line decoded from UTF-8 once it is whole; a line over the
+ * cap is a {@link LineOverflow}, which ends the connection.
+ */
 export class LineSplitter {
+  readonly #framer: LineFramer<Buffer>;
   readonly #maxLineBytes: number;
   readonly #onLine: (line: string) => void;
-  #parts: Buffer[] = [];
-  #partBytes = 0;
-  #scanned = 0;
 
   /** `maxLineBytes` caps a line's bytes, without its newline. */
   constructor(maxLineBytes: number, onLine: (line: string) => void) {
     this.#maxLineBytes = maxLineBytes;
+    this.#framer = new LineFramer<Buffer>(maxLineBytes, (parts, bytes) => Buffer.concat(parts, bytes));
     this.#onLine = onLine;
   }
 
   /** Bytes examined for a newline so far: equal to the bytes pushed, whatever the chunking. */
   get scannedBytes(): number {
-    return this.#scanned;
+    return this.#framer.scannedBytes;
   }
 
   /** Bytes of the unfinished line held in memory. */
   get bufferedBytes(): number {
-    return this.#partBytes;
+    return this.#framer.bufferedBytes;
   }
 
   /**
@@ -47,32 +43,13 @@ export class LineSplitter {
    * the same chunk have been delivered by then, and the splitter must not be used again.
    */
   push(chunk: Buffer): void {
-    let start = 0;
-    while (start < chunk.length) {
-      const nl = chunk.indexOf(NEWLINE, start);
-      const end = nl === -1 ? chunk.length : nl;
-      this.#scanned += (nl === -1 ? chunk.length : nl + 1) - start;
-      const size = this.#partBytes + (end - start);
-      if (size > this.#maxLineBytes) {
-        this.#parts = [];
-        this.#partBytes = 0;
-        throw new LineOverflow(this.#maxLineBytes, size);
+    this.#framer.push(chunk);
+    for (const event of this.#framer.drain()) {
+      if ('tooLarge' in event) {
+        this.#framer.clear();
+        throw new LineOverflow(this.#maxLineBytes, event.tooLarge);
       }
-      if (end > start) {
-        this.#parts.push(chunk.subarray(start, end));
-        this.#partBytes = size;
-      }
-      if (nl === -1) return;
-      start = nl + 1;
-      if (this.#partBytes > 0) {
-        const parts = this.#parts;
-        // One part (the usual case) is used as it is, without a copy.
-        const [first] = parts;
-        const line = parts.length === 1 && first !== undefined ? first : Buffer.concat(parts, this.#partBytes);
-        this.#parts = [];
-        this.#partBytes = 0;
-        this.#onLine(line.toString('utf8'));
-      }
+      this.#onLine(event.line.toString('utf8'));
     }
   }
 }

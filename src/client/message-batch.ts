@@ -70,9 +70,5 @@ export function receiptFor(batch: Pick<MessageBatch, 'streamId' | 'generation' |
   };
 }
 
-/** Whether position `a` of generation `ga` lies after `b` of `gb` (generations first). */
-export function isAfter(a: { generation: string; nextPosition: string }, b: { generation: string; nextPosition: string }): boolean {
-  const ga = BigInt(a.generation);
-  const gb = BigInt(b.generation);
-  return ga !== gb ? ga > gb : BigInt(a.nextPosition) > BigInt(b.nextPosition);
-}
+// The order of positions lives in src/shared/positions.ts; readers of batches find it here too.
+export { isAfter } from '../shared/positions.js';

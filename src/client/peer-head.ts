@@ -1,22 +1,19 @@
 import type { Chat, ChatBatchNotification } from '../shared/types.js';
 import type { Conversation, ConversationStart } from './conversation.js';
 import type { Listener } from './listeners.js';
+import { Waiters } from './wait-queue.js';
 import type { YelloClient } from './yello-client.js';
 import { makeStreamId } from '../shared/ids.js';
+import { peerIdOf } from '../shared/chat-peers.js';
+import { comparePlaces, type StreamPlace } from '../shared/positions.js';
 
 /** Where a {@link PeerHead} hears batches: a client, or every connection of a `ConnectionPool`. */
 export interface BatchSource {
   on(event: 'chats.batch', listener: Listener<ChatBatchNotification>): () => void;
 }
 
-/** A position of a stream generation. */
-interface Position {
-  generation: string;
-  position: string;
-}
-
-const after = (a: Position, b: Position) =>
-  BigInt(a.generation) !== BigInt(b.generation) ? BigInt(a.generation) > BigInt(b.generation) : BigInt(a.position) > BigInt(b.position);
+type Position = StreamPlace;
+const after = (a: Position, b: Position) => comparePlaces(a, b) > 0;
 
 /**
  * What a {@link Conversation} of one chat has absorbed of the peer stream, observed from the
@@ -34,7 +31,7 @@ export class PeerHead {
   #target: Position | null = null;
   #start: Position = { generation: '1', position: '0' };
   #messages: Position[] = [];
-  readonly #waiters = new Set<() => void>();
+  readonly #waiters = new Waiters();
   #onMessages: ((info: { generation: string; nextPosition: string; messages: number }) => void) | null = null;
   #conversation: Conversation | null = null;
 
@@ -58,9 +55,7 @@ export class PeerHead {
    * asks the stream's head.
    */
   static watch(client: YelloClient, chat: Chat, source: BatchSource = client): PeerHead {
-    const agentId = client.session.agentId;
-    const peer = chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-    return new PeerHead(client, makeStreamId(chat.id, peer), source);
+    return new PeerHead(client, makeStreamId(chat.id, peerIdOf(chat, client.session.agentId ?? '')), source);
   }
 
   /**
@@ -96,21 +91,12 @@ export class PeerHead {
     return this.#seen !== null && !after(t, this.#seen);
   }
 
-  /** Resolves once the follow delivered what the peer stream held at the start (or after `ms`, or on a failure). */
-  caughtUp(ms: number): Promise<void> {
-    if (this.#isCaughtUp()) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        resolve();
-      };
-      const check = () => {
-        if (this.#isCaughtUp()) done();
-      };
-      const timer = setTimeout(done, ms);
-      this.#waiters.add(check);
-    });
+  /**
+   * Resolves once the follow delivered what the peer stream held at the start (or after `ms`,
+   * or on a failure); rejects with the signal's reason when `signal` aborts.
+   */
+  async caughtUp(ms: number, signal?: AbortSignal): Promise<void> {
+    await this.#waiters.until(() => this.#isCaughtUp(), ms, signal);
   }
 
   /** Messages seen after `acknowledged` (in its generation or later). */
@@ -124,7 +110,7 @@ export class PeerHead {
   }
 
   #wake(): void {
-    for (const w of [...this.#waiters]) w();
+    this.#waiters.wake();
   }
 
   close(): void {

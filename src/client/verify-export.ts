@@ -1,173 +1,26 @@
 import { CHECKPOINT_TYPE } from '../shared/checkpoint.js';
-import { ChainDigest } from './hashing.js';
-import { DECIMAL_PATTERN, splitStreamId, makeStreamId } from '../shared/ids.js';
+import { splitStreamId, makeStreamId } from '../shared/ids.js';
 import type { Checkpoint, ChatMessage, ChatReceipt, Jwks, StoredRecord } from '../shared/types.js';
+import { checkCheckpointRange } from './export-checkpoint.js';
+import { checkMessageOrder, checkOperation, checkReceiptOrder, newGroup, placeRecord, type Group } from './export-generation.js';
+import {
+  range,
+  type ExportGeneration,
+  type ExportProblem,
+  type ExportProblemKind,
+  type ExportVerification,
+  type RecordWhere,
+  type Where,
+} from './export-problems.js';
+import { isCheckpoint, isObject, isStoredRecord, isString } from './export-shapes.js';
 import { checkpointFailure, KeyRing, messageFailure } from './verify.js';
 
-/**
- * What `verifyExport` can find wrong, as stable strings (the `problem` texts are for people):
- * - `NOT_JSON`, `NOT_A_RECORD`: a line that is not JSON, or neither a stored record nor a checkpoint line.
- * - `CONTENT_HASH`, `SIGNATURE`, `UNKNOWN_KID`: a message's own checks (§5.4).
- * - `WRONG_STREAM`: a record or checkpoint whose ids disagree with its `streamId`, of another
- *   chat than the rest of the export, or of a third stream.
- * - `POSITION`: positions are not exactly the checkpoint's `firstPosition` .. `nextPosition - 1`
- *   (a gap, a repeat, records missing at either end or past it).
- * - `CREATED_AT_ORDER`: a message older than the message before it in its stream generation.
- * - `REPLAY`: a signature value that already appeared on another line.
- * - `CLIENT_MESSAGE_ID`: a malformed `clientMessageId`, or one used twice in a stream generation.
- * - `OPERATION`: records of one operation that are not consecutive with recordIndex 0, 1, …,
- *   an operationId used again later in its stream, or a fence whose operationId is not `fence.<epoch>`.
- * - `RECEIPT`: a receipt for another stream than the chat's other one, or one that does not
- *   move forward within its stream generation, or one that provably existed when the export's
- *   checkpoint of that peer stream generation was taken and acknowledges positions beyond it
- *   (acknowledged records are missing).
- * - `AFTER_CHECKPOINT`: a record after its stream generation's checkpoint line.
- * - `NO_CHECKPOINT`: records of a stream generation without a checkpoint: their completeness and
- *   order cannot be proved (an export made before checkpoints existed: export it again).
- * - `MISSING_STREAM`: the export has nothing of the chat's other stream, which its records name;
- *   `EMPTY`: the export has no records and no checkpoints.
- * - `CHECKPOINT_INVALID`, `CHECKPOINT_SIGNATURE`: a malformed or repeated checkpoint, or one
- *   whose signature (or kid: `UNKNOWN_KID`) does not verify.
- * - `CHAIN_DIGEST`: the records of a checkpoint's range do not hash to its `chainDigest`:
- *   something in the range was changed, swapped, replaced or renumbered. The digest covers the
- *   whole range, so this problem names the range; the other checks name positions where they can.
- */
-export type ExportProblemKind =
-  | 'NOT_JSON'
-  | 'NOT_A_RECORD'
-  | 'CONTENT_HASH'
-  | 'SIGNATURE'
-  | 'UNKNOWN_KID'
-  | 'WRONG_STREAM'
-  | 'POSITION'
-  | 'CREATED_AT_ORDER'
-  | 'REPLAY'
-  | 'CLIENT_MESSAGE_ID'
-  | 'OPERATION'
-  | 'RECEIPT'
-  | 'AFTER_CHECKPOINT'
-  | 'NO_CHECKPOINT'
-  | 'MISSING_STREAM'
-  | 'EMPTY'
-  | 'CHECKPOINT_INVALID'
-  | 'CHECKPOINT_SIGNATURE'
-  | 'CHAIN_DIGEST';
+export type { ExportGeneration, ExportProblem, ExportProblemKind, ExportVerification } from './export-problems.js';
 
-/** One problem of an export, with where it is: 1-based line (0 for the export as a whole), stream, generation and position when known. */
-export interface ExportProblem {
-  line: number;
-  streamId: string | null;
-  generation: string | null;
-  position: string | null;
-  kind: ExportProblemKind;
-  problem: string;
-}
-
-/** What the export holds of one stream generation. */
-export interface ExportGeneration {
-  streamId: string;
-  generation: string;
-  /** Positions of the records found (null when there are none). */
-  firstPosition: string | null;
-  nextPosition: string | null;
-  records: number;
-  /** The checkpoint line that closes it, or null when there is none. */
-  checkpoint: { line: number; firstPosition: string; nextPosition: string; createdAt: string; kid: string } | null;
-}
-
-/** The outcome of `verifyExport`: counts, what each stream generation holds, and every problem found. */
-export interface ExportVerification {
-  records: number;
-  messages: number;
-  checkpoints: number;
-  generations: ExportGeneration[];
-  problems: ExportProblem[];
-}
-
-interface Where {
-  line: number;
-  streamId: string | null;
-  generation: string | null;
-  position: string | null;
-}
-
-/** Where a record is: records always have a position. */
-type RecordWhere = Where & { position: string };
-
-interface Group {
-  streamId: string;
-  generation: string;
-  firstLine: number;
-  first: bigint | null;
-  last: bigint | null;
-  count: number;
-  digest: ChainDigest;
-  positionProblems: number;
-  lastCreatedAt: string | null;
-  lastOp: { operationId: string; recordIndex: number; position: bigint } | null;
-  clientMessageIds: Map<string, string>;
-  lastReceipt: { peerGeneration: bigint; nextPosition: bigint } | null;
-  checkpoint: { line: number; value: Checkpoint } | null;
-}
-
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const SHA256_B64URL = /^[A-Za-z0-9_-]{43}$/;
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isString = (v: unknown): v is string => typeof v === 'string';
-const isDecimal = (v: unknown): v is string => typeof v === 'string' && DECIMAL_PATTERN.test(v);
-const range = (a: bigint, b: bigint) => (a === b ? `${a}` : `${a}..${b}`);
-
-/** The shape of a stored record (§5.2), enough to check it without tripping over missing members. */
-function isStoredRecord(v: Record<string, unknown>): v is Record<string, unknown> & StoredRecord {
-  const w = v.wrapper;
-  if (!isString(v.streamId) || !isDecimal(v.generation) || !isDecimal(v.position) || !isObject(w)) return false;
-  if (!isString(w.chatId) || !isString(w.authorAgentId) || !isString(w.operationId) || !Number.isSafeInteger(w.recordIndex)) return false;
-  if (w.type === 'chat.message') {
-    const m = w.message;
-    return (
-      isObject(m) &&
-      isString(m.chatId) &&
-      isString(m.fromAgentId) &&
-      isString(m.toAgentId) &&
-      isString(m.clientMessageId) &&
-      isString(m.content) &&
-      isString(m.contentSha256) &&
-      isObject(m.signature) &&
-      isString(m.signature.kid) &&
-      isString(m.signature.alg) &&
-      isString(m.signature.value) &&
-      isString(m.signature.createdAt)
-    );
-  }
-  if (w.type === 'chat.receipt') {
-    const r = w.receipt;
-    return isObject(r) && isString(r.peerStreamId) && isString(r.peerGeneration) && isString(r.nextPosition) && isString(r.batchId);
-  }
-  if (w.type === 'chat.writer-fence') return isObject(w.fence) && isString(w.fence.epoch);
-  return false;
-}
-
-/** The shape of a checkpoint (§5.9). */
-function isCheckpoint(v: unknown): v is Checkpoint {
-  if (!isObject(v) || v.type !== CHECKPOINT_TYPE) return false;
-  const s = v.signature;
-  return (
-    isString(v.streamId) &&
-    isString(v.chatId) &&
-    isString(v.authorAgentId) &&
-    isDecimal(v.generation) &&
-    isDecimal(v.firstPosition) &&
-    isDecimal(v.nextPosition) &&
-    isDecimal(v.recordCount) &&
-    isString(v.chainDigest) &&
-    isString(v.createdAt) &&
-    isObject(s) &&
-    isString(s.kid) &&
-    isString(s.alg) &&
-    isString(s.value)
-  );
-}
+// The export check in stages, each in a module of its own: the shape of a line (export-shapes.ts),
+// the order within a stream generation (export-generation.ts), a checkpoint's range and digest
+// (export-checkpoint.ts); this file holds what spans lines: the chat and its two streams,
+// signatures and replays, receipts against the peer's checkpoint.
 
 /** The latest receipt of a peer stream generation (see ExportVerifier's `#acknowledged`). */
 interface Acknowledged {
@@ -293,31 +146,14 @@ export class ExportVerifier {
     return this.#result;
   }
 
-  #report(at: Where, kind: ExportProblemKind, problem: string): void {
+  readonly #report = (at: Where, kind: ExportProblemKind, problem: string): void => {
     this.#problems.push({ ...at, kind, problem });
-  }
+  };
 
   #group(streamId: string, generation: string, line: number): Group {
     const key = `${streamId}\n${generation}`;
     let g = this.#groups.get(key);
-    if (!g) {
-      g = {
-        streamId,
-        generation,
-        firstLine: line,
-        first: null,
-        last: null,
-        count: 0,
-        digest: new ChainDigest(),
-        positionProblems: 0,
-        lastCreatedAt: null,
-        lastOp: null,
-        clientMessageIds: new Map(),
-        lastReceipt: null,
-        checkpoint: null,
-      };
-      this.#groups.set(key, g);
-    }
+    if (!g) this.#groups.set(key, (g = newGroup(streamId, generation, line)));
     return g;
   }
 
@@ -391,24 +227,10 @@ export class ExportVerifier {
       return;
     }
 
-    const pos = BigInt(r.position);
-    if (g.last !== null && pos !== g.last + 1n) {
-      g.positionProblems++;
-      this.#report(
-        at,
-        'POSITION',
-        pos <= g.last ? `position repeats or goes back (after ${g.last})` : `gap: positions ${g.last + 1n}..${pos - 1n} missing`,
-      );
-    }
-    if (g.first === null) {
-      g.first = pos;
-      g.firstLine = line;
-    }
-    const contiguous = g.last !== null && pos === g.last + 1n;
-    g.last = pos;
-    g.count++;
-    g.digest.add(r);
-    this.#operation(at, g, r, pos, contiguous);
+    const { pos, contiguous } = placeRecord(this.#report, at, g, r);
+    let ops = this.#operations.get(r.streamId);
+    if (!ops) this.#operations.set(r.streamId, (ops = new Set()));
+    checkOperation(this.#report, at, g, r, pos, contiguous, ops);
     if (w.type === 'chat.receipt') this.#receipt(at, g, w.receipt);
   }
 
@@ -435,73 +257,13 @@ export class ExportVerifier {
       );
     } else this.#signatures.set(m.signature.value, { at, reported: false });
     if (g.checkpoint !== null) return;
-    const createdAt = m.signature.createdAt;
-    if (TIMESTAMP.test(createdAt)) {
-      if (g.lastCreatedAt !== null && createdAt < g.lastCreatedAt) {
-        this.#report(at, 'CREATED_AT_ORDER', `createdAt ${createdAt} is earlier than ${g.lastCreatedAt} of the message before it`);
-      }
-      g.lastCreatedAt = createdAt;
-    }
-    if (!SHA256_B64URL.test(m.clientMessageId)) {
-      this.#report(at, 'CLIENT_MESSAGE_ID', 'clientMessageId is not 43 characters of base64url');
-    } else {
-      const earlier = g.clientMessageIds.get(m.clientMessageId);
-      if (earlier !== undefined)
-        this.#report(at, 'CLIENT_MESSAGE_ID', `clientMessageId already used at position ${earlier} of this generation`);
-      else g.clientMessageIds.set(m.clientMessageId, at.position);
-    }
+    checkMessageOrder(this.#report, at, g, m);
   }
 
-  /**
-   * An append writes its records at consecutive positions with recordIndex 0, 1, …, and an
-   * operationId is used once per stream (across generations); a claim writes one fence with
-   * operationId `fence.<epoch>`. Checked only between neighbours the export has, since a trim
-   * may have cut an operation.
-   */
-  #operation(at: Where, g: Group, r: StoredRecord, pos: bigint, contiguous: boolean): void {
-    const w = r.wrapper;
-    if (w.type === 'chat.writer-fence' && (w.operationId !== `fence.${w.fence.epoch}` || w.recordIndex !== 0)) {
-      this.#report(
-        at,
-        'OPERATION',
-        `a fence of epoch ${w.fence.epoch} must be record 0 of operation fence.${w.fence.epoch}, not record ${w.recordIndex} of ${w.operationId}`,
-      );
-    }
-    const prev = g.lastOp;
-    const continues = contiguous && prev !== null && prev.operationId === w.operationId;
-    if (continues && w.recordIndex !== prev.recordIndex + 1) {
-      this.#report(at, 'OPERATION', `record ${w.recordIndex} of operation ${w.operationId} follows its record ${prev.recordIndex}`);
-    } else if (!continues && (contiguous || pos === 0n) && w.recordIndex !== 0) {
-      this.#report(at, 'OPERATION', `operation ${w.operationId} starts here with record ${w.recordIndex}, not 0`);
-    }
-    if (!continues) {
-      let ops = this.#operations.get(r.streamId);
-      if (!ops) this.#operations.set(r.streamId, (ops = new Set()));
-      if (ops.has(w.operationId)) this.#report(at, 'OPERATION', `operation ${w.operationId} already appeared earlier in this stream`);
-      ops.add(w.operationId);
-    }
-    g.lastOp = { operationId: w.operationId, recordIndex: w.recordIndex, position: pos };
-  }
-
-  /** Receipts of a stream generation move forward: a later peer generation, or a higher position in the same one. */
+  /** Receipts move forward within their generation; the highest per peer stream generation is kept for #checkAcknowledged. */
   #receipt(at: Where, g: Group, rc: ChatReceipt): void {
-    if (!isDecimal(rc.peerGeneration) || !isDecimal(rc.nextPosition)) {
-      this.#report(at, 'RECEIPT', "the receipt's peerGeneration and nextPosition must be canonical decimals");
-      return;
-    }
-    const cur = { peerGeneration: BigInt(rc.peerGeneration), nextPosition: BigInt(rc.nextPosition) };
-    const last = g.lastReceipt;
-    if (
-      last &&
-      (cur.peerGeneration < last.peerGeneration || (cur.peerGeneration === last.peerGeneration && cur.nextPosition <= last.nextPosition))
-    ) {
-      this.#report(
-        at,
-        'RECEIPT',
-        `the receipt (generation ${cur.peerGeneration}, nextPosition ${cur.nextPosition}) does not move forward from the one before it (generation ${last.peerGeneration}, nextPosition ${last.nextPosition})`,
-      );
-    }
-    g.lastReceipt = cur;
+    const cur = checkReceiptOrder(this.#report, at, g, rc);
+    if (!cur) return;
     const key = `${rc.peerStreamId}\n${rc.peerGeneration}`;
     const seen = this.#acknowledged.get(key);
     if (!seen || cur.nextPosition > seen.nextPosition)
@@ -557,59 +319,7 @@ export class ExportVerifier {
       return;
     }
     g.checkpoint = { line, value: c };
-    const covered = next > first ? `positions ${range(first, next - 1n)}` : 'no positions';
-    if (g.first === null || g.last === null) {
-      if (next > first) {
-        this.#report(
-          { ...at, position: `${first}` },
-          'POSITION',
-          `positions ${range(first, next - 1n)} missing: the checkpoint covers ${c.recordCount} records, the export has none`,
-        );
-      }
-    } else {
-      const end = g.last + 1n;
-      let reported = g.positionProblems;
-      if (g.first > first) {
-        this.#report(
-          { line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${first}` },
-          'POSITION',
-          `positions ${range(first, g.first - 1n)} missing at the start: the checkpoint (line ${line}) covers ${covered}`,
-        );
-        reported++;
-      } else if (g.first < first) {
-        this.#report(
-          { line: g.firstLine, streamId: g.streamId, generation: g.generation, position: `${g.first}` },
-          'POSITION',
-          `records from position ${g.first} lie before the checkpoint's range (line ${line}: ${covered})`,
-        );
-        reported++;
-      }
-      if (end < next) {
-        this.#report(
-          { ...at, position: `${end}` },
-          'POSITION',
-          `positions ${range(end, next - 1n)} missing at the end: the checkpoint covers ${covered}`,
-        );
-        reported++;
-      } else if (end > next) {
-        this.#report(
-          { ...at, position: `${next}` },
-          'POSITION',
-          `records continue past the checkpoint's nextPosition ${next} (to ${g.last})`,
-        );
-        reported++;
-      }
-      if (reported === 0 && BigInt(g.count) !== next - first) {
-        this.#report(at, 'POSITION', `the export has ${g.count} records where the checkpoint covers ${c.recordCount}`);
-      }
-    }
-    if (g.digest.digest() !== c.chainDigest) {
-      this.#report(
-        at,
-        'CHAIN_DIGEST',
-        `the ${g.count} records of this stream generation do not hash to the checkpoint's chainDigest (${covered}): a record was changed, swapped, replaced or renumbered`,
-      );
-    }
+    checkCheckpointRange(this.#report, at, g, c);
   }
 
   /** Each stream's messages and receipts name the other stream's author; the export has both streams. */

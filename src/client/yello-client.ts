@@ -9,6 +9,7 @@ import { ConnectionLostError, YelloClientError } from './errors.js';
 import { LineTransport } from './transport.js';
 import { Listeners, type Listener } from './listeners.js';
 import { DEFAULT_CALL_TIMEOUT_MS, timeoutFor } from './call-timeout.js';
+import { WaitQueue } from './wait-queue.js';
 
 export { DEFAULT_CALL_TIMEOUT_MS };
 
@@ -217,54 +218,36 @@ export class YelloClient {
    * Ends when the client closes or the connection drops.
    */
   notifications(): NotificationIterator {
-    const queue: ClientNotification[] = [];
-    let wake: (() => void) | null = null;
-    let done = false;
-    const signal = () => {
-      const w = wake;
-      wake = null;
-      w?.();
+    const queue = new WaitQueue<ClientNotification>();
+    if (this.#closed) queue.end();
+    const end = () => {
+      queue.end();
     };
     const offs = [
       this.on('chats.batch', (params) => {
         queue.push({ method: 'chats.batch', params });
-        signal();
       }),
       this.on('chats.break', (params) => {
         queue.push({ method: 'chats.break', params });
-        signal();
       }),
       this.on('chats.error', (params) => {
         queue.push({ method: 'chats.error', params });
-        signal();
       }),
       this.on('chats.opened', (params) => {
         queue.push({ method: 'chats.opened', params });
-        signal();
       }),
-      this.on('disconnected', () => {
-        done = true;
-        signal();
-      }),
+      this.on('disconnected', end),
     ];
-    const onClosed = () => {
-      done = true;
-      signal();
-    };
-    this.#onClosed.add(onClosed);
-    offs.push(() => this.#onClosed.delete(onClosed));
+    this.#onClosed.add(end);
+    offs.push(() => this.#onClosed.delete(end));
     const finish = (): IteratorResult<ClientNotification> => {
       for (const off of offs.splice(0)) off();
       return { done: true, value: undefined };
     };
     const iterator: NotificationIterator = {
       next: async () => {
-        for (;;) {
-          const value = queue.shift();
-          if (value) return { done: false, value };
-          if (done || this.#closed) return finish();
-          await new Promise<void>((r) => (wake = r));
-        }
+        const value = await queue.next();
+        return value ? { done: false, value } : finish();
       },
       return: () => Promise.resolve(finish()),
       [Symbol.asyncIterator]() {

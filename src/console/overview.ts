@@ -6,6 +6,8 @@ import type { DaemonStatus, Grant } from '../shared/results.js';
 import type { Jwks } from '../shared/types.js';
 import type { QuotaWatch } from './quota-watch.js';
 import { allPages, LIST_PAGE } from '../client/list-pages.js';
+import { peerOf, selfOf } from '../shared/chat-peers.js';
+import { isUnreadMessage, unreadFrom } from '../shared/unread.js';
 
 /** Reads counting unread messages stop here; the count then says "at least". */
 const UNREAD_SCAN_LIMIT = 1000;
@@ -71,21 +73,15 @@ export function recordTime(r: StoredRecord): string | null {
 
 const later = (a: string | null, b: string | null): string | null => (a === null ? b : b === null ? a : a > b ? a : b);
 
-/** Where the reader's receipts leave off in the stream's current generation (its first retained position when none applies). */
-function readFrom(s: StreamState): bigint {
-  const first = BigInt(s.firstPosition);
-  const ack = s.acknowledged && s.acknowledged.generation === s.generation ? BigInt(s.acknowledged.nextPosition) : 0n;
-  return ack > first ? ack : first;
-}
-
 async function summarizeStream(c: YelloClient, s: StreamState): Promise<StreamSummary> {
   const next = BigInt(s.nextPosition);
   let unread = 0;
   let atLeast = false;
   let last: string | null = null;
   if (s.corruptFrom !== undefined) return { state: s, unread: 0, unreadAtLeast: false, lastActivityAt: null };
+  const unreadStart = unreadFrom(s);
   const tailFrom = next - 20n > BigInt(s.firstPosition) ? next - 20n : BigInt(s.firstPosition);
-  const from = readFrom(s) < tailFrom ? readFrom(s) : tailFrom;
+  const from = unreadStart < tailFrom ? unreadStart : tailFrom;
   let pos = from;
   let scanned = 0;
   while (pos < next) {
@@ -93,7 +89,7 @@ async function summarizeStream(c: YelloClient, s: StreamState): Promise<StreamSu
     if (b.records.length === 0) break;
     for (const r of b.records) {
       last = later(last, recordTime(r));
-      if (BigInt(r.position) >= readFrom(s) && r.wrapper.type === 'chat.message') unread++;
+      if (isUnreadMessage(r, unreadStart)) unread++;
     }
     scanned += b.records.length;
     pos = BigInt(b.nextPosition);
@@ -109,8 +105,8 @@ async function summarizeStream(c: YelloClient, s: StreamState): Promise<StreamSu
 /** What needs a person in one stream, judged from its state. */
 function streamAttention(chat: Chat, s: StreamState): Attention[] {
   const out: Attention[] = [];
-  const author = chat.agentAId === s.authorAgentId ? chat.agentA : chat.agentB;
-  const reader = chat.agentAId === s.authorAgentId ? chat.agentB : chat.agentA;
+  const author = selfOf(chat, s.authorAgentId);
+  const reader = peerOf(chat, s.authorAgentId);
   const base = { chatId: chat.id, streamId: s.streamId };
   // A claim with no connection (the CLI keeps one between commands; a crashed holder leaves
   // one) is no alarm: the agent's tools take it over by themselves (replace "if-abandoned").

@@ -15,6 +15,7 @@ import { ChatSession, type ChatSessionOptions } from './chat-session.js';
 import { DaemonLink } from './daemon-link.js';
 import type { McpLog } from './log.js';
 import { ToolFailure } from './tool-errors.js';
+import { peerIdOf } from '../shared/chat-peers.js';
 
 /** Options of {@link AgentSessions}: one agent, one daemon. */
 export interface AgentSessionsOptions {
@@ -168,7 +169,7 @@ export class AgentSessions {
       candidates = (await this.#allAgents()).filter((a) => granted.has(a.id));
     }
     const chats = new Map<string, string>();
-    for (const c of await this.#allChats()) chats.set(c.agentAId === agentId ? c.agentBId : c.agentAId, c.id);
+    for (const c of await this.#allChats()) chats.set(peerIdOf(c, agentId), c.id);
     const peers = candidates
       .filter((a) => !a.disabled)
       .map((agent) => ({ agent, chatId: chats.get(agent.id) ?? null }))

@@ -16,6 +16,7 @@
 import type { Chat, MessageBatch } from '../client/index.js';
 import { batchAuthors, fencePeerData, namer, recordLines } from '../client/peer-data.js';
 import type { ToolErrorInfo } from './tool-errors.js';
+import { peerIdOf } from '../shared/chat-peers.js';
 
 /** The experimental capability that makes Claude Code listen to the server's channel events. */
 export const CHANNEL_CAPABILITY = 'claude/channel';
@@ -57,7 +58,7 @@ interface Part {
 }
 
 function header(chat: Chat, agentId: string, p: Part): string {
-  const peer = namer(chat)(chat.agentAId === agentId ? chat.agentBId : chat.agentAId);
+  const peer = namer(chat)(peerIdOf(chat, agentId));
   const piece = p.part ? ` (part ${p.part[0]} of ${p.part[1]} of one batch)` : '';
   return `Chat ${chat.id}, from ${peer}, positions ${p.first}..${p.next} of ${p.streamId}, generation ${p.generation}: ${p.messages} message(s)${piece}:`;
 }
@@ -75,7 +76,7 @@ function render(chat: Chat, agentId: string, p: Part): ChannelEvent {
   const meta: Record<string, string> = {
     event: 'messages',
     chat_id: chat.id,
-    from: namer(chat)(chat.agentAId === agentId ? chat.agentBId : chat.agentAId),
+    from: namer(chat)(peerIdOf(chat, agentId)),
     messages: String(p.messages),
     generation: p.generation,
     first_position: p.first,

@@ -11,6 +11,7 @@ import {
 } from '../client/index.js';
 import { allPages, LIST_PAGE } from '../client/list-pages.js';
 import { isAfter } from '../client/message-batch.js';
+import { delay } from '../client/wait-queue.js';
 import { Backoff } from '../shared/backoff.js';
 import type { StreamState } from '../shared/types.js';
 import type { AgentSessions } from './agent-sessions.js';
@@ -45,16 +46,8 @@ export interface ChannelPresenterOptions {
   resumeAfterBreak?: boolean;
 }
 
-const abortable = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
+/** A pause that ends early, without an error, once the presenter stops. */
+const abortable = (ms: number, signal: AbortSignal) => delay(ms, signal).catch(() => {});
 
 /**
  * The native adapter of `yello mcp --channel`: presents each new peer batch holding a message,

@@ -1,4 +1,4 @@
-import type { MessageBatch, YelloClient } from '../client/index.js';
+import type { MessageBatch, OperationInfo, YelloClient } from '../client/index.js';
 import type { McpLog } from './log.js';
 import type { AppendKind } from './tool-errors.js';
 
@@ -21,9 +21,24 @@ export interface ChatSessionOptions {
   pushedBatch?(chatId: string, batchId: string): MessageBatch | undefined;
 }
 
-/** An append whose outcome is unknown, and what it carried. */
+/** An append whose outcome is unknown, and what kind it was (the writer hands its receipt to the conversation once committed). */
 export interface PendingAppend {
   operationId: string;
   kind: AppendKind;
+}
+
+/** What read_new gives: the batch shown (null: none came), whether it was shown before, whether more wait. */
+export interface Presented {
   batch: MessageBatch | null;
+  repeated: boolean;
+  more: boolean;
+}
+
+/** What operation_status reports: the operation, whether it committed (null: not decided), whether it was the append of unknown outcome now settled. */
+export interface OperationStatus {
+  operation: OperationInfo | null;
+  committed: boolean | null;
+  resolved: boolean;
+  kind: PendingAppend['kind'] | null;
+  paused: boolean;
 }

@@ -11,12 +11,12 @@ import {
   type OperationInfo,
   type ConversationStart,
 } from '../client/index.js';
-import { isAfter } from '../client/message-batch.js';
 import { PeerHead } from '../client/peer-head.js';
-import { HeldBatches } from './held-batches.js';
-import type { ChatSessionOptions, PendingAppend } from './chat-session-options.js';
+import { isAfter } from '../shared/positions.js';
+import type { ChatSessionOptions, OperationStatus, PendingAppend, Presented } from './chat-session-options.js';
 import type { SessionState, SessionView } from './tool-schemas.js';
 import { chatStopped, outcomeUnknown, presentationFailure, settleTimeout, ToolFailure } from './tool-errors.js';
+import { ShownBatches } from './shown-batches.js';
 import { whenConnected, within } from './waits.js';
 
 export type { ChatSessionOptions } from './chat-session-options.js';
@@ -26,9 +26,10 @@ export type { ChatSessionOptions } from './chat-session-options.js';
  * {@link Conversation} reads (the one resume policy; only batches that hold a message; the
  * peer's receipts and fences are state) and a {@link ChatWriter} writes, claiming on the first
  * write (an abandoned claim is taken over, a connected holder is `WRITER_ACTIVE`). What this
- * class adds is the pull presentation of `read_new`: the batch it returned is presented again
- * until a receipt covers it. Nothing is acknowledged implicitly, nothing of unknown outcome
- * is resent, and opening or reading writes nothing.
+ * class adds is the pull presentation of `read_new` (shown-batches.ts: the batch it returned is
+ * presented again until a receipt covers it), the session's state, and the settling of appends
+ * of unknown outcome. Nothing is acknowledged implicitly, nothing of
+ * unknown outcome is resent, and opening or reading writes nothing.
  */
 export class ChatSession {
   readonly chatId: string;
@@ -40,8 +41,7 @@ export class ChatSession {
   readonly #conversation: Conversation;
   readonly #writer: ChatWriter;
   readonly #head: PeerHead;
-  /** What read_new and wait_for_message took and have not seen acknowledged (see {@link HeldBatches}). */
-  readonly #held = new HeldBatches();
+  readonly #shown: ShownBatches;
   readonly #ownConversation: boolean;
   #terminal: Error | null = null;
   #stopped = false;
@@ -57,6 +57,7 @@ export class ChatSession {
     this.chatId = chat.id;
     this.#conversation = conversation;
     this.#head = head;
+    this.#shown = new ShownBatches(conversation);
     this.agentId = conversation.agentId;
     this.streamId = conversation.ownStreamId;
     this.peerStreamId = conversation.peerStreamId;
@@ -70,9 +71,7 @@ export class ChatSession {
       opts.onClaimed?.({ chatId: chat.id, epoch });
     });
     const stopped = (error: Error) => {
-      if (this.#terminal) return;
-      this.#terminal = error instanceof FencedError || error instanceof ContinuityBreakError ? error : chatStopped(this.chatId, error);
-      this.#opts.onStopped({ chatId: this.chatId, error: this.#terminal });
+      this.#terminate(error);
     };
     conversation.on('break', stopped);
     conversation.on('replaced', stopped);
@@ -145,18 +144,23 @@ export class ChatSession {
 
   /** Keep `err` as why this session stopped, if it is one of the kinds that stop it. */
   #absorb(err: unknown): never {
-    if (!this.#terminal && (err instanceof ContinuityBreakError || err instanceof FencedError || this.#conversation.failure === err)) {
-      this.#terminal = err instanceof FencedError || err instanceof ContinuityBreakError ? err : chatStopped(this.chatId, err as Error);
-      this.#opts.onStopped({ chatId: this.chatId, error: this.#terminal });
-    }
+    if (err instanceof ContinuityBreakError || err instanceof FencedError || this.#conversation.failure === err)
+      this.#terminate(err as Error);
     throw this.#terminal ?? err;
+  }
+
+  /** Stop for good, for `error` (the first reason stays): a fence or a break as it is, anything else as CHAT_STOPPED. */
+  #terminate(error: Error): void {
+    if (this.#terminal) return;
+    this.#terminal = error instanceof FencedError || error instanceof ContinuityBreakError ? error : chatStopped(this.chatId, error);
+    this.#opts.onStopped({ chatId: this.chatId, error: this.#terminal });
   }
 
   // ---- reading --------------------------------------------------------------------------
 
   /** The batch shown to the agent and not acknowledged yet, or null. */
   get presented(): MessageBatch | null {
-    return this.#held.presented;
+    return this.#shown.presented;
   }
 
   /** Whether a receipt of the agent (this server's, the CLI's, another's) already covers `batch`. */
@@ -166,46 +170,47 @@ export class ChatSession {
   }
 
   /**
-   * A batch wait_for_message took from this chat's conversation: held, and what is to be shown
-   * now (that batch, or an earlier one still held), marked as shown.
+   * A batch wait_for_message took from this chat's conversation (which keeps it pending): what is
+   * to be shown now (that batch, or an earlier one not acknowledged yet), marked as shown.
    */
   adopt(batch: MessageBatch): { batch: MessageBatch; repeated: boolean; more: boolean } {
-    if (!this.isAcknowledged(batch)) this.#held.hold(batch);
-    const shown = this.#held.show() ?? { batch, repeated: false };
-    return { ...shown, more: this.#held.count > 1 || this.#conversation.queued > 0 };
+    return this.#shown.show() ?? { batch, repeated: false, more: this.#conversation.queued > 0 };
   }
 
-  /** Something is held or waits in the conversation: wait_for_message answers this chat at once. */
+  /** A batch was taken and is not acknowledged: wait_for_message answers this chat at once. */
   get hasPending(): boolean {
-    return this.#held.count > 0;
+    return this.#shown.hasPending;
   }
 
   /**
    * The presented batch again while no receipt covers it; else the next batch with a message,
    * waiting up to `waitMs` for one (only a message, a break or a fence of the agent's own
-   * stream ends the wait).
+   * stream ends the wait). Rejects with the signal's reason once `signal` aborts (the request
+   * was cancelled): a cancelled wait takes nothing, so the next read_new presents what came.
    */
-  readNew(options: { waitMs: number }): Promise<{ batch: MessageBatch | null; repeated: boolean; more: boolean }> {
+  readNew(options: { waitMs: number; signal?: AbortSignal }): Promise<Presented> {
+    const { signal } = options;
     const run = async () => {
+      signal?.throwIfAborted();
       this.assertUsable();
-      const more = () => this.#held.count > 1 || this.#conversation.queued > 0;
-      this.#held.advance(this.#conversation.acknowledged);
-      const held = this.#held.show();
-      if (held) return { ...held, more: more() };
+      // A conversation that stopped before this session listened (no event told it) stops it now.
+      const failure = this.#conversation.failure;
+      if (failure) this.#absorb(failure);
+      const held = this.#shown.show();
+      if (held) return held;
       const deadline = Date.now() + options.waitMs;
       // What the daemon held when the session opened is delivered before "nothing new" is said.
-      await this.#head.caughtUp(Math.max(options.waitMs, this.#opts.settleMs));
+      await this.#head.caughtUp(Math.max(options.waitMs, this.#opts.settleMs), signal);
       let batch: MessageBatch | null;
       try {
         // A batch a receipt already covers (acknowledged from a channel event, or by the CLI) is not new.
-        do batch = await this.#conversation.next({ waitMs: Math.max(0, deadline - Date.now()) });
+        do batch = await this.#conversation.next({ waitMs: Math.max(0, deadline - Date.now()), signal });
         while (batch && this.isAcknowledged(batch));
       } catch (err) {
+        if (signal?.aborted) throw err;
         return this.#absorb(err);
       }
-      if (batch) this.#held.hold(batch);
-      const shown = this.#held.show();
-      return shown ? { ...shown, more: more() } : { batch: null, repeated: false, more: false };
+      return this.#shown.show() ?? { batch: null, repeated: false, more: false };
     };
     const p = this.#reading.then(run, run);
     this.#reading = p.catch(() => {});
@@ -235,14 +240,9 @@ export class ChatSession {
     throw presentationFailure(this.chatId, batchId, again.batch, what, true);
   }
 
-  /** A receipt up to `batch` covers it and every held batch before it. */
-  #advance(batch: MessageBatch | null | undefined): void {
-    if (batch) this.#held.advance({ generation: batch.generation, nextPosition: batch.nextPosition });
-  }
-
   // ---- writing --------------------------------------------------------------------------
 
-  async #append(kind: PendingAppend['kind'], batch: MessageBatch | null, run: () => Promise<AppendResult>): Promise<AppendResult> {
+  async #append(kind: PendingAppend['kind'], run: () => Promise<AppendResult>): Promise<AppendResult> {
     this.assertUsable();
     await whenConnected(this.#opts.client, this.#opts.settleMs);
     try {
@@ -250,7 +250,7 @@ export class ChatSession {
     } catch (err) {
       const operationId = this.#writer.uncertainOperationId;
       if (operationId && !(err instanceof CoordinatorPausedError) && !this.#terminal) {
-        this.#pending = { operationId, kind, batch };
+        this.#pending = { operationId, kind };
         throw outcomeUnknown(this.chatId, operationId, kind, err);
       }
       if (err instanceof WriterActiveError) err.data.streamId ??= this.streamId;
@@ -262,8 +262,7 @@ export class ChatSession {
   async acknowledge(batchId: string | undefined): Promise<{ result: AppendResult; batch: MessageBatch }> {
     this.assertUsable();
     const batch = await this.#toAcknowledge(batchId, 'acknowledge');
-    const result = await this.#append('acknowledge', batch, () => this.#writer.ack(batch));
-    this.#advance(batch);
+    const result = await this.#append('acknowledge', () => this.#writer.ack(batch));
     return { result, batch };
   }
 
@@ -278,8 +277,7 @@ export class ChatSession {
     this.assertUsable();
     if (input.acknowledge) {
       const batch = await this.#toAcknowledge(input.batchId, 'reply');
-      const result = await this.#append('reply', batch, () => this.#writer.send(input.text, { ack: batch, ...options }));
-      this.#advance(batch);
+      const result = await this.#append('reply', () => this.#writer.send(input.text, { ack: batch, ...options }));
       return { result, acknowledged: batch };
     }
     if (input.batchId !== undefined) {
@@ -290,7 +288,7 @@ export class ChatSession {
         { path: 'batchId' },
       );
     }
-    const result = await this.#append('send', null, () => this.#writer.send(input.text, options));
+    const result = await this.#append('send', () => this.#writer.send(input.text, options));
     return { result, acknowledged: null };
   }
 
@@ -298,13 +296,7 @@ export class ChatSession {
    * Settle the append of unknown outcome (the writer asks `operations.get`; nothing is
    * resent), or report any operation of the agent's stream in this chat.
    */
-  async operationStatus(operationId: string | undefined): Promise<{
-    operation: OperationInfo | null;
-    committed: boolean | null;
-    resolved: boolean;
-    kind: PendingAppend['kind'] | null;
-    paused: boolean;
-  }> {
+  async operationStatus(operationId: string | undefined): Promise<OperationStatus> {
     const pending = this.#writer.uncertainOperationId;
     if (pending && !this.#terminal && (operationId === undefined || operationId === pending)) {
       this.#resolving ??= this.#writer.resolveUncertain().finally(() => {
@@ -313,7 +305,6 @@ export class ChatSession {
       const outcome = await within(this.#resolving, this.#opts.settleMs, () => settleTimeout(this.chatId, pending, this.#opts.settleMs));
       const settled = this.#pending?.operationId === pending ? this.#pending : null;
       this.#pending = null;
-      if (outcome.committed) this.#advance(settled?.batch);
       this.#opts.log.info({ chatId: this.chatId, operationId: pending, committed: outcome.committed }, 'append of unknown outcome settled');
       return { operation: outcome.operation, committed: outcome.committed, resolved: true, kind: settled?.kind ?? null, paused: false };
     }

@@ -1,5 +1,6 @@
 import { ConnectionLostError, UnauthenticatedError, YelloClient, type MethodResults, type ParamsIn } from '../client/index.js';
 import { ToolFailure } from './tool-errors.js';
+import { untilConnected } from './waits.js';
 
 /** Methods the link may repeat after a connection loss: reads, and the create-or-find `chats.open`. */
 export type RetryableMethod =
@@ -103,21 +104,8 @@ export class DaemonLink {
 
   /** Resolves once `client` is connected again, or after `ms`. */
   #reconnected(client: YelloClient, ms: number): Promise<void> {
-    if (client.connected) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const offs = [
-        client.on('reconnected', done),
-        client.on('disconnected', () => {
-          if (!client.reconnecting) done();
-        }),
-      ];
-      function done() {
-        clearTimeout(timer);
-        for (const off of offs) off();
-        resolve();
-      }
-    });
+    // Connected again, or the client gave up dialling (then the call fails as it is).
+    return untilConnected(client, ms, () => client.connected || !client.reconnecting);
   }
 
   /** Call a method that is safe to repeat; a lost connection is waited for (up to `retryForMs`) and the call repeated. */

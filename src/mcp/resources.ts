@@ -6,6 +6,7 @@ import { transcriptLines, transcriptMessage } from './present.js';
 import { RPC_ERROR } from './request-gate.js';
 import { describeError } from './tool-errors.js';
 import type { TranscriptMessage } from './tool-schemas.js';
+import { peerOf } from '../shared/chat-peers.js';
 
 const RESOURCE_NOT_FOUND = RPC_ERROR.RESOURCE_NOT_FOUND;
 
@@ -52,7 +53,7 @@ export function registerTranscriptResource(server: McpServer, agent: AgentSessio
       const { chats } = await agent.link.call('chats.list', { limit: 500 });
       return {
         resources: chats.map((c) => {
-          const peer = c.agentAId === agentId ? c.agentB : c.agentA;
+          const peer = peerOf(c, agentId);
           return {
             uri: transcriptUri(c.id),
             name: `chat with ${peer.username}`,

@@ -1,47 +1,37 @@
 import { Transform, type TransformCallback } from 'node:stream';
+import { LineFramer } from '../shared/line-framing.js';
 
 /** The SDK's stdio read buffer (10 MiB): a longer line makes it throw and close the transport. */
 export const MAX_STDIN_LINE_BYTES = 10 * 1024 * 1024 - 1;
 
 /**
- * Stdin framing in front of the SDK's stdio transport: passes each complete line through as
- * its own chunk, and a line longer than `maxLineBytes` is discarded up to its newline and
- * answered with a JSON-RPC error (-32600, id null) through `answer`, so one oversized line
- * neither ends the server (the SDK would close on it and exit 0) nor grows memory past the limit.
- * Each complete line is then given to `check` (the {@link RequestGate}): a line it answers is
- * not passed on. Blank lines are dropped.
+ * Stdin framing in front of the SDK's stdio transport (the one newline framing,
+ * src/shared/line-framing.ts): passes each complete line through as its own chunk, and a line
+ * longer than `maxLineBytes` is discarded up to its newline and answered with a JSON-RPC error
+ * (-32600, id null) through `answer`, so one oversized line neither ends the server (the SDK
+ * would close on it and exit 0) nor grows memory past the limit. Each complete line is then
+ * given to `check` (the {@link RequestGate}): a line it answers is not passed on. Blank lines
+ * are dropped.
  */
 export class StdinLines extends Transform {
   readonly #max: number;
   readonly #answer: (line: string) => void;
   readonly #check: (line: string) => string | null;
-  #parts: Buffer[] = [];
-  #size = 0;
-  #discarding = false;
+  readonly #framer: LineFramer<Buffer>;
 
   constructor(answer: (line: string) => void, maxLineBytes = MAX_STDIN_LINE_BYTES, check: (line: string) => string | null = () => null) {
     super();
     this.#answer = answer;
     this.#max = maxLineBytes;
     this.#check = check;
+    this.#framer = new LineFramer<Buffer>(maxLineBytes, (parts, bytes) => Buffer.concat(parts, bytes));
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
-    let start = 0;
-    for (;;) {
-      const nl = chunk.indexOf(0x0a, start);
-      const end = nl === -1 ? chunk.length : nl;
-      if (!this.#discarding) {
-        this.#size += end - start;
-        if (this.#size > this.#max) this.#startDiscarding();
-        else this.#parts.push(chunk.subarray(start, end));
-      }
-      if (nl === -1) break;
-      if (!this.#discarding) this.#complete(Buffer.concat(this.#parts));
-      this.#parts = [];
-      this.#size = 0;
-      this.#discarding = false;
-      start = nl + 1;
+    this.#framer.push(chunk);
+    for (const event of this.#framer.drain()) {
+      if ('tooLarge' in event) this.#tooLarge();
+      else this.#complete(event.line);
     }
     done();
   }
@@ -54,9 +44,7 @@ export class StdinLines extends Transform {
     else this.push(Buffer.concat([line, Buffer.from('\n')]));
   }
 
-  #startDiscarding(): void {
-    this.#discarding = true;
-    this.#parts = [];
+  #tooLarge(): void {
     this.#answer(
       JSON.stringify({
         jsonrpc: '2.0',

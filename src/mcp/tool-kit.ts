@@ -1,7 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult, ServerNotification, ServerRequest, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
-import type { Chat, MessageBatch } from '../client/index.js';
+import type { MessageBatch } from '../client/index.js';
 import type { AgentSessions } from './agent-sessions.js';
 import type { ChatSession } from './chat-session.js';
 import type { McpLog } from './log.js';
@@ -9,6 +9,7 @@ import { batchLines } from '../client/peer-data.js';
 import { presentRecord } from './present.js';
 import { describeError, ToolFailure, type ToolErrorInfo } from './tool-errors.js';
 import { TEXT_MAX_BYTES, textBytes, toolInputs, toolOutputs, type ToolInput, type ToolName, type ToolOutput } from './tool-schemas.js';
+import { peerOf } from '../shared/chat-peers.js';
 
 /** `read_new` without `waitMs` does not wait. */
 export const READ_DEFAULTS = { waitMs: 0 } as const;
@@ -87,7 +88,7 @@ function toolErrorResult(info: ToolErrorInfo): CallToolResult {
   };
 }
 
-export const peerOf = (chat: Chat, me: string) => (chat.agentAId === me ? chat.agentB : chat.agentA);
+export { peerOf };
 export const agentRef = (a: { id: string; username: string; name: string }) => ({ agentId: a.id, username: a.username, name: a.name });
 export const batchView = (b: MessageBatch) => ({
   batchId: b.batchId,

@@ -75,7 +75,7 @@ export function readNewTool(agent: AgentSessions): ToolSpec<'read_new'> {
       const stop = progressWhileWaiting(extra, waitMs, `waiting for a message in ${input.chatId}`);
       let r;
       try {
-        r = await session.readNew({ waitMs });
+        r = await session.readNew({ waitMs, signal: extra.signal });
       } finally {
         stop();
       }

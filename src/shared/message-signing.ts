@@ -27,7 +27,20 @@ export interface SignedFields {
   contentSha256: string;
 }
 
-/** The exact UTF-8 text that is signed: the fields joined with `\n`, no trailing newline. */
+/**
+ * The signed fields in payload order. The one definition of the payload's layout: the daemon
+ * signs with it, the client library verifies with it, and the console's browser script is
+ * served with it (src/console/assets/console-js.ts interpolates these constants).
+ */
+export const MESSAGE_PAYLOAD_FIELDS = [
+  'chatId',
+  'fromAgentId',
+  'toAgentId',
+  'createdAt',
+  'contentSha256',
+] as const satisfies readonly (keyof SignedFields)[];
+
+/** The exact UTF-8 text that is signed: the tag, then the fields in payload order, joined with `\n`, no trailing newline. */
 export function messagePayload(f: SignedFields): string {
-  return [MESSAGE_PAYLOAD_TAG, f.chatId, f.fromAgentId, f.toAgentId, f.createdAt, f.contentSha256].join('\n');
+  return [MESSAGE_PAYLOAD_TAG, ...MESSAGE_PAYLOAD_FIELDS.map((k) => f[k])].join('\n');
 }

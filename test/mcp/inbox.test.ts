@@ -176,6 +176,27 @@ describe('yello mcp: an inbox', () => {
     expect(messagesOf(presentedBatch(got as never))).toEqual(['after the cancel']);
   });
 
+  it('read_new honours cancellation: the cancelled wait takes nothing, the next read_new presents the message as new', async () => {
+    const { alice, bob, ab } = await threeAgents();
+    const aliceMcp = await world().serve(alice.tokenPath);
+    const cancel = new AbortController();
+    let progressed = 0;
+    const waiting = aliceMcp.client.callTool({ name: 'read_new', arguments: { chatId: ab, waitMs: 10_000 } }, undefined, {
+      signal: cancel.signal,
+      onprogress: () => (progressed += 1),
+    });
+    await waitFor(() => progressed > 0, 'the wait to run', 10_000);
+    cancel.abort();
+    await expect(waiting).rejects.toThrow();
+    const bobMcp = await world().serve(bob.tokenPath);
+    await bobMcp.ok('send', { chatId: ab, text: 'after the cancel' });
+    // A wait that went on after its cancel would take the message and show it to nobody: this
+    // read_new would then queue behind it and get it as "shown before".
+    const got = await aliceMcp.ok('read_new', { chatId: ab, waitMs: 10_000 });
+    expect(got.repeated).toBe(false);
+    expect(messagesOf(presentedBatch(got as never))).toEqual(['after the cancel']);
+  });
+
   it('a chat that broke ends a wait once with its error, naming the chat; later waits go on, and list_chats shows the problem', async () => {
     const chat = await world().chat();
     const cli = world().cli;

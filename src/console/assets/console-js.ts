@@ -3,6 +3,10 @@
 // as HTML, and checks each message's signature with WebCrypto against the daemon's JWKS
 // (docs/protocol.md §5.4), so a record changed anywhere on its way shows as unverified.
 // Plain browser JavaScript kept as a string: the build (tsc) has no DOM types and no bundler.
+// The signed payload's layout is not written here: it is interpolated from its one definition
+// (src/shared/message-signing.ts), the one the daemon signs with.
+
+import { MESSAGE_PAYLOAD_FIELDS, MESSAGE_PAYLOAD_TAG, SIGNATURE_ALG } from '../../shared/message-signing.js';
 
 export const CONSOLE_JS = String.raw`'use strict';
 (function () {
@@ -30,6 +34,14 @@ export const CONSOLE_JS = String.raw`'use strict';
   function keyOf(r) { return r.streamId + '/' + r.generation + '/' + r.position; }
 
   // --- signatures (docs/protocol.md §5.4) -------------------------------------------------
+  var PAYLOAD_TAG = ${JSON.stringify(MESSAGE_PAYLOAD_TAG)};
+  var PAYLOAD_FIELDS = ${JSON.stringify(MESSAGE_PAYLOAD_FIELDS)};
+  var SIGNATURE_ALG = ${JSON.stringify(SIGNATURE_ALG)};
+  /** The signed text of message m (messagePayload in src/shared/message-signing.ts). */
+  function signedText(m) {
+    var f = { chatId: m.chatId, fromAgentId: m.fromAgentId, toAgentId: m.toAgentId, createdAt: m.signature.createdAt, contentSha256: m.contentSha256 };
+    return [PAYLOAD_TAG].concat(PAYLOAD_FIELDS.map(function (k) { return f[k]; })).join('\n');
+  }
   function Verifier(jwks) {
     this.keys = new Map();
     var list = (jwks && jwks.keys) || [];
@@ -52,11 +64,10 @@ export const CONSOLE_JS = String.raw`'use strict';
     var digest = b64u(new Uint8Array(await crypto.subtle.digest('SHA-256', enc.encode(m.content))));
     if (digest !== m.contentSha256) return 'the content does not match its signed hash (changed after signing)';
     var sig = m.signature;
-    if (sig.alg !== 'ES256') return 'not an ES256 signature';
+    if (sig.alg !== SIGNATURE_ALG) return 'not an ' + SIGNATURE_ALG + ' signature';
     if (!this.keys.has(sig.kid)) return 'signed with a key the daemon does not list (kid ' + sig.kid + ')';
     if (!/^[A-Za-z0-9_-]{86}$/.test(sig.value)) return 'malformed signature value';
-    var payload = ['yello.chat.message.v1', m.chatId, m.fromAgentId, m.toAgentId, sig.createdAt, m.contentSha256].join('\n');
-    var ok = await crypto.subtle.verify({ name: 'ECDSA', hash: 'SHA-256' }, await this.key(sig.kid), unb64u(sig.value), enc.encode(payload));
+    var ok = await crypto.subtle.verify({ name: 'ECDSA', hash: 'SHA-256' }, await this.key(sig.kid), unb64u(sig.value), enc.encode(signedText(m)));
     return ok ? null : 'the signature does not verify';
   };
 

@@ -109,11 +109,6 @@ export class Chats {
   }
 }
 
-/** The peer of `agentId` in `chat`. */
-export function peerOf(chat: { agentAId: string; agentBId: string }, agentId: string): string {
-  return chat.agentAId === agentId ? chat.agentBId : chat.agentAId;
-}
-
 /** Both stream ids of a chat: agent A's, then agent B's. */
 export function chatStreamIds(chat: { id: string; agentAId: string; agentBId: string }): [string, string] {
   return [makeStreamId(chat.id, chat.agentAId), makeStreamId(chat.id, chat.agentBId)];

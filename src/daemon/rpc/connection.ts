@@ -7,7 +7,7 @@ import type { Audit, PeerInfo } from './audit.js';
 import type { Caller } from '../caller.js';
 import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, WRITE_HIGH_WATER } from '../limits.js';
 import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
-import { LineReader } from './line-reader.js';
+import { LineFramer } from '../../shared/line-framing.js';
 import { lineBytes } from './line-bytes.js';
 import { OutputBudget, Owed } from './output-budget.js';
 import type { OutputPool, PoolMember } from './output-pool.js';
@@ -40,7 +40,7 @@ const READ_METHODS = new Set(['chats.history', 'streams.read']);
 const CLOSE_LINGER_MS = 1_000;
 
 /**
- * One client connection: newline-delimited JSON-RPC framing (line-reader.ts), the line and
+ * One client connection: newline-delimited JSON-RPC framing (src/shared/line-framing.ts), the line and
  * append size caps, request shape checks the library does not do safely (request-shape.ts),
  * batch limits, write backpressure, the page budget its pending answers share
  * (output-budget.ts), and the hard cap on what it leaves unread.
@@ -55,7 +55,7 @@ export class Connection implements ConnectionHandle {
   readonly #maxUnsentBytes: number;
   readonly peer: PeerInfo;
   #caller: Caller | null = null;
-  readonly #lines: LineReader;
+  readonly #lines: LineFramer<Buffer>;
   #inFlight = 0;
   readonly #budget: OutputBudget;
   #closed = false;
@@ -72,7 +72,7 @@ export class Connection implements ConnectionHandle {
     this.#log = log;
     this.#audit = opts.audit;
     this.#maxLineBytes = opts.maxLineBytes;
-    this.#lines = new LineReader(opts.maxLineBytes);
+    this.#lines = new LineFramer<Buffer>(opts.maxLineBytes, (parts, bytes) => Buffer.concat(parts, bytes));
     this.#budget = new OutputBudget(() => socket.writableLength);
     this.#maxUnsentBytes = opts.maxUnsentBytes;
     this.#admitSession = opts.admitSession;

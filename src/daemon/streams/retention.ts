@@ -1,7 +1,7 @@
 import { errors } from '../../shared/errors.js';
 import { formatDecimal, splitStreamId } from '../../shared/ids.js';
 import type { StreamState } from '../../shared/types.js';
-import { peerOf } from '../directory/chats.js';
+import { peerIdOf } from '../../shared/chat-peers.js';
 import type { Directory } from '../directory/directory.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
 import type { StorePort } from '../store/port/store-port.js';
@@ -136,7 +136,7 @@ export class Retention {
     const parts = splitStreamId(streamId);
     if (!parts) throw errors.notFound('stream', streamId);
     const chat = this.#directory.chat(parts.chatId);
-    const peer = peerOf(chat, parts.authorAgentId);
+    const peer = peerIdOf(chat, parts.authorAgentId);
     const meta = newStreamMeta(chat.id, parts.authorAgentId, peer, chat.createdAt);
     const gens = new Map<number, { first: number; next: number }>();
     let epoch = 0;
