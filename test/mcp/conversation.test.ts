@@ -72,7 +72,7 @@ describe('yello mcp: a conversation between two agents', () => {
       'peer-wrote notification',
       10_000,
     );
-    const toAlice = presentedBatch(await alice.ok('read_new', { chatId: chat.chatId }));
+    const toAlice = presentedBatch(await alice.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(messagesOf(toAlice)).toEqual(['hi alice']);
     expect(toAlice.records.find((r: { type: string }) => r.type === 'receipt')).toMatchObject({
       authorAgentId: chat.bob.id,

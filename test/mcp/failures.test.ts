@@ -44,7 +44,7 @@ describe('yello mcp across a daemon restart', () => {
     await alice.ok('open_chat', { peer: chat.bob.username });
     await bob.ok('open_chat', { peer: chat.alice.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the restart' });
-    const before = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
+    const before = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(messagesOf(before)).toEqual(['before the restart']);
 
     await world().daemon.restart();
@@ -195,7 +195,7 @@ describe('yello mcp: appends of unknown outcome', () => {
     const bob = await world().serve(chat.bobToken, ['--call-timeout-ms', '1500']);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'please acknowledge' });
-    const batch = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
+    const batch = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     await bob.ok('send', { chatId: chat.chatId, text: 'claims the stream' }); // the claim comes with the first write
     freeze(world().daemon);
     let uncertain;
@@ -225,7 +225,7 @@ describe('yello mcp: continuity breaks', () => {
     const bob = await world().serve(chat.bobToken);
     await alice.ok('open_chat', { peer: chat.bob.username });
     await alice.ok('send', { chatId: chat.chatId, text: 'before the reset' });
-    const presented = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
+    const presented = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(messagesOf(presented)).toEqual(['before the reset']);
 
     await world().admin.rpc.streams.reset({ streamId: chat.alice.streamId, reason: 'test: rewrite history' });

@@ -229,7 +229,7 @@ describe('yello mcp: reads never write; claims clear themselves', () => {
     const bob = await world().serve(chat.bobToken);
     const opened = await bob.ok('open_chat', { peer: chat.alice.username });
     expect(opened.unreadMessages).toBe(1);
-    const b = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId }));
+    const b = presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 }));
     expect(messagesOf(b)).toEqual(['hello']);
     expect(await recordTypes(chat.bob.streamId)).toEqual([]);
     expect((await world().admin.rpc.streams.get({ streamId: chat.bob.streamId })).writer.active).toBe(false);
@@ -274,7 +274,10 @@ describe('yello mcp: reads never write; claims clear themselves', () => {
     const alice = await world().serve(chat.aliceToken);
     await alice.ok('send', { chatId: chat.chatId, text: 'from MCP' });
     const bob = await world().serve(chat.bobToken);
-    expect(messagesOf(presentedBatch(await bob.ok('read_new', { chatId: chat.chatId })))).toEqual(['from the CLI', 'from MCP']);
+    expect(messagesOf(presentedBatch(await bob.ok('read_new', { chatId: chat.chatId, waitMs: 10_000 })))).toEqual([
+      'from the CLI',
+      'from MCP',
+    ]);
   });
 });
 
