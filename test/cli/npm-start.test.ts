@@ -70,13 +70,28 @@ async function npmStart(options: { detached?: boolean } = {}) {
   return { npm, out, exited, socket };
 }
 
+/** npm's exit, or a failure after 30 s that shows what the daemon logged (where its stop stood). */
+async function ended(exited: Promise<number | null>, out: { stdout: string; stderr: string }): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new Error(`npm start did not end within 30 s; stdout (tail): ${out.stdout.slice(-2000)}\nstderr: ${out.stderr.slice(-1000)}`));
+    }, 30_000);
+  });
+  try {
+    await Promise.race([exited, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 describe('npm start', () => {
   it('Ctrl-C (SIGINT to npm and the daemon, and npm forwarding its own) stops the daemon cleanly: "stopped", no socket left', async () => {
     // Its own process group, as a terminal's foreground job is: -pid signals the whole group.
     const { npm, out, exited, socket } = await npmStart({ detached: true });
     await fs.access(socket);
     process.kill(-npm.pid!, 'SIGINT');
-    await exited;
+    await ended(exited, out);
     await waitFor(() => !alive(daemonPid), `daemon ${daemonPid} to exit after Ctrl-C`, 10_000, 50);
     expect(out.stdout).toMatch(/"msg":"stopped"/);
     await expect(fs.access(socket)).rejects.toThrow(/ENOENT/);
@@ -84,44 +99,11 @@ describe('npm start', () => {
   });
 
   it('runs the daemon from a current dist/ without building, and SIGTERM to npm leaves no daemon behind', async () => {
-    dir = await makeTempDir('yl-npm-');
-    const npm = spawn('npm', ['start', '--', '--socket', path.join(dir, 'y.sock'), '--data-dir', path.join(dir, 'data')], {
-      cwd: repoRoot,
-      env: cliEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    npm.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    npm.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    const exited = new Promise<number | null>((r) => {
-      npm.on('close', (code) => {
-        r(code);
-      });
-    });
-
-    const ready = await waitFor(
-      () =>
-        stdout
-          .split('\n')
-          .map((l) => {
-            try {
-              return JSON.parse(l) as { msg?: string; pid?: number };
-            } catch {
-              return null;
-            }
-          })
-          .find((l) => l?.msg === 'yellod ready'),
-      `yellod ready (stderr: ${stderr})`,
-      60_000,
-      50,
-    );
-    daemonPid = ready.pid!;
-    expect(stderr).not.toMatch(/building/);
-
+    const { npm, out, exited } = await npmStart();
+    expect(out.stderr).not.toMatch(/building/);
     npm.kill('SIGTERM');
-    await exited;
+    await ended(exited, out);
     await waitFor(() => !alive(daemonPid), `daemon ${daemonPid} to exit after SIGTERM to npm`, 10_000, 50);
-    expect(stdout).toMatch(/"msg":"stopped"/);
+    expect(out.stdout).toMatch(/"msg":"stopped"/);
   });
 });
