@@ -35,7 +35,9 @@ interface Run {
 }
 
 describe('yello setup with the real agent CLIs', () => {
-  const { cli, pair } = useCli();
+  // A daemon process of its own: the agent programs run here with spawnSync, and the yello mcp and
+  // yello hook processes they start must reach a daemon that the blocked worker cannot run.
+  const { cli, pair } = useCli({ process: true });
   let p: CliPair;
   let home: string;
   let work: string;
