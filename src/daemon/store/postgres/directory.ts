@@ -21,6 +21,7 @@ import type { Logger } from 'pino';
 import { errors } from '../../../shared/errors.js';
 import type { DirectoryOutcome, DirectoryPort, DirectoryRows, PageRequest, View } from '../port/directory-port.js';
 import type { AgentRow, ChatRow, GrantRow, StreamMeta } from '../port/values.js';
+import { DirectoryKeys } from '../directory-keys.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey, tryDecodeRow } from './row-codec.js';
 import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
@@ -30,16 +31,8 @@ import type { PostgresStreams } from './stream-store.js';
 /** The channel of `pg_notify` at the end of every directory commit. */
 export const DIRECTORY_CHANNEL = 'yello_directory';
 
-/** The keys the directory rows' checksums are bound to (LevelDB's keys of the same values). */
-export const DirectoryKey = {
-  agent: (agentId: string) => `a/${agentId}`,
-  username: (username: string) => `u/${username}`,
-  token: (tokenHash: string) => `t/${tokenHash}`,
-  grant: (agentId: string, peerAgentId: string) => `g/${agentId}/${peerAgentId}`,
-  chat: (chatId: string) => `c/${chatId}`,
-  pair: (a: string, b: string) => `p/${a}/${b}`,
-  member: (agentId: string, chatId: string) => `m/${agentId}/${chatId}`,
-};
+/** The keys the directory's row checksums are bound to: the one key table of both engines. */
+export const DirectoryKey = DirectoryKeys;
 
 /** What a directory notice names: the row to reload. */
 export type DirectoryNotice =
