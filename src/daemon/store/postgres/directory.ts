@@ -19,9 +19,11 @@
 
 import type { Logger } from 'pino';
 import { errors } from '../../../shared/errors.js';
-import type { DirectoryOutcome, DirectoryPort, DirectoryRows, PageRequest, View } from '../port/directory-port.js';
+import { DirectoryKernel } from '../port/directory-kernel.js';
+import type { DirectoryChange, DirectoryOutcome, DirectoryRows, PageRequest } from '../port/directory-port.js';
+import { StoreGate, writeFailed } from '../port/gate.js';
+import { GroupCommit } from '../port/group-commit.js';
 import type { AgentRow, ChatRow, GrantRow, StreamMeta } from '../port/values.js';
-import { DirectoryKeys } from '../directory-keys.js';
 import type { Sql } from './connection.js';
 import { decodeRow, encodeRow, RowKey, tryDecodeRow } from './row-codec.js';
 import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
@@ -30,9 +32,6 @@ import type { PostgresStreams } from './stream-store.js';
 
 /** The channel of `pg_notify` at the end of every directory commit. */
 export const DIRECTORY_CHANNEL = 'yello_directory';
-
-/** The keys the directory's row checksums are bound to: the one key table of both engines. */
-export const DirectoryKey = DirectoryKeys;
 
 /** What a directory notice names: the row to reload. */
 export type DirectoryNotice =
@@ -51,44 +50,13 @@ interface Write {
   resolve(outcome: DirectoryOutcome): void;
 }
 
-/** Admitted values not yet durable, by key, with the promise of their last write. */
-class Pending<T> {
-  readonly #entries = new Map<string, { value: T; inFlight: number; durable: Promise<unknown> }>();
-
-  get(key: string): { value: T } | undefined {
-    return this.#entries.get(key);
-  }
-
-  has(key: string): boolean {
-    return this.#entries.has(key);
-  }
-
-  add(key: string, value: T, durable: Promise<unknown>): void {
-    const e = this.#entries.get(key);
-    this.#entries.set(key, { value, inFlight: (e?.inFlight ?? 0) + 1, durable });
-  }
-
-  done(key: string): void {
-    const e = this.#entries.get(key);
-    if (e && --e.inFlight === 0) this.#entries.delete(key);
-  }
-
-  async durable(key: string): Promise<void> {
-    await this.#entries.get(key)?.durable;
-  }
-
-  get size(): number {
-    return this.#entries.size;
-  }
-}
-
 const grantKey = (agentId: string, peerAgentId: string) => `${agentId}\n${peerAgentId}`;
 const pairKey = (a: string, b: string) => `${a}\n${b}`;
 
 export interface PostgresDirectoryOptions {
   log?: Logger;
-  /** Called once with the error when a commit's outcome is unknown (the store turns read-only). */
-  onFailure?: (error: Error) => void;
+  /** The store's gate, shared with its streams (a failed commit of either half makes the store read-only). */
+  gate?: StoreGate;
   /** Called when a chat this daemon did not know becomes known (its own or another daemon's), with its heads. */
   onChat?: (heads: readonly StreamMeta[]) => void;
   /** Called when the database did not answer a session check in time, and when it answered one (the store logs a loss once). */
@@ -96,12 +64,11 @@ export interface PostgresDirectoryOptions {
   onReachable?: () => void;
 }
 
-export class PostgresDirectory implements DirectoryPort {
+export class PostgresDirectory extends DirectoryKernel {
   readonly #sql: Sql;
   readonly #sessions: SessionChecks;
   readonly #streams: PostgresStreams;
   readonly #log: Logger | undefined;
-  readonly #onFailure: ((error: Error) => void) | undefined;
   readonly #onChat: ((heads: readonly StreamMeta[]) => void) | undefined;
 
   // Committed state (this daemon's commits and what notices reloaded).
@@ -115,18 +82,13 @@ export class PostgresDirectory implements DirectoryPort {
   #damagedAgents = new Set<string>();
   #damaged: { tokenIndex: string[]; grants: string[] } = { tokenIndex: [], grants: [] };
 
-  // Admitted, not yet durable.
-  readonly #pendingAgents = new Pending<AgentRow>();
-  readonly #pendingUsernames = new Pending<string>();
-  readonly #pendingGrants = new Pending<GrantRow | null>();
-  readonly #pendingPairs = new Pending<string>();
+  /** Creations admitted and not settled yet (counted as admitted). */
   #creatingAgents = 0;
   #creatingChats = 0;
+  /** Chats this daemon is creating, by pair: a reload does not announce them (their creator does). */
+  readonly #creatingPairs = new Set<string>();
 
-  #queue: Write[] = [];
-  #scheduled = false;
-  #chain: Promise<void> = Promise.resolve();
-  #closing = false;
+  readonly #groups = new GroupCommit<Write>((group) => this.#commitGroup(group));
   #unlisten: (() => Promise<void>) | undefined;
   /** Told of chats another daemon created, once this one has cached them (`onChatsLearned`). */
   readonly #chatsLearned: Array<(chatIds: readonly string[]) => void> = [];
@@ -137,6 +99,7 @@ export class PostgresDirectory implements DirectoryPort {
   readonly #commitListeners: Array<(writes: number, seconds: number) => void> = [];
 
   private constructor(sql: Sql, streams: PostgresStreams, options: PostgresDirectoryOptions) {
+    super(options.gate ?? new StoreGate('reconnect'));
     this.#sql = sql;
     this.#sessions = new SessionChecks(
       sql,
@@ -145,7 +108,6 @@ export class PostgresDirectory implements DirectoryPort {
     );
     this.#streams = streams;
     this.#log = options.log;
-    this.#onFailure = options.onFailure;
     this.#onChat = options.onChat;
   }
 
@@ -177,7 +139,7 @@ export class PostgresDirectory implements DirectoryPort {
 
   #reloadAfterReconnect(): void {
     void retryUntilDone({
-      stopped: () => this.#closing,
+      stopped: () => this.gate.closing,
       // The reload of a recovery: on the commit chain, after every commit admitted before it.
       attempt: () => this.recover(),
       failed: (err, attempt) =>
@@ -224,32 +186,32 @@ export class PostgresDirectory implements DirectoryPort {
       damaged: { tokenIndex: [] as string[], grants: [] as string[] },
     };
     for (const r of agents) {
-      const row = tryDecodeRow<AgentRow>(DirectoryKey.agent(r.agent_id), r.body);
+      const row = tryDecodeRow<AgentRow>(RowKey.agent(r.agent_id), r.body);
       if (row) next.agents.set(r.agent_id, row);
       else next.damagedAgents.add(r.agent_id);
     }
     for (const r of usernames) {
-      const id = tryDecodeRow<string>(DirectoryKey.username(r.username), r.body);
+      const id = tryDecodeRow<string>(RowKey.username(r.username), r.body);
       if (id !== undefined) next.usernames.set(r.username, id);
     }
     for (const r of tokens) {
-      const key = DirectoryKey.token(r.token_hash);
+      const key = RowKey.token(r.token_hash);
       const id = tryDecodeRow<string>(key, r.body);
       if (id !== undefined) next.tokens.set(r.token_hash, id);
       else next.damaged.tokenIndex.push(key);
     }
     for (const r of grants) {
-      const key = DirectoryKey.grant(r.agent_id, r.peer_agent_id);
+      const key = RowKey.grant(r.agent_id, r.peer_agent_id);
       const grant = tryDecodeRow<GrantRow>(key, r.body);
       if (grant) next.grants.set(grantKey(r.agent_id, r.peer_agent_id), grant);
       else next.damaged.grants.push(key);
     }
     for (const r of chats) {
-      const row = tryDecodeRow<ChatRow>(DirectoryKey.chat(r.chat_id), r.body);
+      const row = tryDecodeRow<ChatRow>(RowKey.chat(r.chat_id), r.body);
       if (row) next.chats.set(r.chat_id, row);
     }
     for (const r of pairs) {
-      const chatId = tryDecodeRow<string>(DirectoryKey.pair(r.a, r.b), r.body);
+      const chatId = tryDecodeRow<string>(RowKey.pair(r.a, r.b), r.body);
       if (chatId !== undefined) next.pairs.set(pairKey(r.a, r.b), chatId);
     }
     this.#agents = next.agents;
@@ -259,7 +221,7 @@ export class PostgresDirectory implements DirectoryPort {
     // Chats that were not cached before this load, unless this daemon is creating them itself.
     const learned = this.#loaded
       ? [...next.chats.values()]
-          .filter((c) => !this.#chats.has(c.id) && !this.#pendingPairs.has(pairKey(c.agentAId, c.agentBId)))
+          .filter((c) => !this.#chats.has(c.id) && !this.#creatingPairs.has(pairKey(c.agentAId, c.agentBId)))
           .map((c) => c.id)
       : [];
     this.#chats = next.chats;
@@ -277,12 +239,12 @@ export class PostgresDirectory implements DirectoryPort {
     } catch {
       return;
     }
-    this.#enqueue(() => this.#reload(n), 'reloading a directory row after a notice failed');
+    this.#afterCommits(() => this.#reload(n), 'reloading a directory row after a notice failed');
   }
 
-  /** Run `task` on the commit chain (after every commit admitted before it); log its failure. */
-  #enqueue(task: () => Promise<void>, failure: string): void {
-    this.#chain = this.#chain.then(task).catch((err: unknown) => this.#log?.warn({ err: { message: (err as Error).message } }, failure));
+  /** Run `task` on the commit chain (after every group cut before it); log its failure. */
+  #afterCommits(task: () => Promise<void>, failure: string): void {
+    this.#groups.after(task).catch((err: unknown) => this.#log?.warn({ err: { message: (err as Error).message } }, failure));
   }
 
   async #reload(n: DirectoryNotice): Promise<void> {
@@ -290,7 +252,7 @@ export class PostgresDirectory implements DirectoryPort {
       case 'agent': {
         const [r] = await this.#sql<{ body: string }[]>`select body from agents where agent_id = ${n.agentId}`;
         if (!r) return;
-        const row = tryDecodeRow<AgentRow>(DirectoryKey.agent(n.agentId), r.body);
+        const row = tryDecodeRow<AgentRow>(RowKey.agent(n.agentId), r.body);
         if (row) this.#cacheAgent(row);
         else this.#damagedAgents.add(n.agentId);
         return;
@@ -299,10 +261,10 @@ export class PostgresDirectory implements DirectoryPort {
         const [r] = await this.#sql<{ body: string }[]>`
           select body from grants where agent_id = ${n.agentId} and peer_agent_id = ${n.peerAgentId}`;
         const key = grantKey(n.agentId, n.peerAgentId);
-        const grant = r ? tryDecodeRow<GrantRow>(DirectoryKey.grant(n.agentId, n.peerAgentId), r.body) : undefined;
+        const grant = r ? tryDecodeRow<GrantRow>(RowKey.grant(n.agentId, n.peerAgentId), r.body) : undefined;
         if (grant) this.#grants.set(key, grant);
         else this.#grants.delete(key);
-        if (r && !grant) this.#damaged.grants.push(DirectoryKey.grant(n.agentId, n.peerAgentId));
+        if (r && !grant) this.#damaged.grants.push(RowKey.grant(n.agentId, n.peerAgentId));
         return;
       }
       case 'chat':
@@ -318,7 +280,7 @@ export class PostgresDirectory implements DirectoryPort {
       sql<{ body: string }[]>`select body from chats where chat_id = ${chatId}`,
       sql<{ stream_id: string; meta: string }[]>`select stream_id, meta from heads where chat_id = ${chatId}`,
     ]);
-    const row = r ? tryDecodeRow<ChatRow>(DirectoryKey.chat(chatId), r.body) : undefined;
+    const row = r ? tryDecodeRow<ChatRow>(RowKey.chat(chatId), r.body) : undefined;
     if (!row) return;
     const metas: StreamMeta[] = [];
     for (const h of heads) {
@@ -346,8 +308,8 @@ export class PostgresDirectory implements DirectoryPort {
    * than its. On the commit chain, as a notice's reload.
    */
   reloadDenied(agentId: string, peerAgentId: string): void {
-    this.#enqueue(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a denied commit failed');
-    this.#enqueue(() => this.#reload({ kind: 'grant', agentId, peerAgentId }), 'reloading a grant after a denied commit failed');
+    this.#afterCommits(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a denied commit failed');
+    this.#afterCommits(() => this.#reload({ kind: 'grant', agentId, peerAgentId }), 'reloading a grant after a denied commit failed');
   }
 
   /** Cache a committed chat and its heads; false when it was cached already. */
@@ -360,18 +322,13 @@ export class PostgresDirectory implements DirectoryPort {
     return true;
   }
 
-  // ---- agents -------------------------------------------------------------------------------
+  // ---- committed reads ------------------------------------------------------------------------
 
-  agent(agentId: string, view: View): AgentRow | undefined {
-    this.#assertOpen();
-    if (view === 'admitted') {
-      const p = this.#pendingAgents.get(agentId);
-      if (p) return p.value;
-    }
+  protected _agent(agentId: string): AgentRow | undefined {
     const row = this.#agents.get(agentId);
     if (!row && this.#damagedAgents.has(agentId))
       throw errors.corrupt({
-        key: DirectoryKey.agent(agentId),
+        key: RowKey.agent(agentId),
         streamId: null,
         generation: null,
         fromPosition: null,
@@ -380,223 +337,46 @@ export class PostgresDirectory implements DirectoryPort {
     return row;
   }
 
-  agentPending(agentId: string): boolean {
-    return this.#pendingAgents.has(agentId);
-  }
-
-  agentIdByUsername(username: string, view: View): string | undefined {
-    if (view === 'admitted') {
-      const p = this.#pendingUsernames.get(username);
-      if (p) return p.value;
-    }
+  protected _agentIdByUsername(username: string): string | undefined {
     return this.#usernames.get(username);
   }
 
-  agentIdByToken(tokenHash: string): string | undefined {
+  protected _agentIdByToken(tokenHash: string): string | undefined {
     return this.#tokens.get(tokenHash);
   }
 
   /** From the table (every daemon's agents, committed), in id order (bytewise, as on LevelDB). */
-  async agents(page: PageRequest<string>): Promise<AgentRow[]> {
-    this.#assertOpen();
+  protected async _agents(page: PageRequest<string>): Promise<AgentRow[]> {
     const after = page.after ?? '';
     const rows = await this.#sql<{ agent_id: string; body: string }[]>`
       select agent_id, body from agents where agent_id collate "C" > ${after} order by agent_id collate "C" limit ${page.limit}`;
-    return rows.map((r) => decodeRow<AgentRow>(DirectoryKey.agent(r.agent_id), r.body));
+    return rows.map((r) => decodeRow<AgentRow>(RowKey.agent(r.agent_id), r.body));
   }
 
-  createAgent(row: AgentRow): Promise<DirectoryOutcome> {
-    return this.#admit((done) => {
-      const holder = this.agentIdByUsername(row.username, 'admitted');
-      if (holder !== undefined) return { status: 'duplicate', existing: holder };
-      this.#pendingAgents.add(row.id, row, done);
-      this.#pendingUsernames.add(row.username, row.id, done);
-      this.#creatingAgents++;
-      return {
-        notice: { kind: 'agent', agentId: row.id },
-        apply: async (tx) => {
-          await tx`insert into agents (agent_id, body) values (${row.id}, ${encodeRow(DirectoryKey.agent(row.id), row)})`;
-          await tx`insert into usernames (username, agent_id, body)
-            values (${row.username}, ${row.id}, ${encodeRow(DirectoryKey.username(row.username), row.id)})`;
-          await tx`insert into tokens (token_hash, agent_id, body)
-            values (${row.tokenHash}, ${row.id}, ${encodeRow(DirectoryKey.token(row.tokenHash), row.id)})`;
-        },
-        holder: async (tx, constraint) => {
-          if (constraint !== 'usernames_pkey') return undefined;
-          const [r] = await tx<{ agent_id: string }[]>`select agent_id from usernames where username = ${row.username}`;
-          if (r) await this.#reloadAgentIn(tx, r.agent_id);
-          return r?.agent_id;
-        },
-        settle: (outcome) => {
-          this.#creatingAgents--;
-          this.#pendingAgents.done(row.id);
-          this.#pendingUsernames.done(row.username);
-          if (outcome.status === 'ok') this.#cacheAgent(row);
-        },
-      };
-    });
+  protected _grant(agentId: string, peerAgentId: string): GrantRow | undefined {
+    return this.#grants.get(grantKey(agentId, peerAgentId));
   }
 
-  /** Cache the agent holding a username another daemon took first (so it can be looked up at once). */
-  async #reloadAgentIn(tx: TxSql, agentId: string): Promise<void> {
-    const [r] = await tx<{ body: string }[]>`select body from agents where agent_id = ${agentId}`;
-    const row = r ? tryDecodeRow<AgentRow>(DirectoryKey.agent(agentId), r.body) : undefined;
-    if (row && !this.#agents.has(agentId)) this.#cacheAgent(row);
-  }
-
-  updateAgent(row: AgentRow, previous: AgentRow): Promise<DirectoryOutcome> {
-    return this.#admit((done) => {
-      this.#pendingAgents.add(row.id, row, done);
-      return {
-        notice: { kind: 'agent', agentId: row.id },
-        apply: async (tx) => {
-          await tx`update agents set body = ${encodeRow(DirectoryKey.agent(row.id), row)} where agent_id = ${row.id}`;
-          // A disabled agent has no token row: the commits of every daemon check the session's
-          // token row in their transaction (group-statement.ts), so this is what refuses them.
-          if (row.disabled) await tx`delete from tokens where agent_id = ${row.id}`;
-          else if (row.tokenHash !== previous.tokenHash) {
-            await tx`delete from tokens where token_hash = ${previous.tokenHash}`;
-            await tx`insert into tokens (token_hash, agent_id, body)
-              values (${row.tokenHash}, ${row.id}, ${encodeRow(DirectoryKey.token(row.tokenHash), row.id)})`;
-          }
-        },
-        settle: (outcome) => {
-          this.#pendingAgents.done(row.id);
-          if (outcome.status === 'ok') this.#cacheAgent(row);
-        },
-      };
-    });
-  }
-
-  // ---- grants -------------------------------------------------------------------------------
-
-  grant(agentId: string, peerAgentId: string, view: View): GrantRow | undefined {
-    this.#assertOpen();
-    const key = grantKey(agentId, peerAgentId);
-    if (view === 'admitted') {
-      const p = this.#pendingGrants.get(key);
-      if (p) return p.value ?? undefined;
-    }
-    return this.#grants.get(key);
-  }
-
-  grantPending(agentId: string, peerAgentId: string): boolean {
-    return this.#pendingGrants.has(grantKey(agentId, peerAgentId));
-  }
-
-  grantDurable(agentId: string, peerAgentId: string): Promise<void> {
-    return this.#pendingGrants.durable(grantKey(agentId, peerAgentId));
-  }
-
-  async grants(agentId: string | undefined, page: PageRequest<[agentId: string, peerAgentId: string]>): Promise<GrantRow[]> {
-    this.#assertOpen();
+  protected async _grants(agentId: string | undefined, page: PageRequest<[agentId: string, peerAgentId: string]>): Promise<GrantRow[]> {
     const [a, b] = page.after ?? ['', ''];
     const rows = await this.#sql<{ agent_id: string; peer_agent_id: string; body: string }[]>`
       select agent_id, peer_agent_id, body from grants
       where (agent_id collate "C", peer_agent_id collate "C") > (${a}, ${b})
         ${agentId === undefined ? this.#sql`` : this.#sql`and agent_id = ${agentId}`}
       order by agent_id collate "C", peer_agent_id collate "C" limit ${page.limit}`;
-    return rows.map((r) => decodeRow<GrantRow>(DirectoryKey.grant(r.agent_id, r.peer_agent_id), r.body));
+    return rows.map((r) => decodeRow<GrantRow>(RowKey.grant(r.agent_id, r.peer_agent_id), r.body));
   }
 
-  putGrant(grant: GrantRow): Promise<DirectoryOutcome> {
-    const key = grantKey(grant.agentId, grant.peerAgentId);
-    return this.#admit((done) => {
-      this.#pendingGrants.add(key, grant, done);
-      return {
-        notice: { kind: 'grant', agentId: grant.agentId, peerAgentId: grant.peerAgentId },
-        apply: async (tx) => {
-          await tx`insert into grants (agent_id, peer_agent_id, body)
-            values (${grant.agentId}, ${grant.peerAgentId}, ${encodeRow(DirectoryKey.grant(grant.agentId, grant.peerAgentId), grant)})
-            on conflict (agent_id, peer_agent_id) do update set body = excluded.body`;
-        },
-        settle: (outcome) => {
-          this.#pendingGrants.done(key);
-          if (outcome.status === 'ok') this.#grants.set(key, grant);
-        },
-      };
-    });
-  }
-
-  deleteGrant(agentId: string, peerAgentId: string): Promise<DirectoryOutcome> {
-    const key = grantKey(agentId, peerAgentId);
-    return this.#admit((done) => {
-      this.#pendingGrants.add(key, null, done);
-      return {
-        notice: { kind: 'grant', agentId, peerAgentId },
-        apply: async (tx) => {
-          await tx`delete from grants where agent_id = ${agentId} and peer_agent_id = ${peerAgentId}`;
-        },
-        settle: (outcome) => {
-          this.#pendingGrants.done(key);
-          if (outcome.status === 'ok') this.#grants.delete(key);
-        },
-      };
-    });
-  }
-
-  // ---- chats --------------------------------------------------------------------------------
-
-  chat(chatId: string): ChatRow | undefined {
-    this.#assertOpen();
+  protected _chat(chatId: string): ChatRow | undefined {
     return this.#chats.get(chatId);
   }
 
-  chatOfPair(agentAId: string, agentBId: string, view: View): string | undefined {
-    const key = pairKey(agentAId, agentBId);
-    if (view === 'admitted') {
-      const p = this.#pendingPairs.get(key);
-      if (p) return p.value;
-    }
-    return this.#pairs.get(key);
-  }
-
-  pairDurable(agentAId: string, agentBId: string): Promise<void> {
-    return this.#pendingPairs.durable(pairKey(agentAId, agentBId));
-  }
-
-  createChat(row: ChatRow, heads: readonly [StreamMeta, StreamMeta]): Promise<DirectoryOutcome> {
-    const key = pairKey(row.agentAId, row.agentBId);
-    return this.#admit((done) => {
-      const existing = this.chatOfPair(row.agentAId, row.agentBId, 'admitted');
-      if (existing !== undefined) return { status: 'duplicate', existing };
-      this.#pendingPairs.add(key, row.id, done);
-      this.#creatingChats++;
-      return {
-        notice: { kind: 'chat', chatId: row.id },
-        apply: async (tx) => {
-          await tx`insert into chats (chat_id, body) values (${row.id}, ${encodeRow(DirectoryKey.chat(row.id), row)})`;
-          // The pair's primary key is what makes a second chat per pair impossible, whichever daemon tries.
-          await tx`insert into pairs (a, b, chat_id, body)
-            values (${row.agentAId}, ${row.agentBId}, ${row.id}, ${encodeRow(DirectoryKey.pair(row.agentAId, row.agentBId), row.id)})`;
-          for (const agentId of [row.agentAId, row.agentBId])
-            await tx`insert into members (agent_id, chat_id, body)
-              values (${agentId}, ${row.id}, ${encodeRow(DirectoryKey.member(agentId, row.id), '')})`;
-          for (const h of heads)
-            await tx`
-              insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
-              values (${h.streamId}, ${h.chatId}, ${h.authorAgentId}, ${h.peerAgentId}, ${h.generation}, ${h.firstPosition},
-                      ${h.nextPosition}, ${h.writer.epoch}, ${encodeRow(RowKey.head(h.streamId), h)})`;
-        },
-        holder: async (tx, constraint) => {
-          if (constraint !== 'pairs_pkey') return undefined;
-          const [r] = await tx<{ chat_id: string }[]>`select chat_id from pairs where a = ${row.agentAId} and b = ${row.agentBId}`;
-          // The winner's chat, cached now: create-or-find answers it at once.
-          if (r) await this.#loadChat(tx, r.chat_id);
-          return r?.chat_id;
-        },
-        settle: (outcome) => {
-          this.#creatingChats--;
-          this.#pendingPairs.done(key);
-          if (outcome.status === 'ok') this.#cacheChat(row, heads);
-        },
-      };
-    });
+  protected _chatOfPair(agentAId: string, agentBId: string): string | undefined {
+    return this.#pairs.get(pairKey(agentAId, agentBId));
   }
 
   /** From the tables (every daemon's chats), in chat id order; chats not cached yet are loaded first. */
-  async chatIds(agentId: string | undefined, page: PageRequest<string>): Promise<string[]> {
-    this.#assertOpen();
+  protected async _chatIds(agentId: string | undefined, page: PageRequest<string>): Promise<string[]> {
     const after = page.after ?? '';
     const rows =
       agentId === undefined
@@ -611,21 +391,150 @@ export class PostgresDirectory implements DirectoryPort {
     return rows.map((r) => r.chat_id);
   }
 
+  // ---- writes ---------------------------------------------------------------------------------
+
+  /** The statements of an admitted write, queued for the next group's transaction. */
+  protected _enqueue(change: DirectoryChange): Promise<DirectoryOutcome> {
+    let resolve!: (o: DirectoryOutcome) => void;
+    const done = new Promise<DirectoryOutcome>((r) => (resolve = r));
+    this.#groups.push({ ...this.#write(change), resolve });
+    return done;
+  }
+
+  /** What a write does in its savepoint, who holds a unique key it lost, and what it caches once settled. */
+  #write(change: DirectoryChange): Omit<Write, 'resolve'> {
+    switch (change.kind) {
+      case 'createAgent': {
+        const { row } = change;
+        this.#creatingAgents++;
+        return {
+          notice: { kind: 'agent', agentId: row.id },
+          apply: async (tx) => {
+            await tx`insert into agents (agent_id, body) values (${row.id}, ${encodeRow(RowKey.agent(row.id), row)})`;
+            await tx`insert into usernames (username, agent_id, body)
+              values (${row.username}, ${row.id}, ${encodeRow(RowKey.username(row.username), row.id)})`;
+            await tx`insert into tokens (token_hash, agent_id, body)
+              values (${row.tokenHash}, ${row.id}, ${encodeRow(RowKey.token(row.tokenHash), row.id)})`;
+          },
+          holder: async (tx, constraint) => {
+            if (constraint !== 'usernames_pkey') return undefined;
+            const [r] = await tx<{ agent_id: string }[]>`select agent_id from usernames where username = ${row.username}`;
+            if (r) await this.#reloadAgentIn(tx, r.agent_id);
+            return r?.agent_id;
+          },
+          settle: (outcome) => {
+            this.#creatingAgents--;
+            if (outcome.status === 'ok') this.#cacheAgent(row);
+          },
+        };
+      }
+      case 'updateAgent': {
+        const { row, previous } = change;
+        return {
+          notice: { kind: 'agent', agentId: row.id },
+          apply: async (tx) => {
+            await tx`update agents set body = ${encodeRow(RowKey.agent(row.id), row)} where agent_id = ${row.id}`;
+            // A disabled agent has no token row: the commits of every daemon check the session's
+            // token row in their transaction (group-statement.ts), so this is what refuses them.
+            if (row.disabled) await tx`delete from tokens where agent_id = ${row.id}`;
+            else if (row.tokenHash !== previous.tokenHash) {
+              await tx`delete from tokens where token_hash = ${previous.tokenHash}`;
+              await tx`insert into tokens (token_hash, agent_id, body)
+                values (${row.tokenHash}, ${row.id}, ${encodeRow(RowKey.token(row.tokenHash), row.id)})`;
+            }
+          },
+          settle: (outcome) => {
+            if (outcome.status === 'ok') this.#cacheAgent(row);
+          },
+        };
+      }
+      case 'putGrant': {
+        const { grant } = change;
+        return {
+          notice: { kind: 'grant', agentId: grant.agentId, peerAgentId: grant.peerAgentId },
+          apply: async (tx) => {
+            await tx`insert into grants (agent_id, peer_agent_id, body)
+              values (${grant.agentId}, ${grant.peerAgentId}, ${encodeRow(RowKey.grant(grant.agentId, grant.peerAgentId), grant)})
+              on conflict (agent_id, peer_agent_id) do update set body = excluded.body`;
+          },
+          settle: (outcome) => {
+            if (outcome.status === 'ok') this.#grants.set(grantKey(grant.agentId, grant.peerAgentId), grant);
+          },
+        };
+      }
+      case 'deleteGrant': {
+        const { agentId, peerAgentId } = change;
+        return {
+          notice: { kind: 'grant', agentId, peerAgentId },
+          apply: async (tx) => {
+            await tx`delete from grants where agent_id = ${agentId} and peer_agent_id = ${peerAgentId}`;
+          },
+          settle: (outcome) => {
+            if (outcome.status === 'ok') this.#grants.delete(grantKey(agentId, peerAgentId));
+          },
+        };
+      }
+      case 'createChat': {
+        const { row, heads } = change;
+        const key = pairKey(row.agentAId, row.agentBId);
+        this.#creatingChats++;
+        this.#creatingPairs.add(key);
+        return {
+          notice: { kind: 'chat', chatId: row.id },
+          apply: async (tx) => {
+            await tx`insert into chats (chat_id, body) values (${row.id}, ${encodeRow(RowKey.chat(row.id), row)})`;
+            // The pair's primary key is what makes a second chat per pair impossible, whichever daemon tries.
+            await tx`insert into pairs (a, b, chat_id, body)
+              values (${row.agentAId}, ${row.agentBId}, ${row.id}, ${encodeRow(RowKey.pair(row.agentAId, row.agentBId), row.id)})`;
+            for (const agentId of [row.agentAId, row.agentBId])
+              await tx`insert into members (agent_id, chat_id, body)
+                values (${agentId}, ${row.id}, ${encodeRow(RowKey.member(agentId, row.id), '')})`;
+            for (const h of heads)
+              await tx`
+                insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
+                values (${h.streamId}, ${h.chatId}, ${h.authorAgentId}, ${h.peerAgentId}, ${h.generation}, ${h.firstPosition},
+                        ${h.nextPosition}, ${h.writer.epoch}, ${encodeRow(RowKey.head(h.streamId), h)})`;
+          },
+          holder: async (tx, constraint) => {
+            if (constraint !== 'pairs_pkey') return undefined;
+            const [r] = await tx<{ chat_id: string }[]>`select chat_id from pairs where a = ${row.agentAId} and b = ${row.agentBId}`;
+            // The winner's chat, cached now: create-or-find answers it at once.
+            if (r) await this.#loadChat(tx, r.chat_id);
+            return r?.chat_id;
+          },
+          settle: (outcome) => {
+            this.#creatingChats--;
+            this.#creatingPairs.delete(key);
+            if (outcome.status === 'ok') this.#cacheChat(row, heads);
+          },
+        };
+      }
+    }
+  }
+
+  /** Cache the agent holding a username another daemon took first (so it can be looked up at once). */
+  async #reloadAgentIn(tx: TxSql, agentId: string): Promise<void> {
+    const [r] = await tx<{ body: string }[]>`select body from agents where agent_id = ${agentId}`;
+    const row = r ? tryDecodeRow<AgentRow>(RowKey.agent(agentId), r.body) : undefined;
+    if (row && !this.#agents.has(agentId)) this.#cacheAgent(row);
+  }
+
   // ---- what another daemon may have changed unheard ---------------------------------------------
 
   confirmSession(agentId: string, tokenHash: string): Promise<boolean> {
-    this.#assertOpen();
+    this.gate.assertOpen();
     return this.#sessions.valid(agentId, tokenHash).then((valid) => {
       // The rows here still allowed it (the caller checked them first): read the agent again.
-      if (!valid) this.#enqueue(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a refused session failed');
+      if (!valid)
+        this.#afterCommits(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a refused session failed');
       return valid;
     });
   }
 
   /** On the commit chain, after this daemon's earlier commits: a reload never goes back to an older row. */
   reload(rows: DirectoryRows): Promise<void> {
-    this.#assertOpen();
-    const run = this.#chain.then(async () => {
+    this.gate.assertOpen();
+    return this.#groups.after(async () => {
       const names = [...(rows.agents ?? [])];
       const tokens = [...(rows.tokens ?? [])];
       if (names.length > 0 || tokens.length > 0) {
@@ -634,7 +543,7 @@ export class PostgresDirectory implements DirectoryPort {
             or agent_id in (select agent_id from usernames where username = any(${names}::text[]))
             or agent_id in (select agent_id from tokens where token_hash = any(${tokens}::text[]))`;
         for (const r of found) {
-          const row = tryDecodeRow<AgentRow>(DirectoryKey.agent(r.agent_id), r.body);
+          const row = tryDecodeRow<AgentRow>(RowKey.agent(r.agent_id), r.body);
           if (row) this.#cacheAgent(row);
           else this.#damagedAgents.add(r.agent_id);
         }
@@ -642,8 +551,6 @@ export class PostgresDirectory implements DirectoryPort {
       for (const [agentId, peerAgentId] of rows.grants ?? []) await this.#reload({ kind: 'grant', agentId, peerAgentId });
       for (const chatId of rows.chats ?? []) await this.#loadChat(this.#sql, chatId);
     });
-    this.#chain = run.catch(() => {});
-    return run;
   }
 
   // ---- damage -------------------------------------------------------------------------------
@@ -655,7 +562,7 @@ export class PostgresDirectory implements DirectoryPort {
    * answering another lookup, so an absent token or grant is definite only while this is empty,
    * as on LevelDB.
    */
-  damaged(): Promise<{ tokenIndex: string[]; grants: string[] }> {
+  protected _damaged(): Promise<{ tokenIndex: string[]; grants: string[] }> {
     return Promise.resolve({ tokenIndex: [...this.#damaged.tokenIndex], grants: [...this.#damaged.grants] });
   }
 
@@ -675,61 +582,21 @@ export class PostgresDirectory implements DirectoryPort {
   async recover(): Promise<void> {
     // As the streams half: a directory commit still waiting (a lock, a synchronous standby not
     // back) must not hold the recovery silently; it is retried.
-    if (!(await chainSettled(this.#chain))) throw commitUnanswered('directory');
-    const reloaded = this.#chain.then(() => this.#loadAll());
-    this.#chain = reloaded.catch(() => {});
-    await reloaded;
+    if (!(await chainSettled(this.#groups.settled))) throw commitUnanswered('directory');
+    await this.#groups.after(() => this.#loadAll());
   }
 
   /** Wait for admitted writes to settle and stop listening; the pool is the caller's to end. */
   async close(): Promise<void> {
-    this.#closing = true;
-    while (this.#queue.length > 0 || this.#scheduled) await new Promise((r) => setImmediate(r));
-    await this.#chain;
+    this.gate.close();
+    await this.#groups.drained();
+    await this.#groups.settled;
     const unlisten = this.#unlisten;
     this.#unlisten = undefined;
     await unlisten?.().catch(() => {});
   }
 
   // ---- commits ------------------------------------------------------------------------------
-
-  #assertOpen(): void {
-    if (this.#closing) throw errors.shuttingDown(null, null);
-  }
-
-  #assertWritable(): void {
-    if (this.#closing) throw errors.shuttingDown(null, 'not-written');
-    // The streams half holds the store's read-only state (a failed commit of either half sets it).
-    this.#streams.assertWritable();
-  }
-
-  /**
-   * Run `decide` synchronously (the uniqueness check against admitted state and the admission,
-   * given the promise the write will settle), queue what it returns for this turn's transaction.
-   */
-  #admit(decide: (done: Promise<DirectoryOutcome>) => DirectoryOutcome | Omit<Write, 'resolve'>): Promise<DirectoryOutcome> {
-    try {
-      this.#assertWritable();
-    } catch (err) {
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
-    let resolve!: (o: DirectoryOutcome) => void;
-    const done = new Promise<DirectoryOutcome>((r) => (resolve = r));
-    const decided = decide(done);
-    if ('status' in decided) return Promise.resolve(decided);
-    this.#queue.push({ ...decided, resolve });
-    if (!this.#scheduled) {
-      this.#scheduled = true;
-      // Everything admitted in this turn of the event loop goes into one transaction.
-      setImmediate(() => {
-        this.#scheduled = false;
-        const group = this.#queue;
-        this.#queue = [];
-        this.#chain = this.#chain.then(() => this.#commitGroup(group));
-      });
-    }
-    return done;
-  }
 
   async #commitGroup(group: Write[]): Promise<void> {
     const started = performance.now();
@@ -754,17 +621,12 @@ export class PostgresDirectory implements DirectoryPort {
       });
     } catch (err) {
       // No verdict from the database: the transaction may or may not have committed.
-      const error = errors.storageFailure(
-        null,
-        'WRITE_FAILED',
-        `the commit to PostgreSQL failed (${(err as Error).message}); it may or may not have been written: look again once the daemon is back`,
-      );
+      const error = writeFailed(`the commit to PostgreSQL failed: ${(err as Error).message}`);
       this.#log?.error(
         { err: { message: (err as Error).message, code: (err as { code?: string }).code } },
         'a PostgreSQL directory commit failed; its outcome is unknown; the store is read-only',
       );
-      this.#streams.refuseWrites();
-      this.#onFailure?.(error);
+      this.gate.fail();
       outcomes = group.map(() => ({ status: 'unknown', error }));
     }
     this.stats.batches++;

@@ -19,7 +19,9 @@
 import type { Logger } from 'pino';
 import postgres from 'postgres';
 import { chainSettled, commitUnanswered, retryUntilDone, withinDeadline } from './retry.js';
-import { errors } from '../../../shared/errors.js';
+import { StoreGate, writeFailed } from '../port/gate.js';
+import { GroupCommit } from '../port/group-commit.js';
+import { StreamKernel, type Enqueued } from '../port/stream-kernel.js';
 import { expandOperation, type CompactOperation } from '../record-layout.js';
 import type {
   ChangeAdmission,
@@ -29,7 +31,6 @@ import type {
   StoredRecordAt,
   StreamChange,
   StreamIdentity,
-  StreamPort,
   SweepResult,
 } from '../port/stream-port.js';
 import type { StoredOperation, StoredRecord, StreamMeta } from '../port/values.js';
@@ -114,10 +115,6 @@ function sessionEnded(err: unknown): boolean {
   return err.severity === 'FATAL' || err.severity === 'PANIC' || err.code.startsWith('08');
 }
 
-function sameHead(meta: StreamMeta, e: { generation: number; nextPosition: number; writerEpoch: number }): boolean {
-  return meta.generation === e.generation && meta.nextPosition === e.nextPosition && meta.writer.epoch === e.writerEpoch;
-}
-
 function decodeHead(streamId: string, body: string): StreamMeta {
   return decodeRow<StreamMeta>(RowKey.head(streamId), body, { streamId });
 }
@@ -141,9 +138,11 @@ function remember<V>(map: Map<string, V>, key: string, value: V): void {
 
 export interface PostgresStreamsOptions {
   log?: Logger;
+  /** The store's gate, shared with its directory (default: one of its own). */
+  gate?: StoreGate;
 }
 
-export class PostgresStreams implements StreamPort {
+export class PostgresStreams extends StreamKernel<Admitted> {
   readonly #sql: Sql;
   readonly #lookups: AdmissionLookups;
   readonly #log: Logger | undefined;
@@ -158,23 +157,13 @@ export class PostgresStreams implements StreamPort {
   readonly #settles = new Map<string, number>();
   /** The stored body of the head a stale change found (read in its transaction), until it settles. */
   readonly #staleBodies = new Map<string, string>();
-  /** Admitted heads not yet durable, with the number of their changes in flight and the last one. */
-  readonly #admitted = new Map<string, { meta: StreamMeta; inFlight: number; durable: Promise<unknown>; last: Admitted }>();
-  readonly #pendingOps = new Map<string, Map<string, { op: StoredOperation; durable: Promise<unknown> }>>();
-  readonly #pendingMsgs = new Map<string, Map<string, number>>();
   /** What `prepare` fetched (and this process committed since), per stream. */
   readonly #known = new Map<string, { ops: Map<string, StoredOperation>; msgs: Map<string, number> }>();
   /** Per stream, its admission lookups in flight together, and whether one has answered. */
   readonly #lookupWaves = new Map<string, { outstanding: number; fresh: boolean }>();
   /** Operations whose commit's outcome is unknown, with the backend pid of that session. */
   readonly #unknownOps = new Map<string, Session | null>();
-  #queue: Admitted[] = [];
-  #scheduled = false;
-  /** Whether a group's transaction is out (the next group waits and grows meanwhile). */
-  #committing = false;
-  #chain: Promise<void> = Promise.resolve();
-  #readOnly = false;
-  #closing = false;
+  readonly #groups = new GroupCommit<Admitted>((group) => this.#commitGroup(group));
   readonly #listeners = new Set<{ push: (n: HeadNotice) => void; end: () => void }>();
   /**
    * The record rows another daemon's latest notice of a stream carried, when that notice's head
@@ -186,7 +175,8 @@ export class PostgresStreams implements StreamPort {
   /** Group commits and the changes in them, since open. */
   readonly stats = { batches: 0, writes: 0 };
 
-  private constructor(sql: Sql, options: PostgresStreamsOptions) {
+  private constructor(sql: Sql, gate: StoreGate, options: PostgresStreamsOptions) {
+    super(gate);
     this.#sql = sql;
     this.#lookups = new AdmissionLookups(sql);
     this.#log = options.log;
@@ -195,7 +185,7 @@ export class PostgresStreams implements StreamPort {
 
   /** Load every head (the cache the daemon decides on) and listen for other daemons' commits. */
   static async open(sql: Sql, options: PostgresStreamsOptions = {}): Promise<PostgresStreams> {
-    const s = new PostgresStreams(sql, options);
+    const s = new PostgresStreams(sql, options.gate ?? new StoreGate('reconnect'), options);
     await s.#loadHeads();
     const listening = await sql.listen(
       STREAMS_CHANNEL,
@@ -222,7 +212,7 @@ export class PostgresStreams implements StreamPort {
    */
   #catchUp(): void {
     // A function: close() may begin during any await below.
-    const closing = () => this.#closing;
+    const closing = () => this.gate.closing;
     // Records kept from notices may have a gap after the lost ones: the next reads go to the table.
     this.#noticed.clear();
     const run = async (): Promise<void> => {
@@ -300,7 +290,7 @@ export class PostgresStreams implements StreamPort {
     if (stale && this.#takeHead(notice, meta, known)) {
       // Records of our own commits (their notice can come before their answer) are read from
       // the table: what is kept here is for the followers of other daemons' appends.
-      if (!this.#admitted.has(n.streamId)) this.#keepNoticed(notice, records);
+      if (!this.headPending(n.streamId)) this.#keepNoticed(notice, records);
       for (const l of this.#listeners) l.push(notice);
       return;
     }
@@ -375,7 +365,7 @@ export class PostgresStreams implements StreamPort {
   changes(): AsyncIterable<HeadNotice> {
     const queue: HeadNotice[] = [];
     let wake: (() => void) | undefined;
-    let ended = this.#closing;
+    let ended = this.gate.closing;
     const listener = {
       push: (n: HeadNotice) => {
         queue.push(n);
@@ -404,24 +394,15 @@ export class PostgresStreams implements StreamPort {
     };
   }
 
-  // ---- heads --------------------------------------------------------------------------------
+  // ---- heads ----------------------------------------------------------------------------------
 
-  head(streamId: string, view: 'admitted' | 'committed'): StreamMeta | undefined {
-    this.#assertOpen();
-    if (view === 'admitted') {
-      const a = this.#admitted.get(streamId);
-      if (a) return a.meta;
-    }
+  protected _head(streamId: string): StreamMeta | undefined {
     return this.#committed.get(streamId);
-  }
-
-  headPending(streamId: string): boolean {
-    return this.#admitted.has(streamId);
   }
 
   /** The head as the database has it now (another daemon's commit whose notice has not come yet). */
   async reloadHead(streamId: string): Promise<void> {
-    this.#assertOpen();
+    this.gate.assertOpen();
     await this.#refreshHead(streamId);
   }
 
@@ -430,7 +411,7 @@ export class PostgresStreams implements StreamPort {
     return null;
   }
 
-  async *streamIds(): AsyncIterable<string> {
+  protected async *_streamIds(): AsyncIterable<string> {
     let after = '';
     for (;;) {
       const rows = await this.#sql<{ stream_id: string }[]>`
@@ -447,7 +428,7 @@ export class PostgresStreams implements StreamPort {
    * the directory's createChat in its own transaction; here for the streams' tests and tools.
    */
   async createStreams(heads: readonly StreamMeta[]): Promise<'ok' | 'exists'> {
-    this.assertWritable();
+    this.gate.assertWritable();
     const created = await this.#sql
       .begin(async (tx) => {
         for (const h of heads) {
@@ -516,90 +497,23 @@ export class PostgresStreams implements StreamPort {
     );
   }
 
-  operation(streamId: string, operationId: string): StoredOperation | undefined {
-    return this.#pendingOps.get(streamId)?.get(operationId)?.op ?? this.#known.get(streamId)?.ops.get(operationId);
+  protected _operation(streamId: string, operationId: string): StoredOperation | undefined {
+    return this.#known.get(streamId)?.ops.get(operationId);
   }
 
-  messagePosition(streamId: string, generation: number, clientMessageId: string): number | undefined {
-    const k = `${generation}/${clientMessageId}`;
-    return this.#pendingMsgs.get(streamId)?.get(k) ?? this.#known.get(streamId)?.msgs.get(k);
+  protected _messagePosition(streamId: string, generation: number, clientMessageId: string): number | undefined {
+    return this.#known.get(streamId)?.msgs.get(`${generation}/${clientMessageId}`);
   }
 
   // ---- commits ---------------------------------------------------------------------------------
 
-  get readOnly(): boolean {
-    return this.#readOnly;
-  }
-
-  assertWritable(operationId: string | null = null): void {
-    if (this.#readOnly)
-      throw errors.storageFailure(
-        operationId,
-        'READ_ONLY',
-        'the daemon is read-only after a commit whose outcome is unknown; nothing was written; it recovers once the database is reachable again (or restart it)',
-      );
-    if (this.#closing) throw errors.shuttingDown(operationId, 'not-written');
-  }
-
-  // async: the admission below still runs synchronously, in the caller's turn (no await before it).
-  async commit(change: StreamChange): Promise<CommitOutcome> {
-    const operationId = change.kind === 'append' ? change.operation.operationId : null;
-    this.assertWritable(operationId);
-    const streamId = change.next.streamId;
-    const current = this.head(streamId, 'admitted');
-    if (change.expect !== null) {
-      const fromMoved = change.kind === 'trim' && current !== undefined && current.firstPosition !== change.fromPosition;
-      if (!current || !sameHead(current, change.expect) || fromMoved) return { status: 'stale', head: current };
-    }
-    if (change.kind === 'append') {
-      const known = this.operation(streamId, change.operation.operationId);
-      if (known) return { status: 'duplicate', what: 'operation', operation: known };
-      for (const [id] of change.messageIds) {
-        const at = this.messagePosition(streamId, change.next.generation, id);
-        if (at !== undefined) return { status: 'duplicate', what: 'messageId', clientMessageId: id, position: at };
-      }
-    }
-
+  /** Queue an admitted change for the group commit; it requires the exact head it was decided on. */
+  protected _enqueue(change: StreamChange, _previous: StreamMeta | undefined, prior: Admitted | undefined): Enqueued<Admitted> {
     let resolve!: (o: CommitOutcome) => void;
     const done = new Promise<CommitOutcome>((r) => (resolve = r));
-    const a = this.#admitted.get(streamId);
-    const admitted: Admitted = { change, resolve, done, after: a ? a.last : (this.#bodies.get(streamId) ?? '') };
-    this.#admitted.set(streamId, { meta: change.next, inFlight: (a?.inFlight ?? 0) + 1, durable: done, last: admitted });
-    if (change.kind === 'append') {
-      const ops = this.#pendingOps.get(streamId) ?? new Map<string, { op: StoredOperation; durable: Promise<unknown> }>();
-      ops.set(change.operation.operationId, { op: change.operation, durable: done });
-      this.#pendingOps.set(streamId, ops);
-      const msgs = this.#pendingMsgs.get(streamId) ?? new Map<string, number>();
-      for (const [id, pos] of change.messageIds) msgs.set(`${change.next.generation}/${id}`, pos);
-      this.#pendingMsgs.set(streamId, msgs);
-    }
-    this.#queue.push(admitted);
-    this.#schedule();
-    return done;
-  }
-
-  /**
-   * Group commit: one transaction in flight at a time, and the next one takes everything
-   * admitted while it was out (at least the rest of the turn it was admitted in). Cut per turn
-   * instead, groups stayed as small as the admissions of one turn (1.3 appends at 64 clients, each
-   * paying its own fsync in line behind the others): now they grow with the load.
-   */
-  #schedule(): void {
-    if (this.#scheduled || this.#committing) return;
-    this.#scheduled = true;
-    setImmediate(() => {
-      this.#scheduled = false;
-      if (this.#committing || this.#queue.length === 0) return;
-      const group = this.#queue;
-      this.#queue = [];
-      this.#committing = true;
-      this.#chain = this.#chain
-        .then(() => this.#commitGroup(group))
-        .finally(() => {
-          this.#committing = false;
-          this.#schedule();
-        });
-    });
+    const admitted: Admitted = { change, resolve, done, after: prior ?? this.#bodies.get(change.next.streamId) ?? '' };
+    this.#groups.push(admitted);
+    return { entry: admitted, outcome: done };
   }
 
   async #commitGroup(group: Admitted[]): Promise<void> {
@@ -615,12 +529,8 @@ export class PostgresStreams implements StreamPort {
     } catch (err) {
       // No verdict from the database: the transaction may or may not have committed (or commit
       // still, once a link cut without a word heals: its changes are checked then, in its statement).
-      this.#readOnly = true;
-      const error = errors.storageFailure(
-        null,
-        'WRITE_FAILED',
-        `the commit to PostgreSQL failed (${(err as Error).message}); it may or may not have been written: ask operations.get once the daemon is back`,
-      );
+      const error = writeFailed(`the commit to PostgreSQL failed: ${(err as Error).message}`);
+      this.gate.fail();
       this.#log?.error(
         { err: { message: (err as Error).message, code: (err as { code?: string }).code } },
         'a PostgreSQL commit failed; its outcome is unknown; the store is read-only',
@@ -669,7 +579,7 @@ export class PostgresStreams implements StreamPort {
 
   /** Settles once the commit chain and every transaction answered past its deadline settled (one may join while it waits). */
   async #allSettled(): Promise<void> {
-    await this.#chain;
+    await this.#groups.settled;
     while (this.#outstanding.size > 0) await Promise.all([...this.#outstanding]);
   }
 
@@ -720,12 +630,6 @@ export class PostgresStreams implements StreamPort {
       this.#setCommitted(streamId, outcome.head, outcome.head ? this.#staleBodies.get(streamId) : undefined);
     }
     this.#staleBodies.delete(streamId);
-    if (c.kind === 'append') {
-      this.#pendingOps.get(streamId)?.delete(c.operation.operationId);
-      for (const [id] of c.messageIds) this.#pendingMsgs.get(streamId)?.delete(`${c.next.generation}/${id}`);
-    }
-    const a = this.#admitted.get(streamId);
-    if (a && --a.inFlight === 0) this.#admitted.delete(streamId);
     g.resolve(outcome);
   }
 
@@ -936,14 +840,6 @@ export class PostgresStreams implements StreamPort {
     throw err;
   }
 
-  async headDurable(streamId: string): Promise<void> {
-    await this.#admitted.get(streamId)?.durable;
-  }
-
-  async operationDurable(streamId: string, operationId: string): Promise<void> {
-    await this.#pendingOps.get(streamId)?.get(operationId)?.durable;
-  }
-
   /**
    * After an unknown outcome, once the database answers again: reload every head and accept
    * writes again. Throws while the database is unreachable (the store stays read-only).
@@ -955,7 +851,6 @@ export class PostgresStreams implements StreamPort {
     if (!(await chainSettled(this.#allSettled()))) throw commitUnanswered('stream');
     await this.#loadHeads();
     this.#known.clear();
-    this.#readOnly = false;
   }
 
   // ---- hooks for the whole store (store.ts): additive, used by PostgresStore ------------------
@@ -982,25 +877,15 @@ export class PostgresStreams implements StreamPort {
     for (const h of heads) if (!this.#committed.has(h.streamId)) this.#setCommitted(h.streamId, h);
   }
 
-  /** Another half of the store failed a commit: refuse writes here too (READ_ONLY) until `recover()`. */
-  refuseWrites(): void {
-    this.#readOnly = true;
-  }
-
   // ---- reads ------------------------------------------------------------------------------------
 
-  #assertOpen(): void {
-    if (this.#closing) throw errors.shuttingDown(null, null);
-  }
-
-  async *records(
+  protected async *_records(
     stream: StreamIdentity,
     generation: number,
     from: number,
     end: number,
-    options: { reverse?: boolean; limit?: number } = {},
+    options: { reverse?: boolean; limit?: number },
   ): AsyncIterable<StoredRecordAt> {
-    this.#assertOpen();
     const noticed = options.reverse ? undefined : this.#noticedRows(stream.streamId, generation, from, end);
     if (noticed) {
       for (const [position, body] of noticed.slice(0, options.limit ?? Infinity))
@@ -1022,19 +907,17 @@ export class PostgresStreams implements StreamPort {
     return n.rows.slice(from - n.from, end - n.from);
   }
 
-  async record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
-    this.#assertOpen();
+  protected _record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
     return this.#reads.record(stream, generation, position);
   }
 
-  allRecords(stream: StreamIdentity): AsyncIterable<{ generation: number; position: number; record: StoredRecord | undefined }> {
+  protected _allRecords(stream: StreamIdentity): AsyncIterable<{ generation: number; position: number; record: StoredRecord | undefined }> {
     return this.#reads.allRecords(stream);
   }
 
-  async operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
-    this.#assertOpen();
+  protected async _operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
     const key = `${streamId}/${operationId}`;
-    if (this.#pendingOps.get(streamId)?.has(operationId) || this.#stillOut.has(key)) return { state: 'pending' };
+    if (this.#stillOut.has(key)) return { state: 'pending' };
     if (this.#unknownOps.has(key)) {
       // The session of the unknown commit may still be finishing it (waiting for the standby):
       // until it is gone, neither "committed" nor "absent" is final.
@@ -1046,35 +929,32 @@ export class PostgresStreams implements StreamPort {
       if (alive.length > 0) return { state: 'pending' };
       this.#unknownOps.delete(key);
     }
-    const op = await this.findOperation(streamId, operationId);
+    const op = await this._findOperation(streamId, operationId);
     return op ? { state: 'committed', operation: op } : { state: 'absent' };
   }
 
-  async findOperation(streamId: string, operationId: string): Promise<StoredOperation | undefined> {
-    this.#assertOpen();
+  protected _findOperation(streamId: string, operationId: string): Promise<StoredOperation | undefined> {
     return this.#reads.findOperation(streamId, operationId);
   }
 
-  async *opLog(
+  protected _opLog(
     streamId: string,
-    range: { after?: { generation: number; position: number }; before?: { generation: number; position: number }; limit?: number } = {},
+    range: { after?: { generation: number; position: number }; before?: { generation: number; position: number }; limit?: number },
   ): AsyncIterable<OpLogEntry> {
-    this.#assertOpen();
-    yield* this.#reads.opLog(streamId, range);
+    return this.#reads.opLog(streamId, range);
   }
 
-  operationIds(streamId: string): AsyncIterable<string> {
+  protected _operationIds(streamId: string): AsyncIterable<string> {
     return this.#reads.operationIds(streamId);
   }
 
-  messageIds(streamId: string, generation: number): AsyncIterable<string> {
+  protected _messageIds(streamId: string, generation: number): AsyncIterable<string> {
     return this.#reads.messageIds(streamId, generation);
   }
 
   // ---- housekeeping -----------------------------------------------------------------------------
 
-  async sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
-    this.assertWritable();
+  protected async _sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
     const swept = await this.#sql.begin(async (tx) => {
       const records =
         await tx`delete from records where stream_id = ${streamId} and generation = ${generation} and position < ${firstPosition}`;
@@ -1091,16 +971,14 @@ export class PostgresStreams implements StreamPort {
     return swept;
   }
 
-  approximateBytes(streamId: string): Promise<number> {
+  protected _approximateBytes(streamId: string): Promise<number> {
     return this.#reads.approximateBytes(streamId);
   }
 
   /** Wait for admitted changes to settle, stop listening; the pool is the caller's to end. */
   async close(): Promise<void> {
-    this.#closing = true;
-    while (this.#queue.length > 0 || this.#scheduled || this.#committing)
-      await (this.#committing ? this.#chain.catch(noop) : new Promise((r) => setImmediate(r)));
-    await this.#chain;
+    this.gate.close();
+    await this.#groups.drained();
     const unlisten = this.#unlisten;
     this.#unlisten = undefined;
     await unlisten?.().catch(() => {});
