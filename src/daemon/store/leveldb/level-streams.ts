@@ -17,6 +17,7 @@ import { expandRecord, type CompactRecord, type StoredOperation } from '../recor
 import { cloneMeta, type StreamMeta } from '../stream-meta.js';
 import type { Counters } from './counters.js';
 import { K, prefixEnd } from './key-layout.js';
+import { sweepTrimmed } from './level-sweep.js';
 import { NegativeIndexes } from './negative-index.js';
 import type { Storage, WriteOp } from './storage.js';
 import { placeOf, type StreamTables } from './stream-tables.js';
@@ -308,43 +309,7 @@ export class LevelStreams extends StreamKernel {
   // ---- housekeeping ---------------------------------------------------------------------------
 
   protected async _sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
-    const done = { records: 0, operations: 0, messageIds: 0 };
-    if (firstPosition === 0) return done;
-    let batch: WriteOp[] = [];
-    const flush = async () => {
-      if (batch.length > 0) await this.#storage.write(batch);
-      batch = [];
-    };
-    const recordsPrefix = K.recordsPrefix(streamId, generation);
-    for await (const key of this.#storage.keys({ gte: recordsPrefix, lt: K.record(streamId, generation, firstPosition) })) {
-      batch.push({ type: 'del', key });
-      done.records++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    // (The record counter already went down with the trim that committed this firstPosition.)
-    await flush();
-    for await (const { key, value: operationId } of this.#storage.entries<string>({
-      gte: K.opLog(streamId, generation, 0),
-      lt: K.opLog(streamId, generation, firstPosition),
-    })) {
-      const op = this.#tables.operation(streamId, operationId);
-      // Cut in two by the trim: it stays, and so does every later one.
-      if (op && op.nextPosition > firstPosition) break;
-      // An operation's entry and its log entry go together, so a crash never leaves a log
-      // entry without its operation (which operations.get would report as damage).
-      batch.push({ type: 'del', key }, { type: 'del', key: K.operation(streamId, operationId) });
-      done.operations++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    await flush();
-    const idsPrefix = K.messageIdsPrefix(streamId, generation);
-    for await (const { key, value: position } of this.#storage.entries<string>({ gte: idsPrefix, lt: prefixEnd(idsPrefix) })) {
-      if (Number(position) >= firstPosition) continue;
-      batch.push({ type: 'del', key });
-      done.messageIds++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    await flush();
+    const done = await sweepTrimmed(this.#storage, this.#tables, streamId, generation, firstPosition);
     if (this.#compactAfterSweep.delete(streamId)) {
       // Tombstones of a large trim would be skipped by every later scan until LevelDB gets to
       // them on its own; rewriting the stream's tables now gives the space back.
