@@ -674,7 +674,8 @@ export function portConformance(name: string, factory: PortFactory): void {
         const p = await fresh();
         if (!p.failNextCommit) return;
         const { store } = p;
-        const { mine } = await chatOf(store);
+        const made = await chatOf(store);
+        const { mine } = made;
         await p.failNextCommit();
         const outcome = await outcomeOf(store.streams.admit(appendOf(mine(), ['lost?'])));
         expect(outcome.status).toBe('unknown');
@@ -687,10 +688,31 @@ export function portConformance(name: string, factory: PortFactory): void {
         const message = outcome.status === 'unknown' ? outcome.error.message : '';
         expect(message.startsWith(before) && message.endsWith(after), message).toBe(true);
         expect(store.readOnly).toBe(true);
-        expect(() => store.directory.createAgent(agentRow())).toThrow(expect.objectContaining({ type: 'STORAGE_FAILURE' }));
-        expect(() => {
-          store.assertWritable();
-        }).toThrow();
+        // Every write of either half is refused (READ_ONLY, nothing written), whichever half failed.
+        const { a, b, row, theirs } = made;
+        const refusals: Record<string, () => unknown> = {
+          admit: () => store.streams.admit(appendOf(theirs(), ['after'])),
+          createAgent: () => store.directory.createAgent(agentRow()),
+          updateAgent: () => store.directory.updateAgent({ ...a, name: 'renamed' }, a),
+          putGrant: () => store.directory.putGrant({ agentId: a.id, peerAgentId: b.id, grantedAt: now() }),
+          deleteGrant: () => store.directory.deleteGrant(a.id, b.id),
+          createChat: () => store.directory.createChat({ ...row, id: id('chat_') }, [theirs(), mine()]),
+          assertWritable: () => {
+            store.assertWritable();
+          },
+        };
+        for (const [name, write] of Object.entries(refusals)) {
+          let thrown: unknown;
+          try {
+            write();
+          } catch (err) {
+            thrown = err;
+          }
+          expect(thrown, name).toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'READ_ONLY', outcome: 'not-written' } });
+        }
+        await expect(store.streams.sweepTrimmed(theirs().streamId, 1, 1)).rejects.toMatchObject({ details: { reason: 'READ_ONLY' } });
+        expect(store.directory.agent(a.id, 'committed')?.name).toBe(a.name);
+        expect(store.streams.head(theirs().streamId, 'committed')?.nextPosition).toBe(0);
       });
 
       it('a closing store refuses every read (nothing read) and every write (nothing written) with SHUTTING_DOWN, in one wording', async () => {
@@ -755,6 +777,11 @@ export function portConformance(name: string, factory: PortFactory): void {
         expect(thrown).toMatchObject({
           type: 'STORAGE_FAILURE',
           message: written.message,
+          details: { reason: 'SHUTTING_DOWN', outcome: 'not-written' },
+        });
+        // The sweep deletes: a write, refused alike (record 0 is below 1: there is something to delete).
+        await expect(store.streams.sweepTrimmed(streamId, 1, 1)).rejects.toMatchObject({
+          message: errors.shuttingDown(null, 'not-written').message,
           details: { reason: 'SHUTTING_DOWN', outcome: 'not-written' },
         });
         await closing;
