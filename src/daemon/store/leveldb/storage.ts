@@ -295,8 +295,8 @@ export class Storage {
   #failAll(group: PendingWrite[]): void {
     const failed = [...group, ...this.#groups.drain()];
     for (const g of failed) for (const op of g.ops) this.#inDoubt.add(op.key);
-    const error = writeFailed('the synced LevelDB write failed; after a restart operations.get tells');
-    for (const g of failed) g.reject(error);
+    // An error each: the appender adds its operation id to the one it is given.
+    for (const g of failed) g.reject(writeFailed('the synced LevelDB write failed; after a restart operations.get tells'));
   }
 
   /** Wait for queued writes and a running checkpoint, then close LevelDB. */

@@ -106,8 +106,8 @@ export class PgGroupCommit<T, O> {
       this.#o.gate.fail();
       const stillOut = (err as { code?: string }).code === 'DEADLINE' ? this.#track(work) : null;
       this.#o.noVerdict?.(group, { error: err, session, stillOut });
-      const error = writeFailed(`the commit to PostgreSQL failed: ${message}`);
-      outcomes = group.map(() => this.#o.unknown(error));
+      // An error each: the appender adds its operation id to the one it is given.
+      outcomes = group.map(() => this.#o.unknown(writeFailed(`the commit to PostgreSQL failed: ${message}`)));
     }
     this.stats.batches++;
     this.stats.writes += group.length;
