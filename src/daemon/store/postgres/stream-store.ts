@@ -1,14 +1,9 @@
 // The streams half of the storage port on PostgreSQL (issue 24 item 2), the façade of its parts:
 // the kernel (port/stream-kernel.ts) admits; the heads in memory are a cache (head-cache.ts) kept
 // current by the notice feed (stream-notices.ts); the group commit (pg-group-commit.ts) runs one
-// transaction at a time (stream-transaction.ts); the ids taken are known-ids.ts's.
-//
-// Several daemons write the same tables: a change is admitted against the cached head and its
-// commit carries that head as a precondition, checked in the transaction. A transaction that
-// fails without a verdict (the connection lost, COMMIT unanswered) is an unknown outcome for every
-// change in it: the store turns read-only until `recover()` reloaded the heads after the
-// reconnect; `operationStatus` answers `pending` for those operations while the old session may
-// still be committing, and the truth from the tables once it is gone.
+// transaction at a time (stream-transaction.ts), each change carrying the head it was decided on
+// as a precondition. A transaction without a verdict makes the store read-only until `recover()`
+// reloaded the heads; its operations are `pending` while its session may still commit.
 
 import type { Logger } from 'pino';
 import { chainSettled, commitUnanswered } from './retry.js';
@@ -60,6 +55,8 @@ export class PostgresStreams extends StreamKernel<Admitted> {
   readonly #known: KnownIds;
   readonly #commits: PgGroupCommit<Admitted, CommitOutcome>;
   readonly #unknown: UnknownOutcomes;
+  /** Opened alone (a tool, a test's writer), not by a store: recover() lets writes in again itself. */
+  #ownsGate = false;
   readonly #deniedListeners: Array<(admission: ChangeAdmission, peerAgentId: string) => void> = [];
   readonly #groupListeners: Array<(settled: ReadonlyArray<SettledChange>, seconds: number) => void> = [];
 
@@ -114,6 +111,7 @@ export class PostgresStreams extends StreamKernel<Admitted> {
   /** Load every head (the cache the daemon decides on) and listen for other daemons' commits. */
   static async open(sql: Sql, options: PostgresStreamsOptions = {}): Promise<PostgresStreams> {
     const s = new PostgresStreams(sql, options.gate ?? new StoreGate('reconnect'), options);
+    s.#ownsGate = options.gate === undefined;
     s.#feed.forget();
     await s.#heads.load();
     await s.#feed.listen();
@@ -267,6 +265,8 @@ export class PostgresStreams extends StreamKernel<Admitted> {
     this.#feed.forget();
     await this.#heads.load();
     this.#known.clear();
+    // A store lets writes in once both its halves reloaded (store.ts); alone, this is the whole store.
+    if (this.#ownsGate) this.gate.recovered();
   }
 
   // ---- reads ------------------------------------------------------------------------------------
