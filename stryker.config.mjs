@@ -43,6 +43,8 @@ export default {
     'src/daemon/store/leveldb/doctor-checks.ts',
     // the storage port's LevelDB implementation: the preconditions of every commit (issue 24)
     'src/daemon/store/leveldb/level-*.ts',
+    // the port's admission kernel, written once for every backend (issue 53)
+    'src/daemon/store/port/{stream-kernel,directory-kernel,gate,pending,group-commit}.ts',
     'src/daemon/store/leveldb/negative-index.ts',
     'src/daemon/crypto/*.ts',
     'src/shared/message-signing.ts',

@@ -22,7 +22,7 @@ import { openStore } from '../dist/daemon/store/leveldb/store-open.js';
 import { openPool, resolveStoreUrl } from '../dist/daemon/store/postgres/connection.js';
 import { migrate } from '../dist/daemon/store/postgres/migrate.js';
 import { PostgresStreams } from '../dist/daemon/store/postgres/stream-store.js';
-import { expectOf } from '../dist/daemon/store/port/stream-port.js';
+import { outcomeOf, expectOf } from '../dist/daemon/store/port/stream-port.js';
 import { cloneMeta, newStreamMeta } from '../dist/daemon/store/stream-meta.js';
 import { PgCluster } from '../test/helpers/pg-cluster.mjs';
 
@@ -97,7 +97,7 @@ async function drive(port, heads, commits) {
       while (performance.now() < end) {
         const change = append(h);
         const t0 = performance.now();
-        const outcome = await port.commit(change);
+        const outcome = await outcomeOf(port.admit(change));
         if (outcome.status !== 'ok') throw new Error(`append ${outcome.status}`);
         latencies.push(performance.now() - t0);
         appends++;
@@ -132,9 +132,8 @@ async function runLevel(clients, tag) {
     const heads = [];
     for (const pairOf of chatHeads(clients, tag)) {
       const [a, b] = pairOf;
-      const outcome = await store.directory.createChat(
-        { id: a.chatId, agentAId: a.authorAgentId, agentBId: b.authorAgentId, createdAt: T },
-        [a, b],
+      const outcome = await outcomeOf(
+        store.directory.createChat({ id: a.chatId, agentAId: a.authorAgentId, agentBId: b.authorAgentId, createdAt: T }, [a, b]),
       );
       if (outcome.status !== 'ok') throw new Error(`createChat ${outcome.status}`);
       heads.push(a);

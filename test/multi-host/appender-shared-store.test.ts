@@ -33,6 +33,7 @@ import type { AppendRequest } from '../../src/daemon/requests.js';
 import { failure, useTwoDaemons, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
 import { pgAvailable } from '../helpers/pg-cluster.mjs';
 import { waitFor } from '../helpers/wait.js';
+import { outcomeOf } from '../../src/daemon/store/port/stream-port.js';
 
 describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreSQL database', () => {
   const pg = useTwoDaemons('appender');
@@ -213,7 +214,7 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
     const ahead = { ...messageAt(b, aliceOnB, c.aliceStream, claim.coordinatorToken, 'third'), expectedPosition: n + 2 };
     const streams = b.port.streams;
     const reload = streams.reloadHead.bind(streams);
-    const commit = streams.commit.bind(streams);
+    const admit = streams.admit.bind(streams);
     let reloads = 0;
     let commits = 0;
     streams.reloadHead = async (streamId) => {
@@ -222,13 +223,15 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
       return reload(streamId);
     };
     let epoch = claim.epoch;
-    // Inside the third decision's commit, after B decided: A moves the head once more.
-    streams.commit = async (change) => {
-      if (change.next.streamId === c.aliceStream && change.kind === 'append' && ++commits === 1) {
+    // Inside the third decision's commit, after B decided: A moves the head once more, then B's
+    // change is admitted (the ticket stands for both).
+    streams.admit = (change) => {
+      if (change.next.streamId !== c.aliceStream || change.kind !== 'append' || ++commits !== 1) return admit(change);
+      const moved = async () => {
         if (move === 'claimed') epoch = (await a.streams.claim(aliceOnA, { streamId: c.aliceStream, replace: true })).epoch;
         else await a.streams.append(aliceOnA, messageAt(a, aliceOnA, c.aliceStream, claim.coordinatorToken, 'moved inside'));
-      }
-      return commit(change);
+      };
+      return { status: 'admitted', durable: moved().then(() => outcomeOf(admit(change))) };
     };
     b.hold();
     try {
@@ -241,7 +244,7 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
     } finally {
       b.release();
       streams.reloadHead = reload;
-      streams.commit = commit;
+      streams.admit = admit;
     }
   });
 

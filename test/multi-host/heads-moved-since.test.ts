@@ -16,7 +16,7 @@ import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/post
 import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import { PostgresStreams } from '../../src/daemon/store/postgres/stream-store.js';
 import type { StorePort } from '../../src/daemon/store/port/store-port.js';
-import { expectOf } from '../../src/daemon/store/port/stream-port.js';
+import { outcomeOf, expectOf } from '../../src/daemon/store/port/stream-port.js';
 import type { StreamMeta } from '../../src/daemon/store/port/values.js';
 import { cloneMeta, newStreamMeta } from '../../src/daemon/store/stream-meta.js';
 import { StreamHeads } from '../../src/daemon/streams/heads.js';
@@ -75,7 +75,7 @@ describe.runIf(pgAvailable())('stream heads on a shared store (heads.ts movedSin
     await b.recover();
     const next = cloneMeta(b.head(head.streamId, 'admitted')!);
     next.writer = { epoch: 1, claimedAt: T, active: true, tokenHash: 'h'.repeat(64) };
-    expect(await b.commit({ kind: 'release', expect: expectOf(head), next })).toEqual({ status: 'ok' });
+    expect(await outcomeOf(b.admit({ kind: 'release', expect: expectOf(head), next }))).toEqual({ status: 'ok' });
     // `head` is what a decided on; the database has b's (a's cache may or may not have heard b's
     // notice yet: movedSince must say so either way).
     expect(await heads.movedSince(head.streamId, head)).toBe(true);

@@ -22,6 +22,7 @@ import type { StreamChange } from '../../src/daemon/store/port/stream-port.js';
 import { failure, useTwoDaemons, type InProcessDaemon } from '../helpers/in-process-pg-daemons.js';
 import { pgAvailable } from '../helpers/pg-cluster.mjs';
 import { waitFor } from '../helpers/wait.js';
+import { outcomeOf } from '../../src/daemon/store/port/stream-port.js';
 
 describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one PostgreSQL database', () => {
   const pg = useTwoDaemons('retention');
@@ -297,17 +298,19 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
 
   it('a reset whose commit is stale on every attempt answers POSITION_MISMATCH with the head that moved, after three decisions', async () => {
     const p = await pair(1);
-    const ports = a.port.streams as unknown as { commit: (c: StreamChange) => Promise<unknown> };
-    const commit = ports.commit.bind(a.port.streams);
+    const admit = a.port.streams.admit.bind(a.port.streams);
     let decisions = 0;
     // Before each of A's reset commits, B resets once more: A's commit then finds the head moved.
-    ports.commit = async (c: StreamChange) => {
-      // (By stream, not by `kind`: the kind is the mutated code's to choose.)
-      if (c.next.streamId === p.streamId) {
+    // (By stream, not by `kind`: the kind is the mutated code's to choose.) The ticket stands for
+    // the wait and the admission after it, as a commit decided before B's reset would.
+    a.port.streams.admit = (c: StreamChange) => {
+      if (c.next.streamId !== p.streamId) return admit(c);
+      const durable = (async () => {
         decisions++;
         await b.streams.reset(p.streamId, `B ${decisions}`);
-      }
-      return commit(c);
+        return outcomeOf(admit(c));
+      })();
+      return { status: 'admitted', durable };
     };
     try {
       expect(await failure(a.streams.reset(p.streamId, 'A'))).toMatchObject({
@@ -316,7 +319,7 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
         nextPosition: '0',
       });
     } finally {
-      ports.commit = commit;
+      a.port.streams.admit = admit;
     }
     expect(decisions).toBe(3);
     expect(a.streams.get(p.alice, p.streamId)).toMatchObject({ generation: '4', nextPosition: '0' });
@@ -394,14 +397,13 @@ describe.skipIf(!pgAvailable())('retention.ts on two daemons sharing one Postgre
   // statement: the commit is then stale for certain.
   /** Runs `before(n)` (n = 1, 2, …) inside each of A's commits of `kind`, then the commit. */
   function beforeEachCommit(kind: StreamChange['kind'], before: (n: number) => Promise<void>): () => void {
-    const commit = a.port.streams.commit.bind(a.port.streams);
+    const admit = a.port.streams.admit.bind(a.port.streams);
     let n = 0;
-    a.port.streams.commit = async (change) => {
-      if (change.kind === kind) await before(++n);
-      return commit(change);
-    };
+    // The ticket stands for the wait and the admission after it (as a commit decided before it).
+    a.port.streams.admit = (change) =>
+      change.kind === kind ? { status: 'admitted', durable: before(++n).then(() => outcomeOf(admit(change))) } : admit(change);
     return () => {
-      a.port.streams.commit = commit;
+      a.port.streams.admit = admit;
     };
   }
 

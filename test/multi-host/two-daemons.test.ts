@@ -207,8 +207,12 @@ describe.skipIf(!pgAvailable())('two daemons on one PostgreSQL database', () => 
     const wa = await StreamWriter.claim(p.alice.client, p.streamA);
     await wa.send('signed-by-a', 2);
     const keysOnB = await fetchKeys(p.bob.client);
-    const read = ok(await p.bob.client.call('streams.read', { streamId: p.streamA, generation: '1', fromPosition: '0' }));
-    const signed = read.records.filter((r) => r.wrapper.type === 'chat.message');
+    // B serves the head it has heard of: A's commit reaches it with its notice, a moment later.
+    const signed = await waitFor(async () => {
+      const read = ok(await p.bob.client.call('streams.read', { streamId: p.streamA, generation: '1', fromPosition: '0' }));
+      const found = read.records.filter((r) => r.wrapper.type === 'chat.message');
+      return found.length === 2 ? found : undefined;
+    }, 'B reads what A appended');
     expect(signed).toHaveLength(2);
     for (const r of signed) {
       expect(messageOf(r).signature.kid).toBe(kidA);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/store.js';
-import { expectOf, type StreamChange } from '../../src/daemon/store/port/stream-port.js';
+import { outcomeOf, expectOf, type StreamChange } from '../../src/daemon/store/port/stream-port.js';
 import { cloneMeta, newStreamMeta } from '../../src/daemon/store/stream-meta.js';
 import type { StreamMeta } from '../../src/daemon/store/stream-meta.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
@@ -85,7 +85,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
         await released;
       });
       await isLocked;
-      const outcome = store.streams.commit(append(h, 'op-1'));
+      const outcome = outcomeOf(store.streams.admit(append(h, 'op-1')));
       for (;;) {
         const killed = await admin<{ n: number }[]>`
           select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
@@ -103,7 +103,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
       while (store.readOnly && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       expect(store.readOnly).toBe(false);
       const again = store.streams.head('c1:alice', 'committed')!;
-      expect((await store.streams.commit(append(again, 'op-2'))).status).toBe('ok');
+      expect((await outcomeOf(store.streams.admit(append(again, 'op-2')))).status).toBe('ok');
     } finally {
       await store.close();
     }
@@ -129,7 +129,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
         await released;
       });
       await isLocked;
-      const outcome = store.streams.commit(append(h, 'op-1'));
+      const outcome = outcomeOf(store.streams.admit(append(h, 'op-1')));
       // The commit waits on the lock (its session alive): recover() must not wait with it forever.
       for (;;) {
         const [w] = await admin<{ n: number }[]>`
@@ -185,7 +185,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
         await released;
       });
       await isLocked;
-      const outcome = store.directory.putGrant({ agentId: 'agt_a', peerAgentId: 'agt_b', grantedAt: T });
+      const outcome = outcomeOf(store.directory.putGrant({ agentId: 'agt_a', peerAgentId: 'agt_b', grantedAt: T }));
       for (;;) {
         const [w] = await admin<{ n: number }[]>`
           select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()`;

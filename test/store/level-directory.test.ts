@@ -14,6 +14,7 @@ import { levelMarkStore } from '../../src/daemon/store/leveldb/level-store.js';
 import type { AgentRow, ChatRow, GrantRow, PublicKeyRow } from '../../src/daemon/store/port/values.js';
 import { newStreamMeta } from '../../src/daemon/store/stream-meta.js';
 import { openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
+import { outcomeOf } from '../../src/daemon/store/port/stream-port.js';
 
 const open: InProcessStore[] = [];
 afterEach(async () => {
@@ -43,7 +44,7 @@ describe('LevelDirectory: the admitted view while a write is pending, the commit
     const s = await fresh();
     const d = s.port.directory;
     const row = agentRow();
-    const written = d.createAgent(row);
+    const written = outcomeOf(d.createAgent(row));
     expect(d.agentPending(row.id)).toBe(true);
     expect(d.agent(row.id, 'admitted')).toEqual(row);
     expect(d.agent(row.id, 'committed')).toBeUndefined();
@@ -61,10 +62,10 @@ describe('LevelDirectory: the admitted view while a write is pending, the commit
     const s = await fresh();
     const d = s.port.directory;
     const row = agentRow();
-    await d.createAgent(row);
+    await outcomeOf(d.createAgent(row));
     expect(d.agent(row.id, 'committed')).toEqual(row); // cached now
     const next = { ...row, name: 'renamed', tokenHash: id('th') };
-    const written = d.updateAgent(next, row);
+    const written = outcomeOf(d.updateAgent(next, row));
     expect(d.agent(row.id, 'admitted')).toEqual(next);
     expect(d.agent(row.id, 'committed')).toEqual(row);
     expect(await written).toEqual({ status: 'ok' });
@@ -73,7 +74,7 @@ describe('LevelDirectory: the admitted view while a write is pending, the commit
     expect(d.agentIdByToken(row.tokenHash)).toBeUndefined();
     // The same token kept: the index entry stays.
     const same = { ...next, name: 'again' };
-    await d.updateAgent(same, next);
+    await outcomeOf(d.updateAgent(same, next));
     expect(d.agentIdByToken(next.tokenHash)).toBe(row.id);
   });
 
@@ -82,11 +83,11 @@ describe('LevelDirectory: the admitted view while a write is pending, the commit
     const d = s.port.directory;
     const a = agentRow();
     const b = agentRow();
-    await d.createAgent(a);
-    await d.createAgent(b);
+    await outcomeOf(d.createAgent(a));
+    await outcomeOf(d.createAgent(b));
     expect(d.grant(a.id, b.id, 'admitted')).toBeUndefined(); // cached as absent
     const g = grantRow(a, b);
-    const written = d.putGrant(g);
+    const written = outcomeOf(d.putGrant(g));
     expect(d.grantPending(a.id, b.id)).toBe(true);
     expect(d.grant(a.id, b.id, 'admitted')).toEqual(g);
     expect(d.grant(a.id, b.id, 'committed')).toBeUndefined();
@@ -96,7 +97,7 @@ describe('LevelDirectory: the admitted view while a write is pending, the commit
     expect(await written).toEqual({ status: 'ok' });
     expect(d.grantPending(a.id, b.id)).toBe(false);
     expect(d.grant(a.id, b.id, 'admitted')).toEqual(g);
-    const removed = d.deleteGrant(a.id, b.id);
+    const removed = outcomeOf(d.deleteGrant(a.id, b.id));
     expect(d.grant(a.id, b.id, 'admitted')).toBeUndefined();
     expect(d.grant(a.id, b.id, 'committed')).toEqual(g);
     expect(await removed).toEqual({ status: 'ok' });
@@ -108,14 +109,14 @@ describe('LevelDirectory: the admitted view while a write is pending, the commit
     const s = await fresh();
     const d = s.port.directory;
     const a = agentRow();
-    await d.createAgent(a);
+    await outcomeOf(d.createAgent(a));
     const chats: string[] = [];
     for (let i = 0; i < 3; i++) {
       const b = agentRow();
-      await d.createAgent(b);
+      await outcomeOf(d.createAgent(b));
       const row: ChatRow = { id: id('chat_'), agentAId: a.id, agentBId: b.id, createdAt: now() };
       const heads = [newStreamMeta(row.id, a.id, b.id, row.createdAt), newStreamMeta(row.id, b.id, a.id, row.createdAt)] as const;
-      const written = d.createChat(row, heads);
+      const written = outcomeOf(d.createChat(row, heads));
       expect(d.chatOfPair(a.id, b.id, 'admitted')).toBe(row.id);
       expect(d.chatOfPair(a.id, b.id, 'committed')).toBeUndefined();
       await d.pairDurable(a.id, b.id);
@@ -134,7 +135,7 @@ describe('LevelDirectory: the admitted view while a write is pending, the commit
     const s = await fresh();
     const d = s.port.directory;
     const rows = [agentRow(), agentRow(), agentRow()];
-    for (const r of rows) await d.createAgent(r);
+    for (const r of rows) await outcomeOf(d.createAgent(r));
     const ids = rows.map((r) => r.id).sort();
     expect((await d.agents({ limit: 10 })).map((r) => r.id)).toEqual(ids);
     expect((await d.agents({ after: ids[0], limit: 10 })).map((r) => r.id)).toEqual(ids.slice(1));
@@ -148,10 +149,10 @@ describe('LevelDirectory caches across a restart', () => {
     const d = s.port.directory;
     const a = agentRow();
     const b = agentRow();
-    await d.createAgent(a);
-    await d.createAgent(b);
+    await outcomeOf(d.createAgent(a));
+    await outcomeOf(d.createAgent(b));
     const g = grantRow(a, b);
-    await d.putGrant(g);
+    await outcomeOf(d.putGrant(g));
     await s.store.storage.close();
     const again = await openInProcess(s.dir);
     try {
@@ -172,9 +173,9 @@ describe('LevelDirectory.damaged', () => {
     const d = s.port.directory;
     const a = agentRow();
     const b = agentRow();
-    await d.createAgent(a);
-    await d.createAgent(b);
-    await d.putGrant(grantRow(a, b));
+    await outcomeOf(d.createAgent(a));
+    await outcomeOf(d.createAgent(b));
+    await outcomeOf(d.putGrant(grantRow(a, b)));
     await s.store.storage.close();
     const db = new ClassicLevel<string, string>(path.join(s.dir, 'db'));
     await db.open();
@@ -233,14 +234,14 @@ describe('LevelStore', () => {
     s.port.onCommit((writes) => commits.push(writes));
     let failed = 0;
     s.port.onFailure(() => failed++);
-    await s.port.directory.createAgent(agentRow());
+    await outcomeOf(s.port.directory.createAgent(agentRow()));
     expect(commits.length).toBeGreaterThan(0);
     expect(commits.every((w) => w > 0)).toBe(true);
     expect(s.port.stats).toBe(s.store.storage.stats);
     expect(s.port.stats).toEqual(s.store.storage.stats);
     expect(failed).toBe(0);
     fail = true;
-    expect((await s.port.directory.createAgent(agentRow())).status).toBe('unknown');
+    expect((await outcomeOf(s.port.directory.createAgent(agentRow()))).status).toBe('unknown');
     expect(failed).toBe(1);
     expect(s.port.readOnly).toBe(true);
     expect(levelMarkStore(s.store.storage).readOnly).toBe(true);
@@ -259,7 +260,7 @@ describe('LevelStore', () => {
 
   it('backup writes a restorable copy and names the daemon version', async () => {
     const s = await fresh();
-    await s.port.directory.createAgent(agentRow());
+    await outcomeOf(s.port.directory.createAgent(agentRow()));
     const target = path.join(s.dir, 'backup-out');
     const manifest = await s.port.backup(target, { dataDir: s.dir, daemonVersion: '9.9.9-test' });
     expect(manifest).toMatchObject({ daemonVersion: '9.9.9-test' });

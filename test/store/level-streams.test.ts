@@ -14,7 +14,7 @@ import type { StoredRecord } from '../../src/shared/types.js';
 import { appendMessages, chatWithWriter, openInProcess, type InProcessStore } from '../helpers/in-process-store.js';
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { expectOf, type CommitOutcome } from '../../src/daemon/store/port/stream-port.js';
+import { outcomeOf, expectOf, type CommitOutcome } from '../../src/daemon/store/port/stream-port.js';
 import { YelloError } from '../../src/shared/errors.js';
 
 const open: InProcessStore[] = [];
@@ -267,13 +267,16 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       const w = await stream(s);
       const before = w.head();
       fail = true;
-      const outcome = await s.port.streams.commit(appendOf(before, 1));
+      const outcome = await outcomeOf(s.port.streams.admit(appendOf(before, 1)));
       expect(outcome.status).toBe('unknown');
       expect(s.port.streams.head(w.streamId, 'admitted')).toMatchObject({ nextPosition: before.nextPosition });
       // Read-only now: an append is refused before admission, naming its operation.
       const change = appendOf(before, 1, 'op-after-failure');
-      await expect(s.port.streams.commit(change)).rejects.toSatisfy(
-        (err: unknown) => err instanceof YelloError && err.details.operationId === 'op-after-failure' && err.details.reason === 'READ_ONLY',
+      expect(() => s.port.streams.admit(change)).toThrow(
+        expect.toSatisfy(
+          (err: unknown) =>
+            err instanceof YelloError && err.details.operationId === 'op-after-failure' && err.details.reason === 'READ_ONLY',
+        ),
       );
     });
 
@@ -283,7 +286,7 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       expect(typeof s.port.streams.negativeIndexReady(w.streamId)).toBe('boolean');
       expect(s.port.streams.headPending(w.streamId)).toBe(false);
       const change = appendOf(w.head(), 2);
-      const committed = s.port.streams.commit(change);
+      const committed = outcomeOf(s.port.streams.admit(change));
       expect(s.port.streams.headPending(w.streamId)).toBe(true);
       expect(await s.port.streams.operationStatus(w.streamId, change.operation.operationId)).toEqual({ state: 'pending' });
       // The durable promises resolve only once the write is no longer pending.
@@ -292,7 +295,7 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
         s.port.streams.headDurable(w.streamId).then(() => stillPending.push(s.port.streams.headPending(w.streamId))),
         s.port.streams
           .operationDurable(w.streamId, change.operation.operationId)
-          .then(() => stillPending.push(s.store.storage.hasPending(K.operation(w.streamId, change.operation.operationId)))),
+          .then(() => stillPending.push(s.port.streams.headPending(w.streamId))),
       ];
       // Admitted but not committed: the two views differ.
       expect(s.port.streams.head(w.streamId, 'admitted')!.nextPosition).toBe(change.next.nextPosition);
@@ -315,7 +318,7 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       open.push(again);
       const head = cloneMeta(again.port.streams.head(w.streamId, 'admitted')!);
       const change = appendOf(head, 1);
-      const pending = again.port.streams.commit(change);
+      const pending = outcomeOf(again.port.streams.admit(change));
       expect(again.port.streams.head(w.streamId, 'committed')!.nextPosition).toBe(head.nextPosition);
       expect(again.port.streams.head(w.streamId, 'admitted')!.nextPosition).toBe(head.nextPosition + 1);
       ok(await pending);
@@ -337,7 +340,7 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       const w = await stream(s);
       const first = appendOf(w.head(), 1, 'op-twice');
       const second = appendOf(first.next, 1, 'op-twice');
-      const [a, b] = await Promise.all([s.port.streams.commit(first), s.port.streams.commit(second)]);
+      const [a, b] = await Promise.all([outcomeOf(s.port.streams.admit(first)), outcomeOf(s.port.streams.admit(second))]);
       ok(a);
       expect(b).toMatchObject({ status: 'duplicate', what: 'operation' });
     });
@@ -347,16 +350,16 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       const w = await stream(s);
       const head = w.head();
       const missing = appendOf({ ...cloneMeta(head), streamId: `${w.chatId}:agt_nobody` }, 1);
-      expect(await s.port.streams.commit(missing)).toEqual({ status: 'stale', head: undefined });
+      expect(await outcomeOf(s.port.streams.admit(missing))).toEqual({ status: 'stale', head: undefined });
       const wrongGeneration = appendOf(head, 1);
       wrongGeneration.expect = { ...wrongGeneration.expect, generation: head.generation + 1 };
-      expect(await s.port.streams.commit(wrongGeneration)).toMatchObject({ status: 'stale' });
+      expect(await outcomeOf(s.port.streams.admit(wrongGeneration))).toMatchObject({ status: 'stale' });
       const wrongEpoch = appendOf(head, 1);
       wrongEpoch.expect = { ...wrongEpoch.expect, writerEpoch: head.writer.epoch + 1 };
-      expect(await s.port.streams.commit(wrongEpoch)).toMatchObject({ status: 'stale' });
+      expect(await outcomeOf(s.port.streams.admit(wrongEpoch))).toMatchObject({ status: 'stale' });
       const wrongPosition = appendOf(head, 1);
       wrongPosition.expect = { ...wrongPosition.expect, nextPosition: head.nextPosition + 1 };
-      expect(await s.port.streams.commit(wrongPosition)).toMatchObject({ status: 'stale' });
+      expect(await outcomeOf(s.port.streams.admit(wrongPosition))).toMatchObject({ status: 'stale' });
     });
 
     it('a reset with no precondition replaces the head', async () => {
@@ -368,7 +371,7 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       next.generation = head.generation + 1;
       next.firstPosition = 0;
       next.nextPosition = 0;
-      ok(await s.port.streams.commit({ kind: 'reset', expect: null, next }));
+      ok(await outcomeOf(s.port.streams.admit({ kind: 'reset', expect: null, next })));
       expect(s.port.streams.head(w.streamId, 'committed')).toMatchObject({ generation: head.generation + 1, nextPosition: 0 });
       // The WAL guard marks the new generation from its first position, not from where the old one stood.
       const ofNew = walGuard(s.dir).filter(([id, g]) => id === w.streamId && g === String(next.generation));
@@ -379,7 +382,7 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       const s = await fresh();
       const w = await stream(s);
       const change = appendOf(w.head(), 3, 'op-ids');
-      ok(await s.port.streams.commit(change));
+      ok(await outcomeOf(s.port.streams.admit(change)));
       const head = w.head();
       expect(await collect(s.port.streams.records(head, head.generation, 0, head.nextPosition, { limit: 0 }))).toEqual([]);
       expect(await collect(s.port.streams.records(head, head.generation, 0, head.nextPosition, { limit: 2 }))).toHaveLength(2);
@@ -397,12 +400,12 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       const w = await stream(s);
       // Fence at 0; operations [1,3) and [3,5).
       const a = appendOf(w.head(), 2);
-      ok(await s.port.streams.commit(a));
+      ok(await outcomeOf(s.port.streams.admit(a)));
       const b = appendOf(a.next, 2);
-      ok(await s.port.streams.commit(b));
+      ok(await outcomeOf(s.port.streams.admit(b)));
       const c = appendOf(b.next, 2);
-      ok(await s.port.streams.commit(c));
-      ok(await s.port.streams.commit(trimOf(w.head(), 3)));
+      ok(await outcomeOf(s.port.streams.admit(c)));
+      ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), 3))));
       const positions = (await collect(s.port.streams.allRecords(w.head()))).map((r) => r.position);
       expect(positions).toEqual([3, 4, 5, 6]);
       const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 3);
@@ -414,7 +417,7 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       expect(ids).toContain(b.messageIds[0]![0]);
       expect(ids).not.toContain(a.messageIds[1]![0]);
       // A trim through the middle of c: c stays, and so does its first id below the new start.
-      ok(await s.port.streams.commit(trimOf(w.head(), 6)));
+      ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), 6))));
       expect(await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 6)).toEqual({
         records: 0,
         operations: 1,
@@ -440,14 +443,14 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       ] as const) {
         const w = await stream(s);
         const big = appendOf(w.head(), size + 1);
-        ok(await s.port.streams.commit(big));
+        ok(await outcomeOf(s.port.streams.admit(big)));
         // The fence first, alone: the large trim then starts at 1, not 0.
-        ok(await s.port.streams.commit(trimOf(w.head(), 1)));
+        ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), 1))));
         await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 1);
         compactions.length = 0;
         batches.length = 0;
         // From 1 up to `size + 1`: `size` records gone.
-        ok(await s.port.streams.commit(trimOf(w.head(), size + 1)));
+        ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), size + 1))));
         const first = (await collect(s.port.streams.allRecords(w.head())))[0]!;
         expect(first.position).toBe(size + 1);
         const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, size + 1);
@@ -462,9 +465,9 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       const storage = s.store.storage;
       const w = await stream(s);
       const big = appendOf(w.head(), 25_000);
-      ok(await s.port.streams.commit(big));
+      ok(await outcomeOf(s.port.streams.admit(big)));
       const batches = recordBatches(storage);
-      ok(await s.port.streams.commit(trimOf(w.head(), 24_000)));
+      ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), 24_000))));
       expect(batches[0]).toBeLessThanOrEqual(10_003);
       const left = await collect(storage.keys({ gte: K.recordsPrefix(w.streamId, 1), lt: K.record(w.streamId, 1, 24_000) }));
       expect(left).toHaveLength(14_000);
@@ -479,12 +482,12 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
     it('the record counter goes down by what each trim removes, also from a start above 0', async () => {
       const s = await fresh();
       const w = await stream(s);
-      ok(await s.port.streams.commit(appendOf(w.head(), 6)));
+      ok(await outcomeOf(s.port.streams.admit(appendOf(w.head(), 6))));
       const before = s.port.counts().records;
       // Fence at 0, messages at 1..6: trim [0,3), then [3,5).
-      ok(await s.port.streams.commit(trimOf(w.head(), 3)));
+      ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), 3))));
       expect(s.port.counts().records).toBe(before - 3);
-      ok(await s.port.streams.commit(trimOf(w.head(), 5)));
+      ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), 5))));
       expect(s.port.counts().records).toBe(before - 5);
     });
 
@@ -497,11 +500,11 @@ describe('LevelStreams commits, caches, trims and sweeps', () => {
       let head = w.head();
       for (let i = 0; i < 5_001; i++) {
         const change = appendOf(head, 1);
-        commits.push(s.port.streams.commit(change));
+        commits.push(outcomeOf(s.port.streams.admit(change)));
         head = change.next;
       }
       for (const outcome of await Promise.all(commits)) ok(outcome);
-      ok(await s.port.streams.commit(trimOf(w.head(), 5_002)));
+      ok(await outcomeOf(s.port.streams.admit(trimOf(w.head(), 5_002))));
       const batches = recordBatches(storage);
       const swept = await s.port.streams.sweepTrimmed(w.streamId, w.head().generation, 5_002);
       expect(swept).toEqual({ records: 0, operations: 5_001, messageIds: 5_001 });

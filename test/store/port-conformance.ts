@@ -12,6 +12,10 @@ import type { StorePort } from '../../src/daemon/store/port/store-port.js';
 import { expectOf, type CommitOutcome, type StreamMeta } from '../../src/daemon/store/port/index.js';
 import type { AgentRow, ChatRow, CorruptMark, StoredOperation } from '../../src/daemon/store/port/values.js';
 import { cloneMeta, newStreamMeta } from '../../src/daemon/store/stream-meta.js';
+import { outcomeOf } from '../../src/daemon/store/port/stream-port.js';
+import { writeFailed } from '../../src/daemon/store/port/gate.js';
+import { TRIM_DELETE_BATCH } from '../../src/daemon/store/port/stream-kernel.js';
+import { errors } from '../../src/shared/errors.js';
 
 /** A store under test, and how to end it. */
 export interface PortUnderTest {
@@ -146,11 +150,11 @@ export function portConformance(name: string, factory: PortFactory): void {
     /** Two agents and their chat, created through the port; returns both stream heads. */
     async function chatOf(store: StorePort) {
       const [a, b] = [agentRow(), agentRow()].sort((x, y) => (x.id < y.id ? -1 : 1)) as [AgentRow, AgentRow];
-      ok(await store.directory.createAgent(a));
-      ok(await store.directory.createAgent(b));
+      ok(await outcomeOf(store.directory.createAgent(a)));
+      ok(await outcomeOf(store.directory.createAgent(b)));
       const row: ChatRow = { id: id('chat_'), agentAId: a.id, agentBId: b.id, createdAt: now() };
       const heads = [newStreamMeta(row.id, a.id, b.id, row.createdAt), newStreamMeta(row.id, b.id, a.id, row.createdAt)] as const;
-      ok(await store.directory.createChat(row, heads));
+      ok(await outcomeOf(store.directory.createChat(row, heads)));
       const head = (s: StreamMeta) => {
         const h = store.streams.head(s.streamId, 'admitted');
         if (!h) throw new Error(`no head for ${s.streamId}`);
@@ -178,17 +182,19 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { a, b, row } = await chatOf(store);
         const again: ChatRow = { id: id('chat_'), agentAId: a.id, agentBId: b.id, createdAt: now() };
         const heads = [newStreamMeta(again.id, a.id, b.id, now()), newStreamMeta(again.id, b.id, a.id, now())] as const;
-        expect(await store.directory.createChat(again, heads)).toEqual({ status: 'duplicate', existing: row.id });
+        expect(await outcomeOf(store.directory.createChat(again, heads))).toEqual({ status: 'duplicate', existing: row.id });
         expect(store.directory.chat(again.id)).toBeUndefined();
         expect(store.streams.head(heads[0].streamId, 'committed')).toBeUndefined();
 
         // Two creates of a new pair admitted in one turn: exactly one chat.
         const [c, d] = [agentRow(), agentRow()].sort((x, y) => (x.id < y.id ? -1 : 1)) as [AgentRow, AgentRow];
-        ok(await store.directory.createAgent(c));
-        ok(await store.directory.createAgent(d));
+        ok(await outcomeOf(store.directory.createAgent(c)));
+        ok(await outcomeOf(store.directory.createAgent(d)));
         const rows = [0, 1].map((): ChatRow => ({ id: id('chat_'), agentAId: c.id, agentBId: d.id, createdAt: now() }));
         const outcomes = await Promise.all(
-          rows.map((r) => store.directory.createChat(r, [newStreamMeta(r.id, c.id, d.id, now()), newStreamMeta(r.id, d.id, c.id, now())])),
+          rows.map((r) =>
+            outcomeOf(store.directory.createChat(r, [newStreamMeta(r.id, c.id, d.id, now()), newStreamMeta(r.id, d.id, c.id, now())])),
+          ),
         );
         expect(outcomes).toEqual([{ status: 'ok' }, { status: 'duplicate', existing: rows[0]?.id }]);
         expect(await store.directory.chatIds(c.id, { limit: 10 })).toEqual([rows[0]?.id]);
@@ -200,7 +206,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const { mine } = await chatOf(store);
         const change = appendOf(mine(), ['one', 'two', 'three']);
-        ok(await store.streams.commit(change));
+        ok(await outcomeOf(store.streams.admit(change)));
         const head = mine();
         expect(head.nextPosition).toBe(3);
         expect(store.streams.head(head.streamId, 'committed')?.nextPosition).toBe(3);
@@ -234,14 +240,14 @@ export function portConformance(name: string, factory: PortFactory): void {
         const decidedOn = mine();
         const first = appendOf(decidedOn, ['a']);
         const second = appendOf(decidedOn, ['b']);
-        const [o1, o2] = await Promise.all([store.streams.commit(first), store.streams.commit(second)]);
+        const [o1, o2] = await Promise.all([outcomeOf(store.streams.admit(first)), outcomeOf(store.streams.admit(second))]);
         ok(o1);
         expect(o2.status).toBe('stale');
         expect(o2.status === 'stale' ? o2.head?.nextPosition : null).toBe(1);
         expect((await collect(store.streams.records(decidedOn, 1, 0, 5))).map((r) => r.record)).toEqual(first.records);
         expect(await store.streams.findOperation(decidedOn.streamId, second.operation.operationId)).toBeUndefined();
         // Decided again on the head it was given, it commits.
-        ok(await store.streams.commit(appendOf(mine(), ['b'], second.operation.operationId)));
+        ok(await outcomeOf(store.streams.admit(appendOf(mine(), ['b'], second.operation.operationId))));
         expect(mine().nextPosition).toBe(2);
       });
 
@@ -254,7 +260,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         const staleX = appendOf(x0, ['x-stale']);
         const okY = appendOf(y.mine(), ['y1']);
         const okY2 = appendOf(y.theirs(), ['y2']);
-        const outcomes = await Promise.all([okX, staleX, okY, okY2].map((c) => store.streams.commit(c)));
+        const outcomes = await Promise.all([okX, staleX, okY, okY2].map((c) => outcomeOf(store.streams.admit(c))));
         expect(outcomes.map((o) => o.status)).toEqual(['ok', 'stale', 'ok', 'ok']);
         expect(x.mine().nextPosition).toBe(1);
         expect(y.mine().nextPosition).toBe(1);
@@ -273,10 +279,10 @@ export function portConformance(name: string, factory: PortFactory): void {
         for (const t of ['x1', 'x2', 'x3']) {
           const c = appendOf(x.mine(), [t]);
           changes.push(c);
-          commits.push(store.streams.commit(c));
+          commits.push(outcomeOf(store.streams.admit(c)));
         }
         const other = appendOf(y.mine(), ['y1']);
-        commits.push(store.streams.commit(other));
+        commits.push(outcomeOf(store.streams.admit(other)));
         expect((await Promise.all(commits)).map((o) => o.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
         expect(store.streams.head(x.mine().streamId, 'committed')?.nextPosition).toBe(3);
         const stored = await collect(store.streams.records(x.mine(), 1, 0, 5));
@@ -289,36 +295,42 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const { mine } = await chatOf(store);
         const first = appendOf(mine(), ['a', 'b']);
-        ok(await store.streams.commit(first));
-        ok(await store.streams.commit(appendOf(mine(), ['c'])));
+        ok(await outcomeOf(store.streams.admit(first)));
+        ok(await outcomeOf(store.streams.admit(appendOf(mine(), ['c']))));
         const reused = appendOf(mine(), ['other'], first.operation.operationId);
-        expect(await store.streams.commit(reused)).toEqual({ status: 'duplicate', what: 'operation', operation: first.operation });
+        expect(await outcomeOf(store.streams.admit(reused))).toEqual({
+          status: 'duplicate',
+          what: 'operation',
+          operation: first.operation,
+        });
         expect(mine().nextPosition).toBe(3);
         // Still taken after the stream moved past its records' generation start and was trimmed
         // only partly (an operation is answered while its records exist).
         const head = mine();
         ok(
-          await store.streams.commit({
-            kind: 'trim',
-            expect: expectOf(head),
-            next: { ...cloneMeta(head), firstPosition: 1 },
-            fromPosition: 0,
-          }),
+          await outcomeOf(
+            store.streams.admit({
+              kind: 'trim',
+              expect: expectOf(head),
+              next: { ...cloneMeta(head), firstPosition: 1 },
+              fromPosition: 0,
+            }),
+          ),
         );
         await store.streams.sweepTrimmed(head.streamId, 1, 1);
         expect(await store.streams.findOperation(head.streamId, first.operation.operationId)).toEqual(first.operation);
-        expect((await store.streams.commit(appendOf(mine(), ['x'], first.operation.operationId))).status).toBe('duplicate');
+        expect((await outcomeOf(store.streams.admit(appendOf(mine(), ['x'], first.operation.operationId)))).status).toBe('duplicate');
       });
 
       it('a clientMessageId is unique in its generation: a duplicate names its position; the next generation takes it again', async () => {
         const { store } = await fresh();
         const { mine } = await chatOf(store);
         const first = appendOf(mine(), ['a', 'b']);
-        ok(await store.streams.commit(first));
+        ok(await outcomeOf(store.streams.admit(first)));
         const [, [takenId, takenAt] = ['', 0]] = first.messageIds;
         const clash = appendOf(mine(), ['c']);
         clash.messageIds = [[takenId, mine().nextPosition]];
-        expect(await store.streams.commit(clash)).toEqual({
+        expect(await outcomeOf(store.streams.admit(clash))).toEqual({
           status: 'duplicate',
           what: 'messageId',
           clientMessageId: takenId,
@@ -334,10 +346,10 @@ export function portConformance(name: string, factory: PortFactory): void {
         reset.firstPosition = 0;
         reset.nextPosition = 0;
         reset.writer = { ...reset.writer, epoch: head.writer.epoch + 1, active: false, tokenHash: null };
-        ok(await store.streams.commit({ kind: 'reset', expect: expectOf(head), next: reset }));
+        ok(await outcomeOf(store.streams.admit({ kind: 'reset', expect: expectOf(head), next: reset })));
         const again = appendOf(mine(), ['c']);
         again.messageIds = [[takenId, 0]];
-        ok(await store.streams.commit(again));
+        ok(await outcomeOf(store.streams.admit(again)));
         expect(store.streams.messagePosition(head.streamId, 2, takenId)).toBe(0);
         expect(store.streams.messagePosition(head.streamId, 1, takenId)).toBe(takenAt);
       });
@@ -347,12 +359,12 @@ export function portConformance(name: string, factory: PortFactory): void {
       it('a claim moves the epoch and writes its fence; an append decided on the old epoch is stale', async () => {
         const { store } = await fresh();
         const { mine } = await chatOf(store);
-        ok(await store.streams.commit(appendOf(mine(), ['a'])));
+        ok(await outcomeOf(store.streams.admit(appendOf(mine(), ['a']))));
         const before = mine();
         const late = appendOf(before, ['late']);
         const claim = claimOf(before);
         // The claim is admitted first; the append decided before it must not pass.
-        const [c, a] = await Promise.all([store.streams.commit(claim), store.streams.commit(late)]);
+        const [c, a] = await Promise.all([outcomeOf(store.streams.admit(claim)), outcomeOf(store.streams.admit(late))]);
         ok(c);
         expect(a.status).toBe('stale');
         expect(mine()).toMatchObject({ nextPosition: 2, writer: { epoch: 1, active: true } });
@@ -361,11 +373,11 @@ export function portConformance(name: string, factory: PortFactory): void {
         const head = mine();
         const oldEpoch = appendOf(head, ['b']);
         oldEpoch.expect = { ...oldEpoch.expect, writerEpoch: 0 };
-        expect((await store.streams.commit(oldEpoch)).status).toBe('stale');
-        ok(await store.streams.commit(appendOf(mine(), ['b'])));
+        expect((await outcomeOf(store.streams.admit(oldEpoch))).status).toBe('stale');
+        ok(await outcomeOf(store.streams.admit(appendOf(mine(), ['b']))));
         const release = cloneMeta(mine());
         release.writer = { ...release.writer, active: false, tokenHash: null };
-        ok(await store.streams.commit({ kind: 'release', expect: expectOf(mine()), next: release }));
+        ok(await outcomeOf(store.streams.admit({ kind: 'release', expect: expectOf(mine()), next: release })));
         expect(store.streams.head(head.streamId, 'committed')?.writer).toMatchObject({ epoch: 1, active: false, tokenHash: null });
         expect(store.counts().records).toBe(3);
       });
@@ -376,14 +388,16 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const { mine } = await chatOf(store);
         const op1 = appendOf(mine(), ['a', 'b']);
-        ok(await store.streams.commit(op1));
+        ok(await outcomeOf(store.streams.admit(op1)));
         const op2 = appendOf(mine(), ['c', 'd']);
-        ok(await store.streams.commit(op2));
+        ok(await outcomeOf(store.streams.admit(op2)));
         const head = mine();
         const next = { ...cloneMeta(head), firstPosition: 3 };
         // A trim decided on an old retained start is stale.
-        expect((await store.streams.commit({ kind: 'trim', expect: expectOf(head), next, fromPosition: 1 })).status).toBe('stale');
-        ok(await store.streams.commit({ kind: 'trim', expect: expectOf(head), next, fromPosition: 0 }));
+        expect((await outcomeOf(store.streams.admit({ kind: 'trim', expect: expectOf(head), next, fromPosition: 1 }))).status).toBe(
+          'stale',
+        );
+        ok(await outcomeOf(store.streams.admit({ kind: 'trim', expect: expectOf(head), next, fromPosition: 0 })));
         expect(store.streams.head(head.streamId, 'committed')?.firstPosition).toBe(3);
         await store.streams.sweepTrimmed(head.streamId, 1, 3);
         expect((await collect(store.streams.records(head, 1, 0, 4))).map((r) => r.position)).toEqual([3]);
@@ -396,11 +410,37 @@ export function portConformance(name: string, factory: PortFactory): void {
         expect(await store.streams.sweepTrimmed(head.streamId, 1, 3)).toEqual({ records: 0, operations: 0, messageIds: 0 });
       });
 
+      it('a trim deletes at most TRIM_DELETE_BATCH records in its commit (the one carrying every other append); the sweep deletes the rest', async () => {
+        const { store } = await fresh();
+        const { mine } = await chatOf(store);
+        const n = TRIM_DELETE_BATCH + 2;
+        ok(
+          await outcomeOf(
+            store.streams.admit(
+              appendOf(
+                mine(),
+                Array.from({ length: n }, (_, i) => `m${i}`),
+              ),
+            ),
+          ),
+        );
+        const head = mine();
+        ok(
+          await outcomeOf(
+            store.streams.admit({ kind: 'trim', expect: expectOf(head), next: { ...cloneMeta(head), firstPosition: n }, fromPosition: 0 }),
+          ),
+        );
+        // Readers never see them (they read from the head's firstPosition); the store still holds the rest.
+        expect((await collect(store.streams.records(head, 1, 0, n))).map((r) => r.position)).toEqual([n - 2, n - 1]);
+        expect((await store.streams.sweepTrimmed(head.streamId, 1, n)).records).toBe(2);
+        expect((await store.streams.sweepTrimmed(head.streamId, 1, n)).records).toBe(0);
+      });
+
       it('a reset seals the generation and starts the next at 0; the sealed records stay readable', async () => {
         const { store } = await fresh();
         const { mine } = await chatOf(store);
         const op = appendOf(mine(), ['a', 'b']);
-        ok(await store.streams.commit(op));
+        ok(await outcomeOf(store.streams.admit(op)));
         const head = mine();
         const next = cloneMeta(head);
         next.sealed.push({ generation: 1, firstPosition: 0, nextPosition: 2, sealedAt: now(), reason: 'test' });
@@ -408,8 +448,8 @@ export function portConformance(name: string, factory: PortFactory): void {
         next.writer = { ...next.writer, epoch: 1, active: false, tokenHash: null };
         const stale = appendOf(head, ['late']);
         const [r, a] = await Promise.all([
-          store.streams.commit({ kind: 'reset', expect: expectOf(head), next }),
-          store.streams.commit(stale),
+          outcomeOf(store.streams.admit({ kind: 'reset', expect: expectOf(head), next })),
+          outcomeOf(store.streams.admit(stale)),
         ]);
         ok(r);
         expect(a.status).toBe('stale');
@@ -417,7 +457,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         expect(store.streams.head(head.streamId, 'committed')?.sealed).toHaveLength(1);
         expect((await collect(store.streams.records(head, 1, 0, 2))).map((x) => x.record)).toEqual(op.records);
         const g2 = appendOf(mine(), ['new']);
-        ok(await store.streams.commit(g2));
+        ok(await outcomeOf(store.streams.admit(g2)));
         expect((await collect(store.streams.records(head, 2, 0, 5))).map((x) => x.record)).toEqual(g2.records);
         const all = await collect(store.streams.allRecords(head));
         expect(all.map((x) => [x.generation, x.position])).toEqual([
@@ -437,7 +477,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         for (let i = 0; i < 5; i++) {
           const c = appendOf(mine(), [`m${i}`]);
           ids.push(c.operation.operationId);
-          ok(await store.streams.commit(c));
+          ok(await outcomeOf(store.streams.admit(c)));
         }
         const streamId = mine().streamId;
         expect((await collect(store.streams.opLog(streamId))).map((e) => e.operationId)).toEqual(ids);
@@ -462,25 +502,25 @@ export function portConformance(name: string, factory: PortFactory): void {
       it('agents: unique usernames, the token index follows the current token, pages in id order', async () => {
         const { store } = await fresh();
         const a = agentRow('alice');
-        ok(await store.directory.createAgent(a));
-        expect(await store.directory.createAgent({ ...agentRow('alice') })).toEqual({ status: 'duplicate', existing: a.id });
+        ok(await outcomeOf(store.directory.createAgent(a)));
+        expect(await outcomeOf(store.directory.createAgent({ ...agentRow('alice') }))).toEqual({ status: 'duplicate', existing: a.id });
         expect(store.directory.agent(a.id, 'committed')).toEqual(a);
         expect(store.directory.agentIdByUsername('alice', 'committed')).toBe(a.id);
         expect(store.directory.agentIdByToken(a.tokenHash)).toBe(a.id);
         const rotated = { ...a, tokenHash: id('th') };
-        ok(await store.directory.updateAgent(rotated, a));
+        ok(await outcomeOf(store.directory.updateAgent(rotated, a)));
         expect(store.directory.agent(a.id, 'committed')).toEqual(rotated);
         expect(store.directory.agentIdByToken(a.tokenHash)).toBeUndefined();
         expect(store.directory.agentIdByToken(rotated.tokenHash)).toBe(a.id);
         // Disabled: its token finds no enabled agent (PostgreSQL deletes the index entry, which
         // its commits check; LevelDB keeps it, and every session check reads the row).
         const disabled = { ...rotated, disabled: true };
-        ok(await store.directory.updateAgent(disabled, rotated));
+        ok(await outcomeOf(store.directory.updateAgent(disabled, rotated)));
         expect(store.directory.agent(a.id, 'committed')).toEqual(disabled);
         const holder = store.directory.agentIdByToken(rotated.tokenHash);
         expect(holder === undefined || store.directory.agent(holder, 'committed')?.disabled === true).toBe(true);
         const more = [agentRow(), agentRow(), agentRow()];
-        for (const r of more) ok(await store.directory.createAgent(r));
+        for (const r of more) ok(await outcomeOf(store.directory.createAgent(r)));
         const sorted = [a.id, ...more.map((r) => r.id)].sort();
         const first = await store.directory.agents({ limit: 2 });
         expect(first.map((r) => r.id)).toEqual(sorted.slice(0, 2));
@@ -492,11 +532,11 @@ export function portConformance(name: string, factory: PortFactory): void {
       it('grants: one per direction, overwritten in place, deleted, listed by (agent, peer)', async () => {
         const { store } = await fresh();
         const [a, b, c] = [agentRow(), agentRow(), agentRow()];
-        for (const r of [a, b, c]) ok(await store.directory.createAgent(r));
+        for (const r of [a, b, c]) ok(await outcomeOf(store.directory.createAgent(r)));
         const g = (x: AgentRow, y: AgentRow) => ({ agentId: x.id, peerAgentId: y.id, grantedAt: now() });
-        ok(await store.directory.putGrant(g(a, b)));
-        ok(await store.directory.putGrant(g(a, c)));
-        ok(await store.directory.putGrant(g(b, a)));
+        ok(await outcomeOf(store.directory.putGrant(g(a, b))));
+        ok(await outcomeOf(store.directory.putGrant(g(a, c))));
+        ok(await outcomeOf(store.directory.putGrant(g(b, a))));
         expect(store.directory.grant(a.id, b.id, 'admitted')?.peerAgentId).toBe(b.id);
         expect(store.directory.grant(b.id, c.id, 'admitted')).toBeUndefined();
         const own = await store.directory.grants(a.id, { limit: 10 });
@@ -513,7 +553,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         const after = firstTwo[1];
         if (!after) throw new Error('no grant');
         expect(await store.directory.grants(undefined, { after: [after.agentId, after.peerAgentId], limit: 10 })).toEqual(all.slice(2));
-        ok(await store.directory.deleteGrant(a.id, b.id));
+        ok(await outcomeOf(store.directory.deleteGrant(a.id, b.id)));
         expect(store.directory.grant(a.id, b.id, 'admitted')).toBeUndefined();
         expect(store.directory.grant(a.id, b.id, 'committed')).toBeUndefined();
         expect(await store.directory.damaged()).toEqual({ tokenIndex: [], grants: [] });
@@ -525,9 +565,9 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const d = store.directory;
         const a = agentRow('dora');
-        const created = d.createAgent(a);
+        const created = outcomeOf(d.createAgent(a));
         // Admitted in the same turn, before the first is durable: the username is already taken.
-        const twin = d.createAgent(agentRow('dora'));
+        const twin = outcomeOf(d.createAgent(agentRow('dora')));
         expect(d.agentPending(a.id)).toBe(true);
         expect(d.agent(a.id, 'admitted')).toEqual(a);
         expect(d.agent(a.id, 'committed')).toBeUndefined();
@@ -541,9 +581,9 @@ export function portConformance(name: string, factory: PortFactory): void {
         expect(store.counts().agents).toBe(1);
 
         const b = agentRow();
-        ok(await d.createAgent(b));
+        ok(await outcomeOf(d.createAgent(b)));
         const grant = { agentId: a.id, peerAgentId: b.id, grantedAt: now() };
-        const put = d.putGrant(grant);
+        const put = outcomeOf(d.putGrant(grant));
         expect(d.grantPending(a.id, b.id)).toBe(true);
         expect(d.grant(a.id, b.id, 'admitted')).toEqual(grant);
         expect(d.grant(a.id, b.id, 'committed')).toBeUndefined();
@@ -551,7 +591,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         expect(d.grant(a.id, b.id, 'committed')).toEqual(grant);
         ok(await put);
         expect(d.grantPending(a.id, b.id)).toBe(false);
-        const removed = d.deleteGrant(a.id, b.id);
+        const removed = outcomeOf(d.deleteGrant(a.id, b.id));
         expect(d.grant(a.id, b.id, 'admitted')).toBeUndefined();
         expect(d.grant(a.id, b.id, 'committed')).toEqual(grant);
         ok(await removed);
@@ -559,7 +599,7 @@ export function portConformance(name: string, factory: PortFactory): void {
 
         const [x, y] = [a, b].sort((p, q) => (p.id < q.id ? -1 : 1)) as [AgentRow, AgentRow];
         const row: ChatRow = { id: id('chat_'), agentAId: x.id, agentBId: y.id, createdAt: now() };
-        const chat = d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]);
+        const chat = outcomeOf(d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]));
         expect(d.chatOfPair(x.id, y.id, 'admitted')).toBe(row.id);
         expect(d.chatOfPair(x.id, y.id, 'committed')).toBeUndefined();
         await d.pairDurable(x.id, y.id);
@@ -572,14 +612,14 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const d = store.directory;
         const a = agentRow();
-        ok(await d.createAgent(a));
+        ok(await outcomeOf(d.createAgent(a)));
         const ids: string[] = [];
         for (let i = 0; i < 3; i++) {
           const peer = agentRow();
-          ok(await d.createAgent(peer));
+          ok(await outcomeOf(d.createAgent(peer)));
           const [x, y] = [a, peer].sort((p, q) => (p.id < q.id ? -1 : 1)) as [AgentRow, AgentRow];
           const row: ChatRow = { id: id('chat_'), agentAId: x.id, agentBId: y.id, createdAt: now() };
-          ok(await d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]));
+          ok(await outcomeOf(d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())])));
           ids.push(row.id);
         }
         ids.sort();
@@ -614,7 +654,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const rows = Array.from({ length: 1_200 }, (_, i) => agentRow(`pg${String(i).padStart(5, '0')}-${id('')}`));
         for (let i = 0; i < rows.length; i += 64)
-          for (const o of await Promise.all(rows.slice(i, i + 64).map((r) => store.directory.createAgent(r)))) ok(o);
+          for (const o of await Promise.all(rows.slice(i, i + 64).map((r) => outcomeOf(store.directory.createAgent(r))))) ok(o);
         const pages = await allPages<AgentRow, string>(
           (after) => store.directory.agents({ ...(after === undefined ? {} : { after }), limit: 500 }),
           (last) => last.id,
@@ -630,17 +670,17 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const d = store.directory;
         const [a, other] = [agentRow(), agentRow()];
-        ok(await d.createAgent(a));
-        ok(await d.createAgent(other));
+        ok(await outcomeOf(d.createAgent(a)));
+        ok(await outcomeOf(d.createAgent(other)));
         const peers = Array.from({ length: 520 }, () => agentRow());
         for (let i = 0; i < peers.length; i += 64)
-          for (const o of await Promise.all(peers.slice(i, i + 64).map((r) => d.createAgent(r)))) ok(o);
+          for (const o of await Promise.all(peers.slice(i, i + 64).map((r) => outcomeOf(d.createAgent(r))))) ok(o);
         for (let i = 0; i < peers.length; i += 64)
           for (const o of await Promise.all(
-            peers.slice(i, i + 64).map((p) => d.putGrant({ agentId: a.id, peerAgentId: p.id, grantedAt: now() })),
+            peers.slice(i, i + 64).map((p) => outcomeOf(d.putGrant({ agentId: a.id, peerAgentId: p.id, grantedAt: now() }))),
           ))
             ok(o);
-        ok(await d.putGrant({ agentId: other.id, peerAgentId: a.id, grantedAt: now() }));
+        ok(await outcomeOf(d.putGrant({ agentId: other.id, peerAgentId: a.id, grantedAt: now() })));
         const cursor = (g: { agentId: string; peerAgentId: string }): [string, string] => [g.agentId, g.peerAgentId];
         const own = await allPages((after) => d.grants(a.id, { ...(after === undefined ? {} : { after }), limit: 500 }), cursor, 500);
         expect(own.map((p) => p.length)).toEqual([500, 20]);
@@ -660,10 +700,10 @@ export function portConformance(name: string, factory: PortFactory): void {
         const { store } = await fresh();
         const d = store.directory;
         const a = agentRow();
-        ok(await d.createAgent(a));
+        ok(await outcomeOf(d.createAgent(a)));
         const peers = Array.from({ length: 520 }, () => agentRow());
         for (let i = 0; i < peers.length; i += 64)
-          for (const o of await Promise.all(peers.slice(i, i + 64).map((r) => d.createAgent(r)))) ok(o);
+          for (const o of await Promise.all(peers.slice(i, i + 64).map((r) => outcomeOf(d.createAgent(r))))) ok(o);
         const chatIds: string[] = [];
         for (let i = 0; i < peers.length; i += 64) {
           const outcomes = await Promise.all(
@@ -671,7 +711,7 @@ export function portConformance(name: string, factory: PortFactory): void {
               const [x, y] = [a, peer].sort((p, q) => (p.id < q.id ? -1 : 1)) as [AgentRow, AgentRow];
               const row: ChatRow = { id: id('chat_'), agentAId: x.id, agentBId: y.id, createdAt: now() };
               chatIds.push(row.id);
-              return d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]);
+              return outcomeOf(d.createChat(row, [newStreamMeta(row.id, x.id, y.id, now()), newStreamMeta(row.id, y.id, x.id, now())]));
             }),
           );
           for (const o of outcomes) ok(o);
@@ -700,7 +740,7 @@ export function portConformance(name: string, factory: PortFactory): void {
         for (let i = 0; i < 520; i++) {
           const c = appendOf(mine(), [`m${i}`]);
           ids.push(c.operation.operationId);
-          ok(await store.streams.commit(c));
+          ok(await outcomeOf(store.streams.admit(c)));
         }
         const streamId = mine().streamId;
         const pages = await allPages<
@@ -760,27 +800,122 @@ export function portConformance(name: string, factory: PortFactory): void {
         const p = await fresh();
         if (!p.failNextCommit) return;
         const { store } = p;
-        const { mine } = await chatOf(store);
+        const made = await chatOf(store);
+        const { mine } = made;
         await p.failNextCommit();
-        const outcome = await store.streams.commit(appendOf(mine(), ['lost?']));
+        // Two appends of two streams in the group that fails: each answered with an error of its own
+        // (a caller adds its operation id to the error it is given).
+        const [outcome, other] = await Promise.all([
+          outcomeOf(store.streams.admit(appendOf(mine(), ['lost?']))),
+          outcomeOf(store.streams.admit(appendOf(made.theirs(), ['lost too?']))),
+        ]);
         expect(outcome.status).toBe('unknown');
-        expect(outcome.status === 'unknown' ? outcome.error : null).toMatchObject({ type: 'STORAGE_FAILURE' });
+        expect(other.status).toBe('unknown');
+        expect(outcome.status === 'unknown' && other.status === 'unknown' && outcome.error !== other.error).toBe(true);
+        expect(outcome.status === 'unknown' ? outcome.error : null).toMatchObject({
+          type: 'STORAGE_FAILURE',
+          details: { reason: 'WRITE_FAILED', outcome: 'unknown' },
+        });
+        // One wording on every backend: only the engine's cause differs.
+        const [before, after] = writeFailed('CAUSE').message.split('CAUSE') as [string, string];
+        const message = outcome.status === 'unknown' ? outcome.error.message : '';
+        expect(message.startsWith(before) && message.endsWith(after), message).toBe(true);
         expect(store.readOnly).toBe(true);
-        await expect(store.directory.createAgent(agentRow())).rejects.toMatchObject({ type: 'STORAGE_FAILURE' });
-        expect(() => {
-          store.assertWritable();
-        }).toThrow();
+        // Every write of either half is refused (READ_ONLY, nothing written), whichever half failed.
+        const { a, b, row, theirs } = made;
+        const refusals: Record<string, () => unknown> = {
+          admit: () => store.streams.admit(appendOf(theirs(), ['after'])),
+          createAgent: () => store.directory.createAgent(agentRow()),
+          updateAgent: () => store.directory.updateAgent({ ...a, name: 'renamed' }, a),
+          putGrant: () => store.directory.putGrant({ agentId: a.id, peerAgentId: b.id, grantedAt: now() }),
+          deleteGrant: () => store.directory.deleteGrant(a.id, b.id),
+          createChat: () => store.directory.createChat({ ...row, id: id('chat_') }, [theirs(), mine()]),
+          assertWritable: () => {
+            store.assertWritable();
+          },
+        };
+        for (const [name, write] of Object.entries(refusals)) {
+          let thrown: unknown;
+          try {
+            write();
+          } catch (err) {
+            thrown = err;
+          }
+          expect(thrown, name).toMatchObject({ type: 'STORAGE_FAILURE', details: { reason: 'READ_ONLY', outcome: 'not-written' } });
+        }
+        await expect(store.streams.sweepTrimmed(theirs().streamId, 1, 1)).rejects.toMatchObject({ details: { reason: 'READ_ONLY' } });
+        expect(store.directory.agent(a.id, 'committed')?.name).toBe(a.name);
       });
 
-      it('a closing store refuses writes', async () => {
+      it('a closing store refuses every read (nothing read) and every write (nothing written) with SHUTTING_DOWN, in one wording', async () => {
         const p = await fresh();
         const { store } = p;
-        const { mine } = await chatOf(store);
+        const { a, mine } = await chatOf(store);
+        const op = appendOf(mine(), ['a']);
+        ok(await outcomeOf(store.streams.admit(op)));
         const head = mine();
+        const { streamId } = head;
         open.splice(open.indexOf(p), 1);
         const closing = p.close();
         expect(store.stopping).toBe(true);
-        await expect(store.streams.commit(appendOf(head, ['late']))).rejects.toMatchObject({ type: 'STORAGE_FAILURE' });
+        const read = errors.shuttingDown(null, null);
+        const refusedRead = { type: 'STORAGE_FAILURE', message: read.message, details: read.details };
+        const reads: Record<string, () => Promise<unknown>> = {
+          streamIds: () => collect(store.streams.streamIds()),
+          records: () => collect(store.streams.records(head, 1, 0, 5)),
+          record: () => store.streams.record(head, 1, 0),
+          allRecords: () => collect(store.streams.allRecords(head)),
+          operationStatus: () => store.streams.operationStatus(streamId, op.operation.operationId),
+          findOperation: () => store.streams.findOperation(streamId, op.operation.operationId),
+          opLog: () => collect(store.streams.opLog(streamId)),
+          operationIds: () => collect(store.streams.operationIds(streamId)),
+          messageIds: () => collect(store.streams.messageIds(streamId, 1)),
+          approximateBytes: () => store.streams.approximateBytes(streamId),
+          agents: () => store.directory.agents({ limit: 10 }),
+          grants: () => store.directory.grants(undefined, { limit: 10 }),
+          chatIds: () => store.directory.chatIds(a.id, { limit: 10 }),
+          damaged: () => store.directory.damaged(),
+        };
+        // All asked at once, while the store closes (not after the engine is gone).
+        const answers = await Promise.all(
+          Object.entries(reads).map(([name, r]) =>
+            Promise.resolve()
+              .then(r)
+              .then(
+                () => ({ name, answered: true }),
+                (err: unknown) => ({ name, err }),
+              ),
+          ),
+        );
+        for (const answer of answers) expect(answer, answer.name).toMatchObject({ err: refusedRead });
+        expect(() => store.streams.head(streamId, 'committed')).toThrow(read.message);
+        expect(() => store.directory.agent(a.id, 'committed')).toThrow(read.message);
+        const late = appendOf(head, ['late']);
+        const written = errors.shuttingDown(late.operation.operationId, 'not-written');
+        const refusedWrite = { type: 'STORAGE_FAILURE', message: written.message, details: written.details };
+        let thrown: unknown;
+        try {
+          await outcomeOf(store.streams.admit(late));
+        } catch (err) {
+          thrown = err;
+        }
+        expect(thrown).toMatchObject(refusedWrite);
+        thrown = undefined;
+        try {
+          await outcomeOf(store.directory.createAgent(agentRow()));
+        } catch (err) {
+          thrown = err;
+        }
+        expect(thrown).toMatchObject({
+          type: 'STORAGE_FAILURE',
+          message: written.message,
+          details: { reason: 'SHUTTING_DOWN', outcome: 'not-written' },
+        });
+        // The sweep deletes: a write, refused alike (record 0 is below 1: there is something to delete).
+        await expect(store.streams.sweepTrimmed(streamId, 1, 1)).rejects.toMatchObject({
+          message: errors.shuttingDown(null, 'not-written').message,
+          details: { reason: 'SHUTTING_DOWN', outcome: 'not-written' },
+        });
         await closing;
       });
     });

@@ -17,7 +17,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StorePort } from '../../src/daemon/store/port/store-port.js';
 import type { AgentRow, ChatRow, StoredRecord } from '../../src/daemon/store/port/values.js';
 import { openPool, resolveStoreUrl } from '../../src/daemon/store/postgres/connection.js';
-import { DirectoryKey } from '../../src/daemon/store/postgres/directory.js';
 import { encodeRow, RowKey } from '../../src/daemon/store/postgres/row-codec.js';
 import { openPostgresStore, type PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import { newStreamMeta } from '../../src/daemon/store/stream-meta.js';
@@ -26,6 +25,7 @@ import { FileDatabases } from '../helpers/run-pg.js';
 import { silentLog } from '../helpers/in-process-store.js';
 import { waitFor } from '../helpers/wait.js';
 import { portConformance } from './port-conformance.js';
+import { outcomeOf } from '../../src/daemon/store/port/stream-port.js';
 
 if (!pgAvailable()) {
   // Only off CI (CI installs PostgreSQL and pgAvailable() is then always true).
@@ -159,7 +159,7 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       const { a, b, database } = await daemons();
       const [x, y] = [agentRow('carol'), agentRow('carol')];
       // Neither cache knows the other's admission: the unique constraint decides in the transaction.
-      const [ox, oy] = await Promise.all([a.directory.createAgent(x), b.directory.createAgent(y)]);
+      const [ox, oy] = await Promise.all([outcomeOf(a.directory.createAgent(x)), outcomeOf(b.directory.createAgent(y))]);
       const outcomes = [ox, oy].map((o) => o.status).sort();
       expect(outcomes).toEqual(['duplicate', 'ok']);
       const winner = ox.status === 'ok' ? x : y;
@@ -171,16 +171,19 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       expect(await cluster!.psql(`select count(*) from usernames where username = 'carol'`, database)).toBe('1');
       expect(await cluster!.psql('select count(*) from agents', database)).toBe('1');
       // And once it knows, its own admission answers the duplicate without a transaction.
-      expect(await loser.directory.createAgent(agentRow('carol'))).toEqual({ status: 'duplicate', existing: winner.id });
+      expect(await outcomeOf(loser.directory.createAgent(agentRow('carol')))).toEqual({ status: 'duplicate', existing: winner.id });
     });
 
     it('two daemons creating the same pair at once make one chat; the other finds it, with its heads', async () => {
       const { a, b, database } = await daemons();
       const [p, q] = [agentRow(), agentRow()];
-      expect(await a.directory.createAgent(p)).toEqual({ status: 'ok' });
-      expect(await a.directory.createAgent(q)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(p))).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(q))).toEqual({ status: 'ok' });
       const [ra, rb] = [chatRow(p, q), chatRow(p, q)];
-      const [oa, ob] = await Promise.all([a.directory.createChat(ra, headsOf(ra)), b.directory.createChat(rb, headsOf(rb))]);
+      const [oa, ob] = await Promise.all([
+        outcomeOf(a.directory.createChat(ra, headsOf(ra))),
+        outcomeOf(b.directory.createChat(rb, headsOf(rb))),
+      ]);
       expect([oa.status, ob.status].sort()).toEqual(['duplicate', 'ok']);
       const won = oa.status === 'ok' ? ra : rb;
       const lost = oa.status === 'ok' ? rb : ra;
@@ -200,34 +203,34 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
     it("an agent, a token rotation, a grant and a chat made through one daemon reach the other's synchronous reads", async () => {
       const { a, b, database } = await daemons();
       const [p, q] = [agentRow(), agentRow()];
-      expect(await a.directory.createAgent(p)).toEqual({ status: 'ok' });
-      expect(await a.directory.createAgent(q)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(p))).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(q))).toEqual({ status: 'ok' });
       await waitFor(() => b.directory.agentIdByToken(q.tokenHash) === q.id, 'b to learn the token of q');
       expect(b.directory.agent(p.id, 'committed')).toEqual(p);
       expect(b.directory.agentIdByUsername(p.username, 'committed')).toBe(p.id);
       expect(b.counts().agents).toBe(2);
 
       const rotated = { ...p, tokenHash: id('th') };
-      expect(await a.directory.updateAgent(rotated, p)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.updateAgent(rotated, p))).toEqual({ status: 'ok' });
       await waitFor(() => b.directory.agentIdByToken(rotated.tokenHash) === p.id, 'b to learn the new token');
       expect(b.directory.agentIdByToken(p.tokenHash)).toBeUndefined();
       expect(b.directory.agent(p.id, 'committed')).toEqual(rotated);
       // A disable deletes the token row (the commits of every daemon check it): b forgets the token.
       const disabled = { ...rotated, disabled: true };
-      expect(await a.directory.updateAgent(disabled, rotated)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.updateAgent(disabled, rotated))).toEqual({ status: 'ok' });
       await waitFor(() => b.directory.agent(p.id, 'committed')?.disabled === true, 'b to learn the disable');
       expect(b.directory.agentIdByToken(rotated.tokenHash)).toBeUndefined();
       expect(await cluster!.psql(`select count(*) from tokens where agent_id = '${p.id}'`, database)).toBe('0');
 
       const grant = { agentId: p.id, peerAgentId: q.id, grantedAt: now() };
-      expect(await a.directory.putGrant(grant)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.putGrant(grant))).toEqual({ status: 'ok' });
       await waitFor(() => b.directory.grant(p.id, q.id, 'admitted'), 'b to see the grant');
       expect(b.directory.grant(p.id, q.id, 'committed')).toEqual(grant);
-      expect(await a.directory.deleteGrant(p.id, q.id)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.deleteGrant(p.id, q.id))).toEqual({ status: 'ok' });
       await waitFor(() => b.directory.grant(p.id, q.id, 'committed') === undefined, 'b to see the grant go');
 
       const row = chatRow(p, q);
-      expect(await a.directory.createChat(row, headsOf(row))).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createChat(row, headsOf(row)))).toEqual({ status: 'ok' });
       await waitFor(() => b.directory.chat(row.id), 'b to see the chat');
       expect(b.directory.chatOfPair(row.agentAId, row.agentBId, 'committed')).toBe(row.id);
       for (const h of headsOf(row)) expect(b.streams.head(h.streamId, 'committed')).toEqual(h);
@@ -235,24 +238,24 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
       expect(b.counts()).toMatchObject({ agents: 2, chats: 1, streams: 2 });
       // b's own create-or-find of the pair now answers a's chat, without a transaction.
       const again = chatRow(p, q);
-      expect(await b.directory.createChat(again, headsOf(again))).toEqual({ status: 'duplicate', existing: row.id });
+      expect(await outcomeOf(b.directory.createChat(again, headsOf(again)))).toEqual({ status: 'duplicate', existing: row.id });
     });
 
     it('a chat committed elsewhere whose notice never came is loaded when a page lists it', async () => {
       const { a, b, database } = await daemons();
       const [p, q] = [agentRow(), agentRow()];
-      expect(await a.directory.createAgent(p)).toEqual({ status: 'ok' });
-      expect(await a.directory.createAgent(q)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(p))).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(q))).toEqual({ status: 'ok' });
       const row = chatRow(p, q);
       // Written as a daemon would, but without its pg_notify: b cannot have heard of it.
       const sql = openPool(resolveStoreUrl(cluster!.url(database)), { max: 1 });
       try {
         await sql.begin(async (tx) => {
-          await tx`insert into chats (chat_id, body) values (${row.id}, ${encodeRow(DirectoryKey.chat(row.id), row)})`;
+          await tx`insert into chats (chat_id, body) values (${row.id}, ${encodeRow(RowKey.chat(row.id), row)})`;
           await tx`insert into pairs (a, b, chat_id, body)
-            values (${row.agentAId}, ${row.agentBId}, ${row.id}, ${encodeRow(DirectoryKey.pair(row.agentAId, row.agentBId), row.id)})`;
+            values (${row.agentAId}, ${row.agentBId}, ${row.id}, ${encodeRow(RowKey.pair(row.agentAId, row.agentBId), row.id)})`;
           for (const m of [row.agentAId, row.agentBId])
-            await tx`insert into members (agent_id, chat_id, body) values (${m}, ${row.id}, ${encodeRow(DirectoryKey.member(m, row.id), '')})`;
+            await tx`insert into members (agent_id, chat_id, body) values (${m}, ${row.id}, ${encodeRow(RowKey.member(m, row.id), '')})`;
           for (const h of headsOf(row))
             await tx`insert into heads (stream_id, chat_id, author, peer, generation, first_position, next_position, writer_epoch, meta)
               values (${h.streamId}, ${h.chatId}, ${h.authorAgentId}, ${h.peerAgentId}, 1, 0, 0, 0, ${encodeRow(RowKey.head(h.streamId), h)})`;
@@ -272,10 +275,10 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
     it('appends committed through one daemon are counted by the other once their notice arrives', async () => {
       const { a, b } = await daemons();
       const [p, q] = [agentRow(), agentRow()];
-      expect(await a.directory.createAgent(p)).toEqual({ status: 'ok' });
-      expect(await a.directory.createAgent(q)).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(p))).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createAgent(q))).toEqual({ status: 'ok' });
       const row = chatRow(p, q);
-      expect(await a.directory.createChat(row, headsOf(row))).toEqual({ status: 'ok' });
+      expect(await outcomeOf(a.directory.createChat(row, headsOf(row)))).toEqual({ status: 'ok' });
       const head = a.streams.head(headsOf(row)[0].streamId, 'committed')!;
       const next = { ...structuredClone(head), nextPosition: 2 };
       const records = [0, 1].map((position): StoredRecord => ({
@@ -300,26 +303,28 @@ describe.runIf(pgAvailable())('PostgreSQL', () => {
           },
         },
       }));
-      const outcome = await a.streams.commit({
-        kind: 'append',
-        expect: { streamId: head.streamId, generation: 1, nextPosition: 0, writerEpoch: 0 },
-        next,
-        records,
-        operation: {
-          operationId: 'op1',
-          generation: 1,
-          firstPosition: 0,
-          nextPosition: 2,
-          committedAt: now(),
-          requestDigest: 'd',
-          redactions: [],
-        },
-        messageIds: [
-          ['m0', 0],
-          ['m1', 1],
-        ],
-        ready: null,
-      });
+      const outcome = await outcomeOf(
+        a.streams.admit({
+          kind: 'append',
+          expect: { streamId: head.streamId, generation: 1, nextPosition: 0, writerEpoch: 0 },
+          next,
+          records,
+          operation: {
+            operationId: 'op1',
+            generation: 1,
+            firstPosition: 0,
+            nextPosition: 2,
+            committedAt: now(),
+            requestDigest: 'd',
+            redactions: [],
+          },
+          messageIds: [
+            ['m0', 0],
+            ['m1', 1],
+          ],
+          ready: null,
+        }),
+      );
       expect(outcome).toEqual({ status: 'ok' });
       expect(a.counts().records).toBe(2);
       await waitFor(() => b.counts().records === 2, "b to count a's records");

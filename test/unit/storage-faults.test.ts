@@ -91,7 +91,7 @@ describe('Storage', () => {
     }
     expect(s.store.storage.readOnly).toBe(true);
     expect(s.store.storage.inDoubt('test/a') && s.store.storage.inDoubt('test/b')).toBe(true);
-    expect(s.store.storage.getAdmitted('test/a')).toBeUndefined();
+    expect(s.store.storage.get('test/a')).toBeUndefined();
     expect(
       storageError(() => {
         s.store.storage.assertWritable('op-1');

@@ -4,6 +4,7 @@ import { hashToken, newToken, randomId } from '../crypto/tokens.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { DirectoryOutcome } from '../store/port/directory-port.js';
 import type { StorePort } from '../store/port/store-port.js';
+import { outcomeOf } from '../store/port/stream-port.js';
 import type { AgentRow } from '../store/port/values.js';
 import { listPage, openListCursor } from './list-cursor.js';
 
@@ -72,7 +73,7 @@ export class Agents {
       createdAt: new Date().toISOString(),
       tokenHash: hashToken(token),
     };
-    const outcome = await this.#store.directory.createAgent(row);
+    const outcome = await outcomeOf(this.#store.directory.createAgent(row));
     if (outcome.status === 'duplicate') {
       throw errors.invalidParams('username', `username "${username}" is already taken: choose another`);
     }
@@ -121,7 +122,7 @@ export class Agents {
     if (!current) throw errors.notFound('agent', agentId);
     const row = { ...current };
     change(row);
-    settled(await this.#store.directory.updateAgent(row, current));
+    settled(await outcomeOf(this.#store.directory.updateAgent(row, current)));
     return row;
   }
 }

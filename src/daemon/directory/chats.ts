@@ -5,6 +5,7 @@ import type { Caller } from '../caller.js';
 import { randomId } from '../crypto/tokens.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import type { StorePort } from '../store/port/store-port.js';
+import { outcomeOf } from '../store/port/stream-port.js';
 import type { ChatRow } from '../store/port/values.js';
 import { newStreamMeta } from '../store/stream-meta.js';
 import { settled, type Agents } from './agents.js';
@@ -51,7 +52,7 @@ export class Chats {
     const row: ChatRow = { id: randomId('chat_'), agentAId, agentBId, createdAt: new Date().toISOString() };
     const metaA = newStreamMeta(row.id, agentAId, agentBId, row.createdAt);
     const metaB = newStreamMeta(row.id, agentBId, agentAId, row.createdAt);
-    const outcome = await directory.createChat(row, [metaA, metaB]);
+    const outcome = await outcomeOf(directory.createChat(row, [metaA, metaB]));
     // Another daemon created the pair's chat first: that one is the chat.
     if (outcome.status === 'duplicate') return this.#found(agentAId, agentBId, outcome.existing);
     settled(outcome);

@@ -4,6 +4,7 @@ import type { Chat } from '../../shared/types.js';
 import type { TokenCodec } from '../crypto/token-codec.js';
 import { untrustworthy } from '../store/integrity.js';
 import type { StorePort } from '../store/port/store-port.js';
+import { outcomeOf } from '../store/port/stream-port.js';
 import { settled, type Agents } from './agents.js';
 import { listPage, openListCursor } from './list-cursor.js';
 
@@ -47,7 +48,7 @@ export class Grants {
       return existing;
     }
     const grant: Grant = { agentId, peerAgentId, grantedAt: new Date().toISOString() };
-    settled(await directory.putGrant(grant));
+    settled(await outcomeOf(directory.putGrant(grant)));
     return grant;
   }
 
@@ -57,7 +58,7 @@ export class Grants {
     this.#agents.require(peerAgentId);
     const directory = this.#store.directory;
     if (directory.grant(agentId, peerAgentId, 'admitted') === undefined) return false;
-    settled(await directory.deleteGrant(agentId, peerAgentId));
+    settled(await outcomeOf(directory.deleteGrant(agentId, peerAgentId)));
     return true;
   }
 

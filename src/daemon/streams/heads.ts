@@ -4,7 +4,7 @@ import type { StoredRecord, StreamState } from '../../shared/types.js';
 import type { Directory } from '../directory/directory.js';
 import { isCorrupt, type Integrity } from '../store/integrity.js';
 import type { StorePort } from '../store/port/store-port.js';
-import type { CommitOutcome, StreamChange, StreamIdentity, StreamPort } from '../store/port/stream-port.js';
+import { outcomeOf, type CommitOutcome, type StreamChange, type StreamIdentity, type StreamPort } from '../store/port/stream-port.js';
 import { peerStreamIdOf, publicStreamState, type StreamMeta } from '../store/stream-meta.js';
 import type { WriterPresence } from './writer-presence.js';
 
@@ -132,14 +132,15 @@ export class StreamHeads {
   }
 
   /**
-   * Hand a decided change to the port: admitted in the caller's turn (everything before the
-   * port's first await runs synchronously, so the caller's checks and this admission are one
-   * step), durable when `ok` comes back, then subscribers hear of its records. `stale` and
+   * Hand a decided change to the port: admitted by the port's synchronous `admit` in the caller's
+   * turn (nothing before it awaits, so the caller's checks and this admission are one step),
+   * durable when `ok` comes back, then subscribers hear of its records. `stale` and
    * `duplicate` come back for the caller to decide again; an unknown outcome throws its
    * STORAGE_FAILURE, a denied one UNAUTHENTICATED or NO_GRANT (`deniedError`).
    */
   async commit(change: StreamChange): Promise<Exclude<CommitOutcome, { status: 'unknown' | 'denied' }>> {
-    const outcome = await this.#streams.commit(change);
+    // Admitted here, synchronously, in the caller's turn; its durability is awaited after.
+    const outcome = await outcomeOf(this.#streams.admit(change));
     if (outcome.status === 'unknown') throw outcome.error;
     if (outcome.status === 'denied') {
       // The store's directory refused the session or grant the change relied on (revoked

@@ -29,7 +29,7 @@ export class Counters {
     for await (const { key } of storage.entriesChecked<unknown>({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
       c.streams++;
       try {
-        const head = tables.head(key.slice(K.streamsPrefix.length), false);
+        const head = tables.head(key.slice(K.streamsPrefix.length));
         if (head) c.records += head.nextPosition - head.firstPosition;
       } catch {
         /* a damaged head counts no records; the head check marks it */

@@ -60,7 +60,7 @@ export async function checkStore(
     const streamId = key.slice(K.streamsPrefix.length);
     let meta: StreamMeta | undefined;
     try {
-      meta = tables.head(streamId, false);
+      meta = tables.head(streamId);
     } catch (err) {
       problem(
         'head',

@@ -3,6 +3,7 @@
  * ids never contain `/`, and numbers are zero-padded so lexicographic order is numeric
  * order, which lets range iterators read a page in O(page).
  */
+import { DirectoryKeys } from '../directory-keys.js';
 import { StreamKeys } from '../stream-keys.js';
 
 const pad = (n: number) => n.toString().padStart(16, '0');
@@ -14,17 +15,18 @@ export function prefixEnd(prefix: string): string {
 
 export const K = {
   meta: (name: string) => `meta/${name}`,
-  agent: (agentId: string) => `a/${agentId}`,
-  agentsPrefix: 'a/',
-  username: (username: string) => `u/${username}`,
-  token: (tokenHash: string) => `t/${tokenHash}`,
-  grant: (agentId: string, peerAgentId: string) => `g/${agentId}/${peerAgentId}`,
-  grantsPrefix: (agentId?: string) => (agentId === undefined ? 'g/' : `g/${agentId}/`),
-  chat: (chatId: string) => `c/${chatId}`,
-  chatsPrefix: 'c/',
-  pair: (a: string, b: string) => `p/${a}/${b}`,
-  member: (agentId: string, chatId: string) => `m/${agentId}/${chatId}`,
-  membersPrefix: (agentId: string) => `m/${agentId}/`,
+  // The keys of values: one definition for both engines (directory-keys.ts, stream-keys.ts).
+  agent: DirectoryKeys.agent,
+  agentsPrefix: DirectoryKeys.agent(''),
+  username: DirectoryKeys.username,
+  token: DirectoryKeys.token,
+  grant: DirectoryKeys.grant,
+  grantsPrefix: (agentId?: string) => (agentId === undefined ? 'g/' : DirectoryKeys.grant(agentId, '')),
+  chat: DirectoryKeys.chat,
+  chatsPrefix: DirectoryKeys.chat(''),
+  pair: DirectoryKeys.pair,
+  member: DirectoryKeys.member,
+  membersPrefix: (agentId: string) => DirectoryKeys.member(agentId, ''),
   stream: StreamKeys.stream,
   /** The part of a head every append changes (record-layout.ts `StreamTail`). */
   tail: (streamId: string) => `h/${streamId}`,

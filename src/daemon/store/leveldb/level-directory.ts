@@ -1,6 +1,7 @@
 import { YelloError } from '../../../shared/errors.js';
-import type { DirectoryOutcome, DirectoryPort, PageRequest, View } from '../port/directory-port.js';
-import type { AgentRow, ChatRow, GrantRow, StreamMeta } from '../port/values.js';
+import { DirectoryKernel } from '../port/directory-kernel.js';
+import type { DirectoryChange, DirectoryOutcome, PageRequest } from '../port/directory-port.js';
+import type { AgentRow, ChatRow, GrantRow } from '../port/values.js';
 import type { Counters } from './counters.js';
 import { damagedKeys } from './damage-scan.js';
 import { K, prefixEnd } from './key-layout.js';
@@ -10,11 +11,11 @@ import { streamMetaOp } from './stream-tables.js';
 /**
  * The directory port on one local LevelDB (store/port/directory-port.ts): agents under `a/`,
  * usernames `u/`, the token index `t/`, grants `g/`, chats `c/`, pairs `p/`, memberships `m/`.
- * Unique keys are checked against Storage's admitted overlay in the call that admits the write,
- * so the check and the admission are one synchronous step. Committed agent rows and grants are
- * cached (every RPC checks a session, every append a grant).
+ * The admission (unique keys checked against admitted state, the pending overlay) is the port
+ * kernel's (directory-kernel.ts); here are the committed reads and each write's batch. Committed
+ * agent rows and grants are cached (every RPC checks a session, every append a grant).
  */
-export class LevelDirectory implements DirectoryPort {
+export class LevelDirectory extends DirectoryKernel {
   readonly #storage: Storage;
   readonly #counters: Counters;
   /** Committed agent rows by id (filled on read, refreshed on commit). */
@@ -23,154 +24,132 @@ export class LevelDirectory implements DirectoryPort {
   readonly #grants = new Map<string, GrantRow | null>();
 
   constructor(storage: Storage, counters: Counters) {
+    super(storage.gate);
     this.#storage = storage;
     this.#counters = counters;
   }
 
-  // ---- agents ---------------------------------------------------------------------------------
+  // ---- committed reads ------------------------------------------------------------------------
 
-  agent(agentId: string, view: View): AgentRow | undefined {
-    const key = K.agent(agentId);
-    if (view === 'admitted' && this.#storage.hasPending(key)) return this.#storage.getAdmitted<AgentRow>(key);
+  protected _agent(agentId: string): AgentRow | undefined {
     const cached = this.#rows.get(agentId);
     if (cached) return cached;
-    const row = this.#storage.get<AgentRow>(key);
+    const row = this.#storage.get<AgentRow>(K.agent(agentId));
     if (row === undefined) return undefined;
     this.#rows.set(agentId, row);
     return row;
   }
 
-  agentPending(agentId: string): boolean {
-    return this.#storage.hasPending(K.agent(agentId));
+  protected _agentIdByUsername(username: string): string | undefined {
+    return this.#storage.get<string>(K.username(username));
   }
 
-  agentIdByUsername(username: string, view: View): string | undefined {
-    const key = K.username(username);
-    return view === 'admitted' ? this.#storage.getAdmitted<string>(key) : this.#storage.get<string>(key);
-  }
-
-  agentIdByToken(tokenHash: string): string | undefined {
+  protected _agentIdByToken(tokenHash: string): string | undefined {
     return this.#storage.get<string>(K.token(tokenHash));
   }
 
-  async agents(page: PageRequest<string>): Promise<AgentRow[]> {
+  protected async _agents(page: PageRequest<string>): Promise<AgentRow[]> {
     return (await this.#page<AgentRow>(K.agentsPrefix, page.after === undefined ? undefined : K.agent(page.after), page.limit)).map(
       (e) => e.value,
     );
   }
 
-  createAgent(row: AgentRow): Promise<DirectoryOutcome> {
-    return this.#admit(() => {
-      const holder = this.#storage.getAdmitted<string>(K.username(row.username));
-      if (holder !== undefined) return { status: 'duplicate', existing: holder };
-      this.#counters.agents++;
-      return [put(K.agent(row.id), row), put(K.username(row.username), row.id), put(K.token(row.tokenHash), row.id), this.#counters.op()];
-    });
-  }
-
-  updateAgent(row: AgentRow, previous: AgentRow): Promise<DirectoryOutcome> {
-    return this.#admit(
-      () => {
-        const ops: WriteOp[] = [put(K.agent(row.id), row)];
-        if (row.tokenHash !== previous.tokenHash)
-          ops.push({ type: 'del', key: K.token(previous.tokenHash) }, put(K.token(row.tokenHash), row.id));
-        return ops;
-      },
-      () => this.#rows.set(row.id, row),
-    );
-  }
-
-  // ---- grants ---------------------------------------------------------------------------------
-
-  grant(agentId: string, peerAgentId: string, view: View): GrantRow | undefined {
+  protected _grant(agentId: string, peerAgentId: string): GrantRow | undefined {
     const key = K.grant(agentId, peerAgentId);
-    if (view === 'committed') return this.#storage.get<GrantRow>(key);
-    if (!this.#storage.hasPending(key)) {
-      const cached = this.#grants.get(key);
-      if (cached !== undefined) return cached ?? undefined;
-    }
-    const grant = this.#storage.getAdmitted<GrantRow>(key) ?? null;
-    if (!this.#storage.hasPending(key)) this.#grants.set(key, grant);
+    const cached = this.#grants.get(key);
+    if (cached !== undefined) return cached ?? undefined;
+    const grant = this.#storage.get<GrantRow>(key) ?? null;
+    this.#grants.set(key, grant);
     return grant ?? undefined;
   }
 
-  grantPending(agentId: string, peerAgentId: string): boolean {
-    return this.#storage.hasPending(K.grant(agentId, peerAgentId));
-  }
-
-  grantDurable(agentId: string, peerAgentId: string): Promise<void> {
-    return this.#storage.durable(K.grant(agentId, peerAgentId));
-  }
-
-  async grants(agentId: string | undefined, page: PageRequest<[agentId: string, peerAgentId: string]>): Promise<GrantRow[]> {
+  protected async _grants(agentId: string | undefined, page: PageRequest<[agentId: string, peerAgentId: string]>): Promise<GrantRow[]> {
     const after = page.after === undefined ? undefined : K.grant(page.after[0], page.after[1]);
     return (await this.#page<GrantRow>(K.grantsPrefix(agentId), after, page.limit)).map((e) => e.value);
   }
 
-  putGrant(grant: GrantRow): Promise<DirectoryOutcome> {
-    const key = K.grant(grant.agentId, grant.peerAgentId);
-    return this.#admit(
-      () => [put(key, grant)],
-      () => this.#grants.set(key, grant),
-    );
-  }
-
-  deleteGrant(agentId: string, peerAgentId: string): Promise<DirectoryOutcome> {
-    const key = K.grant(agentId, peerAgentId);
-    return this.#admit(
-      () => [{ type: 'del', key }],
-      () => this.#grants.set(key, null),
-    );
-  }
-
-  // ---- chats ----------------------------------------------------------------------------------
-
-  chat(chatId: string): ChatRow | undefined {
+  protected _chat(chatId: string): ChatRow | undefined {
     return this.#storage.get<ChatRow>(K.chat(chatId));
   }
 
-  chatOfPair(agentAId: string, agentBId: string, view: View): string | undefined {
-    const key = K.pair(agentAId, agentBId);
-    return view === 'admitted' ? this.#storage.getAdmitted<string>(key) : this.#storage.get<string>(key);
+  protected _chatOfPair(agentAId: string, agentBId: string): string | undefined {
+    return this.#storage.get<string>(K.pair(agentAId, agentBId));
   }
 
-  pairDurable(agentAId: string, agentBId: string): Promise<void> {
-    return this.#storage.durable(K.pair(agentAId, agentBId));
-  }
-
-  createChat(row: ChatRow, heads: readonly [StreamMeta, StreamMeta]): Promise<DirectoryOutcome> {
-    return this.#admit(
-      () => {
-        const pairKey = K.pair(row.agentAId, row.agentBId);
-        const existing = this.#storage.getAdmitted<string>(pairKey);
-        if (existing !== undefined) return { status: 'duplicate', existing };
-        this.#counters.chats++;
-        this.#counters.streams += 2;
-        return [
-          put(K.chat(row.id), row),
-          put(pairKey, row.id),
-          put(K.member(row.agentAId, row.id), ''),
-          put(K.member(row.agentBId, row.id), ''),
-          streamMetaOp(heads[0]),
-          streamMetaOp(heads[1]),
-          this.#counters.op(),
-        ];
-      },
-      undefined,
-      heads.map((m) => ({ streamId: m.streamId, generation: m.generation, position: 0 })),
-    );
-  }
-
-  async chatIds(agentId: string | undefined, page: PageRequest<string>): Promise<string[]> {
+  protected async _chatIds(agentId: string | undefined, page: PageRequest<string>): Promise<string[]> {
     const prefix = agentId === undefined ? K.chatsPrefix : K.membersPrefix(agentId);
     // Values are read too: their checksum covers the key, so a damaged key is caught here.
     const entries = await this.#page<unknown>(prefix, page.after === undefined ? undefined : prefix + page.after, page.limit);
     return entries.map(({ key }) => key.slice(prefix.length));
   }
 
+  // ---- writes ---------------------------------------------------------------------------------
+
+  /** The batch of an admitted write, queued; the cached committed rows follow it once durable. */
+  protected _enqueue(change: DirectoryChange): Promise<DirectoryOutcome> {
+    let ops: WriteOp[];
+    let committed: (() => void) | undefined;
+    let touches: Array<{ streamId: string; generation: number; position: number }> = [];
+    switch (change.kind) {
+      case 'createAgent': {
+        const { row } = change;
+        this.#counters.agents++;
+        ops = [put(K.agent(row.id), row), put(K.username(row.username), row.id), put(K.token(row.tokenHash), row.id), this.#counters.op()];
+        break;
+      }
+      case 'updateAgent': {
+        const { row, previous } = change;
+        ops = [put(K.agent(row.id), row)];
+        if (row.tokenHash !== previous.tokenHash)
+          ops.push({ type: 'del', key: K.token(previous.tokenHash) }, put(K.token(row.tokenHash), row.id));
+        committed = () => this.#rows.set(row.id, row);
+        break;
+      }
+      case 'putGrant': {
+        const { grant } = change;
+        const key = K.grant(grant.agentId, grant.peerAgentId);
+        ops = [put(key, grant)];
+        committed = () => this.#grants.set(key, grant);
+        break;
+      }
+      case 'deleteGrant': {
+        const key = K.grant(change.agentId, change.peerAgentId);
+        ops = [{ type: 'del', key }];
+        committed = () => this.#grants.set(key, null);
+        break;
+      }
+      case 'createChat': {
+        const { row, heads } = change;
+        this.#counters.chats++;
+        this.#counters.streams += 2;
+        ops = [
+          put(K.chat(row.id), row),
+          put(K.pair(row.agentAId, row.agentBId), row.id),
+          put(K.member(row.agentAId, row.id), ''),
+          put(K.member(row.agentBId, row.id), ''),
+          streamMetaOp(heads[0]),
+          streamMetaOp(heads[1]),
+          this.#counters.op(),
+        ];
+        touches = heads.map((m) => ({ streamId: m.streamId, generation: m.generation, position: 0 }));
+        break;
+      }
+    }
+    return this.#storage.write(ops, touches).then(
+      (): DirectoryOutcome => {
+        committed?.();
+        return { status: 'ok' };
+      },
+      (err: unknown): DirectoryOutcome => {
+        if (err instanceof YelloError && err.type === 'STORAGE_FAILURE') return { status: 'unknown', error: err };
+        throw err;
+      },
+    );
+  }
+
   // ---- damage ---------------------------------------------------------------------------------
 
-  async damaged(): Promise<{ tokenIndex: string[]; grants: string[] }> {
+  protected async _damaged(): Promise<{ tokenIndex: string[]; grants: string[] }> {
     return { tokenIndex: await damagedKeys(this.#storage, K.token('')), grants: await damagedKeys(this.#storage, K.grantsPrefix()) };
   }
 
@@ -184,40 +163,4 @@ export class LevelDirectory implements DirectoryPort {
     for await (const entry of this.#storage.entries<T>({ ...start, lt: prefixEnd(prefix), limit })) out.push(entry);
     return out;
   }
-
-  /**
-   * Run `decide` (synchronous: the uniqueness check and the ops), queue its ops, and settle: ok
-   * once durable (then `committed` runs), unknown when the synced write failed. READ_ONLY and
-   * SHUTTING_DOWN reject with nothing written.
-   */
-  #admit(
-    decide: () => WriteOp[] | DirectoryOutcome,
-    committed?: () => void,
-    touches: Array<{ streamId: string; generation: number; position: number }> = [],
-  ): Promise<DirectoryOutcome> {
-    let written: Promise<void>;
-    try {
-      this.#storage.assertWritable();
-      const ops = decide();
-      if (!Array.isArray(ops)) return Promise.resolve(ops);
-      written = this.#storage.write(ops, touches);
-    } catch (err) {
-      return rejected(err);
-    }
-    return written.then(
-      (): DirectoryOutcome => {
-        committed?.();
-        return { status: 'ok' };
-      },
-      (err: unknown): DirectoryOutcome => {
-        if (err instanceof YelloError && err.type === 'STORAGE_FAILURE') return { status: 'unknown', error: err };
-        throw err;
-      },
-    );
-  }
-}
-
-/** A thrown value as a rejected promise (what the synchronous part of a call threw). */
-function rejected(err: unknown): Promise<never> {
-  return Promise.reject(err instanceof Error ? err : new Error(String(err)));
 }

@@ -1,59 +1,59 @@
 import { YelloError } from '../../../shared/errors.js';
 import { formatDecimal } from '../../../shared/ids.js';
+import { rejected } from '../port/gate.js';
+import { StreamKernel, TRIM_DELETE_BATCH, type Enqueued } from '../port/stream-kernel.js';
 import type { StoredRecord } from '../../../shared/types.js';
 import { isCorrupt } from '../integrity.js';
 import type {
   CommitOutcome,
-  HeadPrecondition,
   OpLogEntry,
   OperationStatus,
   StoredRecordAt,
   StreamChange,
   StreamIdentity,
-  StreamPort,
   SweepResult,
 } from '../port/stream-port.js';
 import { expandRecord, type CompactRecord, type StoredOperation } from '../record-layout.js';
 import { cloneMeta, type StreamMeta } from '../stream-meta.js';
 import type { Counters } from './counters.js';
 import { K, prefixEnd } from './key-layout.js';
+import { sweepTrimmed } from './level-sweep.js';
 import { NegativeIndexes } from './negative-index.js';
 import type { Storage, WriteOp } from './storage.js';
 import { placeOf, type StreamTables } from './stream-tables.js';
 import type { Touch } from './wal-guard.js';
 
 /** Records deleted per batch when trimming, so a huge trim never builds one giant batch. */
-const TRIM_CHUNK = 10_000;
+const TRIM_CHUNK = TRIM_DELETE_BATCH;
 /** Trims at least this large are followed by a LevelDB compaction of the stream's records. */
 const COMPACT_AFTER = 10_000;
 
 /**
- * The stream port on one local LevelDB (store/port/stream-port.ts).
+ * The stream port on one local LevelDB (store/port/stream-port.ts): the committed reads and the
+ * write batch of each admitted change; the admission is the port kernel's (stream-kernel.ts).
  *
- * One daemon owns the store, so the admitted overlay of `Storage` is the exact truth: a change's
- * precondition is checked against the admitted head in the synchronous part of `commit`, and a
- * change of the same turn as others joins their synced batch (Storage's group commit). Heads are
- * cached in memory in two views, admitted and committed; both are dropped when a synced write
- * fails (the store is then read-only until restart). Lookups of operation ids and message ids
- * skip the LevelDB point read that almost always misses through a per-stream negative index.
+ * One daemon owns the store, so the kernel's pending overlay over the committed tables is the
+ * exact truth, and a change of the same turn as others joins their synced batch (Storage's group
+ * commit). Committed heads are cached in memory, and dropped when a synced write fails (the store
+ * is then read-only until restart). Lookups of operation ids and message ids skip the LevelDB
+ * point read that almost always misses through a per-stream negative index.
  */
-export class LevelStreams implements StreamPort {
+export class LevelStreams extends StreamKernel {
   readonly #storage: Storage;
   readonly #tables: StreamTables;
   readonly #counters: Counters;
   readonly #negative: NegativeIndexes;
-  readonly #admitted = new Map<string, StreamMeta>();
   readonly #committed = new Map<string, StreamMeta>();
   /** Streams whose last trim was large enough to compact their records after the sweep. */
   readonly #compactAfterSweep = new Set<string>();
 
   constructor(storage: Storage, tables: StreamTables, counters: Counters) {
+    super(storage.gate);
     this.#storage = storage;
     this.#tables = tables;
     this.#counters = counters;
     this.#negative = new NegativeIndexes(storage);
     storage.onFailure(() => {
-      this.#admitted.clear();
       this.#committed.clear();
     });
   }
@@ -65,19 +65,19 @@ export class LevelStreams implements StreamPort {
 
   // ---- heads ----------------------------------------------------------------------------------
 
-  head(streamId: string, view: 'admitted' | 'committed'): StreamMeta | undefined {
-    const cache = view === 'admitted' ? this.#admitted : this.#committed;
-    let meta = cache.get(streamId);
+  protected _head(streamId: string): StreamMeta | undefined {
+    let meta = this.#committed.get(streamId);
     if (!meta) {
-      meta = this.#tables.head(streamId, view === 'admitted');
+      meta = this.#tables.head(streamId);
       if (!meta) return undefined;
-      cache.set(streamId, meta);
+      this.#committed.set(streamId, meta);
     }
     return meta;
   }
 
-  headPending(streamId: string): boolean {
-    return this.#tables.headPending(streamId);
+  /** Without reading: the stored head of a reset without precondition failed its check. */
+  protected override _cachedHead(streamId: string): StreamMeta | undefined {
+    return this.#committed.get(streamId);
   }
 
   verifyHead(meta: StreamMeta): { fromPosition: number; detail: string } | null {
@@ -115,7 +115,7 @@ export class LevelStreams implements StreamPort {
     return null;
   }
 
-  async *streamIds(): AsyncGenerator<string> {
+  protected async *_streamIds(): AsyncGenerator<string> {
     for await (const key of this.#storage.keys({ gte: K.streamsPrefix, lt: prefixEnd(K.streamsPrefix) })) {
       yield key.slice(K.streamsPrefix.length);
     }
@@ -129,51 +129,31 @@ export class LevelStreams implements StreamPort {
     return null;
   }
 
-  operation(streamId: string, operationId: string): StoredOperation | undefined {
-    const meta = this.head(streamId, 'admitted');
+  protected _operation(streamId: string, operationId: string): StoredOperation | undefined {
+    const meta = this._head(streamId);
     if (meta && !this.#negative.of(meta).mayHaveOperation(operationId)) return undefined;
-    return this.#tables.operation(streamId, operationId, true);
+    return this.#tables.operation(streamId, operationId);
   }
 
-  messagePosition(streamId: string, generation: number, clientMessageId: string): number | undefined {
-    const meta = this.head(streamId, 'admitted');
+  protected _messagePosition(streamId: string, generation: number, clientMessageId: string): number | undefined {
+    const meta = this._head(streamId);
     if (meta && !this.#negative.of(meta).mayHaveMessage(generation, clientMessageId)) return undefined;
-    const stored = this.#storage.getAdmitted<string>(K.messageId(streamId, generation, clientMessageId));
+    const stored = this.#storage.get<string>(K.messageId(streamId, generation, clientMessageId));
     return stored === undefined ? undefined : Number(stored);
   }
 
   // ---- commits --------------------------------------------------------------------------------
 
-  commit(change: StreamChange): Promise<CommitOutcome> {
-    try {
-      return this.#admit(change);
-    } catch (err) {
-      return rejected(err);
-    }
-  }
-
-  /** The synchronous admission: precondition, unique keys, then the queued write. */
-  #admit(change: StreamChange): Promise<CommitOutcome> {
+  /** The write batch of an admitted change, queued for the next synced batch. */
+  protected _enqueue(change: StreamChange, previous: StreamMeta | undefined): Enqueued<undefined> {
     const { next } = change;
     const streamId = next.streamId;
-    this.#storage.assertWritable(change.kind === 'append' ? change.operation.operationId : null);
-    const previous = change.expect === null ? this.#admitted.get(streamId) : this.head(streamId, 'admitted');
-    const stale =
-      change.expect !== null &&
-      (!matches(previous, change.expect) || (change.kind === 'trim' && previous?.firstPosition !== change.fromPosition));
-    if (stale) return Promise.resolve({ status: 'stale', head: previous });
     const ops: WriteOp[] = [];
     let records: StoredRecord[] = [];
     let ready: Promise<void> | null = null;
     switch (change.kind) {
       case 'append': {
         const { operation } = change;
-        const known = this.operation(streamId, operation.operationId);
-        if (known !== undefined) return Promise.resolve({ status: 'duplicate', what: 'operation', operation: known });
-        for (const [id] of change.messageIds) {
-          const at = this.messagePosition(streamId, operation.generation, id);
-          if (at !== undefined) return Promise.resolve({ status: 'duplicate', what: 'messageId', clientMessageId: id, position: at });
-        }
         for (const [id, position] of change.messageIds) {
           ops.push({ type: 'put', key: K.messageId(streamId, operation.generation, id), value: formatDecimal(position) });
         }
@@ -213,12 +193,11 @@ export class LevelStreams implements StreamPort {
       generation: next.generation,
       position: previous && previous.generation === next.generation ? previous.nextPosition : next.firstPosition,
     };
-    this.#admitted.set(streamId, next);
     ops.push(...this.#tables.headOps(next, previous));
     const snapshot = cloneMeta(next);
     const from = change.expect?.nextPosition ?? next.firstPosition;
     records.forEach((r, i) => ops.push(this.#tables.recordOp(next, r, next.generation, from + i)));
-    return this.#storage.write(ops, [touch], ready).then(
+    const outcome = this.#storage.write(ops, [touch], ready).then(
       (): CommitOutcome => {
         const current = this.#committed.get(streamId);
         // Commits of one stream complete in admission order; never move the committed view back
@@ -238,24 +217,17 @@ export class LevelStreams implements StreamPort {
         throw err;
       },
     );
-  }
-
-  headDurable(streamId: string): Promise<void> {
-    return Promise.all([this.#storage.durable(K.stream(streamId)), this.#storage.durable(K.tail(streamId))]).then(() => {});
-  }
-
-  operationDurable(streamId: string, operationId: string): Promise<void> {
-    return this.#storage.durable(K.operation(streamId, operationId));
+    return { entry: undefined, outcome };
   }
 
   // ---- reads ----------------------------------------------------------------------------------
 
-  async *records(
+  protected async *_records(
     stream: StreamIdentity,
     generation: number,
     from: number,
     end: number,
-    options: { reverse?: boolean; limit?: number } = {},
+    options: { reverse?: boolean; limit?: number },
   ): AsyncGenerator<StoredRecordAt> {
     let left = options.limit ?? Infinity;
     if (left <= 0) return;
@@ -265,7 +237,7 @@ export class LevelStreams implements StreamPort {
     }
   }
 
-  record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
+  protected _record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
     try {
       return Promise.resolve(this.#tables.record(stream, generation, position));
     } catch (err) {
@@ -273,7 +245,9 @@ export class LevelStreams implements StreamPort {
     }
   }
 
-  async *allRecords(stream: StreamIdentity): AsyncGenerator<{ generation: number; position: number; record: StoredRecord | undefined }> {
+  protected async *_allRecords(
+    stream: StreamIdentity,
+  ): AsyncGenerator<{ generation: number; position: number; record: StoredRecord | undefined }> {
     const prefix = K.recordsOfStream(stream.streamId);
     for await (const { key, value: stored } of this.#storage.entriesChecked<CompactRecord | StoredRecord>({
       gte: prefix,
@@ -292,18 +266,15 @@ export class LevelStreams implements StreamPort {
     }
   }
 
-  operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
-    const key = K.operation(streamId, operationId);
-    // Pending first: admitted and waiting for its fsync, or its fsync failed and only a restart
-    // tells. LevelDB shows a batch to point reads a moment before the daemon has published the
-    // new head; answering "committed" from that would disagree with streams.get.
-    if (this.#storage.hasPending(key) || this.#storage.inDoubt(key)) return Promise.resolve({ state: 'pending' });
-    return this.findOperation(streamId, operationId).then((operation) =>
+  protected _operationStatus(streamId: string, operationId: string): Promise<OperationStatus> {
+    // Its fsync failed: only a restart tells.
+    if (this.#storage.inDoubt(K.operation(streamId, operationId))) return Promise.resolve({ state: 'pending' });
+    return this._findOperation(streamId, operationId).then((operation) =>
       operation === undefined ? { state: 'absent' } : { state: 'committed', operation },
     );
   }
 
-  findOperation(streamId: string, operationId: string): Promise<StoredOperation | undefined> {
+  protected _findOperation(streamId: string, operationId: string): Promise<StoredOperation | undefined> {
     try {
       return Promise.resolve(this.#tables.operation(streamId, operationId));
     } catch (err) {
@@ -311,9 +282,9 @@ export class LevelStreams implements StreamPort {
     }
   }
 
-  async *opLog(
+  protected async *_opLog(
     streamId: string,
-    range: { after?: { generation: number; position: number }; before?: { generation: number; position: number }; limit?: number } = {},
+    range: { after?: { generation: number; position: number }; before?: { generation: number; position: number }; limit?: number },
   ): AsyncGenerator<OpLogEntry> {
     const prefix = K.opLogPrefix(streamId);
     const start = range.after ? { gt: K.opLog(streamId, range.after.generation, range.after.position) } : { gte: prefix };
@@ -325,56 +296,20 @@ export class LevelStreams implements StreamPort {
     }
   }
 
-  async *operationIds(streamId: string): AsyncGenerator<string> {
+  protected async *_operationIds(streamId: string): AsyncGenerator<string> {
     const prefix = K.operationsPrefix(streamId);
     for await (const key of this.#storage.keys({ gte: prefix, lt: prefixEnd(prefix) })) yield key.slice(prefix.length);
   }
 
-  async *messageIds(streamId: string, generation: number): AsyncGenerator<string> {
+  protected async *_messageIds(streamId: string, generation: number): AsyncGenerator<string> {
     const prefix = K.messageIdsPrefix(streamId, generation);
     for await (const key of this.#storage.keys({ gte: prefix, lt: prefixEnd(prefix) })) yield key.slice(prefix.length);
   }
 
   // ---- housekeeping ---------------------------------------------------------------------------
 
-  async sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
-    const done = { records: 0, operations: 0, messageIds: 0 };
-    if (firstPosition === 0) return done;
-    let batch: WriteOp[] = [];
-    const flush = async () => {
-      if (batch.length > 0) await this.#storage.write(batch);
-      batch = [];
-    };
-    const recordsPrefix = K.recordsPrefix(streamId, generation);
-    for await (const key of this.#storage.keys({ gte: recordsPrefix, lt: K.record(streamId, generation, firstPosition) })) {
-      batch.push({ type: 'del', key });
-      done.records++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    // (The record counter already went down with the trim that committed this firstPosition.)
-    await flush();
-    for await (const { key, value: operationId } of this.#storage.entries<string>({
-      gte: K.opLog(streamId, generation, 0),
-      lt: K.opLog(streamId, generation, firstPosition),
-    })) {
-      const op = this.#tables.operation(streamId, operationId);
-      // Cut in two by the trim: it stays, and so does every later one.
-      if (op && op.nextPosition > firstPosition) break;
-      // An operation's entry and its log entry go together, so a crash never leaves a log
-      // entry without its operation (which operations.get would report as damage).
-      batch.push({ type: 'del', key }, { type: 'del', key: K.operation(streamId, operationId) });
-      done.operations++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    await flush();
-    const idsPrefix = K.messageIdsPrefix(streamId, generation);
-    for await (const { key, value: position } of this.#storage.entries<string>({ gte: idsPrefix, lt: prefixEnd(idsPrefix) })) {
-      if (Number(position) >= firstPosition) continue;
-      batch.push({ type: 'del', key });
-      done.messageIds++;
-      if (batch.length >= TRIM_CHUNK) await flush();
-    }
-    await flush();
+  protected async _sweepTrimmed(streamId: string, generation: number, firstPosition: number): Promise<SweepResult> {
+    const done = await sweepTrimmed(this.#storage, this.#tables, streamId, generation, firstPosition);
     if (this.#compactAfterSweep.delete(streamId)) {
       // Tombstones of a large trim would be skipped by every later scan until LevelDB gets to
       // them on its own; rewriting the stream's tables now gives the space back.
@@ -384,23 +319,8 @@ export class LevelStreams implements StreamPort {
     return done;
   }
 
-  approximateBytes(streamId: string): Promise<number> {
+  protected _approximateBytes(streamId: string): Promise<number> {
     const records = K.recordsOfStream(streamId);
     return this.#storage.approximateSize(records, prefixEnd(records));
   }
-}
-
-/** Whether the admitted head is the one a change was decided on. */
-function matches(head: StreamMeta | undefined, expect: HeadPrecondition): boolean {
-  return (
-    head !== undefined &&
-    head.generation === expect.generation &&
-    head.nextPosition === expect.nextPosition &&
-    head.writer.epoch === expect.writerEpoch
-  );
-}
-
-/** A thrown value as a rejected promise (what the synchronous part of a call threw). */
-function rejected(err: unknown): Promise<never> {
-  return Promise.reject(err instanceof Error ? err : new Error(String(err)));
 }

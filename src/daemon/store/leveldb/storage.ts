@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
-import { errors, type YelloError } from '../../../shared/errors.js';
+import type { YelloError } from '../../../shared/errors.js';
+import { StoreGate, writeFailed } from '../port/gate.js';
+import { GroupCommit } from '../port/group-commit.js';
 import { errorCode, errorMessage } from '../../runtime/error-fields.js';
 import { encodeValue } from './value-codec.js';
 import { VerifiedReads, type Db, type Range } from './verified-reads.js';
@@ -20,31 +22,30 @@ const MAX_GROUP_WRITES = 256;
 const CHECKPOINT_KEY = '~checkpoint';
 
 /**
- * LevelDB with checksummed values, group commit and an overlay of admitted-but-unsynced writes.
+ * LevelDB with checksummed values and group commit.
  *
  * Every value is stored with a checksum bound to its key (`value-codec.ts`) and every read
  * verifies it: a mismatch, or an error LevelDB raises while reading, is a STORAGE_FAILURE with
  * reason CORRUPT naming the key, never a silently different value. Callers put and get plain
  * JSON values; nobody else touches the LevelDB handle.
  *
- * Admission (checks + position assignment) is synchronous and reads through the overlay, so
- * two appends can never both pass a compare-and-append check. Writes are committed strictly in
- * admission order. Writes that arrive while a synced batch is in flight join the next batch;
- * an idle daemon flushes at once, with no timer. A write is acknowledged only after its batch
- * returned from `sync: true`. A failed write makes the store read-only until restart: nothing
- * is retried silently, and every write of the failed group is answered with outcome unknown.
+ * What was admitted and is not durable yet is the port kernel's (port/stream-kernel.ts,
+ * directory-kernel.ts: the pending overlay); reads here are of committed state. Writes are
+ * committed strictly in the order `write` was called, grouped by the port's one policy
+ * (port/group-commit.ts) into synced batches of at most MAX_GROUP_WRITES; an idle daemon flushes
+ * at once, with no timer. A write is acknowledged only after its batch returned from
+ * `sync: true`. A failed write makes the store read-only until restart (the gate's latch):
+ * nothing is retried silently, and every write of the failed group, and every one queued behind
+ * it, is answered with outcome unknown.
  */
 export class Storage {
   readonly #db: Db;
   readonly #reads: VerifiedReads;
   readonly #log: Logger;
   readonly #guard: WalGuard | null;
-  #overlay = new Map<string, { json: string | undefined; lazy?: (() => unknown) | undefined; owner: PendingWrite }>();
-  #queue: PendingWrite[] = [];
-  #flushing = false;
-  #readOnly = false;
-  #closing = false;
-  #failureListeners: Array<() => void> = [];
+  readonly #groups: GroupCommit<PendingWrite>;
+  /** The store's gate: SHUTTING_DOWN while closing, READ_ONLY after a failed synced write. */
+  readonly gate = new StoreGate('restart');
   #commitListener: ((writes: number, seconds: number) => void) | null = null;
   #checkpoint: Promise<void> | null = null;
   /** Keys of writes whose synced batch failed: on disk or not, nobody can tell until a restart. */
@@ -61,6 +62,7 @@ export class Storage {
     this.#log = log;
     this.#guard = options.guard ?? null;
     this.#injectFailure = options.injectFailure ?? null;
+    this.#groups = new GroupCommit((group) => this.#commitGroup(group), { maxGroup: MAX_GROUP_WRITES });
   }
 
   // ---- reads ----------------------------------------------------------------------------
@@ -75,19 +77,6 @@ export class Storage {
   get<T>(key: string): T | undefined {
     this.#assertOpen();
     return this.#reads.get(key) as T | undefined;
-  }
-
-  /** A value as admitted: pending writes first, then committed state (write path only). */
-  getAdmitted<T>(key: string): T | undefined {
-    const o = this.#overlay.get(key);
-    if (o?.lazy) return structuredClone(o.lazy()) as T;
-    if (o) return o.json === undefined ? undefined : (JSON.parse(o.json) as T);
-    return this.get<T>(key);
-  }
-
-  /** Whether an admitted write of `key` is still waiting for its fsync. */
-  hasPending(key: string): boolean {
-    return this.#overlay.has(key);
   }
 
   /**
@@ -158,7 +147,7 @@ export class Storage {
 
   /** Whether the daemon is stopping: the store is closing or closed (reads and writes refused). */
   get stopping(): boolean {
-    return this.#closing;
+    return this.gate.closing;
   }
 
   /**
@@ -166,18 +155,18 @@ export class Storage {
    * CORRUPT. A read already under way when LevelDB closes gets the same (verified-reads.ts).
    */
   #assertOpen(): void {
-    if (this.#closing) throw errors.shuttingDown(null, null);
+    this.gate.assertOpen();
   }
 
   // ---- writes ---------------------------------------------------------------------------
 
   get readOnly(): boolean {
-    return this.#readOnly;
+    return this.gate.readOnly;
   }
 
   /** Called once when the store turns read-only, so caches of admitted state can be dropped. */
   onFailure(listener: () => void): void {
-    this.#failureListeners.push(listener);
+    this.gate.onFailure(listener);
   }
 
   /** Called after each synced batch with its writes and how long the synced write took (metrics). */
@@ -187,18 +176,12 @@ export class Storage {
 
   /** Throw STORAGE_FAILURE (nothing written) when the store no longer accepts writes. */
   assertWritable(operationId: string | null = null): void {
-    if (this.#readOnly)
-      throw errors.storageFailure(
-        operationId,
-        'READ_ONLY',
-        'the daemon is read-only after a failed write; nothing was written; restart it',
-      );
-    if (this.#closing) throw errors.storageFailure(operationId, 'SHUTTING_DOWN', 'the daemon is shutting down; nothing was written');
+    this.gate.assertWritable(operationId);
   }
 
   /**
-   * Admit a write: visible to `getAdmitted` at once, durable when the promise resolves.
-   * Must be called synchronously after the checks that depend on `getAdmitted`. `touches`
+   * Queue a write for the next synced batch: durable when the promise resolves. The caller
+   * checked what it relies on synchronously before (the port kernel's admission). `touches`
    * name the stream generations it writes, for the write-ahead-log guard.
    */
   write(ops: WriteOp[], touches: readonly Touch[] = [], ready: Promise<void> | null = null): Promise<void> {
@@ -214,20 +197,8 @@ export class Storage {
       if (typeof op.value === 'function') return { key: op.key, json: undefined, lazy: op.value as () => unknown };
       return { key: op.key, json: JSON.stringify(op.value) };
     });
-    const pending: PendingWrite = { ops: encoded, ready, touches, done, resolve, reject };
-    for (const op of encoded) this.#overlay.set(op.key, { json: op.json, lazy: op.lazy, owner: pending });
-    this.#queue.push(pending);
-    if (!this.#flushing) void this.#flush();
+    this.#groups.push({ ops: encoded, ready, touches, done, resolve, reject });
     return done;
-  }
-
-  /**
-   * When `key` was read from an admitted write, the promise of that write's durability;
-   * a caller must await it before answering with what it read, so nothing is acknowledged
-   * that a crash could still undo.
-   */
-  durable(key: string): Promise<void> {
-    return this.#overlay.get(key)?.owner.done ?? Promise.resolve();
   }
 
   /** The synced write; the injected failure stands in for an EIO from fsync. */
@@ -245,49 +216,42 @@ export class Storage {
     return batch.write({ sync: true });
   }
 
-  async #flush(): Promise<void> {
-    this.#flushing = true;
-    while (this.#queue.length > 0 && !this.#readOnly) {
-      // One turn of the event loop before cutting a group: requests already sitting in socket
-      // buffers get admitted and join this fsync instead of waiting for the next one. This is
-      // not a timer. (Skipping it while writes came one at a time was measured and removed: it
-      // did not make a lone writer faster and cost 0.86-0.94x the appends/s at 8 and 64.)
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      const group = this.#queue.splice(0, MAX_GROUP_WRITES);
-      try {
-        const waiting = group.flatMap((g) => (g.ready === null ? [] : [g.ready]));
-        if (waiting.length > 0) await Promise.all(waiting);
-        for (const g of group) for (const op of g.ops) if (op.lazy) op.json = JSON.stringify(op.lazy());
-      } catch (err) {
-        this.#fail(err, group);
-        break;
-      }
-      const only = group.length === 1 ? group[0] : undefined;
-      const ops = only ? only.ops : coalesce(group);
-      let synced: number;
-      try {
-        if (this.#guard) {
-          const fresh = this.#guard.fresh(group.flatMap((g) => g.touches));
-          // The streams this group writes are on record before LevelDB's log holds their data.
-          if (fresh.length > 0) await this.#guard.record(fresh);
-        }
-        const started = performance.now();
-        await this.#syncedBatch(ops);
-        synced = (performance.now() - started) / 1000;
-      } catch (err) {
-        this.#fail(err, group);
-        break;
-      }
-      this.stats.batches++;
-      this.stats.writes += group.length;
-      this.#commitListener?.(group.length, synced);
-      for (const g of group) {
-        for (const op of g.ops) if (this.#overlay.get(op.key)?.owner === g) this.#overlay.delete(op.key);
-        g.resolve();
-      }
-      if (this.#guard?.wantsCheckpoint && !this.#checkpoint) this.#startCheckpoint(this.#guard);
+  /** One group: its lazy values, the guard's record, the synced batch; then each write settles. */
+  async #commitGroup(group: PendingWrite[]): Promise<void> {
+    // A group cut before the store failed is failed with it (its writes were queued behind the failed one).
+    if (this.gate.readOnly) {
+      this.#failAll(group);
+      return;
     }
-    this.#flushing = false;
+    try {
+      const waiting = group.flatMap((g) => (g.ready === null ? [] : [g.ready]));
+      if (waiting.length > 0) await Promise.all(waiting);
+      for (const g of group) for (const op of g.ops) if (op.lazy) op.json = JSON.stringify(op.lazy());
+    } catch (err) {
+      this.#fail(err, group);
+      return;
+    }
+    const only = group.length === 1 ? group[0] : undefined;
+    const ops = only ? only.ops : coalesce(group);
+    let synced: number;
+    try {
+      if (this.#guard) {
+        const fresh = this.#guard.fresh(group.flatMap((g) => g.touches));
+        // The streams this group writes are on record before LevelDB's log holds their data.
+        if (fresh.length > 0) await this.#guard.record(fresh);
+      }
+      const started = performance.now();
+      await this.#syncedBatch(ops);
+      synced = (performance.now() - started) / 1000;
+    } catch (err) {
+      this.#fail(err, group);
+      return;
+    }
+    this.stats.batches++;
+    this.stats.writes += group.length;
+    this.#commitListener?.(group.length, synced);
+    for (const g of group) g.resolve();
+    if (this.#guard?.wantsCheckpoint && !this.#checkpoint) this.#startCheckpoint(this.#guard);
   }
 
   /**
@@ -314,34 +278,31 @@ export class Storage {
   }
 
   #fail(err: unknown, group: PendingWrite[]): void {
-    if (this.#readOnly) return;
-    this.#readOnly = true;
-    this.#log.fatal(
-      { err: { message: errorMessage(err), code: errorCode(err) } },
-      'synced write failed; daemon is read-only until restart',
-    );
-    const failed = [...group, ...this.#queue.splice(0)];
-    for (const g of failed) for (const op of g.ops) this.#inDoubt.add(op.key);
-    this.#overlay.clear();
-    for (const listener of this.#failureListeners) listener();
-    // The failed group may be on disk or not (an fsync error says nothing about what reached
-    // the disk); the writes queued behind it were never handed to LevelDB, but callers cannot
-    // tell the two apart, so both are answered "outcome unknown": never resend blindly.
-    for (const g of failed) {
-      g.reject(
-        errors.storageFailure(
-          null,
-          'WRITE_FAILED',
-          'a synced write failed: this write may or may not be on disk (outcome unknown; after a restart operations.get tells); the daemon is read-only until restart',
-        ),
+    if (!this.gate.readOnly)
+      this.#log.fatal(
+        { err: { message: errorMessage(err), code: errorCode(err) } },
+        'synced write failed; daemon is read-only until restart',
       );
-    }
+    this.gate.fail();
+    this.#failAll(group);
+  }
+
+  /**
+   * The failed group may be on disk or not (an fsync error says nothing about what reached the
+   * disk); the writes queued behind it were never handed to LevelDB, but callers cannot tell the
+   * two apart, so both are answered "outcome unknown": never resend blindly.
+   */
+  #failAll(group: PendingWrite[]): void {
+    const failed = [...group, ...this.#groups.drain()];
+    for (const g of failed) for (const op of g.ops) this.#inDoubt.add(op.key);
+    // An error each: the appender adds its operation id to the one it is given.
+    for (const g of failed) g.reject(writeFailed('the synced LevelDB write failed; after a restart operations.get tells'));
   }
 
   /** Wait for queued writes and a running checkpoint, then close LevelDB. */
   async close(): Promise<void> {
-    this.#closing = true;
-    while (this.#flushing || this.#queue.length > 0) await new Promise((r) => setTimeout(r, 5));
+    this.gate.close();
+    await this.#groups.drained();
     await this.#checkpoint;
     await this.#guard?.close();
     await this.#db.close();

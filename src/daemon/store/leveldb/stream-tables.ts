@@ -49,14 +49,12 @@ export class StreamTables {
 
   // ---- heads ----------------------------------------------------------------------------
 
-  /** A head with its tail applied (committed, or as admitted), or undefined. Throws CORRUPT on a bad value. */
-  head(streamId: string, admitted: boolean): StreamMeta | undefined {
+  /** A committed head with its tail applied, or undefined. Throws CORRUPT on a bad value. */
+  head(streamId: string): StreamMeta | undefined {
     const storage = this.#storage;
-    const metaKey = K.stream(streamId);
-    const meta = admitted ? storage.getAdmitted<StreamMeta>(metaKey) : storage.get<StreamMeta>(metaKey);
+    const meta = storage.get<StreamMeta>(K.stream(streamId));
     if (meta === undefined) return undefined;
-    const tailKey = K.tail(streamId);
-    const tail = admitted ? storage.getAdmitted<StreamTail>(tailKey) : storage.get<StreamTail>(tailKey);
+    const tail = storage.get<StreamTail>(K.tail(streamId));
     if (tail && tail[0] > meta.generation) {
       throw errors.corrupt({
         key: K.tail(streamId),
@@ -67,11 +65,6 @@ export class StreamTables {
       });
     }
     return tail ? withTail(meta, tail) : meta;
-  }
-
-  /** Whether a write of the head or its tail waits for its fsync. */
-  headPending(streamId: string): boolean {
-    return this.#storage.hasPending(K.stream(streamId)) || this.#storage.hasPending(K.tail(streamId));
   }
 
   /**
@@ -122,12 +115,9 @@ export class StreamTables {
     return { type: 'put', key: K.operation(streamId, op.operationId), value: compactOperation(op) };
   }
 
-  /** A committed operation (or an admitted one), or undefined. */
-  operation(streamId: string, operationId: string, admitted = false): StoredOperation | undefined {
-    const key = K.operation(streamId, operationId);
-    const stored = admitted
-      ? this.#storage.getAdmitted<CompactOperation | StoredOperation>(key)
-      : this.#storage.get<CompactOperation | StoredOperation>(key);
+  /** A committed operation, or undefined. */
+  operation(streamId: string, operationId: string): StoredOperation | undefined {
+    const stored = this.#storage.get<CompactOperation | StoredOperation>(K.operation(streamId, operationId));
     return stored === undefined ? undefined : expandOperation(operationId, stored);
   }
 }

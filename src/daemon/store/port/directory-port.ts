@@ -7,14 +7,16 @@
  * reads through its overlay of admitted writes (and caches rows); PostgreSQL loads the tables at
  * open and keeps them current from its own commits and `changes()`.
  *
- * Writes are admitted synchronously: the uniqueness a write relies on (a username, a pair) is
- * checked against admitted state in the same call that admits it, so two writes can never both
- * take one unique key; the promise resolves after the write is durable. A unique key taken by
- * another daemon first is a `duplicate` outcome, never a second row. Refusals and failures are as
- * for `StreamPort.commit`: READ_ONLY / SHUTTING_DOWN thrown with nothing written, and a failed
+ * Writes are admitted synchronously (directory-kernel.ts): the uniqueness a write relies on (a
+ * username, a pair) is checked against admitted state in the same call that admits it, so two
+ * writes can never both take one unique key; the call answers a ticket whose `durable` settles
+ * once the write is durable, or the refusal `duplicate`. A unique key taken by another daemon
+ * first is a `duplicate` outcome of the commit, never a second row. Refusals and failures are as
+ * for `StreamPort.admit`: READ_ONLY / SHUTTING_DOWN thrown with nothing written, and a failed
  * commit is `unknown` (STORAGE_FAILURE/WRITE_FAILED), after which the store is read-only.
  * Values that fail their check throw STORAGE_FAILURE/CORRUPT.
  */
+import type { Ticket } from './stream-port.js';
 import type { AgentRow, ChatRow, GrantRow, StreamMeta } from './values.js';
 
 /** What became of a directory write. */
@@ -23,6 +25,17 @@ export type DirectoryOutcome =
   /** Nothing written: the unique key is taken (by `existing`: the agent id of a username, the chat id of a pair). */
   | { status: 'duplicate'; existing: string }
   | { status: 'unknown'; error: Error };
+
+/** What a directory write's admission answers: a ticket, or the unique key taken in admitted state. */
+export type DirectoryAdmission = Ticket<DirectoryOutcome> | { status: 'duplicate'; existing: string };
+
+/** A directory write, as admitted and handed to the backend's group commit. */
+export type DirectoryChange =
+  | { kind: 'createAgent'; row: AgentRow }
+  | { kind: 'updateAgent'; row: AgentRow; previous: AgentRow }
+  | { kind: 'putGrant'; grant: GrantRow }
+  | { kind: 'deleteGrant'; agentId: string; peerAgentId: string }
+  | { kind: 'createChat'; row: ChatRow; heads: readonly [StreamMeta, StreamMeta] };
 
 /** Admitted or committed: as for `StreamPort.head`. */
 export type View = 'admitted' | 'committed';
@@ -67,14 +80,14 @@ export interface DirectoryPort {
    * A new agent with its username and token index entry, atomically. `duplicate` (with the
    * holder's id) when the username is taken in admitted state.
    */
-  createAgent(row: AgentRow): Promise<DirectoryOutcome>;
+  createAgent(row: AgentRow): DirectoryAdmission;
 
   /**
    * Replace an existing agent's row (disable, PII mode, a new token hash). When the token hash
    * changed, the old index entry goes and the new one comes in the same commit. The username
    * never changes.
    */
-  updateAgent(row: AgentRow, previous: AgentRow): Promise<DirectoryOutcome>;
+  updateAgent(row: AgentRow, previous: AgentRow): DirectoryAdmission;
 
   // ---- grants -------------------------------------------------------------------------------
 
@@ -94,10 +107,10 @@ export interface DirectoryPort {
   grants(agentId: string | undefined, page: PageRequest<[agentId: string, peerAgentId: string]>): Promise<GrantRow[]>;
 
   /** Store a grant (overwrites the same direction's grant). */
-  putGrant(grant: GrantRow): Promise<DirectoryOutcome>;
+  putGrant(grant: GrantRow): DirectoryAdmission;
 
   /** Delete a grant. */
-  deleteGrant(agentId: string, peerAgentId: string): Promise<DirectoryOutcome>;
+  deleteGrant(agentId: string, peerAgentId: string): DirectoryAdmission;
 
   // ---- chats --------------------------------------------------------------------------------
 
@@ -116,7 +129,7 @@ export interface DirectoryPort {
    * chat's id when the pair already has a chat (admitted here, or committed by another daemon):
    * there is never a second chat per pair.
    */
-  createChat(row: ChatRow, heads: readonly [StreamMeta, StreamMeta]): Promise<DirectoryOutcome>;
+  createChat(row: ChatRow, heads: readonly [StreamMeta, StreamMeta]): DirectoryAdmission;
 
   /** A page of chat ids: every chat (agentId undefined) or the chats `agentId` is in, in chat id order. */
   chatIds(agentId: string | undefined, page: PageRequest<string>): Promise<string[]>;

@@ -149,6 +149,23 @@ export type CommitOutcome =
   | { status: 'denied'; reason: 'session' | 'grant' }
   | { status: 'unknown'; error: Error };
 
+/** A change refused at admission, decided in memory: nothing admitted, nothing written. */
+export type AdmissionRefusal = Extract<CommitOutcome, { status: 'stale' | 'duplicate' }>;
+
+/** An admitted change: `durable` settles with its outcome once its group commit did (never rejects for a storage failure). */
+export interface Ticket<O> {
+  status: 'admitted';
+  durable: Promise<O>;
+}
+
+/** What `admit` answers: a ticket, or a refusal. */
+export type Admission = Ticket<CommitOutcome> | AdmissionRefusal;
+
+/** The outcome of an admission: its refusal at once, or its commit's once durable. */
+export function outcomeOf<O extends { status: string }>(admission: Ticket<O> | O): Promise<O> {
+  return admission.status === 'admitted' ? (admission as Ticket<O>).durable : Promise.resolve(admission as O);
+}
+
 /** A record read back, with the bytes it takes in the store (for read limits). */
 export interface StoredRecordAt {
   position: number;
@@ -241,23 +258,25 @@ export interface StreamPort {
   /** The position of a clientMessageId in a generation as admitted (synchronous; exact after `prepare`). */
   messagePosition(streamId: string, generation: number, clientMessageId: string): number | undefined;
 
-  // ---- commits ---------------------------------------------------------------------------------
+  // ---- admission ------------------------------------------------------------------------------
 
   /**
-   * Admit a change and commit it durably. The synchronous part of the call checks `expect`
-   * against the admitted head (and the unique keys against admitted operations and message
-   * ids) and admits the change, so two changes decided on one head can never both be admitted:
-   * the second gets `stale` (or `duplicate`). Changes admitted in one turn of the event loop are
-   * committed together (one synced batch / one transaction); a stale or duplicate change is
-   * refused alone, the others of its group still commit. Changes commit in admission order; the
-   * promise resolves after the commit is durable, never before.
+   * Admit a change, synchronously: the gate (STORAGE_FAILURE/READ_ONLY once a commit's outcome
+   * was unknown, SHUTTING_DOWN once the store is closing: thrown, nothing written), then `expect`
+   * against the admitted head (`stale` with that head when it does not match), then the unique
+   * keys against admitted and known operations and message ids (the operation id first, then each
+   * clientMessageId in order: `duplicate`), then the change joins the pending overlay and the next
+   * group commit. Synchronous on purpose: the caller's checks, these and the admission are one
+   * step, so two changes decided on one head are never both admitted; an `await` between the
+   * caller's decision and this call would let them be.
    *
-   * Throws (rejects), with nothing written, STORAGE_FAILURE/READ_ONLY once a commit failed in
-   * this process, and STORAGE_FAILURE/SHUTTING_DOWN once the store is closing. Once a commit's
-   * outcome is `unknown` the backend is read-only until restart (LevelDB) or until it has
-   * reconnected and reloaded its heads (PostgreSQL): nothing is retried silently.
+   * An admitted change comes back as a ticket whose `durable` settles once its group commit did:
+   * `ok` (durable; the head is `next`), or, where other processes write the same store, `stale`,
+   * `duplicate` or `denied` decided by the commit, or `unknown` (the store turns read-only until
+   * restart, LevelDB, or until it has reconnected and reloaded its heads, PostgreSQL: nothing is
+   * retried silently). Changes commit in admission order; a refused change refuses only itself.
    */
-  commit(change: StreamChange): Promise<CommitOutcome>;
+  admit(change: StreamChange): Admission;
 
   /** Resolves when every admitted change of the stream's head is durable (answering from admitted state). */
   headDurable(streamId: string): Promise<void>;

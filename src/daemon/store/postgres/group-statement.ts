@@ -1,16 +1,17 @@
 // The statement a group commit of the PostgreSQL streams port sends for the changes of one
 // layer (at most one change of each stream): data-modifying CTEs over arrays, one element a row,
-// so that 64 appends cost one statement instead of 64. Built here, run by stream-store.ts.
+// so that 64 appends cost one statement instead of 64. Each table's rows are built as typed
+// objects (one per row, every column named) by an exhaustive switch over the change kinds, and
+// turned into the statement's column arrays in one place (`columns`), so a column can neither be
+// forgotten nor shifted, and a new change kind fails to compile until it says what it writes.
 
 import { compactOperation, compactRecord } from '../record-layout.js';
 import type { StreamChange } from '../port/stream-port.js';
+import { TRIM_DELETE_BATCH } from '../port/stream-kernel.js';
 import type { StoredRecord, StreamMeta } from '../port/values.js';
-import type { Sql } from './connection.js';
 import { headDigest, noticePayload, STREAMS_CHANNEL } from './notices.js';
 import { encodeRow, RowKey } from './row-codec.js';
-
-/** Where a group's statement runs: a transaction's scope, or a reserved connection inside BEGIN … COMMIT. */
-type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0] | Sql;
+import type { Scope } from './stream-statements.js';
 
 /** A change of a group's statement: its head's body, and the body of the head it follows in the group ('' for none). */
 export interface Layered {
@@ -25,21 +26,189 @@ export interface GroupResult {
   denied: Map<string, 'session' | 'grant'>;
 }
 
+/** A change's row of the statement's `c`: its precondition, its new head, its notice and what its admission relied on. */
+interface ChangeRow {
+  sid: string;
+  /** The precondition: generation, next position, writer epoch. */
+  eg: number;
+  enp: number;
+  eep: number;
+  /** The retained start a trim requires (-1: none; positions are never negative). */
+  efrom: number;
+  /** The exact body of the head a change following another of its stream requires ('' for none). */
+  after: string;
+  ng: number;
+  nfp: number;
+  nnp: number;
+  nep: number;
+  meta: string;
+  notice: string;
+  /** The author, the session's token hash ('' for none) and whether the grant to the peer is required (1). */
+  author: string;
+  peer: string;
+  tok: string;
+  gr: number;
+}
+
+interface RecordRow {
+  sid: string;
+  g: number;
+  p: number;
+  b: string;
+}
+
+interface OperationRow {
+  sid: string;
+  id: string;
+  g: number;
+  f: number;
+  x: number;
+  b: string;
+}
+
+interface MessageIdRow {
+  sid: string;
+  g: number;
+  id: string;
+  p: number;
+  b: string;
+}
+
+/** The records a trim deletes in its commit: `[from, below)` of generation `g` (the sweep deletes the rest). */
+interface TrimRow {
+  sid: string;
+  g: number;
+  from: number;
+  below: number;
+}
+
+/** The rows of a group's statement, one list a table. */
+interface Rows {
+  changes: ChangeRow[];
+  records: RecordRow[];
+  operations: OperationRow[];
+  messageIds: MessageIdRow[];
+  trims: TrimRow[];
+}
+
+/** One column of typed rows, as the array `unnest` takes. */
+function col<R, K extends keyof R>(rows: readonly R[], key: K): Array<R[K]> {
+  return rows.map((r) => r[key]);
+}
+
+/** What a change writes besides its head: the exhaustive switch over change kinds. */
+function rowsOf(c: StreamChange, rows: Rows): Array<[number, string]> {
+  const next = c.next;
+  const sid = next.streamId;
+  switch (c.kind) {
+    case 'append': {
+      const op = c.operation;
+      rows.operations.push({
+        sid,
+        id: op.operationId,
+        g: op.generation,
+        f: op.firstPosition,
+        x: op.nextPosition,
+        b: encodeRow(RowKey.operation(sid, op.operationId), compactOperation(op)),
+      });
+      for (const [id, p] of c.messageIds)
+        rows.messageIds.push({ sid, g: next.generation, id, p, b: encodeRow(RowKey.messageId(sid, next.generation, id), p) });
+      return recordRows(next, c.records, rows);
+    }
+    case 'claim':
+      return recordRows(next, [c.fence], rows);
+    case 'trim':
+      rows.trims.push({
+        sid,
+        g: next.generation,
+        from: c.fromPosition,
+        below: Math.min(next.firstPosition, c.fromPosition + TRIM_DELETE_BATCH),
+      });
+      return [];
+    case 'release':
+    case 'reset':
+      return [];
+  }
+}
+
+/** The record rows of `records` of `n`'s stream, added to `rows`; [position, body] of each, for the notice. */
+function recordRows(n: StreamMeta, records: readonly StoredRecord[], rows: Rows): Array<[number, string]> {
+  const noticed: Array<[number, string]> = [];
+  for (const r of records) {
+    const position = Number(r.position);
+    const generation = Number(r.generation);
+    const place = {
+      streamId: n.streamId,
+      generation,
+      position,
+      chatId: n.chatId,
+      authorAgentId: n.authorAgentId,
+      peerAgentId: n.peerAgentId,
+    };
+    const b = encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place));
+    rows.records.push({ sid: n.streamId, g: generation, p: position, b });
+    noticed.push([position, b]);
+  }
+  return noticed;
+}
+
+/** The statement's rows of a layer. */
+function rowsOfLayer(changes: readonly Layered[]): Rows {
+  const rows: Rows = { changes: [], records: [], operations: [], messageIds: [], trims: [] };
+  for (const { change: c, meta, after } of changes) {
+    const next = c.next;
+    const e = c.expect;
+    if (e === null) throw new Error('a change without a precondition has no pipelined form');
+    const noticed = rowsOf(c, rows);
+    const admission = c.kind === 'append' || c.kind === 'claim' || c.kind === 'release' ? c.admission : undefined;
+    rows.changes.push({
+      sid: next.streamId,
+      eg: e.generation,
+      enp: e.nextPosition,
+      eep: e.writerEpoch,
+      efrom: c.kind === 'trim' ? c.fromPosition : -1,
+      after,
+      ng: next.generation,
+      nfp: next.firstPosition,
+      nnp: next.nextPosition,
+      nep: next.writer.epoch,
+      meta,
+      notice: noticePayload({
+        streamId: next.streamId,
+        generation: next.generation,
+        nextPosition: next.nextPosition,
+        digest: headDigest(meta),
+        ...(after === '' ? {} : { prev: headDigest(after) }),
+        meta,
+        ...(noticed.length > 0 ? { records: noticed } : {}),
+      }),
+      author: next.authorAgentId,
+      peer: next.peerAgentId,
+      tok: admission?.tokenHash ?? '',
+      gr: admission?.grant === true ? 1 : 0,
+    });
+  }
+  return rows;
+}
+
 /**
  * Changes of distinct streams, each with a precondition, as one statement (data-modifying
  * CTEs over arrays, one element a row): the conditional UPDATE of the heads decides which
  * changes hold (and row-locks their heads until COMMIT), and only their records, operations
  * (the op log too, since schema 2), message ids and trims are written; each moved head is
  * notified, with its body, the digest of the body it replaced and the change's record rows, as
- * much of that as fits (stream-store.ts `#onNotify` then needs no read to learn the head, nor a
- * follower's pump to read the records); the payloads are built here (notices.ts), so the
- * statement only sends those of the changes that held. Returns the
- * streams whose head moved. A change that follows another of its stream in the group also
- * requires the head that one wrote (its exact body): were that one refused, the head may still
- * match the three numbers of the precondition (another daemon's append in between), but not
- * what this change was decided on. The statement is sent before this function first awaits
- * (postgres.js would otherwise send it a microtask later, after statements queued meanwhile),
- * so that a caller pipelining BEGIN, the layers and COMMIT gets them in that order.
+ * much of that as fits (stream-notices.ts then needs no read to learn the head, nor a follower's
+ * pump to read the records); the payloads are built here (notices.ts), so the statement only
+ * sends those of the changes that held. Returns the streams whose head moved. A change that
+ * follows another of its stream in the group also requires the head that one wrote (its exact
+ * body): were that one refused, the head may still match the three numbers of the precondition
+ * (another daemon's append in between), but not what this change was decided on. The statement
+ * is sent before this function first awaits (postgres.js would otherwise send it a microtask
+ * later, after statements queued meanwhile), so that a caller pipelining BEGIN, the layers and
+ * COMMIT gets them in that order.
+ *
+ * A trim deletes at most TRIM_DELETE_BATCH records here, in the transaction every other change
+ * of the group waits on; the sweep (`sweepBelow`) deletes the rest in bounded steps of its own.
  *
  * A change made by an agent also requires what its admission relied on (`ChangeAdmission`),
  * read by the statement itself, in its snapshot (issue 52 finding 7): the session's token still
@@ -49,103 +218,14 @@ export interface GroupResult {
  * through any daemon refuses every change that reaches the database after it, whatever the
  * daemon that admitted the change had heard.
  */
-export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Promise<GroupResult> {
-  const h = {
-    sid: [] as string[],
-    eg: [] as number[],
-    enp: [] as number[],
-    eep: [] as number[],
-    efrom: [] as number[],
-    after: [] as string[],
-    // The admission: the author, the session's token hash ('' for none) and whether the grant to the peer is required.
-    author: [] as string[],
-    peer: [] as string[],
-    tok: [] as string[],
-    grant: [] as number[],
-  };
-  const n = { g: [] as number[], fp: [] as number[], np: [] as number[], ep: [] as number[], meta: [] as string[], notice: [] as string[] };
-  const r = { sid: [] as string[], g: [] as number[], p: [] as number[], b: [] as string[] };
-  const o = {
-    sid: [] as string[],
-    id: [] as string[],
-    g: [] as number[],
-    f: [] as number[],
-    x: [] as number[],
-    b: [] as string[],
-  };
-  const m = { sid: [] as string[], g: [] as number[], id: [] as string[], p: [] as number[], b: [] as string[] };
-  const t = { sid: [] as string[], g: [] as number[], below: [] as number[] };
-  for (const { change: c, meta, after } of changes) {
-    const next = c.next;
-    const e = c.expect;
-    if (e === null) throw new Error('a change without a precondition has no pipelined form');
-    const sid = next.streamId;
-    h.sid.push(sid);
-    h.eg.push(e.generation);
-    h.enp.push(e.nextPosition);
-    h.eep.push(e.writerEpoch);
-    // -1: no condition on the first position (positions are never negative).
-    h.efrom.push(c.kind === 'trim' ? c.fromPosition : -1);
-    h.after.push(after);
-    const admission = c.kind === 'append' || c.kind === 'claim' || c.kind === 'release' ? c.admission : undefined;
-    h.author.push(next.authorAgentId);
-    h.peer.push(next.peerAgentId);
-    h.tok.push(admission?.tokenHash ?? '');
-    h.grant.push(admission?.grant === true ? 1 : 0);
-    n.g.push(next.generation);
-    n.fp.push(next.firstPosition);
-    n.np.push(next.nextPosition);
-    n.ep.push(next.writer.epoch);
-    n.meta.push(meta);
-    const records = c.kind === 'append' ? c.records : c.kind === 'claim' ? [c.fence] : [];
-    const rows = recordRows(next, records);
-    const noticed: Array<[number, string]> = [];
-    for (const [k, position] of rows.positions.entries()) {
-      const body = rows.bodies[k] ?? '';
-      r.sid.push(sid);
-      r.g.push(next.generation);
-      r.p.push(position);
-      r.b.push(body);
-      noticed.push([position, body]);
-    }
-    n.notice.push(
-      noticePayload({
-        streamId: sid,
-        generation: next.generation,
-        nextPosition: next.nextPosition,
-        digest: headDigest(meta),
-        ...(after === '' ? {} : { prev: headDigest(after) }),
-        meta,
-        ...(noticed.length > 0 ? { records: noticed } : {}),
-      }),
-    );
-    if (c.kind === 'append') {
-      const op = c.operation;
-      o.sid.push(sid);
-      o.id.push(op.operationId);
-      o.g.push(op.generation);
-      o.f.push(op.firstPosition);
-      o.x.push(op.nextPosition);
-      o.b.push(encodeRow(RowKey.operation(sid, op.operationId), compactOperation(op)));
-      for (const [id, position] of c.messageIds) {
-        m.sid.push(sid);
-        m.g.push(next.generation);
-        m.id.push(id);
-        m.p.push(position);
-        m.b.push(encodeRow(RowKey.messageId(sid, next.generation, id), position));
-      }
-    }
-    if (c.kind === 'trim') {
-      t.sid.push(sid);
-      t.g.push(next.generation);
-      t.below.push(next.firstPosition);
-    }
-  }
+export async function groupStatement(tx: Scope, changes: readonly Layered[]): Promise<GroupResult> {
+  const { changes: c, records: r, operations: o, messageIds: m, trims: t } = rowsOfLayer(changes);
   const query = tx<{ stream_id: string; moved: boolean; session: boolean; grant: boolean }[]>`
     with c as (
-      select * from unnest(${h.sid}::text[], ${h.eg}::bigint[], ${h.enp}::bigint[], ${h.eep}::bigint[], ${h.efrom}::bigint[], ${h.after}::text[],
-        ${n.g}::bigint[], ${n.fp}::bigint[], ${n.np}::bigint[], ${n.ep}::bigint[], ${n.meta}::text[], ${n.notice}::text[],
-        ${h.author}::text[], ${h.peer}::text[], ${h.tok}::text[], ${h.grant}::int[])
+      select * from unnest(${col(c, 'sid')}::text[], ${col(c, 'eg')}::bigint[], ${col(c, 'enp')}::bigint[], ${col(c, 'eep')}::bigint[],
+        ${col(c, 'efrom')}::bigint[], ${col(c, 'after')}::text[], ${col(c, 'ng')}::bigint[], ${col(c, 'nfp')}::bigint[],
+        ${col(c, 'nnp')}::bigint[], ${col(c, 'nep')}::bigint[], ${col(c, 'meta')}::text[], ${col(c, 'notice')}::text[],
+        ${col(c, 'author')}::text[], ${col(c, 'peer')}::text[], ${col(c, 'tok')}::text[], ${col(c, 'gr')}::int[])
         as c(sid, eg, enp, eep, efrom, after, ng, nfp, nnp, nep, meta, notice, author, peer, tok, gr)),
     a as (
       select c.sid,
@@ -160,19 +240,23 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
         and (c.after = '' or heads.meta = c.after) and a.session and a.grant
       returning heads.stream_id),
     r as (insert into records (stream_id, generation, position, body)
-      select t.s, t.g, t.p, t.b from unnest(${r.sid}::text[], ${r.g}::bigint[], ${r.p}::bigint[], ${r.b}::text[]) as t(s, g, p, b)
+      select t.s, t.g, t.p, t.b
+      from unnest(${col(r, 'sid')}::text[], ${col(r, 'g')}::bigint[], ${col(r, 'p')}::bigint[], ${col(r, 'b')}::text[]) as t(s, g, p, b)
       where t.s in (select stream_id from h)),
     o as (insert into operations (stream_id, operation_id, generation, first_position, next_position, body)
       select t.s, t.id, t.g, t.f, t.x, t.b
-      from unnest(${o.sid}::text[], ${o.id}::text[], ${o.g}::bigint[], ${o.f}::bigint[], ${o.x}::bigint[], ${o.b}::text[])
-        as t(s, id, g, f, x, b)
+      from unnest(${col(o, 'sid')}::text[], ${col(o, 'id')}::text[], ${col(o, 'g')}::bigint[], ${col(o, 'f')}::bigint[],
+        ${col(o, 'x')}::bigint[], ${col(o, 'b')}::text[]) as t(s, id, g, f, x, b)
       where t.s in (select stream_id from h)),
     m as (insert into message_ids (stream_id, generation, client_message_id, position, body)
-      select t.s, t.g, t.id, t.p, t.b from unnest(${m.sid}::text[], ${m.g}::bigint[], ${m.id}::text[], ${m.p}::bigint[], ${m.b}::text[])
-        as t(s, g, id, p, b)
+      select t.s, t.g, t.id, t.p, t.b
+      from unnest(${col(m, 'sid')}::text[], ${col(m, 'g')}::bigint[], ${col(m, 'id')}::text[], ${col(m, 'p')}::bigint[],
+        ${col(m, 'b')}::text[]) as t(s, g, id, p, b)
       where t.s in (select stream_id from h)),
-    d as (delete from records using unnest(${t.sid}::text[], ${t.g}::bigint[], ${t.below}::bigint[]) as t(s, g, below)
-      where records.stream_id = t.s and records.generation = t.g and records.position < t.below
+    d as (delete from records
+      using unnest(${col(t, 'sid')}::text[], ${col(t, 'g')}::bigint[], ${col(t, 'from')}::bigint[], ${col(t, 'below')}::bigint[])
+        as t(s, g, lo, below)
+      where records.stream_id = t.s and records.generation = t.g and records.position >= t.lo and records.position < t.below
         and t.s in (select stream_id from h))
     select c.sid as stream_id, h.stream_id is not null as moved, a.session, a.grant
       from c join a on a.sid = c.sid left join h on h.stream_id = c.sid
@@ -186,25 +270,4 @@ export async function groupStatement(tx: TxSql, changes: readonly Layered[]): Pr
     else if (!row.grant) result.denied.set(row.stream_id, 'grant');
   }
   return result;
-}
-
-/** The rows of `records` of `n`'s stream: their positions and checksummed compact bodies. */
-export function recordRows(n: StreamMeta, records: readonly StoredRecord[]): { positions: number[]; bodies: string[] } {
-  const positions: number[] = [];
-  const bodies: string[] = [];
-  for (const r of records) {
-    const position = Number(r.position);
-    const generation = Number(r.generation);
-    const place = {
-      streamId: n.streamId,
-      generation,
-      position,
-      chatId: n.chatId,
-      authorAgentId: n.authorAgentId,
-      peerAgentId: n.peerAgentId,
-    };
-    positions.push(position);
-    bodies.push(encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place)));
-  }
-  return { positions, bodies };
 }

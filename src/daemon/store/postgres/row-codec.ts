@@ -4,11 +4,13 @@
 // its check on read: loudly, naming the row, never a silently different value.
 
 import { errors } from '../../../shared/errors.js';
+import { DirectoryKeys } from '../directory-keys.js';
 import { StreamKeys } from '../stream-keys.js';
 import { decodeValue, encodeValue } from '../value-codec.js';
 
 /** The key a row's checksum is bound to: LevelDB's key of the same value, where one exists. */
 export const RowKey = {
+  ...DirectoryKeys,
   head: StreamKeys.stream,
   record: StreamKeys.record,
   operation: StreamKeys.operation,

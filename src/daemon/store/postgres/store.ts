@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { retryUntilDone } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import type { BackupManifest } from '../../../shared/results.js';
+import { StoreGate } from '../port/gate.js';
 import type { StorePort } from '../port/store-port.js';
 import type { CommitStats, StoreCounts, StreamMeta } from '../port/values.js';
 import { describeStore, openPool, resolveStoreUrl, StoreConfigError, type Sql } from './connection.js';
@@ -58,6 +59,7 @@ export class PostgresStore implements StorePort {
   readonly keys: PostgresKeys;
   readonly deploymentSecret: Buffer;
   readonly #sql: Sql;
+  readonly #gate: StoreGate;
   readonly #log: Logger | undefined;
   readonly #counted = new Map<string, Counted>();
   #records = 0;
@@ -65,13 +67,20 @@ export class PostgresStore implements StorePort {
   /** The background recovery after an unknown outcome, while it runs; and what cuts its wait short. */
   #recovering: Promise<void> | undefined;
   #recoverWake: (() => void) | undefined;
-  #failed = false;
   readonly #failureListeners: Array<() => void> = [];
   readonly #commitListeners: Array<(writes: number, seconds: number) => void> = [];
   #watching: Promise<void> = Promise.resolve();
 
-  private constructor(sql: Sql, streams: PostgresStreams, directory: PostgresDirectory, secret: Buffer, log: Logger | undefined) {
+  private constructor(
+    sql: Sql,
+    gate: StoreGate,
+    streams: PostgresStreams,
+    directory: PostgresDirectory,
+    secret: Buffer,
+    log: Logger | undefined,
+  ) {
     this.#sql = sql;
+    this.#gate = gate;
     this.deploymentSecret = secret;
     this.#log = log;
     this.streams = streams;
@@ -83,14 +92,14 @@ export class PostgresStore implements StorePort {
   /** The store over an open, migrated pool: loads heads and the directory. The pool becomes the store's. */
   static async open(sql: Sql, options: { log?: Logger } = {}): Promise<PostgresStore> {
     const secret = await deploymentSecret(sql);
-    const streams = await PostgresStreams.open(sql, options.log ? { log: options.log } : {});
+    // One gate for both halves: a commit of either whose outcome is unknown makes the store read-only.
+    const gate = new StoreGate('reconnect');
+    const streams = await PostgresStreams.open(sql, { gate, ...(options.log ? { log: options.log } : {}) });
     // The directory's callbacks run only after open() returned (they follow commits and notices).
     const late: { store?: PostgresStore } = {};
     const directory = await PostgresDirectory.open(sql, streams, {
+      gate,
       ...(options.log ? { log: options.log } : {}),
-      onFailure: () => {
-        if (late.store) late.store.#turnReadOnly();
-      },
       onChat: (heads) => {
         if (late.store) for (const h of heads) late.store.#count(h);
       },
@@ -101,8 +110,11 @@ export class PostgresStore implements StorePort {
         if (late.store) late.store.#reachable(true);
       },
     });
-    const opened = new PostgresStore(sql, streams, directory, secret, options.log);
+    const opened = new PostgresStore(sql, gate, streams, directory, secret, options.log);
     late.store = opened;
+    gate.onFailure(() => {
+      opened.#turnedReadOnly();
+    });
     streams.onDenied((admission, peerAgentId) => {
       directory.reloadDenied(admission.agentId, peerAgentId);
     });
@@ -121,10 +133,7 @@ export class PostgresStore implements StorePort {
   }
 
   #onGroupCommit(settled: ReadonlyArray<SettledChange>, seconds: number): void {
-    for (const { change, outcome } of settled) {
-      if (outcome.status === 'ok') this.#count(change.next);
-      else if (outcome.status === 'unknown') this.#turnReadOnly();
-    }
+    for (const { change, outcome } of settled) if (outcome.status === 'ok') this.#count(change.next);
     for (const l of this.#commitListeners) l(settled.length, seconds);
   }
 
@@ -165,11 +174,9 @@ export class PostgresStore implements StorePort {
     this.#counted.set(h.streamId, now);
   }
 
-  #turnReadOnly(): void {
-    this.streams.refuseWrites();
+  /** The gate turned read-only (a commit of either half had an unknown outcome): recover in the background. */
+  #turnedReadOnly(): void {
     this.#recoverInBackground();
-    if (this.#failed) return;
-    this.#failed = true;
     for (const l of this.#failureListeners) l();
   }
 
@@ -218,7 +225,7 @@ export class PostgresStore implements StorePort {
   }
 
   get readOnly(): boolean {
-    return this.streams.readOnly;
+    return this.#gate.readOnly;
   }
 
   get stopping(): boolean {
@@ -226,8 +233,7 @@ export class PostgresStore implements StorePort {
   }
 
   assertWritable(operationId: string | null = null): void {
-    if (this.#stopping) throw errors.shuttingDown(operationId, 'not-written');
-    this.streams.assertWritable(operationId);
+    this.#gate.assertWritable(operationId);
   }
 
   onFailure(listener: () => void): void {
@@ -250,13 +256,14 @@ export class PostgresStore implements StorePort {
   async recover(): Promise<void> {
     await this.directory.recover();
     await this.streams.recover();
-    this.#failed = false;
+    this.#gate.recovered();
     this.#log?.info('the PostgreSQL store accepts writes again');
   }
 
   async close(): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
+    this.#gate.close();
     this.#recoverWake?.();
     // Both halves refuse writes from this turn on (a write after close() began is refused).
     const closing = Promise.all([this.directory.close(), this.streams.close()]);
