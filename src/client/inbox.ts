@@ -228,7 +228,8 @@ export class Inbox {
         };
       }),
     );
-    return out.sort((a, b) => (b.lastActivityAt ?? '').localeCompare(a.lastActivityAt ?? ''));
+    // Newest activity first; two in the same millisecond (or none) in chat id order, so the list is stable.
+    return out.sort((a, b) => (b.lastActivityAt ?? '').localeCompare(a.lastActivityAt ?? '') || (a.chatId < b.chatId ? -1 : 1));
   }
 
   /** Stop watching and following; a waiting `wait()` returns null. The client stays open. */
