@@ -6,7 +6,7 @@
  */
 export { startDaemon, type DaemonHost, type RunningDaemon } from './daemon.js';
 export type { DaemonConfig } from './runtime/config.js';
-export { StartupError } from './rpc/socket-server.js';
+export { StartupError } from './runtime/startup-error.js';
 export { EXIT_CODES } from './runtime/exit-codes.js';
 export { createLogger } from './runtime/log.js';
 export { installProcessGuards } from './runtime/process-guards.js';

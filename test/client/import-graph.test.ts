@@ -137,6 +137,51 @@ describe('the dependency rule (cli → mcp → client → shared; cli → consol
   });
 });
 
+// The storage seams inside the daemon (issue 53): an adapter (store/leveldb, store/postgres)
+// imports neither the other adapter nor the RPC layer, and nothing outside the adapters imports
+// one but the composition root (store/backend/) and the CLI's entry (daemon/entry.ts: offline
+// doctor and restore, which are LevelDB's).
+const ADAPTERS = ['leveldb', 'postgres'].map((a) => path.join('daemon', 'store', a) + path.sep);
+const COMPOSITION_ROOTS = [path.join('daemon', 'store', 'backend') + path.sep, path.join('daemon', 'entry.ts')];
+
+function seamViolations(files: Record<string, string>): string[] {
+  const out: string[] = [];
+  for (const [file, text] of Object.entries(files)) {
+    if (!file.startsWith(path.join('daemon') + path.sep)) continue;
+    const own = ADAPTERS.find((a) => file.startsWith(a));
+    for (const spec of specifiers(text)) {
+      if (!spec.startsWith('.')) continue;
+      const target = path.relative(SRC, path.resolve(SRC, path.dirname(file), spec)).replace(/\.js$/, '.ts');
+      const adapter = ADAPTERS.find((a) => target.startsWith(a));
+      if (own && target.startsWith(path.join('daemon', 'rpc') + path.sep)) out.push(`${file}: ${spec} (an adapter imports the RPC layer)`);
+      else if (own && adapter && adapter !== own) out.push(`${file}: ${spec} (an adapter imports the other adapter)`);
+      else if (!own && adapter && !COMPOSITION_ROOTS.some((r) => file.startsWith(r)))
+        out.push(`${file}: ${spec} (only the composition root imports an adapter)`);
+    }
+  }
+  return out;
+}
+
+describe('the storage seams (adapters apart from each other and from the RPC layer; only the composition root imports one)', () => {
+  it('every import of src/daemon keeps them', () => {
+    expect(seamViolations(ALL)).toEqual([]);
+  });
+
+  it('the check fails on planted bad imports', () => {
+    const planted = {
+      [path.join('daemon', 'store', 'postgres', 'planted.ts')]:
+        "import { StartupError } from '../../rpc/socket-server.js';\nimport { K } from '../leveldb/key-layout.js';",
+      [path.join('daemon', 'rpc', 'planted.ts')]: "import type { WalIncident } from '../store/leveldb/recovery-check.js';",
+      [path.join('daemon', 'store', 'backend', 'planted.ts')]: "import { LevelStore } from '../leveldb/level-store.js';",
+    };
+    expect(seamViolations({ ...ALL, ...planted })).toEqual([
+      `${path.join('daemon', 'store', 'postgres', 'planted.ts')}: ../../rpc/socket-server.js (an adapter imports the RPC layer)`,
+      `${path.join('daemon', 'store', 'postgres', 'planted.ts')}: ../leveldb/key-layout.js (an adapter imports the other adapter)`,
+      `${path.join('daemon', 'rpc', 'planted.ts')}: ../store/leveldb/recovery-check.js (only the composition root imports an adapter)`,
+    ]);
+  });
+});
+
 describe('client module graph', () => {
   it('importing the built client entry (dist/client/index.js) does not load zod', async () => {
     const r = await importWithoutZod('dist/client/index.js');

@@ -9,7 +9,7 @@ import type { Directory } from '../directory/directory.js';
 import type { HelloLimiter } from './hello-limiter.js';
 import type { Quotas } from '../streams/quotas.js';
 import type { Integrity } from '../store/integrity.js';
-import type { WalIncident } from '../store/leveldb/recovery-check.js';
+import type { WalIncident } from '../store/port/values.js';
 import type { CallContext, Handlers } from './rpc-server.js';
 import type { Signer } from '../crypto/signer.js';
 import type { StorePort } from '../store/port/store-port.js';

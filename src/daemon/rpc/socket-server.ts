@@ -9,18 +9,9 @@ import { Admission, type AdmissionOptions } from './admission.js';
 import { Connection } from './connection.js';
 import type { OutputPool } from './output-pool.js';
 import { EXIT_CODES } from '../runtime/exit-codes.js';
+import { StartupError } from '../runtime/startup-error.js';
 import type { RpcServer } from './rpc-server.js';
 import { openFileLimit, socketFd, socketInode } from './socket-fd.js';
-
-/** A startup failure with a clear message and the exit code to leave with. */
-export class StartupError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
-    super(message);
-  }
-}
 
 /** Exit code when another daemon holds the store (systemd: RestartPreventExitStatus). */
 export const EXIT_STORE_LOCKED = EXIT_CODES.storeLocked;

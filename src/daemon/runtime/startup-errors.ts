@@ -1,5 +1,5 @@
 import { EXIT_CODES } from './exit-codes.js';
-import { StartupError } from '../rpc/socket-server.js';
+import { StartupError } from './startup-error.js';
 import { YelloError } from '../../shared/errors.js';
 import { StoreFormatError } from '../store/store-format-error.js';
 

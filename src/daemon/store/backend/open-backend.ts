@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { DoctorReport } from '../../../shared/types.js';
 import type { StoreInfo } from '../../../shared/results.js';
 import type { Signer } from '../../crypto/signer.js';
-import { StartupError } from '../../rpc/socket-server.js';
+import { StartupError } from '../../runtime/startup-error.js';
 import { EXIT_CODES } from '../../runtime/exit-codes.js';
 import { startupFailure } from '../../runtime/startup-errors.js';
 import { describeLockHolder } from '../../runtime/lock-info.js';

@@ -3,18 +3,9 @@ import { K, prefixEnd } from './key-layout.js';
 import type { CorruptMark, Integrity } from '../integrity.js';
 import type { OpenedStore } from './store-open.js';
 import type { StreamMeta } from '../stream-meta.js';
+import type { WalIncident } from '../port/values.js';
 
-/** One write-ahead-log loss the daemon found and acted on (stored, so it is acted on once). */
-export interface WalIncident {
-  detectedAt: string;
-  /** LevelDB's own report lines. */
-  lines: string[];
-  bytes: number;
-  /** Stream generations marked corrupt because of it. */
-  streams: number;
-  /** The guard file was damaged too, so every stream was marked. */
-  guardDamaged: boolean;
-}
+export type { WalIncident };
 
 const INCIDENTS_KEY = K.meta('wal-incidents');
 

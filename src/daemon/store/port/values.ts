@@ -70,3 +70,15 @@ export interface CommitStats {
 
 /** Re-exported so the port's files can name the grant row without reaching into src/shared. */
 export type GrantRow = Grant;
+
+/** One write-ahead-log loss the daemon found and acted on (stored, so it is acted on once). */
+export interface WalIncident {
+  detectedAt: string;
+  /** LevelDB's own report lines. */
+  lines: string[];
+  bytes: number;
+  /** Stream generations marked corrupt because of it. */
+  streams: number;
+  /** The guard file was damaged too, so every stream was marked. */
+  guardDamaged: boolean;
+}

@@ -4,7 +4,7 @@
 // credentials, a missing database and a schema from a newer yello are not (77, 78).
 
 import { EXIT_CODES } from '../../runtime/exit-codes.js';
-import { StartupError } from '../../rpc/socket-server.js';
+import { StartupError } from '../../runtime/startup-error.js';
 import { redactStoreUrl, scrubStoreUrl } from './url-redaction.js';
 
 /** SQLSTATEs of a server that cannot take connections right now (starting, stopping, full, in recovery). */
