@@ -8,7 +8,9 @@ import { CHANNEL_CAPABILITY, CHANNEL_INSTRUCTIONS, CHANNEL_METHOD, type ChannelE
 import { ChannelPresenter, type ChannelPacing } from './channel-presenter.js';
 import { INSTRUCTIONS } from './instructions.js';
 import type { McpLog } from './log.js';
-import { INBOX_URI, registerTranscriptResource, transcriptUri } from './resources.js';
+import { gatedTransport, RequestGate } from './request-gate.js';
+import { chatIdOfUri, INBOX_URI, registerTranscriptResource, TRANSCRIPT_TEMPLATE, transcriptUri } from './resources.js';
+import { toolInputs } from './tool-schemas.js';
 import { describeError, type ToolErrorInfo } from './tool-errors.js';
 import { registerTools, toolError } from './tools.js';
 
@@ -142,7 +144,7 @@ export async function createMcpServer(options: CreateMcpServerOptions): Promise<
   registerTranscriptResource(server, agent, subscriptions);
   if (setupFailure !== null) {
     // Replaces the SDK's tools/call handler: no tool can work with this token, also those that
-    // would answer without asking the daemon. Unknown tools are still refused first (RequestGate).
+    // would answer without asking the daemon. Unknown tools are still refused first (the gate, in connect).
     const failure = setupFailure;
     server.server.setRequestHandler(CallToolRequestSchema, () => toolError(failure, { socketPath: options.socketPath }));
   }
@@ -172,7 +174,14 @@ export async function createMcpServer(options: CreateMcpServerOptions): Promise<
     agent,
     setupFailure: setupFailure === null ? null : describeError(setupFailure, { socketPath: options.socketPath }),
     async connect(transport: Transport): Promise<void> {
-      await server.connect(transport);
+      // What the SDK would ignore or answer wrongly is answered as the specification says, on
+      // any transport (request-gate.ts); one gate per connection, as it tracks initialize.
+      const gate = new RequestGate({
+        toolNames: () => Object.keys(toolInputs),
+        isResourceUri: (uri) => uri === INBOX_URI || chatIdOfUri(uri) !== null,
+        resourceTemplate: TRANSCRIPT_TEMPLATE,
+      });
+      await server.connect(gatedTransport(transport, gate));
       // The inbox watches for new chats from the start, so that resources/list_changed comes when a peer opens one.
       agent.inbox().catch((err: unknown) => {
         log.warn({ err: err instanceof Error ? err.message : String(err) }, 'inbox not open yet; tools open it on use');

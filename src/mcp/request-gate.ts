@@ -9,7 +9,9 @@ import {
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
+  type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 /** JSON-RPC 2.0 and MCP error codes the gate answers with. */
 export const RPC_ERROR = {
@@ -53,10 +55,6 @@ const BEFORE_INITIALIZE = new Set(['initialize', 'ping']);
 
 const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
 
-function errorLine(id: Id | null, code: number, message: string, data?: Record<string, unknown>): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, error: { code, message, ...(data ? { data } : {}) } }) + '\n';
-}
-
 /** zod issues as one short line: `params.level: Invalid option: …; …` (never the raw dump). */
 function issuesLine(issues: Array<{ path: PropertyKey[]; message: string }>): string {
   return issues
@@ -65,13 +63,69 @@ function issuesLine(issues: Array<{ path: PropertyKey[]; message: string }>): st
     .join('; ');
 }
 
+/** A JSON-RPC error response of the gate. */
+export interface GateRefusal {
+  jsonrpc: '2.0';
+  id: Id | null;
+  error: { code: number; message: string; data?: Record<string, unknown> };
+}
+
+function refusal(id: Id | null, code: number, message: string, data?: Record<string, unknown>): GateRefusal {
+  return { jsonrpc: '2.0', id, error: { code, message, ...(data ? { data } : {}) } };
+}
+
+const errorLine = (id: Id | null, code: number, message: string): string => JSON.stringify(refusal(id, code, message)) + '\n';
+
+/**
+ * The framing checks of one stdin line, before the SDK's stdio transport parses it (which would
+ * drop what it cannot read without an answer): not JSON → -32700 (id null); a JSON array (a
+ * batch, which MCP 2025-06-18 removed) or anything that is not a JSON-RPC 2.0 message → -32600.
+ * The error response (one JSON line) for `line`, or null to pass the line on. A message
+ * object reaching a server through any other transport has the shape already.
+ */
+export function frameError(line: string): string | null {
+  let message: unknown;
+  try {
+    message = JSON.parse(line);
+  } catch (err) {
+    return errorLine(
+      null,
+      RPC_ERROR.PARSE_ERROR,
+      `Parse error: the line is not JSON (${(err as Error).message}); nothing was done. Send one JSON-RPC message per line.`,
+    );
+  }
+  if (Array.isArray(message))
+    return errorLine(
+      null,
+      RPC_ERROR.INVALID_REQUEST,
+      'Invalid Request: JSON-RPC batches (arrays) are not part of MCP since 2025-06-18; nothing was done. Send one message per line.',
+    );
+  if (typeof message !== 'object' || message === null)
+    return errorLine(null, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: a JSON-RPC message is a JSON object; nothing was done.');
+  const m = message as Record<string, unknown>;
+  const id = isId(m.id) ? m.id : null;
+  if (m.jsonrpc !== '2.0') return errorLine(id, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0".');
+  if (m.method === undefined) {
+    // A response to a request of the server (the SDK matches it, or ignores a stray one).
+    if (id !== null && ('result' in m || 'error' in m)) return null;
+    return errorLine(
+      id,
+      RPC_ERROR.INVALID_REQUEST,
+      'Invalid Request: a message needs a "method" (request, notification) or "result"/"error" (response).',
+    );
+  }
+  if (typeof m.method !== 'string') return errorLine(id, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: "method" must be a string.');
+  if ('id' in m && id === null)
+    return errorLine(null, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: a request id is a string or a number (MCP: never null).');
+  return null;
+}
+
 /**
  * The checks the SDK's server does not make, or makes with the wrong answer, applied to each
- * stdin line before the SDK sees it (docs/mcp.md, "Protocol conformance"). A line that fails
- * is answered here and never reaches the SDK:
+ * message a client sends before the SDK sees it (docs/mcp.md, "Protocol conformance"), on any
+ * transport ({@link gatedTransport}). A request that fails is answered here and never reaches
+ * the SDK:
  *
- * - not JSON → -32700 (id null); a JSON array (a batch, which MCP 2025-06-18 removed) or
- *   anything that is not a JSON-RPC 2.0 message → -32600;
  * - a request other than `initialize` or `ping` before `initialize` → -32600;
  * - params that the method's schema refuses (a bad `logging/setLevel` level, a `tools/call`
  *   without a name) → -32602 with the failing fields, not the SDK's -32603 and zod dump;
@@ -86,48 +140,16 @@ export class RequestGate {
     this.#opts = options;
   }
 
-  /** The error response (one JSON line) for `line`, or null to pass the line on. */
-  check(line: string): string | null {
-    let message: unknown;
-    try {
-      message = JSON.parse(line);
-    } catch (err) {
-      return errorLine(
-        null,
-        RPC_ERROR.PARSE_ERROR,
-        `Parse error: the line is not JSON (${(err as Error).message}); nothing was done. Send one JSON-RPC message per line.`,
-      );
-    }
-    if (Array.isArray(message))
-      return errorLine(
-        null,
-        RPC_ERROR.INVALID_REQUEST,
-        'Invalid Request: JSON-RPC batches (arrays) are not part of MCP since 2025-06-18; nothing was done. Send one message per line.',
-      );
-    if (typeof message !== 'object' || message === null)
-      return errorLine(null, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: a JSON-RPC message is a JSON object; nothing was done.');
+  /** The error response for `message`, or null to pass it on (responses and notifications always pass). */
+  check(message: object): GateRefusal | null {
     const m = message as Record<string, unknown>;
-    const id = isId(m.id) ? m.id : null;
-    if (m.jsonrpc !== '2.0') return errorLine(id, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0".');
-    if (m.method === undefined) {
-      // A response to a request of the server (the SDK matches it, or ignores a stray one).
-      if (id !== null && ('result' in m || 'error' in m)) return null;
-      return errorLine(
-        id,
-        RPC_ERROR.INVALID_REQUEST,
-        'Invalid Request: a message needs a "method" (request, notification) or "result"/"error" (response).',
-      );
-    }
-    if (typeof m.method !== 'string') return errorLine(id, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: "method" must be a string.');
-    if (!('id' in m)) return null; // a notification: never answered
-    if (id === null)
-      return errorLine(null, RPC_ERROR.INVALID_REQUEST, 'Invalid Request: a request id is a string or a number (MCP: never null).');
-    return this.#checkRequest(id, m.method, m);
+    if (typeof m.method !== 'string' || !isId(m.id)) return null;
+    return this.#checkRequest(m.id, m.method, m);
   }
 
-  #checkRequest(id: Id, method: string, m: Record<string, unknown>): string | null {
+  #checkRequest(id: Id, method: string, m: Record<string, unknown>): GateRefusal | null {
     if (!this.#initialized && !BEFORE_INITIALIZE.has(method))
-      return errorLine(
+      return refusal(
         id,
         RPC_ERROR.INVALID_REQUEST,
         `Invalid Request: the session is not initialized; send "initialize" (then "notifications/initialized") before "${method}".`,
@@ -135,8 +157,7 @@ export class RequestGate {
     const schema = PARAMS_SCHEMAS[method];
     if (schema) {
       const parsed = schema.safeParse(m);
-      if (!parsed.success)
-        return errorLine(id, RPC_ERROR.INVALID_PARAMS, `Invalid params for ${method}: ${issuesLine(parsed.error.issues)}`);
+      if (!parsed.success) return refusal(id, RPC_ERROR.INVALID_PARAMS, `Invalid params for ${method}: ${issuesLine(parsed.error.issues)}`);
     }
     const params = (m.params ?? {}) as Record<string, unknown>;
     if (method === 'initialize') this.#initialized = true;
@@ -144,7 +165,7 @@ export class RequestGate {
       const names = [...this.#opts.toolNames()];
       const name = params.name as string;
       if (!names.includes(name))
-        return errorLine(
+        return refusal(
           id,
           RPC_ERROR.INVALID_PARAMS,
           `Unknown tool: ${JSON.stringify(name)}. This server's tools are ${names.join(', ')} (tools/list).`,
@@ -156,7 +177,7 @@ export class RequestGate {
     if (method === 'resources/read') {
       const uri = params.uri as string;
       if (!this.#opts.isResourceUri(uri))
-        return errorLine(
+        return refusal(
           id,
           RPC_ERROR.RESOURCE_NOT_FOUND,
           `Resource not found: ${uri}. This server's resources are ${this.#opts.resourceTemplate} (resources/list lists them).`,
@@ -165,4 +186,30 @@ export class RequestGate {
     }
     return null;
   }
+}
+
+/**
+ * `transport` with `gate` in front of whoever connects to it (the SDK's server): a message the
+ * gate refuses is answered on the transport and never delivered.
+ */
+export function gatedTransport(transport: Transport, gate: RequestGate): Transport {
+  const gated: Transport = {
+    async start() {
+      transport.onmessage = (message, extra) => {
+        const refused = gate.check(message);
+        if (refused === null) gated.onmessage?.(message, extra);
+        else void transport.send(refused as JSONRPCMessage).catch((err: unknown) => gated.onerror?.(err as Error));
+      };
+      transport.onclose = () => gated.onclose?.();
+      transport.onerror = (err) => gated.onerror?.(err);
+      await transport.start();
+    },
+    send: (message, options) => transport.send(message, options),
+    close: () => transport.close(),
+    get sessionId() {
+      return transport.sessionId;
+    },
+  };
+  if (transport.setProtocolVersion) gated.setProtocolVersion = (version) => transport.setProtocolVersion?.(version);
+  return gated;
 }

@@ -1,10 +1,8 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createMcpServer, type McpServerOptions } from './create-server.js';
 import { createMcpLogger } from './log.js';
-import { RequestGate } from './request-gate.js';
-import { chatIdOfUri, INBOX_URI, TRANSCRIPT_TEMPLATE } from './resources.js';
+import { frameError } from './request-gate.js';
 import { StdinLines } from './stdin-lines.js';
-import { toolInputs } from './tool-schemas.js';
 
 export type { McpServerOptions } from './create-server.js';
 export { INSTRUCTIONS } from './instructions.js';
@@ -32,20 +30,10 @@ export async function runMcpServer(options: McpServerOptions): Promise<number> {
     process.stderr.write(`yello mcp: ${info.type}: ${info.message}. ${info.action}\n`);
   }
 
-  // Our own framing and checks in front of the SDK's: an oversized line is answered, not fatal,
-  // and what the SDK would ignore or answer wrongly is answered as the specification says.
-  const gate = new RequestGate({
-    toolNames: () => Object.keys(toolInputs),
-    isResourceUri: (uri) => uri === INBOX_URI || chatIdOfUri(uri) !== null,
-    resourceTemplate: TRANSCRIPT_TEMPLATE,
-  });
-  const stdinLines = process.stdin.pipe(
-    new StdinLines(
-      (line) => process.stdout.write(line),
-      undefined,
-      (line) => gate.check(line),
-    ),
-  );
+  // Our own framing in front of the SDK's: an oversized line is answered, not fatal, and a line
+  // the SDK would drop unanswered (not JSON, a batch, not a message) is answered as the
+  // specification says. The checks of the messages themselves are the server's (its gate).
+  const stdinLines = process.stdin.pipe(new StdinLines((line) => process.stdout.write(line), undefined, frameError));
   const transport = new StdioServerTransport(stdinLines);
   const ended = new Promise<string>((resolve) => {
     process.stdin.once('end', () => {

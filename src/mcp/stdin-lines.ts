@@ -10,7 +10,7 @@ export const MAX_STDIN_LINE_BYTES = 10 * 1024 * 1024 - 1;
  * longer than `maxLineBytes` is discarded up to its newline and answered with a JSON-RPC error
  * (-32600, id null) through `answer`, so one oversized line neither ends the server (the SDK
  * would close on it and exit 0) nor grows memory past the limit. Each complete line is then
- * given to `check` (the {@link RequestGate}): a line it answers is not passed on. Blank lines
+ * given to `check` (request-gate.ts's `frameError`): a line it answers is not passed on. Blank lines
  * are dropped.
  */
 export class StdinLines extends Transform {

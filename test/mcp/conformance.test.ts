@@ -28,13 +28,17 @@ async function rpcError(p: Promise<unknown>): Promise<McpError> {
   return err as McpError;
 }
 
-// These answers are the stdio front's (src/mcp/request-gate.ts), in front of the SDK: a process.
+// These answers are the gate's (src/mcp/request-gate.ts), in front of the SDK on any transport:
+// the server built by createMcpServer in this process, and `yello mcp` as a process on stdio.
 const STDIO = { stdio: true };
 
-describe('conformance through the SDK client', () => {
+describe.each([
+  ['in memory', {}],
+  ['over stdio', STDIO],
+])('conformance through the SDK client, %s', (_, how) => {
   it('an unknown tool is JSON-RPC -32602, not a tool result', async () => {
     const chat = await world().chat();
-    const alice = await world().serve(chat.aliceToken, [], STDIO);
+    const alice = await world().serve(chat.aliceToken, [], how);
     const err = await rpcError(alice.client.callTool({ name: 'no_such_tool', arguments: {} }));
     expect(err.code).toBe(-32602);
     expect(err.message).toMatch(/Unknown tool: "no_such_tool"/);
@@ -43,7 +47,7 @@ describe('conformance through the SDK client', () => {
 
   it('an unknown resource is -32002: a URI of no resource, and the transcript of a chat that does not exist', async () => {
     const chat = await world().chat();
-    const alice = await world().serve(chat.aliceToken, [], STDIO);
+    const alice = await world().serve(chat.aliceToken, [], how);
     const other = await rpcError(alice.client.readResource({ uri: 'yello://nothing/here' }));
     expect(other.code).toBe(-32002);
     expect(other.message).toMatch(/yello:\/\/chats\/\{chatId\}\/transcript/);
@@ -56,14 +60,16 @@ describe('conformance through the SDK client', () => {
 
   it('an invalid logging/setLevel is -32602 naming the field, without a zod dump; a valid one works', async () => {
     const chat = await world().chat();
-    const alice = await world().serve(chat.aliceToken, [], STDIO);
+    const alice = await world().serve(chat.aliceToken, [], how);
     const err = await rpcError(alice.client.request({ method: 'logging/setLevel', params: { level: 'loud' } }, EmptyResultSchema));
     expect(err.code).toBe(-32602);
     expect(err.message).toMatch(/params\.level/);
     expect(err.message).not.toMatch(/"code":|invalid_value|invalid_enum|\n/);
     await expect(alice.client.setLoggingLevel('warning')).resolves.toBeDefined();
   });
+});
 
+describe('conformance through the SDK stdio transport', () => {
   it('the SDK stdio transport: a request before initialize is refused, initialize then works', async () => {
     const chat = await world().chat();
     const transport = new StdioClientTransport({

@@ -1,9 +1,10 @@
-// The stdin checks of `yello mcp` (src/mcp/request-gate.ts) and the quoting of peer text
-// (src/mcp/present.ts), without a process: what passes to the SDK, and what is answered how.
+// The checks in front of the MCP SDK (src/mcp/request-gate.ts: the stdin line framing of
+// `yello mcp`, and the gate of every transport) and the quoting of peer text, without a
+// process: what passes to the SDK, and what is answered how.
 
 import { describe, expect, it } from 'vitest';
 import { fencePeerData, quotePeerText } from '../../src/client/peer-data.js';
-import { RequestGate } from '../../src/mcp/request-gate.js';
+import { frameError, RequestGate } from '../../src/mcp/request-gate.js';
 
 function gate(): RequestGate {
   return new RequestGate({
@@ -12,29 +13,29 @@ function gate(): RequestGate {
     resourceTemplate: 'yello://chats/{chatId}/transcript',
   });
 }
-const INIT = JSON.stringify({
+const INIT = {
   jsonrpc: '2.0',
   id: 0,
   method: 'initialize',
   params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-});
+};
 const answer = (line: string | null) =>
   line === null ? null : (JSON.parse(line) as { id: unknown; error: { code: number; message: string } });
 
 describe('RequestGate', () => {
   it('passes notifications and responses at any time, and initialize and ping before initialize', () => {
     const g = gate();
-    expect(g.check(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }))).toBeNull();
-    expect(g.check(JSON.stringify({ jsonrpc: '2.0', id: 5, result: {} }))).toBeNull();
-    expect(g.check(JSON.stringify({ jsonrpc: '2.0', id: 'p', method: 'ping' }))).toBeNull();
-    expect(answer(g.check(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' })))).toMatchObject({
+    expect(g.check({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } })).toBeNull();
+    expect(g.check({ jsonrpc: '2.0', id: 5, result: {} })).toBeNull();
+    expect(g.check({ jsonrpc: '2.0', id: 'p', method: 'ping' })).toBeNull();
+    expect(g.check({ jsonrpc: '2.0', id: 1, method: 'tools/list' })).toMatchObject({
       id: 1,
       error: { code: -32600 },
     });
     expect(g.check(INIT)).toBeNull();
-    expect(g.check(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }))).toBeNull();
+    expect(g.check({ jsonrpc: '2.0', id: 2, method: 'tools/list' })).toBeNull();
     // Methods the server does not know are the SDK's to answer (-32601).
-    expect(g.check(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'no/such' }))).toBeNull();
+    expect(g.check({ jsonrpc: '2.0', id: 3, method: 'no/such' })).toBeNull();
   });
 
   it.each([
@@ -49,22 +50,26 @@ describe('RequestGate', () => {
     ['{"jsonrpc":"2.0","id":4,"method":7}', -32600, 4],
     ['{"jsonrpc":"2.0","id":4}', -32600, 4],
   ])('%s → %i', (line, code, id) => {
-    expect(answer(gate().check(line))).toMatchObject({ id, error: { code } });
+    expect(answer(frameError(line))).toMatchObject({ id, error: { code } });
+  });
+
+  it('frameError passes any well-formed message: requests, notifications, responses', () => {
+    for (const m of [INIT, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'rm_rf' } }, { jsonrpc: '2.0', method: 'x' }])
+      expect(frameError(JSON.stringify(m))).toBeNull();
+    expect(frameError(JSON.stringify({ jsonrpc: '2.0', id: 5, result: {} }))).toBeNull();
   });
 
   it('after initialize: unknown tool -32602, unknown resource -32002, bad params -32602 without a dump', () => {
     const g = gate();
     g.check(INIT);
-    const call = (params: unknown) => answer(g.check(JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params })));
+    const call = (params: unknown) => g.check({ jsonrpc: '2.0', id: 9, method: 'tools/call', params });
     expect(call({ name: 'whoami', arguments: {} })).toBeNull();
     expect(call({ name: 'rm_rf' })).toMatchObject({ error: { code: -32602 } });
     expect(call({ arguments: {} })).toMatchObject({ error: { code: -32602 } });
-    expect(
-      answer(g.check(JSON.stringify({ jsonrpc: '2.0', id: 10, method: 'resources/read', params: { uri: 'file:///x' } }))),
-    ).toMatchObject({
+    expect(g.check({ jsonrpc: '2.0', id: 10, method: 'resources/read', params: { uri: 'file:///x' } })).toMatchObject({
       error: { code: -32002 },
     });
-    const level = answer(g.check(JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'logging/setLevel', params: { level: 'LOUD' } })));
+    const level = g.check({ jsonrpc: '2.0', id: 11, method: 'logging/setLevel', params: { level: 'LOUD' } });
     expect(level?.error.code).toBe(-32602);
     expect(level?.error.message).toMatch(/^Invalid params for logging\/setLevel: params\.level: /);
     expect(level?.error.message).not.toMatch(/\n/);
