@@ -1,8 +1,8 @@
-// Pins behaviour of src/daemon/streams/subscriptions.ts (chats.follow, chats.watch,
-// chats.unfollow). In-process on a real LevelDB in a temp dir: the daemon's Subscriptions over its
-// StreamStore, with a connection that records what it is sent (test/helpers/in-process-store.ts).
-// The socket suites (follow.test.ts, follow-from.test.ts, chats-watch.test.ts) show the same end to
-// end.
+// Pins behaviour of src/daemon/streams/subscriptions.ts and subscription-pump.ts (chats.follow,
+// chats.watch, chats.unfollow). In-process on a real LevelDB in a temp dir: the daemon's
+// Subscriptions over its StreamStore, with a connection that records what it is sent
+// (test/helpers/in-process-store.ts). The socket suites (follow.test.ts, follow-from.test.ts,
+// chats-watch.test.ts) show the same end to end.
 
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
@@ -380,10 +380,10 @@ describe('watch ids, the watch cap and corruption marks', () => {
   });
 });
 
-// Pins behaviour of src/daemon/streams/subscriptions.ts that the tests above leave unchecked: the
-// live fast path at the seam, the pump's re-checks after its catch-up read (unfollowed or congested
-// meanwhile), and the corruption-mark filter at its boundaries. In-process on a real LevelDB in a
-// temp dir, like test/unit/subscriptions.test.ts.
+// Pins behaviour of src/daemon/streams/subscriptions.ts and subscription-pump.ts that the tests
+// above leave unchecked: the live fast path at the seam, the pump's re-checks after its catch-up
+// read (unfollowed or congested meanwhile), and the corruption-mark filter at its boundaries.
+// In-process on a real LevelDB in a temp dir, like test/unit/subscriptions.test.ts.
 describe('chats.follow at the seam, after its catch-up read, and over corruption marks', () => {
   const open: InProcessStore[] = [];
   afterEach(async () => {

@@ -1,21 +1,18 @@
 import type { Socket } from 'node:net';
-import type { JSONRPCResponse } from 'json-rpc-2.0';
 import type { Logger } from 'pino';
-import { errors, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR, type YelloError } from '../../shared/errors.js';
-import { MAX_APPEND_REQUEST_BYTES } from '../../shared/paths.js';
+import { errors, type YelloError } from '../../shared/errors.js';
 import type { Audit, PeerInfo } from './audit.js';
 import type { Caller } from '../caller.js';
-import { BATCH_ANSWER_BYTES, MAX_BATCH_ELEMENTS, MAX_BATCH_ELEMENTS_UNAUTHENTICATED, WRITE_HIGH_WATER } from '../limits.js';
-import type { CallContext, ConnectionHandle, RpcServer } from './rpc-server.js';
+import { WRITE_HIGH_WATER } from '../limits.js';
+import type { ConnectionHandle, RpcServer } from './rpc-server.js';
 import { LineFramer } from '../../shared/line-framing.js';
 import { lineBytes } from './line-bytes.js';
-import { OutputBudget, Owed } from './output-budget.js';
 import type { OutputPool, PoolMember } from './output-pool.js';
-import { batchElementSize, errorResponse, invalidRequest, isId, isObject, isRequestShape, notRun } from './request-shape.js';
+import { RequestRunner, type RunnerConnection } from './request-runner.js';
+import { errorResponse } from './request-shape.js';
 import { socketFd, socketInode } from './socket-fd.js';
 import { errorMessage } from '../runtime/error-fields.js';
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Requests in flight on one connection before we stop reading from it. */
 const MAX_IN_FLIGHT = 16;
 
@@ -33,22 +30,19 @@ export interface ConnectionOptions {
   admitSession?: (c: Connection, caller: Caller) => void;
 }
 
-/** Methods that read pages of records: each counts as a page against the daemon-wide budget while it runs. */
-const READ_METHODS = new Set(['chats.history', 'streams.read']);
-
 /** How long a connection closed with an error line may linger for its client to read the line. */
 const CLOSE_LINGER_MS = 1_000;
 
 /**
- * One client connection: newline-delimited JSON-RPC framing (src/shared/line-framing.ts), the line and
- * append size caps, request shape checks the library does not do safely (request-shape.ts),
- * batch limits, write backpressure, the page budget its pending answers share
- * (output-budget.ts), and the hard cap on what it leaves unread.
+ * One client connection, its socket side: newline-delimited JSON-RPC framing
+ * (src/shared/line-framing.ts) and the line cap, how many requests run at once, write
+ * backpressure, its place in the daemon-wide output pool, and the hard cap on what it leaves
+ * unread. What each line becomes (parse, batches, the append cap, the page budget) is the
+ * request runner's (request-runner.ts).
  */
-export class Connection implements ConnectionHandle {
+export class Connection implements ConnectionHandle, RunnerConnection {
   readonly id = nextConnectionId++;
   readonly #socket: Socket;
-  readonly #rpc: RpcServer;
   readonly #log: Logger;
   readonly #audit: Audit;
   readonly #maxLineBytes: number;
@@ -57,23 +51,21 @@ export class Connection implements ConnectionHandle {
   #caller: Caller | null = null;
   readonly #lines: LineFramer<Buffer>;
   #inFlight = 0;
-  readonly #budget: OutputBudget;
   #closed = false;
   readonly #admitSession: ((c: Connection, caller: Caller) => void) | undefined;
   readonly #pool: OutputPool | undefined;
   readonly #member: PoolMember;
+  readonly #runner: RequestRunner;
   #closeListeners: Array<() => void> = [];
   #hangUpListeners: Array<() => void> | null = [];
   #drainListeners: Array<() => void> = [];
 
   constructor(socket: Socket, rpc: RpcServer, log: Logger, opts: ConnectionOptions) {
     this.#socket = socket;
-    this.#rpc = rpc;
     this.#log = log;
     this.#audit = opts.audit;
     this.#maxLineBytes = opts.maxLineBytes;
     this.#lines = new LineFramer<Buffer>(opts.maxLineBytes, (parts, bytes) => Buffer.concat(parts, bytes));
-    this.#budget = new OutputBudget(() => socket.writableLength);
     this.#maxUnsentBytes = opts.maxUnsentBytes;
     this.#admitSession = opts.admitSession;
     this.#pool = opts.pool;
@@ -87,6 +79,17 @@ export class Connection implements ConnectionHandle {
       },
     };
     this.#pool?.join(this.#member);
+    this.#runner = new RequestRunner(this, {
+      rpc,
+      log,
+      audit: opts.audit,
+      pool: opts.pool,
+      member: this.#member,
+      unsent: () => socket.writableLength,
+      write: (line) => {
+        this.#write(line);
+      },
+    });
     // Taken now: once the socket closes, its fd number may belong to another one.
     this.peer = { conn: this.id, socketInode: socketInode(socketFd(socket)) };
     socket.on('data', (chunk: Buffer) => {
@@ -215,20 +218,6 @@ export class Connection implements ConnectionHandle {
     this.#onClose();
   }
 
-  /** A call context per request line: the session is the connection's, the page budget the line's. */
-  #contextFor(owed: Owed, requestBytes: number): CallContext {
-    // Read at each access: `session.hello` sets the caller while the line is being handled.
-    const currentCaller = (): Caller | null => this.#caller;
-    return {
-      get caller() {
-        return currentCaller();
-      },
-      connection: this,
-      pageBytes: () => this.#budget.page(owed),
-      requestBytes,
-    };
-  }
-
   /**
    * Input is queued and parsed only while the connection may take more work: at most
    * MAX_IN_FLIGHT requests running and the output buffer under its high-water mark. Otherwise
@@ -255,101 +244,12 @@ export class Connection implements ConnectionHandle {
       const event = this.#lines.next();
       // A line over the cap is answered at once; the rest of it is dropped.
       if (event && 'tooLarge' in event) this.#sendRaw(errorResponse(null, errors.tooLarge(this.#maxLineBytes, event.tooLarge)));
-      else if (event) this.#handleLineSafely(event.line);
+      else if (event) {
+        const work = this.#runner.line(event.line);
+        if (work) this.#track(work);
+      }
     }
     if (!this.#closed) this.#socket.resume();
-  }
-
-  /** Nothing a line contains may escape as an exception: answer INTERNAL and carry on. */
-  #handleLineSafely(line: Buffer): void {
-    try {
-      this.#handleLine(line);
-    } catch (err) {
-      this.#log.error({ conn: this.id, err: errorMessage(err) }, 'line handling failed');
-      this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_INVALID_REQUEST, message: 'Invalid Request' } });
-    }
-  }
-
-  #handleLine(line: Buffer): void {
-    let text: string;
-    let message: unknown;
-    try {
-      text = utf8.decode(line);
-      message = JSON.parse(text);
-    } catch {
-      this.#sendRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_PARSE_ERROR, message: 'Parse error: not UTF-8 JSON' } });
-      return;
-    }
-    if (Array.isArray(message)) {
-      if (message.length === 0) {
-        this.#sendRaw(invalidRequest(null));
-        return;
-      }
-      // Before a session, one line may cost only a few KiB of errors (no amplification).
-      const max = this.#caller ? MAX_BATCH_ELEMENTS : MAX_BATCH_ELEMENTS_UNAUTHENTICATED;
-      if (message.length > max) {
-        this.#sendRaw({
-          jsonrpc: '2.0',
-          id: null,
-          error: {
-            code: JSONRPC_INVALID_REQUEST,
-            message: `Invalid Request: a batch of ${message.length} requests; at most ${max}${this.#caller ? '' : ' before session.hello'}`,
-          },
-        });
-        return;
-      }
-      this.#track(this.#runBatch(message));
-      return;
-    }
-    this.#track(this.#runOne(message, line.length));
-  }
-
-  async #runOne(message: unknown, size: number): Promise<void> {
-    const owed = new Owed();
-    const pool = isObject(message) && READ_METHODS.has(String(message.method)) ? this.#pool : undefined;
-    try {
-      if (pool) await pool.startRead(this.#member);
-      // Work not started for a client that left is dropped, not done.
-      if (this.#closed) return;
-      const r = await this.#handleMessage(message, size, this.#contextFor(owed, size));
-      if (r) this.#sendRaw(r);
-    } finally {
-      this.#budget.release(owed);
-      pool?.endRead(this.#member);
-    }
-  }
-
-  /**
-   * A batch runs its elements in order, one at a time, so its answer can be bounded: once the
-   * answers so far reach BATCH_ANSWER_BYTES, the remaining elements are not run and each owed
-   * answer is REQUEST_TOO_LARGE. The client sends those again, knowing none of them happened.
-   */
-  async #runBatch(elements: unknown[]): Promise<void> {
-    const owed = new Owed();
-    const answers: string[] = [];
-    // A batch with reads counts as one read: its answer is held whole, at most BATCH_ANSWER_BYTES.
-    const pool = elements.some((m) => isObject(m) && READ_METHODS.has(String(m.method))) ? this.#pool : undefined;
-    try {
-      if (pool) await pool.startRead(this.#member);
-      for (const m of elements) {
-        // Work not started for a client that left is dropped, not done.
-        if (this.#closed) return;
-        const r = owed.answered >= BATCH_ANSWER_BYTES ? notRun(m, owed.answered) : await this.#handleElement(m, owed);
-        const answer = r === null ? null : JSON.stringify(r);
-        const bytes = answer === null ? 0 : Buffer.byteLength(answer, 'utf8');
-        this.#budget.answered(owed, bytes);
-        if (answer !== null) answers.push(answer);
-      }
-      if (answers.length > 0) this.#write(`[${answers.join(',')}]`);
-    } finally {
-      this.#budget.release(owed);
-      pool?.endRead(this.#member);
-    }
-  }
-
-  #handleElement(m: unknown, owed: Owed): Promise<JSONRPCResponse | null> {
-    const size = batchElementSize(m);
-    return this.#handleMessage(m, size, this.#contextFor(owed, size));
   }
 
   #track(work: Promise<unknown>): void {
@@ -362,31 +262,6 @@ export class Connection implements ConnectionHandle {
         this.#inFlight--;
         if (!this.#closed) this.#pumpInput();
       });
-  }
-
-  async #handleMessage(message: unknown, size: number, ctx: CallContext): Promise<JSONRPCResponse | null> {
-    if (!isRequestShape(message)) {
-      const id = isObject(message) && isId(message.id) ? message.id : null;
-      return invalidRequest(id);
-    }
-    // The append cap is on the raw request bytes and comes before every other check (§3, §6).
-    if (message.method === 'streams.append' && size > MAX_APPEND_REQUEST_BYTES) {
-      if (message.id === undefined) return null;
-      return errorResponse(message.id, errors.tooLarge(MAX_APPEND_REQUEST_BYTES, size));
-    }
-    const r = await this.#rpc.receive(message, ctx);
-    const data = r?.error?.data as { type?: unknown; retryAfterMs?: unknown } | undefined;
-    if (data?.type === 'RATE_LIMITED') {
-      const caller = this.#caller;
-      this.#audit.burst('rate-limited', message.method, {
-        ...this.peer,
-        method: message.method,
-        retryAfterMs: typeof data.retryAfterMs === 'number' ? data.retryAfterMs : null,
-        role: caller?.role ?? null,
-        agentId: caller?.role === 'agent' ? caller.agentId : null,
-      });
-    }
-    return r;
   }
 
   #sendRaw(value: unknown): void {

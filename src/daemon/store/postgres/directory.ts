@@ -9,7 +9,8 @@
 // engine (pg-group-commit.ts), each under a savepoint (directory-writes.ts).
 //
 // Reloads run on the same chain as commits, after them: a reload never reads the tables before
-// this daemon's own earlier commit settled, so the cache never goes back to an older row.
+// this daemon's own earlier commit settled, so the cache never goes back to an older row. This
+// file says when the cache is reloaded; what a reload reads and caches is directory-reloads.ts.
 
 import type { Logger } from 'pino';
 import { DirectoryKernel } from '../port/directory-kernel.js';
@@ -18,7 +19,8 @@ import { StoreGate } from '../port/gate.js';
 import type { AgentRow, ChatRow, GrantRow, StreamMeta } from '../port/values.js';
 import type { Sql } from './connection.js';
 import { DirectoryCache } from './directory-cache.js';
-import { agentsPage, chatIdsPage, grantsPage, loadTables, selectAgents, selectChat, selectGrant } from './directory-rows.js';
+import { DirectoryReloads } from './directory-reloads.js';
+import { agentsPage, chatIdsPage, grantsPage, selectAgents } from './directory-rows.js';
 import {
   DIRECTORY_CHANNEL,
   transactWrites,
@@ -30,7 +32,6 @@ import {
 import { PgGroupCommit } from './pg-group-commit.js';
 import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
 import { SessionChecks } from './session-checks.js';
-import type { Scope } from './stream-statements.js';
 import type { PostgresStreams } from './stream-store.js';
 
 export { DIRECTORY_CHANNEL, type DirectoryNotice };
@@ -49,15 +50,12 @@ export interface PostgresDirectoryOptions {
 export class PostgresDirectory extends DirectoryKernel {
   readonly #sql: Sql;
   readonly #sessions: SessionChecks;
-  readonly #streams: PostgresStreams;
   readonly #log: Logger | undefined;
-  readonly #onChat: ((heads: readonly StreamMeta[]) => void) | undefined;
   /** Committed state (this daemon's commits and what notices reloaded). */
   readonly #cache = new DirectoryCache();
   readonly #commits: PgGroupCommit<DirectoryWrite, DirectoryOutcome>;
   #unlisten: (() => Promise<void>) | undefined;
-  /** Told of chats another daemon created, once this one has cached them (`onChatsLearned`). */
-  readonly #chatsLearned: Array<(chatIds: readonly string[]) => void> = [];
+  readonly #reloads: DirectoryReloads;
 
   private constructor(sql: Sql, streams: PostgresStreams, options: PostgresDirectoryOptions) {
     super(options.gate ?? new StoreGate('reconnect'));
@@ -68,9 +66,7 @@ export class PostgresDirectory extends DirectoryKernel {
       () => options.onReachable?.(),
       () => this.gate.closing,
     );
-    this.#streams = streams;
     this.#log = options.log;
-    this.#onChat = options.onChat;
     this.#commits = new PgGroupCommit<DirectoryWrite, DirectoryOutcome>({
       half: 'directory',
       gate: this.gate,
@@ -86,6 +82,14 @@ export class PostgresDirectory extends DirectoryKernel {
         }
       },
     });
+    this.#reloads = new DirectoryReloads({
+      sql,
+      cache: this.#cache,
+      streams,
+      log: options.log,
+      onChat: options.onChat,
+      after: (task) => this.#commits.after(task),
+    });
   }
 
   /**
@@ -99,7 +103,7 @@ export class PostgresDirectory extends DirectoryKernel {
     const listening = await sql.listen(
       DIRECTORY_CHANNEL,
       (payload) => {
-        d.#onNotify(payload);
+        d.#reloads.onNotify(payload);
       },
       // Called again after every reconnect of the LISTEN connection: what was notified while it
       // was down is lost, so everything is reloaded (chats created meanwhile are announced), and
@@ -140,60 +144,11 @@ export class PostgresDirectory extends DirectoryKernel {
    * daemon created are not passed: their creator announces them.
    */
   onChatsLearned(listener: (chatIds: readonly string[]) => void): void {
-    this.#chatsLearned.push(listener);
+    this.#reloads.onChatsLearned(listener);
   }
 
-  #announce(chatIds: readonly string[]): void {
-    if (chatIds.length === 0) return;
-    for (const l of this.#chatsLearned) l(chatIds);
-  }
-
-  async #loadAll(): Promise<void> {
-    this.#announce(this.#cache.replace(await loadTables(this.#sql)));
-  }
-
-  #onNotify(payload: string): void {
-    let n: DirectoryNotice;
-    try {
-      n = JSON.parse(payload) as DirectoryNotice;
-    } catch {
-      return;
-    }
-    this.#afterCommits(() => this.#reload(n), 'reloading a directory row after a notice failed');
-  }
-
-  /** Run `task` on the commit chain (after every group cut before it); log its failure. */
-  #afterCommits(task: () => Promise<void>, failure: string): void {
-    this.#commits.after(task).catch((err: unknown) => this.#log?.warn({ err: { message: (err as Error).message } }, failure));
-  }
-
-  async #reload(n: DirectoryNotice): Promise<void> {
-    switch (n.kind) {
-      case 'agent':
-        await this.#reloadAgents({ ids: [n.agentId] });
-        return;
-      case 'grant': {
-        const { grant, damaged } = await selectGrant(this.#sql, n.agentId, n.peerAgentId);
-        this.#cache.setGrant(n.agentId, n.peerAgentId, grant, damaged);
-        return;
-      }
-      case 'chat':
-        await this.#loadChat(this.#sql, n.chatId);
-        return;
-    }
-  }
-
-  async #reloadAgents(which: Parameters<typeof selectAgents>[1]): Promise<void> {
-    for (const { agentId, row } of await selectAgents(this.#sql, which))
-      if (row) this.#cache.cacheAgent(row);
-      else this.#cache.damagedAgent(agentId);
-  }
-
-  /** Read a committed chat and its heads into the caches (another daemon's chat). */
-  async #loadChat(sql: Scope, chatId: string): Promise<void> {
-    if (this.#cache.chat(chatId)) return;
-    const chat = await selectChat(sql, chatId);
-    if (chat && this.#cacheChat(chat.row, chat.heads)) this.#announce([chatId]);
+  #loadAll(): Promise<void> {
+    return this.#reloads.loadAll();
   }
 
   /**
@@ -202,17 +157,9 @@ export class PostgresDirectory extends DirectoryKernel {
    * than its. On the commit chain, as a notice's reload.
    */
   reloadDenied(agentId: string, peerAgentId: string): void {
-    this.#afterCommits(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a denied commit failed');
-    this.#afterCommits(() => this.#reload({ kind: 'grant', agentId, peerAgentId }), 'reloading a grant after a denied commit failed');
-  }
-
-  /** Cache a committed chat and its heads; false when it was cached already. */
-  #cacheChat(row: ChatRow, heads: readonly StreamMeta[]): boolean {
-    if (this.#cache.chat(row.id)) return false;
-    this.#streams.learnHeads(heads);
-    this.#cache.cacheChat(row);
-    this.#onChat?.(heads);
-    return true;
+    const reloads = this.#reloads;
+    reloads.afterCommits(() => reloads.reload({ kind: 'agent', agentId }), 'reloading an agent row after a denied commit failed');
+    reloads.afterCommits(() => reloads.reload({ kind: 'grant', agentId, peerAgentId }), 'reloading a grant after a denied commit failed');
   }
 
   // ---- committed reads ------------------------------------------------------------------------
@@ -255,7 +202,7 @@ export class PostgresDirectory extends DirectoryKernel {
     const ids = await chatIdsPage(this.#sql, agentId, page);
     // A chat another daemon created whose notice has not arrived yet: cache it now, so that the
     // synchronous chat() of the caller finds every id of the page.
-    for (const id of ids) if (!this.#cache.chat(id)) await this.#loadChat(this.#sql, id);
+    for (const id of ids) if (!this.#cache.chat(id)) await this.#reloads.loadChat(this.#sql, id);
     return ids;
   }
 
@@ -289,9 +236,9 @@ export class PostgresDirectory extends DirectoryKernel {
     cacheGrant: (agentId, peerAgentId, grant) => {
       this.#cache.setGrant(agentId, peerAgentId, grant);
     },
-    loadChat: (tx, chatId) => this.#loadChat(tx, chatId),
+    loadChat: (tx, chatId) => this.#reloads.loadChat(tx, chatId),
     cacheChat: (row, heads) => {
-      this.#cacheChat(row, heads);
+      this.#reloads.cacheChat(row, heads);
     },
   };
 
@@ -300,7 +247,10 @@ export class PostgresDirectory extends DirectoryKernel {
     return this.#sessions.valid(agentId, tokenHash).then((valid) => {
       // The rows here still allowed it (the caller checked them first): read the agent again.
       if (!valid)
-        this.#afterCommits(() => this.#reload({ kind: 'agent', agentId }), 'reloading an agent row after a refused session failed');
+        this.#reloads.afterCommits(
+          () => this.#reloads.reload({ kind: 'agent', agentId }),
+          'reloading an agent row after a refused session failed',
+        );
       return valid;
     });
   }
@@ -311,9 +261,10 @@ export class PostgresDirectory extends DirectoryKernel {
     return this.#commits.after(async () => {
       const names = [...(rows.agents ?? [])];
       const tokens = [...(rows.tokens ?? [])];
-      if (names.length > 0 || tokens.length > 0) await this.#reloadAgents({ ids: names, usernames: names, tokens });
-      for (const [agentId, peerAgentId] of rows.grants ?? []) await this.#reload({ kind: 'grant', agentId, peerAgentId });
-      for (const chatId of rows.chats ?? []) await this.#loadChat(this.#sql, chatId);
+      const reloads = this.#reloads;
+      if (names.length > 0 || tokens.length > 0) await reloads.reloadAgents({ ids: names, usernames: names, tokens });
+      for (const [agentId, peerAgentId] of rows.grants ?? []) await reloads.reload({ kind: 'grant', agentId, peerAgentId });
+      for (const chatId of rows.chats ?? []) await reloads.loadChat(this.#sql, chatId);
     });
   }
 
