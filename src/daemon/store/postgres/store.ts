@@ -6,7 +6,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { retryUntilDone } from './retry.js';
+import { PG_WAITS, retryUntilDone, type PgWaits } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import type { BackupManifest } from '../../../shared/results.js';
 import { StoreGate } from '../port/gate.js';
@@ -89,16 +89,21 @@ export class PostgresStore implements StorePort {
     this.keys = new PostgresKeys(sql);
   }
 
-  /** The store over an open, migrated pool: loads heads and the directory. The pool becomes the store's. */
-  static async open(sql: Sql, options: { log?: Logger } = {}): Promise<PostgresStore> {
+  /**
+   * The store over an open, migrated pool: loads heads and the directory. The pool becomes the
+   * store's. `waits` overrides PG_WAITS (tests, which would otherwise sit out the production waits).
+   */
+  static async open(sql: Sql, options: { log?: Logger; waits?: Partial<PgWaits> } = {}): Promise<PostgresStore> {
     const secret = await deploymentSecret(sql);
     // One gate for both halves: a commit of either whose outcome is unknown makes the store read-only.
     const gate = new StoreGate('reconnect');
-    const streams = await PostgresStreams.open(sql, { gate, ...(options.log ? { log: options.log } : {}) });
+    const waits = { ...PG_WAITS, ...options.waits };
+    const streams = await PostgresStreams.open(sql, { gate, waits, ...(options.log ? { log: options.log } : {}) });
     // The directory's callbacks run only after open() returned (they follow commits and notices).
     const late: { store?: PostgresStore } = {};
     const directory = await PostgresDirectory.open(sql, streams, {
       gate,
+      waits,
       ...(options.log ? { log: options.log } : {}),
       onChat: (heads) => {
         if (late.store) for (const h of heads) late.store.#count(h);
@@ -308,6 +313,8 @@ export interface OpenPostgresStoreOptions {
   env?: NodeJS.ProcessEnv;
   /** Connections in the pool (default 8). */
   poolSize?: number;
+  /** Shorter waits on PostgreSQL than PG_WAITS (tests only: `yello daemon --pg-answer-deadline-ms`). */
+  waits?: Partial<PgWaits>;
 }
 
 /**
@@ -327,7 +334,7 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
   try {
     const migrated = await migrate(sql, options.log);
     if (migrated.applied.length > 0) options.log.info({ from: migrated.from, to: migrated.to }, 'schema migrated');
-    return await PostgresStore.open(sql, { log: options.log });
+    return await PostgresStore.open(sql, { log: options.log, waits: options.waits });
   } catch (err) {
     await sql.end({ timeout: 1 }).catch(() => {});
     throw err;
