@@ -74,7 +74,10 @@ export async function startDaemon(config: DaemonConfig, host: DaemonHost = {}): 
   prepareDataDir(config.dataDir, isLevelSelection(selection.store));
   let backend: OpenedBackend;
   try {
-    backend = await openBackend(config.dataDir, selection, log, { failSyncFile: config.faultFailSyncFile ?? null });
+    backend = await openBackend(config.dataDir, selection, log, {
+      failSyncFile: config.faultFailSyncFile ?? null,
+      pgAnswerDeadlineMs: config.pgAnswerDeadlineMs,
+    });
   } catch (err) {
     // Not ours to clean beyond the empty directories this start made: another daemon may be
     // filling the data dir right now (it holds the lock).
