@@ -110,6 +110,11 @@ export const DAEMON_OPTIONS = {
     hidden: true,
     describe: 'tests only: how long a PostgreSQL store waits for an answer before an unknown outcome or UNAVAILABLE (default 5000)',
   },
+  'metrics-idle-ms': {
+    type: 'number',
+    hidden: true,
+    describe: 'tests only: how long a --metrics-listen connection without a request is kept (default 10000)',
+  },
 } as const satisfies Record<string, DaemonOption>;
 
 type OptionName = keyof typeof DAEMON_OPTIONS;

@@ -221,7 +221,7 @@ export async function startDaemon(config: DaemonConfig, host: DaemonHost = {}): 
       connections: () => server.connectionsByRole(),
     });
     const metricsEndpoint: MetricsEndpoint | null = config.metricsListen
-      ? await (await import('./runtime/metrics-http.js')).listenMetrics(metrics, config.metricsListen, log, audit)
+      ? await (await import('./runtime/metrics-http.js')).listenMetrics(metrics, config.metricsListen, log, audit, config.metricsIdleMs)
       : null;
     try {
       if (config.socketPath === null) {

@@ -29,6 +29,7 @@ describe('parseDaemonArgsFast', () => {
       policy: 'grants',
       'fault-fail-sync-file': undefined,
       'pg-answer-deadline-ms': undefined,
+      'metrics-idle-ms': undefined,
     });
   });
 

@@ -38,4 +38,6 @@ export interface DaemonConfig {
   faultFailSyncFile?: string | null;
   /** Tests only: how long a PostgreSQL store waits for an answer (default postgres/retry.ts ANSWER_DEADLINE_MS). */
   pgAnswerDeadlineMs?: number | undefined;
+  /** Tests only: how long an idle `--metrics-listen` connection is kept (default metrics-http.ts METRICS_IDLE_MS). */
+  metricsIdleMs?: number | undefined;
 }
