@@ -244,7 +244,8 @@ export class ChatSession {
 
   async #append(kind: PendingAppend['kind'], run: () => Promise<AppendResult>): Promise<AppendResult> {
     this.assertUsable();
-    await whenConnected(this.#opts.client, this.#opts.settleMs);
+    // Paused, the writer refuses without the daemon: no wait for a reconnect before PAUSED.
+    if (this.#writer.uncertainOperationId === null) await whenConnected(this.#opts.client, this.#opts.settleMs);
     try {
       return await run();
     } catch (err) {
