@@ -66,6 +66,7 @@ export class ChatSession {
       conversation,
       replace: opts.replace ? true : 'if-abandoned',
       reason: 'yello mcp',
+      ...(opts.writerConnectWaitMs !== undefined ? { connectWaitMs: opts.writerConnectWaitMs } : {}),
     });
     this.#writer.on('claimed', ({ epoch }) => {
       opts.onClaimed?.({ chatId: chat.id, epoch });
