@@ -19,7 +19,7 @@ const T = '2026-12-02T03:00:00.000Z';
 
 // Shorter than a daemon's waits (5 s for an answer, 15 s for a recovery's own commit: retry.ts
 // PG_WAITS), in the same order, so that the two cases below that sit out both take seconds.
-const WAITS: PgWaits = { answerDeadlineMs: 1_000, recoverWaitMs: 2_500 };
+const WAITS: Partial<PgWaits> = { answerDeadlineMs: 1_000, recoverWaitMs: 2_500 };
 
 function append(h: StreamMeta, operationId: string): StreamChange {
   const next = cloneMeta(h);

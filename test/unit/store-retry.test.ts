@@ -86,8 +86,8 @@ describe('retryUntilDone', () => {
 });
 
 describe("the store's bounded waits", () => {
-  it("a daemon's waits are the documented ones: 5 s for an answer (docs/protocol.md UNAVAILABLE), 15 s for a recovery's own commit (docs/multi-host.md)", () => {
-    expect(PG_WAITS).toEqual({ answerDeadlineMs: 5_000, recoverWaitMs: 15_000 });
+  it("a daemon's waits are the documented ones: 5 s for an answer (docs/protocol.md UNAVAILABLE), 15 s for a recovery's own commit (docs/multi-host.md), 5 s for queries in flight at close", () => {
+    expect(PG_WAITS).toEqual({ answerDeadlineMs: 5_000, recoverWaitMs: 15_000, closeWaitMs: 5_000 });
   });
 
   it('within: the value or the rejection of work answered in time; past the time, the given error (the work goes on)', async () => {

@@ -71,16 +71,25 @@ export const ANSWER_DEADLINE_MS = 5_000;
  */
 export const RECOVER_WAIT_MS = 15_000;
 
-/** The store's two waits on PostgreSQL. */
+/** How long the store's close() lets queries still in flight finish before their connections are ended. */
+export const CLOSE_WAIT_MS = 5_000;
+
+/** The store's waits on PostgreSQL. */
 export interface PgWaits {
   /** ANSWER_DEADLINE_MS. */
   answerDeadlineMs: number;
   /** RECOVER_WAIT_MS. */
   recoverWaitMs: number;
+  /** CLOSE_WAIT_MS. */
+  closeWaitMs: number;
 }
 
 /** The waits of a daemon; tests give a store shorter ones, so as not to sit out the production figures. */
-export const PG_WAITS: Readonly<PgWaits> = { answerDeadlineMs: ANSWER_DEADLINE_MS, recoverWaitMs: RECOVER_WAIT_MS };
+export const PG_WAITS: Readonly<PgWaits> = {
+  answerDeadlineMs: ANSWER_DEADLINE_MS,
+  recoverWaitMs: RECOVER_WAIT_MS,
+  closeWaitMs: CLOSE_WAIT_MS,
+};
 
 /**
  * `work`, or a rejection with `timeout()` once `ms` passed first (`work` goes on). The one wait

@@ -61,6 +61,7 @@ export class PostgresStore implements StorePort {
   readonly #sql: Sql;
   readonly #gate: StoreGate;
   readonly #log: Logger | undefined;
+  readonly #closeWaitMs: number;
   readonly #counted = new Map<string, Counted>();
   #records = 0;
   #stopping = false;
@@ -78,11 +79,13 @@ export class PostgresStore implements StorePort {
     directory: PostgresDirectory,
     secret: Buffer,
     log: Logger | undefined,
+    closeWaitMs: number,
   ) {
     this.#sql = sql;
     this.#gate = gate;
     this.deploymentSecret = secret;
     this.#log = log;
+    this.#closeWaitMs = closeWaitMs;
     this.streams = streams;
     this.directory = directory;
     this.integrity = new PostgresIntegrity(sql);
@@ -115,7 +118,7 @@ export class PostgresStore implements StorePort {
         if (late.store) late.store.#reachable(true);
       },
     });
-    const opened = new PostgresStore(sql, gate, streams, directory, secret, options.log);
+    const opened = new PostgresStore(sql, gate, streams, directory, secret, options.log, waits.closeWaitMs);
     late.store = opened;
     gate.onFailure(() => {
       opened.#turnedReadOnly();
@@ -275,7 +278,7 @@ export class PostgresStore implements StorePort {
     await this.#recovering;
     await closing;
     await this.#watching;
-    await this.#sql.end({ timeout: 5 });
+    await this.#sql.end({ timeout: this.#closeWaitMs / 1000 });
   }
 }
 
