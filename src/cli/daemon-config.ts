@@ -36,6 +36,10 @@ export function daemonConfig(argv: DaemonArgs, ctx: PathContext): DaemonConfig {
   for (const name of ['quota-append-records', 'quota-append-bytes', 'quota-stored-bytes', 'quota-claims-per-minute'] as const) {
     if (!Number.isSafeInteger(argv[name]) || argv[name] < 0) usage(`--${name} must be a whole number (0: no quota)`);
   }
+  for (const name of ['pg-answer-deadline-ms', 'metrics-idle-ms'] as const) {
+    const ms = argv[name];
+    if (ms !== undefined && (!Number.isSafeInteger(ms) || ms < 1)) usage(`--${name} must be a positive integer`);
+  }
   const signWorkers = argv['sign-workers'];
   if (signWorkers !== undefined && (!Number.isSafeInteger(signWorkers) || signWorkers < 0 || signWorkers > 64))
     usage('--sign-workers must be a whole number from 0 to 64');
@@ -78,6 +82,8 @@ export function daemonConfig(argv: DaemonArgs, ctx: PathContext): DaemonConfig {
     store: storeIsLevel ? null : store,
     storePasswordFile: argv['store-password-file'] ?? null,
     faultFailSyncFile: argv['fault-fail-sync-file'] ?? null,
+    pgAnswerDeadlineMs: argv['pg-answer-deadline-ms'],
+    metricsIdleMs: argv['metrics-idle-ms'],
     metricsListen: typeof metricsListen === 'string' ? null : metricsListen,
     ...(signWorkers !== undefined ? { signWorkers } : {}),
   };

@@ -105,6 +105,16 @@ export const DAEMON_OPTIONS = {
       'let --metrics-listen bind a non-loopback address (0.0.0.0, a LAN address): the endpoint has no TLS and no authentication, so anyone who can reach it reads the metrics',
   },
   'fault-fail-sync-file': { type: 'string', hidden: true, describe: 'tests only: once this file exists, synced writes fail' },
+  'pg-answer-deadline-ms': {
+    type: 'number',
+    hidden: true,
+    describe: 'tests only: how long a PostgreSQL store waits for an answer before an unknown outcome or UNAVAILABLE (default 5000)',
+  },
+  'metrics-idle-ms': {
+    type: 'number',
+    hidden: true,
+    describe: 'tests only: how long a --metrics-listen connection without a request is kept (default 10000)',
+  },
 } as const satisfies Record<string, DaemonOption>;
 
 type OptionName = keyof typeof DAEMON_OPTIONS;

@@ -72,7 +72,10 @@ export async function startDaemon(config: DaemonConfig, host: DaemonHost = {}): 
   prepareDataDir(config.dataDir, isLevelSelection(selection.store));
   let backend: OpenedBackend;
   try {
-    backend = await openBackend(config.dataDir, selection, log, { failSyncFile: config.faultFailSyncFile ?? null });
+    backend = await openBackend(config.dataDir, selection, log, {
+      failSyncFile: config.faultFailSyncFile ?? null,
+      pgAnswerDeadlineMs: config.pgAnswerDeadlineMs,
+    });
   } catch (err) {
     // Not ours to clean beyond the empty directories this start made: another daemon may be
     // filling the data dir right now (it holds the lock).
@@ -216,7 +219,7 @@ export async function startDaemon(config: DaemonConfig, host: DaemonHost = {}): 
       connections: () => server.connectionsByRole(),
     });
     const metricsEndpoint: MetricsEndpoint | null = config.metricsListen
-      ? await (await import('./runtime/metrics-http.js')).listenMetrics(metrics, config.metricsListen, log, audit)
+      ? await (await import('./runtime/metrics-http.js')).listenMetrics(metrics, config.metricsListen, log, audit, config.metricsIdleMs)
       : null;
     try {
       if (config.socketPath === null) {

@@ -12,6 +12,8 @@ export interface ChatSessionOptions {
   resumeAfterBreak: boolean;
   /** How long a tool waits for a reconnect, or for an uncertain append to be settled. */
   settleMs: number;
+  /** How long the writer then waits for a reconnect itself (ChatWriter `connectWaitMs`, default 10 s; tests give less). */
+  writerConnectWaitMs?: number;
   log: McpLog;
   /** The session stopped for good (fenced, continuity break, corrupt data). */
   onStopped(info: { chatId: string; error: Error }): void;

@@ -66,6 +66,7 @@ export class ChatSession {
       conversation,
       replace: opts.replace ? true : 'if-abandoned',
       reason: 'yello mcp',
+      ...(opts.writerConnectWaitMs !== undefined ? { connectWaitMs: opts.writerConnectWaitMs } : {}),
     });
     this.#writer.on('claimed', ({ epoch }) => {
       opts.onClaimed?.({ chatId: chat.id, epoch });
@@ -244,7 +245,8 @@ export class ChatSession {
 
   async #append(kind: PendingAppend['kind'], run: () => Promise<AppendResult>): Promise<AppendResult> {
     this.assertUsable();
-    await whenConnected(this.#opts.client, this.#opts.settleMs);
+    // Paused, the writer refuses without the daemon: no wait for a reconnect before PAUSED.
+    if (this.#writer.uncertainOperationId === null) await whenConnected(this.#opts.client, this.#opts.settleMs);
     try {
       return await run();
     } catch (err) {

@@ -18,6 +18,7 @@ import { Integrity } from '../../src/daemon/store/integrity.js';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import { STREAMS_CHANNEL } from '../../src/daemon/store/postgres/notices.js';
+import type { PgWaits } from '../../src/daemon/store/postgres/retry.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/store.js';
 import { StreamStore } from '../../src/daemon/streams/stream-store.js';
 import { YelloError } from '../../src/shared/errors.js';
@@ -39,7 +40,7 @@ export interface InProcessDaemon {
   release(): void;
 }
 
-export async function openInProcessDaemon(name: string, url: string, dir: string): Promise<InProcessDaemon> {
+export async function openInProcessDaemon(name: string, url: string, dir: string, waits?: Partial<PgWaits>): Promise<InProcessDaemon> {
   const sql: Sql = openPool(resolveStoreUrl(url), { max: 4 });
   let held: Array<() => void> | null = null;
   const listen = sql.listen.bind(sql);
@@ -57,7 +58,7 @@ export async function openInProcessDaemon(name: string, url: string, dir: string
       onlisten,
     );
   await migrate(sql);
-  const port = await PostgresStore.open(sql);
+  const port = await PostgresStore.open(sql, { waits });
   const integrity = new Integrity(port, silentLog);
   await integrity.load();
   const codec = TokenCodec.forDeployment(port.deploymentSecret);

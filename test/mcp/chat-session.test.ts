@@ -790,7 +790,7 @@ describe('failures that are not a break or a fence', () => {
 //   392:13 `this.#pending?.operationId === id` → false: a session stopped (its peer stream reset)
 //          with an append of unknown outcome still reports which tool made that operation.
 // And two of #whenConnected (296:41 its body emptied, 298:9 `client.connected` → true): a send
-// while the daemon is down waits up to `settleMs` for the reconnect before the writer's own 10 s,
+// while the daemon is down waits up to `settleMs` for the reconnect before the writer's own wait,
 // so an outage between the two is ridden out.
 // The daemon runs with `--fault-fail-sync-file` (LevelDB only: the hook is LevelDB's), as
 // test/faults/storage-faults.test.ts does.
@@ -821,10 +821,23 @@ describe('operationStatus: operations the daemon looks up', () => {
   }
 
   /** A session of `client`'s agent in `chatId` with no conversation handed over, and its peer head (to close). */
-  async function sessionOf(client: YelloClient, chatId: string, settleMs = 3000): Promise<{ s: ChatSession; head: PeerHead }> {
+  async function sessionOf(
+    client: YelloClient,
+    chatId: string,
+    settleMs = 3000,
+    writerConnectWaitMs?: number,
+  ): Promise<{ s: ChatSession; head: PeerHead }> {
     const chat = await chatOf(client, chatId);
     const head = PeerHead.watch(client, chat);
-    const options = { client, replace: false, resumeAfterBreak: false, settleMs, log: pino({ level: 'silent' }), onStopped: () => {} };
+    const options = {
+      client,
+      replace: false,
+      resumeAfterBreak: false,
+      settleMs,
+      ...(writerConnectWaitMs !== undefined ? { writerConnectWaitMs } : {}),
+      log: pino({ level: 'silent' }),
+      onStopped: () => {},
+    };
     return { s: await ChatSession.start(options, chat, null, head), head };
   }
 
@@ -888,10 +901,12 @@ describe('operationStatus: operations the daemon looks up', () => {
       }
     });
 
-    it('a send while the daemon is down waits settleMs for the reconnect before the writer waits its own 10 s: an 11 s outage is ridden out', async () => {
+    it('a send while the daemon is down waits settleMs for the reconnect before the writer waits its own: an outage longer than either is ridden out', async () => {
       const chat = await createChat(admin());
       const alice = await clientOf(chat.alice);
-      const { s, head } = await sessionOf(alice, chat.chatId, 6000);
+      // Shorter than a server's (settleMs 15 s, the writer's 10 s), in the same order, so that the
+      // outage lasts seconds: 5.5 s, longer than either wait alone, shorter than both.
+      const { s, head } = await sessionOf(alice, chat.chatId, 5_000, 4_000);
       try {
         await s.send({ text: 'before' });
         await daemon().stop();
@@ -901,8 +916,8 @@ describe('operationStatus: operations the daemon looks up', () => {
           () => 'sent',
           (e: unknown) => e,
         );
-        // Down for longer than the writer's 10 s alone would wait.
-        await sleep(11_000);
+        // Down for longer than the writer's 4 s (or settleMs's 5 s) alone would wait.
+        await sleep(5_500);
         await daemon().restart();
         const outcome = await settled;
         expect(outcome, `after ${Date.now() - started} ms`).toBe('sent');

@@ -173,7 +173,10 @@ describe('yello mcp: appends of unknown outcome', () => {
     const uncertain = await alice.fail('send', { chatId: chat.chatId, text: 'never stored' });
     expect(uncertain.type).toBe('OUTCOME_UNKNOWN');
     await world().daemon.kill(); // the unread request dies with the process
+    // Paused, the chat refuses at once: it does not first wait for the daemon to come back (15 s).
+    const t0 = performance.now();
     expect((await alice.fail('send', { chatId: chat.chatId, text: 'while paused' })).type).toBe('PAUSED');
+    expect(performance.now() - t0, 'PAUSED without waiting for a reconnect').toBeLessThan(5_000);
     await world().daemon.restart();
     await world().adminReady();
 

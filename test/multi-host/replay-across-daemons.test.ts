@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, resolveStoreUrl } from '../../src/daemon/store/postgres/connection.js';
 import { DaemonProcess } from '../helpers/daemon-process.js';
 import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 import { expectError, StreamWriter, messages } from '../helpers/reading-fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { connectAs, createAgent, ok, uniq, type Wire } from '../helpers/wire-fixtures.js';
@@ -239,18 +240,18 @@ describe.skipIf(!pgAvailable())('replays and duplicates decided by the database,
 // head between the decision and the commit, and the append is then decided again on the new head
 // (appender.ts `append`, MAX_ATTEMPTS). What the retry must answer is the contract's answer for the
 // new head (docs/protocol.md §6.6): an operationId already committed replays (duplicate: true),
-// whichever daemon committed it. Two real yellod processes on one throwaway cluster
-// (test/helpers/pg-cluster.mjs).
+// whichever daemon committed it. Two real yellod on a database of the run's cluster
+// (test/helpers/run-pg.ts).
 describe('an append decided again after a stale commit', () => {
-  let cluster: PgCluster;
+  let cluster: FileDatabases;
   let a: DaemonProcess;
   let b: DaemonProcess;
   let adminA: Wire;
 
   describe.skipIf(!pgAvailable())('the retry of a stale append (two daemons, one PostgreSQL database)', () => {
     beforeAll(async () => {
-      cluster = await PgCluster.start();
-      await cluster.psql('create database retry');
+      cluster = await FileDatabases.open();
+      await cluster.createDatabase('retry');
       const store = ['--store', cluster.url('retry'), '--policy', 'open'];
       // One at a time: the second finds the schema migrated by the first.
       a = await DaemonProcess.start({ extraArgs: store });

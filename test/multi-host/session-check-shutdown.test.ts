@@ -24,7 +24,8 @@ describe.skipIf(!pgAvailable())('a session check under a stopping PostgreSQL sto
     dbs = await FileDatabases.open();
     await dbs.createDatabase('stop');
     dir = mkdtempSync(path.join(tmpdir(), 'yl-check-stop-'));
-    daemon = await openInProcessDaemon('a', dbs.url('stop'), dir);
+    // The stop ends the check's connection once its close wait passed: 0.5 s, not a daemon's 5 s.
+    daemon = await openInProcessDaemon('a', dbs.url('stop'), dir, { closeWaitMs: 500 });
   }, 60_000);
 
   afterAll(async () => {

@@ -8,12 +8,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { migrate } from '../../src/daemon/store/postgres/migrate.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/store.js';
+import type { PgWaits } from '../../src/daemon/store/postgres/retry.js';
 import { outcomeOf, expectOf, type StreamChange } from '../../src/daemon/store/port/stream-port.js';
 import { cloneMeta, newStreamMeta } from '../../src/daemon/store/stream-meta.js';
 import type { StreamMeta } from '../../src/daemon/store/stream-meta.js';
-import { PgCluster, pgAvailable } from '../helpers/pg-cluster.mjs';
+import { pgAvailable } from '../helpers/pg-cluster.mjs';
+import { FileDatabases } from '../helpers/run-pg.js';
 
 const T = '2026-12-02T03:00:00.000Z';
+
+// Shorter than a daemon's waits (5 s for an answer, 15 s for a recovery's own commit: retry.ts
+// PG_WAITS), in the same order, so that the two cases below that sit out both take seconds.
+const WAITS: Partial<PgWaits> = { answerDeadlineMs: 1_000, recoverWaitMs: 2_500 };
 
 function append(h: StreamMeta, operationId: string): StreamChange {
   const next = cloneMeta(h);
@@ -53,10 +59,10 @@ function append(h: StreamMeta, operationId: string): StreamChange {
 }
 
 describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself after an unknown outcome', () => {
-  let cluster: PgCluster | undefined;
+  let cluster: FileDatabases | undefined;
   const pools: Sql[] = [];
   beforeAll(async () => {
-    cluster = await PgCluster.start();
+    cluster = await FileDatabases.open();
   }, 120_000);
   afterAll(async () => {
     for (const p of pools) await p.end({ timeout: 1 });
@@ -89,7 +95,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
       for (;;) {
         const killed = await admin<{ n: number }[]>`
           select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
-          where wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
+          where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
         if (killed[0]!.n > 0) break;
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -115,7 +121,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
     pools.push(admin);
     await migrate(admin);
     const sql = openPool(resolveStoreUrl(url), { max: 2 });
-    const store = await PostgresStore.open(sql);
+    const store = await PostgresStore.open(sql, { waits: WAITS });
     let release = (): void => {};
     try {
       await store.streams.createStreams([newStreamMeta('c2', 'alice', 'bob', T), newStreamMeta('c2', 'bob', 'alice', T)]);
@@ -133,7 +139,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
       // The commit waits on the lock (its session alive): recover() must not wait with it forever.
       for (;;) {
         const [w] = await admin<{ n: number }[]>`
-          select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
+          select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
         if (w!.n > 0) break;
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -153,8 +159,8 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
         }),
       ]);
       expect(first).toBe('STORAGE_FAILURE/READ_ONLY');
-      // Its caller was not held with it: past the deadline (retry.ts ANSWER_DEADLINE_MS) the
-      // outcome is unknown, and pending while the transaction is still out.
+      // Its caller was not held with it: past the answer deadline the outcome is unknown, and
+      // pending while the transaction is still out.
       expect((await outcome).status).toBe('unknown');
       expect((await store.streams.operationStatus('c2:alice', 'op-1')).state).toBe('pending');
       release();
@@ -173,7 +179,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
     pools.push(admin);
     await migrate(admin);
     const sql = openPool(resolveStoreUrl(url), { max: 2 });
-    const store = await PostgresStore.open(sql);
+    const store = await PostgresStore.open(sql, { waits: WAITS });
     let release = (): void => {};
     try {
       const released = new Promise<void>((r) => (release = r));
@@ -188,7 +194,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: leaves read-only by itself afte
       const outcome = outcomeOf(store.directory.putGrant({ agentId: 'agt_a', peerAgentId: 'agt_b', grantedAt: T }));
       for (;;) {
         const [w] = await admin<{ n: number }[]>`
-          select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
+          select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`;
         if (w!.n > 0) break;
         await new Promise((r) => setTimeout(r, 20));
       }

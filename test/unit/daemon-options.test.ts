@@ -28,6 +28,8 @@ describe('parseDaemonArgsFast', () => {
       'retention-interval-seconds': 600,
       policy: 'grants',
       'fault-fail-sync-file': undefined,
+      'pg-answer-deadline-ms': undefined,
+      'metrics-idle-ms': undefined,
     });
   });
 

@@ -1,7 +1,8 @@
 // The PostgreSQL store's one retry loop (src/daemon/store/postgres/retry.ts): what leaving
-// read-only and reading the heads again after a LISTEN reconnect both rely on.
+// read-only and reading the heads again after a LISTEN reconnect both rely on; and its one
+// bounded wait, with the waits a daemon uses (tests give stores shorter ones).
 import { describe, expect, it } from 'vitest';
-import { retryUntilDone } from '../../src/daemon/store/postgres/retry.js';
+import { PG_WAITS, retryUntilDone, within, withinDeadline } from '../../src/daemon/store/postgres/retry.js';
 
 describe('retryUntilDone', () => {
   it('tries at once, then after each backoff delay, until the work succeeds; tells the first failure and the recovery, once each', async () => {
@@ -81,5 +82,34 @@ describe('retryUntilDone', () => {
       },
     });
     expect(tries2).toBe(1);
+  });
+});
+
+describe("the store's bounded waits", () => {
+  it("a daemon's waits are the documented ones: 5 s for an answer (docs/protocol.md UNAVAILABLE), 15 s for a recovery's own commit (docs/multi-host.md), 5 s for queries in flight at close", () => {
+    expect(PG_WAITS).toEqual({ answerDeadlineMs: 5_000, recoverWaitMs: 15_000, closeWaitMs: 5_000 });
+  });
+
+  it('within: the value or the rejection of work answered in time; past the time, the given error (the work goes on)', async () => {
+    const never = new Promise<number>(() => {});
+    expect(await within(Promise.resolve(7), 50, () => new Error('late'))).toBe(7);
+    await expect(within(Promise.reject(new Error('refused')), 50, () => new Error('late'))).rejects.toThrow('refused');
+    const t0 = performance.now();
+    await expect(within(never, 40, () => new Error('late'))).rejects.toThrow('late');
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(35);
+    let done = false;
+    const slow = new Promise<void>((r) => setTimeout(r, 60)).then(() => (done = true));
+    await expect(within(slow, 10, () => new Error('late'))).rejects.toThrow('late');
+    await slow;
+    expect(done).toBe(true);
+  });
+
+  it('withinDeadline: past the deadline, an error with code DEADLINE naming what waited and for how long', async () => {
+    const err = (await withinDeadline(new Promise(() => {}), 'a stream group commit', 30).catch((e: unknown) => e)) as Error & {
+      code?: string;
+    };
+    expect(err.code).toBe('DEADLINE');
+    expect(err.message).toBe('a stream group commit: no answer from PostgreSQL within 0.03 s');
+    expect(await withinDeadline(Promise.resolve('answered'), 'the session check', 30)).toBe('answered');
   });
 });

@@ -36,4 +36,8 @@ export interface DaemonConfig {
   storePasswordFile?: string | null;
   /** Fault injection for tests: once this file exists, synced writes fail. */
   faultFailSyncFile?: string | null;
+  /** Tests only: how long a PostgreSQL store waits for an answer (default postgres/retry.ts ANSWER_DEADLINE_MS). */
+  pgAnswerDeadlineMs?: number | undefined;
+  /** Tests only: how long an idle `--metrics-listen` connection is kept (default metrics-http.ts METRICS_IDLE_MS). */
+  metricsIdleMs?: number | undefined;
 }

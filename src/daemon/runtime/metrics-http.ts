@@ -35,15 +35,16 @@ const BIND_ERRORS: Record<string, { text: string; exit: number }> = {
  * metrics-host.ts), no request body read. It answers what `yello metrics` answers through the
  * socket; the address was checked to be loopback unless the operator allowed otherwise
  * (`src/cli/metrics-listen.ts`). Its connections are bounded like the socket's: at most
- * MAX_METRICS_CONNECTIONS, closed after METRICS_IDLE_MS without a request, and refused when
- * their fd would land in the headroom kept free below RLIMIT_NOFILE for LevelDB's files
- * (`fdHeadroom`), each refusal audited (`connection.refused`, `listener: "metrics"`).
+ * MAX_METRICS_CONNECTIONS, closed after `idleMs` without a request (METRICS_IDLE_MS; tests give
+ * less), and refused when their fd would land in the headroom kept free below RLIMIT_NOFILE for
+ * LevelDB's files (`fdHeadroom`), each refusal audited (`connection.refused`, `listener: "metrics"`).
  */
 export async function listenMetrics(
   metrics: Metrics,
   address: { host: string; port: number },
   log: Logger,
   audit: Audit,
+  idleMs = METRICS_IDLE_MS,
 ): Promise<MetricsEndpoint> {
   let bound: AddressInfo | null = null;
   const open = new Admitted(audit);
@@ -60,7 +61,7 @@ export async function listenMetrics(
   server.keepAliveTimeout = 5_000;
   server.maxHeadersCount = 64;
   // The socket's idle timeout: also a connection that never sends a byte is closed.
-  server.timeout = METRICS_IDLE_MS;
+  server.timeout = idleMs;
   server.on('connection', (socket: Socket) => {
     open.admit(socket);
   });

@@ -77,10 +77,10 @@ export async function openBackend(
   dataDir: string,
   selection: StoreSelection,
   log: Logger,
-  options: { failSyncFile?: string | null; applicationName?: string },
+  options: { failSyncFile?: string | null; applicationName?: string; pgAnswerDeadlineMs?: number | undefined },
 ): Promise<OpenedBackend> {
   if (isLevelSelection(selection.store)) return openLevel(dataDir, log, options.failSyncFile ?? null);
-  return openPostgres(dataDir, selection.store ?? '', selection.passwordFile, log, options.applicationName);
+  return openPostgres(dataDir, selection.store ?? '', selection.passwordFile, log, options);
 }
 
 /** A lock error names the daemon holding it (its pid and socket, from the holder file). */
@@ -134,7 +134,7 @@ async function openPostgres(
   url: string,
   passwordFile: string | null,
   log: Logger,
-  applicationName: string | undefined,
+  { applicationName, pgAnswerDeadlineMs }: { applicationName?: string; pgAnswerDeadlineMs?: number | undefined },
 ): Promise<OpenedBackend> {
   const { redactStoreUrl, resolveStoreUrl, describeStore, StoreConfigError } = await import('../postgres/connection.js');
   const { postgresStartupFailure, scrubbedStartup } = await import('../postgres/open-errors.js');
@@ -163,6 +163,7 @@ async function openPostgres(
       ...(passwordFile === null ? {} : { passwordFile }),
       log,
       ...(applicationName === undefined ? {} : { applicationName }),
+      ...(pgAnswerDeadlineMs ? { waits: { answerDeadlineMs: pgAnswerDeadlineMs } } : {}),
     });
     return {
       port,

@@ -30,7 +30,7 @@ import {
   type WriteCaches,
 } from './directory-writes.js';
 import { PgGroupCommit } from './pg-group-commit.js';
-import { chainSettled, commitUnanswered, retryUntilDone } from './retry.js';
+import { PG_WAITS, retryUntilDone, type PgWaits } from './retry.js';
 import { SessionChecks } from './session-checks.js';
 import type { PostgresStreams } from './stream-store.js';
 
@@ -45,6 +45,7 @@ export interface PostgresDirectoryOptions {
   /** Called when the database did not answer a session check in time, and when it answered one (the store logs a loss once). */
   onUnreachable?: (err: unknown) => void;
   onReachable?: () => void;
+  waits?: PgWaits;
 }
 
 export class PostgresDirectory extends DirectoryKernel {
@@ -65,6 +66,7 @@ export class PostgresDirectory extends DirectoryKernel {
       (err) => options.onUnreachable?.(err),
       () => options.onReachable?.(),
       () => this.gate.closing,
+      (options.waits ?? PG_WAITS).answerDeadlineMs,
     );
     this.#log = options.log;
     this.#commits = new PgGroupCommit<DirectoryWrite, DirectoryOutcome>({
@@ -72,6 +74,7 @@ export class PostgresDirectory extends DirectoryKernel {
       gate: this.gate,
       log: options.log,
       deadline: false,
+      waits: options.waits ?? PG_WAITS,
       transact: (group) => transactWrites(sql, group),
       unknown: (error) => ({ status: 'unknown', error }),
       settle: (w, outcome) => {
@@ -284,9 +287,7 @@ export class PostgresDirectory extends DirectoryKernel {
 
   /** After an unknown outcome, once the database answers: reload every table (the store recovers writes). */
   async recover(): Promise<void> {
-    // As the streams half: a directory commit still waiting (a lock, a synchronous standby not
-    // back) must not hold the recovery silently; it is retried.
-    if (!(await chainSettled(this.#commits.settled))) throw commitUnanswered('directory');
+    await this.#commits.settledForRecovery();
     await this.#commits.after(() => this.#loadAll());
   }
 

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { YelloError } from '../../../shared/errors.js';
 import { writeFailed, type StoreGate } from '../port/gate.js';
 import { GroupCommit } from '../port/group-commit.js';
-import { withinDeadline } from './retry.js';
+import { commitUnanswered, within, withinDeadline, type PgWaits } from './retry.js';
 import type { Session } from './stream-statements.js';
 
 /** What a transaction without a verdict leaves: the error, its session (if it answered), whether it is still out. */
@@ -29,8 +29,10 @@ export interface PgGroupCommitOptions<T, O> {
   before?(group: T[]): Promise<void>;
   /** The group's transaction: an outcome per item, or a throw without a verdict. `onSession` is told the session it ran in. */
   transact(group: T[], onSession: (s: Session | null) => void): Promise<O[]>;
-  /** Whether the transaction is answered within ANSWER_DEADLINE_MS (retry.ts), else as an unknown outcome. */
+  /** Whether the transaction is answered within `waits.answerDeadlineMs`, else as an unknown outcome. */
   deadline: boolean;
+  /** The store's waits (retry.ts PG_WAITS in a daemon). */
+  waits: PgWaits;
   /** The outcome of every item of a group without a verdict. */
   unknown(error: YelloError): O;
   /** Told of a group without a verdict before its items settle (the streams keep its operations pending). */
@@ -75,6 +77,17 @@ export class PgGroupCommit<T, O> {
     while (this.#outstanding.size > 0) await Promise.all([...this.#outstanding]);
   }
 
+  /**
+   * Before a recovery (of either half) reloads what this daemon's commits decide: resolves once
+   * allSettled() did. Not forever: a commit still waiting (on a lock, on a synchronous standby
+   * not back) throws commitUnanswered once `waits.recoverWaitMs` passed, and the caller retries
+   * with backoff; a recovery that never returned left the daemon read-only with nothing said.
+   */
+  async settledForRecovery(): Promise<void> {
+    const ms = this.#o.waits.recoverWaitMs;
+    await within(this.allSettled(), ms, () => commitUnanswered(this.#o.half, ms));
+  }
+
   /** Resolves once nothing is queued or out. */
   drained(): Promise<void> {
     return this.#groups.drained();
@@ -94,7 +107,7 @@ export class PgGroupCommit<T, O> {
     });
     let outcomes: O[];
     try {
-      outcomes = await (this.#o.deadline ? withinDeadline(work, `a ${this.#o.half} group commit`) : work);
+      outcomes = await (this.#o.deadline ? withinDeadline(work, `a ${this.#o.half} group commit`, this.#o.waits.answerDeadlineMs) : work);
     } catch (err) {
       // No verdict from the database: the transaction may or may not have committed (or commit
       // still, once a link cut without a word heals: its changes are checked then).

@@ -63,25 +63,6 @@ export async function retryUntilDone(o: RetryOptions): Promise<void> {
  */
 export const ANSWER_DEADLINE_MS = 5_000;
 
-/** `work`, or a rejection naming the deadline once ANSWER_DEADLINE_MS passed (`work` goes on). */
-export async function withinDeadline<T>(work: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      work,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          reject(
-            Object.assign(new Error(`${what}: no answer from PostgreSQL within ${ANSWER_DEADLINE_MS / 1000} s`), { code: 'DEADLINE' }),
-          );
-        }, ANSWER_DEADLINE_MS);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
  * How long a recovery waits for a commit of this daemon still in flight before it gives up and
  * is retried: one waiting on a lock, or on a synchronous standby that is not streaming (a
@@ -90,26 +71,57 @@ export async function withinDeadline<T>(work: Promise<T>, what: string): Promise
  */
 export const RECOVER_WAIT_MS = 15_000;
 
-/** Whether `chain` (a commit chain: it never rejects) settled within RECOVER_WAIT_MS. */
-export async function chainSettled(chain: Promise<unknown>): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const settled = await Promise.race([
-    chain.then(() => true),
-    new Promise<false>((r) => {
-      timer = setTimeout(() => {
-        r(false);
-      }, RECOVER_WAIT_MS);
-    }),
-  ]);
-  clearTimeout(timer);
-  return settled;
+/** How long the store's close() lets queries still in flight finish before their connections are ended. */
+export const CLOSE_WAIT_MS = 5_000;
+
+/** The store's waits on PostgreSQL. */
+export interface PgWaits {
+  /** ANSWER_DEADLINE_MS. */
+  answerDeadlineMs: number;
+  /** RECOVER_WAIT_MS. */
+  recoverWaitMs: number;
+  /** CLOSE_WAIT_MS. */
+  closeWaitMs: number;
 }
 
-/** The refusal of a recovery that gave up on a commit of `half` still unanswered (the store stays read-only). */
-export function commitUnanswered(half: 'stream' | 'directory'): YelloError {
+/** The waits of a daemon; tests give a store shorter ones, so as not to sit out the production figures. */
+export const PG_WAITS: Readonly<PgWaits> = {
+  answerDeadlineMs: ANSWER_DEADLINE_MS,
+  recoverWaitMs: RECOVER_WAIT_MS,
+  closeWaitMs: CLOSE_WAIT_MS,
+};
+
+/**
+ * `work`, or a rejection with `timeout()` once `ms` passed first (`work` goes on). The one wait
+ * on PostgreSQL with a bound: a caller's answer (withinDeadline), a recovery's wait for this
+ * daemon's own commits (pg-group-commit.ts settledForRecovery).
+ */
+export async function within<T>(work: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          reject(timeout());
+        }, ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `work`, or a rejection naming the deadline (code DEADLINE) once `ms` passed (`work` goes on). */
+export function withinDeadline<T>(work: Promise<T>, what: string, ms: number): Promise<T> {
+  return within(work, ms, () => Object.assign(new Error(`${what}: no answer from PostgreSQL within ${ms / 1000} s`), { code: 'DEADLINE' }));
+}
+
+/** The refusal of a recovery that gave up, after `ms`, on a commit of `half` still unanswered (the store stays read-only). */
+export function commitUnanswered(half: 'stream' | 'directory', ms: number): YelloError {
   return errors.storageFailure(
     null,
     'READ_ONLY',
-    `the daemon is read-only: a ${half} commit it sent ${RECOVER_WAIT_MS / 1000} s ago has not been answered by PostgreSQL yet (waiting on a lock, or on a synchronous standby that is not streaming?); recovery is retried`,
+    `the daemon is read-only: a ${half} commit it sent ${ms / 1000} s ago has not been answered by PostgreSQL yet (waiting on a lock, or on a synchronous standby that is not streaming?); recovery is retried`,
   );
 }

@@ -27,6 +27,7 @@ export class SessionChecks {
   readonly #onUnreachable: (err: unknown) => void;
   readonly #onReachable: () => void;
   readonly #closing: () => boolean;
+  readonly #deadlineMs: number;
   #waiting: Waiting[] = [];
   #out = 0;
   /** Settles once the last batch sent was answered (never rejects). */
@@ -35,13 +36,15 @@ export class SessionChecks {
   /**
    * Told of each check the database did not answer in time, and of each it did (the store logs a
    * loss once). `closing` says whether the store is closing: a check its pool's end cut off is
-   * the daemon stopping, not the database lost.
+   * the daemon stopping, not the database lost. `deadlineMs`: how long a check waits for an
+   * answer (retry.ts ANSWER_DEADLINE_MS in a daemon).
    */
-  constructor(sql: Sql, onUnreachable: (err: unknown) => void, onReachable: () => void, closing: () => boolean) {
+  constructor(sql: Sql, onUnreachable: (err: unknown) => void, onReachable: () => void, closing: () => boolean, deadlineMs: number) {
     this.#sql = sql;
     this.#onUnreachable = onUnreachable;
     this.#onReachable = onReachable;
     this.#closing = closing;
+    this.#deadlineMs = deadlineMs;
   }
 
   /** Whether `tokenHash` is still the token of `agentId`, an enabled agent, as the database has it now. */
@@ -79,6 +82,7 @@ export class SessionChecks {
           { token_hash: string; agent_id: string }[]
         >`select token_hash, agent_id from tokens where token_hash = any(${hashes}::text[])`,
         'the session check',
+        this.#deadlineMs,
       );
     } catch (err) {
       await previous;

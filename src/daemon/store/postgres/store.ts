@@ -6,7 +6,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { retryUntilDone } from './retry.js';
+import { PG_WAITS, retryUntilDone, type PgWaits } from './retry.js';
 import { errors } from '../../../shared/errors.js';
 import type { BackupManifest } from '../../../shared/results.js';
 import { StoreGate } from '../port/gate.js';
@@ -61,6 +61,7 @@ export class PostgresStore implements StorePort {
   readonly #sql: Sql;
   readonly #gate: StoreGate;
   readonly #log: Logger | undefined;
+  readonly #closeWaitMs: number;
   readonly #counted = new Map<string, Counted>();
   #records = 0;
   #stopping = false;
@@ -78,27 +79,34 @@ export class PostgresStore implements StorePort {
     directory: PostgresDirectory,
     secret: Buffer,
     log: Logger | undefined,
+    closeWaitMs: number,
   ) {
     this.#sql = sql;
     this.#gate = gate;
     this.deploymentSecret = secret;
     this.#log = log;
+    this.#closeWaitMs = closeWaitMs;
     this.streams = streams;
     this.directory = directory;
     this.integrity = new PostgresIntegrity(sql);
     this.keys = new PostgresKeys(sql);
   }
 
-  /** The store over an open, migrated pool: loads heads and the directory. The pool becomes the store's. */
-  static async open(sql: Sql, options: { log?: Logger } = {}): Promise<PostgresStore> {
+  /**
+   * The store over an open, migrated pool: loads heads and the directory. The pool becomes the
+   * store's. `waits` overrides PG_WAITS (tests, which would otherwise sit out the production waits).
+   */
+  static async open(sql: Sql, options: { log?: Logger; waits?: Partial<PgWaits> } = {}): Promise<PostgresStore> {
     const secret = await deploymentSecret(sql);
     // One gate for both halves: a commit of either whose outcome is unknown makes the store read-only.
     const gate = new StoreGate('reconnect');
-    const streams = await PostgresStreams.open(sql, { gate, ...(options.log ? { log: options.log } : {}) });
+    const waits = { ...PG_WAITS, ...options.waits };
+    const streams = await PostgresStreams.open(sql, { gate, waits, ...(options.log ? { log: options.log } : {}) });
     // The directory's callbacks run only after open() returned (they follow commits and notices).
     const late: { store?: PostgresStore } = {};
     const directory = await PostgresDirectory.open(sql, streams, {
       gate,
+      waits,
       ...(options.log ? { log: options.log } : {}),
       onChat: (heads) => {
         if (late.store) for (const h of heads) late.store.#count(h);
@@ -110,7 +118,7 @@ export class PostgresStore implements StorePort {
         if (late.store) late.store.#reachable(true);
       },
     });
-    const opened = new PostgresStore(sql, gate, streams, directory, secret, options.log);
+    const opened = new PostgresStore(sql, gate, streams, directory, secret, options.log, waits.closeWaitMs);
     late.store = opened;
     gate.onFailure(() => {
       opened.#turnedReadOnly();
@@ -270,7 +278,7 @@ export class PostgresStore implements StorePort {
     await this.#recovering;
     await closing;
     await this.#watching;
-    await this.#sql.end({ timeout: 5 });
+    await this.#sql.end({ timeout: this.#closeWaitMs / 1000 });
   }
 }
 
@@ -308,6 +316,8 @@ export interface OpenPostgresStoreOptions {
   env?: NodeJS.ProcessEnv;
   /** Connections in the pool (default 8). */
   poolSize?: number;
+  /** Shorter waits on PostgreSQL than PG_WAITS (tests only: `yello daemon --pg-answer-deadline-ms`). */
+  waits?: Partial<PgWaits>;
 }
 
 /**
@@ -327,7 +337,7 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
   try {
     const migrated = await migrate(sql, options.log);
     if (migrated.applied.length > 0) options.log.info({ from: migrated.from, to: migrated.to }, 'schema migrated');
-    return await PostgresStore.open(sql, { log: options.log });
+    return await PostgresStore.open(sql, { log: options.log, waits: options.waits });
   } catch (err) {
     await sql.end({ timeout: 1 }).catch(() => {});
     throw err;

@@ -6,7 +6,7 @@
 // reloaded the heads; its operations are `pending` while its session may still commit.
 
 import type { Logger } from 'pino';
-import { chainSettled, commitUnanswered } from './retry.js';
+import { PG_WAITS, type PgWaits } from './retry.js';
 import { StoreGate } from '../port/gate.js';
 import { StreamKernel, type Enqueued } from '../port/stream-kernel.js';
 import type {
@@ -43,6 +43,8 @@ export interface PostgresStreamsOptions {
   log?: Logger;
   /** The store's gate, shared with its directory (default: one of its own). */
   gate?: StoreGate;
+  /** How long it waits on PostgreSQL (default PG_WAITS). */
+  waits?: PgWaits;
 }
 
 const noop = (): void => {};
@@ -83,6 +85,7 @@ export class PostgresStreams extends StreamKernel<Admitted> {
       gate,
       log: options.log,
       deadline: true,
+      waits: options.waits ?? PG_WAITS,
       // The signatures of the group's records; a failed one fails the transaction (unknown).
       before: async (group) => {
         for (const g of group) if (g.change.kind === 'append' && g.change.ready) await g.change.ready.catch(noop);
@@ -257,10 +260,7 @@ export class PostgresStreams extends StreamKernel<Admitted> {
    * writes again. Throws while the database is unreachable (the store stays read-only).
    */
   async recover(): Promise<void> {
-    // A commit of ours still in flight decides heads we would reload: wait for it, but not
-    // forever (retry.ts): the caller retries with backoff, and a recovery that never returned
-    // left the daemon read-only with nothing said.
-    if (!(await chainSettled(this.#commits.allSettled()))) throw commitUnanswered('stream');
+    await this.#commits.settledForRecovery();
     // Reloaded after notices may have been lost: only the tables say what is current.
     this.#feed.forget();
     await this.#heads.load();
