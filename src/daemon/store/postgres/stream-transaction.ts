@@ -203,9 +203,11 @@ export class StreamTransactions {
     own.busy = false;
     // A session that ended is among postgres.js's closed connections (or about to be):
     // releasing it would hand it to the pool as an open one.
-    if (all.some((x) => !x.ok && sessionEnded(x.error))) {
-      if (this.#own === own) this.#own = undefined;
-    } else if (this.#own !== own || this.#closed) this.#release(own);
+    const gone = all.some((x) => !x.ok && sessionEnded(x.error));
+    // Kept only from a pool that has another connection for everything else (a tool's pool of one).
+    const kept = !gone && this.#own === own && !this.#closed && this.#sql.options.max > 1;
+    if (!kept && this.#own === own) this.#own = undefined;
+    if (!kept && !gone) this.#release(own);
     // The first error is the cause (those after it are 25P02, "transaction is aborted").
     for (const x of all) if (!x.ok) throw x.error;
     const c = committed ? await committed : null;
