@@ -137,6 +137,22 @@ describe.skipIf(!pgAvailable())('revocations and refusals across two daemons, th
     }
   });
 
+  it('agents.rotateToken through A: a replay through B of an append the old session committed is UNAUTHENTICATED, not its answer', async () => {
+    // A new append is answered on its commit's own session check; a replay commits nothing, so
+    // its answer waits for the session check, asked once the replay is found.
+    const { alice, streamA, onB, w } = await claimedThroughB();
+    const records = messages('replayed', 1);
+    const operationId = uniq('op');
+    const at = w.next;
+    await w.append(records, operationId);
+    const replay = () => new StreamWriter(onB, streamA, w.token, w.generation, at).tryAppend(records, operationId);
+    expect(ok(await replay()).duplicate).toBe(true);
+    await deafB(async () => {
+      ok(await adminA.call('agents.rotateToken', { agentId: alice.id }));
+      expectError(await replay(), 'UNAUTHENTICATED', 'the replay after the rotation');
+    });
+  });
+
   it('agents.disable through A: the agent on B is refused at its next call, every time, and nothing is written', async () => {
     for (let round = 0; round < 3; round++) {
       const { alice, streamA, onB, w } = await claimedThroughB();

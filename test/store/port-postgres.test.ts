@@ -168,6 +168,33 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     }
   });
 
+  it('the group commit plans generically on a connection of its own: the pool keeps custom plans, also after close, and a pool of one is not starved', async () => {
+    const [setup] = await world();
+    let head = await stream(setup!, 'plans');
+    await setup!.close();
+    /** plan_cache_mode of every connection of a pool of `max` (as many queries at once, each holding its connection a moment). */
+    const modes = async (sql: Sql, max: number) =>
+      (
+        await Promise.all(
+          Array.from({ length: max }, () => sql<{ mode: string }[]>`select current_setting('plan_cache_mode') as mode, pg_sleep(0.05)`),
+        )
+      ).map(([row]) => row?.mode);
+    for (const max of [4, 1]) {
+      const sql = openPool(resolveStoreUrl(url), { max });
+      pools.push(sql);
+      const p = await PostgresStreams.open(sql);
+      for (let i = 0; i < 3; i++) {
+        const a = append(head, `plans-${max}-${i}`);
+        expect(await outcomeOf(p.admit(a))).toEqual({ status: 'ok' });
+        head = a.next;
+        // A read on the same pool while the port is open (with one connection: not held by the group commit).
+        expect(await modes(sql, Math.max(1, max - 1))).toEqual(Array(Math.max(1, max - 1)).fill('force_custom_plan'));
+      }
+      await p.close();
+      expect(await modes(sql, max)).toEqual(Array(max).fill('force_custom_plan'));
+    }
+  });
+
   it('commits appends, and reads back exactly what was appended, in both orders', async () => {
     const [p] = await world();
     const head = await stream(p!);

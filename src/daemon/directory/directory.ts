@@ -47,7 +47,7 @@ export class Directory {
   }
 
   /** Whether a session's token is still its agent's current one, and the agent enabled (a promise: confirmed against a shared store). */
-  stillValid(caller: Caller): boolean | Promise<boolean> {
+  stillValid(caller: Caller): boolean | (() => Promise<boolean>) {
     return this.#sessions.stillValid(caller);
   }
 

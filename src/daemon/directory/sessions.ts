@@ -49,14 +49,18 @@ export class Sessions {
   /**
    * A session stays valid only while its token is the agent's current one and it is enabled.
    * Where other daemons write the directory too (PostgreSQL), what the rows here still allow is
-   * confirmed against the store (a promise): a rotation or a disable through another daemon
-   * refuses the session's next call here, before this daemon hears of it.
+   * confirmed against the store: a rotation or a disable through another daemon refuses the
+   * session's next call here, before this daemon hears of it. That confirmation is returned as a
+   * function that asks the store, for the caller to ask when the answer needs it: a call whose
+   * commit checks the session in its own transaction asks only for an answer no commit made.
    */
-  stillValid(caller: Caller): boolean | Promise<boolean> {
+  stillValid(caller: Caller): boolean | (() => Promise<boolean>) {
     if (caller.role === 'admin') return true;
     const agent = this.#agents.row(caller.agentId, false);
     if (!agent || agent.disabled || agent.tokenHash !== caller.tokenHash) return false;
-    return this.#store.directory.confirmSession?.(caller.agentId, caller.tokenHash) ?? true;
+    const directory = this.#store.directory;
+    if (!directory.confirmSession) return true;
+    return () => directory.confirmSession?.(caller.agentId, caller.tokenHash) ?? Promise.resolve(true);
   }
 
   /**

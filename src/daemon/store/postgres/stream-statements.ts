@@ -91,6 +91,26 @@ export function sessionOf(sql: Scope) {
   return sql<Session[]>`select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted"`;
 }
 
+/**
+ * The session of the group commit's own connection (stream-transaction.ts), which also makes it
+ * plan generically: the group statement is planned once per connection instead of per group.
+ * Planning it was three times its execution at one client (0.41 against 0.14 ms in
+ * pg_stat_statements) and half the cluster's CPU per append. Its generic plan probes heads by
+ * primary key whatever the tables' sizes (bench/README.md); it is remade whenever the tables'
+ * statistics change (autovacuum), which the heads row each group updates keeps frequent. The
+ * pool's other connections keep planning each statement for its parameters (connection.ts).
+ */
+export function commitSessionOf(sql: Scope) {
+  return sql<Session[]>`
+    select pg_backend_pid() as pid, pg_postmaster_start_time()::text as "serverStarted",
+      set_config('plan_cache_mode', 'force_generic_plan', false) as plans`;
+}
+
+/** What a connection leaving the group commit is set back to: the pool's planning (connection.ts). */
+export function resetPlans(sql: Scope) {
+  return sql`reset plan_cache_mode`;
+}
+
 /** Whether a session is still alive (a commit of it may still be finishing). */
 export async function sessionAlive(sql: Scope, s: Session): Promise<boolean> {
   const rows = await sql`select 1 from pg_stat_activity where pid = ${s.pid} and pg_postmaster_start_time()::text = ${s.serverStarted}`;

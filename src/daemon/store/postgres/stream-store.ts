@@ -56,6 +56,7 @@ export class PostgresStreams extends StreamKernel<Admitted> {
   readonly #feed: NoticeFeed;
   readonly #known: KnownIds;
   readonly #commits: PgGroupCommit<Admitted, CommitOutcome>;
+  readonly #transactions: StreamTransactions;
   readonly #unknown: UnknownOutcomes;
   /** Opened alone (a tool, a test's writer), not by a store: recover() lets writes in again itself. */
   #ownsGate = false;
@@ -74,12 +75,10 @@ export class PostgresStreams extends StreamKernel<Admitted> {
       closing: () => this.gate.closing,
       pending: (streamId) => this.headPending(streamId),
     });
-    const transactions = new StreamTransactions(sql, {
+    const transactions = (this.#transactions = new StreamTransactions(sql, {
       denied: (c, reason) => this.#denied(c, reason),
-      noteStale: (streamId, body) => {
-        this.#heads.noteStale(streamId, body);
-      },
-    });
+      noteStale: this.#heads.noteStale.bind(this.#heads),
+    }));
     this.#commits = new PgGroupCommit<Admitted, CommitOutcome>({
       half: 'stream',
       gate,
@@ -345,6 +344,7 @@ export class PostgresStreams extends StreamKernel<Admitted> {
   async close(): Promise<void> {
     this.gate.close();
     await this.#commits.drained();
+    this.#transactions.close();
     await this.#feed.end();
   }
 }

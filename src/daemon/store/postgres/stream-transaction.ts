@@ -14,8 +14,10 @@ import { groupStatement, type Layered } from './group-statement.js';
 import { decodeHead } from './head-cache.js';
 import { decodeRow, encodeRow, RowKey } from './row-codec.js';
 import {
+  commitSessionOf,
   insertHead,
   notifyHead,
+  resetPlans,
   selectHead,
   selectHeadsOf,
   selectMessagePositions,
@@ -74,6 +76,13 @@ function sessionEnded(err: unknown): boolean {
 }
 
 type TxSql = Parameters<Parameters<Sql['begin']>[1]>[0];
+type Reserved = Awaited<ReturnType<Sql['reserve']>>;
+
+/** The group commit's own connection; busy while a group is out on it. */
+interface Own {
+  sql: Reserved;
+  busy: boolean;
+}
 type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 // A failure of a statement of a transaction fails the transaction too: it is reported there.
@@ -89,6 +98,15 @@ export interface StreamTransactionOptions {
 export class StreamTransactions {
   readonly #sql: Sql;
   readonly #o: StreamTransactionOptions;
+  /**
+   * The connection the fast path runs on, kept from group to group while its session lasts: it
+   * plans the group statement once (commitSessionOf), and a group never waits for a pool
+   * connection behind reads. Another is reserved when its session ended, or while a group that
+   * was answered past its deadline is still out on it (that one goes back to the pool once it
+   * settled).
+   */
+  #own: Own | undefined;
+  #closed = false;
 
   constructor(sql: Sql, options: StreamTransactionOptions) {
     this.#sql = sql;
@@ -147,7 +165,9 @@ export class StreamTransactions {
       layer.changes.push({ change: g.change, meta, after: before?.meta ?? afterOf(g) });
       layer.at.push(i);
     }
-    const w = await this.#sql.reserve();
+    const own = await this.#connection();
+    own.busy = true;
+    const w = own.sql;
     // A query postgres.js holds back (the connection was busy: a statement described first, or
     // a socket write that filled the buffer) is never sent nor rejected once the session is
     // gone: the first error that ends the session settles whatever is still waiting.
@@ -172,7 +192,7 @@ export class StreamTransactions {
     // order. One layer (the usual group) is one statement, its own transaction (autocommit:
     // the whole statement commits, or none of it); more layers need BEGIN … COMMIT around them.
     const one = layers.length === 1;
-    const asked = settle(sessionOf(w).execute());
+    const asked = settle(commitSessionOf(w).execute());
     const begun = one ? null : settle(w`begin`.execute());
     const statements = layers.map((l) => settle(groupStatement(w, l.changes)));
     const committed = one ? null : settle(w`commit`.execute());
@@ -180,9 +200,14 @@ export class StreamTransactions {
     onSession(a.ok ? (a.value[0] ?? null) : null);
     const moved = await Promise.all(statements);
     const all: Settled<unknown>[] = [a, ...(begun ? [await begun] : []), ...moved, ...(committed ? [await committed] : [])];
+    own.busy = false;
     // A session that ended is among postgres.js's closed connections (or about to be):
     // releasing it would hand it to the pool as an open one.
-    if (!all.some((x) => !x.ok && sessionEnded(x.error))) w.release();
+    const gone = all.some((x) => !x.ok && sessionEnded(x.error));
+    // Kept only from a pool that has another connection for everything else (a tool's pool of one).
+    const kept = !gone && this.#own === own && !this.#closed && this.#sql.options.max > 1;
+    if (!kept && this.#own === own) this.#own = undefined;
+    if (!kept && !gone) this.#release(own);
     // The first error is the cause (those after it are 25P02, "transaction is aborted").
     for (const x of all) if (!x.ok) throw x.error;
     const c = committed ? await committed : null;
@@ -213,6 +238,30 @@ export class StreamTransactions {
       if (body !== undefined) this.#o.noteStale(streamId, body);
       return { status: 'stale', head: body === undefined ? undefined : decodeHead(streamId, body) };
     });
+  }
+
+  /** The fast path's connection: the one kept, unless a group is still out on it. */
+  async #connection(): Promise<Own> {
+    const kept = this.#own;
+    if (kept && !kept.busy) return kept;
+    const own: Own = { sql: await this.#sql.reserve(), busy: false };
+    // One reserved meanwhile by another group (only after a deadline) is released when it settles.
+    this.#own = own;
+    return own;
+  }
+
+  /** Back to the pool, planning as the pool's connections do (sent before any query of its next user). */
+  #release(own: Own): void {
+    resetPlans(own.sql).execute().catch(noop);
+    own.sql.release();
+  }
+
+  /** No more groups (the store is closing, its changes settled): the kept connection goes back to the pool. */
+  close(): void {
+    this.#closed = true;
+    const own = this.#own;
+    this.#own = undefined;
+    if (own && !own.busy) this.#release(own);
   }
 
   /** The slow path: each change under its own savepoint. */
