@@ -73,6 +73,10 @@ describe.skipIf(!pgAvailable())('appender.ts on two daemons sharing one PostgreS
       'B knows both agents',
       10_000,
     );
+    // The chat reaches B by its notice, apart from the agents': these calls go below the RPC
+    // layer, which alone reads the store again for a stream it has not heard of (confirmRefusal).
+    await heard(b, out.aliceToken, out.aliceStream);
+    await heard(b, out.bobToken, out.bobStream);
     return out;
   }
 
