@@ -79,9 +79,9 @@ export class RpcServer {
 
   /**
    * `sessionValid` says whether a session's token still holds (or gives a function that asks a
-   * shared store, called when the answer needs it); `confirmRefusal` reads again what a NOT_FOUND names, where another daemon may
-   * have made it unheard (true: the handler runs once more); `onError` sees every error a
-   * method answers with, once it is mapped (metrics).
+   * shared store, called when the answer needs it); `confirmRefusal` reads again what a
+   * NOT_FOUND names, where another daemon may have made it unheard (true: the handler runs once
+   * more); `onError` sees every error a method answers with, once it is mapped (metrics).
    */
   constructor(
     handlers: Handlers,
