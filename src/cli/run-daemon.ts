@@ -24,18 +24,22 @@ export async function runDaemon(argv: DaemonArgs, io: Io): Promise<number> {
   const log = createLogger(config.logLevel);
   const removeGuards = io.ownsProcess ? installProcessGuards(log) : () => undefined;
   // A stop asked for while starting (systemd, a quick Ctrl-C) is honoured once the store is
-  // open, instead of killing the process halfway through opening it.
+  // open, instead of killing the process halfway through opening it. One registration serves
+  // the start and the run: handing over from one listener to another dropped a Ctrl-C that Node
+  // had received but not yet delivered as the start completed (the daemon then ran on).
   // (An object, not a `let`: the flag is set from a signal handler, which narrowing cannot see.)
   const startup = { stopRequested: false };
-  const early = () => {
+  let onStop = () => {
     startup.stopRequested = true;
   };
-  const offEarly = io.onSignals(early);
+  const offSignals = io.onSignals(() => {
+    onStop();
+  });
   let daemon;
   try {
     daemon = await startDaemon(config, { log });
   } catch (err) {
-    offEarly();
+    offSignals();
     removeGuards();
     if (err instanceof StartupError) {
       io.stderr.write(`yello: ${err.message}\n`);
@@ -45,7 +49,6 @@ export async function runDaemon(argv: DaemonArgs, io: Io): Promise<number> {
     io.stderr.write(`yello: the daemon failed to start: ${errorMessage(err)}\n`);
     return EXIT_CODES.internal;
   }
-  offEarly();
   const running = daemon;
   return new Promise<number>((resolve) => {
     const shutdown = () => {
@@ -60,7 +63,7 @@ export async function runDaemon(argv: DaemonArgs, io: Io): Promise<number> {
         },
       );
     };
-    io.onSignals(shutdown);
+    onStop = shutdown;
     if (startup.stopRequested) shutdown();
   });
 }

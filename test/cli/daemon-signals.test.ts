@@ -1,0 +1,56 @@
+// A Ctrl-C that reaches `yello daemon` as its start completes stops it (CI, test/cli/npm-start:
+// the daemon logged "yellod ready" and then ignored both SIGINTs, from the terminal and from
+// npm). The start's "stop asked while starting" listener was removed and another registered
+// for the run, and Node drops a signal it has received but not yet delivered to a listener that
+// goes away. The fixture sends SIGINT at exactly that moment: before any registration goes.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { cliEnv } from '../helpers/cli-runner.js';
+import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
+import { waitFor } from '../helpers/wait.js';
+
+vi.setConfig({ testTimeout: 60_000 });
+
+const dirs: string[] = [];
+afterAll(async () => {
+  await Promise.all(dirs.map((d) => fs.rm(d, { recursive: true, force: true })));
+});
+
+describe('yello daemon and signals', () => {
+  it('a SIGINT that arrives as the start completes stops the daemon: "stopped", exit 0, no socket', async () => {
+    const dir = await makeTempDir('yl-sig-');
+    dirs.push(dir);
+    const socket = path.join(dir, 'y.sock');
+    const child = spawn(
+      process.execPath,
+      [path.join(repoRoot, 'test/fixtures/daemon-signal-handover.mjs'), '--socket', socket, '--data-dir', path.join(dir, 'data')],
+      { env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const out = { stdout: '', stderr: '' };
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (out.stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (out.stderr += s));
+    const exited = new Promise<number | null>((r) => child.on('close', r));
+    try {
+      await waitFor(() => out.stdout.includes('"msg":"yellod ready"'), `yellod ready (stderr: ${out.stderr})`, 30_000, 20);
+      // A handover, if there is one, comes in the same turn as the start's end; give its line
+      // time to arrive before deciding whether this test must send the Ctrl-C itself.
+      await new Promise((r) => setTimeout(r, 500));
+      const injected = out.stderr.includes('fixture: SIGINT');
+      if (!injected) child.kill('SIGINT');
+      const late = new Promise<string>((r) => {
+        setTimeout(() => {
+          r('still running');
+        }, 15_000).unref();
+      });
+      const code = await Promise.race([exited, late]);
+      expect(code, `injected at a handover: ${injected}; stdout: ${out.stdout.slice(-800)}`).toBe(0);
+      expect(out.stdout).toMatch(/"msg":"stopped"/);
+      await expect(fs.access(socket)).rejects.toThrow(/ENOENT/);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
