@@ -4,9 +4,14 @@
 // ROLLBACK is written after closed() nulled the socket, from a setImmediate callback
 // (connection.js nextWrite; porsager/postgres#1208, #1154; fixes #1168/#1209 unreleased). And it
 // keeps the dead session's last error (a FATAL 57P01) and rejects the next session's handshake
-// with it, which leaves that connection connecting forever. The fix: nextWrite on a closed
-// connection rejects what it would have written (CONNECTION_CLOSED) instead of throwing, and
-// closed() forgets the dead session's error. Proved by test/pg/driver-connection-loss.test.ts;
+// with it, which leaves that connection connecting forever. And a session that dies with a
+// query out keeps that query as in flight (only a ReadyForQuery would clear it), so sql.end()
+// waits its whole timeout for the connection (porsager/postgres#1097, #1130; fix #1142
+// unreleased): a daemon's stop after a killed backend took its full close wait. The fix:
+// nextWrite on a closed connection rejects what it would have written (CONNECTION_CLOSED)
+// instead of throwing, closed() forgets the dead session's error, and errored() clears the
+// query it rejects. Proved by test/pg/driver-connection-loss.test.ts and
+// test/pg/store-close-after-kill.test.ts;
 // docs/design/storage-port.md (driver) says why this and not another driver. Any other version
 // of postgres.js is left alone, loudly: the patch is for 3.4.9 only (drop it once fixed upstream).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -41,6 +46,10 @@ const edits = [
     from: '    socket.removeAllListeners()\n    socket = null\n',
     to: '    socket.removeAllListeners()\n    socket = null\n    errorResponse = null\n',
   },
+  {
+    from: '    query && queryError(query, err)\n    initial && (queryError(initial, err), initial = null)\n',
+    to: '    query && (queryError(query, err), query = null)\n    initial && (queryError(initial, err), initial = null)\n',
+  },
 ];
 
 const { version } = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
@@ -51,11 +60,13 @@ if (version !== '3.4.9') {
 for (const dir of ['src', 'cjs/src', 'cf/src']) {
   const file = path.join(pkgDir, dir, 'connection.js');
   if (!existsSync(file)) continue;
-  let text = readFileSync(file, 'utf8');
-  if (text.includes(MARK)) continue;
+  const before = readFileSync(file, 'utf8');
+  let text = before;
+  // Edit by edit, so a driver patched by an earlier version of this script gets the edits added since.
   for (const e of edits) {
+    if (text.includes(e.to)) continue;
     if (!text.includes(e.from)) throw new Error(`scripts/patch-postgres.mjs: ${file} does not have the expected code; not patched`);
     text = text.replace(e.from, e.to);
   }
-  writeFileSync(file, text);
+  if (text !== before) writeFileSync(file, text);
 }
