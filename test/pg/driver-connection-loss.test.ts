@@ -34,6 +34,10 @@ describe.runIf(pgAvailable())('postgres.js and a session killed inside a transac
   it('the driver in node_modules carries the patch (npm ci runs scripts/patch-postgres.mjs)', () => {
     // The ESM entry (src/index.js) is what yellod loads; its connection.js sits beside it.
     const file = path.join(path.dirname(fileURLToPath(import.meta.resolve('postgres'))), 'connection.js');
-    expect(readFileSync(file, 'utf8')).toContain('yello: patched (scripts/patch-postgres.mjs)');
+    const text = readFileSync(file, 'utf8');
+    expect(text).toContain('yello: patched (scripts/patch-postgres.mjs)');
+    expect(text).toContain('errorResponse = null');
+    // The third edit (test/pg/store-close-after-kill.test.ts): a dead session's query is cleared.
+    expect(text).toContain('query && (queryError(query, err), query = null)');
   });
 });
