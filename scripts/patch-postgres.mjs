@@ -1,4 +1,4 @@
-// Applies yello's two-line fix to the postgres.js driver in node_modules (run by `postinstall`,
+// Applies yello's small fix to the postgres.js driver in node_modules (run by `postinstall`,
 // so `npm ci` from the lockfile on a clean clone gets it; idempotent). postgres.js 3.4.9 ends the
 // process with an uncaught TypeError when a session dies inside a transaction: sql.begin's own
 // ROLLBACK is written after closed() nulled the socket, from a setImmediate callback
@@ -6,11 +6,11 @@
 // keeps the dead session's last error (a FATAL 57P01) and rejects the next session's handshake
 // with it, which leaves that connection connecting forever. And a session that dies with a
 // query out keeps that query as in flight (only a ReadyForQuery would clear it), so sql.end()
-// waits its whole timeout for the connection (porsager/postgres#1097, #1130; fix #1142
-// unreleased): a daemon's stop after a killed backend took its full close wait. The fix:
-// nextWrite on a closed connection rejects what it would have written (CONNECTION_CLOSED)
-// instead of throwing, closed() forgets the dead session's error, and errored() clears the
-// query it rejects. Proved by test/pg/driver-connection-loss.test.ts and
+// waits its whole timeout for the connection (porsager/postgres#1097, #1130; #1142 proposes
+// clearing it in errored(), unreleased): a daemon's stop after a killed backend took its full
+// close wait. The fix: nextWrite on a closed connection rejects what it would have written
+// (CONNECTION_CLOSED) instead of throwing, and closed() forgets the dead session's error and
+// its query. Proved by test/pg/driver-connection-loss.test.ts and
 // test/pg/store-close-after-kill.test.ts;
 // docs/design/storage-port.md (driver) says why this and not another driver. Any other version
 // of postgres.js is left alone, loudly: the patch is for 3.4.9 only (drop it once fixed upstream).
@@ -47,8 +47,13 @@ const edits = [
     to: '    socket.removeAllListeners()\n    socket = null\n    errorResponse = null\n',
   },
   {
-    from: '    query && queryError(query, err)\n    initial && (queryError(initial, err), initial = null)\n',
-    to: '    query && (queryError(query, err), query = null)\n    initial && (queryError(initial, err), initial = null)\n',
+    // On a closed socket no ReadyForQuery will ever clear the query (errored() rejected it), and
+    // end() waits for a connection that holds one. Cleared here, not in errored(): on a live
+    // connection an errored query's ReadyForQuery is still to come, and must not be taken as
+    // the answer of a query started meanwhile.
+    from: "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n",
+    to:
+      "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n" + '    query = null\n',
   },
 ];
 
