@@ -9,8 +9,8 @@
 // waits its whole timeout for the connection (porsager/postgres#1097, #1130; #1142 proposes
 // clearing it in errored(), unreleased): a daemon's stop after a killed backend took its full
 // close wait. The fix: nextWrite on a closed connection rejects what it would have written
-// (CONNECTION_CLOSED) instead of throwing, and closed() forgets the dead session's error and
-// its query. Proved by test/pg/driver-connection-loss.test.ts and
+// (CONNECTION_CLOSED) instead of throwing and forgets it, and closed() forgets the dead
+// session's error and its query. Proved by test/pg/driver-connection-loss.test.ts and
 // test/pg/store-close-after-kill.test.ts;
 // docs/design/storage-port.md (driver) says why this and not another driver. Any other version
 // of postgres.js is left alone, loudly: the patch is for 3.4.9 only (drop it once fixed upstream).
@@ -48,12 +48,20 @@ const edits = [
   },
   {
     // On a closed socket no ReadyForQuery will ever clear the query (errored() rejected it), and
-    // end() waits for a connection that holds one. Cleared here, not in errored(): on a live
-    // connection an errored query's ReadyForQuery is still to come, and must not be taken as
-    // the answer of a query started meanwhile.
+    // end() waits for a connection that holds one. Here for a socket that closed after its
+    // error event: errored() ran while the socket was still set (see the next edit).
     from: "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n",
     to:
       "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n" + '    query = null\n',
+  },
+  {
+    // The same for a query written after the close (sql.begin's own ROLLBACK of a transaction
+    // whose session died, rejected by the first edit): errored() forgets the query it rejects
+    // once there is no socket, which no ReadyForQuery can follow. With a socket it keeps it: an
+    // errored query's ReadyForQuery is still to come, and must not be taken as the answer of a
+    // query started meanwhile.
+    from: '    query && queryError(query, err)\n',
+    to: '    query && (queryError(query, err), socket || (query = null))\n',
   },
 ];
 

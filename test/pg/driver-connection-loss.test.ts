@@ -37,7 +37,8 @@ describe.runIf(pgAvailable())('postgres.js and a session killed inside a transac
     const text = readFileSync(file, 'utf8');
     expect(text).toContain('yello: patched (scripts/patch-postgres.mjs)');
     expect(text).toContain('errorResponse = null');
-    // The third edit (test/pg/store-close-after-kill.test.ts): a dead session's query is cleared.
+    // The last two (test/pg/store-close-after-kill.test.ts): a dead session's query is cleared.
     expect(text).toMatch(/!hadError && \(query \|\| sent\.length\) && error\([^\n]*\)\n\s*query = null\n/);
+    expect(text).toContain('query && (queryError(query, err), socket || (query = null))');
   });
 });
