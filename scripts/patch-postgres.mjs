@@ -10,7 +10,9 @@
 // clearing it in errored(), unreleased): a daemon's stop after a killed backend took its full
 // close wait. The fix: nextWrite on a closed connection rejects what it would have written
 // (CONNECTION_CLOSED) instead of throwing and forgets it, and closed() forgets the dead
-// session's error and its query. Proved by test/pg/driver-connection-loss.test.ts and
+// session's error and its query. And closed() and terminate() kept a cancelled write timer and
+// its write, so the connection's next session never sent its startup message and waited out
+// connect_timeout (the same defect as LanternOps/breeze#3225 describes); they drop both now. Proved by test/pg/driver-connection-loss.test.ts and
 // test/pg/store-close-after-kill.test.ts;
 // docs/design/storage-port.md (driver) says why this and not another driver. Any other version
 // of postgres.js is left alone, loudly: the patch is for 3.4.9 only (drop it once fixed upstream).
@@ -62,6 +64,19 @@ const edits = [
     // query started meanwhile.
     from: '    query && queryError(query, err)\n',
     to: '    query && (queryError(query, err), socket || (query = null))\n',
+  },
+  {
+    // A socket closed while a small write waited for its setImmediate: closed() and terminate()
+    // cancelled the timer but kept its handle and the write, so the next session's startup
+    // message was appended to the stale write and never sent (write() schedules only while no
+    // timer is set): that connection got no answer until connect_timeout (the failover suite's
+    // 10 s recoveries). Both now drop them, as nextWrite does.
+    from: '    incomings = null\n    clearImmediate(nextWriteTimer)\n',
+    to: '    incomings = null\n    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n',
+  },
+  {
+    from: '    clearImmediate(nextWriteTimer)\n    if (socket) {\n',
+    to: '    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n    if (socket) {\n',
   },
 ];
 
