@@ -12,8 +12,8 @@
 // (CONNECTION_CLOSED) instead of throwing and forgets it, and closed() forgets the dead
 // session's error and its query. And closed() and terminate() kept a cancelled write timer and
 // its write, so the connection's next session never sent its startup message and waited out
-// connect_timeout (the same defect as LanternOps/breeze#3225 describes); they drop both now. Proved by test/pg/driver-connection-loss.test.ts and
-// test/pg/store-close-after-kill.test.ts;
+// connect_timeout (the same defect as LanternOps/breeze#3225 describes); they drop both now.
+// Proved by test/pg/driver-connection-loss.test.ts and test/pg/store-close-after-kill.test.ts;
 // docs/design/storage-port.md (driver) says why this and not another driver. Any other version
 // of postgres.js is left alone, loudly: the patch is for 3.4.9 only (drop it once fixed upstream).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
