@@ -62,6 +62,17 @@ describe.runIf(pgAvailable())('PostgreSQL store: close() after a session of its 
     return { store, other };
   }
 
+  /** Until a session of the store waits for a lock (terminated, when asked: `pg_terminate_backend`). */
+  async function lockWaiters(other: Sql, options: { terminate: boolean }): Promise<void> {
+    for (;;) {
+      const [r] = await other<{ n: number }[]>`
+        select count(case when ${options.terminate} then pg_terminate_backend(pid) else true end)::int as n
+        from pg_stat_activity where application_name = ${APP} and wait_event_type = 'Lock'`;
+      if (r!.n > 0) return;
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  }
+
   /** Runs `work` with `table` locked by `other`; kills the store's session that waits for the lock, then lets the lock go. */
   async function killWaiter<T>(other: Sql, table: string, work: () => Promise<T>): Promise<T> {
     const holder = await other.reserve();
@@ -70,13 +81,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: close() after a session of its 
       await holder.unsafe(`lock table ${table} in access exclusive mode`);
       const done = work();
       done.catch(() => {});
-      for (;;) {
-        const [r] = await other<{ n: number }[]>`
-          select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
-          where application_name = ${APP} and wait_event_type = 'Lock'`;
-        if (r!.n > 0) break;
-        await new Promise((res) => setTimeout(res, 20));
-      }
+      await lockWaiters(other, { terminate: true });
       return await done;
     } finally {
       await holder`rollback`;
@@ -119,12 +124,7 @@ describe.runIf(pgAvailable())('PostgreSQL store: close() after a session of its 
       await holder`begin`;
       await holder`lock table keys in access exclusive mode`;
       const read = store.keys.all();
-      for (;;) {
-        const [r] = await other<{ n: number }[]>`
-          select count(*)::int as n from pg_stat_activity where application_name = ${APP} and wait_event_type = 'Lock'`;
-        if (r!.n > 0) break;
-        await new Promise((res) => setTimeout(res, 20));
-      }
+      await lockWaiters(other, { terminate: false });
       const order: string[] = [];
       close = store.close().then(() => {
         order.push('closed');
