@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cliEnv } from '../helpers/cli-runner.js';
 import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
+import { watch } from '../helpers/spawn-async.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 60_000 });
@@ -29,19 +30,9 @@ async function fixtureDaemon(env: Record<string, string> = {}) {
     [path.join(repoRoot, 'test/fixtures/daemon-signal-handover.mjs'), '--socket', socket, '--data-dir', path.join(dir, 'data')],
     { env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  const out = { stdout: '', stderr: '' };
-  child.stdout.setEncoding('utf8').on('data', (s: string) => (out.stdout += s));
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (out.stderr += s));
-  const exited = new Promise<number | null>((r) => child.on('close', r));
+  const { out, exitWithin } = watch(child);
   /** The exit code, or 'still running' 15 s on. */
-  const exit = () => {
-    const late = new Promise<string>((r) => {
-      setTimeout(() => {
-        r('still running');
-      }, 15_000).unref();
-    });
-    return Promise.race([exited, late]);
-  };
+  const exit = () => exitWithin(15_000);
   return { child, out, socket, exit };
 }
 

@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cliEnv } from '../helpers/cli-runner.js';
 import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
 import fs from 'node:fs/promises';
+import { watch, type Watched } from '../helpers/spawn-async.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 90_000 });
@@ -42,14 +43,7 @@ async function npmStart(options: { detached?: boolean } = {}) {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached === true,
   });
-  const out = { stdout: '', stderr: '' };
-  npm.stdout.setEncoding('utf8').on('data', (s: string) => (out.stdout += s));
-  npm.stderr.setEncoding('utf8').on('data', (s: string) => (out.stderr += s));
-  const exited = new Promise<number | null>((r) => {
-    npm.on('close', (code) => {
-      r(code);
-    });
-  });
+  const { out, exitWithin } = watch(npm);
   const ready = await waitFor(
     () =>
       out.stdout
@@ -67,31 +61,22 @@ async function npmStart(options: { detached?: boolean } = {}) {
     50,
   );
   daemonPid = ready.pid!;
-  return { npm, out, exited, socket };
+  return { npm, out, exitWithin, socket };
 }
 
 /** npm's exit, or a failure after 30 s that shows what the daemon logged (where its stop stood). */
-async function ended(exited: Promise<number | null>, out: { stdout: string; stderr: string }): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reject(new Error(`npm start did not end within 30 s; stdout (tail): ${out.stdout.slice(-2000)}\nstderr: ${out.stderr.slice(-1000)}`));
-    }, 30_000);
-  });
-  try {
-    await Promise.race([exited, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+async function ended(exitWithin: Watched['exitWithin'], out: Watched['out']): Promise<void> {
+  if ((await exitWithin(30_000)) === 'still running')
+    throw new Error(`npm start did not end within 30 s; stdout (tail): ${out.stdout.slice(-2000)}\nstderr: ${out.stderr.slice(-1000)}`);
 }
 
 describe('npm start', () => {
   it('Ctrl-C (SIGINT to npm and the daemon, and npm forwarding its own) stops the daemon cleanly: "stopped", no socket left', async () => {
     // Its own process group, as a terminal's foreground job is: -pid signals the whole group.
-    const { npm, out, exited, socket } = await npmStart({ detached: true });
+    const { npm, out, exitWithin, socket } = await npmStart({ detached: true });
     await fs.access(socket);
     process.kill(-npm.pid!, 'SIGINT');
-    await ended(exited, out);
+    await ended(exitWithin, out);
     await waitFor(() => !alive(daemonPid), `daemon ${daemonPid} to exit after Ctrl-C`, 10_000, 50);
     expect(out.stdout).toMatch(/"msg":"stopped"/);
     await expect(fs.access(socket)).rejects.toThrow(/ENOENT/);
@@ -99,10 +84,10 @@ describe('npm start', () => {
   });
 
   it('runs the daemon from a current dist/ without building, and SIGTERM to npm leaves no daemon behind', async () => {
-    const { npm, out, exited } = await npmStart();
+    const { npm, out, exitWithin } = await npmStart();
     expect(out.stderr).not.toMatch(/building/);
     npm.kill('SIGTERM');
-    await ended(exited, out);
+    await ended(exitWithin, out);
     await waitFor(() => !alive(daemonPid), `daemon ${daemonPid} to exit after SIGTERM to npm`, 10_000, 50);
     expect(out.stdout).toMatch(/"msg":"stopped"/);
   });

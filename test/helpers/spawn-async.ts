@@ -2,7 +2,8 @@
 // (daemon-process.ts) cannot wait synchronously for a child that talks to that daemon, since
 // the daemon would never get to answer.
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 
 /** What a finished child left behind (the fields of spawnSync's result that tests read). */
 export interface SpawnResult {
@@ -36,4 +37,39 @@ export function spawnAsync(
       resolve({ status, signal, stdout, stderr });
     });
   });
+}
+
+/** A running child's output so far, and its exit. */
+export interface Watched {
+  out: { stdout: string; stderr: string };
+  /** The exit code (null when a signal ended it). */
+  exited: Promise<number | null>;
+  /** The exit code, or 'still running' when the child has not exited within `ms`. */
+  exitWithin(ms: number): Promise<number | null | 'still running'>;
+}
+
+/** Collects a spawned child's stdout and stderr (both piped) as text, and watches for its exit. */
+export function watch(child: ChildProcessByStdio<null, Readable, Readable>): Watched {
+  const out = { stdout: '', stderr: '' };
+  child.stdout.setEncoding('utf8').on('data', (s: string) => (out.stdout += s));
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (out.stderr += s));
+  const exited = new Promise<number | null>((r) =>
+    child.on('close', (code) => {
+      r(code);
+    }),
+  );
+  const exitWithin = async (ms: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'still running'>((r) => {
+      timer = setTimeout(() => {
+        r('still running');
+      }, ms);
+    });
+    try {
+      return await Promise.race([exited, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return { out, exited, exitWithin };
 }
