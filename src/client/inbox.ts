@@ -4,12 +4,11 @@ import { ConnectionPool } from './connection-pool.js';
 import type { Conversation, ConversationStart } from './conversation.js';
 import { ConnectionLostError, YelloClientError } from './errors.js';
 import { InboxChats } from './inbox-chats.js';
-import { newestMessage, PREVIEW_CHARS, unreadMessages } from './inbox-list.js';
+import { allChats, byActivity, entryOf, listOnce } from './inbox-list.js';
 import type { MessageBatch } from './message-batch.js';
 import { Waiters } from './wait-queue.js';
 import type { YelloClient } from './yello-client.js';
 import { peerOf } from '../shared/chat-peers.js';
-import { allPages, LIST_PAGE } from './list-pages.js';
 
 /** One chat of an agent's inbox, as {@link Inbox.list} reports it. */
 export interface InboxEntry {
@@ -212,24 +211,33 @@ export class Inbox {
     const out = await Promise.all(
       [...this.#entries.values()].map(async (entry): Promise<InboxEntry> => {
         const { chat } = entry;
-        const peerInfo = peerOf(chat, agentId);
+        const peerId = peerOf(chat, agentId).id;
         const { streams } = await this.#client.call('chats.get', { chatId: chat.id });
-        const peer = streams.find((s) => s.authorAgentId === peerInfo.id);
-        const newest = await newestMessage(this.#client, chat.id);
         const failure = entry.failure ?? entry.conversation?.failure ?? null;
-        return {
-          chatId: chat.id,
-          peer: { agentId: peerInfo.id, username: peerInfo.username, displayName: peerInfo.name },
-          unreadMessages: peer ? await unreadMessages(this.#client, peer) : 0,
-          lastActivityAt: newest?.createdAt ?? null,
-          preview: newest ? newest.content.slice(0, PREVIEW_CHARS) : null,
-          followed: entry.conversation !== null && failure === null,
-          failure,
-        };
+        return entryOf(
+          this.#client,
+          chat,
+          agentId,
+          streams.find((s) => s.authorAgentId === peerId),
+          {
+            followed: entry.conversation !== null,
+            failure,
+          },
+        );
       }),
     );
-    // Newest activity first; two in the same millisecond (or none) in chat id order, so the list is stable.
-    return out.sort((a, b) => (b.lastActivityAt ?? '').localeCompare(a.lastActivityAt ?? '') || (a.chatId < b.chatId ? -1 : 1));
+    return byActivity(out);
+  }
+
+  /**
+   * The agent's chats as `list()` reports them, read once with `client`, without an inbox: no
+   * watch and no follows, except of a chat with something after the agent's receipt, opened
+   * and closed again to learn whether a break stops its reading (then `followed` is false and
+   * `failure` says why). What a command that lists and exits needs (`yello inbox`).
+   */
+  static async listOnce(client: YelloClient): Promise<InboxEntry[]> {
+    if (client.session.role !== 'agent') throw new YelloClientError('BAD_TOKEN', 'an inbox needs an agent token');
+    return listOnce(client);
   }
 
   /** Stop watching and following; a waiting `wait()` returns null. The client stays open. */
@@ -296,10 +304,7 @@ export class Inbox {
 
   /** Follow every chat of the agent not followed yet (`chats.list`). */
   async #sync(): Promise<void> {
-    const chats = await allPages(
-      (cursor) => this.#client.call('chats.list', { ...cursor, limit: LIST_PAGE }),
-      (p) => p.chats,
-    );
+    const chats = await allChats(this.#client);
     await Promise.all(chats.map((chat) => this.#chats.add(chat)));
   }
 }

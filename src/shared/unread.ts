@@ -16,3 +16,16 @@ export function unreadFrom(s: StreamState): bigint {
 export function isUnreadMessage(r: StoredRecord, from: bigint): boolean {
   return r.wrapper.type === 'chat.message' && BigInt(r.position) >= from;
 }
+
+/**
+ * Whether the peer stream holds nothing after the reader's latest receipt: its head is the
+ * receipt, in the current generation (or an untouched first generation and no receipt). Then
+ * nothing can be unread and nothing can be behind a break, so a reader need not follow the
+ * stream to know; anything else (records after the receipt, which may be only the peer's
+ * receipts and fences; a receipt of an older generation) has to be read to say.
+ */
+export function nothingAfterReceipt(peer: StreamState): boolean {
+  const ack = peer.acknowledged;
+  if (ack && ack.generation === peer.generation) return ack.nextPosition === peer.nextPosition;
+  return !ack && peer.generation === '1' && peer.nextPosition === '0';
+}

@@ -17,6 +17,7 @@ import {
   Conversation,
   Inbox,
   YelloClientError,
+  type InboxEntry,
   type Chat,
   type YelloClient,
 } from '../../src/client/index.js';
@@ -68,6 +69,11 @@ async function counter(name: string, labels: Record<string, string>): Promise<nu
     if (Object.entries(labels).every(([k, v]) => m[2]!.split(',').includes(`${k}="${v}"`))) sum += Number(m[3]);
   }
   return sum;
+}
+
+/** Inbox entries with each failure as its class and message (listOnce and list make their own errors). */
+function comparable(entries: InboxEntry[]) {
+  return entries.map((e) => ({ ...e, failure: e.failure && { class: e.failure.constructor.name, message: e.failure.message } }));
 }
 
 async function expectRejects(p: Promise<unknown>): Promise<unknown> {
@@ -334,10 +340,41 @@ describe('Inbox when subscriptions run out, chats fail, waits end and the daemon
     // bob's Conversation cannot start at his receipt (trimmed): the chat stays followed with that failure, thrown once.
     expect(entry.failure).toBeInstanceOf(ContinuityBreakError);
     expect(inbox.conversation(withAlice)).toBeNull();
+    // Read once, without an inbox: the same entries, the break found by opening that chat alone.
+    expect(comparable(await Inbox.listOnce(bobClient))).toEqual(comparable(list));
+    expect(entry.followed).toBe(false);
     expect(await expectRejects(inbox.wait({ waitMs: 0 }))).toBe(entry.failure);
     expect(await inbox.wait({ waitMs: 0 })).toBeNull();
     await wa.release();
     await inbox.close();
+  });
+
+  it('listOnce(): follows only a chat with something after the receipt, and only while it reads it; a follow refused for room is the failure of that chat; agents only', async () => {
+    const bob = await makeAgent('bob');
+    const [alice, carol] = [await makeAgent('alice'), await makeAgent('carol')];
+    const quiet = await openChat(alice, bob);
+    const busy = await openChat(carol, bob);
+    const wc = new ChatWriter(await clientOf(carol), { chatId: busy.id });
+    await wc.send('c1');
+    const bobClient = await clientOf(bob);
+    const ids: string[] = [];
+    expect(await fillSubscriptions(bobClient, ids)).toBe(MAX_SUBS);
+    // No room on the connection: the quiet chat needs no follow; the busy one cannot be looked at.
+    const full = await Inbox.listOnce(bobClient);
+    expect(full.find((e) => e.chatId === quiet.id)).toMatchObject({ unreadMessages: 0, followed: true, failure: null });
+    const refused = full.find((e) => e.chatId === busy.id)!;
+    expect(refused).toMatchObject({ unreadMessages: 1, preview: 'c1', followed: false });
+    expect((refused.failure as YelloClientError).type).toBe('RATE_LIMITED');
+    // Room for one: the busy chat is opened, found readable, and closed again (the room is free after).
+    await bobClient.call('chats.unfollow', { subscriptionId: ids.pop()! });
+    const listed = await Inbox.listOnce(bobClient);
+    expect(listed.map((e) => [e.chatId, e.unreadMessages, e.followed, e.failure])).toEqual([
+      [busy.id, 1, true, null],
+      [quiet.id, 0, true, null],
+    ]);
+    expect(await fillSubscriptions(bobClient, ids)).toBe(1);
+    expect(((await expectRejects(Inbox.listOnce(admin()))) as YelloClientError).type).toBe('BAD_TOKEN');
+    await wc.release();
   });
 
   it('list() reads a peer stream only where there is something after the receipt (daemon metrics)', async () => {
