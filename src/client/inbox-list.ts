@@ -10,6 +10,7 @@ import type { InboxEntry } from './inbox.js';
 import { allPages, LIST_PAGE } from './list-pages.js';
 import { mapLimited } from './map-limited.js';
 import type { YelloClient } from './yello-client.js';
+import { byCodeUnits } from '../shared/text-order.js';
 
 /** Characters of a chat's newest message that `Inbox.list()` shows. */
 export const PREVIEW_CHARS = 120;
@@ -75,7 +76,7 @@ export async function entryOf(
 
 /** Newest activity first; two in the same millisecond (or none) in chat id order, so the list is stable. */
 export function byActivity(entries: InboxEntry[]): InboxEntry[] {
-  return entries.sort((a, b) => (b.lastActivityAt ?? '').localeCompare(a.lastActivityAt ?? '') || (a.chatId < b.chatId ? -1 : 1));
+  return entries.sort((a, b) => byCodeUnits(b.lastActivityAt ?? '', a.lastActivityAt ?? '') || byCodeUnits(a.chatId, b.chatId));
 }
 
 /**

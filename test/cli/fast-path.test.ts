@@ -14,11 +14,12 @@ import { Io, type CliIo } from '../../src/cli/io.js';
 import { runCli, runProgram } from '../../src/cli/program.js';
 import { cliEnv, describeRun, runCli as runBinaryOrInProcess, yelloBin } from '../helpers/cli-runner.js';
 import { spawnAsync } from '../helpers/spawn-async.js';
+import { ok, uniq } from '../helpers/wire-fixtures.js';
 import { useCli, type CliPair } from '../helpers/use-daemon.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
-const { daemon, cli, pair } = useCli();
+const { daemon, cli, pair, admin } = useCli();
 
 interface Ran {
   code: number;
@@ -235,7 +236,7 @@ describe('the fast path answers as the yargs program does', () => {
     expect(again.fast).toEqual(again.program);
   });
 
-  it('the binary prints what the in-process run prints, and loads no package (neither yargs, zod nor the MCP SDK)', async () => {
+  it('the binary prints what the in-process run prints, and loads no package (neither yargs, zod nor the MCP SDK) and no collation', async () => {
     const p = await pair();
     await p.alice.ok(['send', p.chatId, 'for the binary']);
     for (const args of [withToken(p, 'inbox', '--json'), withToken(p, 'send', 'chat_nope', 'hi'), ['inbox']]) {
@@ -249,11 +250,16 @@ describe('the fast path answers as the yargs program does', () => {
         stderr: here.stderr,
       });
     }
+    // A second chat of bob's, so that the inbox sorts its list.
+    const carol = ok(await admin().call('agents.create', { username: uniq('carol'), name: 'Carol' }));
+    ok(await admin().call('chats.open', { agentAId: carol.agent.id, agentBId: p.b.id }));
     const refuse = `export async function resolve(s, c, next) { const r = await next(s, c); if (/\\/node_modules\\//.test(r.url)) throw new Error('loaded ' + r.url + ' from ' + c.parentURL); return r; }`;
     for (const args of [['status'], withToken(p, 'inbox'), withToken(p, 'send', p.chatId, 'without yargs')]) {
       const script = [
         "import { register } from 'node:module';",
         `register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(refuse)}));`,
+        // The first localeCompare of a process loads ICU's collation: ~10 ms of the start (issue 54).
+        "String.prototype.localeCompare = () => { throw new Error('localeCompare on a fast path'); };",
         `process.argv = [process.execPath, ${JSON.stringify(yelloBin)}, ...${JSON.stringify(args)}];`,
         `await import(${JSON.stringify(pathToFileURL(yelloBin).href)});`,
       ].join('\n');

@@ -7,6 +7,7 @@ import type { Jwks, PublicJwk } from '../../shared/types.js';
 import type { KeyPort } from '../store/port/store-port.js';
 import type { PublicKeyRow } from '../store/port/values.js';
 import type { Signer } from './signer.js';
+import { byCodeUnits } from '../../shared/text-order.js';
 
 /** This daemon's rows: its identity is its first key's kid (stable across rotations, one per data dir). */
 export function keyRows(signer: Signer): PublicKeyRow[] {
@@ -49,6 +50,6 @@ export async function listKeys(port: KeyPort, signer: Signer): Promise<Jwks> {
       createdAt: row.createdAt,
     });
   }
-  const keys = [...own, ...others].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
+  const keys = [...own, ...others].sort((a, b) => byCodeUnits(a.createdAt, b.createdAt) || byCodeUnits(a.kid, b.kid));
   return { keys };
 }

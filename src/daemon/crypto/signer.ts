@@ -5,6 +5,7 @@ import { checkpointPayload, type CheckpointFields } from '../../shared/checkpoin
 import { messagePayload, type SignedFields } from '../../shared/message-signing.js';
 import type { CheckpointSignature, Jwks, MessageSignature, PublicJwk } from '../../shared/types.js';
 import { ensureDir, writeFileDurable } from '../runtime/files.js';
+import { byCodeUnits } from '../../shared/text-order.js';
 
 interface StoredKey {
   kid: string;
@@ -127,7 +128,7 @@ export class Signer {
   /** Every key's public half, oldest first. */
   jwks(): Jwks {
     const keys: PublicJwk[] = [...this.#keys.values()]
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+      .sort((a, b) => byCodeUnits(a.createdAt, b.createdAt))
       .map((k) => ({
         kty: 'EC',
         crv: 'P-256',

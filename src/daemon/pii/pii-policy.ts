@@ -5,6 +5,7 @@
 import { findPii, findPiiFull } from './pii-detectors.js';
 import type { PiiKind } from './pii-detectors.js';
 import type { PiiMode } from '../../shared/types.js';
+import { byCodeUnits } from '../../shared/text-order.js';
 
 export type { PiiKind, PiiMatch } from './pii-detectors.js';
 
@@ -54,9 +55,8 @@ export function applyPiiPolicy(text: string, mode: PiiMode, options: PiiPolicyOp
       const matches = options.prefilter === false ? findPiiFull(text) : findPii(text);
       const counts = new Map<PiiKind, number>();
       for (const m of matches) counts.set(m.kind, (counts.get(m.kind) ?? 0) + 1);
-      // Plain code-unit order, not localeCompare: the result feeds signed/hashed data paths
-      // and must not depend on the host's locale.
-      const found = [...counts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([kind, count]) => ({ kind, count }));
+      // The result feeds signed and hashed data: an order that no locale changes.
+      const found = [...counts.entries()].sort(([a], [b]) => byCodeUnits(a, b)).map(([kind, count]) => ({ kind, count }));
       if (mode === 'reject' || matches.length === 0) return { content: text, found };
       const parts: string[] = [];
       let pos = 0;
