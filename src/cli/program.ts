@@ -29,6 +29,22 @@ const COMPLETION_HELP = 'print a shell completion script (bash/zsh): yello compl
 /** A usage failure yargs reported (unknown command or option, missing argument). */
 class UsageFailure extends Error {}
 
+/** The part of yargs 18's internals that skipHelpCache replaces. */
+interface YargsUsageInternals {
+  getInternalMethods(): { getUsageInstance(): { cacheHelpMessage: () => void } };
+}
+
+/**
+ * yargs 18 renders a command's whole help text as soon as its handler has started
+ * (`cacheHelpMessage`, for a showHelp() after the handler, which this program never makes):
+ * 60–80 ms of cliui and string-width on the event loop of every command it runs, `yello mcp`
+ * and an agent's `chats read --wait` included (a CPU profile, issue 54). `--help` renders its
+ * text as before; test/cli/program-help.test.ts checks both.
+ */
+function skipHelpCache(cli: Argv<GlobalArgs>): void {
+  (cli as unknown as YargsUsageInternals).getInternalMethods().getUsageInstance().cacheHelpMessage = () => undefined;
+}
+
 /**
  * The `yello` program (yargs): admin tool and agent front end, for every command that
  * runCli (run.ts) does not start on a path of its own. `io` is the run's; `cliIo.exit` ends a
@@ -81,6 +97,7 @@ export async function runProgram(argv: string[], io: Io, cliIo: CliIo): Promise<
       if (err) throw err;
       throw new UsageFailure(msg?.startsWith('Did you mean') ? `unknown command. ${msg}` : (msg ?? ''));
     }) as unknown as Argv<GlobalArgs>;
+  skipHelpCache(cli);
   cli = daemonCommand(cli);
   cli = adminCommands(cli);
   cli = chatCommands(cli);
