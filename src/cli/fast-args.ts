@@ -1,5 +1,5 @@
-// The arguments of `yello send`, `yello inbox` and `yello status` in their plain forms, parsed
-// without yargs: an agent runs these at every turn, and loading yargs and every command module
+// The arguments of `yello send`, `yello inbox`, `yello status` and `yello chats read` in their
+// plain forms, parsed without yargs: an agent runs these at every turn, and loading yargs and every command module
 // would be most of their time. Anything this parser is not sure it reads exactly as the yargs
 // program does (help, an unknown or repeated option, `--no-…`, `--`, a value starting with `-`,
 // `--ack true`, a missing argument) is left to the program: parseFastCommand answers null, and
@@ -15,8 +15,15 @@ export interface FastGlobals {
   json: boolean;
 }
 
+/** Where `chats read` starts (follow-command.ts FROM). */
+export const READ_FROM = ['acknowledged', 'generation-start', 'end'] as const;
+
 export type FastCommand =
   | { command: 'status'; args: FastGlobals & { wait?: string } }
+  | {
+      command: 'chats read';
+      args: FastGlobals & { chatId: string; ack: boolean; replace: boolean; wait?: number; from: (typeof READ_FROM)[number] };
+    }
   | { command: 'inbox'; args: FastGlobals & { wait?: number } }
   | {
       command: 'send';
@@ -44,9 +51,11 @@ const GLOBAL: Record<string, Kind> = {
   json: 'boolean',
 };
 
-/** Each fast command's own options (status-command.ts, inbox-command.ts, send-commands.ts) and positionals. */
+/** Each fast command's own options (status-command.ts, inbox-command.ts, send-commands.ts, follow-command.ts) and positionals. */
 const COMMANDS: Record<FastCommand['command'], { options: Record<string, Kind>; positionals: number }> = {
   status: { options: { wait: 'string' }, positionals: 0 },
+  // chatId.
+  'chats read': { options: { ack: 'boolean', replace: 'boolean', wait: 'number', from: 'string' }, positionals: 1 },
   inbox: { options: { wait: 'number' }, positionals: 0 },
   // chatId, then one or more words of text.
   send: {
@@ -81,8 +90,16 @@ export function parseFastCommand(argv: readonly string[]): FastCommand | null {
     if (!a.startsWith('-')) {
       if (a === '') return null;
       if (spec === undefined) {
-        if (!Object.hasOwn(COMMANDS, a)) return null;
-        spec = COMMANDS[a as FastCommand['command']];
+        // `chats` names a group: its subcommand word makes the command (`chats read`).
+        if (a === 'chats' && words.length === 0) {
+          words.push(a);
+          continue;
+        }
+        const name = words.length === 1 ? `${words.pop() ?? ''} ${a}` : a;
+        if (!Object.hasOwn(COMMANDS, name)) return null;
+        spec = COMMANDS[name as FastCommand['command']];
+        words.push(name);
+        continue;
       }
       words.push(a);
       continue;
@@ -123,6 +140,24 @@ export function parseFastCommand(argv: readonly string[]): FastCommand | null {
       const wait = str('wait');
       if (command === 'status') return { command, args: { ...globals, ...(wait !== undefined ? { wait } : {}) } };
       return { command, args: { ...globals, ...(wait !== undefined ? { wait: Number(wait) } : {}) } };
+    }
+    case 'chats read': {
+      const [chatId, ...more] = positionals;
+      const wait = str('wait');
+      const from = str('from') ?? READ_FROM[0];
+      // Another choice is the program's usage error; a chat id "-" is read by yargs otherwise.
+      if (chatId === undefined || chatId === '-' || more.length > 0 || !(READ_FROM as readonly string[]).includes(from)) return null;
+      return {
+        command,
+        args: {
+          ...globals,
+          chatId,
+          ack: values.get('ack') === true,
+          replace: values.get('replace') === true,
+          ...(wait !== undefined ? { wait: Number(wait) } : {}),
+          from: from as (typeof READ_FROM)[number],
+        },
+      };
     }
     case 'send': {
       const [chatId, ...text] = positionals;

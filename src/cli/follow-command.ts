@@ -15,6 +15,7 @@ import { breakError } from './break-advice.js';
 import { CliWriter } from './cli-writer.js';
 import { agentToken, connectAgent, connectAny, getChat, sessionAgentId, withClient, type GlobalArgs } from './context.js';
 import { CursorKeeper, startCursor, type CursorArgs } from './cursor-file.js';
+import { READ_FROM } from './fast-args.js';
 import { formatRecord } from './format.js';
 import { CliError, EXIT, printJson } from './output.js';
 import { openConversation, unreadNow } from './unread-now.js';
@@ -25,9 +26,9 @@ export { openConversation, unreadNow };
 
 type FromArg = ConversationStart;
 type FollowArgs = GlobalArgs & CursorArgs & { chatId: string; ack: boolean; replace: boolean; 'from-end': boolean; from?: FromArg };
-type ReadArgs = GlobalArgs & { chatId: string; ack: boolean; replace: boolean; wait?: number; from: FromArg };
+export type ReadArgs = GlobalArgs & { chatId: string; ack: boolean; replace: boolean; wait?: number; from: FromArg };
 
-const FROM = ['acknowledged', 'generation-start', 'end'] as const;
+const FROM = READ_FROM;
 
 /** `chats follow` and `chats read`. */
 export function followCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
@@ -91,7 +92,7 @@ export function followCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
           })
           .example('$0 --token-file bob.token chats read chat_… --ack', '')
           .example('$0 --token-file bob.token chats read chat_… --wait 60 --ack', 'block until bob has a message, then acknowledge it'),
-      (args: ReadArgs) => read(args),
+      (args: ReadArgs) => runRead(args),
     );
 }
 
@@ -106,11 +107,11 @@ function show(args: GlobalArgs, chat: Chat, batch: { records: StoredRecord[] }, 
 }
 
 /**
- * `chats read`: the peer's message batches after the agent's latest receipt (the one resume
+ * `chats read` (the yargs program's handler and the entry's fast path): the peer's message batches after the agent's latest receipt (the one resume
  * policy: unread messages behind a reset or a trim exit 3, never skipped), printed once; with
  * `--wait`, the next message when there is none; with `--ack`, one receipt for all of them.
  */
-async function read(args: ReadArgs): Promise<void> {
+export async function runRead(args: ReadArgs): Promise<void> {
   if (args.wait !== undefined && !(args.wait >= 0)) throw new CliError('--wait takes a number of seconds (0 or more)', EXIT.usage);
   await withClient(connectAgent(args), async (c) => {
     const { chat } = await getChat(c, args.chatId);

@@ -67,6 +67,15 @@ function sameSend(text: string): string {
     .replace(/position \d+/g, 'position N');
 }
 
+/** What differs between two reads of messages sent alike: what sameSend evens out, and times and positions shown. */
+function sameRead(text: string): string {
+  return sameSend(text)
+    .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, 'T')
+    .replace(/#\d+/g, '#N')
+    .replace(/"(streamId|generation)":"[^"]*"/g, '"$1":"…"')
+    .replace(/"fromPosition":"\d+"/g, '"fromPosition":"N"');
+}
+
 interface BothOptions {
   input?: string;
   /** Evens out what a repeated append changes. */
@@ -114,6 +123,14 @@ describe('parseFastCommand', () => {
         ack: true,
       },
     });
+    expect(parseFastCommand(['chats', 'read', 'chat_1', '--wait', '60', '--ack', '--token-file', 't'])).toEqual({
+      command: 'chats read',
+      args: { json: false, 'token-file': 't', chatId: 'chat_1', ack: true, replace: false, wait: 60, from: 'acknowledged' },
+    });
+    expect(parseFastCommand(['--json', 'chats', 'read', '--from=generation-start', 'chat_1', '--replace'])).toEqual({
+      command: 'chats read',
+      args: { json: true, chatId: 'chat_1', ack: false, replace: true, from: 'generation-start' },
+    });
     // A lone "-" is stdin, as for yargs (which hands the handler [] for it).
     expect(parseFastCommand(['send', 'chat_1', '-'])).toMatchObject({ command: 'send', args: { text: ['-'] } });
     // Words that look like numbers stay words, as yargs keeps them (the positional is a string).
@@ -153,6 +170,16 @@ describe('parseFastCommand', () => {
       ['send', 'chat_1', '-5'],
       ['send', 'chat_1', 'hi', '--message-id'],
       ['chats', 'list'],
+      ['chats'],
+      ['chats', 'read'],
+      ['chats', 'read', 'chat_1', 'chat_2'],
+      ['chats', 'read', '-'],
+      ['chats', 'read', 'chat_1', '--from', 'start'],
+      ['chats', 'read', 'chat_1', '--wait', 'soon'],
+      ['chats', 'read', 'chat_1', '--cursor-in', 'c'],
+      ['chats', '--ack', 'read', 'chat_1'],
+      ['chats', 'follow', 'chat_1'],
+      ['read', 'chat_1'],
       ['agents', 'add', 'status'],
     ];
     for (const argv of left) expect(parseFastCommand(argv), JSON.stringify(argv)).toBeNull();
@@ -202,6 +229,43 @@ describe('the fast path answers as the yargs program does', () => {
     }
     const listed = await runWay('fast', withToken(p, 'inbox'));
     expect(listed.stdout).toContain('one for bob');
+  });
+
+  it('chats read: unread once, --json, --ack, --wait, --from, and its failures', async () => {
+    const p = await pair();
+    await p.alice.ok(['send', p.chatId, 'one for bob']);
+    const read = (...more: string[]) => withToken(p, 'chats', 'read', p.chatId, ...more);
+    // Nothing acknowledged between the two ways: each reads the same unread message.
+    const forms: Array<{ args: string[]; fast?: boolean }> = [
+      { args: read() },
+      { args: withToken(p, '--json', 'chats', 'read', p.chatId) },
+      { args: read('--from', 'generation-start') },
+      { args: read('--from=end', '--wait', '0.2') },
+      { args: withToken(p, 'chats', 'read', 'chat_nope') },
+      { args: ['chats', 'read', p.chatId] },
+      // Left to the program; the same answers all the same.
+      { args: read('--from', 'start'), fast: false },
+      { args: read('--wait', '-1'), fast: false },
+    ];
+    for (const form of forms) {
+      const r = await bothWays(form.args, { normalize: sameRead });
+      expect(parseFastCommand(form.args) !== null, JSON.stringify(form.args)).toBe(form.fast ?? true);
+      expect(r.fast, JSON.stringify(form.args)).toEqual(r.program);
+    }
+    expect((await runWay('fast', read())).stdout).toContain('one for bob');
+    // Acknowledged: each way reads and acknowledges the one message the peer sent just before it.
+    expect((await runWay('fast', read('--ack'))).code).toBe(0);
+    const ping = () => p.alice.ok(['send', p.chatId, 'ping']);
+    for (const args of [read('--ack'), withToken(p, '--json', 'chats', 'read', p.chatId, '--ack', '--wait', '5')]) {
+      const r = await bothWays(args, { normalize: sameRead, before: ping });
+      expect(r.fast.code, r.fast.stderr).toBe(0);
+      expect(r.fast.stdout, JSON.stringify(args)).toContain('ping');
+      expect(r.fast, JSON.stringify(args)).toEqual(r.program);
+    }
+    // Nothing left: both ways wait out --wait and say so.
+    const idle = await bothWays(read('--wait', '0.2'), { normalize: sameRead });
+    expect(idle.fast.stderr).toContain('no new message within 0.2 s');
+    expect(idle.fast).toEqual(idle.program);
   });
 
   it('send: text, stdin, --ack, --json, --message-id, and its failures', async () => {
@@ -254,7 +318,12 @@ describe('the fast path answers as the yargs program does', () => {
     const carol = ok(await admin().call('agents.create', { username: uniq('carol'), name: 'Carol' }));
     ok(await admin().call('chats.open', { agentAId: carol.agent.id, agentBId: p.b.id }));
     const refuse = `export async function resolve(s, c, next) { const r = await next(s, c); if (/\\/node_modules\\//.test(r.url)) throw new Error('loaded ' + r.url + ' from ' + c.parentURL); return r; }`;
-    for (const args of [['status'], withToken(p, 'inbox'), withToken(p, 'send', p.chatId, 'without yargs')]) {
+    for (const args of [
+      ['status'],
+      withToken(p, 'inbox'),
+      withToken(p, 'send', p.chatId, 'without yargs'),
+      withToken(p, 'chats', 'read', p.chatId),
+    ]) {
       const script = [
         "import { register } from 'node:module';",
         `register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(refuse)}));`,
