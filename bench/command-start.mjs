@@ -114,8 +114,9 @@ export async function benchCommandStart({ runs = 30, log = () => undefined } = {
       { name: `${label}yello hook claude-code Stop, nothing unread`, target, ...hook(yelloBin, 'Stop') },
       { name: `${label}yello inbox --json (${CHATS} chats)`, target, args: [yelloBin, ...agent, 'inbox', '--json'] },
       { name: `${label}yello send <chat> <text>`, target, args: [yelloBin, ...agent, '--state-dir', stateDir, 'send', chatId, 'ping'] },
-      // Reported, not one of the issue's targets: what an agent that waits with the CLI runs per turn.
+      // Reported, not among the issue's targets: what an agent that reads and acknowledges with the CLI runs per turn.
       { name: `${label}yello chats read <chat>, nothing unread`, target: false, args: [yelloBin, ...agent, 'chats', 'read', chatId] },
+      { name: `${label}yello ack <chat>, nothing new`, target: false, args: [yelloBin, ...agent, '--state-dir', stateDir, 'ack', chatId] },
       {
         name: `${label}yello status (admin)`,
         target,

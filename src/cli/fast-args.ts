@@ -1,5 +1,5 @@
-// The arguments of `yello send`, `yello inbox`, `yello status` and `yello chats read` in their
-// plain forms, parsed without yargs: an agent runs these at every turn, and loading yargs and every command module
+// The arguments of `yello send`, `yello ack`, `yello inbox`, `yello status` and `yello chats read`
+// in their plain forms, parsed without yargs: an agent runs these at every turn, and loading yargs and every command module
 // would be most of their time. Anything this parser is not sure it reads exactly as the yargs
 // program does (help, an unknown or repeated option, `--no-…`, `--`, a value starting with `-`,
 // `--ack true`, a missing argument) is left to the program: parseFastCommand answers null, and
@@ -20,6 +20,7 @@ export const READ_FROM = ['acknowledged', 'generation-start', 'end'] as const;
 
 export type FastCommand =
   | { command: 'status'; args: FastGlobals & { wait?: string } }
+  | { command: 'ack'; args: FastGlobals & { chatId: string; replace: boolean } }
   | {
       command: 'chats read';
       args: FastGlobals & { chatId: string; ack: boolean; replace: boolean; wait?: number; from: (typeof READ_FROM)[number] };
@@ -54,6 +55,8 @@ const GLOBAL: Record<string, Kind> = {
 /** Each fast command's own options (status-command.ts, inbox-command.ts, send-commands.ts, follow-command.ts) and positionals. */
 const COMMANDS: Record<FastCommand['command'], { options: Record<string, Kind>; positionals: number }> = {
   status: { options: { wait: 'string' }, positionals: 0 },
+  // chatId.
+  ack: { options: { replace: 'boolean' }, positionals: 1 },
   // chatId.
   'chats read': { options: { ack: 'boolean', replace: 'boolean', wait: 'number', from: 'string' }, positionals: 1 },
   inbox: { options: { wait: 'number' }, positionals: 0 },
@@ -140,6 +143,11 @@ export function parseFastCommand(argv: readonly string[]): FastCommand | null {
       const wait = str('wait');
       if (command === 'status') return { command, args: { ...globals, ...(wait !== undefined ? { wait } : {}) } };
       return { command, args: { ...globals, ...(wait !== undefined ? { wait: Number(wait) } : {}) } };
+    }
+    case 'ack': {
+      const [chatId, ...more] = positionals;
+      if (chatId === undefined || chatId === '-' || more.length > 0) return null;
+      return { command, args: { ...globals, chatId, replace: values.get('replace') === true } };
     }
     case 'chats read': {
       const [chatId, ...more] = positionals;

@@ -1,6 +1,6 @@
 // One run of the CLI, in-process (tests) or as the process (main.ts): the commands an agent runs
 // at every turn start here without the yargs program. `yello hook` (hook-args.ts) and the plain
-// forms of `send`, `inbox`, `status` and `chats read` (fast-args.ts) go straight to their handlers, which are
+// forms of `send`, `ack`, `inbox`, `status` and `chats read` (fast-args.ts) go straight to their handlers, which are
 // the program's own; everything else, help and usage errors included, goes to the program.
 import { parseFastCommand, type FastCommand } from './fast-args.js';
 import { isHookCommand } from './hook-args.js';
@@ -45,6 +45,8 @@ async function runFast(fast: FastCommand, io: Io): Promise<void> {
       return (await import('./inbox-command.js')).runInbox({ ...fast.args, io });
     case 'send':
       return (await import('./send-commands.js')).runSend({ ...fast.args, io });
+    case 'ack':
+      return (await import('./send-commands.js')).runAck({ ...fast.args, io });
     case 'chats read':
       return (await import('./follow-command.js')).runRead({ ...fast.args, io });
   }

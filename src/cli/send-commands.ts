@@ -20,6 +20,7 @@ export type SendArgs = A<{
   'coordinator-token'?: string;
   'coordinator-token-file'?: string;
 }>;
+export type AckArgs = A<{ chatId: string; replace: boolean }>;
 
 const fromStdin = (text: string[]) => text.length === 0 || (text.length === 1 && text[0] === '-');
 
@@ -136,22 +137,25 @@ export function sendCommands(y: Argv<GlobalArgs>): Argv<GlobalArgs> {
         z
           .positional('chatId', { type: 'string', demandOption: true })
           .option('replace', { type: 'boolean', default: false, describe: 'take over from another coordinator holding your stream' }),
-      async (args: A<{ chatId: string; replace: boolean }>) => {
-        await withClient(connectAgent(args), async (c) => {
-          const { chat } = await getChat(c, args.chatId);
-          const last = await lastUnread(c, chat);
-          if (!last) {
-            if (args.json) printJson(args.io, { acknowledged: null });
-            else args.io.stdout.write('nothing new to acknowledge\n');
-            return;
-          }
-          const { own } = streamsOf(chat, sessionAgentId(c));
-          const r = await CliWriter.for(args, c, own).run({ replace: args.replace, release: false }, (w) => w.ack(last));
-          if (args.json) printJson(args.io, r);
-          else args.io.stdout.write(ackLine(last));
-        });
-      },
+      runAck,
     );
+}
+
+/** What `yello ack` does once its arguments are read (the yargs program's handler and the entry's fast path). */
+export async function runAck(args: AckArgs): Promise<void> {
+  await withClient(connectAgent(args), async (c) => {
+    const { chat } = await getChat(c, args.chatId);
+    const last = await lastUnread(c, chat);
+    if (!last) {
+      if (args.json) printJson(args.io, { acknowledged: null });
+      else args.io.stdout.write('nothing new to acknowledge\n');
+      return;
+    }
+    const { own } = streamsOf(chat, sessionAgentId(c));
+    const r = await CliWriter.for(args, c, own).run({ replace: args.replace, release: false }, (w) => w.ack(last));
+    if (args.json) printJson(args.io, r);
+    else args.io.stdout.write(ackLine(last));
+  });
 }
 
 /** What `yello send` does once its arguments are read (the yargs program's handler and the entry's fast path). */

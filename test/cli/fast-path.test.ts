@@ -131,6 +131,10 @@ describe('parseFastCommand', () => {
       command: 'chats read',
       args: { json: true, chatId: 'chat_1', ack: false, replace: true, from: 'generation-start' },
     });
+    expect(parseFastCommand(['ack', 'chat_1', '--replace', '--json'])).toEqual({
+      command: 'ack',
+      args: { json: true, chatId: 'chat_1', replace: true },
+    });
     // A lone "-" is stdin, as for yargs (which hands the handler [] for it).
     expect(parseFastCommand(['send', 'chat_1', '-'])).toMatchObject({ command: 'send', args: { text: ['-'] } });
     // Words that look like numbers stay words, as yargs keeps them (the positional is a string).
@@ -180,6 +184,11 @@ describe('parseFastCommand', () => {
       ['chats', '--ack', 'read', 'chat_1'],
       ['chats', 'follow', 'chat_1'],
       ['read', 'chat_1'],
+      ['ack'],
+      ['ack', 'chat_1', 'chat_2'],
+      ['ack', '-'],
+      ['ack', 'chat_1', '--replace', 'true'],
+      ['ack', 'chat_1', '--ack'],
       ['agents', 'add', 'status'],
     ];
     for (const argv of left) expect(parseFastCommand(argv), JSON.stringify(argv)).toBeNull();
@@ -266,6 +275,33 @@ describe('the fast path answers as the yargs program does', () => {
     const idle = await bothWays(read('--wait', '0.2'), { normalize: sameRead });
     expect(idle.fast.stderr).toContain('no new message within 0.2 s');
     expect(idle.fast).toEqual(idle.program);
+  });
+
+  it('ack: what the peer sent, --json, nothing new, and its failures', async () => {
+    const p = await pair();
+    const ping = () => p.alice.ok(['send', p.chatId, 'ping']);
+    // Each way acknowledges the one message the peer sent just before it.
+    for (const args of [withToken(p, 'ack', p.chatId), withToken(p, '--json', 'ack', p.chatId)]) {
+      const r = await bothWays(args, { normalize: sameRead, before: ping });
+      expect(r.fast.code, r.fast.stderr).toBe(0);
+      expect(parseFastCommand(args), JSON.stringify(args)).not.toBeNull();
+      expect(r.fast, JSON.stringify(args)).toEqual(r.program);
+    }
+    const forms: Array<{ args: string[]; fast?: boolean }> = [
+      { args: withToken(p, 'ack', p.chatId) },
+      { args: withToken(p, '--json', 'ack', p.chatId, '--replace') },
+      { args: withToken(p, 'ack', 'chat_nope') },
+      { args: ['ack', p.chatId] },
+      // Left to the program; the same answers all the same.
+      { args: withToken(p, 'ack'), fast: false },
+      { args: withToken(p, 'ack', p.chatId, 'more'), fast: false },
+    ];
+    for (const form of forms) {
+      const r = await bothWays(form.args, { normalize: sameRead });
+      expect(parseFastCommand(form.args) !== null, JSON.stringify(form.args)).toBe(form.fast ?? true);
+      expect(r.fast, JSON.stringify(form.args)).toEqual(r.program);
+    }
+    expect((await runWay('fast', withToken(p, 'ack', p.chatId))).stdout).toBe('nothing new to acknowledge\n');
   });
 
   it('send: text, stdin, --ack, --json, --message-id, and its failures', async () => {
