@@ -1,6 +1,6 @@
 // The arguments of `yello send`, `yello ack`, `yello inbox`, `yello status` and `yello chats read`
-// in their plain forms, parsed without yargs: an agent runs these at every turn, and loading yargs and every command module
-// would be most of their time. Anything this parser is not sure it reads exactly as the yargs
+// in their plain forms, parsed without yargs: an agent runs these at every turn, and loading
+// yargs and every command module would be most of their time. Anything this parser is not sure it reads exactly as the yargs
 // program does (help, an unknown or repeated option, `--no-…`, `--`, a value starting with `-`,
 // `--ack true`, a missing argument) is left to the program: parseFastCommand answers null, and
 // the program's own parse, usage errors and help apply. No imports: the entry loads it first.

@@ -107,9 +107,10 @@ function show(args: GlobalArgs, chat: Chat, batch: { records: StoredRecord[] }, 
 }
 
 /**
- * `chats read` (the yargs program's handler and the entry's fast path): the peer's message batches after the agent's latest receipt (the one resume
- * policy: unread messages behind a reset or a trim exit 3, never skipped), printed once; with
- * `--wait`, the next message when there is none; with `--ack`, one receipt for all of them.
+ * `chats read` (the yargs program's handler and the entry's fast path): the peer's message
+ * batches after the agent's latest receipt (the one resume policy: unread messages behind a
+ * reset or a trim exit 3, never skipped), printed once; with `--wait`, the next message when
+ * there is none; with `--ack`, one receipt for all of them.
  */
 export async function runRead(args: ReadArgs): Promise<void> {
   if (args.wait !== undefined && !(args.wait >= 0)) throw new CliError('--wait takes a number of seconds (0 or more)', EXIT.usage);

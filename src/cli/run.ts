@@ -1,7 +1,8 @@
 // One run of the CLI, in-process (tests) or as the process (main.ts): the commands an agent runs
 // at every turn start here without the yargs program. `yello hook` (hook-args.ts) and the plain
-// forms of `send`, `ack`, `inbox`, `status` and `chats read` (fast-args.ts) go straight to their handlers, which are
-// the program's own; everything else, help and usage errors included, goes to the program.
+// forms of `send`, `ack`, `inbox`, `status` and `chats read` (fast-args.ts) go straight to their
+// handlers, which are the program's own; everything else, help and usage errors included, goes
+// to the program.
 import { parseFastCommand, type FastCommand } from './fast-args.js';
 import { isHookCommand } from './hook-args.js';
 import { Io, type CliIo } from './io.js';
