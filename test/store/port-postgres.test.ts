@@ -241,8 +241,23 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
 
   it('changes admitted in separate turns while a transaction is out commit together in the next one', async () => {
     const [p] = await world();
-    const streams = [];
+    const streams: StreamMeta[] = [];
     for (let i = 0; i < 6; i++) streams.push(await stream(p!, `w${i}`));
+    // The first group's transaction is held out by another session's row lock on its head:
+    // otherwise an answer that came within the next turns ended it before the later changes
+    // (one run in about thirty of the full suite on a loaded machine).
+    const blocker = openPool(resolveStoreUrl(url), { max: 1 });
+    pools.push(blocker);
+    let release = () => {};
+    const released = new Promise<void>((r) => (release = r));
+    let locked = () => {};
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holding = blocker.begin(async (tx) => {
+      await tx`select 1 from heads where stream_id = ${streams[0]!.streamId} for update`;
+      locked();
+      await released;
+    });
+    await isLocked;
     const before = p!.stats.batches;
     const firstDone = outcomeOf(p!.admit(append(streams[0]!, 'w-first')));
     // Each in its own turn, after the first group's transaction went out (setImmediate cuts a group).
@@ -251,6 +266,8 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
       await new Promise((r) => setImmediate(r));
       rest.push(outcomeOf(p!.admit(append(s, `w-${s.chatId}`))));
     }
+    release();
+    await holding;
     const outcomes = await Promise.all([firstDone, ...rest]);
     expect(outcomes).toEqual(streams.map(() => ({ status: 'ok' })));
     // One transaction per turn would be 6; the first group, then everything that waited for it.
