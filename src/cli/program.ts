@@ -38,7 +38,7 @@ interface YargsUsageInternals {
  * yargs 18 renders a command's whole help text as soon as its handler has started
  * (`cacheHelpMessage`, for a showHelp() after the handler, which this program never makes):
  * 60–80 ms of cliui and string-width on the event loop of every command it runs, `yello mcp`
- * and an agent's `chats read --wait` included (a CPU profile, issue 54). `--help` renders its
+ * and `chats follow` included (a CPU profile, issue 54). `--help` renders its
  * text as before; test/cli/program-help.test.ts checks both.
  */
 function skipHelpCache(cli: Argv<GlobalArgs>): void {

@@ -1,6 +1,6 @@
 // The yargs program renders help text only when asked for it. yargs 18 rendered a command's
 // whole help as soon as its handler had started (`cacheHelpMessage`), 60–80 ms of cliui and
-// string-width in every command it ran: `yello mcp`, an agent's `chats read --wait` (issue 54).
+// string-width in every command it ran: `yello mcp`, `chats follow`, `chats history` (issue 54).
 // The binary runs here with string-width made to throw: help text cannot be rendered unseen.
 
 import { pathToFileURL } from 'node:url';
@@ -38,10 +38,10 @@ describe('the yargs program and help text', () => {
     const list = await withoutWidths(['--token-file', p.bob.tokenFile, '--json', 'chats', 'list']);
     expect(list.stderr).toBe('');
     expect(list.status).toBe(0);
-    const read = await withoutWidths(['--token-file', p.bob.tokenFile, 'chats', 'read', p.chatId]);
-    expect(read.stderr).toBe('');
-    expect(read.status).toBe(0);
-    expect(read.stdout).toContain('hello');
+    const history = await withoutWidths(['--token-file', p.bob.tokenFile, 'chats', 'history', p.chatId]);
+    expect(history.stderr).toBe('');
+    expect(history.status).toBe(0);
+    expect(history.stdout).toContain('hello');
     // The stand-in is in place: help, asked for, is rendered (and throws here).
     const help = await withoutWidths(['chats', 'read', '--help']);
     expect(help.status).not.toBe(0);
