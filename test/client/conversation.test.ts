@@ -637,10 +637,12 @@ describe('what a Conversation promises, by value', () => {
       const bob = await agent(chat.bob);
       const wa = new ChatWriter(alice, { chatId: chat.chatId });
       const conv = await Conversation.open(bob, { chatId: chat.chatId });
+      // One batch each: a2 sent only once a1's batch is here (sent together, they may come as one).
       await wa.send('a1');
-      await wa.send('a2');
       const first = await conv.next({ waitMs: 5000 });
+      await wa.send('a2');
       const second = await conv.next({ waitMs: 5000 });
+      expect([texts(first), texts(second)]).toEqual([['a1'], ['a2']]);
       const r1 = await new ChatWriter(bob, { chatId: chat.chatId }).ack(first!);
       conv.observeOwn(r1.records);
       expect(conv.pending()).toEqual([second]);
