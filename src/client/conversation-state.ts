@@ -47,6 +47,11 @@ export class ConversationState {
     this.#peerAcknowledged = start.peerAcknowledged;
   }
 
+  /** The epoch of the newest writer fence seen in this agent's own stream, or null. */
+  get ownWriterEpoch(): string | null {
+    return this.#ownFenceEpoch < 0n ? null : this.#ownFenceEpoch.toString();
+  }
+
   /** This agent's latest receipt of the peer stream. */
   get acknowledged(): Acknowledged | null {
     return this.#acknowledged;

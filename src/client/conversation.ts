@@ -102,6 +102,11 @@ export class Conversation {
     return this.#cursor;
   }
 
+  /** The epoch of the newest claim of this agent's own stream this conversation saw (its writer fence), or null. */
+  get ownWriterEpoch(): string | null {
+    return this.#state.ownWriterEpoch;
+  }
+
   /** The peer's latest receipt of this agent's stream, or null. */
   get peerAcknowledged(): Acknowledged | null {
     return this.#state.peerAcknowledged;

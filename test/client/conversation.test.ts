@@ -408,7 +408,10 @@ describe('what a Conversation promises, by value', () => {
       expect(Date.now() - t).toBeLessThan(1000);
 
       // A conversation that saw the fence of epoch 2 while no writer was expected: told then that
-      // its writer is epoch 1, it is replaced at once; told epoch 2 (or none), it is not.
+      // its writer is epoch 1, it is replaced at once; told epoch 2 (or none), it is not. Its own
+      // subscription may push the fence after the answer above (PostgreSQL: each pump reads the
+      // notice on its own), so wait until it has it.
+      await waitFor(() => late.ownWriterEpoch === '2', 'the second conversation to see the new fence');
       expect(late.failure).toBeNull();
       late.expectWriter('2');
       expect(late.failure).toBeNull();
