@@ -5,6 +5,7 @@
 // to see which tests it fails).
 import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeTempDir, repoRoot } from '../helpers/daemon-process.js';
@@ -94,12 +95,7 @@ function tmpfilesCreate(root: string): SpawnSyncReturns<string> {
   return spawnSync('systemd-tmpfiles', ['--create', `--root=${root}`, path.join(unitDir, 'yello.conf')], { encoding: 'utf8' });
 }
 
-/**
- * Where a process and its children stand, for a start that never came (one full run in about
- * ten: the unit's process still alive after 60 s, nothing logged but socket activation's own
- * line; not seen in isolated runs): which program of the exec chain it is, its state and what it
- * waits in.
- */
+/** Where a process and its children stand, for a start that never came: which program of the exec chain it is, its state and what it waits in. */
 function processState(pid: number | undefined): string {
   if (pid === undefined) return 'no pid';
   const read = (file: string): string => {
@@ -115,6 +111,30 @@ function processState(pid: number | undefined): string {
     .split(' ')
     .filter((c) => c !== '');
   return [String(pid), ...children].map(one).join('; ');
+}
+
+/**
+ * The first connection, which makes systemd-socket-activate start its program. The socket's file
+ * appears at bind(), before listen(): a connect in between is refused and starts nothing, and the
+ * daemon never comes (a connect as soon as the file exists was refused in 67 of 200 tries). So it
+ * tries again until one is accepted, as long as the activator lives.
+ */
+async function firstConnection(sock: string, alive: () => boolean): Promise<net.Socket> {
+  for (let tries = 0; ; tries++) {
+    const attempt = await new Promise<net.Socket | Error>((resolve) => {
+      const socket = net.connect(sock);
+      socket.once('connect', () => {
+        resolve(socket);
+      });
+      socket.once('error', resolve);
+    });
+    if (!(attempt instanceof Error)) {
+      attempt.on('error', () => {});
+      return attempt;
+    }
+    if (!alive() || tries >= 1200) throw new Error(`no connection to ${sock} (${tries + 1} tries): ${attempt.message}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 describe.skipIf(!hasSystemd && !process.env.CI)('systemd units', () => {
@@ -224,10 +244,8 @@ describe.skipIf(!hasSystemd && !process.env.CI)('systemd units', () => {
       out += d.toString('utf8');
     });
     try {
-      for (let i = 0; i < 100 && !existsSync(sock); i++) await new Promise((r) => setTimeout(r, 50));
       // The first connection starts the daemon; the admin token exists once it has started.
-      const poke = await import('node:net').then((net) => net.connect(sock));
-      poke.on('error', () => {});
+      const poke = await firstConnection(sock, () => child.exitCode === null && child.signalCode === null);
       for (let i = 0; i < 200 && !existsSync(path.join(data, 'admin.token')); i++) await new Promise((r) => setTimeout(r, 50));
       await new Promise((r) => setTimeout(r, 300));
       poke.destroy();
@@ -329,8 +347,7 @@ describe.skipIf(!hasSystemd && !process.env.CI)('systemd units', () => {
 
         // `systemctl start yellod.service` (README): the daemon starts and writes admin.token. Here a
         // first connection starts it, as socket activation would.
-        const poke = await import('node:net').then((net) => net.connect(sock));
-        poke.on('error', () => {});
+        const poke = await firstConnection(sock, () => child.exitCode === null && child.signalCode === null);
         // Up to 60 s, as the other readiness waits (a fresh-clone run beside the failover suite,
         // load 5 on two cores, took over 10 s), and no longer than the daemon lives.
         for (
