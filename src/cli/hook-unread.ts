@@ -1,7 +1,7 @@
 import type { Chat, MessageBatch, YelloClient } from '../client/index.js';
 import { makeStreamId } from '../shared/ids.js';
 import { openConversation, unreadNow } from './unread-now.js';
-import { peerIdOf, peerOf } from '../shared/chat-peers.js';
+import { peerIdOf, peerOf, streamSides } from '../shared/chat-peers.js';
 import { allChats } from '../client/inbox-list.js';
 import { mapLimited } from '../client/map-limited.js';
 import { nothingAfterReceipt } from '../shared/unread.js';
@@ -29,7 +29,7 @@ async function readChat(client: YelloClient, chat: Chat, agentId: string): Promi
   const peer = peerOf(chat, agentId).username;
   const peerStreamId = makeStreamId(chat.id, peerIdOf(chat, agentId));
   const { streams } = await client.call('chats.get', { chatId: chat.id });
-  const peerState = streams.find((s) => s.streamId === peerStreamId);
+  const peerState = streamSides(streams, agentId).peer;
   if (peerState && nothingAfterReceipt(peerState)) return null;
   let opened;
   try {

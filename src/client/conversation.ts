@@ -1,7 +1,7 @@
 import { makeStreamId } from '../shared/ids.js';
 import type { ChatBatchNotification, StoredRecord } from '../shared/types.js';
 import { Backoff } from '../shared/backoff.js';
-import { peerIdOf } from '../shared/chat-peers.js';
+import { peerIdOf, streamSides } from '../shared/chat-peers.js';
 import { followChat, type ChatFollow } from './chat-follow.js';
 import { ConversationState, type Acknowledged } from './conversation-state.js';
 import {
@@ -80,8 +80,7 @@ export class Conversation {
     if (client.session.role !== 'agent' || !agentId) throw new YelloClientError('BAD_TOKEN', 'a conversation needs an agent token');
     const { chat, streams } = await client.call('chats.get', { chatId: options.chatId });
     const peerAgentId = peerIdOf(chat, agentId);
-    const own = streams.find((s) => s.authorAgentId === agentId);
-    const peer = streams.find((s) => s.authorAgentId === peerAgentId);
+    const { own, peer } = streamSides(streams, agentId);
     const conversation = new Conversation(
       client,
       { chatId: chat.id, agentId, peerAgentId },

@@ -2,7 +2,7 @@
 // `Inbox.list()` adds what its following knows (a chat it could not follow says why);
 // `Inbox.listOnce()` reads the same once, following only the chats where a break could hide.
 
-import { peerOf } from '../shared/chat-peers.js';
+import { peerOf, streamSides } from '../shared/chat-peers.js';
 import type { Chat, StreamState } from '../shared/types.js';
 import { isUnreadMessage, nothingAfterReceipt, unreadFrom } from '../shared/unread.js';
 import { Conversation } from './conversation.js';
@@ -105,9 +105,8 @@ export async function listOnce(client: YelloClient): Promise<InboxEntry[]> {
   const agentId = client.session.agentId ?? '';
   const chats = await allChats(client);
   const entries = await mapLimited(chats, LIST_ONCE_PARALLEL, async (chat) => {
-    const peerId = peerOf(chat, agentId).id;
     const { streams } = await client.call('chats.get', { chatId: chat.id });
-    const peer = streams.find((s) => s.authorAgentId === peerId);
+    const { peer } = streamSides(streams, agentId);
     const failure = await failureOf(client, chat, peer);
     return entryOf(client, chat, agentId, peer, { followed: failure === null, failure });
   });

@@ -8,7 +8,7 @@ import { allChats, byActivity, entryOf, listOnce } from './inbox-list.js';
 import type { MessageBatch } from './message-batch.js';
 import { Waiters } from './wait-queue.js';
 import type { YelloClient } from './yello-client.js';
-import { peerOf } from '../shared/chat-peers.js';
+import { streamSides } from '../shared/chat-peers.js';
 
 /** One chat of an agent's inbox, as {@link Inbox.list} reports it. */
 export interface InboxEntry {
@@ -211,19 +211,12 @@ export class Inbox {
     const out = await Promise.all(
       [...this.#entries.values()].map(async (entry): Promise<InboxEntry> => {
         const { chat } = entry;
-        const peerId = peerOf(chat, agentId).id;
         const { streams } = await this.#client.call('chats.get', { chatId: chat.id });
         const failure = entry.failure ?? entry.conversation?.failure ?? null;
-        return entryOf(
-          this.#client,
-          chat,
-          agentId,
-          streams.find((s) => s.authorAgentId === peerId),
-          {
-            followed: entry.conversation !== null,
-            failure,
-          },
-        );
+        return entryOf(this.#client, chat, agentId, streamSides(streams, agentId).peer, {
+          followed: entry.conversation !== null,
+          failure,
+        });
       }),
     );
     return byActivity(out);

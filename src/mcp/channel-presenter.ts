@@ -13,6 +13,7 @@ import { allPages, LIST_PAGE } from '../client/list-pages.js';
 import { isAfter } from '../client/message-batch.js';
 import { delay } from '../client/wait-queue.js';
 import { Backoff } from '../shared/backoff.js';
+import { streamSides } from '../shared/chat-peers.js';
 import type { StreamState } from '../shared/types.js';
 import type { AgentSessions } from './agent-sessions.js';
 import { messageEvents, notFollowedEvent, replacedEvent, stoppedEvent, type ChannelEvent } from './channel-events.js';
@@ -171,7 +172,7 @@ export class ChannelPresenter {
     for (const chat of chats) {
       if (this.#baseline.has(chat.id)) continue;
       const { streams } = await client.call('chats.get', { chatId: chat.id });
-      const own = streams.find((s) => s.authorAgentId === agentId);
+      const { own } = streamSides(streams, agentId ?? '');
       this.#baseline.set(chat.id, own?.writer.epoch ?? '0');
     }
   }
@@ -249,8 +250,7 @@ export class ChannelPresenter {
     while (client && !this.#isClosed()) {
       try {
         const { chat, streams } = await client.call('chats.get', { chatId });
-        const own = streams.find((s) => s.authorAgentId === agentId);
-        const peer = streams.find((s) => s.authorAgentId !== agentId);
+        const { own, peer } = streamSides(streams, agentId ?? '');
         if (!own || !peer) return null;
         return { chat, own, peer };
       } catch (err) {

@@ -23,3 +23,11 @@ export function peerOf<A>(chat: ChatSides & { agentA: A; agentB: A }, agentId: s
 export function selfOf<A>(chat: ChatSides & { agentA: A; agentB: A }, agentId: string): A {
   return chat.agentAId === agentId ? chat.agentA : chat.agentB;
 }
+
+/** A chat's stream states (a `chats.get` answer's `streams`) seen from `agentId`: its own and its peer's, each absent while the daemon has none. */
+export function streamSides<S extends { authorAgentId: string }>(
+  streams: readonly S[],
+  agentId: string,
+): { own: S | undefined; peer: S | undefined } {
+  return { own: streams.find((s) => s.authorAgentId === agentId), peer: streams.find((s) => s.authorAgentId !== agentId) };
+}

@@ -3,7 +3,7 @@
 // goes through them.
 
 import { describe, expect, it } from 'vitest';
-import { peerIdOf, peerOf, selfOf } from '../../src/shared/chat-peers.js';
+import { peerIdOf, peerOf, selfOf, streamSides } from '../../src/shared/chat-peers.js';
 import { comparePlaces, isAfter } from '../../src/shared/positions.js';
 
 const at = (generation: string, position: string) => ({ generation, position });
@@ -44,5 +44,15 @@ describe('chat peers', () => {
   it('self is the asking side', () => {
     expect(selfOf(chat, 'agt_a').username).toBe('alice');
     expect(selfOf(chat, 'agt_b').username).toBe('bob');
+  });
+
+  it("a chat's streams split into the asker's own and its peer's, whatever their order; a missing one is absent", () => {
+    const a = { streamId: 'cht_1:agt_a', authorAgentId: 'agt_a' };
+    const b = { streamId: 'cht_1:agt_b', authorAgentId: 'agt_b' };
+    expect(streamSides([a, b], 'agt_a')).toEqual({ own: a, peer: b });
+    expect(streamSides([a, b], 'agt_b')).toEqual({ own: b, peer: a });
+    expect(streamSides([b, a], 'agt_a')).toEqual({ own: a, peer: b });
+    expect(streamSides([b], 'agt_a')).toEqual({ own: undefined, peer: b });
+    expect(streamSides([a], 'agt_a')).toEqual({ own: a, peer: undefined });
   });
 });
