@@ -79,6 +79,12 @@ const SEND_FLAGS = ['replace', 'release', 'lossy', 'ack'] as const;
 /** A number as `--wait` takes it, in the plain spelling both parsers read alike (no exponent, sign or leading zero). */
 const PLAIN_NUMBER = /^(?:0|[1-9]\d*)(?:\.\d+)?$/;
 
+/** The one positional of a command that takes a chat id alone, or null (none, more, or "-", which yargs reads otherwise). */
+function loneChatId(positionals: readonly string[]): string | null {
+  const [chatId, ...more] = positionals;
+  return chatId === undefined || chatId === '-' || more.length > 0 ? null : chatId;
+}
+
 /** `argv` (without node and script) as a fast command, or null: the yargs program decides. */
 export function parseFastCommand(argv: readonly string[]): FastCommand | null {
   const words: string[] = [];
@@ -145,16 +151,16 @@ export function parseFastCommand(argv: readonly string[]): FastCommand | null {
       return { command, args: { ...globals, ...(wait !== undefined ? { wait: Number(wait) } : {}) } };
     }
     case 'ack': {
-      const [chatId, ...more] = positionals;
-      if (chatId === undefined || chatId === '-' || more.length > 0) return null;
+      const chatId = loneChatId(positionals);
+      if (chatId === null) return null;
       return { command, args: { ...globals, chatId, replace: values.get('replace') === true } };
     }
     case 'chats read': {
-      const [chatId, ...more] = positionals;
+      const chatId = loneChatId(positionals);
       const wait = str('wait');
       const from = str('from') ?? READ_FROM[0];
-      // Another choice is the program's usage error; a chat id "-" is read by yargs otherwise.
-      if (chatId === undefined || chatId === '-' || more.length > 0 || !(READ_FROM as readonly string[]).includes(from)) return null;
+      // Another choice is the program's usage error.
+      if (chatId === null || !(READ_FROM as readonly string[]).includes(from)) return null;
       return {
         command,
         args: {
