@@ -142,13 +142,14 @@ describe('yello hook', () => {
       const session = uniq('s');
       const stop = (active = false) => hook(p.bob, agent, 'Stop', { session_id: session, stop_hook_active: active });
       expect((await stop()).stdout).toBe('');
-      await send(p, ['one', 'two']);
+      // Contents with a space, which no id or username in the reason can hold.
+      await send(p, ['peer text one', 'peer text two']);
       // A stop that follows a stop hook's continuation is let through, even with new messages.
       expect((await stop(true)).stdout).toBe('');
       const first = await stop();
       expect(outputProblems('Stop', first.stdout), describeRun(first)).toEqual([]);
       expect(reasonOf(first)).toContain(`chat ${p.chatId} from ${p.a.agent.username} (2 messages)`);
-      expect(reasonOf(first)).not.toContain('one');
+      expect(reasonOf(first)).not.toContain('peer text');
       // The same messages are never asked for again: no stop loop.
       for (let i = 0; i < 2; i++) expect((await stop()).stdout).toBe('');
       await send(p, ['three']);
