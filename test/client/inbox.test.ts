@@ -278,14 +278,18 @@ describe('who may open one, list(), turns and waits, by value', () => {
       const inbox = await Inbox.open(bobClient);
       const wa = new ChatWriter(await clientOf(alice), { chatId: c1 });
       const wc = new ChatWriter(await clientOf(carol), { chatId: c2 });
-      for (const t of ['a1', 'a2']) await wa.send(t);
-      for (const t of ['c1', 'c2']) await wc.send(t);
       const conv1 = inbox.conversation(c1)!;
       const conv2 = inbox.conversation(c2)!;
       expect(conv1).toBeInstanceOf(Conversation);
       expect(conv1.chatId).toBe(c1);
       expect(conv2.chatId).toBe(c2);
-      await waitFor(() => conv1.queued === 2 && conv2.queued === 2, 'both chats to have two batches');
+      // One batch each: a message is sent once the one before is queued (sent together, two may come as one).
+      for (const [writer, conv, words] of [[wa, conv1, ['a1', 'a2']] as const, [wc, conv2, ['c1', 'c2']] as const]) {
+        for (const [i, t] of words.entries()) {
+          await writer.send(t);
+          await waitFor(() => conv.queued === i + 1, `batch ${t} to be queued`);
+        }
+      }
       const got: string[] = [];
       for (let i = 0; i < 4; i++) {
         const b = await inbox.wait({ waitMs: 0 });
