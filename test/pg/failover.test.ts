@@ -6,6 +6,27 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
 import { PgCluster, pgAvailable, type PgPair } from '../helpers/pg-cluster.mjs';
 
+/**
+ * `p`, or after `ms` an error naming the step and where the run stood: a step that never ends
+ * (seen once in a full run: the test's 120 s ran out, with no sign of which step hung) fails on
+ * its own with what it was waiting for.
+ */
+async function step<T>(what: string, ms: number, p: Promise<T>, state: () => Promise<string>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      void state().then((s) => {
+        reject(new Error(`${what}: not done after ${ms} ms; ${s}`));
+      });
+    }, ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 describe.runIf(pgAvailable())('primary and synchronous standby', () => {
   let pair: PgPair | undefined;
   let sql: Sql | undefined;
@@ -37,26 +58,52 @@ describe.runIf(pgAvailable())('primary and synchronous standby', () => {
     const acked: number[] = [];
     let next = 0;
     let stop = false;
+    let ended = 0;
+    const errors: string[] = [];
     const writer = async () => {
-      while (!stop) {
-        const n = next++;
-        try {
-          await sql!`insert into acked values (${n})`;
-          acked.push(n);
-        } catch {
-          return; // the primary is gone: what was in flight is an unknown outcome, not counted
+      try {
+        while (!stop) {
+          const n = next++;
+          try {
+            await sql!`insert into acked values (${n})`;
+            acked.push(n);
+          } catch (err) {
+            errors.push((err as Error).message);
+            return; // the primary is gone: what was in flight is an unknown outcome, not counted
+          }
         }
+      } finally {
+        ended++;
       }
     };
+    const state = async () => {
+      const replication = await pair!.primary
+        .psql('select application_name, state, sync_state from pg_stat_replication')
+        .catch((err: unknown) => String(err));
+      return `${acked.length} acknowledged of ${next} tried, ${ended} of 8 writers ended, errors ${JSON.stringify(errors.slice(0, 3))}; primary's pg_stat_replication: ${replication}`;
+    };
     const writers = Array.from({ length: 8 }, writer);
-    while (acked.length < 200) await new Promise((r) => setTimeout(r, 10));
+    await step(
+      '200 acknowledged inserts',
+      40_000,
+      (async () => {
+        while (acked.length < 200 && ended < 8) await new Promise((r) => setTimeout(r, 10));
+        expect(acked.length, await state()).toBeGreaterThanOrEqual(200);
+      })(),
+      state,
+    );
     await pair!.primary.kill('SIGKILL');
     stop = true;
-    await Promise.all(writers);
-    await pair!.standby.promote();
+    await step('the writers ending after the kill', 20_000, Promise.all(writers), state);
+    await step(
+      'the promotion',
+      40_000,
+      pair!.standby.promote(),
+      async () => `${await state()}; standby log: ${pair!.standby.serverLog.slice(-1500)}`,
+    );
 
     // The same pool reconnects, skips the dead primary and lands on the promoted standby.
-    const rows = await sql<{ n: number }[]>`select n from acked`;
+    const rows = await step('a read through the pool after the promotion', 20_000, sql<{ n: number }[]>`select n from acked`, state);
     const present = new Set(rows.map((r) => r.n));
     expect(acked.filter((n) => !present.has(n))).toEqual([]);
     expect(acked.length).toBeGreaterThanOrEqual(200);
