@@ -4,6 +4,8 @@
 // the new primary by itself (issue 24 item 4).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, resolveStoreUrl, type Sql } from '../../src/daemon/store/postgres/connection.js';
+import { settledWithin } from '../helpers/client-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 import { PgCluster, pgAvailable, type PgPair } from '../helpers/pg-cluster.mjs';
 
 /**
@@ -12,19 +14,10 @@ import { PgCluster, pgAvailable, type PgPair } from '../helpers/pg-cluster.mjs';
  * its own with what it was waiting for.
  */
 async function step<T>(what: string, ms: number, p: Promise<T>, state: () => Promise<string>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      void state().then((s) => {
-        reject(new Error(`${what}: not done after ${ms} ms; ${s}`));
-      });
-    }, ms);
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const r = await settledWithin(p, ms);
+  if (r.status === 'pending') throw new Error(`${what}: not done after ${ms} ms; ${await state()}`);
+  if (r.status === 'rejected') throw r.reason;
+  return r.value;
 }
 
 describe.runIf(pgAvailable())('primary and synchronous standby', () => {
@@ -87,7 +80,7 @@ describe.runIf(pgAvailable())('primary and synchronous standby', () => {
       '200 acknowledged inserts',
       40_000,
       (async () => {
-        while (acked.length < 200 && ended < 8) await new Promise((r) => setTimeout(r, 10));
+        await waitFor(() => acked.length >= 200 || ended === 8, '200 acknowledged inserts, or every writer ended', 60_000);
         expect(acked.length, await state()).toBeGreaterThanOrEqual(200);
       })(),
       state,
