@@ -21,8 +21,10 @@ export class GroupCommitStore {
   #queue = [];
   #flushing = false;
 
-  constructor(db) {
+  /** `chained`: write each group through the chained batch form (the daemon's), not the array form. */
+  constructor(db, { chained = false } = {}) {
     this.db = db;
+    this.chained = chained;
   }
 
   static async open(dir) {
@@ -43,7 +45,11 @@ export class GroupCommitStore {
     while (this.#queue.length > 0) {
       const group = this.#queue.splice(0, BASELINE_GROUP);
       try {
-        await this.db.batch(group.length === 1 ? group[0].ops : group.flatMap((g) => g.ops), { sync: true });
+        if (this.chained) {
+          const batch = this.db.batch();
+          for (const g of group) for (const op of g.ops) batch.put(op.key, op.value);
+          await batch.write({ sync: true });
+        } else await this.db.batch(group.length === 1 ? group[0].ops : group.flatMap((g) => g.ops), { sync: true });
       } catch (err) {
         for (const g of [...group, ...this.#queue.splice(0)]) g.reject(err);
         break;

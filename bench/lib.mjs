@@ -400,7 +400,9 @@ export class Daemon {
  * `n` bare coordinators on it (own connection and stream each), usable with appendOne().
  */
 export class PipelineServer {
-  constructor(dir) {
+  /** `mode`: 'pipeline' (the issue's), or 'contract' (the pipeline plus the least docs/protocol.md asks of an append). */
+  constructor(dir, mode = 'pipeline') {
+    this.mode = mode;
     this.socketPath = path.join(dir, 'p.sock');
     this.dbDir = path.join(dir, 'db');
     this.child = null;
@@ -412,7 +414,7 @@ export class PipelineServer {
 
   async start() {
     const child = trackChild(
-      spawn(process.execPath, [path.join(repoRoot, 'bench', 'pipeline-server.mjs'), this.socketPath, this.dbDir], {
+      spawn(process.execPath, [path.join(repoRoot, 'bench', 'pipeline-server.mjs'), this.socketPath, this.dbDir, this.mode], {
         stdio: ['ignore', 'pipe', 'inherit'],
       }),
     );
