@@ -69,7 +69,15 @@ for (const c of cfg.concurrency) {
   for (const n of names) {
     const xs = runs.get(`${n}@${c}`);
     const m = (k) => median(xs.map((x) => x[k]));
-    rows.push([String(c), n, fmt.int(m('perSecond')), fmt.ms(m('p50')), fmt.int(m('serverCpuUs')), fmt.int(m('clientCpuUs')), fmt.ratio(m('perSecond') / pipe)]);
+    rows.push([
+      String(c),
+      n,
+      fmt.int(m('perSecond')),
+      fmt.ms(m('p50')),
+      fmt.int(m('serverCpuUs')),
+      fmt.int(m('clientCpuUs')),
+      fmt.ratio(m('perSecond') / pipe),
+    ]);
   }
 }
 process.stdout.write(

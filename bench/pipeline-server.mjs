@@ -24,32 +24,33 @@ const pad = (n) => n.toString().padStart(16, '0');
 const rpc = new JSONRPCServer();
 rpc.addMethod('session.hello', () => ({ agentId: null }));
 if (mode === 'contract') rpc.addMethod('streams.append', contractAppend);
-else rpc.addMethod('streams.append', async (p) => {
-  const [chatId, fromAgentId] = p.streamId.split(':');
-  const first = Number(p.expectedPosition);
-  const ops = p.records.map((r, i) => {
-    const contentSha256 = createHash('sha256').update(r.content, 'utf8').digest('base64url');
-    const createdAt = new Date().toISOString();
-    const value = sign(
-      'sha256',
-      Buffer.from(messagePayload({ chatId, fromAgentId, toAgentId: 'peer', createdAt, contentSha256 }), 'utf8'),
-      {
-        key: privateKey,
-        dsaEncoding: 'ieee-p1363',
-      },
-    ).toString('base64url');
-    const record = {
-      streamId: p.streamId,
-      position: String(first + i),
-      content: r.content,
-      contentSha256,
-      signature: { alg: 'ES256', value, createdAt },
-    };
-    return { type: 'put', key: `r/${p.streamId}/${pad(first + i)}`, value: JSON.stringify(record) };
+else
+  rpc.addMethod('streams.append', async (p) => {
+    const [chatId, fromAgentId] = p.streamId.split(':');
+    const first = Number(p.expectedPosition);
+    const ops = p.records.map((r, i) => {
+      const contentSha256 = createHash('sha256').update(r.content, 'utf8').digest('base64url');
+      const createdAt = new Date().toISOString();
+      const value = sign(
+        'sha256',
+        Buffer.from(messagePayload({ chatId, fromAgentId, toAgentId: 'peer', createdAt, contentSha256 }), 'utf8'),
+        {
+          key: privateKey,
+          dsaEncoding: 'ieee-p1363',
+        },
+      ).toString('base64url');
+      const record = {
+        streamId: p.streamId,
+        position: String(first + i),
+        content: r.content,
+        contentSha256,
+        signature: { alg: 'ES256', value, createdAt },
+      };
+      return { type: 'put', key: `r/${p.streamId}/${pad(first + i)}`, value: JSON.stringify(record) };
+    });
+    await store.write(ops);
+    return { streamId: p.streamId, firstPosition: p.expectedPosition, nextPosition: String(first + ops.length) };
   });
-  await store.write(ops);
-  return { streamId: p.streamId, firstPosition: p.expectedPosition, nextPosition: String(first + ops.length) };
-});
 
 // The least any implementation of docs/protocol.md's streams.append does beyond the pipeline,
 // with every shortcut a real daemon could not take: the fence and the idempotency sets live in
@@ -67,7 +68,9 @@ async function contractAppend(p) {
   let s = streams.get(p.streamId);
   if (!s) streams.set(p.streamId, (s = { token: p.coordinatorToken, generation: p.generation, next: 0, ops: new Map() }));
   if (s.token !== p.coordinatorToken || s.generation !== p.generation) throw new Error('STALE_COORDINATOR');
-  const digest = floorOff.has('digest') ? p.operationId : createHash('sha256').update(JSON.stringify(p.records), 'utf8').digest('base64url');
+  const digest = floorOff.has('digest')
+    ? p.operationId
+    : createHash('sha256').update(JSON.stringify(p.records), 'utf8').digest('base64url');
   const replay = s.ops.get(p.operationId);
   if (replay) {
     if (replay !== digest) throw new Error('OPERATION_CONFLICT');
@@ -98,7 +101,14 @@ async function contractAppend(p) {
         authorAgentId,
         operationId: p.operationId,
         recordIndex: i,
-        message: { messageId: r.messageId, toAgentId: 'peer', createdAt, content: r.content, contentSha256, signature: { kid: 'k1', alg: 'ES256', value, createdAt } },
+        message: {
+          messageId: r.messageId,
+          toAgentId: 'peer',
+          createdAt,
+          content: r.content,
+          contentSha256,
+          signature: { kid: 'k1', alg: 'ES256', value, createdAt },
+        },
       },
     };
     ops.push({ type: 'put', key: `r/${p.streamId}/${pad(first + i)}`, value: JSON.stringify(record) });
@@ -114,7 +124,13 @@ async function contractAppend(p) {
   s.ops.set(p.operationId, digest);
   for (const r of p.records) seenMessages.add(`${p.streamId}/${r.messageId}`);
   await store.write(ops);
-  const answer = { streamId: p.streamId, generation: p.generation, operationId: p.operationId, firstPosition: p.expectedPosition, nextPosition: String(next) };
+  const answer = {
+    streamId: p.streamId,
+    generation: p.generation,
+    operationId: p.operationId,
+    firstPosition: p.expectedPosition,
+    nextPosition: String(next),
+  };
   return floorOff.has('answer') ? answer : { ...answer, records, duplicate: false, redactions: [] };
 }
 
