@@ -120,7 +120,7 @@ function bodies<R extends Record<K, string>, K extends keyof R>(rows: readonly R
 }
 
 /** What a change writes besides its head: the exhaustive switch over change kinds. */
-function rowsOf(c: StreamChange, rows: Rows): Array<[number, string]> {
+function rowsOf(c: StreamChange, rows: Rows): void {
   const next = c.next;
   const sid = next.streamId;
   switch (c.kind) {
@@ -136,10 +136,12 @@ function rowsOf(c: StreamChange, rows: Rows): Array<[number, string]> {
       });
       for (const [id, p] of c.messageIds)
         rows.messageIds.push({ sid, g: next.generation, id, p, b: encodeRow(RowKey.messageId(sid, next.generation, id), p) });
-      return recordRows(next, c.records, rows);
+      recordRows(next, c.records, rows);
+      return;
     }
     case 'claim':
-      return recordRows(next, [c.fence], rows);
+      recordRows(next, [c.fence], rows);
+      return;
     case 'trim':
       rows.trims.push({
         sid,
@@ -147,16 +149,15 @@ function rowsOf(c: StreamChange, rows: Rows): Array<[number, string]> {
         from: c.fromPosition,
         below: Math.min(next.firstPosition, c.fromPosition + TRIM_DELETE_BATCH),
       });
-      return [];
+      return;
     case 'release':
     case 'reset':
-      return [];
+      return;
   }
 }
 
-/** The record rows of `records` of `n`'s stream, added to `rows`; [position, body] of each, for the notice. */
-function recordRows(n: StreamMeta, records: readonly StoredRecord[], rows: Rows): Array<[number, string]> {
-  const noticed: Array<[number, string]> = [];
+/** The record rows of `records` of `n`'s stream, added to `rows`. */
+function recordRows(n: StreamMeta, records: readonly StoredRecord[], rows: Rows): void {
   for (const r of records) {
     const position = Number(r.position);
     const generation = Number(r.generation);
@@ -170,9 +171,7 @@ function recordRows(n: StreamMeta, records: readonly StoredRecord[], rows: Rows)
     };
     const b = encodeRow(RowKey.record(n.streamId, generation, position), compactRecord(r, place));
     rows.records.push({ sid: n.streamId, g: generation, p: position, b });
-    noticed.push([position, b]);
   }
-  return noticed;
 }
 
 /** The statement's rows of a layer. */
@@ -182,7 +181,7 @@ function rowsOfLayer(changes: readonly Layered[]): Rows {
     const next = c.next;
     const e = c.expect;
     if (e === null) throw new Error('a change without a precondition has no pipelined form');
-    const noticed = rowsOf(c, rows);
+    rowsOf(c, rows);
     const admission = c.kind === 'append' || c.kind === 'claim' || c.kind === 'release' ? c.admission : undefined;
     rows.changes.push({
       sid: next.streamId,
@@ -203,7 +202,6 @@ function rowsOfLayer(changes: readonly Layered[]): Rows {
         digest: headDigest(meta),
         ...(after === '' ? {} : { prev: headDigest(after) }),
         meta,
-        ...(noticed.length > 0 ? { records: noticed } : {}),
       }),
       author: next.authorAgentId,
       peer: next.peerAgentId,

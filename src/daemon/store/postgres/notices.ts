@@ -1,8 +1,12 @@
 // The notices of the PostgreSQL streams port: what a commit that moved a head tells every daemon
-// of the store through `pg_notify` (stream-store.ts `#onNotify` reads them). Built by the daemon,
-// not by the statement: building JSON and md5s in SQL was a quarter of the server's time per
-// group commit (bench/README.md "(g) on 2026-12-03, optimistic admission"), and the server is
-// what a loaded host runs out of first.
+// of the store through `pg_notify` (stream-notices.ts reads them). Built by the daemon, not by
+// the statement: building JSON and md5s in SQL was a quarter of the server's time per group
+// commit (bench/README.md "(g) on 2026-12-03, optimistic admission"), and the server is what a
+// loaded host runs out of first. A notice is a wake-up with the new head, never the records:
+// NOTIFY sends every notice to every daemon listening (the notifier's own included), so records
+// in it cost every daemon for every append, whether or not any of its agents follows that chat;
+// a follower's daemon reads them from the table instead (bench/README.md, "(g) on 2026-12-07,
+// notices without records": 1.19x appends/s at 64 clients).
 
 import { createHash } from 'node:crypto';
 
@@ -12,7 +16,7 @@ export const STREAMS_CHANNEL = 'yello_streams';
 /**
  * A notice payload must be shorter than this (PostgreSQL's NOTIFY limit, 8000 bytes in a default
  * build; a longer one fails the statement, and with it the commit). A notice that would not fit
- * with its records goes without them, then without the head (the listener reads it instead).
+ * with the head goes without it (the listener reads it instead).
  */
 export const NOTICE_MAX_BYTES = 8000;
 
@@ -35,18 +39,21 @@ export interface HeadNotice {
   prev?: string;
   /** The head's stored body, when the notice had room for it (NOTICE_MAX_BYTES). */
   meta?: string;
-  /** The change's record rows, [position, stored body], when the notice had room for them too. */
-  records?: Array<[number, string]>;
 }
 
-/** The payload of a notice: all of it when it fits, else without the records, else without the head. */
+/** The payload of a notice: all of it when it fits, else without the head. */
 export function noticePayload(n: HeadNotice): string {
-  const full = JSON.stringify(n);
-  if (Buffer.byteLength(full, 'utf8') < NOTICE_MAX_BYTES) return full;
-  if (n.records !== undefined) {
-    const withHead = JSON.stringify({ ...n, records: undefined });
-    if (Buffer.byteLength(withHead, 'utf8') < NOTICE_MAX_BYTES) return withHead;
-  }
+  // Field by field: whatever else a caller's object holds stays out of every daemon's feed.
+  const full = JSON.stringify({
+    streamId: n.streamId,
+    generation: n.generation,
+    nextPosition: n.nextPosition,
+    digest: n.digest,
+    prev: n.prev,
+    meta: n.meta,
+  });
+  // A JSON string is at most 3 bytes per UTF-16 unit: most notices are measured without encoding.
+  if (full.length * 3 < NOTICE_MAX_BYTES || Buffer.byteLength(full, 'utf8') < NOTICE_MAX_BYTES) return full;
   return JSON.stringify({ streamId: n.streamId, generation: n.generation, nextPosition: n.nextPosition, digest: n.digest });
 }
 

@@ -73,7 +73,6 @@ export class PostgresStreams extends StreamKernel<Admitted> {
     this.#feed = new NoticeFeed(sql, this.#heads, {
       log: options.log,
       closing: () => this.gate.closing,
-      pending: (streamId) => this.headPending(streamId),
     });
     const transactions = (this.#transactions = new StreamTransactions(sql, {
       denied: (c, reason) => this.#denied(c, reason),
@@ -114,7 +113,6 @@ export class PostgresStreams extends StreamKernel<Admitted> {
   static async open(sql: Sql, options: PostgresStreamsOptions = {}): Promise<PostgresStreams> {
     const s = new PostgresStreams(sql, options.gate ?? new StoreGate('reconnect'), options);
     s.#ownsGate = options.gate === undefined;
-    s.#feed.forget();
     await s.#heads.load();
     await s.#feed.listen();
     return s;
@@ -261,7 +259,6 @@ export class PostgresStreams extends StreamKernel<Admitted> {
   async recover(): Promise<void> {
     await this.#commits.settledForRecovery();
     // Reloaded after notices may have been lost: only the tables say what is current.
-    this.#feed.forget();
     await this.#heads.load();
     this.#known.clear();
     // A store lets writes in once both its halves reloaded (store.ts); alone, this is the whole store.
@@ -277,12 +274,6 @@ export class PostgresStreams extends StreamKernel<Admitted> {
     end: number,
     options: { reverse?: boolean; limit?: number },
   ): AsyncIterable<StoredRecordAt> {
-    const noticed = options.reverse ? undefined : this.#feed.rows(stream.streamId, generation, from, end);
-    if (noticed) {
-      for (const [position, body] of noticed.slice(0, options.limit ?? Infinity))
-        yield { position, record: this.#reads.expand(stream, generation, position, body), bytes: body.length };
-      return;
-    }
     yield* this.#reads.records(stream, generation, from, end, options);
   }
 
