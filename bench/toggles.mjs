@@ -63,16 +63,6 @@ export const TOGGLES = {
       },
     ],
   },
-  'store-pg-notice-records': {
-    what: "EXPERIMENT: the records in a commit's notice (PostgreSQL; another daemon's follower then reads them from the table, as for a notice too long for them)",
-    patches: [
-      {
-        file: 'daemon/store/postgres/notices.js',
-        find: 'const full = JSON.stringify(n);',
-        replace: 'const full = JSON.stringify({ ...n, records: undefined });',
-      },
-    ],
-  },
   'store-crc': {
     what: 'EXPERIMENT: the CRC-32 of every stored value (written as 00000000; nothing can be read back after a restart)',
     patches: [{ file: 'daemon/store/value-codec.js', find: 'return checksum(key, json) + json;', replace: "return '00000000' + json;" }],
