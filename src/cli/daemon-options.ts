@@ -60,7 +60,7 @@ export const DAEMON_OPTIONS = {
   'sign-workers': {
     type: 'number',
     describe:
-      'worker threads that sign the messages of busy moments (default: one per CPU core beyond two, at most 4; 0: every signature on the event loop)',
+      'worker threads that sign the messages of busy moments (default: one per CPU core beyond two, at most 4; 0: in the thread pool of libuv)',
   },
   'quota-append-records': { type: 'number', default: 1_000, describe: 'records one agent may append per second, sustained (0: no quota)' },
   'quota-append-bytes': {

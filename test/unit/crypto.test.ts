@@ -330,15 +330,15 @@ describe('SignBatcher: when signing waits', () => {
     const { signer, batcher } = setup();
     const one = Array.from({ length: 6 }, (_, i) => batcher.sign(signer.kid, `a${i}`));
     expect(kinds(one)).toBe('now now now later later later');
-    expect(batcher.stats).toEqual({ immediate: 3, deferred: 0 });
+    expect(batcher.stats).toEqual({ immediate: 3, deferred: 0, threadPool: 0 });
     await turn();
-    expect(batcher.stats).toEqual({ immediate: 3, deferred: 3 });
+    expect(batcher.stats).toEqual({ immediate: 3, deferred: 3, threadPool: 3 });
     expect(kinds([batcher.sign(signer.kid, 'b')])).toBe('later');
     await turn();
     // The busy turn is forgotten after one quiet turn.
     expect(kinds([batcher.sign(signer.kid, 'c')])).toBe('now');
     await turn();
-    expect(batcher.stats).toEqual({ immediate: 4, deferred: 4 });
+    expect(batcher.stats).toEqual({ immediate: 4, deferred: 4, threadPool: 4 });
   });
 
   it('a turn of exactly minBatch requests makes the next one wait; one of minBatch - 1 does not', async () => {
@@ -358,12 +358,12 @@ describe('SignBatcher: when signing waits', () => {
     const values = ['p0', 'p1', 'p2'].map((p) => batcher.sign(signer.kid, p));
     expect(kinds(values)).toBe('later later later');
     void batcher.close();
-    expect(batcher.stats).toEqual({ immediate: 0, deferred: 3 });
+    expect(batcher.stats).toEqual({ immediate: 0, deferred: 3, threadPool: 0 });
     const signed = await Promise.all(values.map((v) => Promise.resolve(v)));
     signed.forEach((v, i) => {
       expect(verify('sha256', Buffer.from(`p${i}`), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(v, 'base64url'))).toBe(true);
     });
     await turn();
-    expect(batcher.stats).toEqual({ immediate: 0, deferred: 3 });
+    expect(batcher.stats).toEqual({ immediate: 0, deferred: 3, threadPool: 0 });
   });
 });

@@ -1,6 +1,7 @@
 // Adaptive signing: every signature verifies whichever path made it (at once, at the end of a
-// busy turn, or in the sign pool's worker threads), a busy turn is deferred and signed in order,
-// a failed worker leaves nothing waiting, and close() signs what waits.
+// busy turn in libuv's thread pool, or in the sign pool's worker threads), a busy turn is
+// deferred and signed in order, a failed worker leaves nothing waiting, and close() signs what
+// waits.
 
 import { createPublicKey, verify } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,7 +46,7 @@ describe('SignBatcher', () => {
     const v = batcher.sign(signer.kid, 'one');
     expect(typeof v).toBe('string');
     expect(ok('one', v as string)).toBe(true);
-    expect(batcher.stats).toEqual({ immediate: 1, deferred: 0 });
+    expect(batcher.stats).toEqual({ immediate: 1, deferred: 0, threadPool: 0 });
   });
 
   it('defers a busy turn to its end; every signature verifies, in order', async () => {
@@ -63,6 +64,34 @@ describe('SignBatcher', () => {
     // The first turn's first requests are signed at once, all of the second turn's deferred.
     expect(batcher.stats.deferred).toBeGreaterThanOrEqual(40 + 37);
     expect(batcher.stats.immediate + batcher.stats.deferred).toBe(80);
+    // Without a worker pool, every deferred signature was made in libuv's thread pool.
+    expect(batcher.stats.threadPool).toBe(batcher.stats.deferred);
+  });
+
+  it("a busy turn's signatures are made off the event loop: none is ready when the turn's end has passed", async () => {
+    const { signer, batcher, ok } = setup();
+    await oneTurn(batcher, signer.kid, ['warm 1', 'warm 2', 'warm 3', 'warm 4']);
+    const payloads = Array.from({ length: 20 }, (_, i) => `busy ${i}`);
+    let made = 0;
+    const values = payloads.map((p) =>
+      Promise.resolve(batcher.sign(signer.kid, p)).then((v) => {
+        made++;
+        return v;
+      }),
+    );
+    // Queued after the batcher's end-of-turn callback, so it runs right after it. Signed there on
+    // the event loop, every value would be ready by now; from libuv's pool, answers only come
+    // in a later poll phase of the loop.
+    const afterTurnEnd = new Promise<number>((r) => {
+      setImmediate(() => {
+        r(made);
+      });
+    });
+    expect(await afterTurnEnd).toBe(0);
+    const signed = await Promise.all(values);
+    signed.forEach((v, i) => {
+      expect(ok(payloads[i]!, v), `payload ${i}`).toBe(true);
+    });
   });
 
   it('close() signs what is still waiting', async () => {
@@ -90,7 +119,7 @@ describe('SignPool: busy turns signed in worker threads', () => {
       expect(ok(payloads[i]!, v), `payload ${i}`).toBe(true);
     });
     // The first three of the turn at once, the other 37 in one batch per worker.
-    expect(batcher.stats).toEqual({ immediate: 3, deferred: 37 });
+    expect(batcher.stats).toEqual({ immediate: 3, deferred: 37, threadPool: 0 });
     expect(pool.stats).toEqual({ batches: 2, signatures: 37 });
     await batcher.close();
   });

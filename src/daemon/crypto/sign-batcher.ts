@@ -6,15 +6,17 @@ export const DEFER_MIN_BATCH = 4;
 
 /**
  * Signing that adapts to load. While appends come one or two at a time, each is signed at once
- * (nothing would be gained by waiting). In a busy turn the signatures are computed together at
+ * (nothing would be gained by waiting). In a busy turn the signatures are asked for together at
  * its end, after every request already read from the sockets has been admitted: measured on two
  * cores at 64 clients against signing each append at once, 1.18x the appends/s (6 of 6 rounds)
  * and 0.83x the main thread's CPU per append (bench/README.md, "adaptive signing").
  *
- * With a sign pool (sign-pool.ts: worker threads, where the host has cores to spare) a busy
- * turn's signatures are made there instead, and the event loop goes on reading and admitting
- * meanwhile. Without one, on the event loop: on two cores a worker's CPU comes out of what
- * LevelDB, the GC helpers and the clients need (bench/README.md, "signing workers").
+ * A busy turn's signatures are computed off the event loop, which goes on reading and admitting
+ * meanwhile: in the sign pool's worker threads when there is one (sign-pool.ts, where the host
+ * has cores to spare), else in libuv's thread pool (node:crypto's callback form, which costs the
+ * event loop far less per signature than a worker's messages). On two cores, against signing on
+ * the event loop: 1.12x appends/s on LevelDB and 1.08x on PostgreSQL at 64 clients, the main
+ * thread's CPU per append 0.75x and 0.87x (bench/README.md, "signing in libuv's pool").
  */
 export class SignBatcher {
   readonly #signer: Signer;
@@ -25,8 +27,11 @@ export class SignBatcher {
   /** Requests of the last turn and of this one: the measure of load. */
   #lastTurn = 0;
   #thisTurn = 0;
-  /** Signatures made at once and at the end of a turn, for tests and benchmarks. */
-  readonly stats = { immediate: 0, deferred: 0 };
+  /**
+   * Signatures made at once and at the end of a turn, and of these the ones made in libuv's
+   * thread pool, for tests and benchmarks.
+   */
+  readonly stats = { immediate: 0, deferred: 0, threadPool: 0 };
 
   constructor(signer: Signer, options: { minBatch?: number; pool?: SignPool | null } = {}) {
     this.#signer = signer;
@@ -69,8 +74,12 @@ export class SignBatcher {
     const jobs = this.#jobs;
     this.#jobs = [];
     this.stats.deferred += jobs.length;
-    if (this.#pool?.usable && jobs.length >= this.#minBatch) this.#pool.sign(jobs);
-    else for (const j of jobs) j.resolve(this.#signer.signPayloadAs(j.kid, j.payload));
+    if (this.#pool?.usable && jobs.length >= this.#minBatch) {
+      this.#pool.sign(jobs);
+      return;
+    }
+    this.stats.threadPool += jobs.length;
+    for (const j of jobs) this.#signer.signPayloadAsInPool(j.kid, j.payload, j.resolve);
   }
 
   /** Signs whatever is still waiting, here or in the pool, and stops the pool (shutdown). */

@@ -89,13 +89,28 @@ export class Signer {
 
   /** The signature value of `payload` under key `kid` (active or retired). */
   signPayloadAs(kid: string, payload: string): string {
-    if (kid === this.#activeKid) return signPayload(this.#activeKey, payload);
+    return signPayload(this.#key(kid), payload);
+  }
+
+  /**
+   * The same value, computed in libuv's thread pool (node:crypto's callback form), so the event
+   * loop goes on meanwhile. `done` gets it; should the pool's job fail, it is signed here instead.
+   */
+  signPayloadAsInPool(kid: string, payload: string, done: (value: string) => void): void {
+    const key = this.#key(kid);
+    sign('sha256', Buffer.from(payload, 'utf8'), { key, dsaEncoding: 'ieee-p1363' }, (err, value) => {
+      done(err ? signPayload(key, payload) : value.toString('base64url'));
+    });
+  }
+
+  #key(kid: string): KeyObject {
+    if (kid === this.#activeKid) return this.#activeKey;
     let key = this.#privateKeys.get(kid);
     if (!key) {
       key = createPrivateKey({ key: this.privateJwk(kid), format: 'jwk' });
       this.#privateKeys.set(kid, key);
     }
-    return signPayload(key, payload);
+    return key;
   }
 
   /** Sign a message's fields with the active key. */
