@@ -16,7 +16,7 @@ export const DEFER_MIN_BATCH = 4;
  * has cores to spare), else in libuv's thread pool (node:crypto's callback form, which costs the
  * event loop far less per signature than a worker's messages). On two cores, against signing on
  * the event loop: 1.12x appends/s on LevelDB and 1.08x on PostgreSQL at 64 clients, the main
- * thread's CPU per append 0.75x and 0.87x (bench/README.md, "signing in libuv's pool").
+ * thread's CPU per append 0.75x and 0.87x (bench/README.md, "What was kept, what was removed").
  */
 export class SignBatcher {
   readonly #signer: Signer;

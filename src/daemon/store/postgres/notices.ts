@@ -5,8 +5,8 @@
 // loaded host runs out of first. A notice is a wake-up with the new head, never the records:
 // NOTIFY sends every notice to every daemon listening (the notifier's own included), so records
 // in it cost every daemon for every append, whether or not any of its agents follows that chat;
-// a follower's daemon reads them from the table instead (bench/README.md, "(g) on 2026-12-07,
-// notices without records": 1.19x appends/s at 64 clients).
+// a follower's daemon reads them from the table instead (bench/README.md, "What was kept, what
+// was removed": 1.19x appends/s at 64 clients).
 
 import { createHash } from 'node:crypto';
 

@@ -2,8 +2,8 @@
 // commit that moved a head says so (notices.ts). A notice refreshes the cached head (head-cache.ts:
 // taken from the notice when it is the very next change of the cached one, else read) and wakes
 // the listeners of `changes()` (live followers, which read the records from the table, long
-// polls, the store's counts). A LISTEN reconnect loses the notices sent while it
-// was down: every head is read again and each one that moved is told as its notice would have been.
+// polls, the store's counts). A LISTEN reconnect loses the notices sent while it was down: every
+// head is read again and each one that moved is told as its notice would have been.
 
 import type { Logger } from 'pino';
 import type { Sql } from './connection.js';

@@ -20,7 +20,7 @@ export class StreamReads {
   }
 
   /** A stored record row's body as the record, checked (CORRUPT when it fails its checksum). */
-  expand(stream: StreamIdentity, generation: number, position: number, body: string): StoredRecord {
+  #expand(stream: StreamIdentity, generation: number, position: number, body: string): StoredRecord {
     const stored = decodeRow<CompactRecord | StoredRecord>(RowKey.record(stream.streamId, generation, position), body, {
       streamId: stream.streamId,
       generation,
@@ -50,7 +50,7 @@ export class StreamReads {
               and position >= ${lo} and position < ${hi} order by position limit ${take}`;
       for (const r of rows) {
         const position = Number(r.position);
-        yield { position, record: this.expand(stream, generation, position, r.body), bytes: r.body.length };
+        yield { position, record: this.#expand(stream, generation, position, r.body), bytes: r.body.length };
       }
       left -= rows.length;
       const last = rows.at(-1);
@@ -63,7 +63,7 @@ export class StreamReads {
   async record(stream: StreamIdentity, generation: number, position: number): Promise<StoredRecord | undefined> {
     const [row] = await this.#sql<{ body: string }[]>`
       select body from records where stream_id = ${stream.streamId} and generation = ${generation} and position = ${position}`;
-    return row ? this.expand(stream, generation, position, row.body) : undefined;
+    return row ? this.#expand(stream, generation, position, row.body) : undefined;
   }
 
   async *allRecords(stream: StreamIdentity): AsyncIterable<{ generation: number; position: number; record: StoredRecord | undefined }> {
