@@ -589,9 +589,12 @@ describe.runIf(pgAvailable())('PostgreSQL stream port', () => {
     const b = await blindToHeads('blind_b3');
     const a1 = append(s, 'n', 2);
     await outcomeOf(a!.admit(a1));
-    await waitFor(() => payloads.some((p) => (JSON.parse(p) as HeadNotice).nextPosition === 2), 'the notice of the append', 5_000);
+    const notice = await waitFor(
+      () => payloads.map((p) => JSON.parse(p) as HeadNotice).find((n) => n.nextPosition === 2),
+      'the notice of the append',
+      5_000,
+    );
     await listening.unlisten();
-    const notice = JSON.parse(payloads.find((p) => (JSON.parse(p) as HeadNotice).nextPosition === 2)!) as Record<string, unknown>;
     expect(Object.keys(notice).sort()).toEqual(['digest', 'generation', 'meta', 'nextPosition', 'prev', 'streamId']);
     // b took the head from that notice, but a follower's read goes to the table, which b may not read.
     await waitFor(() => b.head(s.streamId, 'committed')?.nextPosition === 2, 'b takes the head');
